@@ -1,0 +1,41 @@
+# The OpenEngine profiles toolkit. `make` sets up, regenerates, checks and builds the site;
+# `make test` runs every test. Dependencies are pinned in requirements.txt and installed into .venv.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+OESPEC := $(BIN)/oespec
+STAMP := $(VENV)/.installed
+BASE ?= origin/main
+
+.DEFAULT_GOAL := all
+.PHONY: all setup generate bindings check test site serve breaking engine conformance bench clean
+
+all: setup generate check site
+
+# Idempotent: reinstalls only when requirements.txt or pyproject.toml changed.
+setup: $(STAMP)
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+# Every file derived from profiles.yaml (committed sources and the Python bindings).
+generate: setup
+	$(OESPEC) generate
+
+# Only the build outputs the tests import (Python bindings); leaves committed files alone.
+bindings: setup
+	$(OESPEC) generate --only bindings
+
+check: setup
+	$(OESPEC) check
+	$(OESPEC) generate --check
+
+test: setup bindings
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf build openengine/v1 .pytest_cache

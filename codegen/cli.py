@@ -1,0 +1,50 @@
+"""`oespec`: the one command-line entry point. Each subcommand is a module in `codegen.commands`
+with `HELP`, `add_arguments(parser)` and `run(args) -> int`; `main` returns the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand name -> module. Imported lazily so `oespec check` never pays for gRPC imports.
+COMMANDS: dict[str, str] = {
+    "check": "codegen.commands.check",
+    "generate": "codegen.commands.generate",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oespec",
+        description="Define, check, generate and prove the OpenEngine protocol's conformance profiles.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The subcommands of `oespec`, one module each."""

@@ -1,0 +1,31 @@
+"""oespec check: validate profiles.yaml against the schema and the semantic rules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from codegen.check import iter_rules, run_rules
+from codegen.commands.common import add_output_arguments, emit, emit_unusable
+from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
+
+HELP = "check the profile registry (schema and semantic rules)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("registry", nargs="?", default=DEFAULT_REGISTRY,
+                        help="registry file (default: profiles.yaml)")
+    add_output_arguments(parser)
+    parser.add_argument("--list-rules", action="store_true", help="print every rule and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_rules:
+        for r in iter_rules():
+            sys.stdout.write(f"{r.id}  {r.severity!s:<7}  {r.category:<12} {r.name}: {r.purpose}\n")
+        return 0
+    try:
+        resolved = load_registry(args.registry)
+    except SourceError as err:
+        return emit_unusable(args, err)
+    return emit(args, run_rules(resolved))

@@ -1,0 +1,60 @@
+"""oespec generate: write every file derived from profiles.yaml (all or none), or --check them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from codegen.check import run_rules
+from codegen.commands.common import add_output_arguments, emit, emit_unusable
+from codegen.diagnostics import Diagnostic, Severity
+from codegen.generate import GENERATORS, GenerationError, plan, stale_outputs, write_outputs
+from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
+
+HELP = "generate protos, bindings, validators, schemas and docs from the registry"
+
+# Build outputs that generation owns entirely (never committed).
+OWNED_DIRS = ("openengine/v1",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("registry", nargs="?", default=DEFAULT_REGISTRY,
+                        help="registry file (default: profiles.yaml)")
+    parser.add_argument("--root", default=".", help="repository root to generate into (default: .)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if any committed generated file is stale")
+    parser.add_argument("--only", action="append", choices=list(GENERATORS) or None,
+                        help="run only this generator (repeatable)")
+    add_output_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        resolved = load_registry(args.registry)
+    except SourceError as err:
+        return emit_unusable(args, err)
+    diags = run_rules(resolved)
+    if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
+        sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
+        return emit(args, diags) or 1
+    root = Path(args.root)
+    try:
+        outputs = plan(resolved.registry, root, only=args.only)
+    except GenerationError as err:
+        diag = Diagnostic(args.registry, 0, 0, "OE900", Severity.ERROR,
+                          f"generator {err.generator} failed: {err.message}",
+                          "nothing was written; fix the cause and run again")
+        return emit(args, [diag])
+    if args.check:
+        stale = stale_outputs(root, outputs)
+        diags = [Diagnostic(path, 0, 0, "OE901", Severity.ERROR,
+                            "generated file is stale (or missing)",
+                            "run `make generate` (oespec generate) and commit the result")
+                 for path in stale]
+        return emit(args, diags)
+    changed = write_outputs(root, outputs, owned_dirs=() if args.only else OWNED_DIRS)
+    for path in changed:
+        sys.stderr.write(f"wrote {path}\n")
+    sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} changed\n")
+    return 0

@@ -1,0 +1,147 @@
+"""One diagnostic record for every finding of the toolkit, and the printers that render it.
+
+`oespec check`, `oespec validate` and `oespec breaking` all produce `Diagnostic` records; a printer
+chosen by name (`text`, `json`, `github`) turns a list of them into output. Keeping one record means
+a CI annotation, a terminal line and a JSON report can never disagree.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+
+class Severity(enum.IntEnum):
+    """Ordered so that `--fail-on` is a simple comparison."""
+
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}; use one of: info, warning, error") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, order=True)
+class Loc:
+    """A 1-based position in a file. Line 0 means the whole file (no better position known)."""
+
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}" if self.line else ""
+
+
+NOWHERE = Loc()
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A finding: where it is, which rule found it, how bad it is, and how to fix it."""
+
+    path: str
+    line: int
+    column: int
+    rule_id: str
+    severity: Severity
+    message: str
+    hint: str = ""
+    # Extra structured facts (a baseline location, who a break affects, the bump needed, ...).
+    details: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def at(cls, path: str, loc: Loc, rule_id: str, severity: Severity, message: str,
+           hint: str = "", **details) -> "Diagnostic":
+        return cls(path, loc.line, loc.column, rule_id, severity, message, hint, details)
+
+    def sort_key(self):
+        return (self.path, self.line, self.column, self.rule_id, self.message)
+
+    def as_dict(self) -> dict:
+        out = {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "rule_id": self.rule_id,
+            "severity": str(self.severity),
+            "message": self.message,
+            "hint": self.hint,
+        }
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+def sorted_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=Diagnostic.sort_key)
+
+
+def _position(d: Diagnostic) -> str:
+    if d.line:
+        return f"{d.path}:{d.line}:{d.column}"
+    return d.path
+
+
+def render_text(diags: list[Diagnostic]) -> str:
+    lines = []
+    for d in diags:
+        lines.append(f"{_position(d)}: {d.severity} {d.rule_id}: {d.message}")
+        if d.hint:
+            lines.append(f"    hint: {d.hint}")
+        for key, value in d.details.items():
+            lines.append(f"    {key}: {value}")
+    counts = {s: sum(1 for d in diags if d.severity == s) for s in Severity}
+    summary = ", ".join(f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}"
+                        for s in (Severity.ERROR, Severity.WARNING, Severity.INFO))
+    lines.append(f"{len(diags)} finding{'s' if len(diags) != 1 else ''} ({summary})")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(diags: list[Diagnostic]) -> str:
+    return json.dumps({"diagnostics": [d.as_dict() for d in diags]}, indent=2, sort_keys=False) + "\n"
+
+
+def _github_escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_escape_property(text: str) -> str:
+    return _github_escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def render_github(diags: list[Diagnostic]) -> str:
+    """GitHub Actions workflow commands: each finding becomes an annotation on the pull request diff."""
+    lines = []
+    for d in diags:
+        props = [f"file={_github_escape_property(d.path)}"]
+        if d.line:
+            props += [f"line={d.line}", f"col={d.column}"]
+        props.append(f"title={_github_escape_property(d.rule_id)}")
+        body = d.message + (f" (hint: {d.hint})" if d.hint else "")
+        lines.append(f"::{_GITHUB_LEVEL[d.severity]} {','.join(props)}::{_github_escape_data(body)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+PRINTERS: dict[str, Callable[[list[Diagnostic]], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "github": render_github,
+}
+
+
+def exit_code(diags: Iterable[Diagnostic], fail_on: Severity = Severity.ERROR) -> int:
+    """0 when nothing reaches `fail_on`, 1 otherwise (2 is reserved for unusable input)."""
+    return 1 if any(d.severity >= fail_on for d in diags) else 0

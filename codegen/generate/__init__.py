@@ -1,0 +1,156 @@
+"""Generate stage: every file derived from profiles.yaml, computed in memory and written all at once.
+
+A generator is a function `(GenerationContext) -> list[Output]`, registered in `GENERATORS` in the
+order they run. The proto generator runs first; later generators (bindings, validators, schemas,
+docs) may read the proto sources it produced through the context. Nothing touches the disk until
+every generator has succeeded; then `write_outputs` replaces each file atomically, and a failure
+part-way restores what was there. `stale_outputs` compares without writing: `make check` uses it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from codegen.registry import Registry
+
+HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
+
+
+def header(comment: str = "//") -> str:
+    """The first line of every committed generated file, in the file's comment syntax."""
+    if comment == "<!--":
+        return f"<!-- {HEADER_TEXT} -->\n"
+    return f"{comment} {HEADER_TEXT}\n"
+
+
+@dataclass(frozen=True)
+class Output:
+    path: str            # relative to the repository root, POSIX separators
+    content: str | bytes
+    committed: bool = True   # False for build outputs (Python bindings): never checked for staleness
+
+    def data(self) -> bytes:
+        return self.content.encode("utf-8") if isinstance(self.content, str) else self.content
+
+
+class GenerationError(Exception):
+    """A generator cannot produce its outputs; nothing has been written."""
+
+    def __init__(self, generator: str, message: str):
+        super().__init__(f"{generator}: {message}")
+        self.generator = generator
+        self.message = message
+
+
+@dataclass
+class GenerationContext:
+    registry: Registry
+    root: Path
+    outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
+    cache: dict = field(default_factory=dict)
+
+    def read(self, relpath: str) -> str | None:
+        """A file as it will be after generation: a planned output, else what is on disk."""
+        for out in reversed(self.outputs):
+            if out.path == relpath and isinstance(out.content, str):
+                return out.content
+        path = self.root / relpath
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def proto_sources(self) -> dict[str, str]:
+        """Every .proto under proto/ (path relative to proto/), with planned outputs overlaid."""
+        sources: dict[str, str] = {}
+        proto_root = self.root / "proto"
+        if proto_root.is_dir():
+            for path in sorted(proto_root.rglob("*.proto")):
+                sources[path.relative_to(proto_root).as_posix()] = path.read_text(encoding="utf-8")
+        for out in self.outputs:
+            if out.path.startswith("proto/") and out.path.endswith(".proto") and isinstance(out.content, str):
+                sources[out.path[len("proto/"):]] = out.content
+        return sources
+
+
+# Generator name -> "module:function", in run order. Each module adds its own line.
+GENERATORS: dict[str, str] = {}
+
+
+def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
+    module_name, _, func = spec.partition(":")
+    return getattr(importlib.import_module(module_name), func)
+
+
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
+    """Run the generators in memory and return every output; raises `GenerationError`."""
+    ctx = GenerationContext(registry, Path(root))
+    for name, spec in GENERATORS.items():
+        if only and name not in only:
+            continue
+        try:
+            produced = _load(spec)(ctx)
+        except GenerationError:
+            raise
+        except Exception as err:  # a generator bug must still leave the tree untouched
+            raise GenerationError(name, f"{type(err).__name__}: {err}") from err
+        ctx.outputs.extend(produced)
+    paths = [o.path for o in ctx.outputs]
+    dupes = sorted({p for p in paths if paths.count(p) > 1})
+    if dupes:
+        raise GenerationError("plan", f"two generators write {', '.join(dupes)}")
+    return ctx.outputs
+
+
+def stale_outputs(root: Path, outputs: list[Output]) -> list[str]:
+    """Committed outputs whose file on disk differs from what generation would write."""
+    stale = []
+    for out in outputs:
+        if not out.committed:
+            continue
+        path = Path(root) / out.path
+        if not path.is_file() or path.read_bytes() != out.data():
+            stale.append(out.path)
+    return stale
+
+
+def write_outputs(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ...] = ()) -> list[str]:
+    """Write every output or none. Returns the paths that changed.
+
+    Each file is first written to a temporary sibling, then all are renamed into place; if any
+    step fails, files already replaced are restored from their previous content. `owned_dirs` are
+    directories entirely produced by generation (build outputs); files in them that generation no
+    longer produces are removed, so a renamed message leaves no orphan module behind.
+    """
+    root = Path(root)
+    changed = [o for o in outputs if not (root / o.path).is_file() or (root / o.path).read_bytes() != o.data()]
+    wanted = {o.path for o in outputs}
+    orphans = [p for d in owned_dirs if (root / d).is_dir() for p in (root / d).rglob("*")
+               if p.is_file() and p.relative_to(root).as_posix() not in wanted and "__pycache__" not in p.parts]
+    temps: list[tuple[Path, Path]] = []
+    backups: dict[Path, bytes | None] = {}
+    try:
+        for out in changed:
+            target = root / out.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(out.data())
+            temps.append((Path(tmp), target))
+        for tmp, target in temps:
+            backups[target] = target.read_bytes() if target.is_file() else None
+            os.replace(tmp, target)
+    except BaseException:
+        for target, previous in backups.items():
+            if previous is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.write_bytes(previous)
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    for orphan in orphans:
+        orphan.unlink(missing_ok=True)
+    return [o.path for o in changed] + [p.relative_to(root).as_posix() for p in orphans]

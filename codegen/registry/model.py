@@ -1,0 +1,369 @@
+"""The registry as typed, immutable data: what every other stage reads.
+
+A `Registry` is produced by `resolve` from a schema-valid YAML tree. Each element keeps the
+location of its mapping (`loc`) and of each of its keys' values (`locs`), so checks and breaking
+rules can point at the exact line a maintainer has to change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from codegen.diagnostics import NOWHERE, Loc
+
+STANDARD_PREFIX = "openengine."
+ROLES = ("aggregated", "prefill", "decode", "encoder")
+SCOPES = ("engine", "model", "role")
+STREAMING_SHAPES = ("unary", "server", "client", "bidi")
+SCALAR_TYPES = ("bool", "uint32", "uint64", "int32", "double", "string")
+BASE_TYPES = SCALAR_TYPES + ("enum",)
+CONDITION_OPERATORS = ("equals", "not_equals", "at_least", "at_most", "contains")
+
+_VERSION_RE = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+_COMPARATOR_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9]+\.[0-9]+)\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class Version:
+    """A profile version, MAJOR.MINOR. Ordered numerically (1.10 > 1.9)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Version":
+        match = _VERSION_RE.match(str(text).strip())
+        if not match:
+            raise ValueError(f"{text!r} is not a MAJOR.MINOR version")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    """A conjunction of comparators such as `>= 1.2, < 2.0`."""
+
+    comparators: tuple[tuple[str, Version], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> "VersionRange":
+        parts = [p for p in str(text).split(",")]
+        comparators = []
+        for part in parts:
+            match = _COMPARATOR_RE.match(part)
+            if not match:
+                raise ValueError(f"{part.strip()!r} is not a comparator like '>= 1.0'")
+            comparators.append((match.group(1), Version.parse(match.group(2))))
+        return cls(tuple(comparators))
+
+    def contains(self, version: Version) -> bool:
+        for op, bound in self.comparators:
+            ok = {
+                ">=": version >= bound,
+                ">": version > bound,
+                "<=": version <= bound,
+                "<": version < bound,
+                "==": version == bound,
+            }[op]
+            if not ok:
+                return False
+        return True
+
+    def lowest_major(self) -> int | None:
+        lows = [v.major for op, v in self.comparators if op in (">=", "==", ">")]
+        return max(lows) if lows else None
+
+    def __str__(self) -> str:
+        return ", ".join(f"{op} {v}" for op, v in self.comparators)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: Version
+    changes: str
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Rpc:
+    """An RPC a profile requires, by full name `package.Service/Method`."""
+
+    name: str
+    request: str
+    response: str
+    streaming: str
+    since: Version
+    description: str
+    deprecated: str | None = None
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def service(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @property
+    def method(self) -> str:
+        return self.name.split("/", 1)[1] if "/" in self.name else ""
+
+    @property
+    def package(self) -> str:
+        return self.service.rsplit(".", 1)[0] if "." in self.service else ""
+
+    @property
+    def service_short(self) -> str:
+        return self.service.rsplit(".", 1)[-1]
+
+    @property
+    def client_streaming(self) -> bool:
+        return self.streaming in ("client", "bidi")
+
+    @property
+    def server_streaming(self) -> bool:
+        return self.streaming in ("server", "bidi")
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    """A message a profile requires (short name in the registry package, or a full name)."""
+
+    name: str
+    since: Version
+    description: str
+    deprecated: str | None = None
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class LimitType:
+    base: str
+    repeated: bool = False
+    enum_name: str | None = None
+    enum_values: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, enum_name: str | None = None, values=()) -> "LimitType":
+        words = str(text).split()
+        repeated = len(words) == 2 and words[0] == "repeated"
+        base = words[-1] if words else ""
+        if not words or len(words) > 2 or (len(words) == 2 and not repeated) or base not in BASE_TYPES:
+            raise ValueError(f"{text!r} is not a limit type")
+        return cls(base, repeated, enum_name if base == "enum" else None,
+                   tuple(values) if base == "enum" else ())
+
+    def __str__(self) -> str:
+        return ("repeated " if self.repeated else "") + self.base
+
+    def accepts(self, value: Any) -> bool:
+        """Does `value` have this type? (Used for defaults, validators and conditions.)"""
+        if self.repeated:
+            return isinstance(value, list) and all(self.element_accepts(v) for v in value)
+        return self.element_accepts(value)
+
+    def element_accepts(self, value: Any) -> bool:
+        base = self.base
+        if base == "bool":
+            return isinstance(value, bool)
+        if base in ("uint32", "uint64", "int32"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                return False
+            lo, hi = INTEGER_BOUNDS[base]
+            return lo <= value <= hi
+        if base == "double":
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        if base == "string":
+            return isinstance(value, str)
+        if base == "enum":
+            return isinstance(value, str) and value in self.enum_values
+        return False
+
+
+INTEGER_BOUNDS = {
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A typed limit: one field of the profile's capability message."""
+
+    name: str
+    type: LimitType
+    field: int
+    default: Any
+    description: str
+    since: Version
+    minimum: float | int | None = None
+    maximum: float | int | None = None
+    unit: str | None = None
+    deprecated: str | None = None
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+    def in_range(self, value: Any) -> bool:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if self.minimum is not None and v < self.minimum:
+                return False
+            if self.maximum is not None and v > self.maximum:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Capability:
+    """The field of `Capabilities` a profile owns, and the message type of that field."""
+
+    field: str
+    number: int
+    message: str
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    profile: str
+    range: VersionRange
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`<profile>.<limit> <operator> <value>`, e.g. openengine.core.speculative_decoding equals true."""
+
+    profile: str
+    limit: str
+    operator: str
+    value: Any
+    loc: Loc = NOWHERE
+
+    @property
+    def reference(self) -> str:
+        return f"{self.profile}.{self.limit}"
+
+    def holds(self, actual: Any) -> bool:
+        op = self.operator
+        if op == "equals":
+            return actual == self.value
+        if op == "not_equals":
+            return actual != self.value
+        if op == "contains":
+            return isinstance(actual, (list, tuple)) and self.value in actual
+        if isinstance(actual, bool) or not isinstance(actual, (int, float)):
+            return False
+        if op == "at_least":
+            return actual >= self.value
+        if op == "at_most":
+            return actual <= self.value
+        return False
+
+    def __str__(self) -> str:
+        words = {"equals": "==", "not_equals": "!=", "at_least": ">=", "at_most": "<=",
+                 "contains": "contains"}
+        value = str(self.value).lower() if isinstance(self.value, bool) else self.value
+        return f"{self.reference} {words[self.operator]} {value}"
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """This profile cannot be advertised together with `profile` (when given) while every
+    condition in `when` holds. With no `profile`, the conditions alone are the forbidden combination."""
+
+    profile: str | None
+    when: tuple[Condition, ...]
+    reason: str
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Scope:
+    kind: str
+    roles: tuple[str, ...] = ()
+    loc: Loc = NOWHERE
+
+    def __str__(self) -> str:
+        return f"role ({', '.join(self.roles)})" if self.kind == "role" else self.kind
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    version: Version
+    mandatory: bool
+    scope: Scope
+    summary: str
+    description: str
+    history: tuple[HistoryEntry, ...]
+    rpcs: tuple[Rpc, ...]
+    messages: tuple[MessageRef, ...]
+    capability: Capability | None
+    limits: tuple[Limit, ...]
+    requires: tuple[Requirement, ...]
+    incompatible_with: tuple[Incompatibility, ...]
+    deprecated: str | None = None
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def standard(self) -> bool:
+        return self.name.startswith(STANDARD_PREFIX)
+
+    @property
+    def short_name(self) -> str:
+        """`openengine.runtime-events` -> `runtime-events`; what `--profiles` accepts."""
+        return self.name[len(STANDARD_PREFIX):] if self.standard else self.name
+
+    def limit(self, name: str) -> Limit | None:
+        return next((lim for lim in self.limits if lim.name == name), None)
+
+    def rpc(self, name: str) -> Rpc | None:
+        return next((r for r in self.rpcs if r.name == name), None)
+
+
+@dataclass(frozen=True)
+class Registry:
+    path: str
+    revision: int
+    package: str
+    profiles: tuple[Profile, ...]
+    loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+
+    def profile(self, name: str) -> Profile | None:
+        return next((p for p in self.profiles if p.name == name), None)
+
+    @property
+    def core(self) -> Profile | None:
+        return next((p for p in self.profiles if p.mandatory), None)
+
+    def rpc_owner(self) -> dict[str, Profile]:
+        """Full RPC name -> the profile that requires it (the first, if a checker error lets two)."""
+        owners: dict[str, Profile] = {}
+        for profile in self.profiles:
+            for rpc in profile.rpcs:
+                owners.setdefault(rpc.name, profile)
+        return owners
+
+    def all_rpcs(self) -> list[tuple[Profile, Rpc]]:
+        return [(p, r) for p in self.profiles for r in p.rpcs]
+
+    def services(self) -> dict[str, list[tuple[Profile, Rpc]]]:
+        """Services of the registry's own package, in first-seen order, with their RPCs."""
+        out: dict[str, list[tuple[Profile, Rpc]]] = {}
+        for profile, rpc in self.all_rpcs():
+            if rpc.package == self.package:
+                out.setdefault(rpc.service, []).append((profile, rpc))
+        return out

@@ -1,0 +1,260 @@
+"""Resolve stage: validate the located YAML tree against the registry's JSON Schema, then build
+the typed `Registry` model.
+
+Schema problems become diagnostics (rule OE001) located at the offending key or value. The model is
+only built from a schema-valid tree, so the semantic rules in `codegen.check` never meet a value of
+the wrong shape.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from codegen.diagnostics import Diagnostic, Loc, Severity
+from codegen.registry.model import (
+    Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
+    Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
+)
+from codegen.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
+
+SCHEMA_RULE = "OE001"
+
+
+@lru_cache(maxsize=1)
+def registry_schema() -> dict:
+    return json.loads(resources.files("codegen.registry").joinpath("profiles.schema.json").read_text())
+
+
+def _node_at(root: YNode, path) -> tuple[YNode | None, YMap | None, str | None]:
+    """Follow a JSON path into the located tree: (node, parent mapping, key in parent)."""
+    node: YNode | None = root
+    parent, key = None, None
+    for step in path:
+        if isinstance(node, YMap) and isinstance(step, str):
+            parent, key = node, step
+            node = node.entries.get(step)
+        elif isinstance(node, YSeq) and isinstance(step, int) and 0 <= step < len(node.items):
+            parent, key = None, None
+            node = node.items[step]
+        else:
+            break
+    return node, parent, key
+
+
+def _describe_path(path) -> str:
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+    return out or "(document)"
+
+
+def _schema_hint(error: jsonschema.ValidationError) -> str:
+    if error.validator == "required":
+        return "add the missing key; see codegen/registry/profiles.schema.json for the layout"
+    if error.validator == "additionalProperties":
+        return "remove the key or correct its spelling"
+    if error.validator == "enum":
+        return "use one of: " + ", ".join(str(v) for v in error.validator_value)
+    if error.validator == "pattern":
+        return f"the value must match {error.validator_value}"
+    if error.validator == "type":
+        return f"write a value of type {error.validator_value}"
+    return "see codegen/registry/profiles.schema.json"
+
+
+def _friendly_message(error: jsonschema.ValidationError) -> str:
+    where = _describe_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
+    if error.validator == "pattern" and "version" in where.split(".")[-1] + "since":
+        return f"{where}: {error.instance!r} is not a MAJOR.MINOR version string"
+    return f"{where}: {error.message}"
+
+
+def _text(node: YNode | None) -> str:
+    if isinstance(node, YScalar):
+        return node.raw if node.tag.endswith((":float", ":int")) else ("" if node.value is None else str(node.value))
+    return ""
+
+
+def _locs(node: YMap) -> dict[str, Loc]:
+    return {key: child.loc for key, child in node.entries.items()}
+
+
+def _version(node: YMap, key: str) -> Version:
+    return Version.parse(_text(node.get(key)))
+
+
+def _opt_str(node: YMap, key: str) -> str | None:
+    child = node.get(key)
+    return None if child is None else str(child.plain())
+
+
+def _history(node: YMap) -> HistoryEntry:
+    return HistoryEntry(_version(node, "version"), str(node.get("changes").plain()), node.loc, _locs(node))
+
+
+def _rpc(node: YMap) -> Rpc:
+    p = node.plain()
+    return Rpc(p["name"], p["request"], p["response"], p["streaming"], _version(node, "since"),
+               p["description"], p.get("deprecated"), node.loc, _locs(node))
+
+
+def _message(node: YMap) -> MessageRef:
+    p = node.plain()
+    return MessageRef(p["name"], _version(node, "since"), p["description"], p.get("deprecated"),
+                      node.loc, _locs(node))
+
+
+def _limit(node: YMap) -> Limit:
+    p = node.plain()
+    name = p["name"]
+    enum_name = p.get("enum") or "".join(w.capitalize() for w in name.split("_"))
+    ltype = LimitType.parse(p["type"], enum_name, p.get("values") or ())
+    return Limit(name=name, type=ltype, field=p["field"], default=p["default"],
+                 description=p["description"], since=_version(node, "since"),
+                 minimum=p.get("minimum"), maximum=p.get("maximum"), unit=p.get("unit"),
+                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node))
+
+
+def _condition(node: YMap) -> Condition:
+    p = node.plain()
+    reference = p["limit"]
+    profile, _, limit = reference.rpartition(".")
+    operator = next(op for op in CONDITION_OPERATORS if op in p)
+    return Condition(profile, limit, operator, p[operator], node.loc)
+
+
+def _incompatibility(node: YMap) -> Incompatibility:
+    when = node.get("when")
+    conditions = tuple(_condition(c) for c in when.items) if isinstance(when, YSeq) else ()
+    return Incompatibility(_opt_str(node, "profile"), conditions, str(node.get("reason").plain()),
+                           node.loc, _locs(node))
+
+
+def _requirement(node: YMap) -> Requirement:
+    text = _text(node.get("version"))
+    return Requirement(str(node.get("profile").plain()), VersionRange.parse(text), node.loc, _locs(node))
+
+
+def _items(node: YMap, key: str) -> list[YMap]:
+    child = node.get(key)
+    return [item for item in child.items if isinstance(item, YMap)] if isinstance(child, YSeq) else []
+
+
+def _profile(node: YMap) -> Profile:
+    p = node.plain()
+    cap_node = node.get("capability")
+    capability = None
+    if isinstance(cap_node, YMap):
+        c = cap_node.plain()
+        capability = Capability(c["field"], c["number"], c["message"], cap_node.loc, _locs(cap_node))
+    scope = Scope(p["scope"], tuple(p.get("roles") or ()), node.value_loc("scope"))
+    return Profile(
+        name=p["name"],
+        version=_version(node, "version"),
+        mandatory=bool(p.get("mandatory", False)),
+        scope=scope,
+        summary=p["summary"],
+        description=p["description"],
+        history=tuple(_history(h) for h in _items(node, "history")),
+        rpcs=tuple(_rpc(r) for r in _items(node, "rpcs")),
+        messages=tuple(_message(m) for m in _items(node, "messages")),
+        capability=capability,
+        limits=tuple(_limit(lim) for lim in _items(node, "limits")),
+        requires=tuple(_requirement(r) for r in _items(node, "requires")),
+        incompatible_with=tuple(_incompatibility(i) for i in _items(node, "incompatible_with")),
+        deprecated=p.get("deprecated"),
+        loc=node.loc,
+        locs=_locs(node),
+    )
+
+
+@dataclass
+class Resolved:
+    """The result of load + resolve: a model when the file was usable, and what was found."""
+
+    source: SourceFile
+    registry: Registry | None
+    diagnostics: list[Diagnostic]
+
+
+def _check_version_texts(source: SourceFile) -> list[Diagnostic]:
+    """Versions and ranges the schema cannot judge (it sees strings), checked on the raw text."""
+    diags = []
+
+    def visit(node: YNode, key: str | None):
+        if isinstance(node, YMap):
+            for k, child in node.entries.items():
+                visit(child, k)
+        elif isinstance(node, YSeq):
+            for child in node.items:
+                visit(child, key)
+        elif key in ("version", "since") and isinstance(node, YScalar):
+            text = _text(node)
+            try:
+                if text.lstrip().startswith(("<", ">", "=")):
+                    VersionRange.parse(text)
+                else:
+                    Version.parse(text)
+            except ValueError as err:
+                diags.append(Diagnostic.at(source.path, node.loc, SCHEMA_RULE, Severity.ERROR, str(err),
+                                           "write versions as MAJOR.MINOR (e.g. \"1.2\") and ranges as '>= 1.0'"))
+
+    visit(source.root, None)
+    return diags
+
+
+def _stringify_versions(source: SourceFile) -> dict:
+    """The plain data the schema sees, with unquoted numeric versions read as their source text."""
+
+    def plain(node: YNode, key: str | None) -> Any:
+        if isinstance(node, YMap):
+            return {k: plain(child, k) for k, child in node.entries.items()}
+        if isinstance(node, YSeq):
+            return [plain(child, key) for child in node.items]
+        if key in ("version", "since") and isinstance(node, YScalar) and node.tag.endswith((":float", ":int")):
+            return node.raw
+        return node.value
+
+    return plain(source.root, None)
+
+
+def resolve(source: SourceFile) -> Resolved:
+    data = _stringify_versions(source)
+    validator = jsonschema.Draft202012Validator(registry_schema())
+    diags: list[Diagnostic] = []
+    for error in validator.iter_errors(data):
+        best = jsonschema.exceptions.best_match([error]) if error.context else error
+        node, parent, key = _node_at(source.root, best.absolute_path)
+        loc = node.loc if node is not None else Loc(1, 1)
+        if best.validator == "additionalProperties" and isinstance(node, YMap):
+            extra = sorted(set(best.instance) - set(best.schema.get("properties", {})))
+            if extra:
+                loc = node.key_loc(extra[0])
+        diags.append(Diagnostic.at(source.path, loc, SCHEMA_RULE, Severity.ERROR,
+                                   _friendly_message(best), _schema_hint(best)))
+    if not diags:
+        diags += _check_version_texts(source)
+    if diags:
+        return Resolved(source, None, diags)
+    root = source.root
+    assert isinstance(root, YMap)
+    header = root.get("registry")
+    assert isinstance(header, YMap)
+    registry = Registry(
+        path=source.path,
+        revision=header.plain()["revision"],
+        package=header.plain()["package"],
+        profiles=tuple(_profile(p) for p in _items(root, "profiles")),
+        loc=root.loc,
+        locs={**_locs(header), "registry": root.key_loc("registry"), "profiles": root.key_loc("profiles")},
+    )
+    return Resolved(source, registry, [])

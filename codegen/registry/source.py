@@ -1,0 +1,217 @@
+"""Load stage: read a YAML file into a tree of located nodes.
+
+Every mapping, sequence and scalar keeps its 1-based line and column, so each later stage can point
+at the exact key or value it is unhappy with. Duplicate keys are collected here (YAML parsers
+usually keep the last one silently), and anything the parser rejects becomes a `SourceError` with a
+location: this stage never lets another exception escape.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Union
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from codegen.diagnostics import Loc
+
+MAX_DEPTH = 64
+
+
+class SourceError(Exception):
+    """The file cannot be used at all: missing, unreadable, or not YAML. Exit status 2."""
+
+    def __init__(self, path: str, loc: Loc, message: str, hint: str = ""):
+        super().__init__(f"{path}:{loc}: {message}" if loc.line else f"{path}: {message}")
+        self.path = path
+        self.loc = loc
+        self.message = message
+        self.hint = hint
+
+
+@dataclass
+class YScalar:
+    value: Any            # str, int, float, bool or None, resolved as YAML 1.2 does
+    raw: str              # the source text, so `version: 1.10` can be read as "1.10", not 1.1
+    loc: Loc
+    tag: str = ""
+
+    def plain(self) -> Any:
+        return self.value
+
+
+@dataclass
+class YSeq:
+    items: list["YNode"]
+    loc: Loc
+
+    def plain(self) -> list:
+        return [item.plain() for item in self.items]
+
+
+@dataclass
+class YMap:
+    entries: dict[str, "YNode"]
+    key_locs: dict[str, Loc]
+    loc: Loc
+    # Keys seen more than once: (key, location of the repeat, location of the first).
+    duplicates: list[tuple[str, Loc, Loc]] = field(default_factory=list)
+
+    def plain(self) -> dict:
+        return {key: node.plain() for key, node in self.entries.items()}
+
+    def get(self, key: str) -> "YNode | None":
+        return self.entries.get(key)
+
+    def key_loc(self, key: str) -> Loc:
+        return self.key_locs.get(key, self.loc)
+
+    def value_loc(self, key: str) -> Loc:
+        node = self.entries.get(key)
+        return node.loc if node is not None else self.loc
+
+
+YNode = Union[YScalar, YSeq, YMap]
+
+
+@dataclass
+class SourceFile:
+    path: str
+    text: str
+    root: YNode
+
+    def walk_duplicates(self) -> Iterator[tuple[str, Loc, Loc]]:
+        yield from _walk_duplicates(self.root)
+
+
+def _walk_duplicates(node: YNode) -> Iterator[tuple[str, Loc, Loc]]:
+    if isinstance(node, YMap):
+        yield from node.duplicates
+        for child in node.entries.values():
+            yield from _walk_duplicates(child)
+    elif isinstance(node, YSeq):
+        for child in node.items:
+            yield from _walk_duplicates(child)
+
+
+def _loc(node: Node) -> Loc:
+    mark = node.start_mark
+    return Loc(mark.line + 1, mark.column + 1)
+
+
+_BOOL_TRUE = {"true", "True", "TRUE"}
+_BOOL_FALSE = {"false", "False", "FALSE"}
+
+
+def _scalar_value(node: ScalarNode) -> Any:
+    tag = node.tag or ""
+    text = node.value
+    if tag.endswith(":null"):
+        return None
+    if tag.endswith(":bool"):
+        if text in _BOOL_TRUE:
+            return True
+        if text in _BOOL_FALSE:
+            return False
+        return text
+    if tag.endswith(":int"):
+        try:
+            cleaned = text.replace("_", "")
+            if cleaned.lower().startswith(("0x", "-0x", "+0x")):
+                return int(cleaned, 16)
+            if cleaned.lower().startswith(("0o", "-0o", "+0o")):
+                return int(cleaned, 8)
+            return int(cleaned)
+        except ValueError:
+            return text
+    if tag.endswith(":float"):
+        try:
+            return float(text.replace("_", ""))
+        except ValueError:
+            return text
+    return text
+
+
+def _convert(node: Node, depth: int, path: str) -> YNode:
+    if depth > MAX_DEPTH:
+        raise SourceError(path, _loc(node), f"nesting deeper than {MAX_DEPTH} levels",
+                          "flatten the document; the registry never needs this depth")
+    if isinstance(node, ScalarNode):
+        return YScalar(_scalar_value(node), node.value, _loc(node), node.tag or "")
+    if isinstance(node, SequenceNode):
+        return YSeq([_convert(item, depth + 1, path) for item in node.value], _loc(node))
+    if isinstance(node, MappingNode):
+        entries: dict[str, YNode] = {}
+        key_locs: dict[str, Loc] = {}
+        duplicates: list[tuple[str, Loc, Loc]] = []
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise SourceError(path, _loc(key_node), "mapping keys must be plain scalars",
+                                  "write the key as a simple word such as `name:`")
+            key = str(key_node.value)
+            if key == "<<":
+                raise SourceError(path, _loc(key_node), "YAML merge keys (`<<`) are not supported",
+                                  "write the merged keys out in full")
+            if key in entries:
+                duplicates.append((key, _loc(key_node), key_locs[key]))
+                continue
+            entries[key] = _convert(value_node, depth + 1, path)
+            key_locs[key] = _loc(key_node)
+        return YMap(entries, key_locs, _loc(node), duplicates)
+    raise SourceError(path, _loc(node), f"unsupported YAML node {type(node).__name__}")
+
+
+def parse_text(text: str, path: str = "<string>") -> SourceFile:
+    """Parse YAML text into located nodes, or raise `SourceError` (and nothing else)."""
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = True
+    try:
+        nodes = list(yaml.compose_all(io.StringIO(text)))
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        loc = Loc(mark.line + 1, mark.column + 1) if mark is not None else Loc(1, 1)
+        problem = err.problem or err.context or "invalid YAML"
+        raise SourceError(path, loc, f"YAML syntax error: {problem}",
+                          "fix the YAML syntax at this position") from None
+    except (YAMLError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            UnicodeError, RecursionError) as err:
+        raise SourceError(path, Loc(1, 1), f"YAML could not be read: {err}",
+                          "check the file is valid UTF-8 YAML") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise SourceError(path, Loc(1, 1), "the file is empty", "start from the documented layout")
+    if len(nodes) > 1:
+        raise SourceError(path, _loc(nodes[1]), "the file holds more than one YAML document",
+                          "remove the `---` separator and keep a single document")
+    try:
+        root = _convert(nodes[0], 0, path)
+    except RecursionError:
+        raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
+                          "write the values out instead of using aliases") from None
+    return SourceFile(path, text, root)
+
+
+def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:
+    """Read and parse a file; a missing or undecodable file is a `SourceError`."""
+    shown = display_path or str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SourceError(shown, Loc(), "no such file",
+                          "pass the path of a registry file, e.g. profiles.yaml") from None
+    except IsADirectoryError:
+        raise SourceError(shown, Loc(), "is a directory, not a file", "pass the registry file itself") from None
+    except OSError as err:
+        raise SourceError(shown, Loc(), f"cannot be read: {err.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise SourceError(shown, Loc(line, column), "the file is not valid UTF-8",
+                          "save the file as UTF-8") from None
+    return parse_text(text, shown)
