@@ -9,13 +9,16 @@ from pathlib import Path
 from codegen.check import run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.diagnostics import Diagnostic, Severity
-from codegen.generate import GENERATORS, GenerationError, plan, stale_outputs, write_outputs
+from codegen.generate import (GENERATORS, GenerationError, orphan_files, plan, stale_outputs,
+                              write_outputs)
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, validators, schemas and docs from the registry"
 
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)
+# Committed folders where generated files (those with the header) sit beside hand-written ones.
+MARKED_DIRS = ("proto",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,14 +49,15 @@ def run(args: argparse.Namespace) -> int:
                           f"generator {err.generator} failed: {err.message}",
                           "nothing was written; fix the cause and run again")
         return emit(args, [diag])
+    orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
     if args.check:
-        stale = stale_outputs(root, outputs)
+        stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]
         diags = [Diagnostic(path, 0, 0, "OE901", Severity.ERROR,
-                            "generated file is stale (or missing)",
+                            "generated file is stale, missing, or no longer generated",
                             "run `make generate` (oespec generate) and commit the result")
                  for path in stale]
         return emit(args, diags)
-    changed = write_outputs(root, outputs, owned_dirs=() if args.only else OWNED_DIRS)
+    changed = write_outputs(root, outputs, orphans=orphans)
     for path in changed:
         sys.stderr.write(f"wrote {path}\n")
     sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} changed\n")

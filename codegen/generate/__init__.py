@@ -76,7 +76,10 @@ class GenerationContext:
 
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
-GENERATORS: dict[str, str] = {}
+GENERATORS: dict[str, str] = {
+    "proto": "codegen.generate.proto:generate",
+    "bindings": "codegen.generate.bindings:generate",
+}
 
 
 def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
@@ -116,19 +119,47 @@ def stale_outputs(root: Path, outputs: list[Output]) -> list[str]:
     return stale
 
 
-def write_outputs(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ...] = ()) -> list[str]:
-    """Write every output or none. Returns the paths that changed.
+def orphan_files(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ...] = (),
+                 marked_dirs: tuple[str, ...] = ()) -> list[str]:
+    """Files generation once wrote but no longer produces.
+
+    `owned_dirs` are produced entirely by generation (build outputs): every file there that is not
+    planned is an orphan. In `marked_dirs` (committed sources mixed with hand-written ones) only files
+    whose first line is the generated header count, so a removed service leaves no stale file.
+    """
+    root = Path(root)
+    wanted = {o.path for o in outputs}
+    found: list[str] = []
+    for d in owned_dirs:
+        for p in sorted((root / d).rglob("*")) if (root / d).is_dir() else []:
+            rel = p.relative_to(root).as_posix()
+            if p.is_file() and rel not in wanted and "__pycache__" not in p.parts:
+                found.append(rel)
+    for d in marked_dirs:
+        for p in sorted((root / d).rglob("*")) if (root / d).is_dir() else []:
+            rel = p.relative_to(root).as_posix()
+            if p.is_file() and rel not in wanted and _has_header(p):
+                found.append(rel)
+    return found
+
+
+def _has_header(path: Path) -> bool:
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            first = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return HEADER_TEXT in first
+
+
+def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ()) -> list[str]:
+    """Write every output or none, then remove `orphans`. Returns the paths that changed.
 
     Each file is first written to a temporary sibling, then all are renamed into place; if any
-    step fails, files already replaced are restored from their previous content. `owned_dirs` are
-    directories entirely produced by generation (build outputs); files in them that generation no
-    longer produces are removed, so a renamed message leaves no orphan module behind.
+    step fails, files already replaced are restored from their previous content.
     """
     root = Path(root)
     changed = [o for o in outputs if not (root / o.path).is_file() or (root / o.path).read_bytes() != o.data()]
-    wanted = {o.path for o in outputs}
-    orphans = [p for d in owned_dirs if (root / d).is_dir() for p in (root / d).rglob("*")
-               if p.is_file() and p.relative_to(root).as_posix() not in wanted and "__pycache__" not in p.parts]
     temps: list[tuple[Path, Path]] = []
     backups: dict[Path, bytes | None] = {}
     try:
@@ -152,5 +183,5 @@ def write_outputs(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, .
             tmp.unlink(missing_ok=True)
         raise
     for orphan in orphans:
-        orphan.unlink(missing_ok=True)
-    return [o.path for o in changed] + [p.relative_to(root).as_posix() for p in orphans]
+        (root / orphan).unlink(missing_ok=True)
+    return [o.path for o in changed] + list(orphans)

@@ -1,0 +1,78 @@
+"""Compile proto sources with the protoc bundled in grpcio-tools, from an in-memory tree.
+
+Generation plans its outputs before writing anything, so compilation works on a temporary copy of
+`proto/` with the planned files overlaid. protoc runs in a subprocess: its diagnostics go to
+stderr, which a subprocess lets us capture and report instead of letting them through.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from google.protobuf import descriptor_pb2
+
+
+class ProtocError(Exception):
+    """protoc rejected the sources; `message` holds its located diagnostics (path:line:col)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@lru_cache(maxsize=1)
+def well_known_include() -> str:
+    import grpc_tools
+
+    return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+
+
+def _materialize(sources: dict[str, str], where: Path) -> list[str]:
+    files = []
+    for rel, text in sorted(sources.items()):
+        target = where / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        files.append(rel)
+    return files
+
+
+def _run_protoc(args: list[str], cwd: Path) -> None:
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", *args]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        text = (proc.stderr or proc.stdout).strip() or f"protoc exited with {proc.returncode}"
+        raise ProtocError(text.replace(str(cwd) + os.sep, ""))
+
+
+def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True) -> descriptor_pb2.FileDescriptorSet:
+    """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors."""
+    with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
+        src = Path(tmp) / "src"
+        files = _materialize(sources, src)
+        out = Path(tmp) / "set.pb"
+        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports",
+                f"--descriptor_set_out={out}"]
+        if source_info:
+            args.append("--include_source_info")
+        _run_protoc(args + files, Path(tmp))
+        fds = descriptor_pb2.FileDescriptorSet()
+        fds.ParseFromString(out.read_bytes())
+        return fds
+
+
+def compile_python(sources: dict[str, str]) -> dict[str, bytes]:
+    """Python modules (`_pb2.py`, `_pb2_grpc.py`, `.pyi`) for `sources`, keyed by relative path."""
+    with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
+        src = Path(tmp) / "src"
+        out = Path(tmp) / "out"
+        out.mkdir()
+        files = _materialize(sources, src)
+        _run_protoc([f"-I{src}", f"-I{well_known_include()}", f"--python_out={out}",
+                     f"--pyi_out={out}", f"--grpc_python_out={out}"] + files, Path(tmp))
+        return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
