@@ -8,25 +8,33 @@ yields findings. Rules live in `codegen.check.rules`; `RULES` lists them in id o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from codegen.registry import Registry, Resolved, SourceFile
 
+if TYPE_CHECKING:
+    from codegen.check.contract import Contract
+
 
 @dataclass(frozen=True)
 class Finding:
-    """What a rule handler yields; the runner adds the file, the rule id and the severity."""
+    """What a rule handler yields; the runner adds the rule id and the severity, and the registry
+    file unless the finding names another file (a .proto file, for the contract rules)."""
 
     loc: Loc
     message: str
     hint: str = ""
+    path: str | None = None
 
 
 @dataclass(frozen=True)
 class CheckContext:
     registry: Registry | None
     source: SourceFile
+    # The compiled wire contract, for the rules that cross-check the registry against it; None
+    # when the check runs on a registry alone.
+    contract: "Contract | None" = None
 
 
 Handler = Callable[[CheckContext], Iterable[Finding]]
@@ -42,41 +50,53 @@ class Rule:
     handler: Handler
     # Rules about the YAML text itself run even when the schema stage failed.
     needs_model: bool = True
+    # Rules that compare the registry with the compiled protos run only when those are given.
+    needs_contract: bool = False
 
 
 RULES: list[Rule] = []
 
 
 def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: str, purpose: str,
-         needs_model: bool = True):
+         needs_model: bool = True, needs_contract: bool = False):
     """Register a rule handler under a stable id."""
 
     def register(handler: Handler) -> Handler:
         if any(r.id == id for r in RULES):
             raise RuntimeError(f"rule id {id} registered twice")
-        RULES.append(Rule(id, name, severity, category, purpose, handler, needs_model))
+        RULES.append(Rule(id, name, severity, category, purpose, handler, needs_model, needs_contract))
         RULES.sort(key=lambda r: r.id)
         return handler
 
     return register
 
 
-def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
-    """Every finding of the schema stage and of every rule, sorted by position."""
-    from codegen.check import rules as _rules  # noqa: F401  (registers the rules)
+def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
+              contract: "Contract | None" = None) -> list[Diagnostic]:
+    """Every finding of the schema stage and of every rule, sorted by position.
 
+    With a `contract` (see `codegen.check.contract.load_contract`), the rules that cross-check the
+    registry against the compiled protos run too.
+    """
+    _register_all()
     diags = list(resolved.diagnostics)
-    ctx = CheckContext(resolved.registry, resolved.source)
+    ctx = CheckContext(resolved.registry, resolved.source, contract)
     for r in rules if rules is not None else RULES:
         if r.needs_model and resolved.registry is None:
             continue
+        if r.needs_contract and contract is None:
+            continue
         for finding in r.handler(ctx):
-            diags.append(Diagnostic.at(resolved.source.path, finding.loc, r.id, r.severity,
-                                       finding.message, finding.hint))
+            diags.append(Diagnostic.at(finding.path or resolved.source.path, finding.loc, r.id,
+                                       r.severity, finding.message, finding.hint))
     return sorted_diagnostics(diags)
 
 
-def iter_rules() -> Iterator[Rule]:
-    from codegen.check import rules as _rules  # noqa: F401
+def _register_all() -> None:
+    from codegen.check import contract as _contract  # noqa: F401  (registers the contract rules)
+    from codegen.check import rules as _rules  # noqa: F401  (registers the registry rules)
 
+
+def iter_rules() -> Iterator[Rule]:
+    _register_all()
     yield from RULES

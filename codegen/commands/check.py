@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from codegen.check import iter_rules, run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
@@ -17,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="registry file (default: profiles.yaml)")
     add_output_arguments(parser)
     parser.add_argument("--list-rules", action="store_true", help="print every rule and exit")
+    parser.add_argument("--proto-root", default="proto",
+                        help="cross-check the registry against the protos compiled from this folder "
+                             "(default: proto, when it exists)")
+    parser.add_argument("--no-contract", action="store_true",
+                        help="check the registry alone, without compiling the protos")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,4 +34,14 @@ def run(args: argparse.Namespace) -> int:
         resolved = load_registry(args.registry)
     except SourceError as err:
         return emit_unusable(args, err)
-    return emit(args, run_rules(resolved))
+    contract, compile_errors = None, []
+    proto_root = Path(args.proto_root)
+    if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
+        from codegen.check.contract import load_contract
+
+        loaded = load_contract(proto_root, args.proto_root.rstrip("/"))
+        if isinstance(loaded, list):
+            compile_errors = loaded
+        else:
+            contract = loaded
+    return emit(args, run_rules(resolved, contract=contract) + compile_errors)

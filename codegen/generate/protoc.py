@@ -60,7 +60,7 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True)
                 f"--descriptor_set_out={out}"]
         if source_info:
             args.append("--include_source_info")
-        _run_protoc(args + files, Path(tmp))
+        _run_protoc(args + files, src)
         fds = descriptor_pb2.FileDescriptorSet()
         fds.ParseFromString(out.read_bytes())
         return fds
@@ -74,5 +74,5 @@ def compile_python(sources: dict[str, str]) -> dict[str, bytes]:
         out.mkdir()
         files = _materialize(sources, src)
         _run_protoc([f"-I{src}", f"-I{well_known_include()}", f"--python_out={out}",
-                     f"--pyi_out={out}", f"--grpc_python_out={out}"] + files, Path(tmp))
+                     f"--pyi_out={out}", f"--grpc_python_out={out}"] + files, src)
         return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
