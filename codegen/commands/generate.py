@@ -60,5 +60,8 @@ def run(args: argparse.Namespace) -> int:
     changed = write_outputs(root, outputs, orphans=orphans)
     for path in changed:
         sys.stderr.write(f"wrote {path}\n")
-    sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} changed\n")
+    for path in orphans:
+        sys.stderr.write(f"removed {path} (no longer generated)\n")
+    sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} written, "
+                     f"{len(orphans)} removed\n")
     return 0

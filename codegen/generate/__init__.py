@@ -66,9 +66,15 @@ class GenerationContext:
         """Every .proto under proto/ (path relative to proto/), with planned outputs overlaid."""
         sources: dict[str, str] = {}
         proto_root = self.root / "proto"
+        # Once the proto generator has planned its files, generated files on disk that it no longer
+        # produces are orphans about to be removed, not sources.
+        regenerated = any(o.path.startswith("proto/") for o in self.outputs)
         if proto_root.is_dir():
             for path in sorted(proto_root.rglob("*.proto")):
-                sources[path.relative_to(proto_root).as_posix()] = path.read_text(encoding="utf-8")
+                text = path.read_text(encoding="utf-8")
+                if regenerated and HEADER_TEXT in text.split("\n", 1)[0]:
+                    continue
+                sources[path.relative_to(proto_root).as_posix()] = text
         for out in self.outputs:
             if out.path.startswith("proto/") and out.path.endswith(".proto") and isinstance(out.content, str):
                 sources[out.path[len("proto/"):]] = out.content
@@ -153,7 +159,7 @@ def _has_header(path: Path) -> bool:
 
 
 def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ()) -> list[str]:
-    """Write every output or none, then remove `orphans`. Returns the paths that changed.
+    """Write every output or none, then remove `orphans`. Returns the paths written.
 
     Each file is first written to a temporary sibling, then all are renamed into place; if any
     step fails, files already replaced are restored from their previous content.
@@ -184,4 +190,4 @@ def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ())
         raise
     for orphan in orphans:
         (root / orphan).unlink(missing_ok=True)
-    return [o.path for o in changed] + list(orphans)
+    return [o.path for o in changed]

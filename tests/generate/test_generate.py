@@ -1,0 +1,209 @@
+"""The generate stage: deterministic, atomic, headed, and cross-checked against the descriptors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from codegen.check import run_rules
+from codegen.check.contract import Contract, load_contract
+from codegen.cli import run
+from codegen.generate import GENERATORS, HEADER_TEXT, plan, write_outputs
+from codegen.registry import load_registry
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "generate" / "minimal"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(DATA, root)
+    return root
+
+
+def _generate(root: Path) -> int:
+    return run(["generate", str(root / "profiles.yaml"), "--root", str(root)])
+
+
+def _check(root: Path, capsys) -> tuple[int, list[dict]]:
+    import json
+
+    capsys.readouterr()
+    code = run(["check", str(root / "profiles.yaml"), "--proto-root", str(root / "proto"), "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)["diagnostics"]
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def test_generate_writes_services_capabilities_and_bindings(tree: Path):
+    assert _generate(tree) == 0
+    protos = tree / "proto" / "openengine" / "v1"
+    for name in ("capabilities.proto", "inference_service.proto", "discovery_service.proto",
+                 "observability_service.proto", "lifecycle_service.proto", "adapters_service.proto"):
+        assert HEADER_TEXT in (protos / name).read_text().splitlines()[0]
+    assert "rpc WatchLoad(WatchLoadRequest) returns (stream WatchLoadResponse)" in \
+        (protos / "observability_service.proto").read_text()
+    caps = (protos / "capabilities.proto").read_text()
+    assert "optional uint32 max_lora_rank = 2" in caps
+    assert "AdapterCapabilities adapters = 13;" in caps.split("message ModelCapabilities")[1].split("}")[0]
+    assert (tree / "openengine" / "v1" / "observability_service_pb2_grpc.py").is_file()
+    assert (tree / "openengine" / "v1" / "capabilities_pb2.pyi").is_file()
+
+
+def test_generation_is_deterministic_and_check_sees_it_fresh(tree: Path):
+    assert _generate(tree) == 0
+    first = {p: p.read_bytes() for p in (tree / "proto").rglob("*.proto")}
+    assert _generate(tree) == 0
+    assert first == {p: p.read_bytes() for p in (tree / "proto").rglob("*.proto")}
+    assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree), "--check"]) == 0
+
+
+def test_check_reports_a_stale_generated_file(tree: Path, capsys):
+    assert _generate(tree) == 0
+    target = tree / "proto" / "openengine" / "v1" / "capabilities.proto"
+    target.write_text(target.read_text() + "\n// edited by hand\n")
+    capsys.readouterr()
+    assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree), "--check"]) == 1
+    assert "capabilities.proto" in capsys.readouterr().out
+
+
+def test_removed_service_leaves_no_orphan(tree: Path, capsys):
+    assert _generate(tree) == 0
+    registry = tree / "profiles.yaml"
+    text = registry.read_text()
+    start = text.index("  - name: openengine.adapters")
+    registry.write_text(text[:start])
+    capsys.readouterr()
+    assert run(["generate", str(registry), "--root", str(tree), "--check"]) == 1
+    assert "adapters_service.proto" in capsys.readouterr().out
+    assert _generate(tree) == 0
+    assert not (tree / "proto" / "openengine" / "v1" / "adapters_service.proto").exists()
+    assert not (tree / "openengine" / "v1" / "adapters_service_pb2.py").exists()
+
+
+def test_a_failing_generator_writes_nothing(tree: Path, monkeypatch):
+    monkeypatch.setitem(GENERATORS, "explodes", "tests_generate_failing:explode")
+    import sys
+    import types
+
+    module = types.ModuleType("tests_generate_failing")
+
+    def explode(ctx):
+        raise RuntimeError("boom")
+
+    module.explode = explode
+    monkeypatch.setitem(sys.modules, "tests_generate_failing", module)
+    assert _generate(tree) == 1
+    assert not (tree / "proto" / "openengine" / "v1" / "capabilities.proto").exists()
+    assert not (tree / "openengine").exists()
+
+
+def test_a_failing_write_restores_previous_files(tree: Path, monkeypatch):
+    assert _generate(tree) == 0
+    resolved = load_registry(tree / "profiles.yaml")
+    outputs = plan(resolved.registry, tree, only=["proto"])
+    before = {o.path: (tree / o.path).read_bytes() for o in outputs}
+    changed = [o.__class__(o.path, o.data() + b"// changed\n") for o in outputs]
+    import os
+
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky_replace)
+    with pytest.raises(OSError):
+        write_outputs(tree, changed)
+    assert {o.path: (tree / o.path).read_bytes() for o in outputs} == before
+    assert not list(tree.rglob("*.tmp"))
+
+
+def test_registry_errors_stop_generation(tree: Path):
+    registry = tree / "profiles.yaml"
+    registry.write_text(registry.read_text().replace("scope: model", "scope: planet"))
+    assert _generate(tree) == 1
+    assert not (tree / "proto" / "openengine" / "v1" / "capabilities.proto").exists()
+
+
+def test_missing_request_message_is_named_with_its_registry_line(tree: Path, capsys):
+    common = tree / "proto" / "openengine" / "v1" / "common.proto"
+    common.write_text(common.read_text().replace("message WatchLoadRequest {}\n", ""))
+    capsys.readouterr()
+    assert _generate(tree) == 1
+    out = capsys.readouterr().out
+    line = _line_of(tree / "profiles.yaml", "request: WatchLoadRequest")
+    assert f"profiles.yaml:{line}:" in out and "WatchLoadRequest" in out
+
+
+# --- the cross-check between registry and compiled descriptors ---------------------------------
+
+def test_crosscheck_passes_on_fresh_generation(tree: Path, capsys):
+    assert _generate(tree) == 0
+    code, diags = _check(tree, capsys)
+    assert (code, diags) == (0, [])
+
+
+def test_crosscheck_fails_when_a_registry_rpc_is_missing_from_the_proto(tree: Path, capsys):
+    assert _generate(tree) == 0
+    service = tree / "proto" / "openengine" / "v1" / "observability_service.proto"
+    text = service.read_text()
+    start = text.index("  rpc GetLoad(")
+    end = text.index("  }\n", start) + 4
+    service.write_text(text[:start] + text[end:])
+    code, diags = _check(tree, capsys)
+    assert code == 1
+    line = _line_of(tree / "profiles.yaml", "name: openengine.v1.Observability/GetLoad")
+    assert [(d["rule_id"], d["line"]) for d in diags] == [("OE101", line)]
+
+
+def test_crosscheck_fails_when_an_rpc_belongs_to_no_profile(tree: Path, capsys):
+    assert _generate(tree) == 0
+    common = tree / "proto" / "openengine" / "v1" / "common.proto"
+    common.write_text(common.read_text() + "\nservice Rogue {\n  rpc Probe(AbortRequest) returns (AbortResponse);\n}\n")
+    code, diags = _check(tree, capsys)
+    assert code == 1
+    assert [(d["rule_id"], Path(d["path"]).name, d["line"]) for d in diags] == [
+        ("OE103", "common.proto", _line_of(common, "rpc Probe"))]
+
+
+def test_crosscheck_fails_on_wrong_streaming_shape_and_limit_type(tree: Path, capsys):
+    assert _generate(tree) == 0
+    protos = tree / "proto" / "openengine" / "v1"
+    inference = protos / "inference_service.proto"
+    inference.write_text(inference.read_text().replace("returns (stream GenerateResponse)", "returns (GenerateResponse)"))
+    caps = protos / "capabilities.proto"
+    caps.write_text(caps.read_text().replace("optional uint32 max_lora_rank = 2", "optional uint64 max_lora_rank = 2"))
+    code, diags = _check(tree, capsys)
+    registry = tree / "profiles.yaml"
+    assert code == 1
+    assert sorted((d["rule_id"], d["line"]) for d in diags) == sorted([
+        ("OE102", _line_of(registry, "streaming: server")),
+        ("OE106", _line_of(registry, "name: max_lora_rank")),
+    ])
+
+
+def test_crosscheck_reports_protoc_errors_at_their_source_line(tree: Path):
+    common = tree / "proto" / "openengine" / "v1" / "common.proto"
+    common.write_text(common.read_text() + "message Broken { int y = 1; }\n")
+    result = load_contract(tree / "proto")
+    assert not isinstance(result, Contract)
+    assert [(Path(d.path).name, d.line, d.rule_id) for d in result] == [
+        ("common.proto", _line_of(common, "message Broken"), "OE100")]
+
+
+def test_standard_health_is_referenced_from_grpcio_health_checking(tree: Path):
+    assert _generate(tree) == 0
+    contract = load_contract(tree / "proto")
+    assert isinstance(contract, Contract)
+    watch = contract.methods["grpc.health.v1.Health/Watch"]
+    assert watch.server_streaming and not watch.client_streaming
+    resolved = load_registry(tree / "profiles.yaml")
+    assert [d for d in run_rules(resolved, contract=contract) if d.rule_id.startswith("OE10")] == []
