@@ -248,6 +248,7 @@ class Condition:
     operator: str
     value: Any
     loc: Loc = NOWHERE
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def reference(self) -> str:

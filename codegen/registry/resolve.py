@@ -73,7 +73,10 @@ def _friendly_message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         return f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
-    if error.validator == "pattern" and "version" in where.split(".")[-1] + "since":
+    last_key = where.rsplit(".", 1)[-1]
+    if error.validator == "pattern" and last_key in ("version", "since"):
+        if error.validator_value == registry_schema()["$defs"]["versionRange"]["pattern"]:
+            return f"{where}: {error.instance!r} is not a version range such as '>= 1.0, < 2.0'"
         return f"{where}: {error.instance!r} is not a MAJOR.MINOR version string"
     return f"{where}: {error.message}"
 
@@ -85,7 +88,15 @@ def _text(node: YNode | None) -> str:
 
 
 def _locs(node: YMap) -> dict[str, Loc]:
-    return {key: child.loc for key, child in node.entries.items()}
+    """Location of each key's value, plus `key[i]` for the items of list values (enum values,
+    roles), so a finding about one list item can point at that item."""
+    out: dict[str, Loc] = {}
+    for key, child in node.entries.items():
+        out[key] = child.loc
+        if isinstance(child, YSeq):
+            for index, item in enumerate(child.items):
+                out[f"{key}[{index}]"] = item.loc
+    return out
 
 
 def _version(node: YMap, key: str) -> Version:
@@ -129,7 +140,7 @@ def _condition(node: YMap) -> Condition:
     reference = p["limit"]
     profile, _, limit = reference.rpartition(".")
     operator = next(op for op in CONDITION_OPERATORS if op in p)
-    return Condition(profile, limit, operator, p[operator], node.loc)
+    return Condition(profile, limit, operator, p[operator], node.loc, _locs(node))
 
 
 def _incompatibility(node: YMap) -> Incompatibility:
@@ -187,28 +198,29 @@ class Resolved:
 
 
 def _check_version_texts(source: SourceFile) -> list[Diagnostic]:
-    """Versions and ranges the schema cannot judge (it sees strings), checked on the raw text."""
+    """Versions and ranges the schema judged only by pattern, parsed the way the model will parse
+    them, so that building the model can never fail on them."""
     diags = []
 
-    def visit(node: YNode, key: str | None):
-        if isinstance(node, YMap):
-            for k, child in node.entries.items():
-                visit(child, k)
-        elif isinstance(node, YSeq):
-            for child in node.items:
-                visit(child, key)
-        elif key in ("version", "since") and isinstance(node, YScalar):
-            text = _text(node)
-            try:
-                if text.lstrip().startswith(("<", ">", "=")):
-                    VersionRange.parse(text)
-                else:
-                    Version.parse(text)
-            except ValueError as err:
-                diags.append(Diagnostic.at(source.path, node.loc, SCHEMA_RULE, Severity.ERROR, str(err),
-                                           "write versions as MAJOR.MINOR (e.g. \"1.2\") and ranges as '>= 1.0'"))
+    def check(node: YNode | None, parse) -> None:
+        if not isinstance(node, YScalar):
+            return
+        try:
+            parse(_text(node))
+        except ValueError as err:
+            diags.append(Diagnostic.at(source.path, node.loc, SCHEMA_RULE, Severity.ERROR, str(err),
+                                       "write versions as MAJOR.MINOR (e.g. \"1.2\") and ranges as '>= 1.0'"))
 
-    visit(source.root, None)
+    root = source.root
+    for profile in _items(root, "profiles") if isinstance(root, YMap) else []:
+        check(profile.get("version"), Version.parse)
+        for entry in _items(profile, "history"):
+            check(entry.get("version"), Version.parse)
+        for key in ("rpcs", "messages", "limits"):
+            for entry in _items(profile, key):
+                check(entry.get("since"), Version.parse)
+        for entry in _items(profile, "requires"):
+            check(entry.get("version"), VersionRange.parse)
     return diags
 
 

@@ -20,6 +20,9 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from codegen.diagnostics import Loc
 
 MAX_DEPTH = 64
+# Aliases let a few lines expand into an exponential tree ("billion laughs"); a real registry is a
+# few thousand nodes, so anything far beyond this is refused rather than expanded.
+MAX_NODES = 200_000
 
 
 class SourceError(Exception):
@@ -103,6 +106,7 @@ def _loc(node: Node) -> Loc:
     return Loc(mark.line + 1, mark.column + 1)
 
 
+_SPECIAL_FLOATS = {".inf": float("inf"), ".nan": float("nan")}
 _BOOL_TRUE = {"true", "True", "TRUE"}
 _BOOL_FALSE = {"false", "False", "FALSE"}
 
@@ -129,6 +133,9 @@ def _scalar_value(node: ScalarNode) -> Any:
         except ValueError:
             return text
     if tag.endswith(":float"):
+        special = _SPECIAL_FLOATS.get(text.lstrip("+-").lower())
+        if special is not None:
+            return -special if text.startswith("-") else special
         try:
             return float(text.replace("_", ""))
         except ValueError:
@@ -136,14 +143,23 @@ def _scalar_value(node: ScalarNode) -> Any:
     return text
 
 
-def _convert(node: Node, depth: int, path: str) -> YNode:
+class _Budget:
+    def __init__(self, limit: int):
+        self.left = limit
+
+
+def _convert(node: Node, depth: int, path: str, budget: _Budget) -> YNode:
+    budget.left -= 1
+    if budget.left < 0:
+        raise SourceError(path, _loc(node), f"the document expands to more than {MAX_NODES} nodes",
+                          "write the values out instead of nesting aliases")
     if depth > MAX_DEPTH:
         raise SourceError(path, _loc(node), f"nesting deeper than {MAX_DEPTH} levels",
                           "flatten the document; the registry never needs this depth")
     if isinstance(node, ScalarNode):
         return YScalar(_scalar_value(node), node.value, _loc(node), node.tag or "")
     if isinstance(node, SequenceNode):
-        return YSeq([_convert(item, depth + 1, path) for item in node.value], _loc(node))
+        return YSeq([_convert(item, depth + 1, path, budget) for item in node.value], _loc(node))
     if isinstance(node, MappingNode):
         entries: dict[str, YNode] = {}
         key_locs: dict[str, Loc] = {}
@@ -159,7 +175,7 @@ def _convert(node: Node, depth: int, path: str) -> YNode:
             if key in entries:
                 duplicates.append((key, _loc(key_node), key_locs[key]))
                 continue
-            entries[key] = _convert(value_node, depth + 1, path)
+            entries[key] = _convert(value_node, depth + 1, path, budget)
             key_locs[key] = _loc(key_node)
         return YMap(entries, key_locs, _loc(node), duplicates)
     raise SourceError(path, _loc(node), f"unsupported YAML node {type(node).__name__}")
@@ -188,7 +204,7 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         raise SourceError(path, _loc(nodes[1]), "the file holds more than one YAML document",
                           "remove the `---` separator and keep a single document")
     try:
-        root = _convert(nodes[0], 0, path)
+        root = _convert(nodes[0], 0, path, _Budget(MAX_NODES))
     except RecursionError:
         raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
                           "write the values out instead of using aliases") from None
