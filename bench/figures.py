@@ -1,0 +1,84 @@
+"""The one record every benchmark reports, and the machine facts printed beside the results."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Figure:
+    """One measured number, with the goal it is judged against (`met` is None without a goal)."""
+
+    name: str
+    value: float
+    unit: str
+    goal: str = ""
+    met: bool | None = None
+    group: str = ""
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        return {k: d[k] for k in ("name", "value", "unit", "goal", "met", "group", "note")}
+
+
+def at_most(name: str, value: float, limit: float, unit: str = "ratio", **kw) -> Figure:
+    return Figure(name, value, unit, f"<= {limit:g}", value <= limit, **kw)
+
+
+def at_least(name: str, value: float, limit: float, unit: str = "ratio", **kw) -> Figure:
+    return Figure(name, value, unit, f">= {limit:g}", value >= limit, **kw)
+
+
+def info(name: str, value: float, unit: str, **kw) -> Figure:
+    return Figure(name, value, unit, **kw)
+
+
+@dataclass
+class Section:
+    """A benchmark's figures plus what they mean and what limits them (written to results.md)."""
+
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    discussion: str = ""
+    plots: list[str] = field(default_factory=list)
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = 0.0
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        pass
+    try:
+        import grpc
+
+        grpc_version = grpc.__version__
+    except ImportError:
+        grpc_version = "?"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1),
+        "python": platform.python_version(),
+        "grpcio": grpc_version,
+        "os": platform.platform(),
+        "commit": commit,
+    }
