@@ -1,0 +1,190 @@
+"""Breaking-change stage: compare the registry and the protos with a baseline git ref.
+
+Registry rules are data plus a function, like the check rules: a stable id (`OEB0xx`), a name, a
+purpose, who a violation breaks (clients, servers, both, or none for reports), and the version bump
+that makes the change legal (major, minor or none). A handler receives one matched
+`(previous, current)` pair from `codegen.breaking.match` and yields `Change`s; the runner decides
+the severity from the bump the governing profile actually received, so no handler repeats the
+version arithmetic. Wire-level findings come from buf (`codegen.breaking.wire`) and are folded into
+the same `Diagnostic` records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from codegen.breaking.match import Pair, pairs
+from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from codegen.registry import Profile, Registry, Version
+
+BREAKS = ("clients", "servers", "both", "none")
+BUMPS = ("major", "minor", "none")
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a handler yields: where (in the current file), what, and whose version governs it."""
+
+    loc: Loc
+    message: str
+    profile: str | None = None        # the profile whose bump makes the change legal
+    baseline: Loc | None = None       # where the element was at the baseline ref
+    hint: str = ""
+    severity: Severity | None = None  # overrides the bump-derived severity
+
+
+@dataclass(frozen=True)
+class Context:
+    baseline: Registry | None
+    current: Registry
+    baseline_path: str = "profiles.yaml"  # the registry's path inside the baseline ref
+    ref: str = "baseline"                 # the git ref the baseline came from
+
+    def bump(self, name: str | None) -> str:
+        """The bump profile `name` received: major, minor, none, or down (its version decreased)."""
+        prev = self.baseline.profile(name) if self.baseline and name else None
+        cur = self.current.profile(name) if name else None
+        if prev is None or cur is None:
+            return "none"
+        return version_bump(prev.version, cur.version)
+
+
+def version_bump(before: Version, after: Version) -> str:
+    if after.major > before.major:
+        return "major"
+    if after < before:
+        return "down"
+    return "minor" if after > before else "none"
+
+
+Handler = Callable[[Pair, Context], Iterable[Change]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    purpose: str
+    category: str
+    breaks: str
+    bump: str
+    kinds: tuple[str, ...]
+    handler: Handler | None
+    # Fixed severity for rules whose findings no bump can make legal (history, revision, reports).
+    severity: Severity | None = None
+    # A catch-all that stays quiet when a more specific bump rule already spoke for the profile.
+    fallback: bool = False
+
+
+RULES: list[Rule] = []
+
+
+def rule(id: str, name: str, *, kinds: str | tuple[str, ...], category: str, purpose: str,
+         breaks: str, bump: str, severity: Severity | None = None, fallback: bool = False):
+    """Register a breaking rule under a stable id."""
+    if breaks not in BREAKS or bump not in BUMPS:
+        raise ValueError(f"rule {id}: breaks must be one of {BREAKS}, bump one of {BUMPS}")
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+
+    def register(handler: Handler) -> Handler:
+        if any(r.id == id for r in RULES):
+            raise RuntimeError(f"rule id {id} registered twice")
+        RULES.append(Rule(id, name, purpose, category, breaks, bump, kinds, handler, severity, fallback))
+        RULES.sort(key=lambda r: r.id)
+        return handler
+
+    return register
+
+
+def _load_rules() -> None:
+    from codegen.breaking import rules as _rules  # noqa: F401  (registers the rules)
+
+
+def iter_rules() -> Iterator[Rule]:
+    """The catalogue: every registry rule in id order, then the buf pseudo-rule for wire findings."""
+    _load_rules()
+    from codegen.breaking.wire import WIRE_RULE
+
+    yield from RULES
+    yield WIRE_RULE
+
+
+def _next_versions(version: Version) -> tuple[Version, Version]:
+    return Version(version.major + 1, 0), Version(version.major, version.minor + 1)
+
+
+def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, dict]:
+    """Severity, message, hint and extra details of a bump-governed finding."""
+    if change.severity is not None:
+        return change.severity, change.message, change.hint, {}
+    if r.severity is not None:
+        return r.severity, change.message, change.hint, {}
+    if r.bump == "none":
+        return Severity.INFO, change.message, change.hint, {}
+    got = ctx.bump(change.profile)
+    prev = ctx.baseline.profile(change.profile) if ctx.baseline and change.profile else None
+    cur = ctx.current.profile(change.profile) if change.profile else None
+    if prev is not None and cur is not None and (got == "major" or (r.bump == "minor" and got == "minor")):
+        return (Severity.INFO, change.message, "",
+                {"accepted": f"{got} bump of {change.profile}: {prev.version} -> {cur.version}"})
+    if prev is None:
+        return Severity.ERROR, change.message, change.hint, {}
+    major, minor = _next_versions(prev.version)
+    wanted = major if r.bump == "major" else minor
+    if got == "none":
+        why = f"profile {change.profile} changed but its version did not (still {prev.version})"
+    elif got == "minor":
+        why = (f"this needs a new major version of {change.profile}; "
+               f"{prev.version} -> {cur.version} is only a minor bump")
+    else:
+        why = f"the version of {change.profile} went down ({prev.version} -> {cur.version})"
+    hint = (f"bump {change.profile} to {wanted} and add a history entry for {wanted}"
+            + (", or revert the change" if r.bump == "major" else ""))
+    return Severity.ERROR, f"{change.message}; {why}", change.hint or hint, {}
+
+
+def compare(baseline: Registry | None, current: Registry, *, path: str | None = None,
+            baseline_path: str | None = None, ref: str = "baseline", rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
+    """Every registry-level finding between `baseline` (None: the registry is new) and `current`."""
+    _load_rules()
+    path = path or current.path
+    ctx = Context(baseline, current, baseline_path or path, ref)
+    selected = list(rules) if rules is not None else list(RULES)
+    items = pairs(baseline, current)
+    diags: list[Diagnostic] = []
+    governed: set[str] = set()  # profiles a specific bump rule already reported
+
+    for r in sorted(selected, key=lambda r: r.fallback):
+        for pair in items:
+            if pair.kind not in r.kinds or r.handler is None:
+                continue
+            for change in r.handler(pair, ctx):
+                if r.fallback and change.profile in governed:
+                    continue
+                severity, message, hint, extra = _judge(r, change, ctx)
+                if r.severity is None and r.bump != "none" and change.profile:
+                    governed.add(change.profile)
+                details = {"breaks": r.breaks, "bump": r.bump}
+                if change.profile:
+                    details["profile"] = change.profile
+                if change.baseline is not None and change.baseline.line:
+                    details["baseline"] = f"{ctx.baseline_path}:{change.baseline} at {ref}"
+                if pair.renamed:
+                    other = pair.renamed
+                    details["note"] = (f"looks like a rename to {other!r} (otherwise identical)" if pair.removed
+                                       else f"looks like a rename of {other!r} (otherwise identical)")
+                details.update(extra)
+                diags.append(Diagnostic(path, change.loc.line, change.loc.column, r.id, severity,
+                                        message, hint, details))
+    return sorted_diagnostics(diags)
+
+
+def profile_of(pair: Pair) -> Profile | None:
+    return pair.cur_parent or pair.prev_parent
+
+
+from codegen.breaking.run import BreakingError, check_against  # noqa: E402  (re-exported API)
+
+__all__ = ["BreakingError", "Change", "Context", "Pair", "Rule", "RULES", "check_against", "compare",
+           "iter_rules", "rule", "version_bump"]

@@ -1,0 +1,508 @@
+"""The registry breaking rules. Each handler gets one matched pair and yields `Change`s.
+
+Severity is decided by the runner from the rule's `bump` and the bump the governing profile got;
+a handler only says what changed, where, and which profile it belongs to.
+"""
+
+from __future__ import annotations
+
+from codegen.breaking import Change, Context, rule
+from codegen.breaking.match import EDITORIAL_FIELDS, Pair, contract, fingerprint
+from codegen.diagnostics import Loc, Severity
+from codegen.registry import Limit, Profile
+
+SCOPE_WIDTH = {"role": 0, "model": 1, "engine": 2}
+
+
+def _removed_at(pair: Pair, ctx: Context, key: str) -> Loc:
+    """A removal is reported at its parent in the current file: the profile's list, or the profile."""
+    parent = pair.cur_parent
+    if parent is None:
+        return ctx.current.locs.get("profiles", ctx.current.loc)
+    return parent.locs.get(key, parent.loc)
+
+
+def _at(element, key: str) -> Loc:
+    return element.locs.get(key, element.loc)
+
+
+def _owner(pair: Pair) -> str | None:
+    parent = pair.cur_parent or pair.prev_parent
+    return parent.name if parent else None
+
+
+# --- registry and history ------------------------------------------------------------------------
+
+@rule("OEB001", "revision-not-increased", kinds="registry", category="registry",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="any change to the registry increases `registry.revision`")
+def revision_not_increased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is None or cur.revision != prev.revision:
+        return
+    if fingerprint(prev, skip=frozenset({"path", "revision"})) != fingerprint(cur, skip=frozenset({"path", "revision"})):
+        yield Change(_at(cur, "revision"), f"the registry changed but its revision did not (still {cur.revision})",
+                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+
+
+@rule("OEB002", "revision-decreased", kinds="registry", category="registry",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="`registry.revision` never goes down")
+def revision_decreased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is not None and cur.revision < prev.revision:
+        yield Change(_at(cur, "revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
+                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+
+
+@rule("OEB003", "version-decreased", kinds="profile", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a profile's version never goes down")
+def version_decreased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.kept and cur.version < prev.version:
+        yield Change(_at(cur, "version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
+                     cur.name, _at(prev, "version"), hint=f"restore {prev.version} or move forward from it")
+
+
+@rule("OEB004", "history-rewritten", kinds="history", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="published history entries are never removed or rewritten")
+def history_rewritten(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx, "history"),
+                     f"history entry {prev.version} of {pair.prev_parent.name} was removed",
+                     _owner(pair), prev.loc, hint="restore the entry; history only grows")
+    elif pair.kept and prev.changes.strip() != cur.changes.strip():
+        yield Change(_at(cur, "changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
+                     _owner(pair), _at(prev, "changes"),
+                     hint="restore the published text; describe corrections in the next version's entry")
+
+
+@rule("OEB005", "history-missing", kinds="profile", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a new version (or a new profile) has a history entry for that version")
+def history_missing(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if cur is None or (prev is not None and prev.version == cur.version):
+        return
+    if not any(h.version == cur.version for h in cur.history):
+        yield Change(_at(cur, "version"), f"{cur.name} {cur.version} has no history entry",
+                     cur.name, hint=f"add `- version: \"{cur.version}\"` with its changes under history")
+
+
+@rule("OEB006", "since-rewritten", kinds=("rpc", "message", "limit"), category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="the `since` of an existing RPC, message or limit never changes")
+def since_rewritten(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.since != pair.current.since:
+        yield Change(_at(pair.current, "since"),
+                     f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
+                     _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
+
+
+@rule("OEB007", "since-not-new-version", kinds=("rpc", "message", "limit"), category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="an RPC, message or limit added in a new version says `since` that version")
+def since_not_new_version(pair: Pair, ctx: Context):
+    cur, parent = pair.current, pair.cur_parent
+    if not pair.added or parent is None or pair.prev_parent is None:
+        return
+    if ctx.bump(parent.name) in ("major", "minor") and cur.since != parent.version:
+        yield Change(_at(cur, "since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
+                     f"but says since {cur.since}", parent.name, hint=f"set since: \"{parent.version}\"")
+
+
+@rule("OEB008", "changed-without-version", kinds="profile", category="profile",
+      breaks="both", bump="minor", fallback=True,
+      purpose="any change to what a profile promises comes with a version bump (editorial text excepted)")
+def changed_without_version(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.kept and prev.version == cur.version and contract(prev) != contract(cur):
+        yield Change(_at(cur, "version"), f"{cur.name} changed", cur.name, _at(prev, "version"))
+
+
+# --- profiles ------------------------------------------------------------------------------------
+
+@rule("OEB010", "profile-removed", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile disappears only after it was deprecated (its last major ends)")
+def profile_removed(pair: Pair, ctx: Context):
+    prev = pair.previous
+    if pair.removed:
+        deprecated = prev.deprecated is not None
+        yield Change(_removed_at(pair, ctx, "profiles"), f"profile {prev.name} {prev.version} was removed",
+                     prev.name, prev.loc,
+                     hint="deprecate the profile first (`deprecated: <why, what replaces it>`) and remove it later",
+                     severity=Severity.WARNING if deprecated else Severity.ERROR)
+
+
+@rule("OEB011", "profile-added", kinds="profile", category="profile",
+      breaks="none", bump="none",
+      purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")
+def profile_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"new profile {pair.current.name} {pair.current.version}", pair.current.name)
+
+
+# What a new profile must write out, even when empty: absence would be ambiguous.
+DECLARATION_KEYS = (("limits", "limits (each with its default)"), ("requires", "prerequisites (`requires`)"),
+                    ("incompatible_with", "incompatible combinations (`incompatible_with`)"))
+
+
+@rule("OEB012", "profile-incomplete", kinds="profile", category="profile",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a new profile declares version, scope, limits, prerequisites and incompatibilities, "
+              "even when a list is empty")
+def profile_incomplete(pair: Pair, ctx: Context):
+    cur = pair.current
+    if not pair.added:
+        return
+    missing = [text for key, text in DECLARATION_KEYS if key not in cur.locs]
+    if missing:
+        yield Change(cur.loc, f"new profile {cur.name} does not declare {', '.join(missing)}", cur.name,
+                     hint="write each missing key, `[]` when there is nothing to declare")
+
+
+@rule("OEB013", "mandatory-changed", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile never becomes mandatory or optional within a major")
+def mandatory_changed(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.kept and prev.mandatory != cur.mandatory:
+        state = "mandatory" if cur.mandatory else "optional"
+        yield Change(_at(cur, "mandatory") if "mandatory" in cur.locs else cur.loc,
+                     f"{cur.name} became {state}", cur.name, prev.loc)
+
+
+def _scope_change(prev: Profile, cur: Profile) -> tuple[bool, bool, set[str]]:
+    """(narrowed, kind widened, roles added)."""
+    before, after = SCOPE_WIDTH[prev.scope.kind], SCOPE_WIDTH[cur.scope.kind]
+    lost_roles = prev.scope.kind == cur.scope.kind == "role" and bool(set(prev.scope.roles) - set(cur.scope.roles))
+    gained = set(cur.scope.roles) - set(prev.scope.roles) if prev.scope.kind == cur.scope.kind == "role" else set()
+    return after < before or lost_roles, after > before, gained
+
+
+@rule("OEB014", "scope-narrowed", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")
+def scope_narrowed(pair: Pair, ctx: Context):
+    if pair.kept and _scope_change(pair.previous, pair.current)[0]:
+        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} narrowed from "
+                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB015", "scope-widened", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
+              "it moves where the capability is reported")
+def scope_widened(pair: Pair, ctx: Context):
+    if pair.kept and _scope_change(pair.previous, pair.current)[1]:
+        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} widened from "
+                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB016", "roles-added", kinds="profile", category="profile",
+      breaks="clients", bump="minor",
+      purpose="a role-scoped profile may gain roles in a minor version")
+def roles_added(pair: Pair, ctx: Context):
+    if pair.kept:
+        gained = _scope_change(pair.previous, pair.current)[2]
+        if gained:
+            yield Change(pair.current.scope.loc, f"{pair.current.name} now applies to role "
+                         f"{', '.join(sorted(gained))}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB017", "capability-changed", kinds="capability", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile's capability field, number and message never change within a major")
+def capability_changed(pair: Pair, ctx: Context):
+    if not pair.kept:
+        return
+    for key in ("field", "number", "message"):
+        before, after = getattr(pair.previous, key), getattr(pair.current, key)
+        if before != after:
+            yield Change(_at(pair.current, key), f"capability {key} of {pair.cur_parent.name} changed from "
+                         f"{before} to {after}", _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB018", "capability-removed", kinds="capability", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile keeps its capability message within a major")
+def capability_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(pair.cur_parent.loc, f"{pair.cur_parent.name} no longer has a capability message "
+                     f"({pair.previous.message})", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB019", "capability-added", kinds="capability", category="profile",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a capability message in a minor version")
+def capability_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} gained capability message {pair.current.message}",
+                     _owner(pair))
+
+
+# --- prerequisites and incompatibilities ---------------------------------------------------------
+
+@rule("OEB020", "prerequisite-added", kinds="requirement", category="combination",
+      breaks="servers", bump="major",
+      purpose="no new prerequisite within a major: servers advertising the profile may lack it")
+def prerequisite_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} now requires {pair.current.profile} "
+                     f"{pair.current.range}", _owner(pair))
+
+
+@rule("OEB021", "prerequisite-changed", kinds="requirement", category="combination",
+      breaks="both", bump="major",
+      purpose="a prerequisite's version range never changes within a major")
+def prerequisite_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.range != pair.current.range:
+        yield Change(_at(pair.current, "version"), f"{pair.cur_parent.name} requirement on {pair.key} changed "
+                     f"from '{pair.previous.range}' to '{pair.current.range}'", _owner(pair),
+                     _at(pair.previous, "version"))
+
+
+@rule("OEB022", "prerequisite-removed", kinds="requirement", category="combination",
+      breaks="clients", bump="minor",
+      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
+def prerequisite_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx, "requires"), f"{pair.prev_parent.name} no longer requires "
+                     f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB023", "incompatibility-added", kinds="incompatibility", category="combination",
+      breaks="servers", bump="major",
+      purpose="no new incompatible combination within a major: servers may already advertise it")
+def incompatibility_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible with {pair.key}", _owner(pair))
+
+
+@rule("OEB024", "incompatibility-changed", kinds="incompatibility", category="combination",
+      breaks="both", bump="major",
+      purpose="the conditions of an incompatibility never change within a major")
+def incompatibility_changed(pair: Pair, ctx: Context):
+    if pair.kept and fingerprint(pair.previous, skip=EDITORIAL_FIELDS) != fingerprint(pair.current, skip=EDITORIAL_FIELDS):
+        yield Change(pair.current.loc, f"conditions of the incompatibility of {pair.cur_parent.name} with "
+                     f"{pair.key} changed", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB025", "incompatibility-removed", kinds="incompatibility", category="combination",
+      breaks="clients", bump="minor",
+      purpose="dropping an incompatibility allows a new combination: a minor version")
+def incompatibility_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx, "incompatible_with"), f"{pair.prev_parent.name} is no longer "
+                     f"incompatible with {pair.key}", _owner(pair), pair.previous.loc)
+
+
+# --- RPCs and messages ---------------------------------------------------------------------------
+
+@rule("OEB030", "rpc-removed", kinds="rpc", category="rpc",
+      breaks="clients", bump="major",
+      purpose="an RPC stays in its profile for the whole major")
+def rpc_removed(pair: Pair, ctx: Context):
+    if pair.removed and pair.prev_parent is not None:
+        yield Change(_removed_at(pair, ctx, "rpcs"), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
+                     pair.prev_parent.name, pair.previous.loc)
+
+
+@rule("OEB031", "rpc-added", kinds="rpc", category="rpc",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain an RPC in a minor version")
+def rpc_added(pair: Pair, ctx: Context):
+    moved = pair.kept and pair.prev_parent is not None and pair.cur_parent is not None \
+        and pair.prev_parent.name != pair.cur_parent.name
+    if (pair.added or moved) and ctx.baseline is not None and ctx.baseline.profile(pair.cur_parent.name):
+        yield Change(pair.current.loc, f"RPC {pair.key} was added to {pair.cur_parent.name}", pair.cur_parent.name)
+
+
+@rule("OEB032", "rpc-moved", kinds="rpc", category="rpc",
+      breaks="both", bump="major",
+      purpose="an RPC never moves to another profile within the major of the profile it leaves")
+def rpc_moved(pair: Pair, ctx: Context):
+    if pair.kept and pair.prev_parent and pair.cur_parent and pair.prev_parent.name != pair.cur_parent.name:
+        yield Change(pair.current.loc, f"RPC {pair.key} moved from {pair.prev_parent.name} to "
+                     f"{pair.cur_parent.name}", pair.prev_parent.name, pair.previous.loc)
+
+
+@rule("OEB033", "rpc-signature-changed", kinds="rpc", category="rpc",
+      breaks="both", bump="major",
+      purpose="an RPC's request, response and streaming shape never change within a major")
+def rpc_signature_changed(pair: Pair, ctx: Context):
+    if not pair.kept:
+        return
+    for key in ("request", "response", "streaming"):
+        before, after = getattr(pair.previous, key), getattr(pair.current, key)
+        if before != after:
+            yield Change(_at(pair.current, key), f"{key} of RPC {pair.key} changed from {before} to {after}",
+                         pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB040", "message-removed", kinds="message", category="message",
+      breaks="clients", bump="major",
+      purpose="a message stays in its profile for the whole major")
+def message_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx, "messages"), f"message {pair.key} was removed from "
+                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB041", "message-added", kinds="message", category="message",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a message in a minor version")
+def message_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"message {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+
+
+# --- limits --------------------------------------------------------------------------------------
+
+@rule("OEB050", "limit-removed", kinds="limit", category="limit",
+      breaks="clients", bump="major",
+      purpose="a limit stays in its profile for the whole major")
+def limit_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx, "limits"), f"limit {pair.key} was removed from "
+                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB051", "limit-added", kinds="limit", category="limit",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a limit (with a default) in a minor version")
+def limit_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"limit {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+
+
+def _type_shape(lim: Limit):
+    return (lim.type.base, lim.type.repeated, lim.type.enum_name)
+
+
+@rule("OEB052", "limit-type-changed", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's type (scalar, repeated, enum name) never changes within a major")
+def limit_type_changed(pair: Pair, ctx: Context):
+    if pair.kept and _type_shape(pair.previous) != _type_shape(pair.current):
+        before, after = pair.previous.type, pair.current.type
+        name = lambda t: f"{t} {t.enum_name}" if t.enum_name else str(t)  # noqa: E731
+        yield Change(_at(pair.current, "type"), f"type of limit {pair.key} changed from {name(before)} to "
+                     f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
+
+
+@rule("OEB053", "limit-field-changed", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's field number never changes within a major")
+def limit_field_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.field != pair.current.field:
+        yield Change(_at(pair.current, "field"), f"field number of limit {pair.key} changed from "
+                     f"{pair.previous.field} to {pair.current.field}", _owner(pair), _at(pair.previous, "field"))
+
+
+@rule("OEB054", "limit-unit-changed", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's unit never changes within a major")
+def limit_unit_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.unit != pair.current.unit:
+        loc = _at(pair.current, "unit") if "unit" in pair.current.locs else pair.current.loc
+        yield Change(loc, f"unit of limit {pair.key} changed from {pair.previous.unit or '(none)'} to "
+                     f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB055", "limit-default-changed", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's default (the meaning of absence) never changes within a major")
+def limit_default_changed(pair: Pair, ctx: Context):
+    if pair.kept and fingerprint(pair.previous.default) != fingerprint(pair.current.default):
+        yield Change(_at(pair.current, "default"), f"default of limit {pair.key} changed from "
+                     f"{pair.previous.default!r} to {pair.current.default!r}", _owner(pair),
+                     _at(pair.previous, "default"))
+
+
+def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(narrowings, widenings) as (key, description) lists."""
+    narrow, wide = [], []
+    for key, tighter in (("minimum", lambda a, b: b > a), ("maximum", lambda a, b: b < a)):
+        a, b = getattr(prev, key), getattr(cur, key)
+        if a == b:
+            continue
+        if a is None:
+            narrow.append((key, f"gained {key} {b}"))
+        elif b is None:
+            wide.append((key, f"dropped {key} {a}"))
+        elif tighter(a, b):
+            narrow.append((key, f"{key} {a} -> {b}"))
+        else:
+            wide.append((key, f"{key} {a} -> {b}"))
+    lost = [v for v in prev.type.enum_values if v not in cur.type.enum_values]
+    gained = [v for v in cur.type.enum_values if v not in prev.type.enum_values]
+    if lost and _type_shape(prev) == _type_shape(cur):
+        narrow.append(("values", f"lost value{'s' if len(lost) > 1 else ''} {', '.join(lost)}"))
+    if gained and _type_shape(prev) == _type_shape(cur):
+        wide.append(("values", f"gained value{'s' if len(gained) > 1 else ''} {', '.join(gained)}"))
+    return narrow, wide
+
+
+@rule("OEB056", "limit-range-narrowed", kinds="limit", category="limit",
+      breaks="servers", bump="major",
+      purpose="a limit's range never narrows within a major (raised minimum, lowered maximum, "
+              "a new bound, a removed enum value)")
+def limit_range_narrowed(pair: Pair, ctx: Context):
+    if pair.kept:
+        for key, text in _bound_moves(pair.previous, pair.current)[0]:
+            yield Change(_at(pair.current, key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
+                         _at(pair.previous, key))
+
+
+@rule("OEB057", "limit-range-widened", kinds="limit", category="limit",
+      breaks="clients", bump="minor",
+      purpose="a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum "
+              "value) in a minor version")
+def limit_range_widened(pair: Pair, ctx: Context):
+    if pair.kept:
+        for key, text in _bound_moves(pair.previous, pair.current)[1]:
+            loc = _at(pair.current, key) if key in pair.current.locs else pair.current.loc
+            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), _at(pair.previous, key))
+
+
+# --- deprecation ---------------------------------------------------------------------------------
+
+DEPRECATABLE = ("profile", "rpc", "message", "limit")
+
+
+@rule("OEB060", "deprecated", kinds=DEPRECATABLE, category="deprecation",
+      breaks="none", bump="minor", severity=Severity.WARNING,
+      purpose="deprecation is explicit and reported: an element that gains `deprecated:`")
+def deprecated(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.deprecated is None and pair.current.deprecated is not None:
+        yield Change(_at(pair.current, "deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
+                     f"{pair.current.deprecated}", _owner(pair),
+                     hint="clients should move off it before the next major removes it")
+
+
+@rule("OEB061", "removed-without-deprecation", kinds=DEPRECATABLE, category="deprecation",
+      breaks="both", bump="major", severity=Severity.WARNING,
+      purpose="nothing disappears silently: a removed element was deprecated in the baseline")
+def removed_without_deprecation(pair: Pair, ctx: Context):
+    if pair.removed and pair.previous.deprecated is None:
+        parent_key = {"profile": "profiles", "rpc": "rpcs", "message": "messages", "limit": "limits"}[pair.kind]
+        if pair.kind == "rpc" and pair.prev_parent is None:
+            return
+        yield Change(_removed_at(pair, ctx, parent_key), f"{pair.kind} {pair.key} was removed without "
+                     "being deprecated first", _owner(pair), pair.previous.loc,
+                     hint="deprecate it in a minor version (`deprecated: <why, what replaces it>`), "
+                          "remove it in the next major")
+
+
+@rule("OEB062", "undeprecated", kinds=DEPRECATABLE, category="deprecation",
+      breaks="none", bump="minor", severity=Severity.INFO,
+      purpose="withdrawing a deprecation is reported")
+def undeprecated(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.deprecated is not None and pair.current.deprecated is None:
+        yield Change(pair.current.loc, f"{pair.kind} {pair.key} is no longer deprecated", _owner(pair),
+                     _at(pair.previous, "deprecated"))
