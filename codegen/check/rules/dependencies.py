@@ -1,0 +1,197 @@
+"""Prerequisites (`requires`) and forbidden combinations (`incompatible_with`)."""
+
+from __future__ import annotations
+
+from codegen.check import CheckContext, Finding, rule
+from codegen.check.rules._common import at, prerequisites, profiles_by_name
+from codegen.check.rules.limits import NUMERIC, _show
+from codegen.diagnostics import Severity
+
+
+@rule("OE035", "requires-known", category="dependencies",
+      purpose="`requires` names existing profiles other than the profile itself")
+def requires_known(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
+        for req in profile.requires:
+            if req.profile == profile.name:
+                yield Finding(at(req, "profile"), f"{profile.name} requires itself", "remove the requirement")
+            elif req.profile not in by_name:
+                yield Finding(at(req, "profile"), f"{profile.name} requires {req.profile!r}, which is not in the registry",
+                              "name an existing profile by its canonical name, e.g. openengine.core")
+
+
+@rule("OE036", "duplicate-requirement", category="dependencies",
+      purpose="a profile requires each other profile at most once (one range says it all)")
+def duplicate_requirement(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        first: dict[str, int] = {}
+        for req in profile.requires:
+            if req.profile in first:
+                yield Finding(at(req, "profile"),
+                              f"{profile.name} requires {req.profile} again (first at line {first[req.profile]})",
+                              "merge the ranges into one comparator list, e.g. '>= 1.2, < 2.0'")
+            first.setdefault(req.profile, at(req, "profile").line)
+
+
+@rule("OE037", "requires-satisfiable", category="dependencies",
+      purpose="every required version range admits the required profile's current version")
+def requires_satisfiable(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
+        for req in profile.requires:
+            target = by_name.get(req.profile)
+            if target is not None and not req.range.contains(target.version):
+                yield Finding(at(req, "version"),
+                              f"{profile.name} requires {req.profile} {req.range}, but {req.profile} is at {target.version}",
+                              f"widen the range so it admits {target.version}, e.g. '>= {target.version.major}.0'")
+
+
+@rule("OE038", "requires-cycle", category="dependencies",
+      purpose="prerequisites form no cycle (a profile cannot, even indirectly, require itself)")
+def requires_cycle(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    state: dict[str, str] = {}     # name -> "open" while on the path, "done" after
+    path: list[str] = []
+
+    def visit(name: str):
+        state[name] = "open"
+        path.append(name)
+        for req in by_name[name].requires:
+            # Self-requirements are OE035's finding; unknown names are too.
+            if req.profile == name or req.profile not in by_name:
+                continue
+            if state.get(req.profile) == "open":
+                cycle = path[path.index(req.profile):] + [req.profile]
+                yield Finding(at(req, "profile"), "prerequisites form a cycle: " + " -> ".join(cycle),
+                              "remove one requirement of the cycle; shared needs belong in the lower profile")
+            elif req.profile not in state:
+                yield from visit(req.profile)
+        path.pop()
+        state[name] = "done"
+
+    for name in by_name:
+        if name not in state:
+            yield from visit(name)
+
+
+@rule("OE039", "standard-requires-vendor", category="dependencies",
+      purpose="a standard profile never requires a vendor profile")
+def standard_requires_vendor(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
+        if not profile.standard:
+            continue
+        for req in profile.requires:
+            target = by_name.get(req.profile)
+            if target is not None and not target.standard:
+                yield Finding(at(req, "profile"), f"standard profile {profile.name} requires vendor profile {req.profile}",
+                              "standardise the prerequisite first, or make this a vendor profile")
+
+
+@rule("OE040", "requires-deprecated", severity=Severity.WARNING, category="dependencies",
+      purpose="a profile that is not deprecated does not require a deprecated one")
+def requires_deprecated(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
+        if profile.deprecated is not None:
+            continue
+        for req in profile.requires:
+            target = by_name.get(req.profile)
+            if target is not None and target.deprecated is not None:
+                yield Finding(at(req, "profile"), f"{profile.name} requires deprecated profile {req.profile}",
+                              f"move to what replaces it ({target.deprecated.strip()})")
+
+
+@rule("OE041", "incompatible-known-profile", category="dependencies",
+      purpose="`incompatible_with` names existing profiles other than the profile itself")
+def incompatible_known_profile(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
+        for entry in profile.incompatible_with:
+            if entry.profile is None:
+                continue
+            if entry.profile == profile.name:
+                yield Finding(at(entry, "profile"), f"{profile.name} is declared incompatible with itself",
+                              "to forbid a combination of its own limits, omit `profile` and use `when`")
+            elif entry.profile not in by_name:
+                yield Finding(at(entry, "profile"),
+                              f"{profile.name} is incompatible with {entry.profile!r}, which is not in the registry",
+                              "name an existing profile by its canonical name")
+
+
+def _conditions(registry):
+    for profile in registry.profiles:
+        for entry in profile.incompatible_with:
+            for condition in entry.when:
+                yield profile, condition
+
+
+@rule("OE042", "condition-known-limit", category="dependencies",
+      purpose="every `when` condition names an existing limit as <profile>.<limit>")
+def condition_known_limit(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile, condition in _conditions(ctx.registry):
+        target = by_name.get(condition.profile)
+        if target is None:
+            yield Finding(at(condition, "limit"),
+                          f"{profile.name}: condition on {condition.reference!r} names no profile of the registry",
+                          "write the limit as <profile>.<limit>, e.g. openengine.core.speculative_decoding")
+        elif target.limit(condition.limit) is None:
+            yield Finding(at(condition, "limit"), f"{profile.name}: {condition.profile} has no limit {condition.limit!r}",
+                          f"use one of: {', '.join(lim.name for lim in target.limits) or '(it has no limits)'}")
+
+
+def _value_problem(limit, operator: str, value) -> str | None:
+    ltype = limit.type
+    if operator in ("equals", "not_equals"):
+        if ltype.accepts(value):
+            return None
+        return f"{_show(value)} is not a {ltype}" + (" (write a list)" if ltype.repeated else "")
+    if operator == "contains":
+        if not ltype.repeated:
+            return f"`contains` needs a repeated limit, and {limit.name} is {ltype}"
+        return None if ltype.element_accepts(value) else f"{_show(value)} is not a {ltype.base}"
+    # at_least / at_most
+    if ltype.repeated or ltype.base not in NUMERIC:
+        return f"`{operator}` needs a numeric limit, and {limit.name} is {ltype}"
+    return None if ltype.element_accepts(value) else f"{_show(value)} is not a {ltype.base}"
+
+
+@rule("OE043", "condition-value-type", category="dependencies",
+      purpose="a condition's operator suits the limit and its value has the limit's type")
+def condition_value_type(ctx: CheckContext):
+    by_name = profiles_by_name(ctx.registry)
+    for profile, condition in _conditions(ctx.registry):
+        target = by_name.get(condition.profile)
+        limit = target.limit(condition.limit) if target is not None else None
+        if limit is None:
+            continue  # OE042
+        problem = _value_problem(limit, condition.operator, condition.value)
+        if problem:
+            values = f" (one of: {', '.join(limit.type.enum_values)})" if limit.type.base == "enum" else ""
+            yield Finding(at(condition, condition.operator),
+                          f"{profile.name}: condition on {condition.reference}: {problem}",
+                          f"compare {condition.reference} with a {limit.type} value{values}")
+
+
+@rule("OE044", "incompatible-contradicts-requires", category="dependencies",
+      purpose="no profile is incompatible with a profile that it, or any profile needing both, requires "
+              "(directly or through prerequisites; the core is always present)")
+def incompatible_contradicts_requires(ctx: CheckContext):
+    registry = ctx.registry
+    by_name = profiles_by_name(registry)
+    blocked: dict[int, tuple[object, str, list[str]]] = {}   # id(entry) -> (entry, owner, blocked profiles)
+    for name in by_name:
+        together = {name} | prerequisites(registry, name)
+        for member in sorted(together):
+            for entry in by_name[member].incompatible_with:
+                # Conditional incompatibilities can be avoided by configuration, so they contradict nothing.
+                if entry.profile is None or entry.when or entry.profile == member or entry.profile not in together:
+                    continue
+                blocked.setdefault(id(entry), (entry, member, []))[2].append(name)
+    for entry, owner, names in blocked.values():
+        yield Finding(at(entry, "profile"),
+                      f"{owner} is incompatible with {entry.profile}, yet {', '.join(sorted(names))} cannot be "
+                      f"advertised without both (through requires; the core is always present)",
+                      "remove the incompatibility, or the requirement that brings the two together")

@@ -1,0 +1,117 @@
+"""Versions: positive majors, a history that records every version in order, and `since` values
+that name a recorded version no newer than the profile."""
+
+from __future__ import annotations
+
+from codegen.check import CheckContext, Finding, rule
+from codegen.check.rules._common import at, versioned_elements
+from codegen.diagnostics import Severity
+from codegen.registry.model import Version
+
+
+@rule("OE007", "major-version", category="versions",
+      purpose="profile, history and since versions have a major of at least 1 (0.x is not a release)")
+def major_version(ctx: CheckContext):
+    hint = "profiles start at 1.0; an experimental feature belongs in a vendor profile until then"
+    for profile in ctx.registry.profiles:
+        if profile.version.major < 1:
+            yield Finding(at(profile, "version"), f"{profile.name}: version {profile.version} has major 0", hint)
+        for entry in profile.history:
+            if entry.version.major < 1:
+                yield Finding(at(entry, "version"), f"{profile.name}: history version {entry.version} has major 0", hint)
+        for kind, element in versioned_elements(profile):
+            if element.since.major < 1:
+                yield Finding(at(element, "since"),
+                              f"{profile.name}: {kind} {element.name} since {element.since} has major 0", hint)
+
+
+@rule("OE008", "history-current", category="versions",
+      purpose="the history has an entry for the profile's current version")
+def history_current(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        if all(entry.version != profile.version for entry in profile.history):
+            yield Finding(at(profile, "history"),
+                          f"{profile.name}: the history has no entry for the current version {profile.version}",
+                          f"add `- version: \"{profile.version}\"` with the changes it made")
+
+
+@rule("OE009", "history-order", category="versions",
+      purpose="history versions are strictly increasing: oldest first, none repeated")
+def history_order(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        seen: dict[Version, int] = {}
+        previous: Version | None = None
+        for entry in profile.history:
+            if entry.version in seen:
+                yield Finding(at(entry, "version"),
+                              f"{profile.name}: history version {entry.version} repeats the entry at line {seen[entry.version]}",
+                              "merge the two entries into one")
+            elif previous is not None and entry.version < previous:
+                yield Finding(at(entry, "version"),
+                              f"{profile.name}: history version {entry.version} comes after {previous}",
+                              "list history entries oldest first")
+            seen.setdefault(entry.version, at(entry, "version").line)
+            previous = entry.version if previous is None else max(previous, entry.version)
+
+
+@rule("OE010", "history-not-newer", category="versions",
+      purpose="no history entry is newer than the profile's current version")
+def history_not_newer(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for entry in profile.history:
+            if entry.version > profile.version:
+                yield Finding(at(entry, "version"),
+                              f"{profile.name}: history version {entry.version} is newer than the current version {profile.version}",
+                              "raise the profile's version, or correct the history entry")
+
+
+@rule("OE011", "since-not-newer", category="versions",
+      purpose="the `since` of every RPC, message and limit is no newer than its profile's version")
+def since_not_newer(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for kind, element in versioned_elements(profile):
+            if element.since > profile.version:
+                yield Finding(at(element, "since"),
+                              f"{profile.name}: {kind} {element.name} is since {element.since}, newer than the profile's version {profile.version}",
+                              "raise the profile's version (and add a history entry), or correct `since`")
+
+
+@rule("OE012", "since-in-history", category="versions",
+      purpose="the `since` of every RPC, message and limit names a version the history records")
+def since_in_history(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        recorded = {entry.version for entry in profile.history}
+        for kind, element in versioned_elements(profile):
+            # A `since` newer than the profile is OE011's finding.
+            if element.since <= profile.version and element.since not in recorded:
+                yield Finding(at(element, "since"),
+                              f"{profile.name}: {kind} {element.name} is since {element.since}, which has no history entry",
+                              "add the history entry that introduced it, or correct `since`")
+
+
+def _gaps(versions: list[Version]):
+    """(version, what was expected before it) for each skipped release."""
+    previous = None
+    for version in versions:
+        if previous is None:
+            if version.minor != 0:
+                yield version, f"{version.major}.0"
+        elif version.major == previous.major and version.minor != previous.minor + 1:
+            yield version, f"{previous.major}.{previous.minor + 1}"
+        elif version.major > previous.major and (version.major != previous.major + 1 or version.minor != 0):
+            yield version, f"{previous.major + 1}.0"
+        previous = version
+
+
+@rule("OE013", "history-gap", severity=Severity.WARNING, category="versions",
+      purpose="the history records every release: minors count up by one and a major starts at .0")
+def history_gap(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        ordered = sorted({entry.version for entry in profile.history})
+        first_entry = {}
+        for entry in profile.history:
+            first_entry.setdefault(entry.version, entry)
+        for version, expected in _gaps(ordered):
+            yield Finding(at(first_entry[version], "version"),
+                          f"{profile.name}: history jumps to {version}; {expected} is not recorded",
+                          "add the missing release to the history, or correct the version")
