@@ -2,7 +2,7 @@
 
 A requirement is a paragraph or a list item whose first words are `**REQ-<AREA>-<NNN>** *(tag)*`:
 
-    **REQ-LOAD-003** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`.
+    **REQ-LOAD-004** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`, ...
 
 The tag says how the requirement is checked: `wire` (over gRPC by the conformance runner),
 `registry` (by `oespec check` / `oespec breaking`) or `client` (behaviour of a client). Tests,
@@ -43,6 +43,7 @@ _CANDIDATE_RE = re.compile(r"^\*\*\s*req[-_ ]", re.IGNORECASE)
 _FENCE_RE = re.compile(r"^\s*(```|~~~)")
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s")
 _LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_EMPHASIS_RE = re.compile(r"\*+")
 
 
 @dataclass(frozen=True)
@@ -254,5 +255,10 @@ def _parse_block(block: str, file: str, line: int, column: int
 
 
 def _plain(text: str) -> str:
-    """Collapse whitespace and reduce markdown links to their words; keep `code` spans."""
-    return " ".join(_LINK_RE.sub(r"\1", text).split())
+    """The words of a requirement: links reduced to their text, bold and italic markers dropped,
+    whitespace collapsed. `code` spans are kept as written (they name fields and RPCs)."""
+    parts = _LINK_RE.sub(r"\1", text).split("`")
+    # Even-numbered parts are outside code spans.
+    for i in range(0, len(parts), 2):
+        parts[i] = _EMPHASIS_RE.sub("", parts[i])
+    return " ".join("`".join(parts).split())
