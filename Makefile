@@ -33,6 +33,7 @@ bindings: setup
 check: setup
 	$(OESPEC) check
 	$(OESPEC) generate --check
+	$(OESPEC) spec
 	$(BIN)/buf lint
 
 test: setup bindings

@@ -12,6 +12,7 @@ COMMANDS: dict[str, str] = {
     "check": "codegen.commands.check",
     "generate": "codegen.commands.generate",
     "breaking": "codegen.commands.breaking",
+    "spec": "codegen.commands.spec",
 }
 
 
