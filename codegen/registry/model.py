@@ -252,7 +252,7 @@ class Condition:
 
     @property
     def reference(self) -> str:
-        return f"{self.profile}.{self.limit}"
+        return f"{self.profile}.{self.limit}" if self.profile else self.limit
 
     def holds(self, actual: Any) -> bool:
         op = self.operator

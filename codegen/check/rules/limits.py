@@ -23,7 +23,7 @@ def _show(value) -> str:
 
 def _type_words(limit: Limit) -> str:
     if limit.type.base == "enum":
-        return f"{limit.type} (one of: {', '.join(limit.type.enum_values)})"
+        return f"{'list of ' if limit.type.repeated else ''}value of {', '.join(limit.type.enum_values)}"
     return str(limit.type)
 
 
@@ -64,7 +64,7 @@ def limit_default_range(ctx: CheckContext):
 def _bound_problem(limit: Limit, value) -> str | None:
     base = limit.type.base
     if base not in NUMERIC:
-        return f"a {base} limit has no minimum or maximum"
+        return f"is set, but a {limit.type} limit has no bounds"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} is not a finite number"
     if base in INTEGER_BOUNDS:

@@ -57,7 +57,8 @@ def single_core(ctx: CheckContext):
       purpose="the mandatory core is engine-scoped, requires nothing and is never deprecated")
 def core_shape(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        if not profile.mandatory:
+        # Another profile marked mandatory is OE015's finding, not a misshapen core.
+        if profile.name != CORE_NAME:
             continue
         if profile.scope.kind != "engine":
             yield Finding(at(profile, "scope"), f"{profile.name}: the core must be engine-scoped, not {profile.scope.kind}",
