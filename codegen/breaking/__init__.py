@@ -125,15 +125,17 @@ def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, d
     got = ctx.bump(change.profile)
     prev = ctx.baseline.profile(change.profile) if ctx.baseline and change.profile else None
     cur = ctx.current.profile(change.profile) if change.profile else None
+    who = f"breaks {r.breaks}" if r.breaks != "none" else "breaks no one"
     if prev is not None and cur is not None and (got == "major" or (r.bump == "minor" and got == "minor")):
-        return (Severity.INFO, change.message, "",
+        return (Severity.INFO, f"{change.message} ({who}; accepted: {got} bump {prev.version} -> {cur.version})", "",
                 {"accepted": f"{got} bump of {change.profile}: {prev.version} -> {cur.version}"})
     if prev is None:
-        return Severity.ERROR, change.message, change.hint, {}
+        return Severity.ERROR, f"{change.message}; {who}", change.hint, {}
     major, minor = _next_versions(prev.version)
     wanted = major if r.bump == "major" else minor
     if got == "none":
-        why = f"profile {change.profile} changed but its version did not (still {prev.version})"
+        why = (f"profile {change.profile} changed but its version did not (still {prev.version}); "
+               f"this needs a {r.bump} bump")
     elif got == "minor":
         why = (f"this needs a new major version of {change.profile}; "
                f"{prev.version} -> {cur.version} is only a minor bump")
@@ -141,7 +143,7 @@ def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, d
         why = f"the version of {change.profile} went down ({prev.version} -> {cur.version})"
     hint = (f"bump {change.profile} to {wanted} and add a history entry for {wanted}"
             + (", or revert the change" if r.bump == "major" else ""))
-    return Severity.ERROR, f"{change.message}; {why}", change.hint or hint, {}
+    return Severity.ERROR, f"{change.message}; {who}: {why}", change.hint or hint, {}
 
 
 def compare(baseline: Registry | None, current: Registry, *, path: str | None = None,

@@ -14,16 +14,22 @@ from codegen.registry import Limit, Profile
 SCOPE_WIDTH = {"role": 0, "model": 1, "engine": 2}
 
 
-def _removed_at(pair: Pair, ctx: Context, key: str) -> Loc:
-    """A removal is reported at its parent in the current file: the profile's list, or the profile."""
+def _removed_at(pair: Pair, ctx: Context) -> Loc:
+    """A removal is reported at its parent in the current file: the profile that lost the element,
+    or the registry's `profiles:` key for a removed profile."""
     parent = pair.cur_parent
     if parent is None:
         return ctx.current.locs.get("profiles", ctx.current.loc)
-    return parent.locs.get(key, parent.loc)
+    return parent.loc
 
 
 def _at(element, key: str) -> Loc:
     return element.locs.get(key, element.loc)
+
+
+def _with(key: str) -> str:
+    """An incompatibility is keyed by the profile it names, or by its conditions."""
+    return key if key.startswith("when ") else f"with {key}"
 
 
 def _owner(pair: Pair) -> str | None:
@@ -71,7 +77,7 @@ def version_decreased(pair: Pair, ctx: Context):
 def history_rewritten(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.removed:
-        yield Change(_removed_at(pair, ctx, "history"),
+        yield Change(_removed_at(pair, ctx),
                      f"history entry {prev.version} of {pair.prev_parent.name} was removed",
                      _owner(pair), prev.loc, hint="restore the entry; history only grows")
     elif pair.kept and prev.changes.strip() != cur.changes.strip():
@@ -96,7 +102,9 @@ def history_missing(pair: Pair, ctx: Context):
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="the `since` of an existing RPC, message or limit never changes")
 def since_rewritten(pair: Pair, ctx: Context):
-    if pair.kept and pair.previous.since != pair.current.since:
+    moved = pair.kind == "rpc" and pair.prev_parent and pair.cur_parent \
+        and pair.prev_parent.name != pair.cur_parent.name  # `since` is relative to the owning profile
+    if pair.kept and not moved and pair.previous.since != pair.current.since:
         yield Change(_at(pair.current, "since"),
                      f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
                      _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
@@ -120,7 +128,8 @@ def since_not_new_version(pair: Pair, ctx: Context):
 def changed_without_version(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.kept and prev.version == cur.version and contract(prev) != contract(cur):
-        yield Change(_at(cur, "version"), f"{cur.name} changed", cur.name, _at(prev, "version"))
+        yield Change(_at(cur, "version"), f"what {cur.name} promises changed (not only its text)", cur.name,
+                     _at(prev, "version"))
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -132,7 +141,7 @@ def profile_removed(pair: Pair, ctx: Context):
     prev = pair.previous
     if pair.removed:
         deprecated = prev.deprecated is not None
-        yield Change(_removed_at(pair, ctx, "profiles"), f"profile {prev.name} {prev.version} was removed",
+        yield Change(_removed_at(pair, ctx), f"profile {prev.name} {prev.version} was removed",
                      prev.name, prev.loc,
                      hint="deprecate the profile first (`deprecated: <why, what replaces it>`) and remove it later",
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
@@ -271,7 +280,7 @@ def prerequisite_changed(pair: Pair, ctx: Context):
       purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
 def prerequisite_removed(pair: Pair, ctx: Context):
     if pair.removed:
-        yield Change(_removed_at(pair, ctx, "requires"), f"{pair.prev_parent.name} no longer requires "
+        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} no longer requires "
                      f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
 
 
@@ -280,7 +289,7 @@ def prerequisite_removed(pair: Pair, ctx: Context):
       purpose="no new incompatible combination within a major: servers may already advertise it")
 def incompatibility_added(pair: Pair, ctx: Context):
     if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible with {pair.key}", _owner(pair))
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
 
 
 @rule("OEB024", "incompatibility-changed", kinds="incompatibility", category="combination",
@@ -288,8 +297,8 @@ def incompatibility_added(pair: Pair, ctx: Context):
       purpose="the conditions of an incompatibility never change within a major")
 def incompatibility_changed(pair: Pair, ctx: Context):
     if pair.kept and fingerprint(pair.previous, skip=EDITORIAL_FIELDS) != fingerprint(pair.current, skip=EDITORIAL_FIELDS):
-        yield Change(pair.current.loc, f"conditions of the incompatibility of {pair.cur_parent.name} with "
-                     f"{pair.key} changed", _owner(pair), pair.previous.loc)
+        yield Change(pair.current.loc, f"conditions of the incompatibility of {pair.cur_parent.name} "
+                     f"{_with(pair.key)} changed", _owner(pair), pair.previous.loc)
 
 
 @rule("OEB025", "incompatibility-removed", kinds="incompatibility", category="combination",
@@ -297,8 +306,8 @@ def incompatibility_changed(pair: Pair, ctx: Context):
       purpose="dropping an incompatibility allows a new combination: a minor version")
 def incompatibility_removed(pair: Pair, ctx: Context):
     if pair.removed:
-        yield Change(_removed_at(pair, ctx, "incompatible_with"), f"{pair.prev_parent.name} is no longer "
-                     f"incompatible with {pair.key}", _owner(pair), pair.previous.loc)
+        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} is no longer "
+                     f"incompatible {_with(pair.key)}", _owner(pair), pair.previous.loc)
 
 
 # --- RPCs and messages ---------------------------------------------------------------------------
@@ -308,7 +317,7 @@ def incompatibility_removed(pair: Pair, ctx: Context):
       purpose="an RPC stays in its profile for the whole major")
 def rpc_removed(pair: Pair, ctx: Context):
     if pair.removed and pair.prev_parent is not None:
-        yield Change(_removed_at(pair, ctx, "rpcs"), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
+        yield Change(_removed_at(pair, ctx), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
                      pair.prev_parent.name, pair.previous.loc)
 
 
@@ -349,7 +358,7 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
       purpose="a message stays in its profile for the whole major")
 def message_removed(pair: Pair, ctx: Context):
     if pair.removed:
-        yield Change(_removed_at(pair, ctx, "messages"), f"message {pair.key} was removed from "
+        yield Change(_removed_at(pair, ctx), f"message {pair.key} was removed from "
                      f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
 
 
@@ -368,7 +377,7 @@ def message_added(pair: Pair, ctx: Context):
       purpose="a limit stays in its profile for the whole major")
 def limit_removed(pair: Pair, ctx: Context):
     if pair.removed:
-        yield Change(_removed_at(pair, ctx, "limits"), f"limit {pair.key} was removed from "
+        yield Change(_removed_at(pair, ctx), f"limit {pair.key} was removed from "
                      f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
 
 
@@ -490,10 +499,9 @@ def deprecated(pair: Pair, ctx: Context):
       purpose="nothing disappears silently: a removed element was deprecated in the baseline")
 def removed_without_deprecation(pair: Pair, ctx: Context):
     if pair.removed and pair.previous.deprecated is None:
-        parent_key = {"profile": "profiles", "rpc": "rpcs", "message": "messages", "limit": "limits"}[pair.kind]
         if pair.kind == "rpc" and pair.prev_parent is None:
             return
-        yield Change(_removed_at(pair, ctx, parent_key), f"{pair.kind} {pair.key} was removed without "
+        yield Change(_removed_at(pair, ctx), f"{pair.kind} {pair.key} was removed without "
                      "being deprecated first", _owner(pair), pair.previous.loc,
                      hint="deprecate it in a minor version (`deprecated: <why, what replaces it>`), "
                           "remove it in the next major")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from codegen.breaking import Context, compare
 from codegen.breaking.baseline import BaselineError, materialize, repo_root
-from codegen.breaking.wire import WireError, deleted_tree, fold, proto_files, run_buf
+from codegen.breaking.wire import WireError, compare_protos
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from codegen.registry import Registry, SourceError, load_registry
 
@@ -75,18 +75,9 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
                     if base.registry else None)
         diags = compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
         ctx = Context(baseline, current, registry_rel, ref)
-        diags += _wire(ctx, proto_path, base.proto, proto_display=proto_display, ref=ref)
+        try:
+            diags += compare_protos(ctx, proto_path, base.proto, proto_display=proto_display)
+        except WireError as err:
+            raise BreakingError(proto_display, f"{err.message} (baseline {ref})", err.hint) from None
     return sorted_diagnostics(diags)
 
-
-def _wire(ctx: Context, current: Path, baseline: Path | None, *, proto_display: str, ref: str) -> list[Diagnostic]:
-    before, after = proto_files(baseline), proto_files(current)
-    if not before:
-        return []  # nothing published yet: every proto is new
-    if not after:
-        return deleted_tree(before, ctx, proto_display=proto_display)
-    try:
-        findings = run_buf(current, baseline)
-    except WireError as err:
-        raise BreakingError(proto_display, f"{err.message} (baseline {ref})", err.hint) from None
-    return fold(findings, ctx, proto_display=proto_display)

@@ -154,3 +154,14 @@ def deleted_tree(baseline_files: list[str], ctx: Context, *, proto_display: str)
     """The working tree has no protos at all: every baseline file counts as deleted."""
     return fold([{"type": "FILE_NO_DELETE", "message": f'Previously present file "{name}" was deleted.'}
                  for name in baseline_files], ctx, proto_display=proto_display)
+
+
+def compare_protos(ctx: Context, current: Path, baseline: Path | None, *, proto_display: str = "proto",
+                   buf: str | None = None) -> list[Diagnostic]:
+    """Wire findings between two proto roots; none when the baseline has no protos yet."""
+    before, after = proto_files(baseline), proto_files(current)
+    if not before:
+        return []  # nothing was published: every proto file is new
+    if not after:
+        return deleted_tree(before, ctx, proto_display=proto_display)
+    return fold(run_buf(current, baseline, buf=buf), ctx, proto_display=proto_display)

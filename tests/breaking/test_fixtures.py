@@ -1,0 +1,105 @@
+"""Fixture pairs: tests/data/breaking/<case>/{baseline,current}/profiles.yaml (+ proto/) and expected.yaml.
+
+Each case lists every error and warning it must produce (rule id, file, line, severity) and the
+informational findings it must produce; nothing else may reach warning or error.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from codegen.breaking import Context, compare, iter_rules
+from codegen.breaking.wire import compare_protos
+from codegen.check import run_rules
+from codegen.diagnostics import Severity
+from codegen.registry import load_registry
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
+CASES = sorted(d.name for d in DATA.iterdir() if (d / "expected.yaml").is_file())
+REGISTRY = "profiles.yaml"
+
+
+def _expected(case: str) -> list[dict]:
+    doc = YAML(typ="safe").load((DATA / case / "expected.yaml").read_text())
+    return [{"path": REGISTRY, "details": [], **entry} for entry in doc["findings"] or []]
+
+
+def _registry(case: str, side: str):
+    resolved = load_registry(DATA / case / side / REGISTRY, display_path=REGISTRY)
+    assert resolved.registry is not None, resolved.diagnostics
+    return resolved
+
+
+@functools.cache
+def findings(case: str):
+    base = _registry(case, "baseline").registry
+    cur = _registry(case, "current").registry
+    diags = compare(base, cur, path=REGISTRY, baseline_path=REGISTRY, ref="baseline")
+    proto = DATA / case / "baseline" / "proto"
+    if proto.is_dir():
+        diags += compare_protos(Context(base, cur, REGISTRY, "baseline"), DATA / case / "current" / "proto",
+                                proto, proto_display="proto")
+    return diags
+
+
+def _key(d) -> tuple:
+    return (d.rule_id, d.path, d.line, str(d.severity))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_findings(case):
+    diags = findings(case)
+    expected = _expected(case)
+    got = {_key(d): d for d in diags}
+    for e in expected:
+        key = (e["rule"], e["path"], e["line"], e["severity"])
+        assert key in got, f"{case}: missing {key}; got {sorted(got)}"
+        for detail in e["details"]:
+            assert detail in got[key].details, f"{case}: {key} lacks detail {detail!r}"
+    wanted = {(e["rule"], e["path"], e["line"], e["severity"]) for e in expected}
+    unexpected = [k for k, d in got.items() if k not in wanted and d.severity >= Severity.WARNING]
+    assert not unexpected, f"{case}: unexpected findings {unexpected}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_breaking_findings_carry_who_and_bump(case):
+    for d in findings(case):
+        assert d.details.get("breaks") in ("clients", "servers", "both", "none")
+        assert d.details.get("bump") in ("major", "minor", "none")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "safe" in c])
+def test_safe_changes_have_no_error(case):
+    assert not [d for d in findings(case) if d.severity == Severity.ERROR]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "safe" in c])
+@pytest.mark.parametrize("side", ["baseline", "current"])
+def test_safe_fixture_registries_pass_the_registry_checks(case, side):
+    errors = [d for d in run_rules(_registry(case, side)) if d.severity == Severity.ERROR]
+    assert not errors, errors
+
+
+def test_every_rule_has_a_fixture_that_triggers_it():
+    triggered = {e["rule"] for case in CASES for e in _expected(case)}
+    for r in iter_rules():
+        if r.id.startswith("OEB"):
+            assert any(case.startswith(r.id) for case in CASES), f"{r.id} has no fixture directory"
+            assert r.id in triggered, f"no fixture expects {r.id}"
+    assert any(rule_id.startswith("buf:") for rule_id in triggered)
+
+
+def test_removals_point_at_the_parent_and_the_baseline():
+    diag = next(d for d in findings("OEB030-rpc-removed") if d.rule_id == "OEB030")
+    assert diag.details["baseline"] == "profiles.yaml:61:9 at baseline"
+    assert diag.details["breaks"] == "clients" and diag.details["bump"] == "major"
+
+
+def test_accepted_break_names_the_bump():
+    diag = next(d for d in findings("safe-major-breaking") if d.rule_id == "OEB055")
+    assert diag.severity == Severity.INFO
+    assert "1.0 -> 2.0" in diag.details["accepted"]
