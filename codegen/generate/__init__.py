@@ -85,6 +85,9 @@ class GenerationContext:
 GENERATORS: dict[str, str] = {
     "proto": "codegen.generate.proto:generate",
     "bindings": "codegen.generate.bindings:generate",
+    "validators": "codegen.generate.validators:generate",
+    "jsonschemas": "codegen.generate.jsonschemas:generate",
+    "docs": "codegen.generate.docs:generate",
 }
 
 

@@ -1,0 +1,34 @@
+"""Validators for what an OpenEngine engine advertises and streams, generated from the registry.
+
+    from openengine.validate import validate_capabilities, WatchLoadChecker, preflight
+
+    report = validate_capabilities(caps, engine_info=info, model_infos=[model])
+    report.violations        # every violation: rule id, field path, value, expected, requirement
+    report.effective("openengine.core", "max_logprobs")
+
+    checker = WatchLoadChecker(instance_id=info.instance_id, observability=report.limits["openengine.load"])
+    for msg in stream: checker.feed(msg)
+
+    preflight(generate_request, report)   # [] when the engine would accept it
+
+Messages are protobuf messages (`openengine.v1.*_pb2`); proto3 JSON (as grpcurl prints it) is
+converted first with `message_from_json` / `document_from_json`, which report bad fields as
+violations too. Rule ids are listed in `RULES`.
+"""
+
+from openengine.validate._capabilities import (
+    CapabilityReport, ModelReport, check_capabilities, effective_limits, validate_capabilities,
+)
+from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
+from openengine.validate._generated import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
+from openengine.validate._json import message_from_json
+from openengine.validate._preflight import REQUEST_LIMITS, RequestLimit, preflight
+from openengine.validate._rules import RULES, Rule, Severity, Violation
+from openengine.validate._watch import WatchLoadChecker, effective_watch_settings
+
+__all__ = [
+    "CapabilityDocument", "CapabilityReport", "DEFAULTS", "KNOWN_PROFILES", "MODEL_SCOPED", "ModelReport",
+    "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
+    "WatchLoadChecker", "check_capabilities", "document_from_json", "effective_limits",
+    "effective_watch_settings", "is_combined", "message_from_json", "preflight", "validate_capabilities",
+]

@@ -1,0 +1,115 @@
+"""Judge what an engine advertises: Capabilities, with EngineInfo and ModelInfo when given.
+
+The per-profile work is the generated code in `_generated`; this module adds what spans several
+discovery answers (role scope, model coverage, revisions) and the effective-limit lookup that
+clients and preflight checks share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from openengine.validate import _generated as gen
+from openengine.validate._rules import Severity, Violation, violation
+
+_ROLE_NAMES = {0: "ROLE_UNSPECIFIED", 1: "ROLE_AGGREGATED", 2: "ROLE_PREFILL", 3: "ROLE_DECODE", 4: "ROLE_ENCODER"}
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """One served model: the model-scoped profiles it lists and their effective limits."""
+
+    model: str
+    profiles: Mapping[str, tuple[tuple[int, int], ...]]
+    limits: Mapping[str, Mapping[str, Any]]      # only the capability messages the model sets
+
+
+@dataclass(frozen=True)
+class CapabilityReport:
+    """The outcome of validating discovery answers: every violation, and what was advertised."""
+
+    violations: tuple[Violation, ...]
+    profiles: Mapping[str, tuple[tuple[int, int], ...]]    # name -> advertised (major, minor) pairs
+    limits: Mapping[str, Mapping[str, Any]]                # standard profile -> effective limits
+    models: Mapping[str, ModelReport] = field(default_factory=dict)
+    revision: int = 0
+
+    @property
+    def errors(self) -> list[Violation]:
+        return [v for v in self.violations if v.severity is Severity.ERROR]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def advertised(self, name: str) -> bool:
+        return name in self.profiles
+
+    def effective(self, profile: str, limit: str, *, model: str | None = None) -> Any:
+        """A limit's effective value (REQ-CAP-013): the model's message when it sets one, else the
+        engine-wide message, else the registry default. None when the profile is not advertised."""
+        if profile not in self.profiles:
+            return None
+        if model is not None:
+            m = self.models.get(model)
+            if m is not None and profile in m.limits:
+                return m.limits[profile][limit]
+        return self.limits[profile][limit]
+
+
+def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
+    role = engine_info.role
+    role_name = _ROLE_NAMES.get(role, str(role))
+    if role == 0:
+        out.append(violation("OEV136", "engine_info.role", role_name, "a role", "EngineInfo.role is not set"))
+    if not engine_info.instance_id:
+        out.append(violation("OEV136", "engine_info.instance_id", "", "a non-empty id",
+                             "EngineInfo.instance_id is empty"))
+    gen.check_role(adv, role, role_name, out)
+    if engine_info.capability_revision == 0:
+        out.append(violation("OEV135", "engine_info.capability_revision", 0, ">= 1",
+                             "EngineInfo.capability_revision is never zero"))
+    elif revision and engine_info.capability_revision != revision:
+        out.append(violation("OEV135", "revision", revision, str(engine_info.capability_revision),
+                             f"Capabilities.revision {revision} differs from EngineInfo.capability_revision "
+                             f"{engine_info.capability_revision}"))
+
+
+def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterable = ()) -> CapabilityReport:
+    """Validate a `Capabilities` message, and with `engine_info` / `model_infos` the rules that span
+    them (role scope, model-scoped profiles, revisions). Returns every violation, not only the first.
+
+    When `model_infos` covers every model in `engine_info.served_models`, a model-scoped profile
+    advertised engine-wide but listed by no model is reported too."""
+    out: list[Violation] = []
+    adv, limits = gen.check_capabilities(capabilities, out)
+    if engine_info is not None:
+        _engine_checks(adv, engine_info, capabilities.revision, out)
+    models: dict[str, ModelReport] = {}
+    listed: set[str] = set()
+    for i, info in enumerate(model_infos):
+        path = f"model_info[{i}].capabilities"
+        madv, mlimits = gen.check_model_capabilities(info.capabilities, path, adv, out)
+        listed.update(madv)
+        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits)
+    if engine_info is not None and model_infos and engine_info.served_models \
+            and set(engine_info.served_models) <= set(models):
+        for name in sorted(gen.MODEL_SCOPED & set(adv) - listed):
+            out.append(violation("OEV134", "profiles", name, "listed by at least one served model",
+                                 f"{name} is advertised but no served model lists it"))
+    return CapabilityReport(tuple(out), {k: tuple(v) for k, v in adv.items()}, limits, models,
+                            capabilities.revision)
+
+
+def check_capabilities(capabilities) -> list[Violation]:
+    """Just the violations of one `Capabilities` message: the hot-path entry point."""
+    out: list[Violation] = []
+    gen.check_capabilities(capabilities, out)
+    return out
+
+
+def effective_limits(capabilities) -> dict[str, dict[str, Any]]:
+    """Effective limits of every standard profile in `capabilities` (defaults for what is unset),
+    whether or not the profile is advertised; violations are ignored."""
+    return gen.check_capabilities(capabilities, [])[1]

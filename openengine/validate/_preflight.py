@@ -1,0 +1,177 @@
+"""Refuse a request locally when the engine's capabilities say the engine would refuse it.
+
+The mapping from request fields to limits is the one hand-written table of the validators
+(`REQUEST_LIMITS`): which field of which request is bounded by, or needs, which limit or profile.
+Everything about the limits themselves (defaults, model scoping) comes from the generated code
+through a `CapabilityReport`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from openengine.validate._capabilities import CapabilityReport
+from openengine.validate._generated import MODEL_SCOPED
+from openengine.validate._rules import Violation, violation
+
+
+@dataclass(frozen=True)
+class RequestLimit:
+    """One row: `field` of `request` (a dotted path; `a|b` is the set member of oneof `b` of `a`;
+    empty means the request itself) is judged by `check` against `profile`.`limit`.
+
+    checks: `profile` (using the field needs the profile), `at_most` (value <= limit), `enabled`
+    (a bool limit must be true), `member` (the value must be in a list limit; `when` fixes the
+    value), `count_at_most` (number of elements <= limit), `below_needs` (a value below the
+    limit in `limit` needs the bool limit in `when`), `ignored` (the engine ignores the field
+    unless the bool limit is true: a warning)."""
+
+    request: str
+    field: str
+    check: str
+    profile: str
+    limit: str | None = None
+    when: str | None = None
+
+
+CORE, TASKS = "openengine.core", "openengine.tasks"
+
+REQUEST_LIMITS: tuple[RequestLimit, ...] = (
+    RequestLimit("GenerateRequest", "sampling.logprobs", "at_most", CORE, "max_logprobs"),
+    RequestLimit("GenerateRequest", "sampling.prompt_logprobs", "enabled", CORE, "prompt_logprobs"),
+    RequestLimit("GenerateRequest", "sampling.prompt_logprobs", "at_most", CORE, "max_logprobs"),
+    RequestLimit("GenerateRequest", "sampling.n", "at_most", CORE, "max_sequences"),
+    RequestLimit("GenerateRequest", "sampling.min_p", "enabled", CORE, "min_p"),
+    RequestLimit("GenerateRequest", "sampling.logit_bias", "enabled", CORE, "logit_bias"),
+    RequestLimit("GenerateRequest", "sampling.guided|constraint", "member", CORE, "guided_decoding_modes"),
+    RequestLimit("GenerateRequest", "|prompt", "enabled", CORE, "token_ids_input", when="token_ids"),
+    RequestLimit("GenerateRequest", "priority", "ignored", CORE, "priority"),
+    RequestLimit("GenerateRequest", "adapter", "profile", "openengine.adapters"),
+    RequestLimit("GenerateRequest", "session_id", "profile", "openengine.sessions"),
+    RequestLimit("GenerateRequest", "kv_transfer", "profile", "openengine.kv"),
+    RequestLimit("EmbedRequest", "", "profile", TASKS),
+    RequestLimit("EmbedRequest", "", "member", TASKS, "supported_tasks", when="embed"),
+    RequestLimit("EmbedRequest", "inputs", "count_at_most", TASKS, "max_inputs_per_request"),
+    RequestLimit("EmbedRequest", "dimensions", "below_needs", TASKS, "embedding_size", when="matryoshka"),
+    RequestLimit("ClassifyRequest", "", "profile", TASKS),
+    RequestLimit("ClassifyRequest", "", "member", TASKS, "supported_tasks", when="classify"),
+    RequestLimit("ClassifyRequest", "inputs", "count_at_most", TASKS, "max_inputs_per_request"),
+    RequestLimit("ScoreRequest", "", "profile", TASKS),
+    RequestLimit("ScoreRequest", "", "member", TASKS, "supported_tasks", when="score"),
+    RequestLimit("ScoreRequest", "documents", "count_at_most", TASKS, "max_inputs_per_request"),
+    RequestLimit("EncodeRequest", "", "profile", "openengine.encoder"),
+    RequestLimit("EncodeRequest", "items", "count_at_most", "openengine.encoder", "max_items_per_request"),
+    RequestLimit("EncodeRequest", "items[]|item", "member", "openengine.encoder", "modalities"),
+)
+
+_BY_REQUEST: dict[str, tuple[RequestLimit, ...]] = {}
+for _row in REQUEST_LIMITS:
+    _BY_REQUEST[_row.request] = _BY_REQUEST.get(_row.request, ()) + (_row,)
+
+
+_ABSENT = object()
+
+
+def _values(msg, path: str) -> list[Any]:
+    """The values at `path` that the request sets (empty when it sets none)."""
+    if not path:
+        return [msg]
+    head, _, oneof = path.partition("|")
+    current = [msg]
+    for part in [p for p in head.split(".") if p]:
+        each = part.endswith("[]")
+        name = part[:-2] if each else part
+        nxt = []
+        for m in current:
+            value = getattr(m, name)
+            if each:
+                nxt.extend(value)
+                continue
+            field = m.DESCRIPTOR.fields_by_name[name]
+            if field.is_repeated:
+                if len(value):
+                    nxt.append(value)
+            elif field.has_presence:
+                if m.HasField(name):
+                    nxt.append(value)
+            elif value:
+                nxt.append(value)
+        current = nxt
+    if oneof:
+        current = [m.WhichOneof(oneof) for m in current]
+        current = [v for v in current if v is not None]
+    return current
+
+
+def _model_of(request, report: CapabilityReport) -> str | None:
+    model = getattr(request, "model", "") or None
+    if model is None and len(report.models) == 1:
+        model = next(iter(report.models))
+    return model
+
+
+def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
+    """Every reason the engine described by `capabilities` would refuse `request` (a
+    GenerateRequest, EmbedRequest, ClassifyRequest, ScoreRequest or EncodeRequest), each naming
+    the field and the limit. An empty list means: send it."""
+    report = getattr(capabilities, "report", capabilities)
+    rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
+    model = _model_of(request, report)
+    out: list[Violation] = []
+    refused_profiles: set[str] = set()
+    for row in rows:
+        values = _values(request, row.field)
+        if not values:
+            continue
+        path = row.field.replace("[]", "").replace("|", ".") .strip(".") or request.DESCRIPTOR.name
+        if row.profile in refused_profiles:
+            continue
+        if not report.advertised(row.profile):
+            refused_profiles.add(row.profile)
+            out.append(violation("OEV403", path, None, f"{row.profile} advertised",
+                                 f"{path} needs {row.profile}, which the engine does not advertise"))
+            continue
+        if row.profile in MODEL_SCOPED and model is not None and model in report.models \
+                and row.profile not in report.models[model].profiles:
+            refused_profiles.add(row.profile)
+            out.append(violation("OEV405", path, model, f"{row.profile} listed by model {model}",
+                                 f"{path} needs {row.profile}, which model {model!r} does not list"))
+            continue
+        if row.check == "profile":
+            continue
+        limit = report.effective(row.profile, row.limit, model=model)
+        name = f"{row.profile}.{row.limit}"
+        for value in values:
+            if row.check == "at_most":
+                if value > limit:
+                    out.append(violation("OEV401", path, value, f"<= {limit} ({name})",
+                                         f"{path} is {value}, above {name} = {limit}"))
+            elif row.check == "count_at_most":
+                if len(value) > limit:
+                    out.append(violation("OEV401", path, len(value), f"<= {limit} ({name})",
+                                         f"{path} has {len(value)} elements, above {name} = {limit}"))
+            elif row.check == "enabled":
+                if (row.when is None or value == row.when) and not limit:
+                    shown = row.when or value
+                    out.append(violation("OEV402", path, shown, f"{name} = true",
+                                         f"{path} needs {name}, which the engine advertises as false"))
+            elif row.check == "ignored":
+                if not limit:
+                    out.append(violation("OEV406", path, value, f"{name} = true",
+                                         f"{path} is ignored: the engine advertises {name} = false"))
+            elif row.check == "member":
+                wanted = row.when or value
+                if wanted not in limit:
+                    out.append(violation("OEV404", path, wanted, f"one of {limit} ({name})",
+                                         f"{path} uses {wanted!r}, which {name} does not list"))
+            elif row.check == "below_needs":
+                native = limit
+                needed = f"{row.profile}.{row.when}"
+                if native and value > native:
+                    out.append(violation("OEV401", path, value, f"<= {native} ({name})",
+                                         f"{path} is {value}, above {name} = {native}"))
+                elif native and value < native and not report.effective(row.profile, row.when, model=model):
+                    out.append(violation("OEV402", path, value, f"{needed} = true",
+                                         f"{path} below the native size {native} needs {needed}"))
+    return out

@@ -1,0 +1,302 @@
+"""A stateful checker for WatchLoad streams, fed one message at a time.
+
+It sits in a watcher's receive loop, so `feed` does the least work that judges a message:
+a handful of attribute reads and integer comparisons, no allocation unless something is wrong.
+Timing is judged two ways: spacing between messages from the server's own timestamps, and
+silence from the caller's clock (`tick(now)` / `finish(now)`), because a missing heartbeat is a
+message that never arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+from openengine.validate._rules import Violation, violation
+
+_NS_PER_MS = 1_000_000
+
+
+def effective_watch_settings(observability: Mapping[str, Any], request=None) -> dict[str, Any]:
+    """The settings a server must report for `request` (a WatchLoadRequest, or None for an empty
+    one) given the effective `openengine.load` limits (REQ-LOAD-005..010)."""
+    lo = observability["min_watch_interval_ms"]
+    hi = observability["max_watch_interval_ms"]
+    has = request.HasField if request is not None else (lambda _name: False)
+    if has("interval_ms"):
+        asked = request.interval_ms
+        if asked == 0:
+            interval = 0 if observability["change_driven"] else lo
+        else:
+            interval = min(max(asked, lo), hi)
+    else:
+        interval = observability["default_watch_interval_ms"]
+    if has("heartbeat_ms"):
+        asked = request.heartbeat_ms
+        heartbeat = 0 if asked == 0 else min(max(asked, lo), hi)
+    else:
+        heartbeat = observability["default_heartbeat_ms"]
+    initial = request.initial_snapshot if has("initial_snapshot") else True
+    per_rank = bool(request is not None and request.per_rank and observability["per_rank"])
+    return {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": initial, "per_rank": per_rank}
+
+
+class WatchLoadChecker:
+    """Judge one WatchLoad stream. Feed every `WatchLoadResponse` in order; call `tick(now)` while
+    waiting and `finish(now)` when the stream ends. Violations accumulate in `violations`; each
+    call also returns the ones it found.
+
+    `instance_id` and `capability_revision` are what discovery reported (EngineInfo); when
+    omitted, the settings' values are taken as the reference. `observability` holds the effective
+    `openengine.load` limits; with `request` as well the settings must equal the exact effective
+    values, without it they must lie in the allowed ranges. Timing allows `tolerance` (a fraction of
+    the period) plus `slack_ms`. `clock` returns seconds on the same timeline as `received_at`.
+    """
+
+    def __init__(self, *, instance_id: str | None = None, capability_revision: int | None = None,
+                 observability: Mapping[str, Any] | None = None, request=None,
+                 tolerance: float = 0.5, slack_ms: float = 50.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.violations: list[Violation] = []
+        self.instance_id = instance_id or None
+        self.capability_revision = capability_revision
+        self.observability = observability
+        self.request = request
+        self.tolerance = tolerance
+        self.slack_ms = slack_ms
+        self.clock = clock
+        self.settings = None            # the WatchLoadSettings, once received
+        self.latest = None              # the latest LoadInfo
+        self.latest_received_at: float | None = None
+        self.messages = 0
+        self.snapshots = 0
+        self.coalesced = 0              # updates the server reported as coalesced, in total
+        self.interval_ms = 0
+        self.heartbeat_ms = 0
+        self.per_rank = False
+        self._seq: int | None = None
+        self._t: int | None = None              # last message timestamp, ns
+        self._load_t: int | None = None         # last snapshot LoadInfo.timestamp, ns
+        self._snap_t: int | None = None         # last snapshot message timestamp, ns
+        self._expect_initial = False
+        self._initial_pending = False
+        self._last_received: float | None = None
+        self._silence_reported = False
+        self._early_ns = 0
+        self._late_ns = 0
+        self._hb_early_ns = 0
+        self._hb_late_ns = 0
+
+    # -- the hot path ---------------------------------------------------------------------------
+    def feed(self, msg, received_at: float | None = None) -> list[Violation]:
+        out = self.violations
+        before = len(out)
+        self._last_received = self.clock() if received_at is None else received_at
+        self._silence_reported = False
+        self.messages += 1
+        kind = msg.WhichOneof("kind")
+        seq = msg.sequence
+        last = self._seq
+        if last is None:
+            if kind != "settings":
+                out.append(violation("OEV301", "kind", kind, "settings",
+                                     f"the first message is {kind or 'empty'}, not settings"))
+            if seq != 0:
+                out.append(violation("OEV303", "sequence", seq, "0", "the first message must have sequence 0"))
+            self._seq = seq
+        elif seq <= last:
+            out.append(violation("OEV304", "sequence", seq, f"> {last}",
+                                 f"sequence {seq} does not increase (previous {last})"))
+        else:
+            if seq != last + 1:
+                out.append(violation("OEV305", "sequence", seq, str(last + 1),
+                                     f"sequence jumps from {last} to {seq}: {seq - last - 1} message(s) lost"))
+            self._seq = seq
+        if msg.HasField("timestamp"):
+            ts = msg.timestamp
+            t = ts.seconds * 1_000_000_000 + ts.nanos
+            prev = self._t
+            if prev is not None:
+                if t < prev:
+                    out.append(violation("OEV307", "timestamp", t, f">= {prev}", "the message timestamp goes backwards"))
+                elif self._hb_late_ns and t - prev > self._hb_late_ns:
+                    out.append(violation("OEV312", "timestamp", (t - prev) / _NS_PER_MS,
+                                         f"<= {self.heartbeat_ms} ms",
+                                         f"{(t - prev) / _NS_PER_MS:.0f} ms without a message, more than the "
+                                         f"heartbeat of {self.heartbeat_ms} ms"))
+        else:
+            t = None
+            prev = self._t
+            out.append(violation("OEV306", "timestamp", None, "a timestamp", "the message has no timestamp"))
+        if self._initial_pending and kind != "snapshot":
+            self._missing_initial(out, kind)
+        if kind == "snapshot":
+            self._snapshot(msg.snapshot, t, out)
+        elif kind == "heartbeat":
+            if self.settings is not None:
+                if not self.heartbeat_ms:
+                    out.append(violation("OEV314", "heartbeat", None, "no heartbeats",
+                                         "a heartbeat on a stream whose heartbeats are off"))
+                elif t is not None and prev is not None and t - prev < self._hb_early_ns:
+                    out.append(violation("OEV313", "heartbeat", (t - prev) / _NS_PER_MS,
+                                         f">= {self.heartbeat_ms} ms after the previous message",
+                                         f"a heartbeat {(t - prev) / _NS_PER_MS:.0f} ms after the previous message"))
+        elif kind == "settings":
+            if self.settings is not None or self.messages > 1:
+                out.append(violation("OEV302", "settings", None, "settings only first",
+                                     "settings sent again after the first message"))
+            else:
+                self._settings(msg.settings, out)
+        else:
+            out.append(violation("OEV320", "kind", None, "settings, snapshot or heartbeat",
+                                 "the message carries neither settings, snapshot nor heartbeat"))
+        if t is not None and (prev is None or t >= prev):
+            self._t = t
+        return out[before:] if len(out) != before else []
+
+    def _snapshot(self, snap, t, out) -> None:
+        self._initial_pending = False
+        self.snapshots += 1
+        if not snap.HasField("load"):
+            out.append(violation("OEV308", "snapshot.load", None, "a LoadInfo", "the snapshot has no load"))
+            return
+        load = snap.load
+        coalesced = snap.coalesced
+        if load.HasField("timestamp"):
+            ts = load.timestamp
+            lt = ts.seconds * 1_000_000_000 + ts.nanos
+            prev = self._load_t
+            if prev is not None:
+                if lt < prev:
+                    out.append(violation("OEV307", "snapshot.load.timestamp", lt, f">= {prev}",
+                                         "the snapshot's load timestamp goes backwards"))
+                elif self._early_ns:
+                    gap = lt - prev
+                    if gap < self._early_ns and self.snapshots > 2:
+                        out.append(violation("OEV310", "snapshot.load.timestamp", gap / _NS_PER_MS,
+                                             f">= {self.interval_ms} ms",
+                                             f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
+                                             f"{self.interval_ms} ms"))
+                    elif gap > self._late_ns and not coalesced:
+                        out.append(violation("OEV311", "snapshot.load.timestamp", gap / _NS_PER_MS,
+                                             f"<= {self.interval_ms} ms",
+                                             f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
+                                             f"{self.interval_ms} ms"))
+            if prev is None or lt >= prev:
+                self._load_t = lt
+        else:
+            out.append(violation("OEV308", "snapshot.load.timestamp", None, "a timestamp",
+                                 "the snapshot's load has no timestamp"))
+        iid = load.instance_id
+        if not iid:
+            out.append(violation("OEV308", "snapshot.load.instance_id", "", "the engine's instance id",
+                                 "the snapshot's load has no instance id"))
+        elif iid != self.instance_id and self.instance_id is not None:
+            out.append(violation("OEV309", "snapshot.load.instance_id", iid, self.instance_id,
+                                 f"snapshot instance id {iid!r} differs from {self.instance_id!r}"))
+        if coalesced:
+            self.coalesced += coalesced
+            out.append(violation("OEV315", "snapshot.coalesced", coalesced, "0",
+                                 f"{coalesced} update(s) coalesced into this snapshot"))
+        if not self.per_rank and load.ranks:
+            out.append(violation("OEV318", "snapshot.load.ranks", len(load.ranks), "no ranks",
+                                 "per-rank breakdown present although the stream's per_rank is false"))
+        self.latest = load
+        self.latest_received_at = self._last_received
+
+    def _missing_initial(self, out, kind) -> None:
+        self._initial_pending = False
+        out.append(violation("OEV317", "kind", kind, "snapshot",
+                             "the settings promised an initial snapshot, but the next message is "
+                             f"{kind or 'missing'}"))
+
+    def _settings(self, s, out) -> None:
+        self.settings = s
+        self.interval_ms = interval = s.interval_ms
+        self.heartbeat_ms = heartbeat = s.heartbeat_ms
+        self.per_rank = s.per_rank
+        self._initial_pending = s.initial_snapshot
+        tol = self.tolerance
+        slack = self.slack_ms * _NS_PER_MS
+        self._early_ns = int(interval * (1 - tol) * _NS_PER_MS) if interval else 0
+        self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
+        self._hb_early_ns = int(heartbeat * (1 - tol) * _NS_PER_MS) if heartbeat else 0
+        self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
+        if not s.instance_id:
+            out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",
+                                 "the settings carry no instance id"))
+        elif self.instance_id is None:
+            self.instance_id = s.instance_id
+        elif s.instance_id != self.instance_id:
+            out.append(violation("OEV309", "settings.instance_id", s.instance_id, self.instance_id,
+                                 f"settings instance id {s.instance_id!r} differs from discovery's {self.instance_id!r}"))
+        if self.capability_revision is not None and s.capability_revision != self.capability_revision:
+            out.append(violation("OEV319", "settings.capability_revision", s.capability_revision,
+                                 str(self.capability_revision),
+                                 f"the stream opened under capability revision {s.capability_revision}, "
+                                 f"discovery reported {self.capability_revision}"))
+        obs = self.observability
+        if obs is None:
+            return
+        actual = {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": s.initial_snapshot,
+                  "per_rank": s.per_rank}
+        if self.request is not None:
+            expected = effective_watch_settings(obs, self.request)
+            for key, want in expected.items():
+                if actual[key] != want:
+                    out.append(violation("OEV316", f"settings.{key}", actual[key], str(want),
+                                         f"effective {key} should be {want}, the settings say {actual[key]}"))
+            return
+        lo, hi = obs["min_watch_interval_ms"], obs["max_watch_interval_ms"]
+        if interval == 0:
+            if not obs["change_driven"]:
+                out.append(violation("OEV316", "settings.interval_ms", 0, f"{lo}..{hi}",
+                                     "interval 0 (change-driven) but the engine does not advertise change_driven"))
+        elif not lo <= interval <= hi and interval != obs["default_watch_interval_ms"]:
+            out.append(violation("OEV316", "settings.interval_ms", interval, f"{lo}..{hi}",
+                                 f"interval {interval} ms is outside the clamping range {lo}..{hi}"))
+        if heartbeat and not lo <= heartbeat <= hi and heartbeat != obs["default_heartbeat_ms"]:
+            out.append(violation("OEV316", "settings.heartbeat_ms", heartbeat, f"0 or {lo}..{hi}",
+                                 f"heartbeat {heartbeat} ms is outside the clamping range {lo}..{hi}"))
+        if s.per_rank and not obs["per_rank"]:
+            out.append(violation("OEV316", "settings.per_rank", True, "false",
+                                 "per_rank is true but the engine does not advertise per_rank"))
+
+    # -- silence ------------------------------------------------------------------------------------
+    def tick(self, now: float | None = None) -> list[Violation]:
+        """Report a stream that has been silent for longer than its heartbeat (or, without
+        heartbeats, its interval) allows. Reported once per silence."""
+        if self.settings is None or self._last_received is None or self._silence_reported:
+            return []
+        now = self.clock() if now is None else now
+        silent_ms = (now - self._last_received) * 1000.0
+        period = self.heartbeat_ms or self.interval_ms
+        if not period or silent_ms <= period * (1 + self.tolerance) + self.slack_ms:
+            return []
+        self._silence_reported = True
+        rule = "OEV312" if self.heartbeat_ms else "OEV311"
+        what = "heartbeat" if self.heartbeat_ms else "interval"
+        found = violation(rule, "heartbeat" if self.heartbeat_ms else "snapshot", round(silent_ms),
+                          f"<= {period} ms", f"nothing received for {silent_ms:.0f} ms, the {what} is {period} ms")
+        self.violations.append(found)
+        return [found]
+
+    def finish(self, now: float | None = None) -> list[Violation]:
+        """The stream ended (or the recording did): report what never arrived."""
+        found = self.tick(now)
+        if self.messages == 0:
+            v = violation("OEV301", "kind", None, "settings", "the stream carried no message at all")
+            self.violations.append(v)
+            found = found + [v]
+        elif self._initial_pending:
+            before = len(self.violations)
+            self._missing_initial(self.violations, None)
+            found = found + self.violations[before:]
+        return found
+
+    @property
+    def latest_age(self) -> float | None:
+        """Seconds since the latest snapshot was received, on the checker's clock."""
+        if self.latest_received_at is None:
+            return None
+        return self.clock() - self.latest_received_at
