@@ -39,5 +39,13 @@ check: setup
 test: setup bindings
 	$(BIN)/python -m pytest
 
+# The protocol site (spec/ plus the generated reference) into site/build/: strict, offline, seconds.
+site: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The same site on http://127.0.0.1:8000/, rebuilt and reloaded on every change.
+serve: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf build openengine/v1 .pytest_cache
+	rm -rf build site/build openengine/v1 .pytest_cache

@@ -1,0 +1,475 @@
+"""Docs generator: the reference pages of the site, and the generated regions of the spec pages.
+
+Everything a reader could otherwise copy by hand into the docs is produced here from the registry,
+the proto sources (through a descriptor set with source info), the spec's numbered requirements
+and the rule catalogues of `oespec check` and `oespec breaking`, so the docs cannot drift:
+
+- `site/generated/reference/...`: one page per profile, the profile matrix, the dependency
+  picture (SVG drawn here), the protocol reference (one page per proto file), the requirements
+  index and the two rule catalogues;
+- `site/generated/nav.yml`: the page lists the site's navigation expands (see site/hooks.py);
+- every `spec/*.md` page that holds `<!-- oespec:begin NAME -->` regions, with their contents
+  rewritten (see `codegen.generate.markers`).
+
+All text from the registry, the protos and the spec goes through `codegen.generate.mdsafe`; the
+template environment refuses any other string.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import jinja2
+
+from codegen.generate import GenerationContext, GenerationError, Output, header
+from codegen.generate import mdsafe
+from codegen.generate.depgraph import render_svg
+from codegen.generate.markers import MarkerError, has_markers, rewrite
+from codegen.generate.mdsafe import Md
+from codegen.generate.protodoc import ProtoDocs, describe
+from codegen.registry import Limit, Profile, Registry, Version
+
+GENERATED_DIR = "site/generated"
+SPEC_DIR = "spec"
+# Page paths inside the site (relative to the docs root; generated ones live in GENERATED_DIR).
+PROFILES = "reference/profiles"
+PROTOCOL = "reference/protocol"
+MATRIX_PAGE = f"{PROFILES}/index.md"
+DEPENDENCIES_PAGE = f"{PROFILES}/dependencies.md"
+DEPENDENCIES_SVG = f"{PROFILES}/dependencies.svg"
+REQUIREMENTS_PAGE = "reference/requirements.md"
+CHECK_RULES_PAGE = "reference/check-rules.md"
+BREAKING_RULES_PAGE = "reference/breaking-rules.md"
+NAV_FILE = "nav.yml"
+
+# Spec areas (REQ-<AREA>-NNN) that belong to each standard profile. A requirement of another area
+# that names the profile (e.g. `openengine.kv`) applies too.
+PROFILE_AREAS: dict[str, tuple[str, ...]] = {
+    "openengine.core": ("CORE", "CAP", "HEALTH", "REV"),
+    "openengine.load": ("LOAD",),
+    "openengine.kv": ("KV",),
+    "openengine.tasks": ("TASKS",),
+    "openengine.encoder": ("ENC",),
+    "openengine.sessions": ("SESS",),
+    "openengine.adapters": ("ADAPT",),
+    "openengine.runtime-events": ("EVENTS",),
+    "openengine.admin": ("ADMIN",),
+}
+
+STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
+                   "bidi": "bidirectional streaming"}
+
+
+# ----------------------------------------------------------------------------------------- model
+
+@dataclass(frozen=True)
+class Requirement:
+    """A spec requirement as the pages show it: where it is on the site."""
+
+    id: str
+    tag: str
+    text: str
+    page: str            # docs-root-relative page, e.g. `load.md`
+    line: int
+
+    @property
+    def area(self) -> str:
+        return self.id.split("-")[1]
+
+    @property
+    def anchor(self) -> str:
+        return requirement_anchor(self.id)
+
+
+def requirement_anchor(req_id: str) -> str:
+    """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
+    return req_id.lower()
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    id: str
+    name: str
+    severity: str
+    category: str
+    purpose: str
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str) -> str:
+        return dict(self.extra).get(key, "")
+
+
+@dataclass
+class Site:
+    """Everything the pages are made of, gathered once per generation."""
+
+    registry: Registry
+    protos: ProtoDocs
+    requirements: list[Requirement]
+    spec_available: bool
+    check_rules: list[RuleRow]
+    breaking_rules: list[RuleRow] | None
+    type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
+
+    def profile_page(self, profile: Profile | str) -> str:
+        name = profile if isinstance(profile, str) else profile.name
+        found = self.registry.profile(name)
+        return f"{PROFILES}/{(found.short_name if found else name)}.md"
+
+
+def profile_page_path(profile: Profile) -> str:
+    return f"{PROFILES}/{profile.short_name}.md"
+
+
+def protocol_page_path(proto_path: str) -> str:
+    stem = posixpath.splitext(posixpath.basename(proto_path))[0]
+    return f"{PROTOCOL}/{stem}.md"
+
+
+def type_anchor(full_name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", full_name.lower()).strip("-")
+
+
+# ---------------------------------------------------------------------------------------- inputs
+
+def _load_protos(ctx: GenerationContext) -> ProtoDocs:
+    sources = ctx.proto_sources()
+    if not sources:
+        return ProtoDocs()
+    key = "docs:descriptor-set-with-source-info"
+    if key not in ctx.cache:
+        from codegen.generate.protoc import ProtocError, compile_descriptor_set
+        try:
+            ctx.cache[key] = compile_descriptor_set(sources, source_info=True)
+        except ProtocError as err:
+            raise GenerationError("docs", f"the proto sources do not compile:\n{err.message}") from None
+    return describe(ctx.cache[key], set(sources))
+
+
+def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
+    """The spec's requirements; (nothing, False) while the spec loader or the spec is absent."""
+    try:
+        spec = importlib.import_module("codegen.spec")
+    except ImportError:
+        return [], False
+    spec_dir = root / SPEC_DIR
+    if not spec_dir.is_dir():
+        return [], False
+    try:
+        found = spec.load_requirements(spec_dir)
+    except getattr(spec, "SpecError", ()) as err:
+        raise GenerationError("docs", f"the spec's requirements are malformed:\n{err}") from None
+    out = []
+    for req in found:
+        page = Path(req.file).resolve().relative_to(spec_dir.resolve()).as_posix()
+        out.append(Requirement(req.id, req.tag, req.text, page, req.line))
+    return out, True
+
+
+def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRow]:
+    rows = []
+    for r in rules:
+        severity = getattr(r, "severity", None)
+        rows.append(RuleRow(
+            str(r.id), str(r.name), str(severity) if severity is not None else "by version bump",
+            str(getattr(r, "category", "") or ""), str(getattr(r, "purpose", "") or ""),
+            tuple((key, str(getattr(r, key))) for key in extra if getattr(r, key, None) is not None)))
+    return rows
+
+
+def _load_breaking_rules() -> list[RuleRow] | None:
+    try:
+        breaking = importlib.import_module("codegen.breaking")
+    except ImportError:
+        return None
+    iter_rules = getattr(breaking, "iter_rules", None)
+    if iter_rules is None:
+        return None
+    rows = []
+    for rule, row in zip(list(iter_rules()), _rule_rows(list(iter_rules()), ("breaks", "bump"))):
+        bump = row.get("bump")
+        if getattr(rule, "severity", None) is not None:
+            legal = f"never: always reported ({row.severity})"
+        elif bump in ("major", "minor"):
+            legal = f"a {bump} version bump of the profile"
+        else:
+            legal = "any version"
+        rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
+                            row.extra + (("legal", legal),)))
+    return rows
+
+
+def gather(ctx: GenerationContext) -> Site:
+    from codegen.check import iter_rules as check_rules
+
+    requirements, spec_available = _load_requirements(ctx.root)
+    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
+                _rule_rows(check_rules()), _load_breaking_rules())
+    for f in site.protos.files:
+        page = protocol_page_path(f.path)
+        for m in f.messages:
+            site.type_pages[m.full_name] = (page, type_anchor(m.full_name))
+        for e in f.enums:
+            site.type_pages[e.full_name] = (page, type_anchor(e.full_name))
+    return site
+
+
+# ------------------------------------------------------------------------------------- rendering
+
+def _finalize(value: Any) -> str:
+    """Only escaped Markdown (`Md`), numbers and versions may reach a page."""
+    if isinstance(value, Md):
+        return value
+    if isinstance(value, (bool, int, float, Version)):
+        return str(value)
+    if value is None or isinstance(value, jinja2.Undefined):    # `x if cond` without an else
+        return ""
+    raise TypeError(f"docs template emits a raw {type(value).__name__} ({str(value)[:40]!r}); "
+                    "pass it through a filter: md, cell, code or block")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("codegen.generate", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        finalize=_finalize,
+    )
+    env.filters.update(md=mdsafe.inline, cell=mdsafe.cell, block=mdsafe.block, code=mdsafe.code,
+                       value=lambda v: mdsafe.code(format_value(v)))
+    env.globals.update(header=lambda: Md(header("<!--")), STREAMING_WORDS=STREAMING_WORDS)
+    return env
+
+
+class Pages:
+    """Link and formatting helpers bound to the page being rendered (links are relative)."""
+
+    def __init__(self, site: Site, page: str):
+        self.site = site
+        self.page = page
+
+    def href(self, target: str, anchor: str = "") -> str:
+        rel = posixpath.relpath(target, posixpath.dirname(self.page) or ".")
+        if rel == posixpath.basename(self.page) and anchor and target == self.page:
+            return f"#{anchor}"
+        return rel + (f"#{anchor}" if anchor else "")
+
+    def link(self, text: Md, target: str, anchor: str = "") -> Md:
+        return Md(f"[{text}]({self.href(target, anchor)})")
+
+    def profile(self, name: str, *, code: bool = False) -> Md:
+        label = mdsafe.code(name) if code else mdsafe.inline(name)
+        if self.site.registry.profile(name) is None:
+            return label
+        return self.link(label, self.site.profile_page(name))
+
+    def full_type(self, name: str) -> str:
+        if "." in name:
+            return name
+        return f"{self.site.registry.package}.{name}"
+
+    def type(self, name: str, *, short: bool = True) -> Md:
+        """A message or enum name, linked to its reference entry when the protos define it."""
+        full = self.full_type(name)
+        shown = name if short else full
+        found = self.site.type_pages.get(full)
+        if found is None:
+            return mdsafe.code(shown)
+        return self.link(mdsafe.code(shown), *found)
+
+    def field_type(self, f) -> Md:
+        """A proto field's type: scalars as code, messages and enums linked, maps as map<K, V>."""
+        shown = self.type(f.type, short=False) if f.is_reference else mdsafe.code(f.type)
+        if f.label == "map" and f.map_types:
+            return Md(f"{mdsafe.code('map<' + f.map_types[0] + ',')} {shown}{mdsafe.code('>')}")
+        if f.label in ("repeated", "optional"):
+            return Md(f"{f.label} {shown}")
+        return shown
+
+    def requirement(self, req: Requirement) -> Md:
+        return self.link(Md(f"**{req.id}**"), req.page, req.anchor)
+
+
+def format_value(value: Any) -> str:
+    """A registry value written as in the registry: JSON-like scalars and lists."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _range(limit: Limit) -> Md:
+    lo, hi = limit.minimum, limit.maximum
+    fmt = lambda v: mdsafe.inline(format_value(v))  # noqa: E731
+    if lo is not None and hi is not None:
+        return Md(f"{fmt(lo)} – {fmt(hi)}")
+    if lo is not None:
+        return Md(f"≥ {fmt(lo)}")
+    if hi is not None:
+        return Md(f"≤ {fmt(hi)}")
+    return Md("—")
+
+
+def _type(limit: Limit) -> Md:
+    t = limit.type
+    if t.base == "enum":
+        words = ("repeated " if t.repeated else "") + f"enum {t.enum_name or ''}".rstrip()
+        values = ", ".join(mdsafe.code(v) for v in t.enum_values)
+        return Md(f"{mdsafe.code(words)} ({values})" if values else mdsafe.code(words))
+    return mdsafe.code(str(t))
+
+
+def requirements_for(site: Site, profile: Profile) -> list[Requirement]:
+    areas = PROFILE_AREAS.get(profile.name) or (re.sub(r"[^A-Z0-9]", "", profile.short_name.upper()),)
+    mention = re.compile(rf"(?<![\w.-]){re.escape(profile.name)}(?![\w-]|\.[A-Za-z])")
+    return [r for r in site.requirements if r.area in areas or mention.search(r.text)]
+
+
+def _reverse(site: Site, profile: Profile):
+    """Profiles that require this one, and incompatibilities declared by other profiles against it."""
+    required_by = [(p, req) for p in site.registry.profiles for req in p.requires if req.profile == profile.name]
+    declared_elsewhere = [(p, inc) for p in site.registry.profiles if p.name != profile.name
+                          for inc in p.incompatible_with if inc.profile == profile.name]
+    return required_by, declared_elsewhere
+
+
+def signature(rpc) -> str:
+    """The RPC as a proto declaration, with its service as a comment."""
+    stream_in = "stream " if rpc.client_streaming else ""
+    stream_out = "stream " if rpc.server_streaming else ""
+    return (f"// service {rpc.service}\n"
+            f"rpc {rpc.method}({stream_in}{rpc.request}) returns ({stream_out}{rpc.response});")
+
+
+PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements": REQUIREMENTS_PAGE,
+         "check_rules": CHECK_RULES_PAGE, "breaking_rules": BREAKING_RULES_PAGE,
+         "protocol": f"{PROTOCOL}/index.md", "dependencies_svg": DEPENDENCIES_SVG}
+
+
+def method_signature(m) -> str:
+    stream_in = "stream " if m.client_streaming else ""
+    stream_out = "stream " if m.server_streaming else ""
+    return f"rpc {m.name}({stream_in}{m.request}) returns ({stream_out}{m.response});"
+
+
+def method_shape(m) -> str:
+    key = {(False, False): "unary", (False, True): "server", (True, False): "client",
+           (True, True): "bidi"}[(m.client_streaming, m.server_streaming)]
+    return STREAMING_WORDS[key]
+
+
+def _context(site: Site, page: str, **extra) -> dict:
+    return dict(site=site, registry=site.registry, pages=Pages(site, page), limit_type=_type,
+                limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
+                reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
+                signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
+                shape=method_shape, method_signature=method_signature, type_anchor=type_anchor, **extra)
+
+
+def render(template: str, site: Site, page: str, **extra) -> str:
+    return environment().get_template(f"docs/{template}").render(**_context(site, page, **extra))
+
+
+# ---------------------------------------------------------------------------------------- regions
+
+def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
+    """`NAME -> Markdown` for the regions a spec page may embed, None for unknown names."""
+
+    def one(name: str) -> str | None:
+        kind, _, arg = name.partition(":")
+        if kind in ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                    "requirements-index") and not arg:
+            if kind == "breaking-rules" and site.breaking_rules is None:
+                return None
+            return render(f"regions/{kind}.md.j2", site, page)
+        if kind in ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities",
+                    "history", "requirements") and arg:
+            profile = site.registry.profile(arg)
+            if profile is None:
+                return None
+            return render("regions/profile-part.md.j2", site, page, part=kind, profile=profile)
+        return None
+
+    return one
+
+
+REGION_NAMES = ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                "requirements-index", "summary:PROFILE", "rpcs:PROFILE", "messages:PROFILE", "limits:PROFILE",
+                "prerequisites:PROFILE", "incompatibilities:PROFILE", "history:PROFILE",
+                "requirements:PROFILE")
+
+
+def _spec_pages(ctx: GenerationContext) -> list[str]:
+    spec_dir = ctx.root / SPEC_DIR
+    if not spec_dir.is_dir():
+        return []
+    return sorted(p.relative_to(ctx.root).as_posix() for p in spec_dir.rglob("*.md") if p.is_file())
+
+
+# --------------------------------------------------------------------------------------- generate
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    site = gather(ctx)
+    out: list[Output] = []
+
+    def page(path: str, template: str, **extra) -> None:
+        out.append(Output(f"{GENERATED_DIR}/{path}", render(template, site, path, **extra)))
+
+    for profile in site.registry.profiles:
+        page(profile_page_path(profile), "profile.md.j2", profile=profile)
+    page(MATRIX_PAGE, "profiles-index.md.j2")
+    page(DEPENDENCIES_PAGE, "dependencies.md.j2")
+    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_SVG}", render_svg(site.registry, header=header("<!--").rstrip())))
+    page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
+    for f in site.protos.files:
+        page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
+    page(REQUIREMENTS_PAGE, "requirements.md.j2")
+    page(CHECK_RULES_PAGE, "check-rules.md.j2")
+    page(BREAKING_RULES_PAGE, "breaking-rules.md.j2")
+    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
+
+    problems = []
+    for rel in _spec_pages(ctx):
+        text = ctx.read(rel)
+        if text is None or not has_markers(text):
+            continue
+        page_path = rel[len(SPEC_DIR) + 1:]
+        try:
+            new = rewrite(text, rel, region_renderer(site, page_path))
+        except MarkerError as err:
+            problems.extend(err.diagnostics)
+            continue
+        out.append(Output(rel, new))
+    if problems:
+        lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
+                 for d in problems]
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines))
+    return out
+
+
+def _nav(site: Site) -> str:
+    """The page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML."""
+    lines = [header("#").rstrip(), "# Page lists that site/hooks.py puts into the navigation."]
+    lines.append("profiles:")
+    for profile in site.registry.profiles:
+        lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
+    lines.append("protocol:" + ("" if site.protos.files else " []"))
+    for f in site.protos.files:
+        lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,95 @@
+"""mkdocs hooks that join the hand-written spec and the generated reference into one site.
+
+- The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
+  as if they were in it (a generated page may not share a path with a spec page).
+- Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
+  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml.
+- Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
+  `#req-load-003`, which the generated pages link to.
+
+The repository root is the folder that holds the docs dir; tests point the docs dir elsewhere to
+build a site from other inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import yaml
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+log = logging.getLogger("mkdocs.hooks.oespec")
+
+GENERATED = Path("site") / "generated"
+NAV_FILE = "nav.yml"
+NAV_PREFIX = "oespec:"
+
+
+def _generated_dir(config) -> Path:
+    return Path(config["docs_dir"]).resolve().parent / GENERATED
+
+
+def _expand(entries, lists: dict, where: str):
+    out = []
+    for entry in entries:
+        if isinstance(entry, str) and entry.startswith(NAV_PREFIX):
+            name = entry[len(NAV_PREFIX):]
+            if name not in lists:
+                raise PluginError(f"mkdocs.yml nav: {entry!r} names no page list of {where} "
+                                  f"(known: {', '.join(sorted(lists)) or 'none'}); run `make generate`")
+            out.extend(lists[name] or [])
+        elif isinstance(entry, dict):
+            out.append({title: _expand(value, lists, where) if isinstance(value, list) else value
+                        for title, value in entry.items()})
+        else:
+            out.append(entry)
+    return out
+
+
+def on_config(config):
+    nav_file = _generated_dir(config) / NAV_FILE
+    if config["nav"] is None:
+        return config
+    lists = yaml.safe_load(nav_file.read_text(encoding="utf-8")) if nav_file.is_file() else {}
+    config["nav"] = _expand(config["nav"], lists or {}, nav_file.as_posix())
+    return config
+
+
+def on_files(files: Files, config) -> Files:
+    root = _generated_dir(config)
+    if not root.is_dir():
+        raise PluginError(f"{root}: no generated pages; run `make generate`")
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.name == NAV_FILE or path.name.startswith("."):
+            continue
+        src_uri = path.relative_to(root).as_posix()
+        clash = files.get_file_from_path(src_uri)
+        if clash is not None:
+            raise PluginError(f"generated page {src_uri} has the same path as spec/{src_uri}; "
+                              "rename the spec page")
+        files.append(File.generated(config, src_uri, abs_src_path=str(path)))
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if page.file.generated_by is not None:
+        return markdown
+    try:
+        from codegen.spec import parse_markdown
+    except ImportError:
+        return markdown
+    found, _ = parse_markdown(markdown, page.file.src_uri)
+    if not found:
+        return markdown
+    lines = markdown.split("\n")
+    for req in found:
+        index = req.line - 1
+        line = lines[index]
+        at = line.find(f"**{req.id}**")
+        if at < 0:
+            continue
+        anchor = req.id.lower()
+        lines[index] = f'{line[:at]}<a id="{anchor}" class="oe-req" href="#{anchor}">**{req.id}**</a>{line[at + len(req.id) + 4:]}'
+    return "\n".join(lines)
