@@ -18,7 +18,7 @@ HELP = "generate protos, bindings, validators, schemas and docs from the registr
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)
 # Committed folders where generated files (those with the header) sit beside hand-written ones.
-MARKED_DIRS = ("proto",)
+MARKED_DIRS = ("proto", "site/generated")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
