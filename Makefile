@@ -39,6 +39,12 @@ check: setup
 test: setup bindings
 	$(BIN)/python -m pytest
 
+# What the working tree breaks compared with BASE (a git ref): `make breaking BASE=origin/main`.
+# FORMAT=github turns the findings into pull-request annotations.
+FORMAT ?= text
+breaking: setup
+	$(OESPEC) breaking --against $(BASE) --format $(FORMAT)
+
 # The protocol site (spec/ plus the generated reference) into site/build/: strict, offline, seconds.
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -75,13 +75,15 @@ class Rule:
     severity: Severity | None = None
     # A catch-all that stays quiet when a more specific bump rule already spoke for the profile.
     fallback: bool = False
+    # The spec requirement (spec/versioning.md) the rule enforces.
+    requirement: str = ""
 
 
 RULES: list[Rule] = []
 
 
-def rule(id: str, name: str, *, kinds: str | tuple[str, ...], category: str, purpose: str,
-         breaks: str, bump: str, severity: Severity | None = None, fallback: bool = False):
+def rule(id: str, name: str, *, requirement: str, kinds: str | tuple[str, ...], category: str,
+         purpose: str, breaks: str, bump: str, severity: Severity | None = None, fallback: bool = False):
     """Register a breaking rule under a stable id."""
     if breaks not in BREAKS or bump not in BUMPS:
         raise ValueError(f"rule {id}: breaks must be one of {BREAKS}, bump one of {BUMPS}")
@@ -90,7 +92,8 @@ def rule(id: str, name: str, *, kinds: str | tuple[str, ...], category: str, pur
     def register(handler: Handler) -> Handler:
         if any(r.id == id for r in RULES):
             raise RuntimeError(f"rule id {id} registered twice")
-        RULES.append(Rule(id, name, purpose, category, breaks, bump, kinds, handler, severity, fallback))
+        RULES.append(Rule(id, name, purpose, category, breaks, bump, kinds, handler, severity, fallback,
+                          requirement))
         RULES.sort(key=lambda r: r.id)
         return handler
 
@@ -167,7 +170,7 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
                 severity, message, hint, extra = _judge(r, change, ctx)
                 if r.severity is None and r.bump != "none" and change.profile:
                     governed.add(change.profile)
-                details = {"breaks": r.breaks, "bump": r.bump}
+                details = {"breaks": r.breaks, "bump": r.bump, "requirement": r.requirement}
                 if change.profile:
                     details["profile"] = change.profile
                 if change.baseline is not None and change.baseline.line:

@@ -39,7 +39,7 @@ def _owner(pair: Pair) -> str | None:
 
 # --- registry and history ------------------------------------------------------------------------
 
-@rule("OEB001", "revision-not-increased", kinds="registry", category="registry",
+@rule("OEB001", "revision-not-increased", requirement="REQ-VER-006", kinds="registry", category="registry",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="any change to the registry increases `registry.revision`")
 def revision_not_increased(pair: Pair, ctx: Context):
@@ -51,7 +51,7 @@ def revision_not_increased(pair: Pair, ctx: Context):
                      baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
-@rule("OEB002", "revision-decreased", kinds="registry", category="registry",
+@rule("OEB002", "revision-decreased", requirement="REQ-VER-006", kinds="registry", category="registry",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="`registry.revision` never goes down")
 def revision_decreased(pair: Pair, ctx: Context):
@@ -61,7 +61,7 @@ def revision_decreased(pair: Pair, ctx: Context):
                      baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
-@rule("OEB003", "version-decreased", kinds="profile", category="history",
+@rule("OEB003", "version-decreased", requirement="REQ-VER-004", kinds="profile", category="history",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="a profile's version never goes down")
 def version_decreased(pair: Pair, ctx: Context):
@@ -71,7 +71,7 @@ def version_decreased(pair: Pair, ctx: Context):
                      cur.name, _at(prev, "version"), hint=f"restore {prev.version} or move forward from it")
 
 
-@rule("OEB004", "history-rewritten", kinds="history", category="history",
+@rule("OEB004", "history-rewritten", requirement="REQ-VER-004", kinds="history", category="history",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="published history entries are never removed or rewritten")
 def history_rewritten(pair: Pair, ctx: Context):
@@ -86,7 +86,7 @@ def history_rewritten(pair: Pair, ctx: Context):
                      hint="restore the published text; describe corrections in the next version's entry")
 
 
-@rule("OEB005", "history-missing", kinds="profile", category="history",
+@rule("OEB005", "history-missing", requirement="REQ-VER-004", kinds="profile", category="history",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="a new version (or a new profile) has a history entry for that version")
 def history_missing(pair: Pair, ctx: Context):
@@ -98,7 +98,7 @@ def history_missing(pair: Pair, ctx: Context):
                      cur.name, hint=f"add `- version: \"{cur.version}\"` with its changes under history")
 
 
-@rule("OEB006", "since-rewritten", kinds=("rpc", "message", "limit"), category="history",
+@rule("OEB006", "since-rewritten", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="the `since` of an existing RPC, message or limit never changes")
 def since_rewritten(pair: Pair, ctx: Context):
@@ -110,7 +110,7 @@ def since_rewritten(pair: Pair, ctx: Context):
                      _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
 
 
-@rule("OEB007", "since-not-new-version", kinds=("rpc", "message", "limit"), category="history",
+@rule("OEB007", "since-not-new-version", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="an RPC, message or limit added in a new version says `since` that version")
 def since_not_new_version(pair: Pair, ctx: Context):
@@ -122,7 +122,7 @@ def since_not_new_version(pair: Pair, ctx: Context):
                      f"but says since {cur.since}", parent.name, hint=f"set since: \"{parent.version}\"")
 
 
-@rule("OEB008", "changed-without-version", kinds="profile", category="profile",
+@rule("OEB008", "changed-without-version", requirement="REQ-VER-001", kinds="profile", category="profile",
       breaks="both", bump="minor", fallback=True,
       purpose="any change to what a profile promises comes with a version bump (editorial text excepted)")
 def changed_without_version(pair: Pair, ctx: Context):
@@ -134,7 +134,7 @@ def changed_without_version(pair: Pair, ctx: Context):
 
 # --- profiles ------------------------------------------------------------------------------------
 
-@rule("OEB010", "profile-removed", kinds="profile", category="profile",
+@rule("OEB010", "profile-removed", requirement="REQ-VER-009", kinds="profile", category="profile",
       breaks="both", bump="major",
       purpose="a profile disappears only after it was deprecated (its last major ends)")
 def profile_removed(pair: Pair, ctx: Context):
@@ -147,7 +147,7 @@ def profile_removed(pair: Pair, ctx: Context):
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
 
 
-@rule("OEB011", "profile-added", kinds="profile", category="profile",
+@rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
       breaks="none", bump="none",
       purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")
 def profile_added(pair: Pair, ctx: Context):
@@ -160,7 +160,7 @@ DECLARATION_KEYS = (("limits", "limits (each with its default)"), ("requires", "
                     ("incompatible_with", "incompatible combinations (`incompatible_with`)"))
 
 
-@rule("OEB012", "profile-incomplete", kinds="profile", category="profile",
+@rule("OEB012", "profile-incomplete", requirement="REQ-VER-007", kinds="profile", category="profile",
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="a new profile declares version, scope, limits, prerequisites and incompatibilities, "
               "even when a list is empty")
@@ -174,7 +174,7 @@ def profile_incomplete(pair: Pair, ctx: Context):
                      hint="write each missing key, `[]` when there is nothing to declare")
 
 
-@rule("OEB013", "mandatory-changed", kinds="profile", category="profile",
+@rule("OEB013", "mandatory-changed", requirement="REQ-VER-003", kinds="profile", category="profile",
       breaks="both", bump="major",
       purpose="a profile never becomes mandatory or optional within a major")
 def mandatory_changed(pair: Pair, ctx: Context):
@@ -193,7 +193,7 @@ def _scope_change(prev: Profile, cur: Profile) -> tuple[bool, bool, set[str]]:
     return after < before or lost_roles, after > before, gained
 
 
-@rule("OEB014", "scope-narrowed", kinds="profile", category="profile",
+@rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
       breaks="both", bump="major",
       purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")
 def scope_narrowed(pair: Pair, ctx: Context):
@@ -202,7 +202,7 @@ def scope_narrowed(pair: Pair, ctx: Context):
                      f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
 
 
-@rule("OEB015", "scope-widened", kinds="profile", category="profile",
+@rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
       breaks="both", bump="major",
       purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
               "it moves where the capability is reported")
@@ -212,7 +212,7 @@ def scope_widened(pair: Pair, ctx: Context):
                      f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
 
 
-@rule("OEB016", "roles-added", kinds="profile", category="profile",
+@rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
       breaks="clients", bump="minor",
       purpose="a role-scoped profile may gain roles in a minor version")
 def roles_added(pair: Pair, ctx: Context):
@@ -223,7 +223,7 @@ def roles_added(pair: Pair, ctx: Context):
                          f"{', '.join(sorted(gained))}", pair.current.name, pair.previous.scope.loc)
 
 
-@rule("OEB017", "capability-changed", kinds="capability", category="profile",
+@rule("OEB017", "capability-changed", requirement="REQ-VER-003", kinds="capability", category="profile",
       breaks="both", bump="major",
       purpose="a profile's capability field, number and message never change within a major")
 def capability_changed(pair: Pair, ctx: Context):
@@ -236,7 +236,7 @@ def capability_changed(pair: Pair, ctx: Context):
                          f"{before} to {after}", _owner(pair), _at(pair.previous, key))
 
 
-@rule("OEB018", "capability-removed", kinds="capability", category="profile",
+@rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
       breaks="both", bump="major",
       purpose="a profile keeps its capability message within a major")
 def capability_removed(pair: Pair, ctx: Context):
@@ -245,7 +245,7 @@ def capability_removed(pair: Pair, ctx: Context):
                      f"({pair.previous.message})", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB019", "capability-added", kinds="capability", category="profile",
+@rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
       breaks="servers", bump="minor",
       purpose="a profile may gain a capability message in a minor version")
 def capability_added(pair: Pair, ctx: Context):
@@ -256,7 +256,7 @@ def capability_added(pair: Pair, ctx: Context):
 
 # --- prerequisites and incompatibilities ---------------------------------------------------------
 
-@rule("OEB020", "prerequisite-added", kinds="requirement", category="combination",
+@rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
       breaks="servers", bump="major",
       purpose="no new prerequisite within a major: servers advertising the profile may lack it")
 def prerequisite_added(pair: Pair, ctx: Context):
@@ -265,7 +265,7 @@ def prerequisite_added(pair: Pair, ctx: Context):
                      f"{pair.current.range}", _owner(pair))
 
 
-@rule("OEB021", "prerequisite-changed", kinds="requirement", category="combination",
+@rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
       breaks="both", bump="major",
       purpose="a prerequisite's version range never changes within a major")
 def prerequisite_changed(pair: Pair, ctx: Context):
@@ -275,7 +275,7 @@ def prerequisite_changed(pair: Pair, ctx: Context):
                      _at(pair.previous, "version"))
 
 
-@rule("OEB022", "prerequisite-removed", kinds="requirement", category="combination",
+@rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
       breaks="clients", bump="minor",
       purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
 def prerequisite_removed(pair: Pair, ctx: Context):
@@ -284,7 +284,7 @@ def prerequisite_removed(pair: Pair, ctx: Context):
                      f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB023", "incompatibility-added", kinds="incompatibility", category="combination",
+@rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
       breaks="servers", bump="major",
       purpose="no new incompatible combination within a major: servers may already advertise it")
 def incompatibility_added(pair: Pair, ctx: Context):
@@ -292,7 +292,7 @@ def incompatibility_added(pair: Pair, ctx: Context):
         yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
 
 
-@rule("OEB024", "incompatibility-changed", kinds="incompatibility", category="combination",
+@rule("OEB024", "incompatibility-changed", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
       breaks="both", bump="major",
       purpose="the conditions of an incompatibility never change within a major")
 def incompatibility_changed(pair: Pair, ctx: Context):
@@ -301,7 +301,7 @@ def incompatibility_changed(pair: Pair, ctx: Context):
                      f"{_with(pair.key)} changed", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB025", "incompatibility-removed", kinds="incompatibility", category="combination",
+@rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
       breaks="clients", bump="minor",
       purpose="dropping an incompatibility allows a new combination: a minor version")
 def incompatibility_removed(pair: Pair, ctx: Context):
@@ -312,7 +312,7 @@ def incompatibility_removed(pair: Pair, ctx: Context):
 
 # --- RPCs and messages ---------------------------------------------------------------------------
 
-@rule("OEB030", "rpc-removed", kinds="rpc", category="rpc",
+@rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
       breaks="clients", bump="major",
       purpose="an RPC stays in its profile for the whole major")
 def rpc_removed(pair: Pair, ctx: Context):
@@ -321,7 +321,7 @@ def rpc_removed(pair: Pair, ctx: Context):
                      pair.prev_parent.name, pair.previous.loc)
 
 
-@rule("OEB031", "rpc-added", kinds="rpc", category="rpc",
+@rule("OEB031", "rpc-added", requirement="REQ-VER-002", kinds="rpc", category="rpc",
       breaks="servers", bump="minor",
       purpose="a profile may gain an RPC in a minor version")
 def rpc_added(pair: Pair, ctx: Context):
@@ -331,7 +331,7 @@ def rpc_added(pair: Pair, ctx: Context):
         yield Change(pair.current.loc, f"RPC {pair.key} was added to {pair.cur_parent.name}", pair.cur_parent.name)
 
 
-@rule("OEB032", "rpc-moved", kinds="rpc", category="rpc",
+@rule("OEB032", "rpc-moved", requirement="REQ-VER-003", kinds="rpc", category="rpc",
       breaks="both", bump="major",
       purpose="an RPC never moves to another profile within the major of the profile it leaves")
 def rpc_moved(pair: Pair, ctx: Context):
@@ -340,7 +340,7 @@ def rpc_moved(pair: Pair, ctx: Context):
                      f"{pair.cur_parent.name}", pair.prev_parent.name, pair.previous.loc)
 
 
-@rule("OEB033", "rpc-signature-changed", kinds="rpc", category="rpc",
+@rule("OEB033", "rpc-signature-changed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
       breaks="both", bump="major",
       purpose="an RPC's request, response and streaming shape never change within a major")
 def rpc_signature_changed(pair: Pair, ctx: Context):
@@ -353,7 +353,7 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
                          pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
 
 
-@rule("OEB040", "message-removed", kinds="message", category="message",
+@rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
       breaks="clients", bump="major",
       purpose="a message stays in its profile for the whole major")
 def message_removed(pair: Pair, ctx: Context):
@@ -362,7 +362,7 @@ def message_removed(pair: Pair, ctx: Context):
                      f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB041", "message-added", kinds="message", category="message",
+@rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
       breaks="servers", bump="minor",
       purpose="a profile may gain a message in a minor version")
 def message_added(pair: Pair, ctx: Context):
@@ -372,7 +372,7 @@ def message_added(pair: Pair, ctx: Context):
 
 # --- limits --------------------------------------------------------------------------------------
 
-@rule("OEB050", "limit-removed", kinds="limit", category="limit",
+@rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="clients", bump="major",
       purpose="a limit stays in its profile for the whole major")
 def limit_removed(pair: Pair, ctx: Context):
@@ -381,7 +381,7 @@ def limit_removed(pair: Pair, ctx: Context):
                      f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB051", "limit-added", kinds="limit", category="limit",
+@rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
       breaks="servers", bump="minor",
       purpose="a profile may gain a limit (with a default) in a minor version")
 def limit_added(pair: Pair, ctx: Context):
@@ -393,7 +393,7 @@ def _type_shape(lim: Limit):
     return (lim.type.base, lim.type.repeated, lim.type.enum_name)
 
 
-@rule("OEB052", "limit-type-changed", kinds="limit", category="limit",
+@rule("OEB052", "limit-type-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
       purpose="a limit's type (scalar, repeated, enum name) never changes within a major")
 def limit_type_changed(pair: Pair, ctx: Context):
@@ -404,7 +404,7 @@ def limit_type_changed(pair: Pair, ctx: Context):
                      f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
 
 
-@rule("OEB053", "limit-field-changed", kinds="limit", category="limit",
+@rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
       purpose="a limit's field number never changes within a major")
 def limit_field_changed(pair: Pair, ctx: Context):
@@ -413,7 +413,7 @@ def limit_field_changed(pair: Pair, ctx: Context):
                      f"{pair.previous.field} to {pair.current.field}", _owner(pair), _at(pair.previous, "field"))
 
 
-@rule("OEB054", "limit-unit-changed", kinds="limit", category="limit",
+@rule("OEB054", "limit-unit-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
       purpose="a limit's unit never changes within a major")
 def limit_unit_changed(pair: Pair, ctx: Context):
@@ -423,7 +423,7 @@ def limit_unit_changed(pair: Pair, ctx: Context):
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB055", "limit-default-changed", kinds="limit", category="limit",
+@rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
       purpose="a limit's default (the meaning of absence) never changes within a major")
 def limit_default_changed(pair: Pair, ctx: Context):
@@ -457,7 +457,7 @@ def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[t
     return narrow, wide
 
 
-@rule("OEB056", "limit-range-narrowed", kinds="limit", category="limit",
+@rule("OEB056", "limit-range-narrowed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="servers", bump="major",
       purpose="a limit's range never narrows within a major (raised minimum, lowered maximum, "
               "a new bound, a removed enum value)")
@@ -468,7 +468,7 @@ def limit_range_narrowed(pair: Pair, ctx: Context):
                          _at(pair.previous, key))
 
 
-@rule("OEB057", "limit-range-widened", kinds="limit", category="limit",
+@rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
       breaks="clients", bump="minor",
       purpose="a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum "
               "value) in a minor version")
@@ -484,7 +484,7 @@ def limit_range_widened(pair: Pair, ctx: Context):
 DEPRECATABLE = ("profile", "rpc", "message", "limit")
 
 
-@rule("OEB060", "deprecated", kinds=DEPRECATABLE, category="deprecation",
+@rule("OEB060", "deprecated", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
       breaks="none", bump="minor", severity=Severity.WARNING,
       purpose="deprecation is explicit and reported: an element that gains `deprecated:`")
 def deprecated(pair: Pair, ctx: Context):
@@ -494,7 +494,7 @@ def deprecated(pair: Pair, ctx: Context):
                      hint="clients should move off it before the next major removes it")
 
 
-@rule("OEB061", "removed-without-deprecation", kinds=DEPRECATABLE, category="deprecation",
+@rule("OEB061", "removed-without-deprecation", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
       breaks="both", bump="major", severity=Severity.WARNING,
       purpose="nothing disappears silently: a removed element was deprecated in the baseline")
 def removed_without_deprecation(pair: Pair, ctx: Context):
@@ -507,7 +507,7 @@ def removed_without_deprecation(pair: Pair, ctx: Context):
                           "remove it in the next major")
 
 
-@rule("OEB062", "undeprecated", kinds=DEPRECATABLE, category="deprecation",
+@rule("OEB062", "undeprecated", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
       breaks="none", bump="minor", severity=Severity.INFO,
       purpose="withdrawing a deprecation is reported")
 def undeprecated(pair: Pair, ctx: Context):

@@ -26,6 +26,7 @@ BUF_TIMEOUT_S = 300
 
 WIRE_RULE = Rule(
     id="buf:*", name="wire-breaking", category="wire", breaks="both", bump="major", kinds=(), handler=None,
+    requirement="REQ-VER-010",
     purpose=f"buf's {BUF_CATEGORY} breaking rules between the baseline's proto/ and the working tree's "
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
 )
@@ -133,7 +134,7 @@ def fold(findings: list[dict], ctx: Context, *, proto_display: str) -> list[Diag
         path = f"{proto_display}/{rel}" if rel else proto_display
         line, column = (int(f.get("start_line", 0)), int(f.get("start_column", 0))) if rel else (0, 0)
         profiles = sorted(owners(message, ctx.baseline))
-        details = {"breaks": "both", "bump": "major"}
+        details = {"breaks": "both", "bump": "major", "requirement": WIRE_RULE.requirement}
         if profiles:
             details["profile"] = ", ".join(profiles)
         accepted = bool(profiles) and all(ctx.bump(p) == "major" for p in profiles)

@@ -1,0 +1,151 @@
+"""End to end: a real git history in a temporary repository, and the `oespec breaking` command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import run
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
+BASE_REGISTRY = (DATA / "wire-field-deleted" / "baseline" / "profiles.yaml").read_text()
+BASE_PROTO = DATA / "wire-field-deleted" / "baseline" / "proto"
+CURRENT_PROTO = DATA / "wire-field-deleted" / "current" / "proto"
+# A repository-level buf.yaml the baseline does not have: the check must not depend on either.
+BUF_YAML = "version: v2\nmodules:\n  - path: proto\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+                          "-c", "commit.gpgsign=false", *args],
+                         cwd=repo, check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "profiles.yaml").write_text(BASE_REGISTRY)
+    shutil.copytree(BASE_PROTO, root / "proto")
+    commit(root, "baseline")
+    monkeypatch.chdir(root)
+    return root
+
+
+def oespec(capsys, *args: str) -> tuple[int, list[dict]]:
+    code = run(["breaking", *args, "--format", "json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)["diagnostics"]
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_unchanged_tree_is_clean(repo, capsys):
+    code, diags = oespec(capsys, "--against", "HEAD")
+    assert code == 0 and diags == []
+
+
+def test_buf_catches_a_deleted_proto_field_against_head_1(repo, capsys):
+    shutil.rmtree(repo / "proto")
+    shutil.copytree(CURRENT_PROTO, repo / "proto")
+    (repo / "buf.yaml").write_text(BUF_YAML)
+    commit(repo, "drop LoadInfo.queued")
+    code, diags = oespec(capsys, "--against", "HEAD~1")
+    assert code == 1
+    [d] = diags
+    assert d["rule_id"] == "buf:FIELD_NO_DELETE"
+    assert d["path"] == "proto/openengine/v1/load.proto"
+    assert d["line"] == line_of(repo / "proto/openengine/v1/load.proto", "message LoadInfo")
+    assert d["severity"] == "error" and d["details"]["profile"] == "openengine.load"
+
+
+def test_registry_break_against_a_branch_name(repo, capsys):
+    registry = repo / "profiles.yaml"
+    registry.write_text(registry.read_text().replace("default: 20", "default: 5").replace("revision: 3", "revision: 4"))
+    code, diags = oespec(capsys, "--against", "main")
+    assert code == 1
+    [d] = diags
+    assert (d["rule_id"], d["path"], d["line"]) == ("OEB055", "profiles.yaml", line_of(registry, "default: 5"))
+    assert d["details"]["baseline"] == f"profiles.yaml:{line_of(registry, 'default: 5')}:18 at main"
+    assert d["details"]["breaks"] == "both" and d["details"]["bump"] == "major"
+
+
+def test_a_major_bump_acknowledges_the_break(repo, capsys):
+    registry = repo / "profiles.yaml"
+    text = registry.read_text().replace("default: 20", "default: 5").replace("revision: 3", "revision: 4")
+    text = text.replace('    version: "1.0"\n    mandatory: true', '    version: "2.0"\n    mandatory: true')
+    text = text.replace("        changes: First version.\n",
+                        '        changes: First version.\n      - version: "2.0"\n        changes: Default 5.\n', 1)
+    registry.write_text(text)
+    code, diags = oespec(capsys, "--against", "main")
+    assert code == 0
+    assert [(d["rule_id"], d["severity"]) for d in diags] == [("OEB055", "info")]
+
+
+def test_github_format_annotates_the_line(repo, capsys):
+    registry = repo / "profiles.yaml"
+    registry.write_text(registry.read_text().replace("maximum: 1024", "maximum: 512").replace("revision: 3", "revision: 4"))
+    code = run(["breaking", "--against", "main", "--format", "github"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith(f"::error file=profiles.yaml,line={line_of(registry, 'maximum: 512')},")
+    assert "title=OEB056" in out
+
+
+def test_baseline_without_registry_or_protos(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("nothing yet\n")
+    commit(root, "start")
+    (root / "profiles.yaml").write_text(BASE_REGISTRY)
+    shutil.copytree(BASE_PROTO, root / "proto")
+    monkeypatch.chdir(root)
+    code, diags = oespec(capsys, "--against", "main")
+    assert code == 0
+    assert {d["rule_id"] for d in diags} == {"OEB011"}
+
+
+def test_unknown_ref_is_unusable_input(repo, capsys):
+    code, diags = oespec(capsys, "--against", "no-such-branch")
+    assert code == 2
+    assert diags[0]["rule_id"] == "OEB000" and "no-such-branch" in diags[0]["message"]
+
+
+def test_unreadable_registry_is_unusable_input(repo, capsys):
+    (repo / "profiles.yaml").write_text("registry: [unclosed\n")
+    code, diags = oespec(capsys, "--against", "main")
+    assert code == 2 and diags[0]["rule_id"] == "OEB000" and diags[0]["line"] == 2
+
+
+def test_unusable_baseline_registry(repo, capsys):
+    (repo / "profiles.yaml").write_text("registry: {revision: 1}\n")
+    commit(repo, "broken registry")
+    (repo / "profiles.yaml").write_text(BASE_REGISTRY)
+    code, diags = oespec(capsys, "--against", "HEAD")
+    assert code == 2
+    assert diags[0]["rule_id"] == "OEB000" and "baseline" in diags[0]["message"]
+
+
+def test_protos_removed_entirely(repo, capsys):
+    shutil.rmtree(repo / "proto")
+    code, diags = oespec(capsys, "--against", "main")
+    assert code == 1
+    assert [d["rule_id"] for d in diags] == ["buf:FILE_NO_DELETE"]
+
+
+def test_missing_against_is_a_usage_error(repo, capsys):
+    assert run(["breaking"]) == 2
