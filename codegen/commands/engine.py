@@ -1,0 +1,135 @@
+"""oespec engine: run the reference engine (or list the faults it can commit on purpose)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+
+HELP = "run the reference engine, a gRPC server that serves the contract with a stand-in model"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=None, help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port to listen on; 0 picks a free one, logged at start (default: 50051)")
+    parser.add_argument("--profiles", default=None,
+                        help="comma-separated profiles to advertise, short (load, kv, runtime-events) or full "
+                             "names, or 'all' for every profile the role allows (default: all); core is always on")
+    parser.add_argument("--role", choices=["aggregated", "prefill", "decode", "encoder"], default=None,
+                        help="the engine's role (default: aggregated)")
+    parser.add_argument("--config", metavar="FILE", help="YAML or JSON configuration (limits, model, admin, ...); "
+                        "command-line flags override it")
+    parser.add_argument("--limit", action="append", default=[], metavar="PROFILE.LIMIT=VALUE",
+                        help="set one limit, e.g. core.max_sequences=2 (repeatable; lists as a,b)")
+    parser.add_argument("--token-delay-ms", type=float, default=None,
+                        help="time per generated token, so requests really run (default: 5)")
+    parser.add_argument("--instance-id", default=None, help="instance id (default: a fresh random one)")
+    parser.add_argument("--admin-port", type=int, default=None,
+                        help="serve Admin on its own port (0 picks one) instead of the main address")
+    parser.add_argument("--admin-host", default=None, help="address for --admin-port (default: --host)")
+    parser.add_argument("--admin-token", default=None,
+                        help="bearer token Admin requires (default: generated and logged, unless mTLS is on)")
+    parser.add_argument("--admin-tls-cert", default=None, help="server certificate (PEM) for the admin address")
+    parser.add_argument("--admin-tls-key", default=None, help="server private key (PEM) for the admin address")
+    parser.add_argument("--admin-client-ca", default=None,
+                        help="CA (PEM) that admin client certificates must be signed by (mutual TLS)")
+    parser.add_argument("--registry", default=None,
+                        help="profiles.yaml to check prerequisites and incompatibilities against "
+                             "(default: ./profiles.yaml or $OPENENGINE_REGISTRY)")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="break one conformance rule on purpose (repeatable); see --list-faults")
+    parser.add_argument("--list-faults", action="store_true", help="print every fault and exit")
+    parser.add_argument("--check-config", action="store_true",
+                        help="check the configuration, print what would be served, and exit")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    from openengine.engine import FAULTS
+
+    if args.list_faults:
+        for fault in FAULTS.values():
+            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)})\n")
+        return 0
+    from openengine.engine import ConfigError, resolve_config
+
+    try:
+        config = build_config(args)
+        resolved = resolve_config(config)
+    except ConfigError as err:
+        sys.stderr.write("oespec engine: the configuration cannot be served:\n")
+        for problem in err.problems:
+            sys.stderr.write(f"  - {problem}\n")
+        return 2
+    if args.check_config:
+        sys.stdout.write(f"role {resolved.role}; profiles: "
+                         f"{', '.join(f'{p.name} {p.version_text}' for p in resolved.advertised)}\n")
+        for warning in resolved.warnings:
+            sys.stdout.write(f"warning: {warning}\n")
+        return 0
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s oespec engine: %(message)s", datefmt="%H:%M:%S")
+    from openengine.engine import serve
+
+    try:
+        asyncio.run(serve(resolved))
+    except OSError as err:
+        sys.stderr.write(f"oespec engine: {err}\n")
+        return 1
+    return 0
+
+
+def build_config(args: argparse.Namespace):
+    from openengine.engine import ConfigError, EngineConfig, config_from_mapping, load_config_file
+
+    config = EngineConfig()
+    if args.config:
+        config = config_from_mapping(load_config_file(args.config), config, source=args.config)
+    changes = {}
+    for flag, key in (("host", "host"), ("port", "port"), ("role", "role"), ("token_delay_ms", "token_delay_ms"),
+                      ("instance_id", "instance_id"), ("registry", "registry")):
+        value = getattr(args, flag)
+        if value is not None:
+            changes[key] = value
+    if args.profiles is not None:
+        changes["profiles"] = tuple(p for p in args.profiles.split(",") if p.strip())
+    if args.fault:
+        changes["faults"] = tuple(config.faults) + tuple(args.fault)
+    if args.limit:
+        limits = {k: dict(v) for k, v in config.limits.items()}
+        for item in args.limit:
+            ref, sep, value = item.partition("=")
+            profile, dot, name = ref.rpartition(".")
+            if not sep or not dot:
+                raise ConfigError([f"--limit {item!r}: write PROFILE.LIMIT=VALUE, e.g. core.max_sequences=2"])
+            limits.setdefault(profile, {})[name] = _parse_value(value)
+        changes["limits"] = limits
+    admin = {}
+    for flag, key in (("admin_port", "port"), ("admin_host", "host"), ("admin_token", "token"),
+                      ("admin_tls_cert", "tls_cert"), ("admin_tls_key", "tls_key"), ("admin_client_ca", "client_ca")):
+        value = getattr(args, flag)
+        if value is not None:
+            admin[key] = value
+    if admin:
+        changes["admin"] = dataclasses.replace(config.admin, **admin)
+    return dataclasses.replace(config, **changes)
+
+
+def _parse_value(text: str):
+    """--limit values: true/false, integers, numbers, comma lists, else a string."""
+    if "," in text:
+        return [v for v in (p.strip() for p in text.split(",")) if v]
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text

@@ -1,0 +1,311 @@
+"""How a reference engine is configured: role, advertised profiles, limit values, model, pacing,
+admin guard and faults. `resolve_config` checks a configuration against the contract and refuses
+an invalid one with every problem named (`ConfigError`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from openengine.engine.contract import (
+    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, combination_problems, find_registry,
+)
+from openengine.engine.faults import FAULTS
+
+# Values the reference engine runs with unless configured otherwise. They are the engine's own
+# choices (which features the stand-in model offers, sized so that load moves in a demo), not a
+# copy of the registry: a limit missing here takes its registry default from the descriptors.
+REFERENCE_LIMITS: dict[str, dict[str, Any]] = {
+    "openengine.core": {
+        "max_logprobs": 5, "max_sequences": 4, "guided_decoding_modes": ["json_object", "choice"],
+        "logit_bias": True, "min_p": True, "prompt_logprobs": True, "priority": True,
+        "max_running_requests": 8, "max_batch_tokens": 8192,
+    },
+    "openengine.load": {"change_driven": True, "per_rank": True},
+    "openengine.kv": {"kv_transfer_backends": ["nixl", "mooncake"], "total_kv_blocks": 4096,
+                      "event_replay": True, "event_buffer_size": 1024},
+    "openengine.adapters": {"max_loras": 2, "max_cpu_loras": 4, "max_lora_rank": 64},
+    "openengine.admin": {"pause_modes": ["abort", "wait", "keep"], "max_sleep_level": 2,
+                         "wake_tags": ["weights", "kv_cache"]},
+    "openengine.tasks": {"supported_tasks": ["embed", "classify", "score"], "embedding_size": 32,
+                         "matryoshka": True},
+    "openengine.encoder": {"modalities": ["image", "audio", "video"], "encoder_cache_tokens": 65536},
+    "openengine.sessions": {"max_sessions": 16},
+    "openengine.runtime-events": {"event_kinds": ["capability_revision_changed", "state_changed",
+                                                  "adapter_loaded", "adapter_unloaded"]},
+}
+
+
+class ConfigError(Exception):
+    """The configuration cannot be served; `problems` names each reason."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "reference-byte-model"
+    max_context_tokens: int = 4096
+    max_output_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    """Where Admin is served and how it is guarded. With neither a token nor mutual TLS
+    configured the engine makes up a token at start and logs it, so Admin is never open."""
+
+    port: int | None = None
+    host: str | None = None
+    token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    client_ca: str | None = None
+
+    @property
+    def mtls(self) -> bool:
+        return bool(self.tls_cert and self.tls_key and self.client_ca)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    role: str = "aggregated"
+    # Profiles as given (short or full names, or "all"); resolved into `advertised`.
+    profiles: tuple[str, ...] = ("all",)
+    # Limit values per profile (full or short profile name -> limit name -> value).
+    limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model: ModelConfig = ModelConfig()
+    token_delay_ms: float = 5.0
+    instance_id: str | None = None
+    engine_name: str = "openengine-reference"
+    data_parallel_size: int = 1
+    admin: AdminConfig = AdminConfig()
+    faults: tuple[str, ...] = ()
+    registry: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A configuration checked against the contract: what the engine actually serves."""
+
+    config: EngineConfig
+    catalogue: Catalogue
+    advertised: tuple[ProfileInfo, ...]
+    limits: dict[str, dict[str, Any]]     # full profile name -> every limit's effective value
+    instance_id: str
+    faults: frozenset[str]
+    admin_token: str | None
+    admin_token_generated: bool
+    warnings: tuple[str, ...] = ()
+
+    def has(self, profile: str) -> bool:
+        return any(p.name == profile for p in self.advertised)
+
+    def limit(self, profile: str, name: str) -> Any:
+        return self.limits[profile][name]
+
+    def fault(self, name: str) -> bool:
+        return name in self.faults
+
+    @property
+    def role(self) -> str:
+        return self.config.role
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON configuration file into a plain mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError([f"{path}: cannot read the configuration ({err.strerror})"]) from None
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+            data = yaml.safe_load(text)
+    except ValueError as err:
+        raise ConfigError([f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {err}"]) from None
+    except Exception as err:  # yaml.YAMLError carries its own location
+        raise ConfigError([f"{path}: not valid YAML: {err}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path}: the configuration must be a mapping of settings"])
+    return data
+
+
+_TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "token_delay_ms", "instance_id",
+             "engine_name", "data_parallel_size", "admin", "faults", "registry"}
+
+
+def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
+                        source: str = "configuration") -> EngineConfig:
+    """Build an EngineConfig from a file's mapping (unknown keys are refused)."""
+    base = base or EngineConfig()
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError([f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}"])
+    kw: dict[str, Any] = {}
+    for key in ("host", "port", "role", "token_delay_ms", "instance_id", "engine_name",
+                "data_parallel_size", "registry"):
+        if key in data:
+            kw[key] = data[key]
+    if "profiles" in data:
+        profiles = data["profiles"]
+        kw["profiles"] = tuple(profiles.split(",") if isinstance(profiles, str) else profiles)
+    if "limits" in data:
+        if not isinstance(data["limits"], dict) or not all(isinstance(v, dict) for v in data["limits"].values()):
+            raise ConfigError([f"{source}: limits must map profile names to mappings of limit values"])
+        kw["limits"] = {k: dict(v) for k, v in data["limits"].items()}
+    if "model" in data:
+        kw["model"] = replace(base.model, **_sub(data["model"], ModelConfig, f"{source}: model"))
+    if "admin" in data:
+        kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminConfig, f"{source}: admin"))
+    if "faults" in data:
+        kw["faults"] = tuple(data["faults"] or ())
+    return replace(base, **kw)
+
+
+def _sub(value, cls, where):
+    if not isinstance(value, dict):
+        raise ConfigError([f"{where} must be a mapping"])
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError([f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"])
+    return value
+
+
+def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> ResolvedConfig:
+    """Check the configuration against the contract. Raises ConfigError with every problem."""
+    cat = cat or catalogue()
+    problems: list[str] = []
+    warnings: list[str] = []
+    role = config.role
+    if role not in ROLE_NAMES:
+        raise ConfigError([f"role {role!r} is not one of {', '.join(ROLE_NAMES)}"])
+
+    # Profiles: "all" means every profile the role allows; core is always included.
+    wanted: list[ProfileInfo] = []
+    spelled = [s.strip() for s in config.profiles if s.strip()]
+    if not spelled or "all" in spelled:
+        wanted = [p for p in cat.profiles if p.allows_role(role)]
+        spelled = [s for s in spelled if s != "all"]
+    for name in spelled:
+        profile = cat.lookup(name)
+        if profile is None:
+            known = ", ".join(p.short_name for p in cat.profiles)
+            problems.append(f"unknown profile {name!r}; known: {known} (short or full names)")
+        elif profile not in wanted:
+            wanted.append(profile)
+    core = cat.profile(cat.core)
+    if core is not None and core not in wanted:
+        wanted.insert(0, core)
+    for profile in wanted:
+        if not profile.allows_role(role):
+            problems.append(f"{profile.name} is scoped to role {' or '.join(profile.roles)}; "
+                            f"this engine's role is {role} (use --role {profile.roles[0]} or drop the profile)")
+    advertised = tuple(p for p in cat.profiles if p in wanted)
+
+    # Limits: registry default < reference engine choice < configuration.
+    limits: dict[str, dict[str, Any]] = {}
+    for profile in advertised:
+        values = profile.defaults()
+        for name, value in REFERENCE_LIMITS.get(profile.name, {}).items():
+            if profile.limit(name) is not None:
+                values[name] = value
+        limits[profile.name] = values
+    if "openengine.admin" in limits and "updatable_limits" in limits["openengine.admin"] \
+            and not _configured(config, cat, "openengine.admin", "updatable_limits"):
+        limits["openengine.admin"]["updatable_limits"] = [
+            lim.reference for p in advertised for lim in p.limits if lim.reference in _UPDATABLE]
+    for spelled_profile, values in config.limits.items():
+        profile = cat.lookup(spelled_profile)
+        if profile is None:
+            problems.append(f"limits: unknown profile {spelled_profile!r}")
+            continue
+        if profile.name not in limits:
+            problems.append(f"limits: {profile.name} is configured but not enabled (add it to --profiles)")
+            continue
+        for name, value in values.items():
+            lim = profile.limit(name)
+            if lim is None:
+                known = ", ".join(limit.name for limit in profile.limits)
+                problems.append(f"limits: {profile.name} has no limit {name!r}; known: {known}")
+                continue
+            try:
+                limits[profile.name][name] = lim.coerce(value)
+            except ValueError as err:
+                problems.append(f"limits: {err}")
+    problems += _reference_engine_problems(limits)
+
+    registry_path = find_registry(config.registry)
+    if registry_path is None:
+        warnings.append("no profiles.yaml found: prerequisites and incompatible combinations are not "
+                        "checked (set --registry or OPENENGINE_REGISTRY)")
+    elif not problems:
+        advertised_versions = {p.name: p.version for p in advertised}
+        problems += combination_problems(registry_path, advertised_versions, limits)
+
+    for name in config.faults:
+        if name not in FAULTS:
+            problems.append(f"unknown fault {name!r}; `oespec engine --list-faults` lists them")
+    if config.token_delay_ms < 0:
+        problems.append("token_delay_ms must not be negative")
+    if config.data_parallel_size < 1:
+        problems.append("data_parallel_size must be at least 1")
+    m = config.model
+    if m.max_output_tokens < 1 or m.max_context_tokens < m.max_output_tokens:
+        problems.append("model: need 1 <= max_output_tokens <= max_context_tokens")
+    admin = config.admin
+    if any((admin.tls_cert, admin.tls_key, admin.client_ca)) and not admin.mtls:
+        problems.append("admin mTLS needs all of --admin-tls-cert, --admin-tls-key and --admin-client-ca")
+    if admin.mtls and admin.port is None:
+        problems.append("admin mTLS needs its own address: set --admin-port")
+    if problems:
+        raise ConfigError(problems)
+
+    token, generated = admin.token, False
+    if any(p.name == "openengine.admin" for p in advertised) and not token and not admin.mtls:
+        token, generated = uuid.uuid4().hex, True
+    return ResolvedConfig(
+        config=config, catalogue=cat, advertised=advertised, limits=limits,
+        instance_id=config.instance_id or f"ref-{uuid.uuid4().hex[:12]}",
+        faults=frozenset(config.faults), admin_token=token, admin_token_generated=generated,
+        warnings=tuple(warnings))
+
+
+# Limits the reference engine can change while it runs (the rest need a restart).
+_UPDATABLE = {
+    "openengine.core.max_running_requests", "openengine.core.max_sequences", "openengine.core.max_logprobs",
+    "openengine.load.min_watch_interval_ms", "openengine.load.default_watch_interval_ms",
+    "openengine.load.default_heartbeat_ms", "openengine.load.max_watchers",
+    "openengine.adapters.max_loras", "openengine.adapters.max_cpu_loras",
+    "openengine.sessions.max_sessions", "openengine.tasks.max_inputs_per_request",
+}
+
+
+def _configured(config: EngineConfig, cat: Catalogue, profile: str, limit: str) -> bool:
+    for spelled, values in config.limits.items():
+        p = cat.lookup(spelled)
+        if p is not None and p.name == profile and limit in values:
+            return True
+    return False
+
+
+def _reference_engine_problems(limits: dict[str, dict[str, Any]]) -> list[str]:
+    """Consistency the reference engine itself needs (beyond the registry's ranges)."""
+    out = []
+    load = limits.get("openengine.load")
+    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
+        out.append("limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
+                   "<= max_watch_interval_ms")
+    return out

@@ -1,0 +1,467 @@
+"""The engine's state: scheduler, caches, run state, health, event streams and the current
+configuration epoch. Services (`services.py`) read and change it; nothing here touches gRPC
+beyond the health servicers it keeps up to date."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import heapq
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from grpc_health.v1 import health_pb2
+from grpc_health.v1.health import aio as health_aio
+
+from openengine.engine.config import ResolvedConfig
+from openengine.engine.contract import combination_problems, find_registry
+from openengine.engine.load import Clock, LoadPublisher
+from openengine.v1 import events_pb2, kv_pb2, load_pb2
+
+log = logging.getLogger("openengine.engine")
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+# Services that take new work: NOT_SERVING whenever the engine would refuse new requests
+# (REQ-HEALTH-007). Every other advertised service is a control service and stays SERVING.
+WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
+INFERENCE = "openengine.v1.Inference"
+ADMIN = "openengine.v1.Admin"
+
+ES = events_pb2
+
+
+@dataclass(eq=False)
+class Request:
+    """One accepted request (a Generate call, or a task/encode call while it runs)."""
+
+    request_id: str
+    prompt_tokens: int
+    priority: int = 0
+    kv_session: str = ""
+    rank: int = 0
+    generated: int = 0
+    running: bool = False
+    aborted: tuple[str, bool] | None = None   # (reason, retryable)
+    scheduled: asyncio.Event = field(default_factory=asyncio.Event)
+    order: int = 0
+
+    def abort(self, reason: str, retryable: bool) -> None:
+        if self.aborted is None:
+            self.aborted = (reason, retryable)
+        self.scheduled.set()  # wake a queued request so it can end
+
+
+class Scheduler:
+    """At most `max_running` requests run at once; the rest wait in order (by priority when the
+    engine honours priorities). Every admission and release is a load change."""
+
+    def __init__(self, runtime: "Runtime"):
+        self._rt = runtime
+        self.running: dict[str, Request] = {}
+        self.queued: list[tuple[int, int, Request]] = []
+        self._order = itertools.count()
+
+    @property
+    def max_running(self) -> int:
+        return int(self._rt.limit("openengine.core", "max_running_requests"))
+
+    def in_flight(self) -> list[Request]:
+        return list(self.running.values()) + [r for _, _, r in self.queued]
+
+    def find(self, request_id: str) -> Request | None:
+        return self.running.get(request_id) or next((r for _, _, r in self.queued if r.request_id == request_id), None)
+
+    def submit(self, req: Request) -> None:
+        req.order = next(self._order)
+        honour = self._rt.limit("openengine.core", "priority")
+        heapq.heappush(self.queued, (req.priority if honour else 0, req.order, req))
+        self.pump()
+
+    def pump(self) -> None:
+        changed = False
+        while self.queued and len(self.running) < self.max_running:
+            _, _, req = heapq.heappop(self.queued)
+            if req.aborted is not None:
+                continue
+            req.running = True
+            self.running[req.request_id] = req
+            req.scheduled.set()
+            changed = True
+        self._rt.load_changed()
+
+    def release(self, req: Request) -> None:
+        if self.running.get(req.request_id) is req:
+            del self.running[req.request_id]
+        else:
+            before = len(self.queued)
+            self.queued = [e for e in self.queued if e[2] is not req]
+            if len(self.queued) != before:
+                heapq.heapify(self.queued)
+        req.running = False
+        self.pump()
+
+    def abort(self, match: Callable[[Request], bool], reason: str, *, retryable: bool) -> int:
+        hits = [r for r in self.in_flight() if r.aborted is None and match(r)]
+        for r in hits:
+            r.abort(reason, retryable)
+        return len(hits)
+
+
+class EventStream:
+    """Fan-out of events to subscribers, each with its own bounded queue."""
+
+    def __init__(self, capacity: int = 4096):
+        self.subscribers: set["Subscriber"] = set()
+        self.capacity = capacity
+
+    def publish(self, item) -> None:
+        for sub in list(self.subscribers):
+            sub.put(item)
+
+
+@dataclass(eq=False)
+class Subscriber:
+    capacity: int
+    items: collections.deque = field(default_factory=collections.deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    overflowed: bool = False
+    closed_with: tuple | None = None
+
+    def put(self, item) -> None:
+        if len(self.items) >= self.capacity:
+            self.overflowed = True
+        else:
+            self.items.append(item)
+        self.wake.set()
+
+    def close(self, code, message: str) -> None:
+        self.closed_with = (code, message)
+        self.wake.set()
+
+
+class FaultyHealth(health_aio.HealthServicer):
+    """The standard servicer, unchanged unless a health fault is switched on."""
+
+    def __init__(self, faults=frozenset()):
+        super().__init__()
+        self._faults = faults
+
+    async def Check(self, request, context):
+        if "health-unknown-not-found" in self._faults and request.service not in self._server_status:
+            return health_pb2.HealthCheckResponse(status=SERVING)
+        return await super().Check(request, context)
+
+    async def Watch(self, request, context):
+        if "health-watch-no-initial" not in self._faults:
+            return await super().Watch(request, context)
+        condition = self._server_watchers[request.service]
+        last = self._server_status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+        async with condition:
+            while True:
+                await condition.wait()
+                status = self._server_status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+                if status != last:
+                    await context.write(health_pb2.HealthCheckResponse(status=status))
+                    last = status
+
+
+class Health:
+    """Keeps the standard health servicers in line with the run state.
+
+    The aio servicer holds a per-service lock while it writes to a watcher, so a stalled health
+    watcher could block `set`. Updates therefore go through one serial task, and callers wait for
+    it only briefly."""
+
+    def __init__(self, runtime: "Runtime"):
+        self._rt = runtime
+        faults = runtime.cfg.faults
+        self.main = FaultyHealth(faults)
+        self.admin = FaultyHealth(faults) if runtime.admin_separate else None
+        self._lock = asyncio.Lock()
+        self._pending: asyncio.Task | None = None
+        self.shutting_down = False
+
+    def desired(self) -> dict[str, int]:
+        rt = self._rt
+        serving_work = rt.state == ES.ENGINE_STATE_SERVING or (
+            "health-pause-not-reflected" in rt.cfg.faults and rt.state != ES.ENGINE_STATE_STOPPING)
+        out = {}
+        for service in rt.advertised_services():
+            if rt.admin_separate and service == ADMIN:
+                continue
+            out[service] = (SERVING if serving_work else NOT_SERVING) if service in WORK_SERVICES else SERVING
+        if "health-not-per-service" in rt.cfg.faults:
+            out = {}
+        out[""] = SERVING if serving_work else NOT_SERVING
+        return out
+
+    async def _apply(self) -> None:
+        async with self._lock:
+            if self.shutting_down:
+                return
+            for service, status in self.desired().items():
+                await self.main.set(service, status)
+            if self.admin is not None:
+                await self.admin.set(ADMIN, SERVING)
+                await self.admin.set("", SERVING)
+
+    async def update(self, *, wait: float = 1.0) -> None:
+        task = asyncio.ensure_future(self._apply())
+        self._rt.keep(task)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), wait)
+        except asyncio.TimeoutError:
+            log.warning("health update is waiting for a stalled health watcher")
+
+    async def shutdown(self) -> None:
+        self.shutting_down = True
+        async with self._lock:
+            await self.main.enter_graceful_shutdown()
+            if self.admin is not None:
+                await self.admin.enter_graceful_shutdown()
+
+
+@dataclass
+class Session:
+    session_id: str
+    model: str
+    capacity_tokens: int
+    ttl_ms: int
+    retained_tokens: int = 0
+    expires_ns: int = 0
+
+
+@dataclass
+class Adapter:
+    name: str
+    model: str
+    source: str
+    rank: int
+    pinned: bool
+
+
+class Runtime:
+    """Everything the services share. One per engine process (or per in-process test engine)."""
+
+    def __init__(self, cfg: ResolvedConfig):
+        self.cfg = cfg
+        self.config = cfg.config
+        self.catalogue = cfg.catalogue
+        self.advertised = cfg.advertised
+        self.limits: dict[str, dict[str, Any]] = {k: dict(v) for k, v in cfg.limits.items()}
+        self.revision = 1
+        self.instance_id = cfg.instance_id
+        self.clock = Clock()
+        self.state = ES.ENGINE_STATE_SERVING
+        self.sleeping_tags: set[str] = set()
+        self.keep_paused = False
+        self.address = ""
+        self.admin_separate = self.config.admin.port is not None
+        self.scheduler = Scheduler(self)
+        self.load = LoadPublisher(self.build_load)
+        self.runtime_events = EventStream()
+        self.kv_events = EventStream()
+        self.kv_sequence = 0
+        kv_buffer = int(self.limits.get("openengine.kv", {}).get("event_buffer_size", 0) or 0)
+        self.kv_buffer: collections.deque = collections.deque(maxlen=max(kv_buffer, 1))
+        self.prefix_cache: collections.OrderedDict[bytes, int] = collections.OrderedDict()
+        self.sessions: dict[str, Session] = {}
+        self.adapters: dict[str, Adapter] = {}
+        self.encoder_cache: dict[str, tuple[int, int]] = {}   # handle -> (tokens, expires_ns)
+        self._tasks: set[asyncio.Task] = set()
+        self.health = Health(self)
+        self.last_prefill_batch = 0
+        self.last_decode_batch = 0
+
+    # -- configuration epoch ------------------------------------------------------------------
+
+    def has(self, profile: str) -> bool:
+        return any(p.name == profile for p in self.advertised)
+
+    def fault(self, name: str) -> bool:
+        return name in self.cfg.faults
+
+    def limit(self, profile: str, name: str) -> Any:
+        values = self.limits.get(profile)
+        if values is not None and name in values:
+            return values[name]
+        p = self.catalogue.profile(profile)
+        lim = p.limit(name) if p else None
+        return lim.default if lim else None
+
+    def advertised_services(self) -> list[str]:
+        return self.catalogue.services_of(p.name for p in self.advertised)
+
+    @property
+    def model_name(self) -> str:
+        return self.config.model.name
+
+    @property
+    def kv_block_size(self) -> int:
+        return int(self.limit("openengine.kv", "kv_block_size"))
+
+    @property
+    def total_kv_blocks(self) -> int:
+        configured = int(self.limit("openengine.kv", "total_kv_blocks") or 0) if self.has("openengine.kv") else 0
+        return configured or 4096
+
+    def keep(self, task: asyncio.Task) -> None:
+        """Hold a reference to a background task until it ends."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def check_update(self, new_limits: dict[str, dict[str, Any]]) -> list[str]:
+        registry = find_registry(self.config.registry)
+        if registry is None:
+            return []
+        return combination_problems(registry, {p.name: p.version for p in self.advertised}, new_limits)
+
+    def apply_limits(self, new_limits: dict[str, dict[str, Any]], changed: list[str]) -> tuple[int, int]:
+        """Start a new configuration epoch with these limits (REQ-REV-003, REQ-REV-005, REQ-REV-006)."""
+        import grpc
+
+        previous = self.revision
+        self.limits = new_limits
+        self.revision += 1
+        self.scheduler.pump()
+        if not self.fault("watch-revision-stream-kept"):
+            self.load.end_all(grpc.StatusCode.ABORTED,
+                              f"capability revision changed from {previous} to {self.revision}; "
+                              f"re-read the capabilities and watch again", older_than=self.revision)
+        if any(c.startswith("openengine.kv.") for c in changed):
+            for sub in list(self.kv_events.subscribers):
+                sub.close(grpc.StatusCode.ABORTED, "openengine.kv capabilities changed")
+        self.emit(ES.RuntimeEvent(capability_revision_changed=ES.CapabilityRevisionChanged(
+            previous_revision=previous, revision=self.revision)), "capability_revision_changed")
+        log.info("capability revision %d -> %d (%s)", previous, self.revision, ", ".join(changed))
+        return previous, self.revision
+
+    # -- run state -------------------------------------------------------------------------------
+
+    def accepting(self) -> bool:
+        return self.state == ES.ENGINE_STATE_SERVING
+
+    async def set_state(self, state: int, reason: str) -> None:
+        if state == self.state:
+            return
+        previous, self.state = self.state, state
+        log.info("state %s -> %s (%s)", ES.EngineState.Name(previous), ES.EngineState.Name(state), reason)
+        await self.health.update()
+        self.emit(ES.RuntimeEvent(state_changed=ES.StateChanged(previous=previous, state=state, reason=reason)),
+                  "state_changed")
+
+    def emit(self, event: events_pb2.RuntimeEvent, kind: str) -> None:
+        if not self.has("openengine.runtime-events"):
+            return
+        if kind not in self.limit("openengine.runtime-events", "event_kinds"):
+            return  # REQ-EVENTS-001: only advertised kinds
+        self.runtime_events.publish((self.clock.now_ns(), event))
+
+    # -- load --------------------------------------------------------------------------------------
+
+    def load_changed(self) -> None:
+        self.load.changed()
+
+    def used_kv_blocks(self) -> int:
+        bs = self.kv_block_size
+        running = sum(-(-(r.prompt_tokens + r.generated) // bs) for r in self.scheduler.running.values())
+        return min(self.total_kv_blocks, running + len(self.prefix_cache))
+
+    def kv_sessions_active(self) -> int:
+        return len({r.kv_session for r in self.scheduler.in_flight() if r.kv_session}) + len(self.sessions)
+
+    def build_load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
+        """A complete snapshot of the real scheduler state (REQ-LOAD-001, REQ-LOAD-003)."""
+        sched = self.scheduler
+        running = list(sched.running.values())
+        queued = [r for _, _, r in sched.queued if r.aborted is None]
+        info = load_pb2.LoadInfo(
+            instance_id=self.instance_id,
+            timestamp=self.clock.timestamp(),
+            running_requests=len(running),
+            queued_requests=len(queued),
+            active_kv_sessions=self.kv_sessions_active(),
+            used_kv_blocks=self.used_kv_blocks(),
+            total_kv_blocks=self.total_kv_blocks,
+            running_tokens=sum(r.prompt_tokens + r.generated for r in running),
+            waiting_tokens=sum(r.prompt_tokens for r in queued),
+            prefill_batch_size=sum(1 for r in running if r.generated == 0),
+            decode_batch_size=sum(1 for r in running if r.generated > 0),
+        )
+        info.attributes["model"] = self.model_name
+        info.attributes["state"] = ES.EngineState.Name(self.state)
+        if per_rank and self.has("openengine.load") and self.limit("openengine.load", "per_rank"):
+            size = self.config.data_parallel_size
+            bs = self.kv_block_size
+            for rank in range(size):
+                rr = [r for r in running if r.rank == rank]
+                rq = [r for r in queued if r.rank == rank]
+                info.ranks.add(
+                    data_parallel_rank=rank, running_requests=len(rr), queued_requests=len(rq),
+                    used_kv_blocks=sum(-(-(r.prompt_tokens + r.generated) // bs) for r in rr),
+                    total_kv_blocks=self.total_kv_blocks // size,
+                    running_tokens=sum(r.prompt_tokens + r.generated for r in rr),
+                    waiting_tokens=sum(r.prompt_tokens for r in rq))
+        return info
+
+    # -- prefix cache and KV events -----------------------------------------------------------
+
+    def cached_prefix_tokens(self, hashes: list[bytes]) -> int:
+        hit = 0
+        for h in hashes:
+            if h not in self.prefix_cache:
+                break
+            self.prefix_cache.move_to_end(h)
+            hit += 1
+        return hit * self.kv_block_size
+
+    def store_blocks(self, hashes: list[bytes], token_ids: list[int], adapter: str) -> None:
+        new = [h for h in hashes if h not in self.prefix_cache]
+        for h in hashes:
+            self.prefix_cache[h] = 1
+            self.prefix_cache.move_to_end(h)
+        events = []
+        if new:
+            first = hashes.index(new[0])
+            parent = hashes[first - 1] if first > 0 else None
+            bs = self.kv_block_size
+            stored = kv_pb2.KvBlocksStored(block_hashes=new, token_ids=token_ids[first * bs:(first + len(new)) * bs],
+                                           block_size=bs, adapter=adapter, medium=kv_pb2.KV_MEDIUM_GPU)
+            if parent is not None:
+                stored.parent_block_hash = parent
+            events.append(kv_pb2.KvEvent(stored=stored))
+        capacity = max(1, self.total_kv_blocks // 2)
+        evicted = []
+        while len(self.prefix_cache) > capacity:
+            evicted.append(self.prefix_cache.popitem(last=False)[0])
+        if evicted:
+            events.append(kv_pb2.KvEvent(removed=kv_pb2.KvBlocksRemoved(block_hashes=evicted, medium=kv_pb2.KV_MEDIUM_GPU)))
+        self.publish_kv(events)
+
+    def clear_prefix_cache(self) -> int:
+        freed = len(self.prefix_cache)
+        self.prefix_cache.clear()
+        self.publish_kv([kv_pb2.KvEvent(cleared=kv_pb2.KvAllBlocksCleared())])
+        self.load_changed()
+        return freed
+
+    def publish_kv(self, events: list) -> None:
+        if not events or not self.has("openengine.kv"):
+            return
+        self.kv_sequence += 1
+        batch = kv_pb2.SubscribeKvEventsResponse(sequence=self.kv_sequence, timestamp=self.clock.timestamp(),
+                                                 events=events)
+        if self.limit("openengine.kv", "event_replay"):
+            self.kv_buffer.append(batch)
+        self.kv_events.publish(batch)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def expire_sessions(self) -> None:
+        now = self.clock.now_ns()
+        for sid in [s for s, v in self.sessions.items() if v.expires_ns <= now]:
+            del self.sessions[sid]

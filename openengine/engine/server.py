@@ -1,0 +1,284 @@
+"""The gRPC side: route every compiled RPC to its implementation, gate it on the advertised
+profiles, guard Admin, serve standard health and reflection, and shut down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from google.protobuf import message_factory
+
+from openengine.engine.config import EngineConfig, ResolvedConfig, resolve_config
+from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
+from openengine.engine.runtime import ADMIN, Runtime
+from openengine.engine.services import SERVICES, Refused
+from openengine.v1 import events_pb2
+
+log = logging.getLogger("openengine.engine")
+Code = grpc.StatusCode
+
+
+class EngineServer:
+    """One reference engine: its runtime and its server(s). Start and stop inside an event loop."""
+
+    def __init__(self, config: EngineConfig | ResolvedConfig):
+        self.resolved = config if isinstance(config, ResolvedConfig) else resolve_config(config)
+        self.rt = Runtime(self.resolved)
+        self.servers: list[grpc.aio.Server] = []
+        self.address = ""
+        self.admin_address = ""
+        self.port = 0
+        self.admin_port = 0
+        self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
+        self._stopped = False
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def _gate(self, rpc: RpcInfo, context) -> Refused | None:
+        rt = self.rt
+        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented"):
+            return Refused(Code.UNIMPLEMENTED,
+                           f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
+        if rpc.service == ADMIN and not rt.fault("admin-no-auth"):
+            return self._authenticate(context)
+        return None
+
+    def _authenticate(self, context) -> Refused | None:
+        """Admin needs the bearer token, or a verified client certificate on the mTLS address
+        (REQ-ADMIN-002). Nothing runs before this check passes."""
+        admin = self.rt.config.admin
+        token = self.resolved.admin_token
+        if admin.mtls:
+            peer = context.auth_context() or {}
+            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
+                return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
+        if token:
+            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+                return Refused(Code.UNAUTHENTICATED,
+                               "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
+        return None
+
+    def _handler(self, rpc: RpcInfo):
+        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        req_cls = message_factory.GetMessageClass(rpc.method.input_type)
+        resp_cls = message_factory.GetMessageClass(rpc.method.output_type)
+        gate = self._gate
+
+        if rpc.method.server_streaming:
+            async def stream(request, context):
+                refusal = gate(rpc, context) or (None if impl else _missing(rpc))
+                if refusal is not None:
+                    await context.abort(refusal.code, refusal.message)
+                try:
+                    async for message in impl(request, context):
+                        yield message
+                except Refused as refused:
+                    await context.abort(refused.code, refused.message)
+            return grpc.unary_stream_rpc_method_handler(
+                stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
+
+        async def unary(request, context):
+            refusal = gate(rpc, context) or (None if impl else _missing(rpc))
+            if refusal is not None:
+                await context.abort(refusal.code, refusal.message)
+            try:
+                return await impl(request, context)
+            except Refused as refused:
+                await context.abort(refused.code, refused.message)
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
+
+    def _service_handlers(self, services) -> list:
+        out = []
+        for service in services:
+            methods = {r.method.name: self._handler(r) for r in self.rt.catalogue.rpcs if r.service == service}
+            if methods:
+                out.append(grpc.method_handlers_generic_handler(service, methods))
+        return out
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        rt = self.rt
+        cfg = rt.config
+        all_services = list(rt.catalogue.services)
+        main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers(self._service_handlers(main_services))
+        health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
+        advertised = [s for s in rt.advertised_services() if s in main_services]
+        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
+        self.address = f"{_host_for_url(cfg.host)}:{self.port}"
+        rt.address = self.address
+        self.servers.append(server)
+        if rt.admin_separate:
+            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
+            health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
+            names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
+            reflection.enable_server_reflection(names, admin)
+            host = cfg.admin.host or cfg.host
+            where = f"{host}:{cfg.admin.port}"
+            if cfg.admin.mtls:
+                creds = grpc.ssl_server_credentials(
+                    [(Path(cfg.admin.tls_key).read_bytes(), Path(cfg.admin.tls_cert).read_bytes())],
+                    root_certificates=Path(cfg.admin.client_ca).read_bytes(), require_client_auth=True)
+                self.admin_port = admin.add_secure_port(where, creds)
+            else:
+                self.admin_port = admin.add_insecure_port(where)
+            if self.admin_port == 0:
+                raise OSError(f"cannot listen on {where}")
+            self.admin_address = f"{_host_for_url(host)}:{self.admin_port}"
+            self.servers.append(admin)
+        await rt.health.update()
+        for s in self.servers:
+            await s.start()
+        self._log_started()
+
+    def _log_started(self) -> None:
+        rt = self.rt
+        profiles = ", ".join(f"{p.name} {p.version_text}" for p in rt.advertised)
+        log.info("serving on %s (role %s, instance %s, capability revision %d)",
+                 self.address, rt.config.role, rt.instance_id, rt.revision)
+        log.info("profiles: %s", profiles)
+        if self.admin_address:
+            log.info("admin on %s%s", self.admin_address, " (mTLS)" if rt.config.admin.mtls else "")
+        if self.resolved.admin_token_generated:
+            log.info("admin token (generated; pass --admin-token to choose one): %s", self.resolved.admin_token)
+        for warning in self.resolved.warnings:
+            log.warning("%s", warning)
+        if rt.cfg.faults:
+            log.warning("faults on purpose: %s", ", ".join(sorted(rt.cfg.faults)))
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
+        Watch streams get it, then streams end with UNAVAILABLE and the server stops."""
+        if self._stopped:
+            return
+        self._stopped = True
+        rt = self.rt
+        log.info("stopping: health NOT_SERVING")
+        previous, rt.state = rt.state, events_pb2.ENGINE_STATE_STOPPING
+        rt.emit(events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
+            previous=previous, state=rt.state, reason="shutdown")), "state_changed")
+        await rt.health.shutdown()
+        await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
+        rt.load.end_all(Code.UNAVAILABLE, "the engine is shutting down")
+        for sub in list(rt.runtime_events.subscribers) + list(rt.kv_events.subscribers):
+            sub.close(Code.UNAVAILABLE, "the engine is shutting down")
+        rt.scheduler.abort(lambda r: True, "the engine is shutting down", retryable=True)
+        await asyncio.gather(*(s.stop(grace) for s in self.servers))
+        log.info("stopped")
+
+    async def wait(self) -> None:
+        await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def _missing(rpc: RpcInfo) -> Refused:
+    return Refused(Code.UNIMPLEMENTED, f"{rpc.name} has no implementation in the reference engine")
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+async def serve(config: EngineConfig | ResolvedConfig, *, stop: asyncio.Event | None = None,
+                on_started: Callable[[EngineServer], Any] | None = None) -> EngineServer:
+    """Run an engine until `stop` is set (or SIGINT/SIGTERM when `stop` is not given)."""
+    engine = EngineServer(config)
+    await engine.start()
+    if on_started is not None:
+        on_started(engine)
+    loop = asyncio.get_running_loop()
+    own = stop is None
+    stop = stop or asyncio.Event()
+    if own:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        if own:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        await engine.stop()
+    return engine
+
+
+class RunningEngine:
+    """An engine served from a background thread with its own event loop (tests, tools)."""
+
+    def __init__(self, config: EngineConfig | ResolvedConfig):
+        self._config = config
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="openengine-engine", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.engine: EngineServer | None = None
+        self._stop: asyncio.Event | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main():
+            self._stop = asyncio.Event()
+            try:
+                await serve(self._config, stop=self._stop, on_started=self._started)
+            except BaseException as err:  # reported to the starting thread
+                self._error = err
+                self._ready.set()
+
+        self.loop.run_until_complete(main())
+        self.loop.close()
+
+    def _started(self, engine: EngineServer) -> None:
+        self.engine = engine
+        self._ready.set()
+
+    def start(self, timeout: float = 10.0) -> "RunningEngine":
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("the engine did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def address(self) -> str:
+        return self.engine.address
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.engine.rt
+
+    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Run `fn()` on the engine's loop (a coroutine function or a plain one) and return its result."""
+        async def wrapper():
+            result = fn()
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> "RunningEngine":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
