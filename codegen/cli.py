@@ -11,6 +11,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "check": "codegen.commands.check",
     "generate": "codegen.commands.generate",
+    "engine": "codegen.commands.engine",
     "validate": "codegen.commands.validate",
     "breaking": "codegen.commands.breaking",
     "spec": "codegen.commands.spec",
