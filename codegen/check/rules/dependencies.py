@@ -51,28 +51,31 @@ def requires_satisfiable(ctx: CheckContext):
       purpose="prerequisites form no cycle (a profile cannot, even indirectly, require itself)")
 def requires_cycle(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
-    state: dict[str, str] = {}     # name -> "open" while on the path, "done" after
-    path: list[str] = []
-
-    def visit(name: str):
-        state[name] = "open"
-        path.append(name)
-        for req in by_name[name].requires:
-            # Self-requirements are OE035's finding; unknown names are too.
-            if req.profile == name or req.profile not in by_name:
+    state: dict[str, str] = {}     # name -> "open" while on the current path, "done" after
+    # Depth-first, with an explicit stack so a long chain of prerequisites cannot exhaust recursion.
+    for start in by_name:
+        if start in state:
+            continue
+        path: list[str] = [start]
+        pending = [iter(by_name[start].requires)]
+        state[start] = "open"
+        while pending:
+            req = next(pending[-1], None)
+            if req is None:
+                pending.pop()
+                state[path.pop()] = "done"
+                continue
+            # Self-requirements and unknown names are OE035's findings.
+            if req.profile == path[-1] or req.profile not in by_name:
                 continue
             if state.get(req.profile) == "open":
                 cycle = path[path.index(req.profile):] + [req.profile]
                 yield Finding(at(req, "profile"), "prerequisites form a cycle: " + " -> ".join(cycle),
                               "remove one requirement of the cycle; shared needs belong in the lower profile")
             elif req.profile not in state:
-                yield from visit(req.profile)
-        path.pop()
-        state[name] = "done"
-
-    for name in by_name:
-        if name not in state:
-            yield from visit(name)
+                state[req.profile] = "open"
+                path.append(req.profile)
+                pending.append(iter(by_name[req.profile].requires))
 
 
 @rule("OE039", "standard-requires-vendor", category="dependencies",
