@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 from pathlib import Path
@@ -44,6 +45,46 @@ def _load(path: Path, display: str, what: str) -> Registry:
     return resolved.registry
 
 
+def _load_baseline(path: Path, display: str, ref: str) -> tuple[Registry, list[Diagnostic]]:
+    """The baseline was valid under the schema of its own commit, which may be older than the
+    current one. When the current schema rejects it, compare what can still be read, and say so."""
+    what = f"the baseline registry at {ref}"
+    try:
+        resolved = load_registry(path, display_path=display)
+    except SourceError as err:
+        raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
+    if resolved.registry is not None:
+        return resolved.registry, []
+    registry = _read_leniently(resolved.source)
+    if registry is None:
+        raise BreakingError(display, f"{what} cannot be read with the current registry schema",
+                            "compare with a later ref, or fix the baseline's schema problems",
+                            diagnostics=resolved.diagnostics)
+    note = Diagnostic(display, 0, 0, UNUSABLE_RULE, Severity.WARNING,
+                      f"{what} does not follow the current schema ({len(resolved.diagnostics)} "
+                      f"problem{'s' if len(resolved.diagnostics) != 1 else ''}); "
+                      "it was compared as far as it could be read",
+                      "findings about the elements the schema rejects may be missing")
+    return registry, [note]
+
+
+def _read_leniently(source) -> Registry | None:
+    # The resolve stage's model builders, without its schema gate (the package re-exports a
+    # function of the same name, hence the import by module path).
+    _resolve = importlib.import_module("codegen.registry.resolve")
+
+    try:
+        root = source.root
+        header = root.get("registry")
+        plain = header.plain()
+        return Registry(path=source.path, revision=plain["revision"], package=plain["package"],
+                        profiles=tuple(_resolve._profile(p) for p in _resolve._items(root, "profiles")),
+                        loc=root.loc, locs={**_resolve._locs(header), "registry": root.key_loc("registry"),
+                                            "profiles": root.key_loc("profiles")})
+    except (AttributeError, KeyError, TypeError, ValueError, StopIteration):
+        return None
+
+
 def _relative(path: Path, root: Path, what: str) -> str:
     try:
         return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
@@ -71,9 +112,9 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
             base = materialize(ref, repo=root, registry_rel=registry_rel, proto_rel=proto_rel, dest=Path(tmp))
         except BaselineError as err:
             raise BreakingError(registry, err.message, err.hint) from None
-        baseline = (_load(base.registry, f"{registry_rel} at {ref}", f"the baseline registry at {ref}")
-                    if base.registry else None)
-        diags = compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
+        baseline, notes = (_load_baseline(base.registry, f"{registry_rel} at {ref}", ref)
+                           if base.registry else (None, []))
+        diags = notes + compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
         ctx = Context(baseline, current, registry_rel, ref)
         try:
             diags += compare_protos(ctx, proto_path, base.proto, proto_display=proto_display)

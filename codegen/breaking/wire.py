@@ -81,6 +81,15 @@ def run_buf(current: Path, baseline: Path, *, buf: str | None = None) -> list[di
         except json.JSONDecodeError:
             findings = []
             break
+    # buf reports a tree that does not compile as findings of type COMPILE (same exit status).
+    broken = [f for f in findings if f.get("type") == "COMPILE"]
+    if broken:
+        first = broken[0]
+        where = f"{first.get('path', '?')}:{first.get('start_line', 0)}"
+        side = "the baseline's" if Path(str(first.get("path", ""))).is_absolute() or \
+            str(first.get("path", "")).startswith("..") else "the working tree's"
+        raise WireError(f"buf could not build {side} protos: {where}: {first.get('message', '')}",
+                        "the protos on both sides must compile (`buf build`)")
     if proc.returncode == 100 and findings:
         return findings
     detail = (proc.stderr or proc.stdout).strip().splitlines()

@@ -149,3 +149,24 @@ def test_protos_removed_entirely(repo, capsys):
 
 def test_missing_against_is_a_usage_error(repo, capsys):
     assert run(["breaking"]) == 2
+
+
+def test_baseline_under_an_older_schema_is_still_compared(repo, capsys):
+    registry = repo / "profiles.yaml"
+    registry.write_text(BASE_REGISTRY.replace("    scope: model\n", "    scope: model\n    retired_key: true\n", 1))
+    commit(repo, "a key the current schema no longer knows")
+    registry.write_text(BASE_REGISTRY.replace("default: 20", "default: 5").replace("revision: 3", "revision: 4"))
+    code, diags = oespec(capsys, "--against", "HEAD")
+    assert code == 1
+    assert sorted((d["rule_id"], d["severity"]) for d in diags) == [("OEB000", "warning"), ("OEB055", "error")]
+
+
+def test_baseline_protos_that_do_not_build(repo, capsys):
+    proto = repo / "proto/openengine/v1/load.proto"
+    good = proto.read_text()
+    proto.write_text(good.replace("uint32 queued = 2;", "Missing queued = 2;"))
+    commit(repo, "a proto that does not compile")
+    proto.write_text(good)
+    code, diags = oespec(capsys, "--against", "HEAD")
+    assert code == 2
+    assert diags[0]["rule_id"] == "OEB000" and diags[0]["path"] == "proto" and "buf" in diags[0]["message"]
