@@ -125,3 +125,13 @@ def violation(rule_id: str, path: str, value: Any, expected: str, message: str) 
     """A violation of `rule_id`, with the rule's requirement and severity filled in."""
     rule = RULES[rule_id]
     return Violation(rule_id, path, value, expected, message, rule.requirement, rule.severity)
+
+
+# Rules a JSON Schema cannot express, checked by the Python validators only: duplicates by
+# (name, major) (uniqueItems compares whole entries), conditions on effective limit values,
+# anything spanning several discovery answers, and stream order and timing. Unknown standard
+# names and majors are warnings here and accepted by the schemas, as clients must accept them.
+PYTHON_ONLY_RULES = frozenset({
+    "OEV104", "OEV105", "OEV106", "OEV121",
+    "OEV130", "OEV131", "OEV133", "OEV134", "OEV135", "OEV136",
+} | {rule for rule in RULES if rule.startswith(("OEV3", "OEV4"))})

@@ -1,0 +1,193 @@
+"""Every capability rule, with a passing and a failing message (rule id and field path)."""
+
+from __future__ import annotations
+
+import pytest
+
+from openengine.v1 import capabilities_pb2, common_pb2, discovery_pb2
+from openengine.validate import (
+    DEFAULTS, RULES, Severity, check_capabilities, effective_limits, validate_capabilities,
+)
+from tests.validate.conftest import caps, profile, rules
+
+
+def test_minimal_core_is_clean():
+    assert validate_capabilities(caps()).violations == ()
+
+
+def test_core_missing():
+    msg = capabilities_pb2.Capabilities(profiles=[profile("com.example.batch")])
+    found = check_capabilities(msg)
+    assert "OEV101" in rules(found)
+
+
+@pytest.mark.parametrize("name", ["", "OpenEngine.load", "load", "openengine..load", " openengine.load",
+                                  "openengine.load-", "openengine.9load", "openengine.run--events"])
+def test_non_canonical_names(name):
+    found = check_capabilities(caps((name, 1, 0)))
+    assert [v.path for v in found if v.rule_id == "OEV102"] == ["profiles[1].name"]
+
+
+@pytest.mark.parametrize("name", ["com.example.batch", "sglang.hicache", "acme.fast-path", "openengine.runtime-events"])
+def test_canonical_names_pass(name):
+    assert "OEV102" not in rules(check_capabilities(caps((name, 1, 0))))
+
+
+def test_major_zero():
+    found = check_capabilities(caps(("com.example.batch", 0, 3)))
+    assert [(v.rule_id, v.path) for v in found] == [("OEV103", "profiles[1].major")]
+
+
+def test_duplicate_name_and_major_but_not_two_majors():
+    assert "OEV104" in rules(check_capabilities(caps(("acme.x", 1, 0), ("acme.x", 1, 2))))
+    assert "OEV104" not in rules(check_capabilities(caps(("acme.x", 1, 0), ("acme.x", 2, 0))))
+
+
+def test_unknown_standard_name_warns_vendor_passes():
+    found = check_capabilities(caps("openengine.teleport", "com.example.teleport"))
+    assert [(v.rule_id, v.severity, v.path) for v in found] == [("OEV105", Severity.WARNING, "profiles[1].name")]
+
+
+def test_unknown_major_warns_higher_minor_passes():
+    assert rules(check_capabilities(caps(("openengine.load", 2, 0)))) == {"OEV106"}
+    assert check_capabilities(caps(("openengine.load", 1, 9))) == []
+
+
+def test_capability_message_only_when_advertised():
+    msg = caps()
+    msg.kv.SetInParent()
+    assert [(v.rule_id, v.path) for v in check_capabilities(msg)] == [("OEV110", "kv")]
+    ok = caps("openengine.kv")
+    ok.kv.SetInParent()
+    assert check_capabilities(ok) == []
+
+
+@pytest.mark.parametrize("field,limit,bad,good", [
+    ("generation", "max_logprobs", 1025, 1024),
+    ("generation", "max_sequences", 0, 1),
+    ("observability", "min_watch_interval_ms", 0, 1),
+    ("adapters", "max_lora_rank", 513, 512),
+    ("admin", "max_sleep_level", 9, 8),
+    ("encoder", "handle_ttl_ms", 0, 1),
+])
+def test_limit_ranges(field, limit, bad, good):
+    owner = {"generation": (), "observability": ("openengine.load",), "adapters": ("openengine.adapters",),
+             "admin": ("openengine.admin",), "encoder": ("openengine.encoder",)}[field]
+    msg = caps(*owner)
+    setattr(getattr(msg, field), limit, bad)
+    found = check_capabilities(msg)
+    assert [(v.rule_id, v.path, v.value) for v in found] == [("OEV111", f"{field}.{limit}", bad)]
+    assert found[0].requirement == "REQ-CAP-008"
+    setattr(getattr(msg, field), limit, good)
+    assert check_capabilities(msg) == []
+
+
+def test_enum_values_outside_the_registry():
+    msg = caps()
+    msg.generation.guided_decoding_modes.extend([1, 0, 42])
+    found = check_capabilities(msg)
+    assert [(v.rule_id, v.path) for v in found] == [("OEV112", "generation.guided_decoding_modes[1]"),
+                                                   ("OEV112", "generation.guided_decoding_modes[2]")]
+
+
+def test_defaults_and_effective_values():
+    msg = caps("openengine.load")
+    msg.observability.min_watch_interval_ms = 5
+    eff = validate_capabilities(msg).limits["openengine.load"]
+    assert eff["min_watch_interval_ms"] == 5
+    assert eff["default_heartbeat_ms"] == DEFAULTS["openengine.load"]["default_heartbeat_ms"] == 1000
+    assert effective_limits(caps())["openengine.admin"]["pause_modes"] == ["abort"]
+    msg.generation.guided_decoding_modes.append(3)
+    assert effective_limits(msg)["openengine.core"]["guided_decoding_modes"] == ["regex"]
+
+
+def test_effective_value_of_unadvertised_profile_is_none():
+    report = validate_capabilities(caps())
+    assert report.effective("openengine.load", "max_watchers") is None
+    assert report.effective("openengine.core", "max_logprobs") == 20
+
+
+def test_prerequisite_missing_and_satisfied():
+    msg = capabilities_pb2.Capabilities(profiles=[profile("openengine.load")])
+    assert "OEV120" in rules(check_capabilities(msg))
+    assert "OEV120" not in rules(check_capabilities(caps("openengine.load")))
+
+
+@pytest.mark.parametrize("limits,names,bad", [
+    ({"speculative_decoding": True, "pipeline_parallel_size": 2}, (), True),
+    ({"speculative_decoding": True, "pipeline_parallel_size": 1}, (), False),
+    ({"speculative_decoding": True, "min_p": True}, (), True),
+    ({"speculative_decoding": True, "logit_bias": True}, (), True),
+    ({"speculative_decoding": True, "logits_post_processor": True}, (), True),
+    ({"speculative_decoding": True}, ("openengine.tasks",), True),
+    ({"speculative_decoding": False}, ("openengine.tasks",), False),
+    ({"logits_post_processor": True}, ("openengine.kv",), True),
+    ({"logits_post_processor": True}, (), False),
+])
+def test_incompatible_combinations_on_effective_values(limits, names, bad):
+    msg = caps(*names)
+    for key, value in limits.items():
+        setattr(msg.generation, key, value)
+    assert ("OEV121" in rules(check_capabilities(msg))) is bad
+
+
+def test_role_scope(engine_info):
+    msg = caps("openengine.kv")
+    found = validate_capabilities(msg, engine_info=engine_info).violations
+    assert [(v.rule_id, v.requirement) for v in found] == [("OEV130", "REQ-CAP-011")]
+    engine_info.role = common_pb2.ROLE_DECODE
+    assert validate_capabilities(msg, engine_info=engine_info).violations == ()
+
+
+def test_engine_info_role_and_revision(engine_info):
+    engine_info.role = common_pb2.ROLE_UNSPECIFIED
+    engine_info.capability_revision = 2
+    found = validate_capabilities(caps(revision=1), engine_info=engine_info).violations
+    assert {"OEV136", "OEV135"} <= rules(found)
+
+
+def _model(name, *names, **fields):
+    info = discovery_pb2.ModelInfo(model=name)
+    info.capabilities.profiles.extend(profile(n) for n in names)
+    for field, values in fields.items():
+        sub = getattr(info.capabilities, field)
+        sub.SetInParent()
+        for k, v in values.items():
+            setattr(sub, k, v)
+    return info
+
+
+def test_model_scope_rules(engine_info):
+    engine = caps("openengine.adapters", "openengine.load")
+    ok = validate_capabilities(engine, engine_info=engine_info,
+                               model_infos=[_model("m", "openengine.adapters", adapters={"max_loras": 3})])
+    assert ok.violations == ()
+    assert ok.effective("openengine.adapters", "max_loras", model="m") == 3
+    assert ok.effective("openengine.adapters", "max_loras") == 1
+
+    not_engine_wide = validate_capabilities(caps(), model_infos=[_model("m", "openengine.tasks")])
+    assert rules(not_engine_wide.violations) == {"OEV131"}
+    unlisted = validate_capabilities(engine, model_infos=[_model("m", adapters={"max_loras": 2})])
+    assert rules(unlisted.violations) == {"OEV132"}
+    not_model_scoped = validate_capabilities(engine, model_infos=[_model("m", "openengine.load")])
+    assert rules(not_model_scoped.violations) == {"OEV133"}
+    unused = validate_capabilities(engine, engine_info=engine_info, model_infos=[_model("m")])
+    assert rules(unused.violations) == {"OEV134"}
+    out_of_range = validate_capabilities(engine, model_infos=[_model("m", "openengine.adapters",
+                                                                     adapters={"max_loras": 0})])
+    assert [v.path for v in out_of_range.violations] == ["model_info[0].capabilities.adapters.max_loras"]
+
+
+def test_every_violation_is_reported_not_only_the_first():
+    msg = capabilities_pb2.Capabilities(profiles=[profile("Bad", 0)])
+    msg.generation.max_logprobs = 5000
+    msg.kv.kv_block_size = 0
+    assert {"OEV101", "OEV102", "OEV103", "OEV110", "OEV111"} <= rules(check_capabilities(msg))
+
+
+def test_every_rule_cites_a_requirement_of_the_spec():
+    from codegen.spec import load_requirements
+
+    known = {r.id for r in load_requirements("spec")}
+    cited = {r.requirement for r in RULES.values() if r.requirement}
+    assert cited - known == set()
