@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "generate": "codegen.commands.generate",
     "engine": "codegen.commands.engine",
     "validate": "codegen.commands.validate",
+    "conformance": "codegen.commands.conformance",
     "breaking": "codegen.commands.breaking",
     "spec": "codegen.commands.spec",
 }

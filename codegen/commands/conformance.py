@@ -1,0 +1,112 @@
+"""oespec conformance: run the conformance suite against a running engine, requirement by
+requirement."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "run the conformance suite against an engine (--target HOST:PORT)"
+
+EXIT_USAGE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="HOST:PORT", help="the engine to check")
+    parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                        help="run only this profile's cases (short or full name; repeatable); a "
+                             "named profile that is not advertised is forced")
+    parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                        help="run only cases whose id matches this glob (repeatable)")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="report format on stdout (default: text)")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    parser.add_argument("--expected-failures", metavar="FILE",
+                        help="YAML/JSON list of {case, reason}: those failures are reported as "
+                             "xfail; one that passes is stale and fails the run")
+    parser.add_argument("--admin-token", help="bearer token for openengine.v1.Admin (enables the "
+                                              "cases that pause, resume, sleep or reconfigure)")
+    parser.add_argument("--admin-target", metavar="HOST:PORT",
+                        help="address of the Admin service when it has its own")
+    parser.add_argument("--admin-limited-token",
+                        help="a valid token that lacks admin permissions (PERMISSION_DENIED case)")
+    parser.add_argument("--shutdown-command", metavar="CMD",
+                        help="shell command that starts the engine's graceful shutdown; enables "
+                             "the shutdown case, which runs last")
+    parser.add_argument("--rpc-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="deadline of every call (default: 5)")
+    parser.add_argument("--case-timeout", type=float, default=20.0, metavar="SECONDS",
+                        help="longest a case may take (default: 20)")
+    parser.add_argument("--max-message-bytes", type=int, default=4 * 1024 * 1024,
+                        help="largest message accepted from the engine (default: 4 MiB)")
+    parser.add_argument("--spec", metavar="DIR", help="spec folder for the requirement matrix "
+                                                      "(default: ./spec when present)")
+    parser.add_argument("--matrix", action="store_true",
+                        help="print the requirement-to-case matrix and coverage, then exit")
+    parser.add_argument("--list", action="store_true", help="print every case and exit")
+
+
+def _err(message: str) -> int:
+    sys.stderr.write(f"oespec conformance: {message}\n")
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    from openengine.conformance import (
+        ExpectedFailuresError, Options, Progress, all_cases, coverage, load_expected_failures,
+        render_json, render_junit, render_matrix, render_text, run_suite,
+    )
+
+    try:
+        cases = all_cases()
+    except ImportError as err:
+        return _err(f"the Python bindings are missing ({err}); run `make bindings`")
+    if args.list:
+        for c in cases:
+            when = " (when absent)" if c.when == "absent" else ""
+            sys.stdout.write(f"{c.id:<44} {c.profile}{when}  {','.join(c.requirements)}  {c.title}\n")
+        return 0
+    if args.matrix:
+        try:
+            cov = coverage(cases, spec_dir=args.spec)
+        except Exception as err:
+            return _err(str(err))
+        sys.stdout.write(render_matrix(cov))
+        return 0 if not cov.uncovered else 1
+    if not args.target:
+        return _err("--target HOST:PORT is required (or --matrix / --list)")
+    expected = {}
+    if args.expected_failures:
+        try:
+            expected = load_expected_failures(args.expected_failures,
+                                              known_cases={c.id for c in cases})
+        except ExpectedFailuresError as err:
+            return _err(str(err))
+    if args.rpc_timeout <= 0 or args.case_timeout <= 0:
+        return _err("timeouts must be positive")
+    options = Options(target=args.target, rpc_timeout=args.rpc_timeout,
+                      case_timeout=args.case_timeout, max_message_bytes=args.max_message_bytes,
+                      admin_target=args.admin_target, admin_token=args.admin_token,
+                      admin_limited_token=args.admin_limited_token,
+                      shutdown_command=args.shutdown_command)
+    progress = Progress(sys.stdout) if args.format == "text" else None
+    import asyncio
+
+    try:
+        report = asyncio.run(run_suite(options, profiles=args.profile or None,
+                                       patterns=args.case or None, expected=expected,
+                                       progress=progress, spec_dir=args.spec))
+    except ValueError as err:
+        return _err(str(err))
+    if progress:
+        progress.finish()
+        sys.stdout.write(render_text(report, include_results=progress.live))
+    else:
+        sys.stdout.write(render_json(report))
+    if args.junit:
+        try:
+            with open(args.junit, "w", encoding="utf-8") as fh:
+                fh.write(render_junit(report))
+        except OSError as err:
+            return _err(f"cannot write {args.junit}: {err.strerror}")
+    return report.exit_code

@@ -1,0 +1,14 @@
+"""The conformance test cases. Importing this package registers every case in `CASES`."""
+
+from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, case, expect
+
+
+def all_cases() -> list[Case]:
+    """Every registered case, in registration order (the order they run in)."""
+    from openengine.conformance.cases import (  # noqa: F401  (imported for registration)
+        capabilities, control, core, health, load, optional,
+    )
+    return list(CASES)
+
+
+__all__ = ["CASES", "Case", "Failed", "Skipped", "all_cases", "case", "expect"]

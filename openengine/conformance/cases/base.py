@@ -1,0 +1,76 @@
+"""Test cases as data: an id, the profile it belongs to, the requirements it checks, a function.
+
+A case is an `async def case(ctx) -> str | None` registered with `@case(...)`. It returns
+normally to pass (optionally with a note), raises `Failed` when the engine broke a requirement,
+`Skipped` when it cannot run here (a feature not offered, a credential not given). Anything else
+it raises is an `error` outcome: the case could not reach a verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+CaseFn = Callable[["object"], Awaitable["str | None"]]
+
+_ID_RE = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
+_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}$")
+
+
+class Failed(Exception):
+    """The engine did not do what the cited requirement says."""
+
+
+class Skipped(Exception):
+    """The case cannot run against this engine or with these options; the reason says why."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    profile: str                      # full profile name; the case runs when it is advertised
+    requirements: tuple[str, ...]
+    title: str
+    fn: CaseFn = field(compare=False, repr=False)
+    # `absent`: runs when the profile is NOT advertised (honest absence).
+    when: str = "advertised"
+    # Cases that leave the engine unable to serve (drain, shutdown) run after all others.
+    disruptive: bool = False
+    timeout: float | None = None      # overrides the runner's per-case timeout
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+CASES: list[Case] = []
+
+
+def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], title: str,
+         when: str = "advertised", disruptive: bool = False, timeout: float | None = None
+         ) -> Callable[[CaseFn], CaseFn]:
+    """Register a case. Ids and citations are checked here so a typo fails at import."""
+    if not _ID_RE.match(case_id):
+        raise ValueError(f"case id {case_id!r} is not dotted lower-case words")
+    if not requires:
+        raise ValueError(f"case {case_id} cites no requirement")
+    for req in requires:
+        if not _REQ_RE.match(req):
+            raise ValueError(f"case {case_id} cites malformed requirement id {req!r}")
+    if when not in ("advertised", "absent"):
+        raise ValueError(f"case {case_id}: unknown when={when!r}")
+
+    def register(fn: CaseFn) -> CaseFn:
+        if any(c.id == case_id for c in CASES):
+            raise ValueError(f"case id {case_id} registered twice")
+        CASES.append(Case(case_id, profile, tuple(requires), title, fn, when, disruptive, timeout))
+        return fn
+
+    return register
+
+
+def expect(condition: bool, reason: str) -> None:
+    """Fail the case with `reason` unless `condition` holds."""
+    if not condition:
+        raise Failed(reason)

@@ -1,0 +1,69 @@
+"""What the engine advertises, judged by the generated validators (`openengine.validate`).
+
+The runner does not re-implement capability rules: it validates the discovery answers once and
+gives each requirement its own case, so a report says which rule broke. Validator rule ids are
+grouped here by the requirement they enforce.
+"""
+
+from __future__ import annotations
+
+from openengine.conformance.cases.base import case, expect
+from openengine.conformance.context import Context
+from openengine.conformance.contract import CORE
+
+GROUPS = [
+    ("capabilities.names-canonical", ("REQ-CAP-001",), ("OEV102",),
+     "every profile name is canonical"),
+    ("capabilities.majors-positive", ("REQ-CAP-002",), ("OEV103",),
+     "every profile major version is at least 1"),
+    ("capabilities.no-duplicates", ("REQ-CAP-003",), ("OEV104",),
+     "no (name, major) is advertised twice"),
+    ("capabilities.reserved-names", ("REQ-CAP-004",), ("OEV105", "OEV106"),
+     "every openengine.* name and major is one the registry defines"),
+    ("capabilities.submessages-advertised", ("REQ-CAP-006",), ("OEV110",),
+     "capability messages are set only for advertised profiles"),
+    ("capabilities.limits-in-range", ("REQ-CAP-008",), ("OEV111", "OEV112", "OEV113"),
+     "every limit set has its type and lies in its documented range"),
+    ("capabilities.combinations", ("REQ-CAP-010",), ("OEV120", "OEV121"),
+     "prerequisites are advertised and no incompatible combination is"),
+    ("capabilities.role-scope", ("REQ-CAP-011",), ("OEV130", "OEV136"),
+     "role-scoped profiles only for the roles they allow; EngineInfo has a role"),
+    ("capabilities.model-scope", ("REQ-CAP-012",), ("OEV131", "OEV132", "OEV133", "OEV134"),
+     "model-scoped profiles are listed by exactly the models that support them"),
+    ("core.discovery.revision", ("REQ-REV-001",), ("OEV135",),
+     "capability revision is non-zero and the same in EngineInfo and Capabilities"),
+]
+
+
+def report(ctx: Context):
+    """The validators' verdict on this run's discovery answers (computed once per discovery)."""
+    from openengine.validate import validate_capabilities
+
+    d = ctx.discovery
+    key = (id(d.capabilities), id(d.engine_info), len(d.models))
+    cached = getattr(ctx, "_cap_report", None)
+    if cached is None or cached[0] != key:
+        cached = (key, validate_capabilities(d.capabilities, engine_info=d.engine_info,
+                                             model_infos=list(d.models.values())))
+        ctx._cap_report = cached
+    return cached[1]
+
+
+def _group_case(rule_ids: tuple[str, ...]):
+    async def run(ctx: Context):
+        found = [v for v in report(ctx).violations if v.rule_id in rule_ids]
+        expect(not found, "; ".join(f"{v.rule_id} {v.path}: {v.message}" for v in found))
+    return run
+
+
+for _id, _reqs, _rules, _title in GROUPS:
+    case(_id, profile=CORE, requires=_reqs, title=_title)(_group_case(_rules))
+
+
+@case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001",),
+      title="Capabilities.profiles lists openengine.core exactly once")
+async def core_listed(ctx: Context):
+    count = sum(1 for p in ctx.capabilities.profiles if p.name == CORE)
+    missing = [v for v in report(ctx).violations if v.rule_id == "OEV101"]
+    expect(not missing and count >= 1, "openengine.core is not advertised")
+    expect(count == 1, f"openengine.core is listed {count} times")

@@ -1,0 +1,413 @@
+"""Core cases: discovery, the RPCs each advertised profile must serve (and each unadvertised one
+must refuse), streaming generation, and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+
+from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.context import Context, rpc_error, status_name
+from openengine.conformance.contract import CORE, RpcInfo, load_contract
+
+# Probing these with a request would change the engine's state for the rest of the run; their
+# own cases (admin.*) exercise them instead.
+DISRUPTIVE_METHODS = {"Drain", "PauseGeneration", "Sleep"}
+STREAM_PROBE_SECONDS = 0.5
+
+
+def _probe_request(ctx: Context, rpc: RpcInfo):
+    """A request that is valid where that is easy, and harmless whatever the engine does."""
+    req = rpc.request()
+    name = rpc.method
+    if name == "Generate":
+        return ctx.generate_request(max_tokens=1)
+    if name == "GetModelInfo":
+        req.model = ctx.model
+    elif name == "Abort":
+        req.request_ids.values.append("conformance-probe-no-such-request")
+    elif name == "UpdateConfig":
+        req.validate_only = True
+    elif name == "Check" or name == "Watch":
+        req.service = ""
+    return req
+
+
+async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None) -> tuple[grpc.StatusCode | None, object]:
+    """Call one RPC; the status it ended with (None: a stream that stays open) and its answer."""
+    call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
+    if not rpc.server_streaming:
+        try:
+            return grpc.StatusCode.OK, await call
+        except grpc.aio.AioRpcError as err:
+            return err.code(), None
+    try:
+        first = await asyncio.wait_for(call.read(), STREAM_PROBE_SECONDS)
+    except asyncio.TimeoutError:
+        call.cancel()
+        return None, None
+    except grpc.aio.AioRpcError as err:
+        return err.code(), None
+    if first is grpc.aio.EOF:
+        return await call.code(), None
+    call.cancel()
+    return None, first
+
+
+async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
+    """Release what a probe may have created (a session, an adapter)."""
+    from openengine.v1 import adapters_pb2, sessions_pb2
+
+    with contextlib.suppress(Exception):
+        if rpc.method == "OpenSession" and answer is not None and answer.session.session_id:
+            await ctx.sessions.CloseSession(
+                sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
+        if rpc.method == "LoadAdapter" and answer is not None and answer.adapter.name:
+            await ctx.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(
+                name=answer.adapter.name, model=answer.adapter.model))
+
+
+def _served_case(profile: str):
+    async def run(ctx: Context):
+        advertised = {p.name: (p.major, p.minor) for p in ctx.capabilities.profiles}
+        version = advertised.get(profile, ctx.contract.profiles[profile].version)
+        missing, checked = [], 0
+        for rpc in ctx.contract.profiles[profile].rpcs:
+            if rpc.since[0] != version[0] or rpc.since > version:
+                continue
+            if rpc.method in DISRUPTIVE_METHODS:
+                continue
+            md = None
+            if rpc.service.endswith(".Admin") and ctx.options.admin_token:
+                md = (("authorization", f"Bearer {ctx.options.admin_token}"),)
+            code, answer = await _probe(ctx, rpc, metadata=md)
+            await _undo_probe(ctx, rpc, answer)
+            checked += 1
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                missing.append(rpc.full_name)
+        expect(not missing, f"advertised {profile} {version[0]}.{version[1]} but "
+                            f"{', '.join(missing)} answered UNIMPLEMENTED")
+        return f"{checked} RPCs answered"
+    return run
+
+
+def _absent_case(profile: str):
+    async def run(ctx: Context):
+        answered = []
+        for rpc in ctx.contract.profiles[profile].rpcs:
+            # Never with credentials: an unadvertised Admin must refuse before looking at them.
+            code, answer = await _probe(ctx, rpc)
+            await _undo_probe(ctx, rpc, answer)
+            if code != grpc.StatusCode.UNIMPLEMENTED:
+                shown = "kept the stream open" if code is None else f"answered {status_name(code)}"
+                answered.append(f"{rpc.full_name} {shown}")
+        expect(not answered, f"{profile} is not advertised, but " + "; ".join(answered))
+        return f"{len(ctx.contract.profiles[profile].rpcs)} RPCs answered UNIMPLEMENTED"
+    return run
+
+
+def _register_profile_cases() -> None:
+    for info in load_contract().profiles.values():
+        case(f"{info.short}.rpcs.served", profile=info.name,
+             requires=("REQ-CORE-001", "REQ-SVC-001") if info.name == CORE
+             else ("REQ-CORE-002", "REQ-CORE-006", "REQ-SVC-001"),
+             title=f"every RPC of {info.name} up to the advertised version is served"
+             )(_served_case(info.name))
+        if info.name != CORE:
+            case(f"{info.short}.absent.unimplemented", profile=info.name, when="absent",
+                 requires=("REQ-CORE-003", "REQ-SVC-004"),
+                 title=f"{info.name} is not advertised, so its RPCs answer UNIMPLEMENTED"
+                 )(_absent_case(info.name))
+
+
+# ------------------------------------------------------------------------------------------------
+# Discovery
+
+@case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001",),
+      title="GetEngineInfo, GetCapabilities and GetModelInfo of every served model answer")
+async def discovery_answers(ctx: Context):
+    d = ctx.discovery
+    expect(d.error is None, d.error or "")
+    expect(bool(d.engine_info.served_models), "EngineInfo.served_models is empty")
+    return f"{len(d.models)} model(s)"
+
+
+@case("core.discovery.instance-id", profile=CORE, requires=("REQ-REV-002", "REQ-LOAD-002"),
+      title="EngineInfo.instance_id is set and stable across reads")
+async def instance_id(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    first = ctx.engine_info.instance_id
+    expect(bool(first), "EngineInfo.instance_id is empty")
+    again = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    expect(again.instance_id == first,
+           f"EngineInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")
+
+
+@case("core.capabilities.stable", profile=CORE, requires=("REQ-CORE-005",),
+      title="the profile list does not change with load or health")
+async def capabilities_stable(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    def key(caps):
+        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
+
+    before = key(ctx.capabilities)
+    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
+    call = ctx.inference.Generate(req)
+    try:
+        await call.read()
+        busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
+        expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
+    finally:
+        call.cancel()
+    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+        async with ctx.paused():
+            paused = key(await ctx.discovery_rpc.GetCapabilities(
+                discovery_pb2.GetCapabilitiesRequest()))
+        expect(paused == before, f"profiles while paused {paused} != at start {before}")
+        return "checked while busy and while paused"
+    return "checked while busy (pausing needs --admin-token)"
+
+
+# ------------------------------------------------------------------------------------------------
+# Generation
+
+def _finals(responses) -> dict[int, object]:
+    return {r.final.index: r.final for r in responses if r.WhichOneof("kind") == "final"}
+
+
+@case("core.generate.stream", profile=CORE, requires=("REQ-CORE-001",),
+      title="Generate streams chunks, then one final with finish reason and usage, then OK")
+async def generate_stream(ctx: Context):
+    from openengine.v1 import generation_pb2
+
+    responses = await ctx.generate(ctx.generate_request(max_tokens=6))
+    kinds = [r.WhichOneof("kind") for r in responses]
+    expect(kinds, "the stream ended without any message")
+    expect("error" not in kinds, f"the stream carried an error: {responses[kinds.index('error')].error}")
+    expect(kinds[-1] == "final", f"the last message is {kinds[-1]!r}, not the final response")
+    expect(kinds.count("final") == 1, f"{kinds.count('final')} finals for one sequence")
+    final = responses[-1].final
+    expect(final.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED,
+           "GenerateFinal.finish_reason is not set")
+    expect(final.HasField("usage"), "GenerateFinal.usage is not set")
+    tokens = sum(len(r.chunk.token_ids) for r in responses if r.HasField("chunk")) + len(final.token_ids)
+    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated")
+    expect(final.usage.completion_tokens == tokens,
+           f"usage.completion_tokens {final.usage.completion_tokens} != {tokens} tokens streamed")
+
+
+@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-001",),
+      title="each of n sequences ends with exactly one final, and nothing follows the last")
+async def generate_terminal(ctx: Context):
+    n = min(2, int(ctx.limit(CORE, "max_sequences")))
+    responses = await ctx.generate(ctx.generate_request(max_tokens=4, n=n))
+    kinds = [r.WhichOneof("kind") for r in responses]
+    expect("error" not in kinds, "the stream carried an error")
+    finals = [r.final.index for r in responses if r.HasField("final")]
+    expect(sorted(finals) == list(range(n)), f"finals for indexes {finals}, expected 0..{n - 1}")
+    last_final = max(i for i, k in enumerate(kinds) if k == "final")
+    seen_final: set[int] = set()
+    for r in responses:
+        if r.HasField("final"):
+            seen_final.add(r.final.index)
+        elif r.HasField("chunk"):
+            expect(r.chunk.index not in seen_final,
+                   f"a chunk of sequence {r.chunk.index} followed its final")
+    expect(last_final == len(kinds) - 1, "messages followed the last final")
+
+
+@case("core.generate.limits", profile=CORE, requires=("REQ-CAP-009", "REQ-SVC-003"),
+      title="a request beyond an advertised limit is refused with INVALID_ARGUMENT; one within is accepted")
+async def generate_limits(ctx: Context):
+    max_seq = int(ctx.limit(CORE, "max_sequences"))
+    max_lp = int(ctx.limit(CORE, "max_logprobs"))
+    await ctx.generate(ctx.generate_request(max_tokens=2, n=max_seq, logprobs=max_lp))
+    problems = []
+    for field, value in (("n", max_seq + 1), ("logprobs", max_lp + 1)):
+        call = ctx.inference.Generate(ctx.generate_request(max_tokens=2, **{field: value}))
+        try:
+            got = [m async for m in call]
+            problems.append(f"{field}={value} was accepted ({len(got)} messages)")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"{field}={value} failed with {status_name(err.code())}, "
+                                "not INVALID_ARGUMENT")
+    expect(not problems, "; ".join(problems))
+
+
+# ------------------------------------------------------------------------------------------------
+# Cancellation
+
+def _aborted(responses) -> bool:
+    """The stream ended as REQ-SVC-002 says a failure after acceptance ends: one EngineError."""
+    from openengine.v1 import common_pb2
+
+    return bool(responses) and responses[-1].HasField("error") \
+        and responses[-1].error.code == common_pb2.ERROR_CODE_ABORTED
+
+
+async def _abort_running(ctx: Context, abort_request_for) -> str:
+    """Start a long request, abort it once it streams, and check how its stream ends."""
+    from openengine.v1 import lifecycle_pb2
+
+    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
+    call = ctx.inference.Generate(req)
+    responses = []
+    try:
+        first = await call.read()
+        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        responses.append(first)
+        aborted = await ctx.lifecycle.Abort(abort_request_for(req, lifecycle_pb2))
+        async for msg in call:
+            responses.append(msg)
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, "the aborted Generate stream") from None
+    finally:
+        call.cancel()
+    if not _aborted(responses):
+        if aborted.aborted == 0 and responses[-1].HasField("final"):
+            raise Skipped("the request finished before Abort reached it (engine too fast)")
+        last = responses[-1]
+        shown = (f"final with finish reason {last.final.finish_reason}" if last.HasField("final")
+                 else last.WhichOneof("kind"))
+        raise Failed(f"Abort answered aborted={aborted.aborted} but the stream ended with "
+                     f"{shown}, not a terminal EngineError with code ERROR_CODE_ABORTED")
+    errors = [r for r in responses if r.HasField("error")]
+    expect(len(errors) == 1, f"{len(errors)} EngineError messages on one stream")
+    code = await call.code()
+    expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
+    expect(aborted.aborted >= 1, f"AbortResponse.aborted is {aborted.aborted}, expected >= 1")
+    return f"aborted after {len(responses)} messages"
+
+
+@case("core.abort.by-id", profile=CORE, requires=("REQ-CORE-001", "REQ-SVC-002"),
+      title="Abort by request id ends the running stream with an aborted terminal message, then OK")
+async def abort_by_id(ctx: Context):
+    return await _abort_running(ctx, lambda req, pb: _by_id(req))
+
+
+def _by_id(req):
+    from openengine.v1 import common_pb2, lifecycle_pb2
+
+    return lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[req.request_id]))
+
+
+@case("core.abort.all", profile=CORE, requires=("REQ-CORE-001", "REQ-SVC-002"),
+      title="Abort(all) ends every running stream")
+async def abort_all(ctx: Context):
+    return await _abort_running(ctx, lambda req, pb: pb.AbortRequest(all=True))
+
+
+@case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-001",),
+      title="a request the client cancels is freed (a later Abort finds nothing to abort)")
+async def client_cancel(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    use_load = ctx.advertised("openengine.load")
+    if use_load:
+        baseline = (await ctx.observability.GetLoad(load_pb2.GetLoadRequest())).running_requests
+    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
+    call = ctx.inference.Generate(req)
+    first = await call.read()
+    expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+    call.cancel()
+    if use_load:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 2.0
+        while (await ctx.observability.GetLoad(load_pb2.GetLoadRequest())).running_requests > baseline:
+            if loop.time() > end:
+                raise Failed("2 s after the client cancelled, GetLoad still counts the request "
+                             "as running")
+            await asyncio.sleep(0.02)
+    else:
+        await asyncio.sleep(0.3)
+    left = await ctx.lifecycle.Abort(_by_id(req))
+    expect(left.aborted == 0, "after the client cancelled, Abort still found the request running")
+
+
+_register_profile_cases()
+
+
+@case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
+      title="within one revision, GetCapabilities, GetModelInfo and GetEngineInfo answer the same")
+async def discovery_stable(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+    info = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    if info.capability_revision != ctx.engine_info.capability_revision:
+        raise Skipped("the revision changed between reads")
+    expect(caps == ctx.capabilities, "GetCapabilities answered differently within one revision")
+    before = ctx.engine_info
+    for name in ("role", "parallelism", "served_models"):
+        expect(getattr(info, name) == getattr(before, name),
+               f"EngineInfo.{name} changed within one revision")
+    for model, was in ctx.discovery.models.items():
+        now = await ctx.discovery_rpc.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=model))
+        expect(now == was, f"GetModelInfo({model!r}) answered differently within one revision")
+
+
+@case("core.revision.unchanged-by-state", profile=CORE, requires=("REQ-REV-004",),
+      title="requests, load changes and pause/resume leave the capability revision unchanged")
+async def revision_unchanged(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    before = ctx.engine_info.capability_revision
+    await ctx.generate(ctx.generate_request(max_tokens=3))
+    done = ["a request"]
+    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+        async with ctx.paused():
+            mid = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+            expect(mid.capability_revision == before,
+                   f"pausing changed the revision {before} -> {mid.capability_revision}")
+        done.append("pause/resume")
+    after = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    expect(after.capability_revision == before,
+           f"the revision changed {before} -> {after.capability_revision} after " + " and ".join(done))
+    return "after " + " and ".join(done)
+
+
+@case("core.services.names", profile=CORE, requires=("REQ-SVC-001",),
+      title="RPCs are not served under short, mis-cased or other services' names")
+async def service_names(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    wrong = ["/Discovery/GetEngineInfo", "/openengine.v1.discovery/GetEngineInfo",
+             "/openengine.v1.Inference/GetEngineInfo", "/openengine.Discovery/GetEngineInfo"]
+    answered = []
+    for path in wrong:
+        multi = ctx.channel.unary_unary(
+            path, request_serializer=discovery_pb2.GetEngineInfoRequest.SerializeToString,
+            response_deserializer=discovery_pb2.EngineInfo.FromString)
+        try:
+            await multi(discovery_pb2.GetEngineInfoRequest(), timeout=ctx.options.rpc_timeout)
+            answered.append(path)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                answered.append(f"{path} ({status_name(err.code())})")
+    expect(not answered, "served under a wrong name: " + ", ".join(answered))
+
+
+@case("core.generate.not-found", profile=CORE, requires=("REQ-SVC-003",),
+      title="a request naming an unknown model (adapter, session) fails NOT_FOUND before any message")
+async def generate_not_found(ctx: Context):
+    tries = [("model", lambda r: setattr(r, "model", "conformance-no-such-model"))]
+    if ctx.advertised("openengine.adapters"):
+        tries.append(("adapter", lambda r: setattr(r, "adapter", "conformance-no-such-adapter")))
+    if ctx.advertised("openengine.sessions"):
+        tries.append(("session", lambda r: setattr(r, "session_id", "conformance-no-such-session")))
+    problems = []
+    for what, change in tries:
+        req = ctx.generate_request(max_tokens=1)
+        change(req)
+        try:
+            got = await ctx.generate(req)
+            problems.append(f"an unknown {what} was served ({len(got)} messages)")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.NOT_FOUND:
+                problems.append(f"an unknown {what} failed with {status_name(err.code())}")
+    expect(not problems, "; ".join(problems))

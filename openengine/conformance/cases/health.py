@@ -1,0 +1,217 @@
+"""Standard health (`grpc.health.v1.Health`): names, Check, Watch, and the statuses that follow
+the engine's run state (observed by pausing through Admin when the runner may)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from openengine.conformance.cases.base import Failed, case, expect
+from openengine.conformance.context import Context, status_name
+from openengine.conformance.contract import CORE
+
+S = health_pb2.HealthCheckResponse
+INFERENCE = "openengine.v1.Inference"
+WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
+FIRST_MESSAGE_SECONDS = 1.0
+
+
+def _name(status: int) -> str:
+    return S.ServingStatus.Name(status)
+
+
+@case("health.served", profile=CORE, requires=("REQ-HEALTH-001",),
+      title="grpc.health.v1.Health Check and Watch are served")
+async def served(ctx: Context):
+    try:
+        await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
+    except grpc.aio.AioRpcError as err:
+        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}") from None
+    call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=""))
+    try:
+        first = await asyncio.wait_for(call.read(), FIRST_MESSAGE_SECONDS)
+    except grpc.aio.AioRpcError as err:
+        raise Failed(f"Health/Watch(\"\") failed with {status_name(err.code())}") from None
+    except asyncio.TimeoutError:
+        raise Failed(f"Health/Watch(\"\") sent nothing within {FIRST_MESSAGE_SECONDS} s") from None
+    finally:
+        call.cancel()
+    expect(first is not grpc.aio.EOF, "Health/Watch(\"\") ended without a message")
+
+
+@case("health.check.advertised-services", profile=CORE, requires=("REQ-HEALTH-002",),
+      title="Check answers SERVING or NOT_SERVING for every advertised service")
+async def check_advertised(ctx: Context):
+    problems = []
+    for service in ctx.advertised_services:
+        try:
+            status = await ctx.check_health(service)
+        except grpc.aio.AioRpcError as err:
+            problems.append(f"{service}: {status_name(err.code())}")
+            continue
+        if status not in (S.SERVING, S.NOT_SERVING):
+            problems.append(f"{service}: {_name(status)}")
+    expect(not problems, "Check for advertised services: " + "; ".join(problems))
+    return f"{len(ctx.advertised_services)} services"
+
+
+@case("health.check.unknown-not-found", profile=CORE, requires=("REQ-HEALTH-003",),
+      title="Check for an unknown, short, mis-cased or unadvertised service name fails NOT_FOUND")
+async def check_unknown(ctx: Context):
+    names = ["conformance.no.such.Service", "Inference", INFERENCE.lower(), INFERENCE.upper()]
+    names += [s for s in ctx.contract.all_services if s not in ctx.advertised_services]
+    problems = []
+    for name in names:
+        try:
+            status = await ctx.check_health(name)
+            problems.append(f"{name!r} answered {_name(status)}")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.NOT_FOUND:
+                problems.append(f"{name!r} failed with {status_name(err.code())}")
+    expect(not problems, "expected NOT_FOUND: " + "; ".join(problems))
+    return f"{len(names)} names"
+
+
+@case("health.check.overall", profile=CORE, requires=("REQ-HEALTH-004",),
+      title='Check("") is SERVING exactly when openengine.v1.Inference is')
+async def check_overall(ctx: Context):
+    overall, inference = await ctx.check_health(""), await ctx.check_health(INFERENCE)
+    expect((overall == S.SERVING) == (inference == S.SERVING),
+           f'Check("") is {_name(overall)} while {INFERENCE} is {_name(inference)}')
+    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+        async with ctx.paused():
+            await ctx.wait_health(INFERENCE, S.NOT_SERVING)
+            overall = await ctx.check_health("")
+            expect(overall == S.NOT_SERVING, f'while paused Check("") is {_name(overall)}')
+        return "checked serving and paused"
+    return "checked while serving (pausing needs --admin-token)"
+
+
+async def _first(call, what: str):
+    try:
+        msg = await asyncio.wait_for(call.read(), FIRST_MESSAGE_SECONDS)
+    except asyncio.TimeoutError:
+        raise Failed(f"{what} sent nothing within {FIRST_MESSAGE_SECONDS} s") from None
+    expect(msg is not grpc.aio.EOF, f"{what} ended without a message")
+    return msg
+
+
+@case("health.watch.first-message", profile=CORE, requires=("REQ-HEALTH-005",),
+      title="Watch sends the current status at once, for every advertised service")
+async def watch_first(ctx: Context):
+    for service in [""] + ctx.advertised_services:
+        current = await ctx.check_health(service)
+        call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=service),
+                                timeout=ctx.options.case_timeout)
+        try:
+            msg = await _first(call, f"Watch({service!r})")
+        finally:
+            call.cancel()
+        expect(msg.status == current,
+               f"Watch({service!r}) first sent {_name(msg.status)}, Check says {_name(current)}")
+
+
+@case("health.watch.change", profile=CORE, requires=("REQ-HEALTH-005", "REQ-HEALTH-007"),
+      title="Watch delivers NOT_SERVING when generation is paused and SERVING after resume")
+async def watch_change(ctx: Context):
+    ctx.admin()
+    call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=INFERENCE),
+                            timeout=ctx.options.case_timeout)
+    try:
+        first = await _first(call, f"Watch({INFERENCE!r})")
+        expect(first.status == S.SERVING, f"{INFERENCE} is {_name(first.status)} before the pause")
+
+        async def until(status):
+            while True:
+                msg = await call.read()
+                if msg is grpc.aio.EOF:
+                    raise Failed("the Watch stream ended")
+                if msg.status == status:
+                    return
+
+        async with ctx.paused():
+            try:
+                await asyncio.wait_for(until(S.NOT_SERVING), 2.0)
+            except asyncio.TimeoutError:
+                raise Failed("Watch did not deliver NOT_SERVING within 2 s of the pause") from None
+        try:
+            await asyncio.wait_for(until(S.SERVING), 2.0)
+        except asyncio.TimeoutError:
+            raise Failed("Watch did not deliver SERVING within 2 s of the resume") from None
+    finally:
+        call.cancel()
+
+
+@case("health.watch.unknown-service", profile=CORE, requires=("REQ-HEALTH-006",),
+      title="Watch for an unknown service sends SERVICE_UNKNOWN and keeps the stream open")
+async def watch_unknown(ctx: Context):
+    call = ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
+                            timeout=ctx.options.case_timeout)
+    try:
+        msg = await _first(call, "Watch(unknown)")
+        expect(msg.status == S.SERVICE_UNKNOWN, f"Watch(unknown) sent {_name(msg.status)}")
+        try:
+            nxt = await asyncio.wait_for(call.read(), 0.3)
+        except asyncio.TimeoutError:
+            return
+        if nxt is grpc.aio.EOF:
+            raise Failed(f"the stream ended with {status_name(await call.code())} after "
+                         "SERVICE_UNKNOWN")
+    except grpc.aio.AioRpcError as err:
+        raise Failed(f"Watch(unknown) failed with {status_name(err.code())}") from None
+    finally:
+        call.cancel()
+
+
+@case("health.pause.work-not-serving", profile=CORE, requires=("REQ-HEALTH-007",),
+      title="while paused every advertised work service is NOT_SERVING; after resume SERVING")
+async def pause_work(ctx: Context):
+    ctx.admin()
+    work = [s for s in WORK_SERVICES if s in ctx.advertised_services]
+    async with ctx.paused():
+        for service in work:
+            if not await ctx.wait_health(service, S.NOT_SERVING):
+                raise Failed(f"{service} is {_name(await ctx.check_health(service))} while paused")
+    for service in work:
+        if not await ctx.wait_health(service, S.SERVING):
+            raise Failed(f"{service} is {_name(await ctx.check_health(service))} after resume")
+
+
+@case("health.pause.work-unavailable", profile=CORE, requires=("REQ-HEALTH-008",),
+      title="Generate while paused fails UNAVAILABLE before any message")
+async def pause_unavailable(ctx: Context):
+    ctx.admin()
+    async with ctx.paused():
+        await ctx.wait_health(INFERENCE, S.NOT_SERVING)
+        call = ctx.inference.Generate(ctx.generate_request(max_tokens=2))
+        got = []
+        try:
+            async for msg in call:
+                got.append(msg)
+        except grpc.aio.AioRpcError as err:
+            expect(err.code() == grpc.StatusCode.UNAVAILABLE,
+                   f"Generate while paused failed with {status_name(err.code())}, not UNAVAILABLE")
+            expect(not got, f"{len(got)} messages were sent before the UNAVAILABLE status")
+            return
+        raise Failed(f"Generate while paused was served ({len(got)} messages)")
+
+
+@case("health.pause.control-serving", profile=CORE, requires=("REQ-HEALTH-009",),
+      title="while paused the control services stay SERVING and discovery answers")
+async def pause_control(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    ctx.admin()
+    control = [s for s in ctx.advertised_services if s not in WORK_SERVICES]
+    async with ctx.paused():
+        await ctx.wait_health(INFERENCE, S.NOT_SERVING)
+        bad = []
+        for service in control:
+            status = await ctx.check_health(service)
+            if status != S.SERVING:
+                bad.append(f"{service} is {_name(status)}")
+        expect(not bad, "while paused: " + "; ".join(bad))
+        await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    return f"{len(control)} control services"

@@ -1,0 +1,621 @@
+"""`openengine.load`: GetLoad and the WatchLoad stream (settings, clamping, snapshots, heartbeats,
+sequence and timestamps, backpressure, cancellation).
+
+Intervals are taken from the engine's advertised min/max so that the cases stay short: they ask
+for tens of milliseconds and check what the engine says it made of that. Timing checks use the
+server's own timestamps where the requirement is about spacing, and generous bounds where the
+runner's clock is involved, so a busy test machine does not make a conforming engine fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import grpc
+
+from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.context import Context, rpc_error, status_name
+
+LOAD = "openengine.load"
+UINT32_MAX = 2**32 - 1
+
+
+def _ms(ts) -> float:
+    return ts.seconds * 1000.0 + ts.nanos / 1e6
+
+
+@dataclass
+class Received:
+    msg: object
+    at: float          # runner clock (loop.time()), seconds
+
+    @property
+    def kind(self) -> str:
+        return self.msg.WhichOneof("kind")
+
+
+class Watch:
+    """One WatchLoad stream with bounded reads."""
+
+    def __init__(self, ctx: Context, *, channel=None, **fields):
+        from openengine.v1 import load_pb2
+
+        self.request = load_pb2.WatchLoadRequest(**fields)
+        stub = ctx.stub("observability", channel) if channel is not None else ctx.observability
+        self.call = stub.WatchLoad(self.request, timeout=ctx.options.case_timeout + 5)
+        self.loop = asyncio.get_running_loop()
+        self.received: list[Received] = []
+
+    async def read(self, timeout: float) -> Received | None:
+        """The next message, or None when nothing came within `timeout`. Fails on stream end."""
+        try:
+            msg = await asyncio.wait_for(self.call.read(), timeout)
+        except asyncio.TimeoutError:
+            return None
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, "WatchLoad") from None
+        if msg is grpc.aio.EOF:
+            raise Failed(f"the WatchLoad stream ended with {status_name(await self.call.code())}")
+        got = Received(msg, self.loop.time())
+        self.received.append(got)
+        return got
+
+    async def settings(self, timeout: float = 1.0):
+        got = await self.read(timeout)
+        expect(got is not None, f"no message within {timeout} s of opening WatchLoad")
+        expect(got.kind == "settings", f"the first message is {got.kind!r}, not settings")
+        return got.msg.settings
+
+    async def collect(self, seconds: float) -> list[Received]:
+        end = self.loop.time() + seconds
+        out = []
+        while (left := end - self.loop.time()) > 0:
+            got = await self.read(left)
+            if got is not None:
+                out.append(got)
+        return out
+
+    def cancel(self) -> None:
+        self.call.cancel()
+
+
+def _limits(ctx: Context) -> dict:
+    names = ("min_watch_interval_ms", "max_watch_interval_ms", "default_watch_interval_ms",
+             "default_heartbeat_ms", "max_watchers", "per_rank", "change_driven")
+    return {n: ctx.limit(LOAD, n) for n in names}
+
+
+def _clamp(value: int, lim: dict) -> int:
+    return max(int(lim["min_watch_interval_ms"]), min(int(lim["max_watch_interval_ms"]), value))
+
+
+def _fast_interval(lim: dict) -> int:
+    """A short interval the engine allows: 20 ms clamped into its range."""
+    return _clamp(20, lim)
+
+
+async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
+    w = Watch(ctx, **fields)
+    try:
+        return w, await w.settings()
+    except BaseException:
+        w.cancel()
+        raise
+
+
+# ------------------------------------------------------------------------------------------------
+# GetLoad and identity
+
+@case("load.getload.complete", profile=LOAD, requires=("REQ-LOAD-001",),
+      title="GetLoad returns a complete snapshot with timestamp; ranks only when asked and supported")
+async def getload_complete(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    expect(info.HasField("timestamp"), "LoadInfo.timestamp is not set")
+    expect(not info.ranks, f"{len(info.ranks)} ranks without per_rank")
+    ranked = await ctx.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
+    if ctx.limit(LOAD, "per_rank"):
+        dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
+        expect(len(ranked.ranks) == dp, f"per_rank: {len(ranked.ranks)} ranks, data_parallel_size {dp}")
+    else:
+        expect(not ranked.ranks, f"per_rank is not supported but {len(ranked.ranks)} ranks came")
+
+
+@case("load.instance-id", profile=LOAD, requires=("REQ-LOAD-002",),
+      title="GetLoad, WatchLoad settings and snapshots carry EngineInfo.instance_id")
+async def load_instance(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    want = ctx.engine_info.instance_id
+    info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}")
+    w, settings = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
+    try:
+        expect(settings.instance_id == want,
+               f"WatchLoadSettings.instance_id {settings.instance_id!r} != {want!r}")
+        got = await w.read(1.0)
+        expect(got is not None and got.kind == "snapshot", "no snapshot after the settings")
+        got_id = got.msg.snapshot.load.instance_id
+        expect(got_id == want, f"snapshot instance_id {got_id!r} != {want!r}")
+    finally:
+        w.cancel()
+
+
+# ------------------------------------------------------------------------------------------------
+# Settings
+
+@case("load.watch.settings-first", profile=LOAD, requires=("REQ-LOAD-004",),
+      title="the first message is settings with sequence 0, sent at once; no later message has settings")
+async def settings_first(ctx: Context):
+    lim = _limits(ctx)
+    # Nothing else is due for a long time: the settings must not wait for a timer.
+    w = Watch(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
+              initial_snapshot=False)
+    try:
+        settings = await w.settings(timeout=1.0)
+        expect(w.received[0].msg.sequence == 0,
+               f"the settings have sequence {w.received[0].msg.sequence}, not 0")
+    finally:
+        w.cancel()
+    w, _ = await _open(ctx, interval_ms=_fast_interval(lim))
+    try:
+        later = await w.collect(0.2)
+    finally:
+        w.cancel()
+    bad = [r.msg.sequence for r in later if r.kind == "settings"]
+    expect(not bad, f"messages with sequence {bad} carry settings again")
+    return f"interval {settings.interval_ms} ms"
+
+
+@case("load.watch.settings-effective", profile=LOAD, requires=("REQ-LOAD-005",),
+      title="settings report the effective values, instance id and current capability revision")
+async def settings_effective(ctx: Context):
+    lim = _limits(ctx)
+    interval = _fast_interval(lim)
+    w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=interval, initial_snapshot=False,
+                       per_rank=True)
+    w.cancel()
+    problems = []
+    if s.instance_id != ctx.engine_info.instance_id:
+        problems.append(f"instance_id {s.instance_id!r}")
+    if s.capability_revision != ctx.engine_info.capability_revision:
+        problems.append(f"capability_revision {s.capability_revision} != EngineInfo's "
+                        f"{ctx.engine_info.capability_revision}")
+    if s.interval_ms != interval:
+        problems.append(f"interval_ms {s.interval_ms}, asked {interval} (within range)")
+    if s.heartbeat_ms != interval:
+        problems.append(f"heartbeat_ms {s.heartbeat_ms}, asked {interval} (within range)")
+    if s.initial_snapshot:
+        problems.append("initial_snapshot true, asked false")
+    if s.per_rank != bool(lim["per_rank"]):
+        problems.append(f"per_rank {s.per_rank}, capability per_rank {lim['per_rank']}")
+    expect(not problems, "WatchLoadSettings: " + "; ".join(problems))
+
+
+@case("load.watch.interval-default", profile=LOAD, requires=("REQ-LOAD-006",),
+      title="an absent interval_ms gets default_watch_interval_ms")
+async def interval_default(ctx: Context):
+    want = int(ctx.limit(LOAD, "default_watch_interval_ms"))
+    w, s = await _open(ctx, heartbeat_ms=0, initial_snapshot=False)
+    w.cancel()
+    expect(s.interval_ms == want, f"effective interval {s.interval_ms} ms, default is {want} ms")
+
+
+@case("load.watch.interval-clamped", profile=LOAD, requires=("REQ-LOAD-006",),
+      title="out-of-range intervals are clamped into [min_watch_interval_ms, max_watch_interval_ms]")
+async def interval_clamped(ctx: Context):
+    lim = _limits(ctx)
+    lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
+    asks = [(_fast_interval(lim), _fast_interval(lim))]
+    if lo > 1:
+        asks.append((1, lo))
+    if hi < UINT32_MAX:
+        asks.append((hi + 1, hi))
+        asks.append((UINT32_MAX, hi))
+    problems = []
+    for asked, want in asks:
+        w, s = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
+        w.cancel()
+        if s.interval_ms != want:
+            problems.append(f"asked {asked} ms, got {s.interval_ms} ms, expected {want} ms")
+    expect(not problems, "; ".join(problems))
+    return f"range [{lo}, {hi}] ms, {len(asks)} requests"
+
+
+@case("load.watch.interval-zero", profile=LOAD, requires=("REQ-LOAD-007",),
+      title="interval 0 is change-driven (0) when change_driven, else min_watch_interval_ms")
+async def interval_zero(ctx: Context):
+    lim = _limits(ctx)
+    w, s = await _open(ctx, interval_ms=0, heartbeat_ms=0, initial_snapshot=False)
+    try:
+        if lim["change_driven"]:
+            expect(s.interval_ms == 0, f"change_driven engine made interval 0 into {s.interval_ms} ms")
+            quiet = await w.collect(0.2)
+            snaps = [r for r in quiet if r.kind == "snapshot"]
+            # An idle engine has no changes, so there is nothing to send; tolerate one that was
+            # already in flight.
+            expect(len(snaps) <= 1, f"{len(snaps)} snapshots in 200 ms on an idle change-driven stream")
+            return "change-driven"
+        want = int(lim["min_watch_interval_ms"])
+        expect(s.interval_ms == want, f"interval 0 without change_driven became {s.interval_ms} ms, "
+                                      f"expected min_watch_interval_ms {want}")
+        return "clamped to the minimum"
+    finally:
+        w.cancel()
+
+
+@case("load.watch.heartbeat-settings", profile=LOAD, requires=("REQ-LOAD-008",),
+      title="heartbeat: absent -> default_heartbeat_ms, 0 -> off, others clamped")
+async def heartbeat_settings(ctx: Context):
+    lim = _limits(ctx)
+    lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
+    asks: list[tuple[int | None, int]] = [(None, int(lim["default_heartbeat_ms"])), (0, 0),
+                                          (_fast_interval(lim), _fast_interval(lim))]
+    if lo > 1:
+        asks.append((1, lo))
+    if hi < UINT32_MAX:
+        asks.append((UINT32_MAX, hi))
+    problems = []
+    for asked, want in asks:
+        fields = {} if asked is None else {"heartbeat_ms": asked}
+        w, s = await _open(ctx, initial_snapshot=False, interval_ms=hi, **fields)
+        w.cancel()
+        if s.heartbeat_ms != want:
+            shown = "absent" if asked is None else f"{asked} ms"
+            problems.append(f"asked {shown}, got {s.heartbeat_ms} ms, expected {want} ms")
+    expect(not problems, "; ".join(problems))
+
+
+@case("load.watch.heartbeat-off", profile=LOAD, requires=("REQ-LOAD-008",),
+      title="with heartbeat 0 no heartbeat is sent")
+async def heartbeat_off(ctx: Context):
+    lim = _limits(ctx)
+    w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
+                       initial_snapshot=False)
+    try:
+        window = max(0.3, 5 * int(lim["min_watch_interval_ms"]) / 1000)
+        got = await w.collect(min(window, 1.0))
+    finally:
+        w.cancel()
+    beats = [r for r in got if r.kind == "heartbeat"]
+    expect(not beats, f"{len(beats)} heartbeats on a stream with heartbeats off")
+
+
+@case("load.watch.initial-snapshot-on", profile=LOAD, requires=("REQ-LOAD-009",),
+      title="by default (and when true) a snapshot of the current load follows the settings at once")
+async def initial_on(ctx: Context):
+    lim = _limits(ctx)
+    slow = _clamp(5000, lim)
+    for fields in ({}, {"initial_snapshot": True}):
+        w, _ = await _open(ctx, interval_ms=slow, heartbeat_ms=0, **fields)
+        try:
+            wait = min(1.0, slow / 2000)
+            got = await w.read(wait)
+        finally:
+            w.cancel()
+        shown = "initial_snapshot absent" if not fields else "initial_snapshot true"
+        expect(got is not None, f"{shown}: nothing followed the settings within {wait:.2f} s "
+                                f"(interval {slow} ms)")
+        expect(got.kind == "snapshot" and got.msg.sequence == 1,
+               f"{shown}: sequence {got.msg.sequence} is a {got.kind}, not the initial snapshot")
+
+
+@case("load.watch.initial-snapshot-off", profile=LOAD, requires=("REQ-LOAD-009",),
+      title="with initial_snapshot false the first snapshot is the first periodic one")
+async def initial_off(ctx: Context):
+    lim = _limits(ctx)
+    interval = _clamp(300, lim)
+    if interval > 3000:
+        raise Skipped(f"min_watch_interval_ms {interval} makes this case too slow")
+    w, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+    try:
+        got = await w.read(interval / 1000 * 3 + 1)
+    finally:
+        w.cancel()
+    expect(got is not None, f"no snapshot within 3 intervals ({interval} ms)")
+    gap = _ms(got.msg.timestamp) - _ms(w.received[0].msg.timestamp)
+    expect(gap >= interval * 0.5,
+           f"the first snapshot came {gap:.0f} ms after the settings, an interval is {interval} ms: "
+           "it was an initial snapshot")
+
+
+@case("load.watch.per-rank", profile=LOAD, requires=("REQ-LOAD-010",),
+      title="per_rank is honoured exactly when supported, with one entry per data-parallel rank")
+async def per_rank(ctx: Context):
+    lim = _limits(ctx)
+    supported = bool(lim["per_rank"])
+    dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
+    for asked in (False, True):
+        w, s = await _open(ctx, interval_ms=_fast_interval(lim), per_rank=asked)
+        try:
+            snap = await w.read(1.0)
+        finally:
+            w.cancel()
+        expect(s.per_rank == (asked and supported),
+               f"asked per_rank={asked}, capability {supported}, settings say {s.per_rank}")
+        expect(snap is not None and snap.kind == "snapshot", "no snapshot after the settings")
+        n = len(snap.msg.snapshot.load.ranks)
+        want = dp if s.per_rank else 0
+        expect(n == want, f"per_rank={s.per_rank}: {n} rank entries, expected {want}")
+
+
+@case("load.watch.max-watchers", profile=LOAD, requires=("REQ-LOAD-011", "REQ-SVC-004"),
+      title="one stream more than max_watchers fails RESOURCE_EXHAUSTED before any message")
+async def max_watchers(ctx: Context):
+    limit = int(ctx.limit(LOAD, "max_watchers"))
+    if limit > 256:
+        raise Skipped(f"max_watchers is {limit}; the case opens at most 256 streams")
+    lim = _limits(ctx)
+    interval = int(lim["max_watch_interval_ms"])
+    streams: list[Watch] = []
+    try:
+        for _ in range(limit):
+            w = Watch(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+            streams.append(w)
+        for w in streams:
+            await w.settings(timeout=2.0)
+        extra = Watch(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+        streams.append(extra)
+        try:
+            msg = await asyncio.wait_for(extra.call.read(), 2.0)
+        except grpc.aio.AioRpcError as err:
+            expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                   f"stream {limit + 1} failed with {status_name(err.code())}, not RESOURCE_EXHAUSTED")
+            return f"{limit} streams"
+        except asyncio.TimeoutError:
+            raise Failed(f"stream {limit + 1} neither failed nor sent anything") from None
+        if msg is grpc.aio.EOF:
+            code = await extra.call.code()
+            expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                   f"stream {limit + 1} ended with {status_name(code)}, not RESOURCE_EXHAUSTED")
+            return f"{limit} streams"
+        raise Failed(f"stream {limit + 1} was accepted (max_watchers is {limit})")
+    finally:
+        for w in streams:
+            w.cancel()
+
+
+# ------------------------------------------------------------------------------------------------
+# Updates, heartbeats, sequence, timestamps
+
+@case("load.watch.periodic", profile=LOAD, requires=("REQ-LOAD-012",),
+      title="one snapshot per interval, LoadInfo timestamps at least an interval apart")
+async def periodic(ctx: Context):
+    lim = _limits(ctx)
+    w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0, initial_snapshot=False)
+    n = s.interval_ms
+    if n == 0 or n > 200:
+        w.cancel()
+        raise Skipped(f"effective interval {n} ms")
+    try:
+        window = max(0.3, 12 * n / 1000)
+        got = [r for r in await w.collect(window) if r.kind == "snapshot"]
+    finally:
+        w.cancel()
+    expected = window * 1000 / n
+    expect(len(got) >= expected * 0.4,
+           f"{len(got)} snapshots in {window:.2f} s at interval {n} ms (expected about {expected:.0f})")
+    stamps = [_ms(r.msg.snapshot.load.timestamp) for r in got]
+    close = [(round(b - a, 1)) for a, b in zip(stamps, stamps[1:]) if b - a < n - 1]
+    expect(not close, f"consecutive periodic snapshots {close[:5]} ms apart, interval {n} ms")
+    return f"{len(got)} snapshots"
+
+
+@case("load.watch.heartbeat-idle", profile=LOAD, requires=("REQ-LOAD-013",),
+      title="an idle stream gets heartbeats every heartbeat_ms, never sooner")
+async def heartbeat_idle(ctx: Context):
+    lim = _limits(ctx)
+    h_req = _clamp(40, lim)
+    w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=h_req,
+                       initial_snapshot=False)
+    h = s.heartbeat_ms
+    if h == 0 or h > 500:
+        w.cancel()
+        raise Skipped(f"effective heartbeat {h} ms")
+    try:
+        window = max(0.35, 10 * h / 1000)
+        got = await w.collect(window)
+    finally:
+        w.cancel()
+    beats = [r for r in got if r.kind == "heartbeat"]
+    expected = window * 1000 / h
+    expect(len(beats) >= max(2, expected * 0.4),
+           f"{len(beats)} heartbeats in {window:.2f} s with heartbeat {h} ms on an idle stream")
+    times = [w.received[0]] + got
+    stamps = [_ms(r.msg.timestamp) for r in times]
+    soon = [round(b - a, 1) for a, b in zip(stamps, stamps[1:]) if b - a < h - 1]
+    expect(not soon, f"heartbeats {soon[:5]} ms after the previous message, heartbeat is {h} ms")
+    arrivals = [r.at for r in times]
+    worst = max(b - a for a, b in zip(arrivals, arrivals[1:])) * 1000
+    expect(worst <= 4 * h + 150, f"{worst:.0f} ms without any message, heartbeat is {h} ms")
+    return f"{len(beats)} heartbeats"
+
+
+async def _fast_stream(ctx: Context, seconds: float = 0.3):
+    lim = _limits(ctx)
+    interval = _fast_interval(lim)
+    w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=interval)
+    try:
+        await w.collect(max(seconds, 8 * s.interval_ms / 1000))
+    finally:
+        w.cancel()
+    return w
+
+
+@case("load.watch.sequence", profile=LOAD, requires=("REQ-LOAD-014",),
+      title="sequence is 0 for the settings, then +1 per message; each stream numbers its own")
+async def sequence(ctx: Context):
+    first, second = await asyncio.gather(_fast_stream(ctx), _fast_stream(ctx))
+    for name, w in (("first", first), ("second", second)):
+        seqs = [r.msg.sequence for r in w.received]
+        expect(len(seqs) >= 3, f"{name} stream: only {len(seqs)} messages")
+        for i, (a, b) in enumerate(zip(seqs, seqs[1:])):
+            expect(b == a + 1, f"{name} stream: sequence went {a} -> {b} at message {i + 1}")
+        expect(seqs[0] == 0, f"{name} stream starts at sequence {seqs[0]}")
+    return f"{len(first.received)} and {len(second.received)} messages"
+
+
+@case("load.watch.timestamps", profile=LOAD, requires=("REQ-LOAD-014",),
+      title="every message has a timestamp; message and snapshot timestamps never go backwards")
+async def timestamps(ctx: Context):
+    w = await _fast_stream(ctx)
+    msgs = [r.msg for r in w.received]
+    missing = [m.sequence for m in msgs if not m.HasField("timestamp")]
+    expect(not missing, f"messages {missing[:5]} have no timestamp")
+    for kind, stamps in (("message", [(m.sequence, _ms(m.timestamp)) for m in msgs]),
+                         ("LoadInfo", [(m.sequence, _ms(m.snapshot.load.timestamp))
+                                       for m in msgs if m.HasField("snapshot")])):
+        for (sa, a), (sb, b) in zip(stamps, stamps[1:]):
+            expect(b >= a, f"{kind} timestamp went back {a - b:.3f} ms from sequence {sa} to {sb}")
+    return f"{len(msgs)} messages"
+
+
+@case("load.watch.snapshots-complete", profile=LOAD, requires=("REQ-LOAD-003",),
+      title="every snapshot is a complete, current LoadInfo (it shows a running request)")
+async def snapshots_complete(ctx: Context):
+    lim = _limits(ctx)
+    w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0)
+    gen = ctx.inference.Generate(ctx.generate_request(max_tokens=ctx.long_generation_tokens()))
+    try:
+        await gen.read()
+        got = await w.collect(max(0.15, 5 * s.interval_ms / 1000))
+    finally:
+        gen.cancel()
+        w.cancel()
+    snaps = [r.msg.snapshot for r in w.received if r.kind == "snapshot"]
+    expect(snaps, "no snapshot arrived")
+    for snap in snaps:
+        expect(snap.HasField("load"), "a snapshot without LoadInfo")
+        expect(snap.load.HasField("timestamp"), "a snapshot whose LoadInfo has no timestamp")
+        expect(bool(snap.load.instance_id), "a snapshot whose LoadInfo has no instance_id")
+    busy = [x for x in snaps if x.load.running_requests + x.load.queued_requests >= 1]
+    expect(busy, f"none of {len(snaps)} snapshots taken while a request ran counts it "
+                 "(running_requests + queued_requests)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Backpressure
+
+SLOW_WINDOW_BYTES = 128
+
+
+@case("load.watch.slow-reader", profile=LOAD, requires=("REQ-LOAD-015", "REQ-LOAD-016"),
+      title="a watcher that stalls gets the latest snapshot, no backlog, and the gap counted")
+async def slow_reader(ctx: Context):
+    lim = _limits(ctx)
+    channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
+    w = Watch(ctx, channel=channel, interval_ms=_clamp(10, lim), heartbeat_ms=0)
+    try:
+        s = await w.settings()
+        n = s.interval_ms
+        if n == 0 or n > 100:
+            raise Skipped(f"effective interval {n} ms is too long for a short stall")
+        start = await w.read(1.0)
+        expect(start is not None and start.kind == "snapshot", "no initial snapshot")
+        stall = min(3.0, max(0.5, 40 * n / 1000))
+        await asyncio.sleep(stall)
+        after = max(0.2, 10 * n / 1000)
+        got = [r for r in await w.collect(after) if r.kind == "snapshot"]
+    finally:
+        w.cancel()
+    expect(got, "nothing was delivered after the stall")
+    # A backlog queued during the stall would arrive as a burst far above the steady rate.
+    bound = 1.5 * after * 1000 / n + 8
+    expect(len(got) <= bound,
+           f"{len(got)} snapshots arrived in the {after:.2f} s after a {stall:.2f} s stall "
+           f"(steady rate allows about {after * 1000 / n:.0f}): the server queued a backlog")
+    first_ts = _ms(start.msg.snapshot.load.timestamp)
+    last_ts = _ms(got[-1].msg.snapshot.load.timestamp)
+    updates = (last_ts - first_ts) / n
+    delivered = len(got)
+    counted = sum(r.msg.snapshot.coalesced for r in got)
+    expect(delivered + counted >= 0.5 * updates,
+           f"over {last_ts - first_ts:.0f} ms at {n} ms about {updates:.0f} updates were due, "
+           f"{delivered} were delivered and only {counted} counted as coalesced: a silent gap")
+    expect(counted > 0 or delivered >= 0.8 * updates,
+           "the stalled watcher neither got every update nor saw any coalesced count")
+    expect(counted <= 1.5 * updates + 2,
+           f"coalesced adds up to {counted}, more than the {updates:.0f} updates due")
+    return f"{delivered} delivered, {counted} coalesced, {updates:.0f} due"
+
+
+@case("load.watch.stalled-isolated", profile=LOAD, requires=("REQ-LOAD-017",),
+      title="a watcher that never reads does not delay other streams, GetLoad or requests")
+async def stalled_isolated(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    lim = _limits(ctx)
+    interval = _fast_interval(lim)
+    stalled_channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
+    stalled = Watch(ctx, channel=stalled_channel, interval_ms=_clamp(1, lim), heartbeat_ms=0)
+    healthy = None
+    try:
+        await stalled.settings()
+        healthy, s = await _open(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+        n = s.interval_ms
+        window = max(0.4, 10 * n / 1000)
+        collected, load, gen = await asyncio.gather(
+            healthy.collect(window),
+            ctx.observability.GetLoad(load_pb2.GetLoadRequest(), timeout=window + 1),
+            ctx.generate(ctx.generate_request(max_tokens=4), timeout=window + 1))
+    finally:
+        stalled.cancel()
+        if healthy:
+            healthy.cancel()
+    snaps = [r for r in collected if r.kind == "snapshot"]
+    expected = window * 1000 / n
+    expect(len(snaps) >= expected * 0.4,
+           f"with a stalled watcher open, a healthy one got {len(snaps)} snapshots in {window:.2f} s "
+           f"at {n} ms (expected about {expected:.0f})")
+    expect(gen and gen[-1].HasField("final"), "a Generate did not finish while a watcher stalled")
+
+
+# ------------------------------------------------------------------------------------------------
+# Ending
+
+@case("load.watch.cancel-only-unsubscribes", profile=LOAD, requires=("REQ-LOAD-018",),
+      title="cancelling a WatchLoad stream leaves running requests, health and other streams alone")
+async def cancel_only(ctx: Context):
+    from grpc_health.v1 import health_pb2
+    from openengine.v1 import generation_pb2
+
+    lim = _limits(ctx)
+    interval = _fast_interval(lim)
+    other, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=interval)
+    gen = ctx.inference.Generate(ctx.generate_request(max_tokens=min(60, ctx.long_generation_tokens())))
+    try:
+        first = await gen.read()
+        expect(first is not grpc.aio.EOF, "Generate ended before its first message")
+        w, _ = await _open(ctx, interval_ms=interval)
+        await w.read(0.5)
+        w.cancel()
+        rest = [first] + [m async for m in gen]
+        last = rest[-1]
+        expect(not last.HasField("error"), f"the running request ended with an error after a "
+                                           f"watcher cancelled: {last.error.message!r}")
+        expect(last.HasField("final") and
+               last.final.finish_reason != generation_pb2.FINISH_REASON_ABORTED,
+               "the running request was aborted when a watcher cancelled")
+        status = await ctx.check_health("openengine.v1.Inference")
+        expect(status == health_pb2.HealthCheckResponse.SERVING,
+               "Inference is not SERVING after a watcher cancelled")
+        still = await other.collect(max(0.1, 4 * interval / 1000))
+        expect(still, "another WatchLoad stream went quiet after a watcher cancelled")
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, "Generate while a watcher cancelled") from None
+    finally:
+        gen.cancel()
+        other.cancel()
+
+
+@case("load.watch.stays-open", profile=LOAD, requires=("REQ-LOAD-019",),
+      title="the server does not end a WatchLoad stream on its own")
+async def stays_open(ctx: Context):
+    lim = _limits(ctx)
+    w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=_fast_interval(lim))
+    try:
+        await w.collect(max(0.3, 10 * s.interval_ms / 1000))
+    finally:
+        w.cancel()

@@ -1,0 +1,319 @@
+"""What a case gets to talk to the engine: channels, deadline-bound stubs, discovery results and
+small helpers that several cases share (generation, pausing, limits with their defaults)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from openengine.conformance.cases.base import Failed, Skipped
+from openengine.conformance.contract import CORE, Contract, RpcInfo
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the runner talks to the engine. Every network wait is bounded by one of these."""
+
+    target: str
+    rpc_timeout: float = 5.0
+    case_timeout: float = 20.0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    admin_target: str | None = None
+    admin_token: str | None = None
+    admin_limited_token: str | None = None
+    shutdown_command: str | None = None
+    # Small receive windows make a watcher that stops reading visible to the server quickly.
+    slow_reader_window_bytes: int = 1024
+
+
+def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) -> list:
+    opts = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.enable_retries", 0),
+        # Do not hide a dead server behind reconnect backoff longer than a deadline.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ]
+    if window_bytes is not None:
+        opts += [("grpc.http2.lookahead_bytes", window_bytes), ("grpc.http2.bdp_probe", 0)]
+    return opts
+
+
+class Deadlined:
+    """A stub whose every call carries a deadline (and the given metadata) unless told otherwise."""
+
+    def __init__(self, stub: Any, timeout: float, metadata: tuple = ()):
+        self._stub, self._timeout, self._metadata = stub, timeout, tuple(metadata)
+
+    def __getattr__(self, name: str):
+        method = getattr(self._stub, name)
+        default_timeout, default_metadata = self._timeout, self._metadata
+
+        def call(request, *, timeout: float | None = None, metadata=None, **kw):
+            md = default_metadata if metadata is None else tuple(metadata)
+            return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
+
+        return call
+
+
+def _stubs():
+    from openengine.v1 import (
+        adapters_service_pb2_grpc, admin_service_pb2_grpc, discovery_service_pb2_grpc,
+        encoder_service_pb2_grpc, inference_service_pb2_grpc, kv_service_pb2_grpc,
+        lifecycle_service_pb2_grpc, observability_service_pb2_grpc, sessions_service_pb2_grpc,
+        tasks_service_pb2_grpc,
+    )
+    return {
+        "inference": inference_service_pb2_grpc.InferenceStub,
+        "discovery": discovery_service_pb2_grpc.DiscoveryStub,
+        "lifecycle": lifecycle_service_pb2_grpc.LifecycleStub,
+        "observability": observability_service_pb2_grpc.ObservabilityStub,
+        "kv": kv_service_pb2_grpc.KvStub,
+        "tasks": tasks_service_pb2_grpc.TasksStub,
+        "encoder": encoder_service_pb2_grpc.EncoderStub,
+        "sessions": sessions_service_pb2_grpc.SessionsStub,
+        "adapters": adapters_service_pb2_grpc.AdaptersStub,
+        "admin": admin_service_pb2_grpc.AdminStub,
+    }
+
+
+@dataclass
+class Discovery:
+    engine_info: Any = None
+    capabilities: Any = None
+    models: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+class Context:
+    """Shared by every case of one run. Cases must leave the engine as they found it."""
+
+    def __init__(self, options: Options, contract: Contract):
+        self.options = options
+        self.contract = contract
+        self.discovery = Discovery()
+        self.forced: set[str] = set()
+        self._ids = itertools.count(1)
+        self._channel: grpc.aio.Channel | None = None
+        self._admin_channel: grpc.aio.Channel | None = None
+        self._extra_channels: list[grpc.aio.Channel] = []
+        self.notes: list[str] = []
+
+    # -- channels and stubs -------------------------------------------------------------------
+    async def open(self) -> None:
+        opts = channel_options(self.options.max_message_bytes)
+        self._channel = grpc.aio.insecure_channel(self.options.target, options=opts)
+        if self.options.admin_target and self.options.admin_target != self.options.target:
+            self._admin_channel = grpc.aio.insecure_channel(self.options.admin_target, options=opts)
+        s = _stubs()
+        t = self.options.rpc_timeout
+        for name, cls in s.items():
+            if name == "discovery":
+                self.discovery_rpc = Deadlined(cls(self._channel), t)
+            elif name != "admin":
+                setattr(self, name, Deadlined(cls(self._channel), t))
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), t)
+        admin_channel = self._admin_channel or self._channel
+        token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
+            if self.options.admin_token else ()
+        self.admin_anonymous = Deadlined(s["admin"](admin_channel), t)
+        self._admin = Deadlined(s["admin"](admin_channel), t, token_md)
+
+    async def close(self) -> None:
+        for ch in [self._channel, self._admin_channel, *self._extra_channels]:
+            if ch is not None:
+                with contextlib.suppress(Exception):
+                    await ch.close(grace=None)
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        assert self._channel is not None
+        return self._channel
+
+    async def new_channel(self, *, window_bytes: int | None = None) -> grpc.aio.Channel:
+        """A separate connection (for a watcher that must not share flow control)."""
+        ch = grpc.aio.insecure_channel(
+            self.options.target,
+            options=channel_options(self.options.max_message_bytes, window_bytes=window_bytes))
+        self._extra_channels.append(ch)
+        return ch
+
+    def stub(self, name: str, channel: grpc.aio.Channel) -> Deadlined:
+        return Deadlined(_stubs()[name](channel), self.options.rpc_timeout)
+
+    def raw_call(self, rpc: RpcInfo, request, *, timeout: float | None = None, metadata=None,
+                 channel: grpc.aio.Channel | None = None):
+        """Call any RPC of the contract by its descriptor (used by the served/absent checks)."""
+        ch = channel or (self._admin_channel if rpc.service.endswith(".Admin")
+                         and self._admin_channel else self.channel)
+        factory = ch.unary_stream if rpc.server_streaming else ch.unary_unary
+        multi = factory(rpc.path, request_serializer=rpc.request.SerializeToString,
+                        response_deserializer=rpc.response.FromString)
+        return multi(request, timeout=timeout or self.options.rpc_timeout, metadata=metadata)
+
+    async def discover(self) -> None:
+        """Read EngineInfo, Capabilities and every served model's ModelInfo (again)."""
+        from openengine.v1 import discovery_pb2
+
+        d = Discovery()
+        step = "GetEngineInfo"
+        try:
+            d.engine_info = await self.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+            step = "GetCapabilities"
+            d.capabilities = await self.discovery_rpc.GetCapabilities(
+                discovery_pb2.GetCapabilitiesRequest())
+            for model in d.engine_info.served_models:
+                step = f"GetModelInfo({model!r})"
+                d.models[model] = await self.discovery_rpc.GetModelInfo(
+                    discovery_pb2.GetModelInfoRequest(model=model))
+        except grpc.aio.AioRpcError as err:
+            details = err.details() or ""
+            d.error = f"Discovery/{step} failed with {status_name(err.code())}" + \
+                (f": {details}" if details else "")
+        self.discovery = d
+
+    # -- what the engine advertises -----------------------------------------------------------
+    @property
+    def engine_info(self):
+        return self.discovery.engine_info
+
+    @property
+    def capabilities(self):
+        return self.discovery.capabilities
+
+    @property
+    def advertised_profiles(self) -> set[str]:
+        caps = self.discovery.capabilities
+        return {p.name for p in caps.profiles} if caps is not None else set()
+
+    def advertised(self, profile: str) -> bool:
+        return profile in self.advertised_profiles
+
+    def require_profile(self, profile: str) -> None:
+        if not self.advertised(profile) and profile not in self.forced:
+            raise Skipped(f"{profile} is not advertised")
+
+    @property
+    def advertised_services(self) -> list[str]:
+        return self.contract.services_of(self.advertised_profiles | {CORE})
+
+    def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
+        """The effective value of a limit: set in the capability message, else its default."""
+        info = self.contract.profile(profile)
+        if info is None or info.capability_field is None or name not in info.limits:
+            raise KeyError(f"{profile} has no limit {name}")
+        sources = []
+        if model is not None and model in self.discovery.models:
+            mcaps = self.discovery.models[model].capabilities
+            if info.capability_field in type(mcaps).DESCRIPTOR.fields_by_name:
+                sources.append(mcaps)
+        if self.discovery.capabilities is not None:
+            sources.append(self.discovery.capabilities)
+        for holder in sources:
+            if not holder.HasField(info.capability_field):
+                continue
+            msg = getattr(holder, info.capability_field)
+            fd = msg.DESCRIPTOR.fields_by_name[name]
+            if fd.is_repeated:
+                values = list(getattr(msg, name))
+                if values:
+                    return values
+            elif msg.HasField(name):
+                return getattr(msg, name)
+        default = info.limits[name].default
+        if info.limits[name].repeated:
+            return list(default or [])
+        return default
+
+    @property
+    def model(self) -> str:
+        models = list(self.engine_info.served_models) if self.engine_info else []
+        return models[0] if models else ""
+
+    def models_with(self, profile: str) -> list[str]:
+        """Served models whose ModelInfo lists a model-scoped profile."""
+        return [m for m, info in self.discovery.models.items()
+                if any(p.name == profile for p in info.capabilities.profiles)]
+
+    # -- helpers ------------------------------------------------------------------------------
+    def request_id(self, prefix: str = "conf") -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    def admin(self):
+        """The admin stub with credentials; skips the case when admin cannot be used."""
+        if not self.advertised("openengine.admin") and "openengine.admin" not in self.forced:
+            raise Skipped("openengine.admin is not advertised")
+        if not self.options.admin_token:
+            raise Skipped("no admin credentials (give --admin-token)")
+        return self._admin
+
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[Any]:
+        """Pause generation through Admin for the duration of the block, then resume."""
+        from openengine.v1 import admin_pb2
+
+        admin = self.admin()
+        await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
+        try:
+            yield admin
+        finally:
+            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await self.wait_health("openengine.v1.Inference", health_pb2.HealthCheckResponse.SERVING)
+
+    async def check_health(self, service: str) -> int:
+        resp = await self.health.Check(health_pb2.HealthCheckRequest(service=service))
+        return resp.status
+
+    async def wait_health(self, service: str, status: int, *, within: float = 2.0) -> bool:
+        """Poll Check until `service` reports `status` (state changes need not be instant)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within
+        while True:
+            try:
+                if await self.check_health(service) == status:
+                    return True
+            except grpc.aio.AioRpcError:
+                pass
+            if loop.time() >= end:
+                return False
+            await asyncio.sleep(0.02)
+
+    def generate_request(self, *, max_tokens: int = 8, prompt: str = "conformance says hello",
+                         request_id: str | None = None, **sampling):
+        from openengine.v1 import generation_pb2
+
+        return generation_pb2.GenerateRequest(
+            request_id=request_id or self.request_id("gen"), model=self.model, text=prompt,
+            sampling=generation_pb2.SamplingParams(max_tokens=max_tokens, **sampling))
+
+    async def generate(self, request, *, timeout: float | None = None) -> list:
+        """Run one Generate to its end and return every response message."""
+        call = self.inference.Generate(request, timeout=timeout)
+        return [msg async for msg in call]
+
+    def long_generation_tokens(self) -> int:
+        """A max_tokens large enough that a request is still running a moment after it starts."""
+        out = 512
+        for info in self.discovery.models.values():
+            if info.max_output_tokens:
+                out = min(out, info.max_output_tokens)
+        return max(out, 1)
+
+
+def status_name(code: Any) -> str:
+    return getattr(code, "name", str(code))
+
+
+def rpc_error(err: grpc.aio.AioRpcError, what: str) -> Failed:
+    """Turn an unexpected gRPC failure into a clear case failure."""
+    details = err.details() or ""
+    return Failed(f"{what} failed with {status_name(err.code())}" + (f": {details}" if details else ""))

@@ -1,0 +1,238 @@
+"""Run the suite against one engine: discover it, choose the cases, run each one with a timeout,
+catch everything per case, apply the expected failures, and return a report."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import fnmatch
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import grpc
+
+from openengine.conformance.cases import all_cases
+from openengine.conformance.cases.base import Case, Failed, Skipped
+from openengine.conformance.context import Context, Options, status_name
+from openengine.conformance.contract import CORE, Contract, load_contract
+from openengine.conformance.matrix import Coverage, coverage
+
+
+class Outcome(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+    XFAIL = "xfail"     # failed (or errored), and listed as an expected failure
+    STALE = "stale"     # listed as an expected failure, but passed: the entry must go
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def bad(self) -> bool:
+        """Outcomes that make the run fail (exit status 1)."""
+        return self in (Outcome.FAIL, Outcome.ERROR, Outcome.STALE)
+
+
+@dataclass
+class CaseResult:
+    id: str
+    profile: str
+    requirements: tuple[str, ...]
+    title: str
+    outcome: Outcome
+    reason: str = ""
+    seconds: float = 0.0
+    expected_reason: str = ""      # the expected-failures entry, when there is one
+
+    def as_dict(self) -> dict:
+        out = {"id": self.id, "profile": self.profile, "requirements": list(self.requirements),
+               "title": self.title, "outcome": str(self.outcome), "reason": self.reason,
+               "seconds": round(self.seconds, 4)}
+        if self.expected_reason:
+            out["expected_failure"] = self.expected_reason
+        return out
+
+
+@dataclass
+class Report:
+    target: str
+    engine: dict
+    advertised: list[str]
+    results: list[CaseResult]
+    coverage: Coverage | None
+    seconds: float = 0.0
+    discovery_error: str | None = None
+    forced: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out = {str(o): 0 for o in Outcome}
+        for r in self.results:
+            out[str(r.outcome)] += 1
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and not any(r.outcome.bad for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def exercised(self) -> set[str]:
+        """Requirements cited by a case that reached a verdict in this run."""
+        return {req for r in self.results if r.outcome in (Outcome.PASS, Outcome.FAIL, Outcome.XFAIL,
+                                                           Outcome.STALE)
+                for req in r.requirements}
+
+    def as_dict(self) -> dict:
+        cov = self.coverage
+        return {
+            "target": self.target, "engine": self.engine, "advertised": self.advertised,
+            "forced": self.forced, "discovery_error": self.discovery_error,
+            "seconds": round(self.seconds, 3), "counts": self.counts(), "ok": self.ok,
+            "coverage": cov.as_dict(self.exercised()) if cov else None,
+            "results": [r.as_dict() for r in self.results],
+        }
+
+
+def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
+    """Full profile names for `--profile` values (short or full); ValueError for unknown ones."""
+    out = []
+    for name in names:
+        info = contract.profile(name)
+        if info is None:
+            known = ", ".join(p.short for p in contract.profiles.values())
+            raise ValueError(f"unknown profile {name!r}; known: {known}")
+        out.append(info.name)
+    return out
+
+
+def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
+         patterns: list[str] | None = None, contract: Contract) -> tuple[list[Case], set[str]]:
+    """The cases to run, in order (disruptive ones last), and the profiles forced by `--profile`.
+
+    Without `--profile` every profile is in play: the cases of advertised profiles run, and each
+    unadvertised profile gets its absence case. With `--profile`, only the named profiles are in
+    play, and a named profile that is not advertised is forced: its cases run as if it were.
+    """
+    in_play = set(selected) if selected else set(contract.profiles)
+    forced = (set(selected) - advertised) if selected else set()
+    chosen = []
+    for c in cases:
+        if c.profile not in in_play:
+            continue
+        present = c.profile in advertised or c.profile in forced
+        if (c.when == "advertised") != present:
+            continue
+        if patterns and not any(fnmatch.fnmatchcase(c.id, p) for p in patterns):
+            continue
+        chosen.append(c)
+    chosen.sort(key=lambda c: c.disruptive)
+    return chosen, forced
+
+
+ProgressFn = Callable[[str, int, int, "CaseResult | None"], None]
+
+
+async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str]:
+    try:
+        note = await asyncio.wait_for(c.fn(ctx), timeout)
+        return Outcome.PASS, note or ""
+    except Failed as err:
+        return Outcome.FAIL, str(err)
+    except Skipped as err:
+        return Outcome.SKIP, str(err)
+    except asyncio.TimeoutError:
+        return Outcome.FAIL, f"no verdict within {timeout:g} s: the engine did not answer in time"
+    except grpc.aio.AioRpcError as err:
+        details = err.details() or ""
+        return Outcome.FAIL, (f"an RPC failed with {status_name(err.code())}"
+                              + (f": {details}" if details else ""))
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # a case could not reach a verdict: report, never crash the run
+        return Outcome.ERROR, f"{type(err).__name__}: {err}"
+
+
+def _engine_summary(ctx: Context) -> dict:
+    info = ctx.engine_info
+    if info is None:
+        return {}
+    from openengine.v1 import common_pb2
+
+    return {"instance_id": info.instance_id, "engine_name": info.engine_name,
+            "engine_version": info.engine_version, "role": common_pb2.Role.Name(info.role)
+            if info.role in common_pb2.Role.values() else str(info.role),
+            "capability_revision": info.capability_revision,
+            "served_models": list(info.served_models)}
+
+
+async def run_suite(options: Options, *, profiles: list[str] | None = None,
+                    patterns: list[str] | None = None, expected: dict[str, str] | None = None,
+                    progress: ProgressFn | None = None, spec_dir=None) -> Report:
+    """Run the conformance suite against `options.target` and return the report."""
+    contract = load_contract()
+    cases = all_cases()
+    selected = resolve_profiles(profiles, contract) if profiles else None
+    expected = expected or {}
+    started = time.monotonic()
+    ctx = Context(options, contract)
+    results: list[CaseResult] = []
+    forced: set[str] = set()
+    try:
+        await ctx.open()
+        try:
+            await asyncio.wait_for(ctx.discover(), options.rpc_timeout * 4 + 1)
+        except asyncio.TimeoutError:
+            ctx.discovery.error = "discovery did not finish in time"
+        except Exception as err:  # the channel itself failed: treat as a discovery failure
+            ctx.discovery.error = f"discovery failed: {type(err).__name__}: {err}"
+        if ctx.capabilities is None:
+            chosen, _ = plan(cases, {CORE}, selected=selected, patterns=patterns, contract=contract)
+            reason = ctx.discovery.error or "discovery failed"
+            for c in chosen:
+                outcome = Outcome.FAIL if c.id == "core.discovery.answers" else Outcome.ERROR
+                results.append(CaseResult(c.id, c.profile, c.requirements, c.title, outcome,
+                                          reason if outcome is Outcome.FAIL else
+                                          f"not run: {reason}"))
+            if not any(r.id == "core.discovery.answers" for r in results):
+                results.insert(0, CaseResult("core.discovery.answers", CORE, ("REQ-CORE-001",),
+                                             "discovery answers", Outcome.FAIL, reason))
+        else:
+            chosen, forced = plan(cases, ctx.advertised_profiles, selected=selected,
+                                  patterns=patterns, contract=contract)
+            ctx.forced = forced
+            for i, c in enumerate(chosen):
+                if progress:
+                    progress(c.id, i, len(chosen), None)
+                t0 = time.monotonic()
+                outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
+                result = CaseResult(c.id, c.profile, c.requirements, c.title, outcome, reason,
+                                    time.monotonic() - t0)
+                results.append(result)
+                if progress:
+                    progress(c.id, i + 1, len(chosen), result)
+    finally:
+        await ctx.close()
+    for r in results:
+        if r.id in expected:
+            r.expected_reason = expected[r.id]
+            if r.outcome in (Outcome.FAIL, Outcome.ERROR):
+                r.outcome = Outcome.XFAIL
+            elif r.outcome is Outcome.PASS:
+                r.outcome = Outcome.STALE
+                r.reason = "passed, but is listed as an expected failure: remove the entry"
+    try:
+        cov = coverage(cases, spec_dir=spec_dir)
+    except Exception:
+        cov = None
+    return Report(options.target, _engine_summary(ctx), sorted(ctx.advertised_profiles), results,
+                  cov, time.monotonic() - started, ctx.discovery.error, sorted(forced))
+
+
+def run(options: Options, **kw) -> Report:
+    """Synchronous wrapper of `run_suite`."""
+    return asyncio.run(run_suite(options, **kw))
