@@ -1,0 +1,103 @@
+"""Which profiles an engine advertises, and which configurations it refuses at start."""
+
+from __future__ import annotations
+
+import pytest
+
+from openengine.engine import ConfigError, EngineConfig, FAULTS, catalogue, resolve_config
+from openengine.engine.config import REFERENCE_LIMITS, config_from_mapping, load_config_file
+
+CAT = catalogue()
+
+
+def names(resolved):
+    return [p.name for p in resolved.advertised]
+
+
+def test_core_is_always_included_and_short_names_resolve():
+    resolved = resolve_config(EngineConfig(profiles=("load", "openengine.runtime-events")))
+    assert names(resolved) == ["openengine.core", "openengine.load", "openengine.runtime-events"]
+
+
+def test_all_means_every_profile_the_role_allows():
+    for role in ("aggregated", "prefill", "decode", "encoder"):
+        resolved = resolve_config(EngineConfig(role=role))
+        expected = [p.name for p in CAT.profiles if p.scope != "role" or role in p.roles]
+        assert names(resolved) == expected
+
+
+def test_catalogue_comes_from_the_descriptors():
+    # Every RPC of the compiled services carries its profile; every profile has its limits.
+    assert CAT.core == "openengine.core"
+    assert CAT.rpc("openengine.v1.Observability", "WatchLoad").profile == "openengine.load"
+    load = CAT.profile("openengine.load")
+    assert load.limit("min_watch_interval_ms").default == 10
+    assert CAT.profile("openengine.kv").roles == ("prefill", "decode")
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(profiles=("kv",)), "openengine.kv is scoped to role"),
+    (dict(profiles=("encoder",), role="prefill"), "openengine.encoder is scoped to role"),
+    (dict(profiles=("nope",)), "unknown profile 'nope'"),
+    (dict(role="boss"), "role 'boss'"),
+    (dict(limits={"core": {"max_sequences": 0}}), "below its minimum"),
+    (dict(limits={"core": {"max_sequences": "many"}}), "takes an integer"),
+    (dict(limits={"core": {"guided_decoding_modes": ["telepathy"]}}), "is not one of"),
+    (dict(limits={"core": {"no_such_limit": 1}}), "has no limit 'no_such_limit'"),
+    (dict(profiles=("load",), limits={"adapters": {"max_loras": 2}}), "not enabled"),
+    (dict(limits={"core": {"speculative_decoding": True, "pipeline_parallel_size": 2, "logit_bias": False,
+                           "min_p": False}}), "cannot be served"),
+    (dict(profiles=("tasks",), limits={"core": {"speculative_decoding": True, "logit_bias": False,
+                                                "min_p": False}}), "openengine.tasks cannot be served"),
+    (dict(faults=("no-such-fault",)), "unknown fault"),
+])
+def test_invalid_configurations_are_refused_with_the_reason(kw, needle):
+    with pytest.raises(ConfigError) as err:
+        resolve_config(EngineConfig(**kw))
+    assert any(needle in p for p in err.value.problems), err.value.problems
+
+
+def test_a_valid_incompatible_looking_config_is_accepted_when_conditions_do_not_hold():
+    resolved = resolve_config(EngineConfig(profiles=("load",), limits={
+        "core": {"speculative_decoding": True, "logit_bias": False, "min_p": False}}))
+    assert resolved.limit("openengine.core", "speculative_decoding") is True
+
+
+def test_reference_limits_name_real_limits():
+    for profile, values in REFERENCE_LIMITS.items():
+        info = CAT.profile(profile)
+        assert info is not None, profile
+        for name, value in values.items():
+            assert info.limit(name) is not None, f"{profile}.{name}"
+            info.limit(name).coerce(value)
+
+
+def test_config_file_yaml_and_json(tmp_path):
+    y = tmp_path / "engine.yaml"
+    y.write_text("role: decode\nprofiles: [kv, load]\nlimits:\n  kv:\n    kv_transfer_backends: [nixl]\n"
+                 "model:\n  name: m1\n")
+    cfg = config_from_mapping(load_config_file(y))
+    resolved = resolve_config(cfg)
+    assert names(resolved) == ["openengine.core", "openengine.load", "openengine.kv"]
+    assert resolved.limit("openengine.kv", "kv_transfer_backends") == ["nixl"]
+    j = tmp_path / "engine.json"
+    j.write_text('{"profiles": "load", "bogus": 1}')
+    with pytest.raises(ConfigError, match="bogus"):
+        config_from_mapping(load_config_file(j))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config_file(bad)
+
+
+def test_every_fault_cites_requirements_the_spec_defines():
+    from pathlib import Path
+    spec = Path(__file__).resolve().parents[2] / "spec"
+    if not spec.is_dir():
+        pytest.skip("no spec/ next to the tests")
+    from codegen.spec import load_requirements
+    known = {r.id for r in load_requirements(spec)}
+    for fault in FAULTS.values():
+        assert fault.requirements, fault.name
+        for req in fault.requirements:
+            assert req in known, f"{fault.name} cites {req}, which spec/ does not define"

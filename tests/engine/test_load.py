@@ -1,0 +1,224 @@
+"""WatchLoad and GetLoad (spec/load.md): settings first, sequences, clamping, heartbeats,
+coalescing under backpressure, and cleanup after cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import tracemalloc
+
+import grpc
+import pytest
+
+from openengine.v1 import admin_pb2, load_pb2, observability_service_pb2_grpc
+
+from tests.engine.conftest import AUTH, running
+
+L = load_pb2
+
+
+def read(call, n):
+    out = []
+    for msg in call:
+        out.append(msg)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_settings_first_then_initial_snapshot_with_sequence_and_timestamps():
+    with running(profiles=("load",)) as (engine, stubs):
+        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=20, heartbeat_ms=0))
+        msgs = read(call, 6)
+        call.cancel()
+        assert msgs[0].WhichOneof("kind") == "settings"
+        s = msgs[0].settings
+        assert (s.interval_ms, s.heartbeat_ms, s.initial_snapshot) == (20, 0, True)
+        assert s.instance_id == stubs.info().instance_id and s.capability_revision == 1
+        assert [m.sequence for m in msgs] == list(range(6))
+        assert all(m.WhichOneof("kind") == "snapshot" for m in msgs[1:])
+        stamps = [m.timestamp.ToNanoseconds() for m in msgs]
+        assert stamps == sorted(stamps)
+        loads = [m.snapshot.load.timestamp.ToNanoseconds() for m in msgs[2:]]
+        assert all(b - a >= 20_000_000 for a, b in zip(loads, loads[1:]))
+        assert all(m.snapshot.load.instance_id == s.instance_id for m in msgs[1:])
+
+
+@pytest.mark.parametrize("request_kw, expected", [
+    ({}, (100, 1000)),                               # defaults
+    (dict(interval_ms=1), (10, 1000)),               # clamped up to min_watch_interval_ms
+    (dict(interval_ms=10_000_000), (60000, 1000)),   # clamped down to max_watch_interval_ms
+    (dict(interval_ms=0, heartbeat_ms=0), (0, 0)),   # change-driven, heartbeats off
+    (dict(heartbeat_ms=2), (100, 10)),               # heartbeat clamped too
+])
+def test_effective_settings_are_clamped(shared, request_kw, expected):
+    _, stubs = shared
+    call = stubs.observability.WatchLoad(L.WatchLoadRequest(**request_kw))
+    first = next(call)
+    call.cancel()
+    assert (first.settings.interval_ms, first.settings.heartbeat_ms) == expected
+
+
+def test_zero_interval_without_change_driven_is_min_interval():
+    with running(profiles=("load",), limits={"load": {"change_driven": False}}) as (_, stubs):
+        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0))
+        assert next(call).settings.interval_ms == 10
+        call.cancel()
+
+
+def test_no_initial_snapshot_when_asked_and_heartbeats_when_idle(shared):
+    _, stubs = shared
+    call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0, heartbeat_ms=20, initial_snapshot=False))
+    msgs = read(call, 4)
+    call.cancel()
+    assert msgs[0].settings.initial_snapshot is False
+    assert [m.WhichOneof("kind") for m in msgs[1:]] == ["heartbeat"] * 3
+
+
+def test_change_driven_stream_follows_request_start_and_finish():
+    with running(profiles=("load",)) as (_, stubs):
+        from openengine.v1 import generation_pb2 as G
+        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0, heartbeat_ms=0))
+        assert read(call, 2)[1].snapshot.load.running_requests == 0
+        list(stubs.inference.Generate(G.GenerateRequest(text="go", sampling=G.SamplingParams(max_tokens=3))))
+        seen = []
+        for msg in call:
+            seen.append(msg.snapshot.load.running_requests)
+            if msg.snapshot.load.running_requests == 0 and 1 in seen:
+                break
+        call.cancel()
+        assert 1 in seen
+
+
+def test_max_watchers_is_resource_exhausted_before_any_message():
+    with running(profiles=("load",), limits={"load": {"max_watchers": 2}}) as (_, stubs):
+        open_calls = [stubs.observability.WatchLoad(L.WatchLoadRequest()) for _ in range(2)]
+        for c in open_calls:
+            next(c)
+        third = stubs.observability.WatchLoad(L.WatchLoadRequest())
+        with pytest.raises(grpc.RpcError) as err:
+            next(third)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for c in open_calls:
+            c.cancel()
+
+
+def test_getload_snapshot_is_complete(shared):
+    engine, stubs = shared
+    info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+    assert info.instance_id == engine.runtime.instance_id and info.HasField("timestamp")
+    assert len(info.ranks) == engine.runtime.config.data_parallel_size
+    assert len(stubs.observability.GetLoad(L.GetLoadRequest()).ranks) == 0
+
+
+def test_revision_change_ends_watch_streams_with_aborted():
+    with running(profiles=("load", "admin")) as (_, stubs):
+        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=50))
+        read(call, 2)
+        res = stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[admin_pb2.LimitUpdate(
+            limit="openengine.load.min_watch_interval_ms", uint_value=20)]), metadata=AUTH)
+        assert res.revision == res.previous_revision + 1
+        with pytest.raises(grpc.RpcError) as err:
+            list(call)
+        assert err.value.code() == grpc.StatusCode.ABORTED
+        again = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=1))
+        settings = next(again).settings
+        again.cancel()
+        assert settings.capability_revision == res.revision and settings.interval_ms == 20
+
+
+def test_cancellation_storm_leaves_nothing_behind():
+    """2000 subscribe/cancel cycles: no watcher, timer or task is left, memory returns."""
+    with running(profiles=("load",), limits={"load": {"max_watchers": 4096}}) as (engine, stubs):
+        rt = engine.runtime
+
+        def tasks():
+            return len(asyncio.all_tasks())
+
+        baseline_tasks = engine.call(tasks)
+
+        async def storm(n, concurrency=50):
+            async with grpc.aio.insecure_channel(engine.address) as ch:
+                stub = observability_service_pb2_grpc.ObservabilityStub(ch)
+
+                async def one(i):
+                    call = stub.WatchLoad(L.WatchLoadRequest(interval_ms=10 + i % 5, heartbeat_ms=10))
+                    await call.read()
+                    if i % 2:
+                        await call.read()
+                    call.cancel()
+
+                for start in range(0, n, concurrency):
+                    await asyncio.gather(*(one(i) for i in range(start, min(n, start + concurrency))))
+
+        asyncio.run(storm(200))  # warm up allocations and the channel machinery
+        settle = lambda: _until(lambda: engine.call(lambda: len(rt.load)) == 0 and engine.call(tasks) <= baseline_tasks)  # noqa: E731
+        assert settle()
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        asyncio.run(storm(2000))
+        assert settle(), (engine.call(lambda: len(rt.load)), engine.call(tasks), baseline_tasks)
+        gc.collect()
+        engine.call(gc.collect)
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert after - before < 2_000_000, after - before
+        assert engine.call(lambda: [w for w in rt.load.watchers]) == []
+
+
+def _until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
+    """A watcher that never reads keeps one pending snapshot and counts what it skipped; a healthy
+    watcher on the same engine keeps getting one snapshot per interval meanwhile."""
+    interval = 10
+    window_intervals = 60
+    with running(profiles=("load",)) as (engine, stubs):
+        async def main():
+            # A tiny receive window so the stalled client's flow control fills after a few messages.
+            small = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
+            async with grpc.aio.insecure_channel(engine.address, options=small) as slow_ch, \
+                    grpc.aio.insecure_channel(engine.address) as ch:
+                slow = observability_service_pb2_grpc.ObservabilityStub(slow_ch).WatchLoad(
+                    L.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
+                await slow.read()  # the settings: the stream is open, then it stalls
+                healthy = observability_service_pb2_grpc.ObservabilityStub(ch).WatchLoad(
+                    L.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
+                first = await healthy.read()
+                got = []
+                while len(got) < window_intervals:
+                    msg = await healthy.read()
+                    got.append(msg)
+                stalled_loop = engine.call(lambda: [w.coalesced for w in engine.runtime.load.watchers])
+                # Now the stalled watcher reads: everything it kept is bounded, and it is told what it missed.
+                drained = []
+                coalesced = 0
+                for _ in range(400):
+                    msg = await asyncio.wait_for(slow.read(), 5)
+                    drained.append(msg)
+                    coalesced = max(coalesced, msg.snapshot.coalesced)
+                    if coalesced:
+                        break
+                slow.cancel()
+                healthy.cancel()
+                return first, got, stalled_loop, drained, coalesced
+
+        first, got, pending_counts, drained, coalesced = asyncio.run(main())
+        assert first.settings.interval_ms == interval
+        # The healthy watcher got every snapshot of the window, in sequence, one per interval.
+        assert [m.sequence for m in got] == list(range(1, window_intervals + 1))
+        assert all(m.WhichOneof("kind") == "snapshot" and m.snapshot.coalesced == 0 for m in got)
+        # The stalled one had coalesced updates while the healthy one was served.
+        assert max(pending_counts) > 0
+        assert coalesced > 0
+        seqs = [m.sequence for m in drained]
+        assert seqs == list(range(1, len(seqs) + 1))
