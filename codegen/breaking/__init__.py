@@ -11,12 +11,12 @@ the same `Diagnostic` records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from codegen.breaking.match import Pair, pairs
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
-from codegen.registry import Profile, Registry, Version
+from codegen.registry import Registry, Version
 
 BREAKS = ("clients", "servers", "both", "none")
 BUMPS = ("major", "minor", "none")
@@ -183,10 +183,6 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
                 diags.append(Diagnostic(path, change.loc.line, change.loc.column, r.id, severity,
                                         message, hint, details))
     return sorted_diagnostics(diags)
-
-
-def profile_of(pair: Pair) -> Profile | None:
-    return pair.cur_parent or pair.prev_parent
 
 
 from codegen.breaking.run import BreakingError, check_against  # noqa: E402  (re-exported API)

@@ -12,7 +12,7 @@ the report can say "looks like a rename".
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from codegen.registry import Profile, Registry
 
@@ -164,7 +164,3 @@ def pairs(baseline: Registry | None, current: Registry) -> list[Pair]:
             continue
         out.append(rp)
     return out
-
-
-def by_kind(items: Iterable[Pair], kind: str) -> list[Pair]:
-    return [p for p in items if p.kind == kind]
