@@ -95,9 +95,9 @@ def locate(keys: dict[str, tuple[int, int]], path: str) -> tuple[int, int] | Non
     while candidate:
         if candidate in keys:
             return keys[candidate]
-        trimmed = re.sub(r"\[0\]$", "", candidate)   # `model_info[0]` given as a single object
-        if trimmed != candidate and trimmed in keys:
-            return keys[trimmed]
+        single = re.sub(r"^([a-z_]+)\[0\]", r"\1", candidate)   # `model_info[0]` given as one object
+        if single != candidate and single in keys:
+            return keys[single]
         cut = max(candidate.rfind("."), candidate.rfind("["))
         candidate = candidate[:cut] if cut > 0 else ""
     return None

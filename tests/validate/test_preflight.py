@@ -1,0 +1,141 @@
+"""Requests refused locally, naming the limit; the same requests pass when the limit allows."""
+
+from __future__ import annotations
+
+import pytest
+
+from openengine.v1 import discovery_pb2, encoder_pb2, generation_pb2, tasks_pb2
+from openengine.validate import REQUEST_LIMITS, preflight, validate_capabilities
+from tests.validate.conftest import caps, profile
+
+
+def report(*names, models=(), **core):
+    msg = caps(*names)
+    for key, value in core.items():
+        if isinstance(value, list):
+            getattr(msg.generation, key).extend(value)
+        else:
+            setattr(msg.generation, key, value)
+    return validate_capabilities(msg, model_infos=models)
+
+
+def gen(**sampling):
+    req = generation_pb2.GenerateRequest(text="hi")
+    for key, value in sampling.items():
+        if key == "logit_bias":
+            req.sampling.logit_bias[1] = 0.5
+        elif key == "guided":
+            setattr(req.sampling.guided, value, "x")
+        else:
+            setattr(req.sampling, key, value)
+    return req
+
+
+def found(request, rep):
+    return [(v.rule_id, v.path) for v in preflight(request, rep)]
+
+
+@pytest.mark.parametrize("request_,bad,good,expected", [
+    (gen(logprobs=21), report(), report(max_logprobs=21), ("OEV401", "sampling.logprobs")),
+    (gen(n=2), report(), report(max_sequences=2), ("OEV401", "sampling.n")),
+    (gen(min_p=0.1), report(), report(min_p=True), ("OEV402", "sampling.min_p")),
+    (gen(logit_bias=True), report(), report(logit_bias=True), ("OEV402", "sampling.logit_bias")),
+    (gen(prompt_logprobs=1), report(), report(prompt_logprobs=True), ("OEV402", "sampling.prompt_logprobs")),
+    (gen(guided="regex"), report(guided_decoding_modes=[1]), report(guided_decoding_modes=[3]),
+     ("OEV404", "sampling.guided.constraint")),
+])
+def test_generate_limits(request_, bad, good, expected):
+    assert found(request_, bad) == [expected]
+    assert found(request_, good) == []
+
+
+def test_token_ids_prompt_needs_token_ids_input():
+    req = generation_pb2.GenerateRequest()
+    req.token_ids.ids.append(5)
+    assert found(req, report(token_ids_input=False)) == [("OEV402", "prompt")]
+    assert found(req, report()) == []
+
+
+def test_priority_is_a_warning_when_ignored():
+    req = generation_pb2.GenerateRequest(text="x", priority=3)
+    assert [str(v.severity) for v in preflight(req, report())] == ["warning"]
+    assert preflight(req, report(priority=True)) == []
+
+
+@pytest.mark.parametrize("field,profile_name", [
+    ("adapter", "openengine.adapters"), ("session_id", "openengine.sessions"),
+])
+def test_features_need_their_profiles(field, profile_name):
+    req = generation_pb2.GenerateRequest(text="x", **{field: "a"})
+    assert found(req, report()) == [("OEV403", field)]
+    assert found(req, report(profile_name)) == []
+
+
+def test_kv_transfer_needs_kv():
+    req = generation_pb2.GenerateRequest(text="x")
+    req.kv_transfer.session_id = "s"
+    assert found(req, report()) == [("OEV403", "kv_transfer")]
+    assert found(req, report("openengine.kv")) == []
+
+
+def _tasks_model(name, tasks=("embed",), max_inputs=2):
+    info = discovery_pb2.ModelInfo(model=name)
+    info.capabilities.profiles.append(profile("openengine.tasks"))
+    info.capabilities.tasks.supported_tasks.extend({"embed": 1, "classify": 2, "score": 3}[t] for t in tasks)
+    info.capabilities.tasks.max_inputs_per_request = max_inputs
+    return info
+
+
+def test_tasks_need_the_profile_the_family_and_the_batch_limit():
+    embed = tasks_pb2.EmbedRequest(model="m")
+    embed.inputs.add(text="a")
+    assert found(embed, report()) == [("OEV403", "EmbedRequest")]
+    assert found(embed, report("openengine.tasks", models=[_tasks_model("m")])) == []
+    assert found(embed, report("openengine.tasks", models=[_tasks_model("m", ("score",))])) == \
+        [("OEV404", "EmbedRequest")]
+    embed.inputs.add(text="b")
+    embed.inputs.add(text="c")
+    assert found(embed, report("openengine.tasks", models=[_tasks_model("m")])) == [("OEV401", "inputs")]
+    other = discovery_pb2.ModelInfo(model="m")
+    assert found(tasks_pb2.EmbedRequest(model="m"), report("openengine.tasks", models=[other])) == \
+        [("OEV405", "EmbedRequest")]
+
+
+def test_embed_dimensions_need_matryoshka():
+    info = _tasks_model("m")
+    info.capabilities.tasks.embedding_size = 1024
+    req = tasks_pb2.EmbedRequest(model="m", dimensions=256)
+    assert found(req, report("openengine.tasks", models=[info])) == [("OEV402", "dimensions")]
+    info.capabilities.tasks.matryoshka = True
+    assert found(req, report("openengine.tasks", models=[info])) == []
+    req.dimensions = 2048
+    assert found(req, report("openengine.tasks", models=[info])) == [("OEV401", "dimensions")]
+
+
+def test_score_and_classify():
+    score = tasks_pb2.ScoreRequest(model="m")
+    score.documents.add(text="a")
+    assert found(score, report("openengine.tasks", models=[_tasks_model("m", ("score",))])) == []
+    classify = tasks_pb2.ClassifyRequest(model="m")
+    classify.inputs.add(text="a")
+    assert found(classify, report("openengine.tasks", models=[_tasks_model("m", ("score",))])) == \
+        [("OEV404", "ClassifyRequest")]
+
+
+def test_encode_modalities_and_items():
+    rep = report("openengine.encoder")
+    req = encoder_pb2.EncodeRequest()
+    req.items.add(item_id="1").image.SetInParent()
+    assert found(req, rep) == [("OEV404", "items.item")]
+    msg = caps("openengine.encoder")
+    msg.encoder.modalities.append(1)
+    assert found(req, validate_capabilities(msg)) == []
+
+
+def test_table_names_only_registry_limits():
+    from openengine.validate import DEFAULTS
+
+    for row in REQUEST_LIMITS:
+        assert row.profile in DEFAULTS
+        if row.limit:
+            assert row.limit in DEFAULTS[row.profile]
