@@ -318,11 +318,11 @@ def _range(limit: Limit) -> Md:
     lo, hi = limit.minimum, limit.maximum
     fmt = lambda v: mdsafe.inline(format_value(v))  # noqa: E731
     if lo is not None and hi is not None:
-        return Md(f"{fmt(lo)} – {fmt(hi)}")
+        return Md(f"{fmt(lo)}&nbsp;–&nbsp;{fmt(hi)}")
     if lo is not None:
-        return Md(f"≥ {fmt(lo)}")
+        return Md(f"≥&nbsp;{fmt(lo)}")
     if hi is not None:
-        return Md(f"≤ {fmt(hi)}")
+        return Md(f"≤&nbsp;{fmt(hi)}")
     return Md("—")
 
 

@@ -1,0 +1,83 @@
+"""Fixtures for the site tests: build a site (the real one, or one from other inputs) with mkdocs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegen.generate import plan, write_outputs
+from codegen.registry import load_registry
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "site"
+SCREENSHOTS = ROOT / "build" / "screenshots"
+
+
+class BuildFailed(AssertionError):
+    pass
+
+
+def mkdocs_build(config_file: Path, site_dir: Path) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` as `make site` runs it; raises BuildFailed with mkdocs' output."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config_file),
+                           "-d", str(site_dir)], cwd=config_file.parent, capture_output=True, text=True,
+                          env=env, timeout=120)
+    if proc.returncode != 0:
+        raise BuildFailed(f"mkdocs build failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def site_from(root: Path, registry_file: Path, spec_pages: dict[str, str], *,
+              nav_spec: list | None = None) -> Path:
+    """A site of its own under `root`: the registry, the given spec pages, the docs generator's
+    pages, and the repository's mkdocs.yml with its docs dir and spec navigation pointed there.
+    Returns the mkdocs config file to build."""
+    (root / "spec").mkdir(parents=True)
+    for name, text in spec_pages.items():
+        (root / "spec" / name).write_text(text, encoding="utf-8")
+    shutil.copy(registry_file, root / "profiles.yaml")
+    resolved = load_registry(root / "profiles.yaml")
+    assert resolved.registry is not None, resolved.diagnostics
+    write_outputs(root, plan(resolved.registry, root, only=["docs"]))
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config["docs_dir"] = str(root / "spec")
+    config["site_dir"] = str(root / "build")
+    config["hooks"] = [str(ROOT / "site" / "hooks.py")]
+    config["theme"]["custom_dir"] = str(ROOT / "site" / "overrides")
+    config.pop("watch", None)
+    nav = []
+    for entry in config["nav"]:
+        title = next(iter(entry)) if isinstance(entry, dict) else None
+        if title == "Home":
+            nav.append({"Home": "index.md"})
+        elif title == "Specification":
+            nav.append({"Specification": nav_spec or [p for p in spec_pages if p != "index.md"]})
+        else:
+            nav.append(entry)
+    config["nav"] = [e for e in nav if not (isinstance(e, dict) and e.get("Specification") == [])]
+    config_file = root / "mkdocs.yml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return config_file
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    """The repository's own site, built strictly once per test session."""
+    out = tmp_path_factory.mktemp("site") / "build"
+    mkdocs_build(ROOT / "mkdocs.yml", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def registry():
+    resolved = load_registry(ROOT / "profiles.yaml")
+    assert resolved.registry is not None
+    return resolved.registry

@@ -1,0 +1,107 @@
+"""The built site: strict, offline, every profile present, registry text escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import DATA, BuildFailed, mkdocs_build, site_from
+from .htmlscan import injected, scan
+
+HOME = "# Home\n\nWelcome. See the [profiles](reference/profiles/index.md).\n"
+
+
+def test_every_profile_has_a_built_page(built_site, registry):
+    for profile in registry.profiles:
+        page = built_site / "reference" / "profiles" / profile.short_name / "index.html"
+        assert page.is_file(), profile.name
+        assert profile.name in page.read_text(encoding="utf-8")
+
+
+def test_home_page_is_the_spec_index(built_site):
+    home = built_site / "index.html"
+    assert home.is_file() and (built_site / "search" / "search_index.json").is_file()
+
+
+def _external(url: str | None) -> bool:
+    return bool(url) and bool(re.match(r"^(https?:)?//", url.strip()))
+
+
+def test_nothing_is_loaded_from_elsewhere(built_site):
+    """No page loads a script, style, font, image or frame from another host."""
+    offenders = []
+    for page in built_site.rglob("*.html"):
+        for tag, attrs in scan(page.read_text(encoding="utf-8")).elements:
+            if tag in ("script", "img", "iframe", "source", "video", "audio", "embed") and _external(attrs.get("src")):
+                offenders.append((page.name, tag, attrs.get("src")))
+            if tag == "link" and _external(attrs.get("href")) and attrs.get("rel") not in ("canonical",):
+                offenders.append((page.name, tag, attrs.get("href")))
+    for css in built_site.rglob("*.css"):
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", css.read_text(encoding="utf-8")):
+            if _external(url):
+                offenders.append((css.name, "css", url))
+    for css in built_site.rglob("*.css"):
+        assert "@import url(http" not in css.read_text(encoding="utf-8")
+    assert offenders == []
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    config = site_from(root, DATA / "hostile-profiles.yaml", {"index.md": HOME})
+    mkdocs_build(config, root / "build")
+    return root / "build"
+
+
+def _content(page_html: str) -> str:
+    """The article of a material page (the theme's own scripts are outside it)."""
+    start = page_html.index('<article class="md-content__inner')
+    return page_html[start:page_html.index("</article>", start)]
+
+
+def test_hostile_registry_text_is_shown_escaped(hostile_site):
+    core = (hostile_site / "reference" / "profiles" / "core" / "index.html").read_text(encoding="utf-8")
+    load = (hostile_site / "reference" / "profiles" / "load" / "index.html").read_text(encoding="utf-8")
+    index = (hostile_site / "reference" / "profiles" / "index.html").read_text(encoding="utf-8")
+    for html in (core, load, index):
+        article = _content(html)        # the theme's own markup (code blocks, icons) is layout only
+        assert injected(article, strict=False) == [], injected(article, strict=False)
+    core_text = "".join(scan(_content(core)).text)
+    # The profile description and the limit description, shown as the text they are.
+    assert "<script>alert(1)</script>" in core_text
+    assert "<img src=x onerror=alert(2)>" in core_text
+    assert '<script>alert("limit")</script>' in core_text
+    assert "<img src=x onerror=alert(7)>" in core_text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in _content(core)
+    assert '<script>alert("load-limit")</script>' in "".join(scan(_content(load)).text)
+
+
+def test_hostile_text_stays_out_of_the_search_index(hostile_site):
+    index = (hostile_site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "<script>alert" not in index and "<img src=x" not in index
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    config = site_from(tmp_path, DATA / "hostile-profiles.yaml",
+                       {"index.md": HOME + "\nSee [the missing page](missing.md).\n"})
+    with pytest.raises(BuildFailed, match="missing.md"):
+        mkdocs_build(config, tmp_path / "build")
+
+
+def test_a_page_left_out_of_the_navigation_fails_the_build(tmp_path):
+    config = site_from(tmp_path, DATA / "hostile-profiles.yaml",
+                       {"index.md": HOME, "orphan.md": "# Orphan\n"}, nav_spec=["index.md"])
+    with pytest.raises(BuildFailed, match="orphan.md"):
+        mkdocs_build(config, tmp_path / "build")
+
+
+def test_requirements_get_anchors_that_generated_pages_link_to(tmp_path):
+    spec = {"index.md": HOME,
+            "load.md": "# Load\n\n**REQ-LOAD-001** *(wire)* The first message MUST be the settings.\n"}
+    config = site_from(tmp_path, DATA / "hostile-profiles.yaml", spec)
+    mkdocs_build(config, tmp_path / "build")        # strict: a dangling anchor would fail it
+    page = (tmp_path / "build" / "load" / "index.html").read_text(encoding="utf-8")
+    assert 'id="req-load-001"' in page
+    profile = (tmp_path / "build" / "reference" / "profiles" / "load" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../../../load/#req-load-001"' in profile

@@ -1,0 +1,125 @@
+"""The docs generator: a page per profile, valid pages without protos, regions kept current."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from codegen.generate import GenerationContext, GenerationError, plan, stale_outputs, write_outputs
+from codegen.generate import docs
+from codegen.registry import load_registry
+
+from .conftest import DATA, ROOT
+
+
+def _docs_outputs(root, registry):
+    return {o.path: o.content for o in plan(registry, root, only=["docs"])}
+
+
+def test_every_profile_has_a_page_and_a_nav_entry(registry):
+    outputs = _docs_outputs(ROOT, registry)
+    nav = outputs[f"{docs.GENERATED_DIR}/{docs.NAV_FILE}"]
+    for profile in registry.profiles:
+        page = outputs[f"{docs.GENERATED_DIR}/{docs.profile_page_path(profile)}"]
+        assert page.startswith("<!-- generated from profiles.yaml")
+        assert f"# {profile.name}\n" in page
+        for limit in profile.limits:
+            assert f"`{limit.name}`" in page
+        for rpc in profile.rpcs:
+            assert f"### {rpc.method}\n" in page
+        assert docs.profile_page_path(profile) in nav
+
+
+def test_committed_pages_are_current(registry):
+    stale = stale_outputs(ROOT, plan(registry, ROOT, only=["docs"]))
+    assert stale == [], "run `make generate`"
+
+
+@pytest.fixture
+def bare_root(tmp_path):
+    shutil.copy(DATA / "hostile-profiles.yaml", tmp_path / "profiles.yaml")
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "index.md").write_text("# Home\n", encoding="utf-8")
+    return tmp_path
+
+
+def _registry(root):
+    return load_registry(root / "profiles.yaml").registry
+
+
+def test_without_protos_the_reference_is_empty_but_valid(bare_root):
+    outputs = _docs_outputs(bare_root, _registry(bare_root))
+    index = outputs[f"{docs.GENERATED_DIR}/{docs.PROTOCOL}/index.md"]
+    assert "# Protocol reference" in index and "No proto files yet." in index
+    assert not [p for p in outputs if p.startswith(f"{docs.GENERATED_DIR}/{docs.PROTOCOL}/") and
+                not p.endswith("/index.md")]
+    assert "protocol: []" in outputs[f"{docs.GENERATED_DIR}/{docs.NAV_FILE}"]
+
+
+def test_missing_breaking_module_is_tolerated(bare_root, monkeypatch):
+    monkeypatch.setitem(sys.modules, "codegen.breaking", None)      # import raises ImportError
+    outputs = _docs_outputs(bare_root, _registry(bare_root))
+    assert "not available" in outputs[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
+
+
+def test_breaking_rules_are_catalogued(registry):
+    from codegen.breaking import iter_rules
+
+    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
+    for rule in iter_rules():
+        assert f"`{rule.id}`" in page
+
+
+def test_requirements_of_a_profile_link_to_their_anchor(bare_root):
+    (bare_root / "spec" / "load.md").write_text(
+        "# Load\n\n**REQ-LOAD-001** *(wire)* The first message MUST be settings.\n\n"
+        "**REQ-CORE-001** *(wire)* Every engine MUST serve the core.\n", encoding="utf-8")
+    outputs = _docs_outputs(bare_root, _registry(bare_root))
+    load_page = outputs[f"{docs.GENERATED_DIR}/{docs.PROFILES}/load.md"]
+    assert "[**REQ-LOAD-001**](../../load.md#req-load-001)" in load_page
+    assert "REQ-CORE-001" not in load_page
+    core_page = outputs[f"{docs.GENERATED_DIR}/{docs.PROFILES}/core.md"]
+    assert "REQ-CORE-001" in core_page and "REQ-LOAD-001" not in core_page
+
+
+def test_templates_refuse_unescaped_text():
+    with pytest.raises(TypeError, match="raw str"):
+        docs._finalize("<script>")
+
+
+def _oespec(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "codegen.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_stale_region_fails_check_and_generate_fixes_it(bare_root):
+    page = bare_root / "spec" / "index.md"
+    page.write_text("# Home\n\n<!-- oespec:begin limits:openengine.load -->\nold\n"
+                    "<!-- oespec:end limits:openengine.load -->\n\nText after.\n", encoding="utf-8")
+    check = _oespec("generate", "--check", "--only", "docs", cwd=bare_root)
+    assert check.returncode == 1
+    assert "spec/index.md" in check.stdout + check.stderr
+    assert _oespec("generate", "--only", "docs", cwd=bare_root).returncode == 0
+    text = page.read_text(encoding="utf-8")
+    assert "`max_watchers`" in text and "\nold\n" not in text and text.endswith("Text after.\n")
+    assert _oespec("generate", "--check", "--only", "docs", cwd=bare_root).returncode == 0
+
+
+def test_mistyped_marker_fails_with_its_location(bare_root):
+    (bare_root / "spec" / "index.md").write_text(
+        "# Home\n\n<!-- oespec:begin limits:openengine.lod -->\n<!-- oespec:end limits:openengine.lod -->\n",
+        encoding="utf-8")
+    result = _oespec("generate", "--only", "docs", cwd=bare_root)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "spec/index.md:3:" in out and "DOC002" in out and "Traceback" not in out
+    with pytest.raises(GenerationError):
+        plan(_registry(bare_root), bare_root, only=["docs"])
+
+
+def test_outputs_are_deterministic(registry):
+    first = plan(registry, ROOT, only=["docs"])
+    second = plan(registry, ROOT, only=["docs"])
+    assert [(o.path, o.content) for o in first] == [(o.path, o.content) for o in second]
