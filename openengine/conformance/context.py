@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped
-from openengine.conformance.contract import CORE, Contract, RpcInfo
+from openengine.conformance.contract import CORE, HEALTH_SERVICE, Contract, RpcInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -204,7 +204,9 @@ class Context:
 
     @property
     def advertised_services(self) -> list[str]:
-        return self.contract.services_of(self.advertised_profiles | {CORE})
+        """OpenEngine services health must answer for (the health service itself is not one)."""
+        return [s for s in self.contract.services_of(self.advertised_profiles | {CORE})
+                if s != HEALTH_SERVICE]
 
     def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
         """The effective value of a limit: set in the capability message, else its default."""
@@ -307,6 +309,17 @@ class Context:
             if info.max_output_tokens:
                 out = min(out, info.max_output_tokens)
         return max(out, 1)
+
+
+async def read_rest(call) -> list:
+    """Every remaining message of a stream already read with `read()` (grpc.aio does not allow
+    mixing `read()` and iteration on one call)."""
+    out = []
+    while True:
+        msg = await call.read()
+        if msg is grpc.aio.EOF:
+            return out
+        out.append(msg)
 
 
 def status_name(code: Any) -> str:

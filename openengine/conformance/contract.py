@@ -87,7 +87,8 @@ class Contract:
 
     @property
     def all_services(self) -> list[str]:
-        return self.services_of(list(self.profiles))
+        """Every OpenEngine service of the contract (not the standard health service)."""
+        return [s for s in self.services_of(list(self.profiles)) if s != HEALTH_SERVICE]
 
 
 def _version(text: str) -> tuple[int, int]:

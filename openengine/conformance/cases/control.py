@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, rpc_error, status_name
+from openengine.conformance.context import Context, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
@@ -270,10 +270,7 @@ async def admin_update(ctx: Context):
                    f"GetCapabilities still answers revision {seen.revision}")
         if watch is not None:
             try:
-                async def drain():
-                    async for _ in watch:
-                        pass
-                await asyncio.wait_for(drain(), 2.0)
+                await asyncio.wait_for(read_rest(watch), 2.0)
                 raise Failed("a WatchLoad stream ended with OK after the revision changed")
             except grpc.aio.AioRpcError as err:
                 expect(err.code() == grpc.StatusCode.ABORTED,
@@ -289,7 +286,7 @@ async def admin_update(ctx: Context):
             expect(first is not grpc.aio.EOF and first.settings.capability_revision == resp.revision,
                    "a WatchLoad stream opened after the change does not report the new revision")
         try:
-            rest = [m async for m in running]
+            rest = await read_rest(running)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, "a request running across the revision change") from None
         from openengine.v1 import common_pb2
@@ -354,8 +351,7 @@ async def shutdown(ctx: Context):
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
-    for call in watches.values():
-        await call.read()
+    first = {name: await call.read() for name, call in watches.items()}
     load = None
     if ctx.advertised("openengine.load"):
         load = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0),
@@ -365,10 +361,10 @@ async def shutdown(ctx: Context):
     await asyncio.wait_for(proc.wait(), ctx.options.rpc_timeout)
     problems = []
     for name, call in watches.items():
-        statuses = []
+        statuses = [first[name].status] if first[name] is not grpc.aio.EOF else []
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.TimeoutError):
             async def read_all():
-                async for msg in call:
+                while (msg := await call.read()) is not grpc.aio.EOF:
                     statuses.append(msg.status)
             await asyncio.wait_for(read_all(), ctx.options.rpc_timeout)
         call.cancel()
@@ -379,10 +375,7 @@ async def shutdown(ctx: Context):
             problems.append(f"Watch({name!r}) reported SERVING after NOT_SERVING")
     if load is not None:
         try:
-            async def read_load():
-                async for _ in load:
-                    pass
-            await asyncio.wait_for(read_load(), ctx.options.rpc_timeout)
+            await asyncio.wait_for(read_rest(load), ctx.options.rpc_timeout)
             problems.append("WatchLoad ended with OK on shutdown")
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.UNAVAILABLE:

@@ -9,7 +9,7 @@ import contextlib
 import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, rpc_error, status_name
+from openengine.conformance.context import Context, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE, RpcInfo, load_contract
 
 # Probing these with a request would change the engine's state for the rest of the run; their
@@ -187,7 +187,8 @@ async def generate_stream(ctx: Context):
     responses = await ctx.generate(ctx.generate_request(max_tokens=6))
     kinds = [r.WhichOneof("kind") for r in responses]
     expect(kinds, "the stream ended without any message")
-    expect("error" not in kinds, f"the stream carried an error: {responses[kinds.index('error')].error}")
+    if "error" in kinds:
+        raise Failed(f"the stream carried an error: {responses[kinds.index('error')].error}")
     expect(kinds[-1] == "final", f"the last message is {kinds[-1]!r}, not the final response")
     expect(kinds.count("final") == 1, f"{kinds.count('final')} finals for one sequence")
     final = responses[-1].final
@@ -262,8 +263,7 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         expect(first is not grpc.aio.EOF, "the stream ended before its first message")
         responses.append(first)
         aborted = await ctx.lifecycle.Abort(abort_request_for(req, lifecycle_pb2))
-        async for msg in call:
-            responses.append(msg)
+        responses.extend(await read_rest(call))
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "the aborted Generate stream") from None
     finally:

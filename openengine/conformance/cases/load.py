@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, rpc_error, status_name
+from openengine.conformance.context import Context, read_rest, rpc_error, status_name
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1
@@ -591,7 +591,7 @@ async def cancel_only(ctx: Context):
         w, _ = await _open(ctx, interval_ms=interval)
         await w.read(0.5)
         w.cancel()
-        rest = [first] + [m async for m in gen]
+        rest = [first] + await read_rest(gen)
         last = rest[-1]
         expect(not last.HasField("error"), f"the running request ended with an error after a "
                                            f"watcher cancelled: {last.error.message!r}")
