@@ -1,0 +1,14 @@
+"""Client helpers on top of the generated validators.
+
+- `CapabilityView`: what does this engine support? `supports`, `limit` (defaults applied),
+  `require` (raises `CapabilityError` naming everything missing), `model(name)` for model-scoped
+  limits; built from discovery messages or fetched (`fetch`, `afetch`).
+- `LoadWatcher` / `AsyncLoadWatcher`: the engine's latest load, from a validated WatchLoad
+  stream with reconnection (`Backoff`) and a GetLoad polling fallback.
+"""
+
+from openengine.client._view import CapabilityError, CapabilityView, ModelView
+from openengine.client._watcher import POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, LoadWatcher
+
+__all__ = ["AsyncLoadWatcher", "Backoff", "CapabilityError", "CapabilityView", "LoadWatcher", "ModelView",
+           "POLL", "UNAVAILABLE", "WATCH"]

@@ -1,0 +1,164 @@
+"""What does this engine support? A typed view over its discovery answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
+
+
+class CapabilityError(Exception):
+    """The engine lacks something the caller requires. `missing` names every profile and limit."""
+
+    def __init__(self, missing: list[str]):
+        self.missing = list(missing)
+        super().__init__("the engine does not provide: " + "; ".join(self.missing))
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    major, _, minor = str(text).partition(".")
+    return int(major), int(minor or 0)
+
+
+class _Lookup:
+    """Shared by the engine-wide and the per-model views."""
+
+    report: CapabilityReport
+    _model: str | None = None
+
+    def limit(self, profile: str, limit: str) -> Any:
+        """The effective value of `profile`.`limit`: the model's value, the engine-wide value, or
+        the registry default when neither is set. None when the profile is not advertised.
+        Raises KeyError for a standard profile or limit the registry does not define."""
+        if profile in DEFAULTS and limit not in DEFAULTS[profile]:
+            raise KeyError(f"{profile} has no limit {limit!r}")
+        if profile.startswith("openengine.") and profile not in DEFAULTS:
+            raise KeyError(f"unknown standard profile {profile!r}")
+        return self.report.effective(profile, limit, model=self._model)
+
+    def supports(self, profile: str, at_least: str | None = None) -> bool:
+        """Is `profile` advertised (for a model view: listed by the model) at a version usable by a
+        client written for `at_least` (same major, minor at least as high; REQ-CORE-007)?"""
+        versions = self._versions(profile)
+        want = _version(at_least)
+        if want is None:
+            return bool(versions)
+        return any(major == want[0] and minor >= want[1] for major, minor in versions)
+
+    def _versions(self, profile: str) -> tuple[tuple[int, int], ...]:
+        return self.report.profiles.get(profile, ())
+
+    def require(self, *profiles: str | tuple[str, str], limits: Mapping[str, Any] | None = None) -> None:
+        """Raise CapabilityError naming everything missing: profiles (a name, or (name, at_least))
+        and limits (`"profile.limit": wanted`; a number must be reached, a bool must be true, a list
+        must contain every wanted element)."""
+        missing: list[str] = []
+        for entry in profiles:
+            name, at_least = (entry, None) if isinstance(entry, str) else entry
+            if not self.supports(name, at_least):
+                missing.append(f"{name}" + (f" >= {at_least}" if at_least else ""))
+        for key, wanted in (limits or {}).items():
+            profile, _, limit = key.rpartition(".")
+            if not self.supports(profile):
+                missing.append(f"{key} (profile {profile} not advertised)")
+                continue
+            actual = self.limit(profile, limit)
+            if isinstance(wanted, bool):
+                ok = actual is wanted
+            elif isinstance(wanted, (int, float)):
+                ok = isinstance(actual, (int, float)) and actual >= wanted
+            elif isinstance(wanted, (list, tuple, set, frozenset)):
+                ok = set(wanted) <= set(actual or ())
+            else:
+                ok = actual == wanted
+            if not ok:
+                missing.append(f"{key} = {wanted!r} (engine: {actual!r})")
+        if missing:
+            raise CapabilityError(missing)
+
+
+class ModelView(_Lookup):
+    """Capabilities as they apply to requests for one model (REQ-CAP-013)."""
+
+    def __init__(self, report: CapabilityReport, model: str):
+        self.report = report
+        self._model = model
+
+    @property
+    def name(self) -> str:
+        return self._model or ""
+
+    def _versions(self, profile: str):
+        from openengine.validate import MODEL_SCOPED
+
+        if profile in MODEL_SCOPED:
+            m = self.report.models.get(self._model)
+            return m.profiles.get(profile, ()) if m is not None else ()
+        return self.report.profiles.get(profile, ())
+
+
+class CapabilityView(_Lookup):
+    """An engine's capabilities, validated, with defaults applied.
+
+        view = CapabilityView.fetch(channel)
+        view.supports("openengine.kv", at_least="1.0")
+        view.limit("openengine.adapters", "max_loras")
+        view.model("llama").limit("openengine.tasks", "max_inputs_per_request")
+        view.require("openengine.load", limits={"openengine.core.max_logprobs": 5})
+    """
+
+    def __init__(self, capabilities, *, engine_info=None, model_infos: Iterable = ()):
+        self.capabilities = capabilities
+        self.engine_info = engine_info
+        self.model_infos = list(model_infos)
+        self.report = validate_capabilities(capabilities, engine_info=engine_info, model_infos=self.model_infos)
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        """What the engine advertises wrongly; a client may still use the view (REQ-CAP-005)."""
+        return self.report.violations
+
+    @property
+    def revision(self) -> int:
+        if self.engine_info is not None and self.engine_info.capability_revision:
+            return self.engine_info.capability_revision
+        return self.capabilities.revision
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.engine_info.instance_id if self.engine_info is not None else None
+
+    @property
+    def profiles(self) -> Mapping[str, tuple[tuple[int, int], ...]]:
+        return self.report.profiles
+
+    def model(self, name: str) -> ModelView:
+        return ModelView(self.report, name)
+
+    @classmethod
+    def fetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
+        """Read GetCapabilities and GetEngineInfo (and GetModelInfo per served model) over a
+        grpc.Channel."""
+        from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
+
+        stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
+        caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        info = stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
+        infos = [stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
+                 for m in info.served_models] if models else []
+        return cls(caps, engine_info=info, model_infos=infos)
+
+    @classmethod
+    async def afetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
+        """`fetch` over a grpc.aio.Channel."""
+        from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
+
+        stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
+        caps = await stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        info = await stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
+        infos = [await stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
+                 for m in info.served_models] if models else []
+        return cls(caps, engine_info=info, model_infos=infos)
