@@ -374,12 +374,17 @@ def method_shape(m) -> str:
     return STREAMING_WORDS[key]
 
 
+def services_of(profile: Profile) -> list[str]:
+    """Short names of the services a profile's RPCs belong to, in first-seen order."""
+    return list(dict.fromkeys(rpc.service_short for rpc in profile.rpcs))
+
+
 def _context(site: Site, page: str, **extra) -> dict:
     return dict(site=site, registry=site.registry, pages=Pages(site, page), limit_type=_type,
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
-                shape=method_shape, method_signature=method_signature, type_anchor=type_anchor, **extra)
+                shape=method_shape, method_signature=method_signature, services_of=services_of, type_anchor=type_anchor, **extra)
 
 
 def render(template: str, site: Site, page: str, **extra) -> str:
