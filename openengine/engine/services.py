@@ -95,7 +95,9 @@ class Discovery(Base):
             del caps.profiles[:]
             caps.profiles.extend(kept)
         if rt.fault("capabilities-duplicate-profile"):
-            caps.profiles.add().CopyFrom(caps.profiles[-1])
+            last = capabilities_pb2.Capabilities().profiles.add()
+            last.CopyFrom(caps.profiles[-1])
+            caps.profiles.append(last)
         if rt.fault("capabilities-unadvertised-submessage"):
             missing = next((p for p in rt.catalogue.profiles if p.capability_field and not rt.has(p.name)), None)
             if missing is not None:
