@@ -53,5 +53,9 @@ site: setup
 serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
+# Speed figures (ratios against reference tools); each benchmark bounds its own run time.
+bench: setup bindings
+	$(BIN)/python -m bench.validators
+
 clean:
 	rm -rf build site/build openengine/v1 .pytest_cache

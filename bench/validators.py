@@ -1,0 +1,148 @@
+"""Benchmark: the generated validators against general-purpose JSON Schema validators.
+
+Run `python -m bench.validators` (prints a table of ratios), or import `collect()` for the
+figures as `{name, value, unit, goal, met}` records. Each measurement runs for a fixed, small
+time budget, so the whole run takes a few seconds.
+
+Compared on the same capability documents:
+- the generated validator on the protobuf message (what a client holds after a gRPC call),
+- the same including the proto3 JSON -> message conversion,
+- `jsonschema` (Draft 2020-12) and `fastjsonschema` on the JSON document with the generated schema;
+and per WatchLoad message: the stream checker's `feed` against `ParseFromString` of the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 0.4   # per measurement
+
+
+def _per_call(fn: Callable[[], object], budget: float = BUDGET_S) -> float:
+    """Seconds per call: calls in batches until the budget is spent, keeps the best batch."""
+    fn()
+    batch, best, spent = 1, float("inf"), 0.0
+    while spent < budget:
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        took = time.perf_counter() - start
+        spent += took
+        best = min(best, took / batch)
+        if took < 0.01:
+            batch *= 2
+    return best
+
+
+def _documents() -> list[dict]:
+    corpus = sorted((ROOT / "tests" / "data" / "validate" / "corpus").glob("valid-*.json"))
+    return [json.loads(p.read_text()) for p in corpus]
+
+
+def _stream():
+    from openengine.v1 import load_pb2
+
+    msgs = []
+    settings = load_pb2.WatchLoadResponse(sequence=0)
+    settings.timestamp.FromNanoseconds(0)
+    settings.settings.interval_ms, settings.settings.heartbeat_ms = 100, 1000
+    settings.settings.instance_id = "engine-1"
+    msgs.append(settings)
+    for seq in range(1, 2001):
+        msg = load_pb2.WatchLoadResponse(sequence=seq)
+        msg.timestamp.FromNanoseconds(seq * 100_000_000)
+        load = msg.snapshot.load
+        load.instance_id = "engine-1"
+        load.timestamp.FromNanoseconds(seq * 100_000_000)
+        load.running_requests, load.queued_requests, load.used_kv_blocks = seq % 64, seq % 7, seq * 3
+        load.total_kv_blocks, load.running_tokens, load.waiting_tokens = 100000, seq * 50, seq * 5
+        load.prefill_batch_size, load.decode_batch_size = 4, 32
+        msgs.append(msg)
+    return msgs
+
+
+def collect() -> list[dict]:
+    import fastjsonschema
+    import jsonschema
+
+    from openengine.validate import check_capabilities, document_from_json, WatchLoadChecker
+
+    schema = json.loads((ROOT / "schemas" / "capabilities.schema.json").read_text())
+    slow = jsonschema.Draft202012Validator(schema)
+    fast = fastjsonschema.compile(schema)
+    docs = _documents()
+    messages = [document_from_json(d)[0].capabilities for d in docs]
+
+    def generated():
+        for m in messages:
+            check_capabilities(m)
+
+    def generated_json():
+        for d in docs:
+            check_capabilities(document_from_json(d)[0].capabilities)
+
+    def with_jsonschema():
+        for d in docs:
+            slow.is_valid(d)
+
+    def with_fastjsonschema():
+        for d in docs:
+            fast(d)
+
+    t_gen = _per_call(generated)
+    t_gen_json = _per_call(generated_json)
+    t_js = _per_call(with_jsonschema)
+    t_fjs = _per_call(with_fastjsonschema)
+
+    from openengine.v1 import load_pb2
+
+    stream = _stream()
+    wire = [m.SerializeToString() for m in stream]
+    parsed = [load_pb2.WatchLoadResponse.FromString(b) for b in wire]
+
+    def parse_all():
+        for b in wire:
+            load_pb2.WatchLoadResponse.FromString(b)
+
+    def check_all():
+        checker = WatchLoadChecker(instance_id="engine-1", clock=lambda: 0.0)
+        feed = checker.feed
+        for m in parsed:
+            feed(m, 0.0)
+
+    t_parse = _per_call(parse_all) / len(wire)
+    t_check = _per_call(check_all) / len(wire)
+    n = len(docs)
+    return [
+        {"name": "validators.capabilities_per_doc_us", "value": round(t_gen / n * 1e6, 2), "unit": "us",
+         "goal": None, "met": None},
+        {"name": "validators.speedup_vs_jsonschema", "value": round(t_js / t_gen, 1), "unit": "x",
+         "goal": ">= 20", "met": t_js / t_gen >= 20},
+        {"name": "validators.speedup_vs_fastjsonschema", "value": round(t_fjs / t_gen, 2), "unit": "x",
+         "goal": None, "met": None},
+        {"name": "validators.speedup_vs_jsonschema_from_json", "value": round(t_js / t_gen_json, 2), "unit": "x",
+         "goal": None, "met": None},
+        {"name": "validators.watchload_check_per_msg_us", "value": round(t_check * 1e6, 3), "unit": "us",
+         "goal": None, "met": None},
+        {"name": "validators.watchload_parse_per_msg_us", "value": round(t_parse * 1e6, 3), "unit": "us",
+         "goal": None, "met": None},
+        {"name": "validators.watchload_check_over_parse", "value": round(t_check / t_parse, 2), "unit": "ratio",
+         "goal": "<= 1", "met": t_check <= t_parse},
+    ]
+
+
+def main() -> int:
+    figures = collect()
+    width = max(len(f["name"]) for f in figures)
+    for f in figures:
+        goal = f" (goal {f['goal']}: {'met' if f['met'] else 'NOT met'})" if f["goal"] else ""
+        print(f"{f['name']:<{width}}  {f['value']:>10} {f['unit']}{goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
