@@ -2,10 +2,10 @@
 
 The watcher validates the stream with `WatchLoadChecker`, keeps the latest complete snapshot and
 its age, reopens the stream with bounded, jittered backoff, treats a silent stream as dead
-(REQ-LOAD-022), and notices a capability-revision change (the settings' revision differs from
-discovery's, or the stream ends with ABORTED; REQ-LOAD-020). It falls back to polling GetLoad
-when the engine does not advertise openengine.load or WatchLoad answers UNIMPLEMENTED
-(REQ-LOAD-021), never faster than min_watch_interval_ms.
+(REQ-LOAD-021), and notices a capability-revision change (the settings' revision differs from
+discovery's, or the stream ends with ABORTED; REQ-REV-006, REQ-REV-008). It falls back to polling
+GetLoad when the engine does not advertise openengine.load or WatchLoad answers UNIMPLEMENTED
+(REQ-LOAD-020), never faster than min_watch_interval_ms.
 
 `LoadWatcher` runs in a background thread over a grpc.Channel; `AsyncLoadWatcher` is an asyncio
 task over a grpc.aio.Channel. Both expose the same properties.
