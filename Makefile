@@ -53,6 +53,12 @@ site: setup
 serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
+# The reference engine on 127.0.0.1:50051 with every profile its role allows; Ctrl-C stops it.
+# ARGS passes more flags, e.g. `make engine ARGS="--role prefill --admin-token secret"`.
+ARGS ?=
+engine: setup bindings
+	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
+
 # Speed figures (ratios against reference tools); each benchmark bounds its own run time.
 bench: setup bindings
 	$(BIN)/python -m bench.validators
