@@ -76,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(resolved))
+    except ConfigError as err:
+        sys.stderr.write("oespec engine: the configuration cannot be served:\n")
+        for problem in err.problems:
+            sys.stderr.write(f"  - {problem}\n")
+        return 2
     except OSError as err:
         sys.stderr.write(f"oespec engine: {err}\n")
         return 1

@@ -249,8 +249,9 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
 
     registry_path = find_registry(config.registry)
     if registry_path is None:
-        warnings.append("no profiles.yaml found: prerequisites and incompatible combinations are not "
-                        "checked (set --registry or OPENENGINE_REGISTRY)")
+        # The engine still checks what it advertises with the generated validators at start.
+        warnings.append("no profiles.yaml found: prerequisites and incompatible combinations are checked "
+                        "by the generated validators only (set --registry or OPENENGINE_REGISTRY)")
     elif not problems:
         advertised_versions = {p.name: p.version for p in advertised}
         problems += combination_problems(registry_path, advertised_versions, limits)

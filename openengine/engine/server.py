@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf import message_factory
 
-from openengine.engine.config import EngineConfig, ResolvedConfig, resolve_config
+from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import SERVICES, Refused
@@ -39,6 +39,9 @@ class EngineServer:
         self.admin_port = 0
         self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
         self._stopped = False
+        if not self.rt.cfg.faults:
+            self_check(self._impls["openengine.v1.Discovery"])
+
 
     # -- routing --------------------------------------------------------------------------------
 
@@ -282,3 +285,16 @@ class RunningEngine:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def self_check(discovery) -> None:
+    """Judge what the engine is about to advertise with the validators generated from the
+    registry, so a bad combination is refused even where no profiles.yaml can be read."""
+    try:
+        from openengine.validate import validate_capabilities
+    except ImportError:
+        return
+    report = validate_capabilities(discovery.capabilities(), engine_info=discovery.engine_info(),
+                                   model_infos=[discovery.model_info()])
+    if report.errors:
+        raise ConfigError([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])

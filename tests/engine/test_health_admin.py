@@ -269,3 +269,33 @@ def _until(predicate, timeout=5.0):
             return True
         time.sleep(0.01)
     return False
+
+
+def test_health_watch_of_an_unknown_service_stays_open_with_service_unknown(shared):
+    _, stubs = shared
+    call = stubs.health.Watch(health_pb2.HealthCheckRequest(service="openengine.v1.Kv"), timeout=0.5)
+    assert next(call).status == H.SERVICE_UNKNOWN
+    with pytest.raises(grpc.RpcError) as err:
+        next(call)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # still open, nothing more to say
+
+
+def test_drain_deadline_aborts_what_is_still_running_and_pause_keep_suspends():
+    with running(profiles=("admin", "load")) as (engine, stubs):
+        long = generation_pb2.GenerateRequest(text="x", sampling=generation_pb2.SamplingParams(max_tokens=250))
+        gen = stubs.inference.Generate(long, timeout=20)
+        next(gen)
+        progress = list(stubs.admin.Drain(admin_pb2.DrainRequest(deadline_ms=100), metadata=AUTH, timeout=20))
+        assert progress[0].remaining_requests == 1 and progress[-1].done
+        assert sum(p.aborted_requests for p in progress[-1:]) == 1
+        last = list(gen)[-1]
+        assert last.error.code == 3 and last.error.retryable  # ERROR_CODE_ABORTED, may be sent elsewhere
+        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH)
+        gen = stubs.inference.Generate(generation_pb2.GenerateRequest(
+            text="y", sampling=generation_pb2.SamplingParams(max_tokens=30)), timeout=20)
+        next(gen)
+        kept = stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(mode=capabilities_pb2.PAUSE_MODE_KEEP),
+                                           metadata=AUTH)
+        assert kept.kept_requests == 1 and kept.aborted_requests == 0
+        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH)
+        assert list(gen)[-1].WhichOneof("kind") == "final"
