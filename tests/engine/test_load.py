@@ -222,3 +222,21 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
         assert coalesced > 0
         seqs = [m.sequence for m in drained]
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.parametrize("request_kw", [dict(interval_ms=10, heartbeat_ms=0), dict(interval_ms=0, heartbeat_ms=20),
+                                        dict(initial_snapshot=False, interval_ms=15)])
+def test_streams_pass_the_generated_watchload_checker(shared, request_kw):
+    from openengine.validate import WatchLoadChecker, validate_capabilities
+    _, stubs = shared
+    report = validate_capabilities(stubs.caps(), engine_info=stubs.info())
+    req = L.WatchLoadRequest(**request_kw)
+    checker = WatchLoadChecker(instance_id=stubs.info().instance_id, capability_revision=stubs.info().capability_revision,
+                               observability=report.limits["openengine.load"], request=req)
+    call = stubs.observability.WatchLoad(req, timeout=10)
+    for i, msg in enumerate(call):
+        checker.feed(msg)
+        if i == 12:
+            break
+    call.cancel()
+    assert [v for v in checker.violations if v.is_error] == []
