@@ -311,6 +311,31 @@ class Context:
         return max(out, 1)
 
 
+class Reader:
+    """Bounded reads of a server stream. A timed-out read is kept pending for the next call
+    instead of being cancelled, because cancelling a pending `read()` cancels the whole RPC."""
+
+    def __init__(self, call):
+        self.call = call
+        self._pending: asyncio.Future | None = None
+
+    async def read(self, timeout: float):
+        """The next message, `grpc.aio.EOF` at the end, or None when nothing came in time."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self.call.read())
+        done, _ = await asyncio.wait({self._pending}, timeout=max(0.0, timeout))
+        if not done:
+            return None
+        task, self._pending = self._pending, None
+        return task.result()
+
+    def cancel(self) -> None:
+        self.call.cancel()
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
 async def read_rest(call) -> list:
     """Every remaining message of a stream already read with `read()` (grpc.aio does not allow
     mixing `read()` and iteration on one call)."""

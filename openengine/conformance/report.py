@@ -51,6 +51,8 @@ def render_text(report: Report, *, include_results: bool = True) -> str:
         if cov.uncovered:
             out.append("  without a case: " + ", ".join(cov.uncovered))
     bad = [r for r in report.results if r.outcome.bad]
+    if not report.results:
+        out.append("no case ran: check --profile and --case")
     out.append("CONFORMS" if report.ok else
                f"DOES NOT CONFORM: {len(bad)} case(s) " + ", ".join(r.id for r in bad))
     return "\n".join(out) + "\n"

@@ -124,7 +124,8 @@ def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
     for c in cases:
         if c.profile not in in_play:
             continue
-        present = c.profile in advertised or c.profile in forced
+        # The core is mandatory: its cases run even when an engine fails to list it.
+        present = c.profile in advertised or c.profile in forced or c.profile == CORE
         if (c.when == "advertised") != present:
             continue
         if patterns and not any(fnmatch.fnmatchcase(c.id, p) for p in patterns):
@@ -152,7 +153,11 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
         return Outcome.FAIL, (f"an RPC failed with {status_name(err.code())}"
                               + (f": {details}" if details else ""))
     except asyncio.CancelledError:
-        raise
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the run itself is being cancelled
+        # grpc.aio raises CancelledError when a call it already cancelled is read again.
+        return Outcome.ERROR, "an RPC of the case was cancelled under it (runner bug)"
     except Exception as err:  # a case could not reach a verdict: report, never crash the run
         return Outcome.ERROR, f"{type(err).__name__}: {err}"
 

@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, read_rest, rpc_error, status_name
+from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
@@ -27,15 +27,16 @@ class Events:
         self.call = ctx.observability.SubscribeRuntimeEvents(
             events_pb2.SubscribeRuntimeEventsRequest(initial_state=initial_state),
             timeout=ctx.options.case_timeout + 5)
+        self.reader = Reader(self.call)
         self.seen: list = []
 
     async def next(self, timeout: float):
         try:
-            msg = await asyncio.wait_for(self.call.read(), timeout)
-        except asyncio.TimeoutError:
-            return None
+            msg = await self.reader.read(timeout)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, "SubscribeRuntimeEvents") from None
+        if msg is None:
+            return None
         if msg is grpc.aio.EOF:
             raise Failed(f"SubscribeRuntimeEvents ended with {status_name(await self.call.code())}")
         self.seen.append(msg)
@@ -66,7 +67,7 @@ class Events:
         expect(stamps == sorted(stamps), "runtime event timestamps went backwards")
 
     def cancel(self) -> None:
-        self.call.cancel()
+        self.reader.cancel()
 
 
 def _state(ev) -> int | None:

@@ -204,7 +204,7 @@ async def generate_stream(ctx: Context):
 @case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-001",),
       title="each of n sequences ends with exactly one final, and nothing follows the last")
 async def generate_terminal(ctx: Context):
-    n = min(2, int(ctx.limit(CORE, "max_sequences")))
+    n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
     responses = await ctx.generate(ctx.generate_request(max_tokens=4, n=n))
     kinds = [r.WhichOneof("kind") for r in responses]
     expect("error" not in kinds, "the stream carried an error")
@@ -226,6 +226,8 @@ async def generate_terminal(ctx: Context):
 async def generate_limits(ctx: Context):
     max_seq = int(ctx.limit(CORE, "max_sequences"))
     max_lp = int(ctx.limit(CORE, "max_logprobs"))
+    if max_seq < 1:
+        raise Skipped(f"max_sequences {max_seq} is out of range (capabilities.limits-in-range)")
     await ctx.generate(ctx.generate_request(max_tokens=2, n=max_seq, logprobs=max_lp))
     problems = []
     for field, value in (("n", max_seq + 1), ("logprobs", max_lp + 1)):
