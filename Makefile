@@ -60,8 +60,11 @@ engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
 # Speed figures (ratios against reference tools); each benchmark bounds its own run time.
+# Writes bench/results.md, bench/results.json and bench/plots/ (a few minutes on 2 cores).
+# BENCH_ARGS picks sections or a smoke run, e.g. `make bench BENCH_ARGS="--only fleet --quick"`.
+BENCH_ARGS ?=
 bench: setup bindings
-	$(BIN)/python -m bench.validators
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf build site/build openengine/v1 .pytest_cache

@@ -1,0 +1,133 @@
+"""The runner drives each benchmark process over its stdin/stdout: one JSON object a line each
+way. Every wait has a deadline, and a child that outlives its benchmark is killed, so a stuck run
+ends by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ChildError(RuntimeError):
+    pass
+
+
+class Child:
+    """A benchmark process started with `python -m <module> <args>`."""
+
+    def __init__(self, module: str, *args: str, name: str | None = None):
+        self.name = name or module
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def read(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sel.select(left):
+                raise ChildError(f"{self.name}: no answer within {timeout:g} s{self._stderr_tail()}")
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait(5)
+                raise ChildError(f"{self.name} exited with {self.proc.returncode}{self._stderr_tail()}")
+            line = line.strip()
+            if line.startswith("{"):
+                msg = json.loads(line)
+                if "error" in msg:
+                    raise ChildError(f"{self.name}: {msg['error']}")
+                return msg
+
+    def send(self, command: str, **kw) -> None:
+        self.proc.stdin.write(json.dumps({"command": command, **kw}) + "\n")
+        self.proc.stdin.flush()
+
+    def ask(self, command: str, timeout: float = 30.0, **kw) -> dict[str, Any]:
+        self.send(command, **kw)
+        return self.read(timeout)
+
+    def _stderr_tail(self) -> str:
+        if self.proc.poll() is None:
+            return ""
+        err = (self.proc.stderr.read() or "").strip().splitlines()
+        return (":\n  " + "\n  ".join(err[-15:])) if err else ""
+
+    def close(self, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait(5)
+        self._sel.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> "Child":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- the child's side -------------------------------------------------------------------------
+
+def reply(**kw) -> None:
+    sys.stdout.write(json.dumps(kw) + "\n")
+    sys.stdout.flush()
+
+
+async def serve_commands(handlers: dict[str, Callable[..., Awaitable[dict] | dict]], *,
+                         idle_timeout: float = 600.0) -> None:
+    """Answer commands from stdin until `exit`, end of input, or `idle_timeout` seconds without one
+    (the runner died). Each handler gets the command's fields and returns the reply's fields."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while True:
+        try:
+            line = await asyncio.wait_for(reader.readline(), idle_timeout)
+        except asyncio.TimeoutError:
+            return
+        if not line:
+            return
+        msg = json.loads(line)
+        command = msg.pop("command")
+        if command == "exit":
+            return
+        handler = handlers.get(command)
+        if handler is None:
+            reply(error=f"unknown command {command!r}")
+            continue
+        try:
+            result = handler(**msg)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except Exception as err:  # reported to the runner, which stops the benchmark
+            reply(error=f"{command}: {type(err).__name__}: {err}")
+            continue
+        reply(**(result or {}))

@@ -1,0 +1,202 @@
+"""Fan-out: one reference engine with many WatchLoad watchers at a fixed interval, with and without
+a tenth of them stalled, and the gRPC floor this machine allows for the same traffic: a bare
+grpc.aio server-streaming RPC that sends byte strings of the same size at the same interval.
+
+The engine runs in its own process (bench/hosts.py), the watchers in another (bench/watchers.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bench.control import Child
+from bench.figures import Figure, Section, at_least, at_most, info
+
+
+@dataclass
+class FanoutRun:
+    kind: str              # "watchload" or "bare"
+    watchers: int
+    stalled: int
+    interval_ms: int
+    seconds: float
+    server_cpu_s: float
+    client_cpu_s: float
+    delivered: int
+    lag_p50_ms: float
+    lag_p99_ms: float
+    lag_max_ms: float
+    rss_start_kib: int
+    rss_end_kib: int
+    message_bytes: int
+    coalescing: int = 0    # watchers whose mailbox had coalesced updates at the end of the window
+    errors: int = 0
+
+    @property
+    def server_us_per_message(self) -> float:
+        return self.server_cpu_s / self.delivered * 1e6 if self.delivered else float("inf")
+
+    @property
+    def expected(self) -> float:
+        """Snapshots the healthy watchers would get in the window at exactly one per interval."""
+        return (self.watchers - self.stalled) * self.seconds * 1000.0 / self.interval_ms
+
+
+def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 100, window_s: float = 6.0,
+            warmup_s: float = 1.5, size: int = 100) -> FanoutRun:
+    if kind == "watchload":
+        server_args = ["engines", "--count", "1", "--max-watchers", str(max(64, watchers + 16))]
+    else:
+        server_args = ["bare"]
+    with Child("bench.hosts", *server_args, name=f"{kind} server") as server:
+        hello = server.read(60)
+        port = hello["ports"][0]
+        args = ["--port", str(port), "--count", str(watchers), "--stalled", str(stalled),
+                "--interval-ms", str(interval_ms), "--kind", kind, "--size", str(size),
+                "--clock-offset-ns", str(hello["clock_offset_ns"])]
+        with Child("bench.watchers", *args, name=f"{watchers} {kind} watchers") as client:
+            client.read(60)
+            client.ask("open", timeout=90)
+            time.sleep(warmup_s)     # stalled streams fill their flow-control windows meanwhile
+            s0 = server.ask("mark")["usage"]
+            c0 = client.ask("go")
+            time.sleep(window_s)
+            c1 = client.ask("stop")
+            s1 = server.ask("mark")["usage"]
+            state = server.ask("state")
+    lags = c1["lags_ns"]
+    return FanoutRun(
+        kind=kind, watchers=watchers, stalled=stalled, interval_ms=interval_ms,
+        seconds=(c1["usage"]["mono_ns"] - c0["usage"]["mono_ns"]) / 1e9,
+        server_cpu_s=s1["cpu_s"] - s0["cpu_s"], client_cpu_s=c1["usage"]["cpu_s"] - c0["usage"]["cpu_s"],
+        delivered=c1["delivered"], lag_p50_ms=lags.get("p50", float("nan")) / 1e6,
+        lag_p99_ms=lags.get("p99", float("nan")) / 1e6, lag_max_ms=lags.get("max", float("nan")) / 1e6,
+        rss_start_kib=s0["rss_kib"], rss_end_kib=s1["rss_kib"], message_bytes=c1["message_bytes"],
+        coalescing=state.get("coalescing", 0), errors=len(c1["errors"]))
+
+
+def _r(v: float, nd: int = 2) -> float:
+    return round(v, nd)
+
+
+def figures(plain: FanoutRun, stalled: FanoutRun) -> list[Figure]:
+    n = plain.watchers
+    g = f"fan-out {n} watchers"
+    pre = f"fanout.w{n}"
+    ratio_p50 = stalled.lag_p50_ms / plain.lag_p50_ms if plain.lag_p50_ms else float("inf")
+    ratio_p99 = stalled.lag_p99_ms / plain.lag_p99_ms if plain.lag_p99_ms else float("inf")
+    rss = stalled.rss_end_kib / stalled.rss_start_kib if stalled.rss_start_kib else float("inf")
+    return [
+        info(f"{pre}.lag_p50", _r(plain.lag_p50_ms), "ms", group=g),
+        info(f"{pre}.lag_p99", _r(plain.lag_p99_ms), "ms", group=g),
+        info(f"{pre}.delivered_fraction", _r(plain.delivered / plain.expected, 3), "ratio", group=g,
+             note="snapshots delivered / one per interval per watcher"),
+        info(f"{pre}.server_us_per_snapshot", _r(plain.server_us_per_message, 1), "us", group=g,
+             note="engine process CPU / snapshots delivered"),
+        info(f"{pre}.stalled.lag_p50", _r(stalled.lag_p50_ms), "ms", group=g,
+             note=f"the {n - stalled.stalled} healthy watchers, {stalled.stalled} stalled"),
+        info(f"{pre}.stalled.lag_p99", _r(stalled.lag_p99_ms), "ms", group=g),
+        at_most(f"{pre}.stalled_lag_p50_ratio", _r(ratio_p50, 3), 1.25, group=g,
+                note="healthy watchers' p50 lag with a tenth stalled / with none stalled"),
+        at_most(f"{pre}.stalled_lag_p99_ratio", _r(ratio_p99, 3), 1.25, group=g,
+                note="healthy watchers' p99 lag with a tenth stalled / with none stalled"),
+        info(f"{pre}.stalled.delivered_fraction", _r(stalled.delivered / stalled.expected, 3), "ratio", group=g),
+        info(f"{pre}.stalled.rss_start", _r(stalled.rss_start_kib / 1024, 1), "MiB", group=g),
+        info(f"{pre}.stalled.rss_end", _r(stalled.rss_end_kib / 1024, 1), "MiB", group=g),
+        at_most(f"{pre}.stalled.rss_ratio", _r(rss, 3), 1.05, group=g,
+                note=f"engine RSS end / start over a {stalled.seconds:.0f} s window with stalled watchers"),
+        at_least(f"{pre}.stalled.coalescing_watchers", stalled.coalescing, stalled.stalled, unit="watchers",
+                 group=g, note="watchers whose one-slot mailbox was coalescing at the end (the stall was real)"),
+    ]
+
+
+def limit_figures(engine: FanoutRun, bare: FanoutRun) -> list[Figure]:
+    g = "per-message limit"
+    ratio = engine.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
+    return [
+        info("limit.watchload.server_us_per_message", _r(engine.server_us_per_message, 1), "us", group=g,
+             note=f"{engine.watchers} WatchLoad streams at {engine.interval_ms} ms, {engine.message_bytes} B messages"),
+        info("limit.bare.server_us_per_message", _r(bare.server_us_per_message, 1), "us", group=g,
+             note=f"{bare.watchers} bare grpc.aio streams at {bare.interval_ms} ms, {bare.message_bytes} B messages"),
+        at_most("limit.server_cost_ratio", _r(ratio, 3), 1.5, group=g,
+                note="server CPU per message, WatchLoad / bare grpc.aio server streaming"),
+        info("limit.watchload.lag_p99", _r(engine.lag_p99_ms), "ms", group=g),
+        info("limit.bare.lag_p99", _r(bare.lag_p99_ms), "ms", group=g),
+    ]
+
+
+def run(counts: tuple[int, ...] = (10, 100, 1000), *, interval_ms: int = 100, window_s: float = 6.0,
+        limit_watchers: int | None = None) -> tuple[Section, Section, list[tuple[FanoutRun, FanoutRun]]]:
+    fan = Section("Fan-out: one engine, many watchers")
+    pairs = []
+    for n in counts:
+        plain = measure("watchload", n, interval_ms=interval_ms, window_s=window_s)
+        stalled = measure("watchload", n, stalled=max(1, n // 10), interval_ms=interval_ms, window_s=window_s)
+        pairs.append((plain, stalled))
+        fan.figures += figures(plain, stalled)
+    fan.discussion = fanout_discussion(pairs)
+
+    limit = Section("Limit: WatchLoad against a bare gRPC stream")
+    engine_run = next((p for p, _ in pairs if p.watchers == (limit_watchers or counts[-1])), pairs[-1][0])
+    bare = measure("bare", engine_run.watchers, interval_ms=interval_ms, window_s=window_s,
+                   size=engine_run.message_bytes or 100)
+    limit.figures = limit_figures(engine_run, bare)
+    limit.discussion = limit_discussion(engine_run, bare)
+    return fan, limit, pairs
+
+
+def fanout_discussion(pairs: list[tuple[FanoutRun, FanoutRun]]) -> str:
+    if not pairs:
+        return ""
+    iv = pairs[0][0].interval_ms
+    lines = [
+        f"One engine process serves W WatchLoad streams at interval_ms = {iv}; one watcher process reads "
+        "them (100 streams per HTTP/2 connection). Delivery lag is the time a snapshot reached the watcher "
+        "minus the snapshot's own timestamp (when the engine built it at its periodic tick), on the shared "
+        "monotonic clock. In the stalled runs a tenth of the W streams are opened on separate connections "
+        "with a 1 KiB receive window, read once and never again: flow control stops the engine's writes to "
+        "them within about a second, before the window starts. The goal is that the others do not notice "
+        "(lag ratios stalled/unstalled at most 1.25) and that the engine's memory stays flat (RSS end/start "
+        "at most 1.05) because each stalled stream keeps one pending snapshot, not a queue.",
+        "",
+    ]
+    for plain, stalled in pairs:
+        r50 = stalled.lag_p50_ms / plain.lag_p50_ms if plain.lag_p50_ms else float("inf")
+        r99 = stalled.lag_p99_ms / plain.lag_p99_ms if plain.lag_p99_ms else float("inf")
+        lines.append(
+            f"- **{plain.watchers} watchers**: lag {plain.lag_p50_ms:.2f} / {plain.lag_p99_ms:.2f} ms (p50/p99), "
+            f"{plain.delivered / plain.expected:.0%} of the snapshots one-per-interval would give, "
+            f"{plain.server_us_per_message:.0f} us of engine CPU per delivered snapshot "
+            f"({100 * plain.server_cpu_s / plain.seconds:.0f}% of a core in all). With {stalled.stalled} stalled: "
+            f"{stalled.lag_p50_ms:.2f} / {stalled.lag_p99_ms:.2f} ms, ratios {r50:.2f} / {r99:.2f} "
+            f"({_met(r50 <= 1.25 and r99 <= 1.25)}); RSS {stalled.rss_start_kib / 1024:.1f} -> "
+            f"{stalled.rss_end_kib / 1024:.1f} MiB ({_met(stalled.rss_end_kib <= 1.05 * stalled.rss_start_kib)}); "
+            f"{stalled.coalescing} mailboxes coalescing at the end.")
+    big = pairs[-1][0]
+    lines += [
+        "",
+        "What limits it: every periodic tick of every stream builds a complete snapshot from the scheduler "
+        "state and serializes it in the engine's one Python event loop, and the watcher process parses each "
+        f"one, on the same 2 cores. At {big.watchers} watchers that is "
+        f"{big.watchers * 1000 / big.interval_ms:.0f} messages a second; lag there is dominated by the "
+        "event loops' queueing, not by the protocol. The p99 of a few hundred samples (10 watchers) moves "
+        "with scheduler noise of the shared machine by a millisecond or so.",
+    ]
+    return "\n".join(lines)
+
+
+def limit_discussion(engine: FanoutRun, bare: FanoutRun) -> str:
+    ratio = engine.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
+    return (
+        f"The floor is a grpc.aio server with one generic server-streaming method and no engine: each of "
+        f"{bare.watchers} streams sleeps {bare.interval_ms} ms and yields a pre-built byte string of "
+        f"{bare.message_bytes} B (the mean size of the WatchLoad snapshots measured in the same run), read "
+        f"by the same watcher process. Server CPU per delivered message: WatchLoad {engine.server_us_per_message:.1f} us, "
+        f"bare {bare.server_us_per_message:.1f} us, ratio {ratio:.2f} (goal at most 1.5: {_met(ratio <= 1.5)}). "
+        "The difference is what the engine does per message beyond gRPC: a timer per stream, building the "
+        "snapshot from the scheduler state, the mailbox hand-off and protobuf serialization; gRPC's own "
+        "per-message work (HTTP/2 framing, the completion queue, the aio bridge) is in both.")
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"

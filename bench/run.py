@@ -1,0 +1,233 @@
+"""`make bench`: run every benchmark and write bench/results.json, bench/results.md and the plots
+in bench/plots/.
+
+    python -m bench.run                       # everything (a few minutes on 2 cores)
+    python -m bench.run --only fleet,fanout   # some sections
+    python -m bench.run --quick --out /tmp/b  # tiny sizes and short windows (a smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench import svg
+from bench.figures import Figure, Section, machine
+
+HERE = Path(__file__).resolve().parent
+SECTIONS = ("fleet", "fanout", "toolkit", "validators")
+
+
+def _finite(v):
+    return v if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def figure_record(f: Figure) -> dict:
+    """The results.json record of one figure: {name, value, unit, goal, met} (+ group, note)."""
+    d = f.as_dict()
+    d["value"] = _finite(d["value"])
+    return d
+
+
+def from_record(d: dict, group: str) -> Figure:
+    """A figure from a plain {name, value, unit, goal, met} mapping (bench/validators.py)."""
+    return Figure(d["name"], d["value"], d.get("unit", ""), d.get("goal") or "", d.get("met"),
+                  group=d.get("group", group), note=d.get("note", ""))
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return ""
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+def fleet_section(quick: bool, plots: Path) -> Section:
+    from bench import fleet
+
+    if quick:
+        section, results = fleet.run((2, 4), window_s=1.5, idle_s=0.5)
+    else:
+        section, results = fleet.run((10, 50, 200), window_s=8.0, idle_s=3.0)
+    xs = [r.engines for r in results]
+    if len(xs) > 1:
+        cpu = {
+            "WatchLoad scheduler": [(r.engines, r.modes["watch"].client_cpu_pct()) for r in results],
+            "polling scheduler": [(r.engines, r.modes["poll"].client_cpu_pct()) for r in results],
+            "WatchLoad server": [(r.engines, r.server_net_pct("watch")) for r in results],
+            "polling server": [(r.engines, r.server_net_pct("poll")) for r in results],
+        }
+        _plot(plots / "fleet_cpu.svg", "Fleet: CPU against N engines", "engines (N)",
+              "CPU, % of one core (server: above idle)", cpu, section, log_x=True)
+        stale = {
+            "WatchLoad p99": [(r.engines, r.modes["watch"].staleness.quantile_ms(0.99)) for r in results],
+            "polling p99": [(r.engines, r.modes["poll"].staleness.quantile_ms(0.99)) for r in results],
+            "WatchLoad p50": [(r.engines, r.modes["watch"].staleness.quantile_ms(0.5)) for r in results],
+            "polling p50": [(r.engines, r.modes["poll"].staleness.quantile_ms(0.5)) for r in results],
+        }
+        _plot(plots / "fleet_staleness.svg", "Fleet: staleness against N engines", "engines (N)",
+              "staleness (ms)", stale, section, log_x=True)
+        from bench.measure import tcp_header_bytes
+        hdr = tcp_header_bytes()
+        traffic = {
+            "WatchLoad": [(r.engines, r.modes["watch"].tcp.on_wire(hdr) / r.modes["watch"].seconds / 1024)
+                          for r in results],
+            "polling": [(r.engines, r.modes["poll"].tcp.on_wire(hdr) / r.modes["poll"].seconds / 1024)
+                        for r in results],
+        }
+        _plot(plots / "fleet_bytes.svg", "Fleet: bytes on the wire against N engines", "engines (N)",
+              "KiB/s (incl. TCP/IP headers)", traffic, section, log_x=True)
+    return section
+
+
+def fanout_sections(quick: bool, plots: Path) -> list[Section]:
+    from bench import fanout
+
+    if quick:
+        fan, limit, pairs = fanout.run((4, 20), window_s=1.0)
+    else:
+        fan, limit, pairs = fanout.run((10, 100, 1000), window_s=6.0)
+    if len(pairs) > 1:
+        lag = {
+            "p99": [(p.watchers, p.lag_p99_ms) for p, _ in pairs],
+            "p99, a tenth stalled": [(p.watchers, s.lag_p99_ms) for p, s in pairs],
+            "p50": [(p.watchers, p.lag_p50_ms) for p, _ in pairs],
+            "p50, a tenth stalled": [(p.watchers, s.lag_p50_ms) for p, s in pairs],
+        }
+        _plot(plots / "fanout_lag.svg", "Fan-out: delivery lag against watchers", "watchers",
+              "delivery lag (ms)", lag, fan, log_x=True)
+    return [fan, limit]
+
+
+def toolkit_section(quick: bool) -> Section:
+    from bench import toolkit
+
+    return toolkit.run(repeats=1 if quick else 5)
+
+
+def validators_section(quick: bool) -> Section:
+    from bench import validators
+
+    section = Section("Validators")
+    section.figures = [from_record(d, "validators") for d in validators.collect()]
+    section.discussion = (
+        "From bench/validators.py: the generated capability validators against general-purpose JSON Schema "
+        "validators on the same documents, and the WatchLoad stream checker against parsing the same "
+        "messages. Each measurement keeps the best of batches within a fixed time budget.")
+    return section
+
+
+def _plot(path: Path, title: str, x_label: str, y_label: str, series: dict, section: Section, *,
+          log_x: bool = False) -> None:
+    clean = {k: [(x, y) for x, y in pts if math.isfinite(y)] for k, pts in series.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg.line_chart(title, x_label, y_label, clean, log_x=log_x))
+    section.plots.append(path.name)
+
+
+# -- output -----------------------------------------------------------------------------------
+
+def _fmt_value(v) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{v:,}"
+
+
+def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: str) -> None:
+    figs = [f for s in sections for f in s.figures]
+    goals = [f for f in figs if f.met is not None]
+    met = sum(1 for f in goals if f.met)
+    m = meta["machine"]
+    out = [
+        "# Benchmark results",
+        "",
+        "Written by `make bench` (`python -m bench.run`) from one run on the machine below; every goal is a "
+        "ratio of two figures measured side by side in that run. Do not edit by hand: re-run instead.",
+        "",
+        "| | |", "|---|---|",
+        f"| date | {meta['date']} |",
+        f"| machine | {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB |",
+        f"| software | Python {m['python']}, grpcio {m['grpcio']}, {m['os']} |",
+        f"| commit | {m['commit'] or 'n/a'} |",
+        f"| load average at start / end | {meta['loadavg_start']} / {meta['loadavg_end']} |",
+        f"| run time | {meta['seconds']:.0f} s |",
+        "",
+        f"**Goals met: {met} of {len(goals)}.** "
+        + ("Not met: " + ", ".join(f"`{f.name}` ({_fmt_value(f.value)}, goal {f.goal})"
+                                     for f in goals if not f.met) + "." if met < len(goals) else ""),
+        "",
+        "All processes share the machine's cores (the benchmark's server and client processes compete "
+        "with each other and with anything else running), so absolute times move from run to run; the "
+        "ratios compare figures taken minutes apart under the same conditions.",
+        "",
+    ]
+    for s in sections:
+        out += [f"## {s.title}", "", "| figure | value | unit | goal | met | note |", "|---|---:|---|---|---|---|"]
+        for f in s.figures:
+            mark = "" if f.met is None else ("yes" if f.met else "**no**")
+            out.append(f"| `{f.name}` | {_fmt_value(f.value)} | {f.unit} | {f.goal} | {mark} | {f.note} |")
+        out.append("")
+        if s.discussion:
+            out += [s.discussion, ""]
+        for p in s.plots:
+            out += [f"![{p}]({plots_rel}/{p})", ""]
+    path.write_text("\n".join(out))
+
+
+def write_json(path: Path, meta: dict, sections: list[Section]) -> None:
+    doc = {**meta, "sections": [{"title": s.title, "plots": s.plots} for s in sections],
+           "figures": [figure_record(f) for s in sections for f in s.figures]}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and short windows")
+    parser.add_argument("--out", default=str(HERE), help="directory for results.md, results.json, plots/")
+    args = parser.parse_args(argv)
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    out = Path(args.out)
+    plots = out / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+            "loadavg_start": _loadavg(), "quick": args.quick}
+    start = time.monotonic()
+    sections: list[Section] = []
+    for name in wanted:
+        t0 = time.monotonic()
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        if name == "fleet":
+            sections.append(fleet_section(args.quick, plots))
+        elif name == "fanout":
+            sections += fanout_sections(args.quick, plots)
+        elif name == "toolkit":
+            sections.append(toolkit_section(args.quick))
+        elif name == "validators":
+            sections.append(validators_section(args.quick))
+        print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    meta["seconds"] = time.monotonic() - start
+    meta["loadavg_end"] = _loadavg()
+    write_json(out / "results.json", meta, sections)
+    write_markdown(out / "results.md", meta, sections, os.path.relpath(plots, out))
+    goals = [f for s in sections for f in s.figures if f.met is not None]
+    print(f"bench: wrote {out / 'results.md'}: {sum(1 for f in goals if f.met)} of {len(goals)} goals met",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Many watchers of one server, in one process: W WatchLoad streams at a fixed interval (or W bare
+byte streams, the gRPC floor), of which S are stalled: they open the stream, read its first
+message and never read again, on a channel with a tiny receive window so HTTP/2 flow control
+pushes back on the server within a second.
+
+Delivery lag of a snapshot = its receipt time at the watcher - its snapshot timestamp (the time
+the engine built it), both on CLOCK_MONOTONIC (the engine's wall-anchored clock is converted with
+the offset the server process reported).
+
+    python -m bench.watchers --port P --count 100 --stalled 10 --interval-ms 100 --kind watchload
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+
+import grpc
+
+from bench.control import reply, serve_commands
+from bench.hosts import BARE_METHOD, BARE_REQUEST, STAMP
+from bench.measure import tcp_bytes, usage
+from openengine.v1 import load_pb2, observability_service_pb2_grpc
+
+STREAMS_PER_CHANNEL = 100
+STALLED_OPTIONS = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
+
+
+class Watchers:
+    def __init__(self, args):
+        self.args = args
+        self.lags_ns: list[int] = []
+        self.delivered = 0
+        self.sizes: list[int] = []
+        self.recording = False
+        self.errors: list[str] = []
+        self._channels: list[grpc.aio.Channel] = []
+        self._tasks: list[asyncio.Task] = []
+        self._stalled_calls = []
+
+    def _channel(self, index: int, stalled: bool) -> grpc.aio.Channel:
+        """Healthy streams share a channel per STREAMS_PER_CHANNEL; stalled ones get their own."""
+        options = list(STALLED_OPTIONS) if stalled else []
+        # A distinct option keeps grpc from sharing one connection between channels.
+        options.append(("bench.channel", f"{'stalled' if stalled else 'healthy'}-{index}"))
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.args.port}", options=options)
+        self._channels.append(channel)
+        return channel
+
+    def _call(self, channel):
+        a = self.args
+        if a.kind == "watchload":
+            stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=a.interval_ms, heartbeat_ms=a.heartbeat_ms))
+        method = channel.unary_stream(BARE_METHOD)
+        return method(BARE_REQUEST.pack(a.interval_ms, a.size))
+
+    async def open(self, **_) -> dict:
+        a = self.args
+        healthy = a.count - a.stalled
+        first_reads = []
+        for j in range(a.stalled):
+            call = self._call(self._channel(j // STREAMS_PER_CHANNEL, True))
+            self._stalled_calls.append(call)
+            first_reads.append(call.read())     # the first message: the stream is open; then it stalls
+        channel = None
+        ready = []
+        for j in range(healthy):
+            if j % STREAMS_PER_CHANNEL == 0:
+                channel = self._channel(j // STREAMS_PER_CHANNEL, False)
+            started = asyncio.Event()
+            ready.append(started)
+            self._tasks.append(asyncio.ensure_future(self._read(self._call(channel), started)))
+        await asyncio.wait_for(asyncio.gather(*first_reads, *(e.wait() for e in ready)), 60)
+        return {"healthy": healthy, "stalled": a.stalled}
+
+    async def _read(self, call, started: asyncio.Event) -> None:
+        offset = self.args.clock_offset_ns
+        watchload = self.args.kind == "watchload"
+        try:
+            while True:
+                msg = await call.read()
+                if msg is grpc.aio.EOF:
+                    break
+                now = time.monotonic_ns()
+                started.set()
+                if watchload:
+                    if msg.WhichOneof("kind") != "snapshot":
+                        continue
+                    ts = msg.snapshot.load.timestamp
+                    made = ts.seconds * 1_000_000_000 + ts.nanos - offset
+                    size = msg.ByteSize()
+                else:
+                    made = STAMP.unpack_from(msg)[0]
+                    size = len(msg)
+                if self.recording:
+                    self.delivered += 1
+                    self.lags_ns.append(now - made)
+                    if len(self.sizes) < 1000:
+                        self.sizes.append(size)
+        except grpc.aio.AioRpcError as err:
+            self.errors.append(f"{err.code().name} {err.details()}")
+        except asyncio.CancelledError:
+            pass
+        started.set()
+
+    def _reading(self) -> dict:
+        return {"usage": usage().as_dict(), "tcp": tcp_bytes({self.args.port}).__dict__}
+
+    def go(self, **_) -> dict:
+        self.lags_ns.clear()
+        self.delivered = 0
+        self.recording = True
+        return self._reading()
+
+    def stop(self, **_) -> dict:
+        out = self._reading()
+        self.recording = False
+        lags = sorted(self.lags_ns)
+        out.update(delivered=self.delivered, lags_ns=_summary(lags), errors=self.errors[:5],
+                   message_bytes=round(sum(self.sizes) / len(self.sizes)) if self.sizes else 0)
+        return out
+
+    async def close(self) -> None:
+        for call in self._stalled_calls:
+            call.cancel()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in self._channels), return_exceptions=True)
+
+
+def _summary(sorted_lags: list[int]) -> dict:
+    from bench.staleness import quantile
+
+    if not sorted_lags:
+        return {"count": 0}
+    return {"count": len(sorted_lags), "p50": quantile(sorted_lags, 0.5), "p99": quantile(sorted_lags, 0.99),
+            "max": float(sorted_lags[-1])}
+
+
+async def amain(args) -> None:
+    w = Watchers(args)
+    reply(pid=_pid())
+    try:
+        await serve_commands({"open": w.open, "go": w.go, "stop": w.stop})
+    finally:
+        await w.close()
+
+
+def _pid() -> int:
+    import os
+    return os.getpid()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.watchers")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--stalled", type=int, default=0)
+    parser.add_argument("--interval-ms", type=int, default=100)
+    parser.add_argument("--heartbeat-ms", type=int, default=1000)
+    parser.add_argument("--kind", choices=("watchload", "bare"), default="watchload")
+    parser.add_argument("--size", type=int, default=100, help="bare message size in bytes")
+    parser.add_argument("--clock-offset-ns", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    asyncio.run(amain(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

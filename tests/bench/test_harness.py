@@ -1,0 +1,224 @@
+"""The benchmark harness: the staleness join, the synthetic load hook, the TCP byte counters, the
+results files, and a tiny end-to-end run of the fleet and fan-out benchmarks (behaviour only,
+never timings)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import socket
+import time
+
+import pytest
+
+from bench import fanout, fleet
+from bench.figures import Figure, Section, at_most, info
+from bench.measure import TcpBytes, tcp_bytes
+from bench.run import figure_record, from_record, write_json, write_markdown
+from bench.staleness import join, quantile
+from bench.synthetic import PoissonDriver, SyntheticLoad, change_counter
+
+MS = 1_000_000
+
+
+# -- staleness join -------------------------------------------------------------------------------
+
+def test_join_takes_the_first_value_at_least_as_new_per_engine():
+    changes = [(0, 1, 100 * MS), (0, 2, 150 * MS), (0, 3, 400 * MS), (1, 1, 120 * MS)]
+    observations = [
+        (0, 90 * MS, 0),
+        (0, 160 * MS, 2),    # covers changes 1 and 2 at once (a coalesced snapshot or a later poll)
+        (1, 125 * MS, 1),
+        (0, 300 * MS, 2),    # not newer: does not count for change 3
+        (0, 410 * MS, 3),
+        (1, 200 * MS, 1),
+    ]
+    r = join(changes, observations, window=(0, 1000 * MS), observed_until=1000 * MS)
+    assert r.changes == 4 and r.missed == 0
+    assert r.samples_ns == sorted([60 * MS, 10 * MS, 10 * MS, 5 * MS])
+
+
+def test_join_ignores_observation_order_and_other_engines():
+    changes = [(0, 1, 100 * MS)]
+    observations = [(0, 180 * MS, 1), (1, 101 * MS, 5), (0, 130 * MS, 1)]
+    r = join(changes, observations, window=(0, 1000 * MS), observed_until=1000 * MS)
+    assert r.samples_ns == [30 * MS]
+
+
+def test_join_counts_only_changes_in_the_window_and_unseen_ones_as_missed():
+    changes = [(0, 1, 50 * MS), (0, 2, 200 * MS), (0, 3, 600 * MS), (0, 4, 950 * MS)]
+    observations = [(0, 210 * MS, 2)]
+    r = join(changes, observations, window=(100 * MS, 900 * MS), observed_until=1000 * MS)
+    assert r.changes == 2          # k=2 and k=3; k=1 before the window, k=4 in the tail
+    assert r.missed == 1           # k=3 was never seen
+    # The missed change is kept as a lower bound (observed_until - change time), not dropped.
+    assert r.samples_ns == [10 * MS, 400 * MS]
+
+
+def test_join_does_not_use_values_received_after_observation_ended():
+    r = join([(0, 1, 100 * MS)], [(0, 2000 * MS, 1)], window=(0, 1000 * MS), observed_until=1000 * MS)
+    assert r.missed == 1
+
+
+def test_nearest_rank_quantiles():
+    values = list(range(1, 101))
+    assert quantile(values, 0.5) == 50
+    assert quantile(values, 0.99) == 99
+    assert quantile(values, 1.0) == 100
+    assert quantile([7], 0.99) == 7
+    assert math.isnan(quantile([], 0.5))
+
+
+# -- synthetic load -------------------------------------------------------------------------------
+
+def test_synthetic_changes_are_visible_in_snapshots_and_wake_change_driven_watchers():
+    from openengine.engine import EngineConfig, resolve_config
+    from openengine.engine.load import Watcher
+    from openengine.engine.runtime import Runtime
+
+    async def main():
+        rt = Runtime(resolve_config(EngineConfig(port=0, profiles=("load",))))
+        load = SyntheticLoad(rt)
+        assert change_counter(rt.build_load()) == 0
+        assert rt.build_load().running_requests == 1
+        watcher = Watcher(interval_ms=0, heartbeat_ms=0, per_rank=False, revision=rt.revision)
+        rt.load.open(watcher)
+        assert load.change() == 1
+        assert watcher.dirty
+        load.change()
+        taken = watcher.take(rt.build_load)
+        assert taken is not None
+        snapshot, coalesced = taken
+        assert change_counter(snapshot) == 2 and coalesced == 1
+        rt.load.close(watcher)
+        load.close()
+        assert rt.build_load().running_requests == 0
+
+    asyncio.run(main())
+
+
+def test_poisson_driver_logs_increasing_counters_per_engine():
+    from openengine.engine import EngineConfig, resolve_config
+    from openengine.engine.runtime import Runtime
+
+    async def main():
+        resolved = resolve_config(EngineConfig(port=0, profiles=("load",)))
+        runtimes = [Runtime(resolved) for _ in range(3)]
+        driver = PoissonDriver([SyntheticLoad(rt) for rt in runtimes], rate=200.0, seed=3)
+        driver.start()
+        while len(driver.log) < 30:
+            await asyncio.sleep(0.01)
+        driver.stop()
+        return runtimes, driver.log
+
+    runtimes, log = asyncio.run(main())
+    for engine in range(3):
+        ks = [k for e, k, _ in log if e == engine]
+        times = [t for e, _, t in log if e == engine]
+        assert ks == list(range(1, len(ks) + 1))
+        assert times == sorted(times)
+        assert change_counter(runtimes[engine].build_load()) == len(ks)
+
+
+# -- measurement ------------------------------------------------------------------------------------
+
+def test_tcp_bytes_counts_exactly_the_selected_connections():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    try:
+        before = tcp_bytes({port})
+        client.sendall(b"x" * 1000)
+        got = 0
+        while got < 1000:
+            got += len(accepted.recv(4096))
+        accepted.sendall(b"y" * 10)
+        assert client.recv(10)
+        for _ in range(100):   # wait until the kernel has seen the acknowledgement
+            delta = tcp_bytes({port}) - before
+            if delta.sent == 1000:
+                break
+            time.sleep(0.01)
+        assert (delta.sent, delta.received) == (1000, 10)
+        assert delta.segments > 0
+        # The accepted end has the port as its local port, not its peer.
+        assert tcp_bytes(local_ports={port}).received >= 1000
+    finally:
+        for s in (client, accepted, server):
+            s.close()
+
+
+def test_on_wire_adds_one_header_per_segment():
+    assert TcpBytes(sent=100, received=50, segments=3).on_wire(52) == 150 + 3 * 52
+
+
+# -- results files ----------------------------------------------------------------------------------
+
+def _sections() -> list[Section]:
+    s = Section("Demo", discussion="What the demo figures mean.", plots=["demo.svg"])
+    s.figures = [at_most("demo.ratio", 0.2, 0.25, group="demo"), at_most("demo.other", 2.0, 1.5),
+                 info("demo.latency", 3.5, "ms"), Figure("demo.inf", float("inf"), "ratio", "<= 1", False)]
+    return [s]
+
+
+def test_results_json_records_every_figure_with_its_goal(tmp_path):
+    meta = {"date": "2026-01-01 00:00 UTC", "machine": {"cpu": "x"}}
+    write_json(tmp_path / "results.json", meta, _sections())
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["machine"] == {"cpu": "x"} and doc["date"]
+    records = {r["name"]: r for r in doc["figures"]}
+    for r in records.values():
+        assert {"name", "value", "unit", "goal", "met"} <= set(r)
+    assert records["demo.ratio"]["goal"] == "<= 0.25" and records["demo.ratio"]["met"] is True
+    assert records["demo.other"]["met"] is False
+    assert records["demo.latency"]["met"] is None
+    assert records["demo.inf"]["value"] is None     # JSON has no infinity
+
+
+def test_results_markdown_lists_goals_and_the_unmet_ones(tmp_path):
+    meta = {"date": "2026-01-01 00:00 UTC", "loadavg_start": "0.1", "loadavg_end": "0.2", "seconds": 1.0,
+            "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 4, "python": "3", "grpcio": "1",
+                        "os": "linux", "commit": "abc"}}
+    write_markdown(tmp_path / "results.md", meta, _sections(), "plots")
+    text = (tmp_path / "results.md").read_text()
+    assert "Goals met: 1 of 3" in text
+    assert "`demo.other`" in text.split("Not met:")[1].split("\n")[0]
+    assert "| `demo.ratio` | 0.2 | ratio | <= 0.25 | yes |" in text
+    assert "What the demo figures mean." in text and "](plots/demo.svg)" in text
+
+
+def test_plain_records_become_figures():
+    f = from_record({"name": "v.x", "value": 3.0, "unit": "x", "goal": None, "met": None}, "validators")
+    assert (f.name, f.goal, f.met, f.group) == ("v.x", "", None, "validators")
+    assert figure_record(f)["value"] == 3.0
+
+
+# -- tiny end-to-end runs ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_tiny_fleet_run_sees_every_change_in_both_modes():
+    r = fleet.measure(2, rate=20.0, poll_ms=20, window_s=1.5, idle_s=0.3, tail_s=0.5)
+    for mode in ("watch", "poll"):
+        m = r.modes[mode]
+        assert m.staleness.changes > 0
+        assert m.staleness.missed == 0
+        assert m.messages > 0 and m.tcp.payload > 0
+        assert m.errors == 0
+    names = {f.name for f in fleet.figures(r)}
+    assert {"fleet.n2.client_cpu_ratio", "fleet.n2.server_cpu_ratio", "fleet.n2.bytes_ratio",
+            "fleet.n2.staleness_p99_ratio"} <= names
+    assert all(f.met is not None for f in fleet.figures(r) if f.goal)
+
+
+@pytest.mark.slow
+def test_tiny_fanout_run_stalls_for_real_and_keeps_serving_the_others():
+    run = fanout.measure("watchload", 4, stalled=1, interval_ms=20, window_s=1.5, warmup_s=1.0)
+    assert run.coalescing >= 1           # the stalled watcher's mailbox coalesces
+    assert run.delivered > 0 and run.errors == 0
+    assert run.message_bytes > 0
+    bare = fanout.measure("bare", 2, interval_ms=20, window_s=0.5, warmup_s=0.2, size=run.message_bytes)
+    assert bare.delivered > 0 and bare.message_bytes == run.message_bytes
