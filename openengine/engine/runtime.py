@@ -82,7 +82,6 @@ class Scheduler:
         self.pump()
 
     def pump(self) -> None:
-        changed = False
         while self.queued and len(self.running) < self.max_running:
             _, _, req = heapq.heappop(self.queued)
             if req.aborted is not None:
@@ -90,7 +89,6 @@ class Scheduler:
             req.running = True
             self.running[req.request_id] = req
             req.scheduled.set()
-            changed = True
         self._rt.load_changed()
 
     def release(self, req: Request) -> None:

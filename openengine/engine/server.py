@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf import message_factory
 
@@ -198,7 +198,7 @@ def _host_for_url(host: str) -> str:
 
 
 async def serve(config: EngineConfig | ResolvedConfig, *, stop: asyncio.Event | None = None,
-                on_started: Callable[[EngineServer], Any] | None = None) -> EngineServer:
+                on_started: Callable[[EngineServer], Any] | None = None, grace: float = 1.0) -> EngineServer:
     """Run an engine until `stop` is set (or SIGINT/SIGTERM when `stop` is not given)."""
     engine = EngineServer(config)
     await engine.start()
@@ -216,15 +216,16 @@ async def serve(config: EngineConfig | ResolvedConfig, *, stop: asyncio.Event | 
         if own:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
-        await engine.stop()
+        await engine.stop(grace)
     return engine
 
 
 class RunningEngine:
     """An engine served from a background thread with its own event loop (tests, tools)."""
 
-    def __init__(self, config: EngineConfig | ResolvedConfig):
+    def __init__(self, config: EngineConfig | ResolvedConfig, *, grace: float = 0.25):
         self._config = config
+        self._grace = grace
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="openengine-engine", daemon=True)
         self._ready = threading.Event()
@@ -238,7 +239,7 @@ class RunningEngine:
         async def main():
             self._stop = asyncio.Event()
             try:
-                await serve(self._config, stop=self._stop, on_started=self._started)
+                await serve(self._config, stop=self._stop, on_started=self._started, grace=self._grace)
             except BaseException as err:  # reported to the starting thread
                 self._error = err
                 self._ready.set()

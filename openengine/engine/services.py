@@ -158,7 +158,12 @@ def _engine_version() -> str:
 
 
 def _schema_revision() -> int:
-    return 1
+    """The registry revision the contract was generated from (carried by the generated validators)."""
+    try:
+        from openengine.validate._generated import REGISTRY_REVISION
+        return int(REGISTRY_REVISION)
+    except (ImportError, AttributeError, ValueError):
+        return 1  # the first revision; never zero (EngineInfo.schema_revision)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -538,8 +543,6 @@ class Observability(Base):
             raise Refused(Code.RESOURCE_EXHAUSTED,
                           f"{len(rt.load)} WatchLoad streams are open, openengine.load.max_watchers = {max_watchers}")
         interval, heartbeat, initial, per_rank = self.settings(request)
-        if rt.fault("watch-missing-heartbeat"):
-            pass  # the settings still promise heartbeats; none are sent
         watcher = Watcher(interval, heartbeat, per_rank, rt.revision,
                           count_coalesced=not rt.fault("watch-silent-gap"))
         instance_id = ("not-" + rt.instance_id) if rt.fault("watch-instance-id-mismatch") else rt.instance_id
