@@ -99,10 +99,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     # -- Generation and cancellation ------------------------------------------------------------
     Fault("generate-no-terminal",
           "an aborted Generate stream ends with status OK but without its terminal EngineError",
-          ("REQ-SVC-002",)),
+          ("REQ-SVC-002", "REQ-CORE-009")),
     Fault("abort-ignored",
           "Abort reports the requests it found but leaves them running",
-          ("REQ-CORE-001",)),
+          ("REQ-CORE-010",)),
     # -- Load -----------------------------------------------------------------------------------
     Fault("getload-instance-mismatch",
           "GetLoad reports an instance id other than EngineInfo's",
