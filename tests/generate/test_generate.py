@@ -13,13 +13,16 @@ from codegen.cli import run
 from codegen.generate import GENERATORS, HEADER_TEXT, plan, write_outputs
 from codegen.registry import load_registry
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "generate" / "minimal"
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "generate" / "minimal"
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
+    """A small registry with its hand-written protos, plus the project's real options.proto."""
     root = tmp_path / "repo"
     shutil.copytree(DATA, root)
+    shutil.copy(REPO / "proto" / "openengine" / "v1" / "options.proto", root / "proto" / "openengine" / "v1")
     return root
 
 
