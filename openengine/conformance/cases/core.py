@@ -179,7 +179,7 @@ def _finals(responses) -> dict[int, object]:
     return {r.final.index: r.final for r in responses if r.WhichOneof("kind") == "final"}
 
 
-@case("core.generate.stream", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.generate.stream", profile=CORE, requires=("REQ-CORE-009", "REQ-CORE-001"),
       title="Generate streams chunks, then one final with finish reason and usage, then OK")
 async def generate_stream(ctx: Context):
     from openengine.v1 import generation_pb2
@@ -201,7 +201,7 @@ async def generate_stream(ctx: Context):
            f"usage.completion_tokens {final.usage.completion_tokens} != {tokens} tokens streamed")
 
 
-@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-009",),
       title="each of n sequences ends with exactly one final, and nothing follows the last")
 async def generate_terminal(ctx: Context):
     n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
@@ -286,7 +286,7 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     return f"aborted after {len(responses)} messages"
 
 
-@case("core.abort.by-id", profile=CORE, requires=("REQ-CORE-001", "REQ-SVC-002"),
+@case("core.abort.by-id", profile=CORE, requires=("REQ-CORE-010", "REQ-SVC-002"),
       title="Abort by request id ends the running stream with an aborted terminal message, then OK")
 async def abort_by_id(ctx: Context):
     return await _abort_running(ctx, lambda req, pb: _by_id(req))
@@ -298,13 +298,13 @@ def _by_id(req):
     return lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[req.request_id]))
 
 
-@case("core.abort.all", profile=CORE, requires=("REQ-CORE-001", "REQ-SVC-002"),
+@case("core.abort.all", profile=CORE, requires=("REQ-CORE-010", "REQ-SVC-002"),
       title="Abort(all) ends every running stream")
 async def abort_all(ctx: Context):
     return await _abort_running(ctx, lambda req, pb: pb.AbortRequest(all=True))
 
 
-@case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011",),
       title="a request the client cancels is freed (a later Abort finds nothing to abort)")
 async def client_cancel(ctx: Context):
     from openengine.v1 import load_pb2

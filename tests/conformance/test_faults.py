@@ -1,0 +1,102 @@
+"""Every fault of the reference engine is caught by the case meant for it, and only by it (or by
+the few cases that cannot help seeing the same broken behaviour)."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from openengine.engine.faults import FAULTS
+
+from tests.conformance.conftest import failed, reference_engine, run_suite
+
+LOAD_ALL = ["load.*"]
+CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]
+
+# fault -> what to run, the cases that must fail, and the other cases allowed to fail with it.
+PLAN: dict[str, dict] = {
+    "watch-sequence-not-increasing": dict(run=LOAD_ALL, fails={"load.watch.sequence"}),
+    "watch-settings-not-first": dict(run=LOAD_ALL, fails={"load.watch.settings-first"},
+                                     also={"load.watch.initial-snapshot-on"}),
+    "watch-timestamp-backwards": dict(run=LOAD_ALL, fails={"load.watch.timestamps"},
+                                      also={"load.watch.initial-snapshot-off", "load.watch.heartbeat-idle",
+                                            "load.watch.periodic"}),
+    "watch-no-initial-snapshot": dict(run=LOAD_ALL, fails={"load.watch.initial-snapshot-on"}),
+    "watch-missing-heartbeat": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-idle"}),
+    "watch-interval-not-clamped": dict(run=LOAD_ALL, fails={"load.watch.interval-clamped"},
+                                       also={"load.watch.heartbeat-settings"}),
+    "watch-instance-id-mismatch": dict(run=LOAD_ALL, fails={"load.instance-id"},
+                                       also={"load.watch.settings-effective"}),
+    "watch-silent-gap": dict(run=LOAD_ALL, fails={"load.watch.slow-reader"}),
+    "watch-cancel-aborts-requests": dict(run=LOAD_ALL, fails={"load.watch.cancel-only-unsubscribes"}),
+    # A stream that ends after its first snapshot starves every case that reads one.
+    "watch-ends-ok": dict(run=LOAD_ALL, fails={"load.watch.stays-open"}, also={"load.*"}),
+    "watch-max-watchers-ignored": dict(run=LOAD_ALL, fails={"load.watch.max-watchers"}),
+    "watch-revision-stream-kept": dict(run=["admin.update-config", "load.watch.stays-open"],
+                                       fails={"admin.update-config"}),
+    "capabilities-unadvertised-submessage": dict(run=CAPS, fails={"capabilities.submessages-advertised"}),
+    "capabilities-missing-core": dict(run=CAPS, fails={"core.profiles.core-listed"},
+                                      also={"capabilities.submessages-advertised",
+                                            "capabilities.combinations"}),
+    "capabilities-duplicate-profile": dict(run=CAPS, fails={"capabilities.no-duplicates"}),
+    "capabilities-limit-out-of-range": dict(run=CAPS + ["core.generate.*"],
+                                            fails={"capabilities.limits-in-range"}),
+    "capabilities-revision-mismatch": dict(run=CAPS, fails={"core.discovery.revision"}),
+    "capabilities-role-mismatch": dict(run=CAPS, fails={"capabilities.role-scope"},
+                                       engine=dict(profiles=("kv",), role="prefill")),
+    "limits-not-enforced": dict(run=["core.generate.*"], fails={"core.generate.limits"},
+                                also={"core.generate.not-found"}),
+    "unadvertised-rpc-implemented": dict(run=["*.absent.unimplemented", "*.rpcs.served"],
+                                         fails=set(), also={"*.absent.unimplemented"},
+                                         engine=dict(profiles=("load",))),
+    # Without per-service entries every case that reads a service's status sees the fault.
+    "health-not-per-service": dict(run=["health.*"], fails={"health.check.advertised-services"},
+                                   also={"health.*"}),
+    "health-unknown-not-found": dict(run=["health.*"], fails={"health.check.unknown-not-found"}),
+    "health-watch-no-initial": dict(run=["health.*"], fails={"health.watch.first-message"},
+                                    also={"health.watch.unknown-service"}),
+    "health-pause-not-reflected": dict(run=["health.*"], fails={"health.pause.work-not-serving"},
+                                       also={"health.*"}),
+    "generate-no-terminal": dict(run=["core.abort.*", "core.generate.*"],
+                                 fails={"core.abort.by-id", "core.abort.all"}),
+    "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
+                          fails={"core.abort.by-id", "core.abort.all"}),
+    "getload-instance-mismatch": dict(run=["load.instance-id", "load.getload.*"],
+                                      fails={"load.instance-id"}),
+    "events-sequence-from-zero": dict(run=["events.*"], fails={"events.initial-state"}),
+    "session-ttl-not-clamped": dict(run=["sessions.*"], fails={"sessions.ttl-clamped"}),
+    "admin-no-auth": dict(run=["admin.unauthenticated", "admin.guard-isolated"],
+                          fails={"admin.unauthenticated"}),
+}
+
+
+def test_every_fault_has_a_plan():
+    assert sorted(FAULTS) == sorted(PLAN), "add the new fault to PLAN (and a case that catches it)"
+
+
+def _allowed(case_id: str, patterns) -> bool:
+    return any(fnmatch.fnmatchcase(case_id, p) for p in patterns)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_is_caught_by_its_case(fault):
+    plan = PLAN[fault]
+    with reference_engine(faults=(fault,), **plan.get("engine", {})) as engine:
+        report = run_suite(engine.address, patterns=plan["run"])
+    bad = failed(report)
+    assert report.results
+    missing = plan["fails"] - set(bad)
+    assert not missing, f"{fault}: {sorted(missing)} did not fail; failures: {bad}"
+    if not plan["fails"]:
+        assert bad, f"{fault}: no case failed"
+    unexpected = {c: r for c, r in bad.items()
+                  if c not in plan["fails"] and not _allowed(c, plan.get("also", ()))}
+    assert not unexpected, f"{fault}: other cases failed too: {unexpected}"
+
+
+def test_without_faults_the_same_selections_pass():
+    with reference_engine() as engine:
+        report = run_suite(engine.address, patterns=sorted({p for plan in PLAN.values()
+                                                            for p in plan["run"]}))
+    assert failed(report) == {}

@@ -1,0 +1,89 @@
+"""The whole suite passes against the reference engine, with all profiles and with subsets."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from openengine.conformance import Outcome
+
+from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
+
+SUBSETS = [
+    dict(profiles=("all",)),
+    dict(profiles=("core",)),
+    dict(profiles=("core", "load")),
+    dict(profiles=("kv",), role="prefill"),
+    dict(profiles=("kv", "load"), role="decode"),
+    dict(profiles=("encoder",), role="encoder"),
+]
+
+
+@pytest.mark.parametrize("engine_kw", SUBSETS, ids=lambda kw: "+".join(kw["profiles"]) +
+                         (f"@{kw['role']}" if "role" in kw else ""))
+def test_suite_passes(engine_kw):
+    with reference_engine(**engine_kw) as engine:
+        report = run_suite(engine.address)
+    assert failed(report) == {}
+    advertised = set(report.advertised)
+    ran = {r.id for r in report.results}
+    from openengine.conformance.contract import load_contract
+
+    for info in load_contract().profiles.values():
+        if info.name in advertised:
+            assert f"{info.short}.rpcs.served" in ran
+        else:
+            assert f"{info.short}.absent.unimplemented" in ran
+    assert report.coverage and report.coverage.percent == 100.0
+
+
+def test_profile_option_restricts_and_forces():
+    with reference_engine(profiles=("core",)) as engine:
+        only = run_suite(engine.address, profiles=["load"])
+    assert only.forced == ["openengine.load"]
+    assert {r.profile for r in only.results} == {"openengine.load"}
+    # Forced but not served: its cases fail, they do not pass by accident.
+    assert any(r.outcome is Outcome.FAIL for r in only.results)
+
+
+def test_command_against_a_subprocess_engine(tmp_path):
+    """What `make conformance` does: an engine on a free port, the suite, a graceful stop."""
+    root = Path(__file__).resolve().parents[2]
+    oespec = [sys.executable, "-m", "codegen.cli"]
+    engine = subprocess.Popen(oespec + ["engine", "--port", "0", "--admin-token", TOKEN],
+                              cwd=root, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True)
+    try:
+        address = None
+        deadline = time.monotonic() + 20
+        while address is None and time.monotonic() < deadline:
+            line = engine.stdout.readline()
+            m = re.search(r"serving on (\S+)", line)
+            address = m.group(1) if m else None
+        assert address, "the engine did not log its address"
+        junit = tmp_path / "report.xml"
+        done = subprocess.run(oespec + ["conformance", "--target", address, "--admin-token", TOKEN,
+                                        "--shutdown-command", f"kill -TERM {engine.pid}",
+                                        "--format", "json", "--junit", str(junit)],
+                              cwd=root, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        outcomes = {r["id"]: r["outcome"] for r in report["results"]}
+        assert outcomes["core.shutdown.graceful"] == "pass"
+        assert report["coverage"]["percent"] == 100.0
+        suite = ET.parse(junit).getroot()
+        assert int(suite.get("tests")) == len(report["results"])
+        assert int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+        assert engine.wait(10) == 0
+    finally:
+        if engine.poll() is None:
+            os.kill(engine.pid, signal.SIGKILL)
+            engine.wait(5)
