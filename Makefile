@@ -59,6 +59,21 @@ ARGS ?=
 engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
+# The conformance demo: the reference engine on a free port with every profile, the whole suite
+# against it (its graceful shutdown is the last case), and the engine gone afterwards.
+# CONFORMANCE_ARGS passes more runner flags, e.g. `--junit report.xml` or `--format json`.
+CONFORMANCE_ARGS ?=
+conformance: setup bindings
+	@set -e; log=$$(mktemp); token=conformance-demo; \
+	$(OESPEC) engine --port 0 --profiles all --admin-token $$token >$$log 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null || true; rm -f $$log' EXIT; \
+	addr=; for i in $$(seq 200); do \
+	  addr=$$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' $$log | head -n1); \
+	  [ -n "$$addr" ] && break; kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+	[ -n "$$addr" ] || { echo "the reference engine did not start:"; cat $$log; exit 1; }; \
+	$(OESPEC) conformance --target $$addr --admin-token $$token \
+	  --shutdown-command "kill -TERM $$pid" $(CONFORMANCE_ARGS)
+
 # Speed figures (ratios against reference tools); each benchmark bounds its own run time.
 # Writes bench/results.md, bench/results.json and bench/plots/ (a few minutes on 2 cores).
 # BENCH_ARGS picks sections or a smoke run, e.g. `make bench BENCH_ARGS="--only fleet --quick"`.
