@@ -7,6 +7,10 @@
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
   `#req-load-003`, which the generated pages link to.
 
+- Under `mkdocs serve` (`make serve`), every rebuild first regenerates the pages from
+  profiles.yaml and the protos, so an edit to the registry shows up live like an edit to the spec.
+  `make site` never writes: it builds what is committed, and `make check` says when that is stale.
+
 The repository root is the folder that holds the docs dir; tests point the docs dir elsewhere to
 build a site from other inputs.
 """
@@ -48,7 +52,45 @@ def _expand(entries, lists: dict, where: str):
     return out
 
 
+_serving = False
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    global _serving
+    _serving = command == "serve"
+
+
+def _regenerate(root: Path) -> None:
+    """Rewrite the generated pages (and generated regions) from the current registry and protos."""
+    from codegen.check import run_rules
+    from codegen.diagnostics import Severity
+    from codegen.generate import GenerationError, plan, write_outputs
+    from codegen.registry import SourceError, load_registry
+
+    try:
+        resolved = load_registry(root / "profiles.yaml", display_path="profiles.yaml")
+    except SourceError as err:
+        log.warning("profiles.yaml not regenerated: %s", err)
+        return
+    errors = [d for d in run_rules(resolved) if d.severity >= Severity.ERROR]
+    if resolved.registry is None or errors:
+        for d in errors[:10]:
+            log.warning("%s:%s:%s: %s %s", d.path, d.line, d.column, d.rule_id, d.message)
+        log.warning("the registry has errors; the site shows the pages generated last")
+        return
+    try:
+        outputs = plan(resolved.registry, root, only=["proto", "docs"])
+    except GenerationError as err:
+        log.warning("pages not regenerated: %s", err)
+        return
+    docs = [o for o in outputs if not o.path.startswith("proto/")]
+    for path in write_outputs(root, docs):
+        log.info("regenerated %s", path)
+
+
 def on_config(config):
+    if _serving:
+        _regenerate(Path(config["docs_dir"]).resolve().parent)
     nav_file = _generated_dir(config) / NAV_FILE
     if config["nav"] is None:
         return config
