@@ -92,9 +92,9 @@ def fanout_sections(quick: bool, plots: Path) -> list[Section]:
     from bench import fanout
 
     if quick:
-        fan, limit, pairs = fanout.run((4, 20), window_s=1.0)
+        fan, limit, pairs = fanout.run((4, 20), window_s=1.0, rounds=1, limit_counts=(20,))
     else:
-        fan, limit, pairs = fanout.run((10, 100, 1000), window_s=6.0)
+        fan, limit, pairs = fanout.run((10, 100, 1000), window_s=5.0, rounds=3)
     if len(pairs) > 1:
         lag = {
             "p99": [(p.watchers, p.lag_p99_ms) for p, _ in pairs],
@@ -110,7 +110,9 @@ def fanout_sections(quick: bool, plots: Path) -> list[Section]:
 def toolkit_section(quick: bool) -> Section:
     from bench import toolkit
 
-    return toolkit.run(repeats=1 if quick else 5)
+    section = toolkit.run(repeats=1 if quick else 5)
+    section.discussion += "\n\n" + goal_summary(section)
+    return section
 
 
 def validators_section(quick: bool) -> Section:
@@ -122,7 +124,18 @@ def validators_section(quick: bool) -> Section:
         "From bench/validators.py: the generated capability validators against general-purpose JSON Schema "
         "validators on the same documents, and the WatchLoad stream checker against parsing the same "
         "messages. Each measurement keeps the best of batches within a fixed time budget.")
+    section.discussion += "\n\n" + goal_summary(section)
     return section
+
+
+def goal_summary(section: Section) -> str:
+    """One sentence naming each goal of a section and whether this run met it."""
+    goals = [f for f in section.figures if f.met is not None]
+    if not goals:
+        return ""
+    parts = [f"`{f.name}` {_fmt_value(f.value)} {f.unit} (goal {f.goal}: {'met' if f.met else 'NOT met'})"
+             for f in goals]
+    return "Against the goals in this run: " + "; ".join(parts) + "."
 
 
 def _plot(path: Path, title: str, x_label: str, y_label: str, series: dict, section: Section, *,
