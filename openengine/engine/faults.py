@@ -1,11 +1,12 @@
-"""Faults the reference engine can be told to commit, one per conformance requirement.
+"""Faults the reference engine can be told to commit, each one wrong behaviour.
 
 A conformance runner is only trustworthy if it fails engines that break the rules. Each fault
-makes the engine break exactly one rule, in a way a client can observe over the wire, so the
-runner's own tests can start the engine with `--fault NAME` and expect the requirements listed
-here to fail (and no others). This table is the one place faults are defined: the engine reads it
-to know what to break, `oespec engine --list-faults` prints it, and tests read it to make sure
-each one is observable.
+makes the engine misbehave in exactly one way a client can observe over the wire, and lists
+every requirement that behaviour violates (a missing `openengine.core` entry, for instance,
+also leaves every prerequisite unmet), so the runner's own tests can start the engine with
+`--fault NAME` and expect the cases for those requirements to fail. This table is the one place
+faults are defined: the engine reads it to know what to break, `oespec engine --list-faults`
+prints it, and tests read it to make sure each one is observable.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-LOAD-014",)),
     Fault("watch-settings-not-first",
           "WatchLoad sends the initial snapshot before the settings",
-          ("REQ-LOAD-004",)),
+          ("REQ-LOAD-004", "REQ-LOAD-009")),
     Fault("watch-timestamp-backwards",
           "WatchLoad stamps every second message one second earlier than the previous one",
-          ("REQ-LOAD-015",)),
+          ("REQ-LOAD-014",)),
     Fault("watch-no-initial-snapshot",
           "WatchLoad omits the initial snapshot even when the request asks for it",
           ("REQ-LOAD-009",)),
@@ -38,20 +39,20 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "WatchLoad never sends heartbeats, however long the stream is quiet",
           ("REQ-LOAD-013",)),
     Fault("watch-interval-not-clamped",
-          "WatchLoad uses and reports the requested interval without clamping it",
-          ("REQ-LOAD-005", "REQ-LOAD-006")),
+          "WatchLoad uses and reports the requested interval and heartbeat without clamping them",
+          ("REQ-LOAD-006", "REQ-LOAD-008")),
     Fault("watch-instance-id-mismatch",
           "WatchLoad settings and snapshots carry an instance id other than EngineInfo's",
-          ("REQ-LOAD-002",)),
+          ("REQ-LOAD-002", "REQ-LOAD-005")),
     Fault("watch-silent-gap",
           "WatchLoad coalesces updates of a slow watcher without counting them in coalesced",
-          ("REQ-LOAD-017",)),
+          ("REQ-LOAD-016",)),
     Fault("watch-cancel-aborts-requests",
           "cancelling a WatchLoad stream aborts every running request",
-          ("REQ-LOAD-019",)),
+          ("REQ-LOAD-018",)),
     Fault("watch-ends-ok",
           "WatchLoad ends the stream with status OK after the initial snapshot",
-          ("REQ-LOAD-020",)),
+          ("REQ-LOAD-019",)),
     Fault("watch-max-watchers-ignored",
           "WatchLoad accepts more concurrent streams than max_watchers",
           ("REQ-LOAD-011",)),
@@ -64,7 +65,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-CAP-006",)),
     Fault("capabilities-missing-core",
           "Capabilities.profiles leaves out openengine.core",
-          ("REQ-CORE-001",)),
+          ("REQ-CORE-001", "REQ-CAP-006", "REQ-CAP-010")),
     Fault("capabilities-duplicate-profile",
           "Capabilities.profiles lists the last advertised profile twice",
           ("REQ-CAP-003",)),
@@ -86,20 +87,20 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     # -- Health ---------------------------------------------------------------------------------
     Fault("health-not-per-service",
           "the health service reports only the whole server (\"\"), no advertised service by name",
-          ("REQ-HEALTH-002",)),
+          ("REQ-HEALTH-002", "REQ-HEALTH-007", "REQ-HEALTH-009")),
     Fault("health-unknown-not-found",
           "health Check answers SERVING for unknown service names instead of NOT_FOUND",
           ("REQ-HEALTH-003",)),
     Fault("health-watch-no-initial",
           "health Watch waits for a change instead of sending the current status first",
-          ("REQ-HEALTH-005",)),
+          ("REQ-HEALTH-005", "REQ-HEALTH-006")),
     Fault("health-pause-not-reflected",
           "pausing or draining leaves openengine.v1.Inference SERVING",
-          ("REQ-HEALTH-007",)),
+          ("REQ-HEALTH-007", "REQ-HEALTH-011")),
     # -- Generation and cancellation ------------------------------------------------------------
     Fault("generate-no-terminal",
           "an aborted Generate stream ends with status OK but without its terminal EngineError",
-          ("REQ-SVC-002", "REQ-CORE-009")),
+          ("REQ-SVC-002", "REQ-CORE-009", "REQ-CORE-010")),
     Fault("abort-ignored",
           "Abort reports the requests it found but leaves them running",
           ("REQ-CORE-010",)),

@@ -27,7 +27,8 @@ class Severity(str, enum.Enum):
 class Rule:
     id: str
     name: str
-    requirement: str      # spec requirement id, "" when the rule is about the input itself
+    requirement: str      # spec requirement id; "" when the rule is about the input itself, or
+                          # when no numbered requirement states what it checks
     severity: Severity
     summary: str
 
@@ -88,16 +89,16 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV132", "model-capability-unlisted", "REQ-CAP-012", _E, "a model's capability message is set for a profile the model does not list"),
     Rule("OEV133", "model-profile-not-model-scoped", "REQ-CAP-012", _E, "a model lists a profile that is not model-scoped"),
     Rule("OEV134", "model-scoped-unused", "REQ-CAP-012", _E, "a model-scoped profile is advertised but no served model lists it"),
-    Rule("OEV135", "revision-mismatch", "REQ-LOAD-005", _E, "capability revisions disagree between discovery answers"),
-    Rule("OEV136", "engine-info", "REQ-CAP-011", _E, "EngineInfo lacks a role or an instance id"),
+    Rule("OEV135", "revision-mismatch", "REQ-REV-001", _E, "capability revisions disagree between discovery answers"),
+    Rule("OEV136", "engine-info", "", _E, "EngineInfo lacks a role or an instance id"),
     # WatchLoad streams.
     Rule("OEV301", "watch-settings-first", "REQ-LOAD-004", _E, "the first message of a WatchLoad stream is not settings"),
     Rule("OEV302", "watch-settings-repeated", "REQ-LOAD-004", _E, "settings sent again after the first message"),
     Rule("OEV303", "watch-sequence-start", "REQ-LOAD-004", _E, "the settings do not carry sequence 0"),
     Rule("OEV304", "watch-sequence-order", "REQ-LOAD-014", _E, "a sequence number does not increase"),
     Rule("OEV305", "watch-sequence-gap", "REQ-LOAD-014", _E, "sequence numbers skip: messages were lost"),
-    Rule("OEV306", "watch-timestamp-missing", "REQ-LOAD-015", _E, "a message has no timestamp"),
-    Rule("OEV307", "watch-timestamp-backwards", "REQ-LOAD-015", _E, "a timestamp goes backwards"),
+    Rule("OEV306", "watch-timestamp-missing", "REQ-LOAD-014", _E, "a message has no timestamp"),
+    Rule("OEV307", "watch-timestamp-backwards", "REQ-LOAD-014", _E, "a timestamp goes backwards"),
     Rule("OEV308", "watch-snapshot-incomplete", "REQ-LOAD-003", _E, "a snapshot lacks its load, timestamp or instance id"),
     Rule("OEV309", "watch-instance-id", "REQ-LOAD-002", _E, "an instance id differs from discovery or from the settings"),
     Rule("OEV310", "watch-interval-early", "REQ-LOAD-012", _E, "periodic snapshots closer together than the effective interval"),
@@ -105,19 +106,19 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV312", "watch-heartbeat-missing", "REQ-LOAD-013", _E, "nothing arrived for longer than the effective heartbeat"),
     Rule("OEV313", "watch-heartbeat-early", "REQ-LOAD-013", _E, "a heartbeat came sooner than the heartbeat interval after the previous message"),
     Rule("OEV314", "watch-heartbeat-off", "REQ-LOAD-008", _E, "a heartbeat on a stream whose heartbeats are off"),
-    Rule("OEV315", "watch-coalesced", "REQ-LOAD-017", _I, "the server coalesced updates into a snapshot"),
+    Rule("OEV315", "watch-coalesced", "REQ-LOAD-016", _I, "the server coalesced updates into a snapshot"),
     Rule("OEV316", "watch-settings-effective", "REQ-LOAD-005", _E, "the settings are not the effective, clamped values"),
     Rule("OEV317", "watch-initial-snapshot", "REQ-LOAD-009", _E, "the message after the settings is not the promised initial snapshot"),
     Rule("OEV318", "watch-ranks", "REQ-LOAD-010", _E, "per-rank breakdown present although the stream's per_rank is false"),
     Rule("OEV319", "watch-revision", "REQ-LOAD-005", _E, "the settings' capability revision differs from discovery"),
-    Rule("OEV320", "watch-empty-message", "REQ-LOAD-014", _E, "a message carries neither settings, snapshot nor heartbeat"),
+    Rule("OEV320", "watch-empty-message", "", _E, "a message carries neither settings, snapshot nor heartbeat"),
     # Requests checked before they are sent.
     Rule("OEV401", "request-exceeds-limit", "REQ-CAP-009", _E, "a request field exceeds an advertised limit"),
     Rule("OEV402", "request-feature-off", "REQ-CAP-009", _E, "a request uses a feature the capabilities say is off"),
-    Rule("OEV403", "request-profile-unadvertised", "REQ-CORE-003", _E, "a request needs a profile the engine does not advertise"),
+    Rule("OEV403", "request-profile-unadvertised", "REQ-CORE-004", _E, "a request needs a profile the engine does not advertise"),
     Rule("OEV404", "request-value-unadvertised", "REQ-CAP-009", _E, "a request uses a value the engine does not list"),
     Rule("OEV405", "request-model-profile", "REQ-CAP-013", _E, "a request needs a model-scoped profile its model does not list"),
-    Rule("OEV406", "request-ignored", "REQ-CAP-009", _W, "a request sets a field the engine ignores"),
+    Rule("OEV406", "request-ignored", "REQ-CORE-006", _W, "a request sets a field the engine ignores"),
 )}
 
 

@@ -230,7 +230,8 @@ def _limit_update(ctx: Context):
 
 
 @case("admin.update-config", profile=ADMIN,
-      requires=("REQ-REV-003", "REQ-REV-005", "REQ-REV-006", "REQ-REV-007", "REQ-LOAD-019"),
+      requires=("REQ-REV-001", "REQ-REV-003", "REQ-REV-005", "REQ-REV-006", "REQ-REV-007",
+                "REQ-LOAD-019"),
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):

@@ -112,7 +112,7 @@ def _register_profile_cases() -> None:
     for info in load_contract().profiles.values():
         case(f"{info.short}.rpcs.served", profile=info.name,
              requires=("REQ-CORE-001", "REQ-SVC-001") if info.name == CORE
-             else ("REQ-CORE-002", "REQ-CORE-006", "REQ-SVC-001"),
+             else ("REQ-CORE-002", "REQ-SVC-001"),
              title=f"every RPC of {info.name} up to the advertised version is served"
              )(_served_case(info.name))
         if info.name != CORE:
@@ -134,7 +134,7 @@ async def discovery_answers(ctx: Context):
     return f"{len(d.models)} model(s)"
 
 
-@case("core.discovery.instance-id", profile=CORE, requires=("REQ-REV-002", "REQ-LOAD-002"),
+@case("core.discovery.instance-id", profile=CORE, requires=("REQ-REV-002",),
       title="EngineInfo.instance_id is set and stable across reads")
 async def instance_id(ctx: Context):
     from openengine.v1 import discovery_pb2
@@ -221,7 +221,7 @@ async def generate_terminal(ctx: Context):
     expect(last_final == len(kinds) - 1, "messages followed the last final")
 
 
-@case("core.generate.limits", profile=CORE, requires=("REQ-CAP-009", "REQ-SVC-003"),
+@case("core.generate.limits", profile=CORE, requires=("REQ-CAP-009", "REQ-SVC-003", "REQ-CORE-006"),
       title="a request beyond an advertised limit is refused with INVALID_ARGUMENT; one within is accepted")
 async def generate_limits(ctx: Context):
     max_seq = int(ctx.limit(CORE, "max_sequences"))

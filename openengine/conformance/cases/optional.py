@@ -69,7 +69,7 @@ async def kv_events(ctx: Context):
     return f"{len(batches)} batches after one request"
 
 
-@case("kv.transfer.producer", profile=KV, requires=("REQ-CORE-002",),
+@case("kv.transfer.producer", profile=KV, requires=("REQ-CORE-002", "REQ-CORE-006"),
       title="a prefill engine returns KV transfer parameters in the final response")
 async def kv_producer(ctx: Context):
     from openengine.v1 import common_pb2, kv_pb2
