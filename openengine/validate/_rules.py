@@ -90,7 +90,7 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV133", "model-profile-not-model-scoped", "REQ-CAP-012", _E, "a model lists a profile that is not model-scoped"),
     Rule("OEV134", "model-scoped-unused", "REQ-CAP-012", _E, "a model-scoped profile is advertised but no served model lists it"),
     Rule("OEV135", "revision-mismatch", "REQ-REV-001", _E, "capability revisions disagree between discovery answers"),
-    Rule("OEV136", "engine-info", "", _E, "EngineInfo lacks a role or an instance id"),
+    Rule("OEV136", "engine-info", "REQ-CORE-012", _E, "EngineInfo lacks a role or an instance id"),
     # WatchLoad streams.
     Rule("OEV301", "watch-settings-first", "REQ-LOAD-004", _E, "the first message of a WatchLoad stream is not settings"),
     Rule("OEV302", "watch-settings-repeated", "REQ-LOAD-004", _E, "settings sent again after the first message"),
@@ -111,7 +111,7 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV317", "watch-initial-snapshot", "REQ-LOAD-009", _E, "the message after the settings is not the promised initial snapshot"),
     Rule("OEV318", "watch-ranks", "REQ-LOAD-010", _E, "per-rank breakdown present although the stream's per_rank is false"),
     Rule("OEV319", "watch-revision", "REQ-LOAD-005", _E, "the settings' capability revision differs from discovery"),
-    Rule("OEV320", "watch-empty-message", "", _E, "a message carries neither settings, snapshot nor heartbeat"),
+    Rule("OEV320", "watch-empty-message", "REQ-LOAD-022", _E, "a message carries neither settings, snapshot nor heartbeat"),
     # Requests checked before they are sent.
     Rule("OEV401", "request-exceeds-limit", "REQ-CAP-009", _E, "a request field exceeds an advertised limit"),
     Rule("OEV402", "request-feature-off", "REQ-CAP-009", _E, "a request uses a feature the capabilities say is off"),

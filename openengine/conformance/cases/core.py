@@ -134,13 +134,14 @@ async def discovery_answers(ctx: Context):
     return f"{len(d.models)} model(s)"
 
 
-@case("core.discovery.instance-id", profile=CORE, requires=("REQ-REV-002",),
-      title="EngineInfo.instance_id is set and stable across reads")
+@case("core.discovery.instance-id", profile=CORE, requires=("REQ-CORE-012", "REQ-REV-002"),
+      title="EngineInfo has a role, and an instance_id that is set and stable across reads")
 async def instance_id(ctx: Context):
     from openengine.v1 import discovery_pb2
 
     first = ctx.engine_info.instance_id
     expect(bool(first), "EngineInfo.instance_id is empty")
+    expect(ctx.engine_info.role != 0, "EngineInfo.role is ROLE_UNSPECIFIED")
     again = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
     expect(again.instance_id == first,
            f"EngineInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")

@@ -481,6 +481,16 @@ async def timestamps(ctx: Context):
     return f"{len(msgs)} messages"
 
 
+@case("load.watch.message-kinds", profile=LOAD, requires=("REQ-LOAD-022",),
+      title="every message sets exactly one of settings, snapshot and heartbeat")
+async def message_kinds(ctx: Context):
+    w = await _fast_stream(ctx)
+    empty = [r.msg.sequence for r in w.received if r.msg.WhichOneof("kind") is None]
+    expect(not empty, f"messages with sequence {empty[:5]} set neither settings, snapshot nor heartbeat")
+    kinds = sorted({r.msg.WhichOneof("kind") for r in w.received})
+    return f"{len(w.received)} messages ({', '.join(kinds)})"
+
+
 @case("load.watch.snapshots-complete", profile=LOAD, requires=("REQ-LOAD-003",),
       title="every snapshot is a complete, current LoadInfo (it shows a running request)")
 async def snapshots_complete(ctx: Context):
