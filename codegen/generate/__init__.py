@@ -81,6 +81,22 @@ class GenerationContext:
         return sources
 
 
+    def compiled(self, generator: str):
+        """The contract as generation will leave it, compiled once and shared by every generator:
+        (FileDescriptorSet with source info, Python modules by path). Raises `GenerationError`
+        naming `generator` when protoc rejects the sources."""
+        sources = self.proto_sources()
+        key = ("compiled", tuple(sorted(sources.items())))
+        if key not in self.cache:
+            from codegen.generate.protoc import ProtocError, compile_all
+
+            try:
+                self.cache[key] = compile_all(sources)
+            except ProtocError as err:
+                raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}") from None
+        return self.cache[key]
+
+
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {
     "proto": "codegen.generate.proto:generate",

@@ -6,21 +6,16 @@ registry change and its bindings always move together.
 
 from __future__ import annotations
 
-from codegen.generate import GenerationContext, GenerationError, Output
-from codegen.generate.protoc import ProtocError, compile_python
+from codegen.generate import GenerationContext, Output
 
 PACKAGE_DIR = "openengine"
 INIT = '"""Python bindings of the OpenEngine v1 contract, built by `oespec generate` (not committed)."""\n'
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
-    sources = {rel: text for rel, text in ctx.proto_sources().items() if rel.startswith("openengine/v1/")}
-    if not sources:
+    if not any(rel.startswith("openengine/v1/") for rel in ctx.proto_sources()):
         return []
-    try:
-        modules = compile_python(sources)
-    except ProtocError as err:
-        raise GenerationError("bindings", f"protoc rejected the contract:\n{err.message}") from None
+    _, modules = ctx.compiled("bindings")
     outputs = [Output(f"{PACKAGE_DIR}/{rel[len('openengine/'):]}" if rel.startswith("openengine/") else rel,
                       data, committed=False)
                for rel, data in modules.items() if rel.startswith("openengine/v1/")]

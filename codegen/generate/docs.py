@@ -143,14 +143,8 @@ def _load_protos(ctx: GenerationContext) -> ProtoDocs:
     sources = ctx.proto_sources()
     if not sources:
         return ProtoDocs()
-    key = "docs:descriptor-set-with-source-info"
-    if key not in ctx.cache:
-        from codegen.generate.protoc import ProtocError, compile_descriptor_set
-        try:
-            ctx.cache[key] = compile_descriptor_set(sources, source_info=True)
-        except ProtocError as err:
-            raise GenerationError("docs", f"the proto sources do not compile:\n{err.message}") from None
-    return describe(ctx.cache[key], set(sources))
+    fds, _ = ctx.compiled("docs")
+    return describe(fds, set(sources))
 
 
 def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:

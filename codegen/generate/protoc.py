@@ -66,13 +66,19 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True)
         return fds
 
 
-def compile_python(sources: dict[str, str]) -> dict[str, bytes]:
-    """Python modules (`_pb2.py`, `_pb2_grpc.py`, `.pyi`) for `sources`, keyed by relative path."""
+def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
+    """One protoc run for everything generation needs: the descriptor set (imports and source
+    info included) and the Python modules. Each protoc start costs more than the compile itself."""
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
         src = Path(tmp) / "src"
         out = Path(tmp) / "out"
         out.mkdir()
+        fds_path = Path(tmp) / "set.pb"
         files = _materialize(sources, src)
-        _run_protoc([f"-I{src}", f"-I{well_known_include()}", f"--python_out={out}",
-                     f"--pyi_out={out}", f"--grpc_python_out={out}"] + files, src)
-        return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
+                     f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
+                     f"--grpc_python_out={out}"] + files, src)
+        fds = descriptor_pb2.FileDescriptorSet()
+        fds.ParseFromString(fds_path.read_bytes())
+        modules = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        return fds, modules

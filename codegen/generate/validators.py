@@ -177,15 +177,7 @@ def _enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str
 
 def descriptor_set(ctx: GenerationContext):
     """The compiled contract, shared by the generators that read descriptors."""
-    if "descriptor_set" not in ctx.cache:
-        from codegen.generate.protoc import ProtocError, compile_descriptor_set
-
-        sources = ctx.proto_sources()
-        try:
-            ctx.cache["descriptor_set"] = compile_descriptor_set(sources, source_info=False)
-        except ProtocError as err:
-            raise GenerationError("validators", f"protoc rejected the contract:\n{err.message}") from None
-    return ctx.cache["descriptor_set"]
+    return ctx.compiled("validators")[0]
 
 
 def render_module(registry: Registry, enum_numbers, role_numbers) -> str:
