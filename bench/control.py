@@ -11,6 +11,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -29,8 +30,10 @@ class Child:
         self.name = name or module
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+        # stderr goes to a file, not a pipe: a child that logs a lot must never block on it.
+        self._stderr = tempfile.TemporaryFile(mode="w+", prefix="oe-bench-stderr-")
         self.proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      text=True, bufsize=1)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -64,10 +67,15 @@ class Child:
         self.send(command, **kw)
         return self.read(timeout)
 
+    def stderr_text(self) -> str:
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read()
+
     def _stderr_tail(self) -> str:
         if self.proc.poll() is None:
             return ""
-        err = (self.proc.stderr.read() or "").strip().splitlines()
+        err = self.stderr_text().strip().splitlines()
         return (":\n  " + "\n  ".join(err[-15:])) if err else ""
 
     def close(self, timeout: float = 15.0) -> None:
@@ -83,9 +91,9 @@ class Child:
                 self.proc.send_signal(signal.SIGKILL)
                 self.proc.wait(5)
         self._sel.close()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
 
     def __enter__(self) -> "Child":
         return self
