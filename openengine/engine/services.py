@@ -557,14 +557,19 @@ class Observability(Base):
             ts_ns = rt.clock.now_ns()
             if back and sequence % 2 == 1:
                 ts_ns -= 1_000_000_000
-            msg = load_pb2.WatchLoadResponse(sequence=sequence, timestamp=rt.clock.timestamp(ts_ns), **kind)
+            msg = load_pb2.WatchLoadResponse(sequence=sequence, **kind)
+            msg.timestamp.seconds, msg.timestamp.nanos = divmod(ts_ns, 1_000_000_000)
             if not (stuck and sequence > 0 and sequence % 3 == 2):
                 sequence += 1
             return msg
 
         def snapshot_message(info, coalesced):
-            info.instance_id = instance_id
-            return message(snapshot=load_pb2.LoadSnapshot(load=info, coalesced=coalesced))
+            msg = message()
+            snapshot = msg.snapshot
+            snapshot.load.CopyFrom(info)   # the one copy: the mailbox keeps its own snapshot
+            snapshot.load.instance_id = instance_id
+            snapshot.coalesced = coalesced
+            return msg
 
         settings = load_pb2.WatchLoadSettings(interval_ms=interval, heartbeat_ms=heartbeat,
                                               initial_snapshot=initial, per_rank=per_rank,
@@ -592,15 +597,21 @@ class Observability(Base):
                     last_sent = loop.time()
                     continue
                 watcher.wake.clear()
-                timeout = None
-                if heartbeats:
-                    timeout = max(0.0, last_sent + heartbeat / 1000.0 - loop.time())
+                if not heartbeats:
+                    await watcher.wake.wait()
+                    continue
+                # A timer that sets the same event, not asyncio.wait_for: wait_for starts a task
+                # per wait, which on this path would cost more than building the snapshot.
+                due = last_sent + heartbeat / 1000.0
+                alarm = loop.call_at(due, watcher.wake.set)
                 try:
-                    await asyncio.wait_for(watcher.wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    if watcher.pending is None and not watcher.dirty and watcher.closed_with is None:
-                        yield message(heartbeat=load_pb2.Heartbeat())
-                        last_sent = loop.time()
+                    await watcher.wake.wait()
+                finally:
+                    alarm.cancel()
+                if loop.time() >= due and watcher.pending is None and not watcher.dirty \
+                        and watcher.closed_with is None:
+                    yield message(heartbeat=load_pb2.Heartbeat())
+                    last_sent = loop.time()
         except asyncio.CancelledError:
             if rt.fault("watch-cancel-aborts-requests"):
                 rt.scheduler.abort(lambda r: True, "load watcher cancelled", retryable=True)
