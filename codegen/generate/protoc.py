@@ -1,16 +1,17 @@
 """Compile proto sources with the protoc bundled in grpcio-tools, from an in-memory tree.
 
 Generation plans its outputs before writing anything, so compilation works on a temporary copy of
-`proto/` with the planned files overlaid. protoc runs in a subprocess: its diagnostics go to
-stderr, which a subprocess lets us capture and report instead of letting them through.
+`proto/` with the planned files overlaid. protoc runs in this process (starting another Python
+for it would cost more than the compile); it writes its diagnostics to file descriptor 2, which is
+pointed at a temporary file for the call so they can be reported as findings instead of leaking.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,11 +43,27 @@ def _materialize(sources: dict[str, str], where: Path) -> list[str]:
     return files
 
 
+_PROTOC_LOCK = threading.Lock()   # file descriptor 2 is process-wide
+
+
 def _run_protoc(args: list[str], cwd: Path) -> None:
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        text = (proc.stderr or proc.stdout).strip() or f"protoc exited with {proc.returncode}"
+    """Run protoc on `args`; input files are given relative to `cwd` (the proto root)."""
+    from grpc_tools import protoc
+
+    args = [a if a.startswith("-") else str(cwd / a) for a in args]
+    with _PROTOC_LOCK, tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            code = protoc.main(["protoc", *args])
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read().decode("utf-8", "replace")
+    if code != 0:
+        text = text.strip() or f"protoc exited with {code}"
         raise ProtocError(text.replace(str(cwd) + os.sep, ""))
 
 

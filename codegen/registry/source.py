@@ -183,7 +183,7 @@ def _convert(node: Node, depth: int, path: str, budget: _Budget) -> YNode:
 
 def parse_text(text: str, path: str = "<string>") -> SourceFile:
     """Parse YAML text into located nodes, or raise `SourceError` (and nothing else)."""
-    yaml = YAML(typ="rt", pure=True)
+    yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
     yaml.allow_duplicate_keys = True
     try:
         nodes = list(yaml.compose_all(io.StringIO(text)))
