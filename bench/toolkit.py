@@ -52,7 +52,7 @@ def run(repeats: int = 5) -> Section:
             ("check", [oespec, "check"], [buf, "lint", "proto"], 3.0,
              "oespec check (schema, rules and the descriptor cross-check) against buf lint"),
             ("generate", [oespec, "generate", "--check"], [buf, "build", "proto", "-o", os.devnull], 3.0,
-             "oespec generate --check (plan every output, compile protos twice) against buf build"),
+             "oespec generate --check (check the registry, plan and render every generated file, compile the protos once) against buf build"),
             ("breaking", [oespec, "breaking", "--against", "HEAD"],
              [buf, "breaking", "proto", "--against", ".git#ref=HEAD,subdir=proto"], 1.5,
              "the whole oespec breaking (buf breaking plus the registry rules) against buf breaking alone"),

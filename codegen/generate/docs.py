@@ -34,6 +34,7 @@ from codegen.generate.depgraph import render_svg
 from codegen.generate.markers import MarkerError, has_markers, rewrite
 from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
+from codegen.generate.templating import make_environment
 from codegen.registry import Limit, Profile, Registry, Version
 
 GENERATED_DIR = "site/generated"
@@ -231,15 +232,7 @@ def _finalize(value: Any) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("codegen.generate", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-        finalize=_finalize,
-    )
+    env = make_environment(finalize=_finalize)
     env.filters.update(md=mdsafe.inline, cell=mdsafe.cell, block=mdsafe.block, code=mdsafe.code,
                        value=lambda v: mdsafe.code(format_value(v)))
     env.globals.update(header=lambda: Md(header("<!--")), STREAMING_WORDS=STREAMING_WORDS)

@@ -28,16 +28,26 @@ def _comment(text: str, indent: int = 0, prefix: str = "//") -> str:
     return "\n".join(pad + line for line in comment_lines(text, prefix))
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+def make_environment(**overrides) -> jinja2.Environment:
+    """The settings every template of the toolkit is written for: undefined names are errors,
+    block tags leave no blank lines. Compiled templates are cached on disk (in the temporary
+    directory, keyed by template source), since compiling them costs more than rendering."""
+    settings = dict(
         loader=jinja2.PackageLoader("codegen.generate", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),
     )
+    settings.update(overrides)
+    return jinja2.Environment(**settings)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = make_environment()
     env.filters["comment"] = _comment
     env.globals["header"] = header
     return env
