@@ -4,6 +4,8 @@
   as if they were in it (a generated page may not share a path with a spec page).
 - Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
   `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml.
+- The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
+  `/schemas/`, so a client in any language can fetch the one it validates against.
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
   `#req-load-003`, which the generated pages link to.
 
@@ -112,7 +114,22 @@ def on_files(files: Files, config) -> Files:
             raise PluginError(f"generated page {src_uri} has the same path as spec/{src_uri}; "
                               "rename the spec page")
         files.append(File.generated(config, src_uri, abs_src_path=str(path)))
+    _add_schemas(files, config)
     return files
+
+
+# JSON Schemas published under /schemas/ for clients and editors in any language: the generated
+# schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
+SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("codegen/registry", "profiles.schema.json"))
+
+
+def _add_schemas(files: Files, config) -> None:
+    root = Path(config["docs_dir"]).resolve().parent
+    for folder, pattern in SCHEMA_SOURCES:
+        for path in sorted((root / folder).glob(pattern)):
+            src_uri = f"schemas/{path.name}"
+            if files.get_file_from_path(src_uri) is None:
+                files.append(File.generated(config, src_uri, abs_src_path=str(path)))
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

@@ -24,6 +24,22 @@ def test_home_page_is_the_spec_index(built_site):
     assert home.is_file() and (built_site / "search" / "search_index.json").is_file()
 
 
+def test_json_schemas_are_published(built_site):
+    """Clients in other languages fetch the schemas from the site; they are the generated files."""
+    import json
+
+    from .conftest import ROOT
+
+    published = {p.name for p in (built_site / "schemas").glob("*.json")}
+    expected = {p.name for p in (ROOT / "schemas").glob("*.schema.json")} | {"profiles.schema.json"}
+    assert published == expected
+    for name in published:
+        source = ROOT / ("codegen/registry" if name == "profiles.schema.json" else "schemas") / name
+        assert json.loads((built_site / "schemas" / name).read_text()) == json.loads(source.read_text())
+    index = (built_site / "index.html").read_text(encoding="utf-8")
+    assert 'href="schemas/capabilities.schema.json"' in index
+
+
 def _external(url: str | None) -> bool:
     return bool(url) and bool(re.match(r"^(https?:)?//", url.strip()))
 
