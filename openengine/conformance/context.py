@@ -211,7 +211,8 @@ class Context:
     def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
         """The effective value of a limit: set in the capability message, else its default."""
         info = self.contract.profile(profile)
-        if info is None or info.capability_field is None or name not in info.limits:
+        lim = info.limit(name) if info is not None and info.capability_field is not None else None
+        if lim is None:
             raise KeyError(f"{profile} has no limit {name}")
         sources = []
         if model is not None and model in self.discovery.models:
@@ -231,10 +232,9 @@ class Context:
                     return values
             elif msg.HasField(name):
                 return getattr(msg, name)
-        default = info.limits[name].default
-        if info.limits[name].repeated:
-            return list(default or [])
-        return default
+        if lim.repeated:
+            return list(lim.default or [])
+        return lim.default
 
     @property
     def model(self) -> str:

@@ -104,7 +104,7 @@ def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
     for name in names:
         info = contract.profile(name)
         if info is None:
-            known = ", ".join(p.short for p in contract.profiles.values())
+            known = ", ".join(p.short_name for p in contract.profiles.values())
             raise ValueError(f"unknown profile {name!r}; known: {known}")
         out.append(info.name)
     return out

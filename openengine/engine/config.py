@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from openengine.engine.contract import (
-    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, combination_problems, find_registry,
+    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems, find_registry,
 )
 from openengine.engine.faults import FAULTS
 
@@ -242,7 +242,7 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
                 problems.append(f"limits: {profile.name} has no limit {name!r}; known: {known}")
                 continue
             try:
-                limits[profile.name][name] = lim.coerce(value)
+                limits[profile.name][name] = coerce(lim, value)
             except ValueError as err:
                 problems.append(f"limits: {err}")
     problems += _reference_engine_problems(limits)

@@ -15,6 +15,7 @@ import zlib
 import grpc
 
 from openengine.engine import model as lm
+from openengine.engine.contract import coerce, to_wire
 from openengine.engine.runtime import Adapter, Request, Runtime, Session
 from openengine.v1 import (
     adapters_pb2, admin_pb2, capabilities_pb2, common_pb2, discovery_pb2, encoder_pb2, events_pb2,
@@ -142,7 +143,7 @@ def fill_capability(message, profile, values) -> None:
     """Set every limit field of a capability message from effective values."""
     message.SetInParent()
     for lim in profile.limits:
-        value = lim.to_wire(values[lim.name])
+        value = to_wire(lim, values[lim.name])
         if lim.repeated:
             getattr(message, lim.name).extend(value)
         else:
@@ -1038,7 +1039,7 @@ class Admin(Base):
             if kind == "string_values":
                 value = list(value.values)
             try:
-                value = lim.coerce(value)
+                value = coerce(lim, value)
             except ValueError as err:
                 raise invalid(f"{where}.{kind}", str(err)) from None
             if new[lim.profile][lim.name] != value:

@@ -33,9 +33,9 @@ def test_every_profile_has_a_served_and_an_absent_case():
 
     ids = {c.id for c in all_cases()}
     for info in load_contract().profiles.values():
-        assert f"{info.short}.rpcs.served" in ids
+        assert f"{info.short_name}.rpcs.served" in ids
         if info.name != CORE:
-            assert f"{info.short}.absent.unimplemented" in ids
+            assert f"{info.short_name}.absent.unimplemented" in ids
 
 
 def test_matrix_lists_each_wire_requirement(capsys):

@@ -40,9 +40,9 @@ def test_suite_passes(engine_kw):
 
     for info in load_contract().profiles.values():
         if info.name in advertised:
-            assert f"{info.short}.rpcs.served" in ran
+            assert f"{info.short_name}.rpcs.served" in ran
         else:
-            assert f"{info.short}.absent.unimplemented" in ran
+            assert f"{info.short_name}.absent.unimplemented" in ran
     assert report.coverage and report.coverage.percent == 100.0
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from openengine.engine import ConfigError, EngineConfig, FAULTS, catalogue, resolve_config
 from openengine.engine.config import REFERENCE_LIMITS, config_from_mapping, load_config_file
+from openengine.engine.contract import coerce
 
 CAT = catalogue()
 
@@ -69,7 +70,7 @@ def test_reference_limits_name_real_limits():
         assert info is not None, profile
         for name, value in values.items():
             assert info.limit(name) is not None, f"{profile}.{name}"
-            info.limit(name).coerce(value)
+            coerce(info.limit(name), value)
 
 
 def test_config_file_yaml_and_json(tmp_path):

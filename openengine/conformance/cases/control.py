@@ -209,12 +209,12 @@ def _limit_update(ctx: Context):
     for ref in ctx.limit(ADMIN, "updatable_limits"):
         profile, _, name = ref.rpartition(".")
         info = ctx.contract.profile(profile)
-        if info is None or name not in info.limits or info.limits[name].repeated:
+        lim = info.limit(name) if info is not None else None
+        if lim is None or lim.repeated:
             continue
         if not ctx.advertised(profile):
             continue
         current = ctx.limit(profile, name)
-        lim = info.limits[name]
         if isinstance(current, bool):
             return ref, (admin_pb2.LimitUpdate(limit=ref, bool_value=not current),
                          admin_pb2.LimitUpdate(limit=ref, bool_value=current))

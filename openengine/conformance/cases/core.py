@@ -21,7 +21,7 @@ STREAM_PROBE_SECONDS = 0.5
 def _probe_request(ctx: Context, rpc: RpcInfo):
     """A request that is valid where that is easy, and harmless whatever the engine does."""
     req = rpc.request()
-    name = rpc.method
+    name = rpc.method.name
     if name == "Generate":
         return ctx.generate_request(max_tokens=1)
     if name == "GetModelInfo":
@@ -61,10 +61,10 @@ async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
     from openengine.v1 import adapters_pb2, sessions_pb2
 
     with contextlib.suppress(Exception):
-        if rpc.method == "OpenSession" and answer is not None and answer.session.session_id:
+        if rpc.method.name == "OpenSession" and answer is not None and answer.session.session_id:
             await ctx.sessions.CloseSession(
                 sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
-        if rpc.method == "LoadAdapter" and answer is not None and answer.adapter.name:
+        if rpc.method.name == "LoadAdapter" and answer is not None and answer.adapter.name:
             await ctx.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(
                 name=answer.adapter.name, model=answer.adapter.model))
 
@@ -75,9 +75,9 @@ def _served_case(profile: str):
         version = advertised.get(profile, ctx.contract.profiles[profile].version)
         missing, checked = [], 0
         for rpc in ctx.contract.profiles[profile].rpcs:
-            if rpc.since[0] != version[0] or rpc.since > version:
+            if rpc.since_version[0] != version[0] or rpc.since_version > version:
                 continue
-            if rpc.method in DISRUPTIVE_METHODS:
+            if rpc.method.name in DISRUPTIVE_METHODS:
                 continue
             md = None
             if rpc.service.endswith(".Admin") and ctx.options.admin_token:
@@ -110,13 +110,13 @@ def _absent_case(profile: str):
 
 def _register_profile_cases() -> None:
     for info in load_contract().profiles.values():
-        case(f"{info.short}.rpcs.served", profile=info.name,
+        case(f"{info.short_name}.rpcs.served", profile=info.name,
              requires=("REQ-CORE-001", "REQ-SVC-001") if info.name == CORE
              else ("REQ-CORE-002", "REQ-SVC-001"),
              title=f"every RPC of {info.name} up to the advertised version is served"
              )(_served_case(info.name))
         if info.name != CORE:
-            case(f"{info.short}.absent.unimplemented", profile=info.name, when="absent",
+            case(f"{info.short_name}.absent.unimplemented", profile=info.name, when="absent",
                  requires=("REQ-CORE-003", "REQ-SVC-004"),
                  title=f"{info.name} is not advertised, so its RPCs answer UNIMPLEMENTED"
                  )(_absent_case(info.name))
