@@ -23,6 +23,8 @@ class ModelReport:
     model: str
     profiles: Mapping[str, tuple[tuple[int, int], ...]]
     limits: Mapping[str, Mapping[str, Any]]      # only the capability messages the model sets
+    max_context_tokens: int = 0                  # ModelInfo's token limits; 0 when not reported
+    max_output_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,8 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
         path = f"model_info[{i}].capabilities"
         madv, mlimits = gen.check_model_capabilities(info.capabilities, path, adv, out)
         listed.update(madv)
-        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits)
+        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits,
+                                         info.max_context_tokens, info.max_output_tokens)
     if engine_info is not None and model_infos and engine_info.served_models \
             and set(engine_info.served_models) <= set(models):
         for name in sorted(gen.MODEL_SCOPED & set(adv) - listed):

@@ -111,6 +111,28 @@ def _model_of(request, report: CapabilityReport) -> str | None:
     return model
 
 
+def _model_token_limits(request, model, report: CapabilityReport, out: list[Violation]) -> None:
+    """A GenerateRequest against the model's own token limits (ModelInfo, not a profile limit)."""
+    info = report.models.get(model) if model is not None else None
+    if info is None or request.DESCRIPTOR.name != "GenerateRequest":
+        return
+    sampling = request.sampling
+    asked = sampling.max_tokens if sampling.HasField("max_tokens") else None
+    if asked is not None and info.max_output_tokens and asked > info.max_output_tokens:
+        out.append(violation("OEV401", "sampling.max_tokens", asked,
+                             f"<= {info.max_output_tokens} (ModelInfo.max_output_tokens of {model})",
+                             f"sampling.max_tokens is {asked}, above the output limit "
+                             f"{info.max_output_tokens} of model {model!r}"))
+    if request.WhichOneof("prompt") == "token_ids" and info.max_context_tokens:
+        prompt = len(request.token_ids.ids)
+        total = prompt + (asked or 0)
+        if total > info.max_context_tokens:
+            out.append(violation("OEV401", "token_ids", total,
+                                 f"<= {info.max_context_tokens} (ModelInfo.max_context_tokens of {model})",
+                                 f"{prompt} prompt tokens plus {asked or 0} output tokens exceed the context "
+                                 f"of {info.max_context_tokens} tokens of model {model!r}"))
+
+
 def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     """Every reason the engine described by `capabilities` would refuse `request` (a
     GenerateRequest, EmbedRequest, ClassifyRequest, ScoreRequest or EncodeRequest), each naming
@@ -119,6 +141,7 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
     model = _model_of(request, report)
     out: list[Violation] = []
+    _model_token_limits(request, model, report, out)
     refused_profiles: set[str] = set()
     for row in rows:
         values = _values(request, row.field)

@@ -139,3 +139,23 @@ def test_table_names_only_registry_limits():
         assert row.profile in DEFAULTS
         if row.limit:
             assert row.limit in DEFAULTS[row.profile]
+
+
+def _model(max_context=0, max_output=0) -> discovery_pb2.ModelInfo:
+    return discovery_pb2.ModelInfo(model="m", max_context_tokens=max_context, max_output_tokens=max_output)
+
+
+def test_max_tokens_against_the_models_output_limit():
+    req = generation_pb2.GenerateRequest(model="m", text="hi")
+    req.sampling.max_tokens = 600
+    assert found(req, report(models=[_model(max_output=512)])) == [("OEV401", "sampling.max_tokens")]
+    assert found(req, report(models=[_model(max_output=600)])) == []
+    assert found(req, report(models=[_model()])) == []          # a model that reports no limit
+
+
+def test_token_ids_prompt_and_output_against_the_models_context():
+    req = generation_pb2.GenerateRequest(model="m")
+    req.token_ids.ids.extend(range(100))
+    req.sampling.max_tokens = 30
+    assert found(req, report(token_ids_input=True, models=[_model(max_context=120)])) == [("OEV401", "token_ids")]
+    assert found(req, report(token_ids_input=True, models=[_model(max_context=130)])) == []
