@@ -50,6 +50,7 @@ REQUEST_LIMITS: tuple[RequestLimit, ...] = (
     RequestLimit("GenerateRequest", "adapter", "profile", "openengine.adapters"),
     RequestLimit("GenerateRequest", "session_id", "profile", "openengine.sessions"),
     RequestLimit("GenerateRequest", "kv_transfer", "profile", "openengine.kv"),
+    RequestLimit("GenerateRequest", "kv_transfer.backend", "member", "openengine.kv", "kv_transfer_backends"),
     RequestLimit("EmbedRequest", "", "profile", TASKS),
     RequestLimit("EmbedRequest", "", "member", TASKS, "supported_tasks", when="embed"),
     RequestLimit("EmbedRequest", "inputs", "count_at_most", TASKS, "max_inputs_per_request"),

@@ -78,6 +78,16 @@ def test_kv_transfer_needs_kv():
     assert found(req, report("openengine.kv")) == []
 
 
+def test_kv_transfer_backend_must_be_advertised():
+    req = generation_pb2.GenerateRequest(text="x")
+    req.kv_transfer.backend = "nixl"
+    advertised = caps("openengine.kv")
+    advertised.kv.kv_transfer_backends.append("mooncake")
+    assert found(req, validate_capabilities(advertised)) == [("OEV404", "kv_transfer.backend")]
+    advertised.kv.kv_transfer_backends.append("nixl")
+    assert found(req, validate_capabilities(advertised)) == []
+
+
 def _tasks_model(name, tasks=("embed",), max_inputs=2):
     info = discovery_pb2.ModelInfo(model=name)
     info.capabilities.profiles.append(profile("openengine.tasks"))
