@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "names, or 'all' for every profile the role allows (default: all); core is always on")
     parser.add_argument("--role", choices=["aggregated", "prefill", "decode", "encoder"], default=None,
                         help="the engine's role (default: aggregated)")
-    parser.add_argument("--config", metavar="FILE", help="YAML or JSON configuration (limits, model, admin, ...); "
+    parser.add_argument("--config", metavar="FILE", help="YAML or JSON configuration (limits, model or models, admin, ...); "
                         "command-line flags override it")
     parser.add_argument("--limit", action="append", default=[], metavar="PROFILE.LIMIT=VALUE",
                         help="set one limit, e.g. core.max_sequences=2 (repeatable; lists as a,b)")
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check_config:
         sys.stdout.write(f"role {resolved.role}; profiles: "
                          f"{', '.join(f'{p.name} {p.version_text}' for p in resolved.advertised)}\n")
+        sys.stdout.write(f"models: {_models_text(resolved)}\n")
         for warning in resolved.warnings:
             sys.stdout.write(f"warning: {warning}\n")
         return 0
@@ -85,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"oespec engine: {err}\n")
         return 1
     return 0
+
+
+def _models_text(resolved) -> str:
+    return ", ".join(f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
 
 
 def build_config(args: argparse.Namespace):

@@ -9,7 +9,7 @@ deterministic stand-in for a model, advertising exactly the profiles it is confi
 """
 
 from openengine.engine.config import (
-    AdminConfig, ConfigError, EngineConfig, ModelConfig, ResolvedConfig, config_from_mapping,
+    AdminConfig, ConfigError, EngineConfig, ModelConfig, ResolvedConfig, ResolvedModel, config_from_mapping,
     load_config_file, resolve_config,
 )
 from openengine.engine.contract import Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue
@@ -18,6 +18,6 @@ from openengine.engine.server import EngineServer, RunningEngine, serve
 
 __all__ = [
     "AdminConfig", "Catalogue", "ConfigError", "EngineConfig", "EngineServer", "FAULTS", "Fault",
-    "LimitInfo", "ModelConfig", "ProfileInfo", "ResolvedConfig", "RpcInfo", "RunningEngine",
+    "LimitInfo", "ModelConfig", "ProfileInfo", "ResolvedConfig", "ResolvedModel", "RpcInfo", "RunningEngine",
     "catalogue", "config_from_mapping", "load_config_file", "resolve_config", "serve",
 ]

@@ -1,5 +1,5 @@
-"""How a reference engine is configured: role, advertised profiles, limit values, model, pacing,
-admin guard and faults. `resolve_config` checks a configuration against the contract and refuses
+"""How a reference engine is configured: role, advertised profiles, limit values, served models,
+pacing, admin guard and faults. `resolve_config` checks a configuration against the contract and refuses
 an invalid one with every problem named (`ConfigError`)."""
 
 from __future__ import annotations
@@ -49,9 +49,28 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """One served model. `profiles` names the model-scoped profiles it supports (None: every
+    model-scoped profile the engine enables); `limits` narrows their limits for this model only."""
+
     name: str = "reference-byte-model"
     max_context_tokens: int = 4096
     max_output_tokens: int = 256
+    profiles: tuple[str, ...] | None = None
+    limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A served model checked against the contract: the model-scoped profiles it lists (full
+    names) and the limits it sets for them (overrides of the engine-wide values)."""
+
+    config: ModelConfig
+    profiles: tuple[str, ...]
+    overrides: dict[str, dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        return self.config.name
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,9 @@ class EngineConfig:
     # Limit values per profile (full or short profile name -> limit name -> value).
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: ModelConfig = ModelConfig()
+    # Several served models; when empty the engine serves `model` alone. The first is the default
+    # model (the one a request with an empty `model` gets).
+    models: tuple[ModelConfig, ...] = ()
     token_delay_ms: float = 5.0
     instance_id: str | None = None
     engine_name: str = "openengine-reference"
@@ -88,6 +110,10 @@ class EngineConfig:
     admin: AdminConfig = AdminConfig()
     faults: tuple[str, ...] = ()
     registry: str | None = None
+
+    @property
+    def served_models(self) -> tuple[ModelConfig, ...]:
+        return tuple(self.models) or (self.model,)
 
 
 @dataclass(frozen=True)
@@ -103,6 +129,7 @@ class ResolvedConfig:
     admin_token: str | None
     admin_token_generated: bool
     warnings: tuple[str, ...] = ()
+    models: tuple[ResolvedModel, ...] = ()
 
     def has(self, profile: str) -> bool:
         return any(p.name == profile for p in self.advertised)
@@ -142,7 +169,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-_TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "token_delay_ms", "instance_id",
+_TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
              "engine_name", "data_parallel_size", "admin", "faults", "registry"}
 
 
@@ -165,13 +192,34 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         if not isinstance(data["limits"], dict) or not all(isinstance(v, dict) for v in data["limits"].values()):
             raise ConfigError([f"{source}: limits must map profile names to mappings of limit values"])
         kw["limits"] = {k: dict(v) for k, v in data["limits"].items()}
+    if "model" in data and "models" in data:
+        raise ConfigError([f"{source}: set either model (one model) or models (a list), not both"])
     if "model" in data:
-        kw["model"] = replace(base.model, **_sub(data["model"], ModelConfig, f"{source}: model"))
+        kw["model"] = replace(base.model, **_model(data["model"], f"{source}: model"))
+        kw["models"] = ()
+    if "models" in data:
+        entries = data["models"]
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError([f"{source}: models must be a non-empty list of model settings"])
+        kw["models"] = tuple(ModelConfig(**_model(e, f"{source}: models[{i}]")) for i, e in enumerate(entries))
     if "admin" in data:
         kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminConfig, f"{source}: admin"))
     if "faults" in data:
         kw["faults"] = tuple(data["faults"] or ())
     return replace(base, **kw)
+
+
+def _model(value, where) -> dict[str, Any]:
+    value = dict(_sub(value, ModelConfig, where))
+    if "profiles" in value:
+        profiles = value["profiles"]
+        value["profiles"] = tuple(profiles.split(",") if isinstance(profiles, str) else (profiles or ()))
+    if "limits" in value:
+        limits = value["limits"] or {}
+        if not isinstance(limits, dict) or not all(isinstance(v, dict) for v in limits.values()):
+            raise ConfigError([f"{where}: limits must map profile names to mappings of limit values"])
+        value["limits"] = {k: dict(v) for k, v in limits.items()}
+    return value
 
 
 def _sub(value, cls, where):
@@ -214,6 +262,13 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
             problems.append(f"{profile.name} is scoped to role {' or '.join(profile.roles)}; "
                             f"this engine's role is {role} (use --role {profile.roles[0]} or drop the profile)")
     advertised = tuple(p for p in cat.profiles if p in wanted)
+    models, model_problems = _resolve_models(config, cat, advertised)
+    problems += model_problems
+    # REQ-CAP-012: a model-scoped profile is advertised exactly when a served model lists it.
+    unused = [p for p in advertised if p.scope == "model" and not any(p.name in m.profiles for m in models)]
+    if unused and not model_problems:
+        warnings.append(f"not advertised, no served model lists it: {', '.join(p.name for p in unused)}")
+        advertised = tuple(p for p in advertised if p not in unused)
 
     # Limits: registry default < reference engine choice < configuration.
     limits: dict[str, dict[str, Any]] = {}
@@ -256,6 +311,15 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         advertised_versions = {p.name: p.version for p in advertised}
         problems += combination_problems(registry_path, advertised_versions, limits)
 
+    if registry_path is not None and not problems:
+        for m in models:
+            if not m.overrides and len(m.profiles) == sum(1 for p in advertised if p.scope == "model"):
+                continue  # the same combination as engine-wide, checked above
+            versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in m.profiles}
+            merged = {name: {**values, **m.overrides.get(name, {})} for name, values in limits.items()
+                      if name in versions}
+            problems += [f"models: {m.name}: {text}" for text in combination_problems(registry_path, versions, merged)]
+
     for name in config.faults:
         if name not in FAULTS:
             problems.append(f"unknown fault {name!r}; `oespec engine --list-faults` lists them")
@@ -263,9 +327,9 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         problems.append("token_delay_ms must not be negative")
     if config.data_parallel_size < 1:
         problems.append("data_parallel_size must be at least 1")
-    m = config.model
-    if m.max_output_tokens < 1 or m.max_context_tokens < m.max_output_tokens:
-        problems.append("model: need 1 <= max_output_tokens <= max_context_tokens")
+    for m in config.served_models:
+        if m.max_output_tokens < 1 or m.max_context_tokens < m.max_output_tokens:
+            problems.append(f"model {m.name!r}: need 1 <= max_output_tokens <= max_context_tokens")
     admin = config.admin
     if any((admin.tls_cert, admin.tls_key, admin.client_ca)) and not admin.mtls:
         problems.append("admin mTLS needs all of --admin-tls-cert, --admin-tls-key and --admin-client-ca")
@@ -281,7 +345,58 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         config=config, catalogue=cat, advertised=advertised, limits=limits,
         instance_id=config.instance_id or f"ref-{uuid.uuid4().hex[:12]}",
         faults=frozenset(config.faults), admin_token=token, admin_token_generated=generated,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), models=tuple(models))
+
+
+def _resolve_models(config: EngineConfig, cat: Catalogue,
+                    advertised: tuple[ProfileInfo, ...]) -> tuple[list[ResolvedModel], list[str]]:
+    """Each served model's model-scoped profiles and its own limit values for them."""
+    problems: list[str] = []
+    out: list[ResolvedModel] = []
+    enabled = [p for p in advertised if p.scope == "model"]
+    seen: set[str] = set()
+    for m in config.served_models:
+        where = f"models: {m.name!r}"
+        if not m.name:
+            problems.append("models: every model needs a name")
+        elif m.name in seen:
+            problems.append(f"{where} is listed twice")
+        seen.add(m.name)
+        if m.profiles is None:
+            profiles = [p.name for p in enabled]
+        else:
+            profiles = []
+            for spelled in (s.strip() for s in m.profiles if s.strip()):
+                profile = cat.lookup(spelled)
+                if profile is None:
+                    problems.append(f"{where}: unknown profile {spelled!r}")
+                elif profile.scope != "model":
+                    problems.append(f"{where}: {profile.name} is not model-scoped; list it in the engine's profiles")
+                elif profile not in enabled:
+                    problems.append(f"{where}: {profile.name} is not enabled engine-wide (add it to --profiles)")
+                elif profile.name not in profiles:
+                    profiles.append(profile.name)
+        overrides: dict[str, dict[str, Any]] = {}
+        for spelled, values in m.limits.items():
+            profile = cat.lookup(spelled)
+            if profile is None or profile.scope != "model":
+                problems.append(f"{where}: limits: {spelled!r} is not a model-scoped profile")
+                continue
+            if profile.name not in profiles:
+                problems.append(f"{where}: limits: {profile.name} is configured but the model does not list it")
+                continue
+            for name, value in values.items():
+                lim = profile.limit(name)
+                if lim is None:
+                    known = ", ".join(limit.name for limit in profile.limits)
+                    problems.append(f"{where}: limits: {profile.name} has no limit {name!r}; known: {known}")
+                    continue
+                try:
+                    overrides.setdefault(profile.name, {})[name] = coerce(lim, value)
+                except ValueError as err:
+                    problems.append(f"{where}: limits: {err}")
+        out.append(ResolvedModel(m, tuple(p.name for p in enabled if p.name in profiles), overrides))
+    return out, problems
 
 
 # Limits the reference engine can change while it runs (the rest need a restart).

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
-from openengine.engine.config import ResolvedConfig
+from openengine.engine.config import ResolvedConfig, ResolvedModel
 from openengine.engine.contract import combination_problems, find_registry
 from openengine.engine.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
@@ -251,6 +251,11 @@ class Runtime:
         self.catalogue = cfg.catalogue
         self.advertised = cfg.advertised
         self.limits: dict[str, dict[str, Any]] = {k: dict(v) for k, v in cfg.limits.items()}
+        # Served models in configured order (the first is the default) and, per model, the
+        # model-scoped limits it sets itself; every other limit is the engine-wide value.
+        self.models: dict[str, ResolvedModel] = {m.name: m for m in cfg.models}
+        self.model_limits: dict[str, dict[str, dict[str, Any]]] = {
+            m.name: {k: dict(v) for k, v in m.overrides.items()} for m in cfg.models}
         self.revision = 1
         self.instance_id = cfg.instance_id
         self.clock = Clock()
@@ -296,7 +301,21 @@ class Runtime:
 
     @property
     def model_name(self) -> str:
-        return self.config.model.name
+        """The default model: the one a request with an empty `model` is served by."""
+        return next(iter(self.models), self.config.model.name)
+
+    def lists(self, model: str, profile: str) -> bool:
+        """Whether a served model supports a model-scoped profile (REQ-CAP-012)."""
+        m = self.models.get(model)
+        return m is not None and profile in m.profiles and self.has(profile)
+
+    def model_limit(self, model: str, profile: str, name: str) -> Any:
+        """A model-scoped limit as `model` sees it: its own value, else the engine-wide one."""
+        values = self.model_limits.get(model, {}).get(profile, {})
+        return values[name] if name in values else self.limit(profile, name)
+
+    def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
+        return {**self.limits.get(profile, {}), **self.model_limits.get(model, {}).get(profile, {})}
 
     @property
     def kv_block_size(self) -> int:
@@ -318,12 +337,15 @@ class Runtime:
             return []
         return combination_problems(registry, {p.name: p.version for p in self.advertised}, new_limits)
 
-    def apply_limits(self, new_limits: dict[str, dict[str, Any]], changed: list[str]) -> tuple[int, int]:
+    def apply_limits(self, new_limits: dict[str, dict[str, Any]], changed: list[str], *,
+                     model_limits: dict[str, dict[str, dict[str, Any]]] | None = None) -> tuple[int, int]:
         """Start a new configuration epoch with these limits (REQ-REV-003, REQ-REV-005, REQ-REV-006)."""
         import grpc
 
         previous = self.revision
         self.limits = new_limits
+        if model_limits is not None:
+            self.model_limits = model_limits
         self.revision += 1
         self.scheduler.pump()
         if not self.fault("watch-revision-stream-kept"):

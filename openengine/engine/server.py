@@ -156,6 +156,8 @@ class EngineServer:
         log.info("serving on %s (role %s, instance %s, capability revision %d)",
                  self.address, rt.config.role, rt.instance_id, rt.revision)
         log.info("profiles: %s", profiles)
+        log.info("models: %s", ", ".join(
+            f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in rt.models.values()))
         if self.admin_address:
             log.info("admin on %s%s", self.admin_address, " (mTLS)" if rt.config.admin.mtls else "")
         if self.resolved.admin_token_generated:
@@ -296,6 +298,6 @@ def self_check(discovery) -> None:
     except ImportError:
         return
     report = validate_capabilities(discovery.capabilities(), engine_info=discovery.engine_info(),
-                                   model_infos=[discovery.model_info()])
+                                   model_infos=discovery.model_infos())
     if report.errors:
         raise ConfigError([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])

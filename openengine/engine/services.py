@@ -50,9 +50,20 @@ class Base:
         self.rt = rt
 
     def model(self, name: str, field: str = "model") -> str:
-        if name and name != self.rt.model_name:
-            raise Refused(Code.NOT_FOUND, f"{field}: no served model {name!r}; served: {self.rt.model_name}")
-        return self.rt.model_name
+        """The served model a request names (empty: the default model), else NOT_FOUND."""
+        if not name:
+            return self.rt.model_name
+        if name not in self.rt.models:
+            raise Refused(Code.NOT_FOUND, f"{field}: no served model {name!r}; served: {', '.join(self.rt.models)}")
+        return name
+
+    def model_config(self, name: str):
+        return self.rt.models[self.model(name)].config
+
+    def model_lists(self, model: str, profile: str, field: str = "model") -> None:
+        """REQ-CAP-013 / REQ-TASKS-001: a model-scoped RPC for a model that does not list the profile."""
+        if not self.rt.lists(model, profile):
+            raise invalid(field, f"model {model!r} does not list {profile} (see its ModelInfo.capabilities.profiles)")
 
     def serving_work(self, service: str) -> None:
         if not self.rt.accepting():
@@ -82,7 +93,7 @@ class Discovery(Base):
                 tensor_parallel_size=1,
                 pipeline_parallel_size=int(rt.limit("openengine.core", "pipeline_parallel_size")),
                 data_parallel_size=cfg.data_parallel_size, decode_context_parallel_size=1),
-            served_models=[rt.model_name])
+            served_models=list(rt.models))
 
     def capabilities(self) -> capabilities_pb2.Capabilities:
         rt = self.rt
@@ -109,9 +120,10 @@ class Discovery(Base):
             caps.revision = rt.revision + 1
         return caps
 
-    def model_info(self) -> discovery_pb2.ModelInfo:
+    def model_info(self, name: str = "") -> discovery_pb2.ModelInfo:
         rt = self.rt
-        m = rt.config.model
+        name = name or rt.model_name
+        m = rt.models[name].config
         info = discovery_pb2.ModelInfo(
             model=m.name, max_context_tokens=m.max_context_tokens, max_output_tokens=m.max_output_tokens,
             tokenizer=discovery_pb2.TokenizerInfo(name=lm.TOKENIZER_NAME, vocab_size=lm.VOCAB_SIZE,
@@ -119,14 +131,17 @@ class Discovery(Base):
             multimodal=rt.has("openengine.encoder"))
         mc = info.capabilities
         for p in rt.advertised:
-            if p.scope != "model":
+            if p.scope != "model" or not rt.lists(name, p.name):
                 continue
             mc.profiles.add(name=p.name, major=p.version[0], minor=p.version[1])
             field = next((f.name for f in capabilities_pb2.ModelCapabilities.DESCRIPTOR.fields
                           if f.message_type is p.capability_message), None)
             if field:
-                fill_capability(getattr(mc, field), p, rt.limits[p.name])
+                fill_capability(getattr(mc, field), p, rt.model_limit_values(name, p.name))
         return info
+
+    def model_infos(self) -> list[discovery_pb2.ModelInfo]:
+        return [self.model_info(name) for name in self.rt.models]
 
     async def GetEngineInfo(self, request, context):
         return self.engine_info()
@@ -135,8 +150,7 @@ class Discovery(Base):
         return self.capabilities()
 
     async def GetModelInfo(self, request, context):
-        self.model(request.model)
-        return self.model_info()
+        return self.model_info(self.model(request.model))
 
 
 def fill_capability(message, profile, values) -> None:
@@ -205,9 +219,9 @@ class Inference(Base):
         """Check a request against the advertised limits (REQ-CAP-009, REQ-SVC-003)."""
         rt = self.rt
         lim = lambda name: rt.limit("openengine.core", name)  # noqa: E731
-        m = rt.config.model
+        model = self.model(request.model)
+        m = rt.models[model].config
         s = request.sampling
-        self.model(request.model)
         kind = request.WhichOneof("prompt")
         if kind is None:
             raise invalid("prompt", "set text or token_ids")
@@ -271,8 +285,12 @@ class Inference(Base):
         if request.HasField("adapter"):
             if not rt.has("openengine.adapters"):
                 raise invalid("adapter", "openengine.adapters is not advertised")
-            if request.adapter not in rt.adapters:
+            self.model_lists(model, "openengine.adapters", "adapter")
+            loaded = rt.adapters.get(request.adapter)
+            if loaded is None:
                 raise Refused(Code.NOT_FOUND, f"adapter: no loaded adapter {request.adapter!r}")
+            if loaded.model != model:
+                raise invalid("adapter", f"{request.adapter!r} is loaded for model {loaded.model!r}, not {model!r}")
         if request.HasField("session_id"):
             if not rt.has("openengine.sessions"):
                 raise invalid("session_id", "openengine.sessions is not advertised")
@@ -290,7 +308,8 @@ class Inference(Base):
             if kv.backend and kv.backend not in backends:
                 raise invalid("kv_transfer.backend", f"{kv.backend!r} is not in openengine.kv.kv_transfer_backends "
                               f"({', '.join(backends) or 'none'})")
-        return dict(prompt=prompt, n=n, max_tokens=max_tokens, guided=guided, kv=kv, extra_tokens=extra_tokens)
+        return dict(prompt=prompt, n=n, max_tokens=max_tokens, guided=guided, kv=kv, extra_tokens=extra_tokens,
+                    model=model)
 
     def validate_loosely(self, request) -> dict:
         """For the limits-not-enforced fault: only what the stand-in model needs to run."""
@@ -299,7 +318,7 @@ class Inference(Base):
         return dict(prompt=prompt or [0], n=max(1, min(s.n if s.HasField("n") else 1, 64)),
                     max_tokens=max(1, min(s.max_tokens if s.HasField("max_tokens") else 16, 4096)),
                     guided=None, kv=request.kv_transfer if request.HasField("kv_transfer") else None,
-                    extra_tokens=0)
+                    extra_tokens=0, model=self.rt.model_name)
 
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         rt = self.rt
@@ -338,7 +357,9 @@ class Inference(Base):
                 yield _error(common_pb2.ERROR_CODE_ABORTED, f"aborted: {req.aborted[0]}", retryable=req.aborted[1])
             return
         adapter = request.adapter if request.HasField("adapter") else ""
-        hashes = lm.block_hashes(prompt, rt.kv_block_size, salt=request.cache_salt, adapter=adapter)
+        # Models do not share cached blocks: any but the default model keys them by its name too.
+        salt = request.cache_salt if plan["model"] == rt.model_name else f"{plan['model']}\x00{request.cache_salt}"
+        hashes = lm.block_hashes(prompt, rt.kv_block_size, salt=salt, adapter=adapter)
         kv = plan["kv"]
         if kv is not None and kv.role == kv_pb2.KV_TRANSFER_ROLE_CONSUMER:
             cached = len(prompt)
@@ -407,11 +428,11 @@ class Inference(Base):
             first = False
         # The request completed: its blocks join the prefix cache, a session retains them.
         all_tokens = prompt + seqs[0].tokens
-        rt.store_blocks(lm.block_hashes(all_tokens, rt.kv_block_size, salt=request.cache_salt, adapter=adapter),
+        rt.store_blocks(lm.block_hashes(all_tokens, rt.kv_block_size, salt=salt, adapter=adapter),
                         all_tokens, adapter)
         if request.HasField("session_id") and request.session_id in rt.sessions:
             session = rt.sessions[request.session_id]
-            cap = session.capacity_tokens or rt.config.model.max_context_tokens
+            cap = session.capacity_tokens or rt.models[session.model].config.max_context_tokens
             session.retained_tokens = min(cap, len(all_tokens))
             session.expires_ns = rt.clock.now_ns() + session.ttl_ms * 1_000_000
 
@@ -700,26 +721,28 @@ class Kv(Base):
 # ------------------------------------------------------------------------------------------------
 
 class Tasks(Base):
-    def _check(self, family: str, model: str, count: int, field: str) -> None:
+    def _check(self, family: str, model: str, count: int, field: str) -> str:
         rt = self.rt
         self.serving_work("openengine.v1.Tasks")
-        self.model(model)
-        families = rt.limit("openengine.tasks", "supported_tasks")
+        model = self.model(model)
+        self.model_lists(model, "openengine.tasks")
+        families = rt.model_limit(model, "openengine.tasks", "supported_tasks")
         if family not in families:
-            raise invalid("model", f"the model does not serve {family} (openengine.tasks.supported_tasks: "
+            raise invalid("model", f"model {model!r} does not serve {family} (openengine.tasks.supported_tasks: "
                           f"{', '.join(families) or 'none'})")
-        cap = rt.limit("openengine.tasks", "max_inputs_per_request")
+        cap = rt.model_limit(model, "openengine.tasks", "max_inputs_per_request")
         if count == 0:
             raise invalid(field, "needs at least one input")
         if count > cap:
             raise invalid(field, f"{count} inputs exceed openengine.tasks.max_inputs_per_request = {cap}")
+        return model
 
-    def _ids(self, item: tasks_pb2.TaskInput, field: str, truncate: int | None) -> list[int]:
+    def _ids(self, model: str, item: tasks_pb2.TaskInput, field: str, truncate: int | None) -> list[int]:
         kind = item.WhichOneof("input")
         if kind is None:
             raise invalid(field, "set text or token_ids")
         ids = list(item.token_ids.ids) if kind == "token_ids" else lm.tokenize(item.text)
-        limit = self.rt.config.model.max_context_tokens
+        limit = self.rt.models[model].config.max_context_tokens
         if truncate is not None:
             ids = ids[-truncate:] if truncate else []
         elif len(ids) > limit:
@@ -728,12 +751,12 @@ class Tasks(Base):
 
     async def Embed(self, request: tasks_pb2.EmbedRequest, context):
         rt = self.rt
-        self._check("embed", request.model, len(request.inputs), "inputs")
-        size = int(rt.limit("openengine.tasks", "embedding_size"))
+        model = self._check("embed", request.model, len(request.inputs), "inputs")
+        size = int(rt.model_limit(model, "openengine.tasks", "embedding_size"))
         if size == 0:
             raise invalid("model", "the model does not embed (openengine.tasks.embedding_size = 0)")
         if request.HasField("dimensions"):
-            if not rt.limit("openengine.tasks", "matryoshka") and request.dimensions != size:
+            if not rt.model_limit(model, "openengine.tasks", "matryoshka") and request.dimensions != size:
                 raise invalid("dimensions", "reduced dimensions are off (openengine.tasks.matryoshka = false)")
             if not 1 <= request.dimensions <= size:
                 raise invalid("dimensions", f"must be in 1..{size} (openengine.tasks.embedding_size)")
@@ -743,19 +766,19 @@ class Tasks(Base):
         out = tasks_pb2.EmbedResponse()
         tokens = 0
         for i, item in enumerate(request.inputs):
-            ids = self._ids(item, f"inputs[{i}]", truncate)
+            ids = self._ids(model, item, f"inputs[{i}]", truncate)
             tokens += len(ids)
             out.embeddings.add(index=i, values=lm.embed(ids, size, normalize=normalize))
         out.usage.prompt_tokens = tokens
         return out
 
     async def Classify(self, request: tasks_pb2.ClassifyRequest, context):
-        self._check("classify", request.model, len(request.inputs), "inputs")
+        model = self._check("classify", request.model, len(request.inputs), "inputs")
         truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
         out = tasks_pb2.ClassifyResponse()
         tokens = 0
         for i, item in enumerate(request.inputs):
-            ids = self._ids(item, f"inputs[{i}]", truncate)
+            ids = self._ids(model, item, f"inputs[{i}]", truncate)
             tokens += len(ids)
             c = out.classifications.add(index=i)
             for label, p in lm.classify(ids):
@@ -764,13 +787,13 @@ class Tasks(Base):
         return out
 
     async def Score(self, request: tasks_pb2.ScoreRequest, context):
-        self._check("score", request.model, len(request.documents), "documents")
+        model = self._check("score", request.model, len(request.documents), "documents")
         truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
-        query = self._ids(request.query, "query", truncate)
+        query = self._ids(model, request.query, "query", truncate)
         out = tasks_pb2.ScoreResponse()
         tokens = len(query)
         for i, doc in enumerate(request.documents):
-            ids = self._ids(doc, f"documents[{i}]", truncate)
+            ids = self._ids(model, doc, f"documents[{i}]", truncate)
             tokens += len(ids)
             out.scores.add(index=i, score=lm.score(query, ids))
         out.usage.prompt_tokens = tokens
@@ -834,7 +857,7 @@ class Sessions(Base):
         if sid in rt.sessions:
             raise Refused(Code.ALREADY_EXISTS, f"session_id: {sid!r} is already open")
         max_tokens = lim("max_session_tokens")
-        bound = max_tokens or rt.config.model.max_context_tokens
+        bound = max_tokens or rt.models[model].config.max_context_tokens
         if request.HasField("capacity_tokens"):
             if request.capacity_tokens > bound:
                 raise invalid("capacity_tokens", f"{request.capacity_tokens} exceeds "
@@ -873,15 +896,23 @@ class Adapters(Base):
                                         resident=resident, pinned=a.pinned)
 
     def _resident(self) -> set[str]:
-        """Pinned adapters first, then the most recently loaded, up to max_loras on the accelerator."""
-        cap = self.rt.limit("openengine.adapters", "max_loras")
-        ordered = sorted(self.rt.adapters.values(), key=lambda a: not a.pinned)
-        return {a.name for a in ordered[:cap]}
+        """Per model: pinned adapters first, then the most recently loaded, up to its max_loras on
+        the accelerator."""
+        out: set[str] = set()
+        for model in self.rt.models:
+            cap = self.rt.model_limit(model, "openengine.adapters", "max_loras")
+            ordered = sorted(self._of(model), key=lambda a: not a.pinned)
+            out |= {a.name for a in ordered[:cap]}
+        return out
+
+    def _of(self, model: str) -> list[Adapter]:
+        return [a for a in self.rt.adapters.values() if a.model == model]
 
     async def LoadAdapter(self, request: adapters_pb2.LoadAdapterRequest, context):
         rt = self.rt
         model = self.model(request.model)
-        lim = lambda name: rt.limit("openengine.adapters", name)  # noqa: E731
+        self.model_lists(model, "openengine.adapters")
+        lim = lambda name: rt.model_limit(model, "openengine.adapters", name)  # noqa: E731
         if not request.name:
             raise invalid("name", "must not be empty")
         if not request.source:
@@ -892,11 +923,12 @@ class Adapters(Base):
         if request.name in rt.adapters:
             raise Refused(Code.ALREADY_EXISTS, f"name: adapter {request.name!r} is already loaded")
         capacity = max(lim("max_loras"), lim("max_cpu_loras"))
-        if len(rt.adapters) >= capacity:
+        loaded = self._of(model)
+        if len(loaded) >= capacity:
             raise Refused(Code.RESOURCE_EXHAUSTED,
-                          f"{len(rt.adapters)} adapters are loaded, openengine.adapters.max_loras = {lim('max_loras')}, "
-                          f"max_cpu_loras = {lim('max_cpu_loras')}; unload one first")
-        pinned = sum(1 for a in rt.adapters.values() if a.pinned)
+                          f"{len(loaded)} adapters are loaded for {model!r}, openengine.adapters.max_loras = "
+                          f"{lim('max_loras')}, max_cpu_loras = {lim('max_cpu_loras')}; unload one first")
+        pinned = sum(1 for a in loaded if a.pinned)
         if request.pinned and pinned >= lim("max_loras"):
             raise Refused(Code.RESOURCE_EXHAUSTED,
                           f"{pinned} adapters are pinned, openengine.adapters.max_loras = {lim('max_loras')}")
@@ -907,19 +939,22 @@ class Adapters(Base):
 
     async def UnloadAdapter(self, request, context):
         rt = self.rt
-        model = self.model(request.model)
-        adapter = rt.adapters.pop(request.name, None)
+        model = self.model(request.model) if request.model else None
+        adapter = rt.adapters.get(request.name)
+        if adapter is not None and model is not None and adapter.model != model:
+            adapter = None  # loaded, but for another model
         if adapter is not None:
-            rt.emit(ES.RuntimeEvent(adapter_unloaded=ES.AdapterUnloaded(name=adapter.name, model=model)),
+            del rt.adapters[adapter.name]
+            rt.emit(ES.RuntimeEvent(adapter_unloaded=ES.AdapterUnloaded(name=adapter.name, model=adapter.model)),
                     "adapter_unloaded")
         return adapters_pb2.UnloadAdapterResponse(unloaded=adapter is not None)
 
     async def ListAdapters(self, request, context):
-        if request.model:
-            self.model(request.model)
+        model = self.model(request.model) if request.model else None
         resident = self._resident()
         return adapters_pb2.ListAdaptersResponse(
-            adapters=[self._info(a, a.name in resident) for a in self.rt.adapters.values()])
+            adapters=[self._info(a, a.name in resident) for a in self.rt.adapters.values()
+                      if model is None or a.model == model])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1022,6 +1057,7 @@ class Admin(Base):
         rt = self.rt
         updatable = set(rt.limit("openengine.admin", "updatable_limits"))
         new = {k: dict(v) for k, v in rt.limits.items()}
+        new_models = {m: {k: dict(v) for k, v in per.items()} for m, per in rt.model_limits.items()}
         changed = []
         for i, update in enumerate(request.updates):
             where = f"updates[{i}]"
@@ -1030,8 +1066,12 @@ class Admin(Base):
                 raise invalid(f"{where}.limit", f"{update.limit!r} is not a limit of an advertised profile")
             if update.limit not in updatable:
                 raise invalid(f"{where}.limit", f"{update.limit} is not in openengine.admin.updatable_limits")
-            if update.model and update.model != rt.model_name:
+            if update.model and update.model not in rt.models:
                 raise Refused(Code.NOT_FOUND, f"{where}.model: no served model {update.model!r}")
+            # A model-scoped limit named for one model changes that model's value only.
+            per_model = bool(update.model) and rt.catalogue.profile(lim.profile).scope == "model"
+            if per_model:
+                self.model_lists(update.model, lim.profile, f"{where}.model")
             kind = update.WhichOneof("value")
             if kind is None:
                 raise invalid(f"{where}.value", "set the new value")
@@ -1042,10 +1082,20 @@ class Admin(Base):
                 value = coerce(lim, value)
             except ValueError as err:
                 raise invalid(f"{where}.{kind}", str(err)) from None
-            if new[lim.profile][lim.name] != value:
+            if per_model:
+                own = new_models.setdefault(update.model, {}).setdefault(lim.profile, {})
+                current = own.get(lim.name, new[lim.profile][lim.name])
+                own[lim.name] = value
+            else:
+                # An empty model means every model: no model keeps its own value of the limit.
+                current = new[lim.profile][lim.name]
                 new[lim.profile][lim.name] = value
-                if update.limit not in changed:
-                    changed.append(update.limit)
+                for per in new_models.values():
+                    if lim.name in per.get(lim.profile, {}):
+                        if per[lim.profile].pop(lim.name) != value:
+                            current = None
+            if current != value and update.limit not in changed:
+                changed.append(update.limit)
         from openengine.engine.config import _reference_engine_problems
 
         problems = _reference_engine_problems(new) + rt.check_update(new)
@@ -1054,7 +1104,7 @@ class Admin(Base):
         if request.validate_only or not changed:
             return admin_pb2.UpdateConfigResponse(previous_revision=rt.revision, revision=rt.revision,
                                                   changed_limits=changed)
-        previous, revision = rt.apply_limits(new, changed)
+        previous, revision = rt.apply_limits(new, changed, model_limits=new_models)
         return admin_pb2.UpdateConfigResponse(previous_revision=previous, revision=revision, changed_limits=changed)
 
 

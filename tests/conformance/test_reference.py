@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from openengine.conformance import Outcome
+from openengine.engine import ModelConfig
 
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 
@@ -25,11 +26,17 @@ SUBSETS = [
     dict(profiles=("kv",), role="prefill"),
     dict(profiles=("kv", "load"), role="decode"),
     dict(profiles=("encoder",), role="encoder"),
+    # Two models that differ in their model-scoped profiles and limits (REQ-CAP-012).
+    dict(profiles=("all",), models=(
+        ModelConfig(name="chat", profiles=("adapters",), limits={"adapters": {"max_lora_rank": 32}}),
+        ModelConfig(name="embedder", max_context_tokens=1024, max_output_tokens=64, profiles=("tasks", "adapters"),
+                    limits={"tasks": {"supported_tasks": ["embed", "score"]}}))),
 ]
 
 
 @pytest.mark.parametrize("engine_kw", SUBSETS, ids=lambda kw: "+".join(kw["profiles"]) +
-                         (f"@{kw['role']}" if "role" in kw else ""))
+                         (f"@{kw['role']}" if "role" in kw else "") +
+                         (f"-{len(kw['models'])}-models" if "models" in kw else ""))
 def test_suite_passes(engine_kw):
     with reference_engine(**engine_kw) as engine:
         report = run_suite(engine.address)
@@ -44,6 +51,8 @@ def test_suite_passes(engine_kw):
         else:
             assert f"{info.short_name}.absent.unimplemented" in ran
     assert report.coverage and report.coverage.percent == 100.0
+    if "models" in engine_kw:
+        assert report.engine["served_models"] == [m.name for m in engine_kw["models"]]
 
 
 def test_profile_option_restricts_and_forces():
