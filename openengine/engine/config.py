@@ -290,16 +290,7 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         if profile.name not in limits:
             problems.append(f"limits: {profile.name} is configured but not enabled (add it to --profiles)")
             continue
-        for name, value in values.items():
-            lim = profile.limit(name)
-            if lim is None:
-                known = ", ".join(limit.name for limit in profile.limits)
-                problems.append(f"limits: {profile.name} has no limit {name!r}; known: {known}")
-                continue
-            try:
-                limits[profile.name][name] = coerce(lim, value)
-            except ValueError as err:
-                problems.append(f"limits: {err}")
+        limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
     problems += _reference_engine_problems(limits)
 
     registry_path = find_registry(config.registry)
@@ -385,18 +376,28 @@ def _resolve_models(config: EngineConfig, cat: Catalogue,
             if profile.name not in profiles:
                 problems.append(f"{where}: limits: {profile.name} is configured but the model does not list it")
                 continue
-            for name, value in values.items():
-                lim = profile.limit(name)
-                if lim is None:
-                    known = ", ".join(limit.name for limit in profile.limits)
-                    problems.append(f"{where}: limits: {profile.name} has no limit {name!r}; known: {known}")
-                    continue
-                try:
-                    overrides.setdefault(profile.name, {})[name] = coerce(lim, value)
-                except ValueError as err:
-                    problems.append(f"{where}: limits: {err}")
+            coerced = _coerce_limits(profile, values, f"{where}: limits", problems)
+            if coerced:
+                overrides.setdefault(profile.name, {}).update(coerced)
         out.append(ResolvedModel(m, tuple(p.name for p in enabled if p.name in profiles), overrides))
     return out, problems
+
+
+def _coerce_limits(profile, values: dict, where: str, problems: list[str]) -> dict[str, Any]:
+    """Configured values of one profile's limits, checked against each limit's type and range;
+    every unknown limit or bad value is added to `problems` (prefixed with `where`)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        lim = profile.limit(name)
+        if lim is None:
+            known = ", ".join(limit.name for limit in profile.limits)
+            problems.append(f"{where}: {profile.name} has no limit {name!r}; known: {known}")
+            continue
+        try:
+            out[name] = coerce(lim, value)
+        except ValueError as err:
+            problems.append(f"{where}: {err}")
+    return out
 
 
 # Limits the reference engine can change while it runs (the rest need a restart).
