@@ -14,15 +14,23 @@ GENERATED_MESSAGES = ("Capabilities", "ModelCapabilities")
 PROTOBUF_RESERVED_NUMBERS = range(19000, 20000)
 
 
+def _repeats(items, key, first_of):
+    """(item, what `first_of` said of the first item with the same key) for every repeat."""
+    first: dict = {}
+    for item in items:
+        k = key(item)
+        if k in first:
+            yield item, first[k]
+        else:
+            first[k] = first_of(item)
+
+
 @rule("OE017", "duplicate-profile", category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
-    first: dict[str, int] = {}
-    for profile in ctx.registry.profiles:
-        if profile.name in first:
-            yield Finding(at(profile, "name"), f"profile {profile.name} is declared again (first at line {first[profile.name]})",
-                          "merge the two declarations into one profile")
-        first.setdefault(profile.name, at(profile, "name").line)
+    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: at(p, "name").line):
+        yield Finding(at(profile, "name"), f"profile {profile.name} is declared again (first at line {line})",
+                      "merge the two declarations into one profile")
 
 
 @rule("OE018", "duplicate-rpc", category="uniqueness",
@@ -43,37 +51,28 @@ def duplicate_rpc(ctx: CheckContext):
       purpose="a profile lists each required message once")
 def duplicate_message(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        first: dict[str, int] = {}
-        for msg in profile.messages:
-            if msg.name in first:
-                yield Finding(at(msg, "name"), f"{profile.name}: message {msg.name} is listed again (first at line {first[msg.name]})",
-                              "remove the repeated entry")
-            first.setdefault(msg.name, at(msg, "name").line)
+        for msg, line in _repeats(profile.messages, lambda m: m.name, lambda m: at(m, "name").line):
+            yield Finding(at(msg, "name"), f"{profile.name}: message {msg.name} is listed again (first at line {line})",
+                          "remove the repeated entry")
 
 
 @rule("OE020", "duplicate-limit-name", category="uniqueness",
       purpose="limit names are unique within a profile (each is a field of its capability message)")
 def duplicate_limit_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        first: dict[str, int] = {}
-        for limit in profile.limits:
-            if limit.name in first:
-                yield Finding(at(limit, "name"), f"{profile.name}: limit {limit.name} is declared again (first at line {first[limit.name]})",
-                              "rename one of the two limits, or merge them")
-            first.setdefault(limit.name, at(limit, "name").line)
+        for limit, line in _repeats(profile.limits, lambda l: l.name, lambda l: at(l, "name").line):
+            yield Finding(at(limit, "name"), f"{profile.name}: limit {limit.name} is declared again (first at line {line})",
+                          "rename one of the two limits, or merge them")
 
 
 @rule("OE021", "duplicate-limit-field", category="uniqueness",
       purpose="limit field numbers are unique within a profile's capability message")
 def duplicate_limit_field(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        first: dict[int, str] = {}
-        for limit in profile.limits:
-            if limit.field in first:
-                yield Finding(at(limit, "field"),
-                              f"{profile.name}: limit {limit.name} reuses field number {limit.field} of limit {first[limit.field]}",
-                              "give the limit the next unused field number; numbers are never reused")
-            first.setdefault(limit.field, limit.name)
+        for limit, other in _repeats(profile.limits, lambda l: l.field, lambda l: l.name):
+            yield Finding(at(limit, "field"),
+                          f"{profile.name}: limit {limit.name} reuses field number {limit.field} of limit {other}",
+                          "give the limit the next unused field number; numbers are never reused")
 
 
 @rule("OE022", "capability-number", category="uniqueness",
