@@ -1,0 +1,58 @@
+"""What every service shares: the refusal type, error replies and the Base class."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from openengine.engine.runtime import Runtime
+from openengine.v1 import common_pb2, events_pb2, generation_pb2
+
+log = logging.getLogger("openengine.engine")
+ES = events_pb2
+Code = grpc.StatusCode
+
+
+class Refused(Exception):
+    """A request refused before acceptance: its status and a message naming field and limit."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def invalid(field: str, message: str) -> Refused:
+    return Refused(Code.INVALID_ARGUMENT, f"{field}: {message}")
+
+
+def _error(code, message, *, retryable=False, **details) -> generation_pb2.GenerateResponse:
+    return generation_pb2.GenerateResponse(error=common_pb2.EngineError(
+        code=code, message=message, retryable=retryable, details={k: str(v) for k, v in details.items()}))
+
+
+class Base:
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    def model(self, name: str, field: str = "model") -> str:
+        """The served model a request names (empty: the default model), else NOT_FOUND."""
+        if not name:
+            return self.rt.model_name
+        if name not in self.rt.models:
+            raise Refused(Code.NOT_FOUND, f"{field}: no served model {name!r}; served: {', '.join(self.rt.models)}")
+        return name
+
+    def model_config(self, name: str):
+        return self.rt.models[self.model(name)].config
+
+    def model_lists(self, model: str, profile: str, field: str = "model") -> None:
+        """REQ-CAP-013 / REQ-TASKS-001: a model-scoped RPC for a model that does not list the profile."""
+        if not self.rt.lists(model, profile):
+            raise invalid(field, f"model {model!r} does not list {profile} (see its ModelInfo.capabilities.profiles)")
+
+    def serving_work(self, service: str) -> None:
+        if not self.rt.accepting():
+            state = ES.EngineState.Name(self.rt.state)
+            raise Refused(Code.UNAVAILABLE, f"{service} is not serving ({state}); retry later or elsewhere")

@@ -1,0 +1,43 @@
+"""Encoder: encoder outputs for disaggregated multimodal serving."""
+
+from __future__ import annotations
+
+
+from openengine.engine import model as lm
+from openengine.engine.services._base import Base, invalid
+from openengine.v1 import encoder_pb2
+
+
+class Encoder(Base):
+    async def Encode(self, request: encoder_pb2.EncodeRequest, context):
+        rt = self.rt
+        self.serving_work("openengine.v1.Encoder")
+        self.model(request.model)
+        cap = rt.limit("openengine.encoder", "max_items_per_request")
+        if not request.items:
+            raise invalid("items", "needs at least one item")
+        if len(request.items) > cap:
+            raise invalid("items", f"{len(request.items)} items exceed openengine.encoder.max_items_per_request = {cap}")
+        modalities = rt.limit("openengine.encoder", "modalities")
+        ttl = int(rt.limit("openengine.encoder", "handle_ttl_ms"))
+        now = rt.clock.now_ns()
+        for handle in [h for h, (_, exp) in rt.encoder_cache.items() if exp <= now]:
+            del rt.encoder_cache[handle]
+        out = encoder_pb2.EncodeResponse()
+        for i, item in enumerate(request.items):
+            kind = item.WhichOneof("item")
+            if kind is None:
+                raise invalid(f"items[{i}]", "set image, audio or video")
+            if kind not in modalities:
+                raise invalid(f"items[{i}].{kind}", f"modality not in openengine.encoder.modalities "
+                              f"({', '.join(modalities) or 'none'})")
+            media = getattr(item, kind)
+            payload = media.data if media.WhichOneof("source") == "data" else media.url.encode()
+            if not payload:
+                raise invalid(f"items[{i}].{kind}", "set data or url")
+            handle, tokens = lm.encode_item(payload)
+            expires = now + ttl * 1_000_000
+            rt.encoder_cache[handle] = (tokens, expires)
+            out.handles.add(handle=handle, encoder_instance_id=rt.instance_id, transfer_address=rt.address,
+                            item_id=item.item_id, num_tokens=tokens, expires_at=rt.clock.timestamp(expires))
+        return out

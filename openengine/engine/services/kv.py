@@ -1,0 +1,47 @@
+"""KV: cache handoff between prefill and decode engines."""
+
+from __future__ import annotations
+
+
+from openengine.engine.services._base import Base, Refused, invalid
+from openengine.v1 import kv_pb2
+
+
+class Kv(Base):
+    async def GetKvEventSources(self, request, context):
+        replay = self.rt.address if self.rt.limit("openengine.kv", "event_replay") else ""
+        return kv_pb2.GetKvEventSourcesResponse(sources=[kv_pb2.KvEventSource(
+            publisher="grpc", endpoint=self.rt.address, replay_endpoint=replay)])
+
+    async def SubscribeKvEvents(self, request: kv_pb2.SubscribeKvEventsRequest, context):
+        from openengine.engine.runtime import Subscriber
+
+        rt = self.rt
+        if request.HasField("from_sequence") and not rt.limit("openengine.kv", "event_replay"):
+            raise invalid("from_sequence", "replay is off (openengine.kv.event_replay = false)")
+        if request.HasField("data_parallel_rank") and request.data_parallel_rank >= rt.config.data_parallel_size:
+            raise invalid("data_parallel_rank", f"the engine has {rt.config.data_parallel_size} rank(s)")
+        sub = Subscriber(max(64, int(rt.limit("openengine.kv", "event_buffer_size") or 0)))
+        rt.kv_events.subscribers.add(sub)
+        try:
+            if request.HasField("from_sequence"):
+                for batch in list(rt.kv_buffer):
+                    if batch.sequence >= request.from_sequence:
+                        yield batch
+            dropped = 0
+            while True:
+                while sub.items:
+                    batch = sub.items.popleft()
+                    if dropped:
+                        batch = kv_pb2.SubscribeKvEventsResponse.FromString(batch.SerializeToString())
+                        batch.dropped, dropped = dropped, 0
+                    yield batch
+                if sub.overflowed:
+                    dropped += 1
+                    sub.overflowed = False
+                if sub.closed_with is not None:
+                    raise Refused(*sub.closed_with)
+                sub.wake.clear()
+                await sub.wake.wait()
+        finally:
+            rt.kv_events.subscribers.discard(sub)

@@ -1,0 +1,88 @@
+"""Tasks: embeddings, scoring and other non-generative work."""
+
+from __future__ import annotations
+
+
+from openengine.engine import model as lm
+from openengine.engine.services._base import Base, invalid
+from openengine.v1 import tasks_pb2
+
+
+class Tasks(Base):
+    def _check(self, family: str, model: str, count: int, field: str) -> str:
+        rt = self.rt
+        self.serving_work("openengine.v1.Tasks")
+        model = self.model(model)
+        self.model_lists(model, "openengine.tasks")
+        families = rt.model_limit(model, "openengine.tasks", "supported_tasks")
+        if family not in families:
+            raise invalid("model", f"model {model!r} does not serve {family} (openengine.tasks.supported_tasks: "
+                          f"{', '.join(families) or 'none'})")
+        cap = rt.model_limit(model, "openengine.tasks", "max_inputs_per_request")
+        if count == 0:
+            raise invalid(field, "needs at least one input")
+        if count > cap:
+            raise invalid(field, f"{count} inputs exceed openengine.tasks.max_inputs_per_request = {cap}")
+        return model
+
+    def _ids(self, model: str, item: tasks_pb2.TaskInput, field: str, truncate: int | None) -> list[int]:
+        kind = item.WhichOneof("input")
+        if kind is None:
+            raise invalid(field, "set text or token_ids")
+        ids = list(item.token_ids.ids) if kind == "token_ids" else lm.tokenize(item.text)
+        limit = self.rt.models[model].config.max_context_tokens
+        if truncate is not None:
+            ids = ids[-truncate:] if truncate else []
+        elif len(ids) > limit:
+            raise invalid(field, f"{len(ids)} tokens exceed ModelInfo.max_context_tokens = {limit}; set truncate_tokens")
+        return ids
+
+    async def Embed(self, request: tasks_pb2.EmbedRequest, context):
+        rt = self.rt
+        model = self._check("embed", request.model, len(request.inputs), "inputs")
+        size = int(rt.model_limit(model, "openengine.tasks", "embedding_size"))
+        if size == 0:
+            raise invalid("model", "the model does not embed (openengine.tasks.embedding_size = 0)")
+        if request.HasField("dimensions"):
+            if not rt.model_limit(model, "openengine.tasks", "matryoshka") and request.dimensions != size:
+                raise invalid("dimensions", "reduced dimensions are off (openengine.tasks.matryoshka = false)")
+            if not 1 <= request.dimensions <= size:
+                raise invalid("dimensions", f"must be in 1..{size} (openengine.tasks.embedding_size)")
+            size = request.dimensions
+        truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
+        normalize = request.normalize if request.HasField("normalize") else True
+        out = tasks_pb2.EmbedResponse()
+        tokens = 0
+        for i, item in enumerate(request.inputs):
+            ids = self._ids(model, item, f"inputs[{i}]", truncate)
+            tokens += len(ids)
+            out.embeddings.add(index=i, values=lm.embed(ids, size, normalize=normalize))
+        out.usage.prompt_tokens = tokens
+        return out
+
+    async def Classify(self, request: tasks_pb2.ClassifyRequest, context):
+        model = self._check("classify", request.model, len(request.inputs), "inputs")
+        truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
+        out = tasks_pb2.ClassifyResponse()
+        tokens = 0
+        for i, item in enumerate(request.inputs):
+            ids = self._ids(model, item, f"inputs[{i}]", truncate)
+            tokens += len(ids)
+            c = out.classifications.add(index=i)
+            for label, p in lm.classify(ids):
+                c.labels.add(label=label, probability=p)
+        out.usage.prompt_tokens = tokens
+        return out
+
+    async def Score(self, request: tasks_pb2.ScoreRequest, context):
+        model = self._check("score", request.model, len(request.documents), "documents")
+        truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
+        query = self._ids(model, request.query, "query", truncate)
+        out = tasks_pb2.ScoreResponse()
+        tokens = len(query)
+        for i, doc in enumerate(request.documents):
+            ids = self._ids(model, doc, f"documents[{i}]", truncate)
+            tokens += len(ids)
+            out.scores.add(index=i, score=lm.score(query, ids))
+        out.usage.prompt_tokens = tokens
+        return out
