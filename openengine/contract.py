@@ -207,6 +207,7 @@ class Catalogue:
     rpcs: tuple[RpcInfo, ...] = ()
     core: str = ""
     registry_revision: int = 0    # registry.revision the contract was generated from
+    schema_revision: int = 0      # registry.schema_revision (EngineInfo.schema_revision); 0 if undeclared
 
     def profile(self, name: str) -> ProfileInfo | None:
         return next((p for p in self.profiles if p.name == name), None)
@@ -340,10 +341,9 @@ def _service_modules():
             yield importlib.import_module(f"{_v1.__name__}.{info.name}")
 
 
-def _declarations() -> tuple[int, dict[str, options_pb2.ProfileDeclaration]]:
-    """The registry_contract file option of capabilities.proto: revision and profiles by name."""
-    contract = capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
-    return contract.revision, {d.name: d for d in contract.profiles}
+def _registry_contract() -> options_pb2.RegistryContract:
+    """The registry_contract file option of capabilities.proto."""
+    return capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
 
 
 def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
@@ -362,7 +362,8 @@ def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
     """Read the catalogue from the compiled descriptors (once per process)."""
-    revision, declarations = _declarations()
+    contract = _registry_contract()
+    declarations = {d.name: d for d in contract.profiles}
     cap_fields = {f.message_type.full_name: f.name for f in capabilities_pb2.Capabilities.DESCRIPTOR.fields
                   if f.message_type is not None and f.name != "profiles"}
     profiles: dict[str, dict] = {
@@ -410,7 +411,8 @@ def catalogue() -> Catalogue:
     built.sort(key=lambda p: order.get(p.capability_field, len(order)))
     ordered_services = dict(sorted(services.items(), key=lambda kv: _service_rank(kv[0], rpcs, built)))
     core = next((p.name for p in built if p.mandatory), built[0].name if built else "")
-    return Catalogue(tuple(built), ordered_services, tuple(rpcs), core, revision)
+    return Catalogue(tuple(built), ordered_services, tuple(rpcs), core, contract.revision,
+                     contract.schema_revision)
 
 
 def _service_rank(service, rpcs, profiles):

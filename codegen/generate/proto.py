@@ -203,6 +203,8 @@ def registry_contract_option(registry: Registry) -> str:
     registry beyond message fields (revision, mandatory, deprecation, prerequisites and
     incompatible combinations), so no runtime code needs profiles.yaml."""
     lines = ["option (openengine.v1.registry_contract) = {", f"  revision: {registry.revision}"]
+    if registry.schema_revision is not None:
+        lines.append(f"  schema_revision: {registry.schema_revision}")
     for profile in registry.profiles:
         lines.append("  profiles: {")
         lines += [f"    {line}" for line in _profile_declaration(profile)]

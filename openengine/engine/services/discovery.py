@@ -21,7 +21,7 @@ class Discovery(Base):
         from openengine.engine.contract import ROLE_NAMES
         return discovery_pb2.EngineInfo(
             instance_id=rt.instance_id, engine_name=cfg.engine_name, engine_version=_engine_version(),
-            role=ROLE_NAMES[role], capability_revision=rt.revision, schema_revision=rt.catalogue.registry_revision or 1,
+            role=ROLE_NAMES[role], capability_revision=rt.revision, schema_revision=rt.catalogue.schema_revision or 1,
             minimum_client_revision=1,
             parallelism=discovery_pb2.Parallelism(
                 tensor_parallel_size=1,
