@@ -19,7 +19,7 @@ from google.protobuf import message_factory
 from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
-from openengine.engine.services import SERVICES, Refused
+from openengine.engine.services import Refused, instantiate
 from openengine.engine.wire import WirePolicy
 from openengine.v1 import events_pb2
 
@@ -38,7 +38,7 @@ class EngineServer:
         self.admin_address = ""
         self.port = 0
         self.admin_port = 0
-        self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
+        self._impls = instantiate(self.rt, self.rt.catalogue.services)
         self._stopped = False
         self.wire = WirePolicy()
         if not self.rt.cfg.faults:
