@@ -16,7 +16,8 @@ from codegen.generate.templating import render
 from codegen.registry.model import Limit, Profile, Registry
 
 PROTO_DIR = "proto"
-CAPABILITIES_FILE = "openengine/v1/capabilities.proto"
+V1_DIR = "openengine/v1/"
+CAPABILITIES_FILE = V1_DIR + "capabilities.proto"
 # Fields of Capabilities and ModelCapabilities that are not owned by a profile.
 RESERVED_CAPABILITY_FIELDS = {"profiles": 1, "revision": 2}
 _TOP_LEVEL_TYPE = re.compile(r"^(?:message|enum)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
@@ -269,8 +270,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
     outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}",
                       render("proto/capabilities.proto.j2", view=caps))]
     generated = {o.path[len(PROTO_DIR) + 1:] for o in outputs}
+    # Only the v1 package's own files: the compatibility aliases under openengine/legacy/ reuse
+    # earlier names (GenerationCapabilities, ...) in packages of their own.
     hand_written = {rel: text for rel, text in ctx.proto_sources().items()
-                    if rel not in generated and not rel.endswith("_service.proto")}
+                    if rel not in generated and not rel.endswith("_service.proto")
+                    and rel.startswith(V1_DIR)}
     declared = declared_types(hand_written)
     for name in ("Capabilities", "ModelCapabilities", *(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:

@@ -355,6 +355,8 @@ class Registry:
     revision: int
     package: str
     profiles: tuple[Profile, ...]
+    # EngineInfo.schema_revision of this layout (spec/revisions.md); None when the header omits it.
+    schema_revision: int | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 

@@ -10,6 +10,7 @@ prerequisites and incompatible combinations, which the descriptors do not carry 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,12 @@ def find_registry(explicit: str | None = None) -> Path | None:
     return None
 
 
+@lru_cache(maxsize=4)
+def _load_registry(path: str, mtime_ns: int, load):
+    """One parse per registry file version: profile selection asks many times per start."""
+    return load(path)
+
+
 def combination_problems(registry_path: Path, advertised: dict[str, tuple[int, int]],
                          limits: dict[str, dict[str, Any]]) -> list[str]:
     """Missing prerequisites and incompatible combinations among the advertised profiles and
@@ -105,7 +112,7 @@ def combination_problems(registry_path: Path, advertised: dict[str, tuple[int, i
         from codegen.registry.model import Version
     except ImportError:  # installed without the toolkit
         return []
-    resolved = load_registry(str(registry_path))
+    resolved = _load_registry(str(registry_path), Path(registry_path).stat().st_mtime_ns, load_registry)
     if resolved.registry is None:
         return [f"{registry_path}: the registry does not resolve; run `oespec check`"]
     problems = []
@@ -130,5 +137,6 @@ def combination_problems(registry_path: Path, advertised: dict[str, tuple[int, i
                 continue
             what = " and ".join(str(c) for c in inc.when)
             other = f" with {inc.profile}" if inc.profile and inc.profile != profile.name else ""
-            problems.append(f"{profile.name} cannot be served{other} while {what}: {inc.reason}")
+            condition = f" while {what}" if what else ""
+            problems.append(f"{profile.name} cannot be served{other}{condition}: {inc.reason}")
     return problems
