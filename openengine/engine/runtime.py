@@ -158,6 +158,8 @@ class FaultyHealth(health_aio.HealthServicer):
     async def List(self, request, context):
         """Every name `Check` answers for, with its status (REQ-HEALTH-013). Like the upstream
         health protocol, more than HEALTH_LIST_CAP names is refused rather than answered in part."""
+        if "health-list-unimplemented" in self._faults:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
         statuses = dict(self._server_status)
         if len(statuses) > HEALTH_LIST_CAP:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from openengine.engine.contract import coerce
-from openengine.engine.services._base import Base, Code, ES, Refused, invalid
+from openengine.engine.services._base import Base, Code, ES, Refused, invalid, refuse_bad_numbers
 from openengine.v1 import admin_pb2
 
 
@@ -103,6 +103,7 @@ class Admin(Base):
 
     async def UpdateConfig(self, request: admin_pb2.UpdateConfigRequest, context):
         rt = self.rt
+        refuse_bad_numbers(rt, request)
         updatable = set(rt.limit("openengine.admin", "updatable_limits"))
         new = {k: dict(v) for k, v in rt.limits.items()}
         new_models = {m: {k: dict(v) for k, v in per.items()} for m, per in rt.model_limits.items()}
