@@ -306,8 +306,8 @@ class RunningEngine:
 
 
 def self_check(discovery) -> None:
-    """Judge what the engine is about to advertise with the validators generated from the
-    registry, so a bad combination is refused even where no profiles.yaml can be read."""
+    """Judge what the engine is about to advertise with the validators, as a client would: a
+    second line of defence behind `resolve_config`, which refuses bad combinations first."""
     try:
         from openengine.validate import validate_capabilities
     except ImportError:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from openengine.contract import role_spelling
 from openengine.validate import _generated as gen
 from openengine.validate._rules import Severity, Violation, violation
 
-_ROLE_NAMES = {0: "ROLE_UNSPECIFIED", 1: "ROLE_AGGREGATED", 2: "ROLE_PREFILL", 3: "ROLE_DECODE", 4: "ROLE_ENCODER"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class CapabilityReport:
 
 def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
     role = engine_info.role
-    role_name = _ROLE_NAMES.get(role, str(role))
+    role_name = role_spelling(role)
     if role == 0:
         out.append(violation("OEV136", "engine_info.role", role_name, "a role", "EngineInfo.role is not set"))
     if not engine_info.instance_id:

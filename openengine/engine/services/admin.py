@@ -147,7 +147,7 @@ class Admin(Base):
                 changed.append(update.limit)
         from openengine.engine.config import _reference_engine_problems
 
-        problems = _reference_engine_problems(new) + rt.check_update(new)
+        problems = _reference_engine_problems(new) + rt.check_update(new, new_models)
         if problems:
             raise invalid("updates", "; ".join(problems))
         if request.validate_only or not changed:
