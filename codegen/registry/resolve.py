@@ -185,6 +185,7 @@ def _profile(node: YMap) -> Profile:
         deprecated=p.get("deprecated"),
         loc=node.loc,
         locs=_locs(node),
+        stability_given=p.get("stability"),
     )
 
 
