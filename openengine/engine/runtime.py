@@ -12,11 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
-from openengine.engine.config import ResolvedConfig, ResolvedModel
-from openengine.engine.contract import combination_problems, find_registry
+from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
 from openengine.engine.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
 
@@ -24,6 +24,7 @@ log = logging.getLogger("openengine.engine")
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+HEALTH_LIST_CAP = 100  # the upstream health protocol's List limit
 
 # Services that take new work: NOT_SERVING whenever the engine would refuse new requests
 # (REQ-HEALTH-007). Every other advertised service is a control service and stays SERVING.
@@ -152,6 +153,19 @@ class FaultyHealth(health_aio.HealthServicer):
         if "health-unknown-not-found" in self._faults and request.service not in self._server_status:
             return health_pb2.HealthCheckResponse(status=SERVING)
         return await super().Check(request, context)
+
+    async def List(self, request, context):
+        """Every name `Check` answers for, with its status (REQ-HEALTH-013). Like the upstream
+        health protocol, more than HEALTH_LIST_CAP names is refused rather than answered in part."""
+        if "health-list-unimplemented" in self._faults:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
+        statuses = dict(self._server_status)
+        if len(statuses) > HEALTH_LIST_CAP:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"{len(statuses)} health names exceed the List cap of {HEALTH_LIST_CAP}; "
+                                "use Check or Watch per service")
+        return health_pb2.HealthListResponse(
+            statuses={name: health_pb2.HealthCheckResponse(status=status) for name, status in statuses.items()})
 
     async def Watch(self, request, context):
         if "health-watch-no-initial" not in self._faults:
@@ -331,11 +345,12 @@ class Runtime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def check_update(self, new_limits: dict[str, dict[str, Any]]) -> list[str]:
-        registry = find_registry(self.config.registry)
-        if registry is None:
-            return []
-        return combination_problems(registry, {p.name: p.version for p in self.advertised}, new_limits)
+    def check_update(self, new_limits: dict[str, dict[str, Any]],
+                     new_model_limits: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+        """What start-up would refuse in the updated configuration (the same rules, one function)."""
+        return combination_refusals(self.advertised, new_limits,
+                                    {name: m.profiles for name, m in self.models.items()}, new_model_limits,
+                                    cat=self.catalogue)
 
     def apply_limits(self, new_limits: dict[str, dict[str, Any]], changed: list[str], *,
                      model_limits: dict[str, dict[str, dict[str, Any]]] | None = None) -> tuple[int, int]:

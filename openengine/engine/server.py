@@ -19,7 +19,8 @@ from google.protobuf import message_factory
 from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
-from openengine.engine.services import SERVICES, Refused
+from openengine.engine.services import Refused, instantiate
+from openengine.engine.wire import WirePolicy
 from openengine.v1 import events_pb2
 
 log = logging.getLogger("openengine.engine")
@@ -37,8 +38,9 @@ class EngineServer:
         self.admin_address = ""
         self.port = 0
         self.admin_port = 0
-        self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
+        self._impls = instantiate(self.rt, self.rt.catalogue.services)
         self._stopped = False
+        self.wire = WirePolicy()
         if not self.rt.cfg.faults:
             self_check(self._impls["openengine.v1.Discovery"])
 
@@ -65,10 +67,14 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            strict = self.rt.fault("bearer-scheme-case-sensitive")
+            if not bearer_matches(sent, token) or (strict and not sent.startswith("Bearer ")):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
+
+    def _interceptors(self) -> list:
+        return [] if self.rt.fault("wire-policy-off") else [self.wire]
 
     def _handler(self, rpc: RpcInfo):
         impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
@@ -115,7 +121,7 @@ class EngineServer:
         cfg = rt.config
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
         server.add_generic_rpc_handlers(self._service_handlers(main_services))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
@@ -127,7 +133,7 @@ class EngineServer:
         rt.address = self.address
         self.servers.append(server)
         if rt.admin_separate:
-            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
             admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
             health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
             names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -189,6 +195,15 @@ class EngineServer:
 
     async def wait(self) -> None:
         await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def bearer_matches(header: str, token: str) -> bool:
+    """`authorization: Bearer <token>`: the scheme matched case-insensitively (RFC 7235), the
+    token compared in constant time."""
+    scheme, _, sent = header.strip().partition(" ")
+    scheme_ok = scheme.lower() == "bearer"
+    token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
+    return scheme_ok and token_ok
 
 
 def _missing(rpc: RpcInfo) -> Refused:
@@ -291,8 +306,8 @@ class RunningEngine:
 
 
 def self_check(discovery) -> None:
-    """Judge what the engine is about to advertise with the validators generated from the
-    registry, so a bad combination is refused even where no profiles.yaml can be read."""
+    """Judge what the engine is about to advertise with the validators, as a client would: a
+    second line of defence behind `resolve_config`, which refuses bad combinations first."""
     try:
         from openengine.validate import validate_capabilities
     except ImportError:
