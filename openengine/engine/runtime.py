@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
@@ -24,6 +25,7 @@ log = logging.getLogger("openengine.engine")
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+HEALTH_LIST_CAP = 100  # the upstream health protocol's List limit
 
 # Services that take new work: NOT_SERVING whenever the engine would refuse new requests
 # (REQ-HEALTH-007). Every other advertised service is a control service and stays SERVING.
@@ -152,6 +154,17 @@ class FaultyHealth(health_aio.HealthServicer):
         if "health-unknown-not-found" in self._faults and request.service not in self._server_status:
             return health_pb2.HealthCheckResponse(status=SERVING)
         return await super().Check(request, context)
+
+    async def List(self, request, context):
+        """Every name `Check` answers for, with its status (REQ-HEALTH-013). Like the upstream
+        health protocol, more than HEALTH_LIST_CAP names is refused rather than answered in part."""
+        statuses = dict(self._server_status)
+        if len(statuses) > HEALTH_LIST_CAP:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"{len(statuses)} health names exceed the List cap of {HEALTH_LIST_CAP}; "
+                                "use Check or Watch per service")
+        return health_pb2.HealthListResponse(
+            statuses={name: health_pb2.HealthCheckResponse(status=status) for name, status in statuses.items()})
 
     async def Watch(self, request, context):
         if "health-watch-no-initial" not in self._faults:

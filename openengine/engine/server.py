@@ -21,6 +21,7 @@ from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, 
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import SERVICES, Refused
+from openengine.engine.wire import WirePolicy
 from openengine.v1 import events_pb2
 
 log = logging.getLogger("openengine.engine")
@@ -40,6 +41,7 @@ class EngineServer:
         self.admin_port = 0
         self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
         self._stopped = False
+        self.wire = WirePolicy()
         if not self.rt.cfg.faults:
             self_check(self._impls["openengine.v1.Discovery"])
 
@@ -57,7 +59,6 @@ class EngineServer:
             return self._authenticate(context)
         return None
 
-    _gate = gate
 
     def _authenticate(self, context) -> Refused | None:
         """Admin needs the bearer token, or a verified client certificate on the mTLS address
@@ -70,7 +71,7 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            if not bearer_matches(sent, token):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
@@ -129,7 +130,7 @@ class EngineServer:
         cfg = rt.config
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
         server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self, rt))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
@@ -142,7 +143,7 @@ class EngineServer:
         rt.address = self.address
         self.servers.append(server)
         if rt.admin_separate:
-            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
             admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
             health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
             names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -206,6 +207,15 @@ class EngineServer:
 
     async def wait(self) -> None:
         await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def bearer_matches(header: str, token: str) -> bool:
+    """`authorization: Bearer <token>`: the scheme matched case-insensitively (RFC 7235), the
+    token compared in constant time."""
+    scheme, _, sent = header.strip().partition(" ")
+    scheme_ok = scheme.lower() == "bearer"
+    token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
+    return scheme_ok and token_ok
 
 
 def _missing(rpc: RpcInfo) -> Refused:
