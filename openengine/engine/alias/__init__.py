@@ -10,65 +10,22 @@ it is never advertised, and standard health reports it under its full name (REQ-
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import descriptor as _d
 from google.protobuf import message_factory
 
+from openengine.aliases import ALIASES, HEALTH_CHECK, AliasMethod, AliasService, lookup
 from openengine.engine.services._base import Refused
 
 if TYPE_CHECKING:
     from openengine.engine.runtime import Runtime
 
-INFERENCE = "openengine.v1.Inference"
-DISCOVERY = "openengine.v1.Discovery"
+__all__ = ["ALIASES", "lookup", "served", "handlers", "health_statuses", "minimum_client_revision"]
 
 
-@dataclass(frozen=True)
-class Alias:
-    name: str          # what --alias takes
-    service: str       # the earlier full service name, served as is
-    health_as: str     # the v1 service whose health status the alias reports (REQ-ALIAS-003)
-    module: str        # the alias's generated service module
-
-    @property
-    def descriptor(self) -> _d.ServiceDescriptor:
-        import importlib
-        return importlib.import_module(self.module).DESCRIPTOR.services_by_name[self.service.rsplit(".", 1)[1]]
-
-    @property
-    def revision(self) -> int:
-        """The earlier schema revision, read from the package of the alias's messages
-        (`openengine.legacy.rev2.v1`), so it is written down once, in the protos."""
-        return revision_of(self.descriptor)
-
-
-ALIASES: dict[str, Alias] = {a.name: a for a in (
-    Alias("openengine", "openengine.v1.OpenEngine", INFERENCE, "openengine.legacy.services.openengine_service_pb2"),
-    Alias("control", "openengine.v1.Control", DISCOVERY, "openengine.legacy.services.control_service_pb2"),
-)}
-
-_REVISION = re.compile(r"^openengine\.legacy\.rev(\d+)\.")
-
-
-def revision_of(service: _d.ServiceDescriptor) -> int:
-    found = {int(m.group(1)) for method in service.methods
-             for m in [_REVISION.match(method.input_type.full_name)] if m}
-    if len(found) != 1:
-        raise ValueError(f"{service.full_name}: its messages name no single earlier revision")
-    return found.pop()
-
-
-def lookup(name: str) -> Alias | None:
-    """An alias by short name (`openengine`) or full service name."""
-    name = name.strip()
-    return next((a for a in ALIASES.values() if name in (a.name, a.service)), None)
-
-
-def served(rt: "Runtime") -> list[Alias]:
+def served(rt: "Runtime") -> list[AliasService]:
     return [a for a in (lookup(n) for n in rt.config.aliases) if a is not None]
 
 
@@ -87,7 +44,7 @@ def minimum_client_revision(rt: "Runtime", schema_revision: int) -> int:
 
 def handlers(invoker: Any, rt: "Runtime") -> list:
     """gRPC generic handlers of every served alias. `invoker` runs v1 RPCs through the server's
-    own path (`invoke_unary` / `invoke_stream`)."""
+    own path (`gate`, `invoke_unary`, `invoke_stream`)."""
     from openengine.engine.alias.control import ControlAlias
     from openengine.engine.alias.openengine import OpenEngineAlias
 
@@ -95,17 +52,29 @@ def handlers(invoker: Any, rt: "Runtime") -> list:
     out = []
     for alias in served(rt):
         impl = impls[alias.name](invoker, rt)
-        methods = {m.name: _method_handler(getattr(impl, m.name), m) for m in alias.descriptor.methods}
+        methods = {m.name: _method_handler(impl, alias.methods[m.name], m) for m in alias.descriptor.methods}
         out.append(grpc.method_handlers_generic_handler(alias.service, methods))
     return out
 
 
-def _method_handler(fn, method: _d.MethodDescriptor):
+def _method_handler(impl, mapped: AliasMethod, method: _d.MethodDescriptor):
+    """Every alias method is refused first exactly as its v1 RPC would be (an unadvertised
+    profile, missing admin credentials: REQ-ALIAS-001/002); a method without a translation then
+    answers UNIMPLEMENTED naming its replacement."""
     req_cls = message_factory.GetMessageClass(method.input_type)
     resp_cls = message_factory.GetMessageClass(method.output_type)
+    fn = getattr(impl, method.name) if mapped.translated else None
+
+    def before(context) -> None:
+        if mapped.v1 != HEALTH_CHECK:
+            impl.gate(mapped.v1, context)
+        if fn is None:
+            raise impl.replaced(method.name, mapped.v1)
+
     if method.server_streaming:
         async def stream(request, context):
             try:
+                before(context)
                 async for message in fn(request, context):
                     yield message
             except Refused as refused:
@@ -115,6 +84,7 @@ def _method_handler(fn, method: _d.MethodDescriptor):
 
     async def unary(request, context):
         try:
+            before(context)
             return await fn(request, context)
         except Refused as refused:
             await context.abort(refused.code, refused.message)

@@ -46,7 +46,7 @@ class AliasBase:
         return self.invoker.invoke_stream(self._rpc(v1), request, context, skip=self._skip(v1))
 
     def gate(self, v1: str, context) -> None:
-        """Refuse as the v1 RPC would, for alias methods answered without calling it (Health)."""
+        """Refuse exactly as a call of the v1 RPC would be refused before it runs."""
         refusal = self.invoker.gate(self._rpc(v1), context, skip=self._skip(v1))
         if refusal is not None:
             raise refusal

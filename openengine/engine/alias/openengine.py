@@ -196,21 +196,3 @@ class OpenEngineAlias(AliasBase):
             state = r2.DRAIN_STATE_COMPLETE if progress.done else r2.DRAIN_STATE_IN_PROGRESS
             yield r2.DrainResponse(state=state, in_flight_requests=progress.remaining_requests,
                                    open_kv_sessions=self.rt.kv_sessions_active())
-
-    async def GetKvConnectorInfo(self, request, context):
-        self.gate("openengine.v1.Discovery/GetCapabilities", context)
-        raise self.replaced("GetKvConnectorInfo", "openengine.v1.Discovery/GetCapabilities (field kv)")
-
-    async def GetKvEventSources(self, request, context):
-        self.gate("openengine.v1.Kv/GetKvEventSources", context)
-        raise self.replaced("GetKvEventSources", "openengine.v1.Kv/GetKvEventSources")
-
-    async def SubscribeKvEvents(self, request, context):
-        self.gate("openengine.v1.Kv/SubscribeKvEvents", context)
-        raise self.replaced("SubscribeKvEvents", "openengine.v1.Kv/SubscribeKvEvents")
-        yield  # a streaming method
-
-    async def SubscribeRuntimeEvents(self, request, context):
-        self.gate("openengine.v1.Observability/SubscribeRuntimeEvents", context)
-        raise self.replaced("SubscribeRuntimeEvents", "openengine.v1.Observability/SubscribeRuntimeEvents")
-        yield  # a streaming method
