@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from codegen.generate import GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
-from codegen.registry.model import Limit, Profile, Registry
+from codegen.registry.model import Condition, Limit, Profile, Registry
 
 PROTO_DIR = "proto"
 V1_DIR = "openengine/v1/"
@@ -79,6 +79,7 @@ class CapabilitiesView:
     model_capabilities: MessageView
     messages: list[MessageView] = field(default_factory=list)
     enums: list[EnumView] = field(default_factory=list)
+    file_option: str = ""
 
 
 def _snake(name: str) -> str:
@@ -172,6 +173,46 @@ def _enums(registry: Registry) -> list[EnumView]:
     return list(enums.values())
 
 
+def _condition_text(condition: Condition) -> str:
+    return (f"{{profile: {_quote(condition.profile)} limit: {_quote(condition.limit)} "
+            f"operator: {_quote(condition.operator)} value: {_quote(json.dumps(condition.value))}}}")
+
+
+def _profile_declaration(profile: Profile) -> list[str]:
+    """The `profiles` entry of the registry_contract file option, one text-format line each."""
+    lines = [f"name: {_quote(profile.name)}", f"version: {_quote(str(profile.version))}"]
+    if profile.mandatory:
+        lines.append("mandatory: true")
+    if profile.deprecated:
+        lines.append(f"deprecated: {_quote(profile.deprecated.strip())}")
+    lines.append(f"scope: {_quote(profile.scope.kind)}")
+    lines += [f"roles: {_quote(role)}" for role in profile.scope.roles]
+    lines += [f"requires: {{profile: {_quote(req.profile)} version_range: {_quote(str(req.range))}}}"
+              for req in profile.requires]
+    for inc in profile.incompatible_with:
+        lines.append("incompatible_with: {")
+        if inc.profile:
+            lines.append(f"  profile: {_quote(inc.profile)}")
+        lines += [f"  when: {_condition_text(c)}" for c in inc.when]
+        lines += [f"  reason: {_quote(inc.reason.strip())}", "}"]
+    return lines
+
+
+def registry_contract_option(registry: Registry) -> str:
+    """`option (openengine.v1.registry_contract) = {...};`: what the runtime reads about the
+    registry beyond message fields (revision, mandatory, deprecation, prerequisites and
+    incompatible combinations), so no runtime code needs profiles.yaml."""
+    lines = ["option (openengine.v1.registry_contract) = {", f"  revision: {registry.revision}"]
+    if registry.schema_revision is not None:
+        lines.append(f"  schema_revision: {registry.schema_revision}")
+    for profile in registry.profiles:
+        lines.append("  profiles: {")
+        lines += [f"    {line}" for line in _profile_declaration(profile)]
+        lines.append("  }")
+    lines.append("};")
+    return "\n".join(lines)
+
+
 def capabilities_view(registry: Registry) -> CapabilitiesView:
     owned = [p for p in registry.profiles if p.capability is not None]
     cap_fields = [
@@ -210,6 +251,7 @@ def capabilities_view(registry: Registry) -> CapabilitiesView:
         model_capabilities=model_caps,
         messages=[_capability_message(p) for p in sorted(owned, key=lambda p: p.capability.number)],
         enums=_enums(registry),
+        file_option=registry_contract_option(registry),
     )
 
 

@@ -8,10 +8,10 @@ import json
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from openengine.engine.contract import (
-    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems, find_registry,
+    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems,
 )
 from openengine.engine.faults import FAULTS
 
@@ -109,7 +109,6 @@ class EngineConfig:
     data_parallel_size: int = 1
     admin: AdminConfig = AdminConfig()
     faults: tuple[str, ...] = ()
-    registry: str | None = None
 
     @property
     def served_models(self) -> tuple[ModelConfig, ...]:
@@ -172,7 +171,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
-             "engine_name", "data_parallel_size", "admin", "faults", "registry"}
+             "engine_name", "data_parallel_size", "admin", "faults"}
 
 
 def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
@@ -184,7 +183,7 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         raise ConfigError([f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}"])
     kw: dict[str, Any] = {}
     for key in ("host", "port", "role", "token_delay_ms", "instance_id", "engine_name",
-                "data_parallel_size", "registry"):
+                "data_parallel_size"):
         if key in data:
             kw[key] = data[key]
     if "profiles" in data:
@@ -287,17 +286,9 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
     problems += _reference_engine_problems(limits)
 
-    registry_path = find_registry(config.registry)
-    if registry_path is None:
-        # The engine still checks what it advertises with the generated validators at start.
-        warnings.append("no profiles.yaml found: prerequisites and incompatible combinations are checked "
-                        "by the generated validators only (set --registry or OPENENGINE_REGISTRY)")
-
     def check(profiles) -> list[str]:
-        if registry_path is None:
-            return []
         versions = {p.name: p.version for p in profiles}
-        return combination_problems(registry_path, versions, {p.name: limits[p.name] for p in profiles})
+        return [str(p) for p in combination_problems(versions, {p.name: limits[p.name] for p in profiles}, cat=cat)]
 
     left_out: dict[str, str] = {}
     chosen = list(explicit)
@@ -306,8 +297,6 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         chosen, rejected = _select_profiles(explicit, candidates, check)
         left_out.update(rejected)
     advertised = tuple(p for p in cat.profiles if p in chosen)
-    if not problems:
-        problems += check(advertised)
     for name, why in left_out.items():
         warnings.append(f"--profiles all leaves out {name}: {why}")
 
@@ -327,14 +316,9 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         limits["openengine.admin"]["updatable_limits"] = [
             lim.reference for p in advertised for lim in p.limits if lim.reference in _UPDATABLE]
 
-    if registry_path is not None and not problems:
-        for m in models:
-            if not m.overrides and len(m.profiles) == sum(1 for p in advertised if p.scope == "model"):
-                continue  # the same combination as engine-wide, checked above
-            versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in m.profiles}
-            merged = {name: {**values, **m.overrides.get(name, {})} for name, values in limits.items()
-                      if name in versions}
-            problems += [f"models: {m.name}: {text}" for text in combination_problems(registry_path, versions, merged)]
+    if not problems:
+        problems += combination_refusals(advertised, limits, {m.name: m.profiles for m in models},
+                                         {m.name: m.overrides for m in models}, cat=cat)
 
     for name in config.faults:
         if name not in FAULTS:
@@ -427,6 +411,30 @@ def _select_profiles(seed: list[ProfileInfo], candidates: list[ProfileInfo],
             current = set(found)
             added = True
     return chosen, {p.name: reasons[p.name] for p in pending}
+
+
+def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str, Mapping[str, Any]],
+                         model_profiles: Mapping[str, Sequence[str]],
+                         model_limits: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
+                         cat: Catalogue | None = None) -> list[str]:
+    """Broken prerequisites and forbidden combinations of what the engine would advertise:
+    engine-wide (`limits`), then per served model with the model-scoped profiles it lists
+    (`model_profiles`) and its own limit values over the engine-wide ones (`model_limits`).
+
+    Start-up (`resolve_config`) and `UpdateConfig` both refuse with this one function, so a
+    combination refused at start is refused at run time too."""
+    problems = [str(p) for p in combination_problems({p.name: p.version for p in advertised}, limits, cat=cat)]
+    if problems:
+        return problems
+    model_scoped = [p.name for p in advertised if p.scope == "model"]
+    for model, profiles in model_profiles.items():
+        overrides = model_limits.get(model, {})
+        if not any(overrides.values()) and set(model_scoped) <= set(profiles):
+            continue  # the same combination as engine-wide, checked above
+        versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in profiles}
+        merged = {name: {**values, **overrides.get(name, {})} for name, values in limits.items() if name in versions}
+        problems += [f"models: {model}: {p}" for p in combination_problems(versions, merged, cat=cat)]
+    return problems
 
 
 def _resolve_models(config: EngineConfig, cat: Catalogue,

@@ -118,6 +118,19 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("admin-no-auth",
           "Admin performs calls without checking credentials",
           ("REQ-ADMIN-002",)),
+    Fault("bearer-scheme-case-sensitive",
+          "the admin guard accepts the bearer scheme only when spelled exactly `Bearer`",
+          ("REQ-ADMIN-006",)),
+    # -- Hostile input ----------------------------------------------------------------------------
+    Fault("numbers-not-checked",
+          "Generate and UpdateConfig accept NaN, infinite and out-of-domain numbers",
+          ("REQ-SVC-005",)),
+    Fault("wire-policy-off",
+          "undecodable requests fail with gRPC's default UNKNOWN status naming the Python exception",
+          ("REQ-SVC-006",)),
+    Fault("health-list-unimplemented",
+          "health List answers UNIMPLEMENTED",
+          ("REQ-HEALTH-013",)),
 )}
 
 

@@ -16,8 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
-from openengine.engine.config import ResolvedConfig, ResolvedModel
-from openengine.engine.contract import combination_problems, find_registry
+from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
 from openengine.engine.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
 
@@ -158,6 +157,8 @@ class FaultyHealth(health_aio.HealthServicer):
     async def List(self, request, context):
         """Every name `Check` answers for, with its status (REQ-HEALTH-013). Like the upstream
         health protocol, more than HEALTH_LIST_CAP names is refused rather than answered in part."""
+        if "health-list-unimplemented" in self._faults:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
         statuses = dict(self._server_status)
         if len(statuses) > HEALTH_LIST_CAP:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -344,11 +345,12 @@ class Runtime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def check_update(self, new_limits: dict[str, dict[str, Any]]) -> list[str]:
-        registry = find_registry(self.config.registry)
-        if registry is None:
-            return []
-        return combination_problems(registry, {p.name: p.version for p in self.advertised}, new_limits)
+    def check_update(self, new_limits: dict[str, dict[str, Any]],
+                     new_model_limits: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+        """What start-up would refuse in the updated configuration (the same rules, one function)."""
+        return combination_refusals(self.advertised, new_limits,
+                                    {name: m.profiles for name, m in self.models.items()}, new_model_limits,
+                                    cat=self.catalogue)
 
     def apply_limits(self, new_limits: dict[str, dict[str, Any]], changed: list[str], *,
                      model_limits: dict[str, dict[str, dict[str, Any]]] | None = None) -> tuple[int, int]:

@@ -67,10 +67,14 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not bearer_matches(sent, token):
+            strict = self.rt.fault("bearer-scheme-case-sensitive")
+            if not bearer_matches(sent, token) or (strict and not sent.startswith("Bearer ")):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
+
+    def _interceptors(self) -> list:
+        return [] if self.rt.fault("wire-policy-off") else [self.wire]
 
     def _handler(self, rpc: RpcInfo):
         impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
@@ -117,7 +121,7 @@ class EngineServer:
         cfg = rt.config
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
         server.add_generic_rpc_handlers(self._service_handlers(main_services))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
@@ -129,7 +133,7 @@ class EngineServer:
         rt.address = self.address
         self.servers.append(server)
         if rt.admin_separate:
-            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
             admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
             health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
             names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -302,8 +306,8 @@ class RunningEngine:
 
 
 def self_check(discovery) -> None:
-    """Judge what the engine is about to advertise with the validators generated from the
-    registry, so a bad combination is refused even where no profiles.yaml can be read."""
+    """Judge what the engine is about to advertise with the validators, as a client would: a
+    second line of defence behind `resolve_config`, which refuses bad combinations first."""
     try:
         from openengine.validate import validate_capabilities
     except ImportError:

@@ -119,6 +119,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV404", "request-value-unadvertised", "REQ-CAP-009", _E, "a request uses a value the engine does not list"),
     Rule("OEV405", "request-model-profile", "REQ-CAP-013", _E, "a request needs a model-scoped profile its model does not list"),
     Rule("OEV406", "request-ignored", "REQ-CORE-006", _W, "a request sets a field the engine ignores"),
+    Rule("OEV407", "request-number-not-finite", "REQ-SVC-005", _E, "a float or double in a request is NaN or infinite"),
+    Rule("OEV408", "request-number-domain", "REQ-SVC-005", _E, "a request number is outside its field's domain"),
 )}
 
 

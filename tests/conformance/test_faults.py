@@ -68,6 +68,13 @@ PLAN: dict[str, dict] = {
     "session-ttl-not-clamped": dict(run=["sessions.*"], fails={"sessions.ttl-clamped"}),
     "admin-no-auth": dict(run=["admin.unauthenticated", "admin.guard-isolated"],
                           fails={"admin.unauthenticated"}),
+    "bearer-scheme-case-sensitive": dict(run=["admin.bearer-scheme-case", "admin.unauthenticated"],
+                                         fails={"admin.bearer-scheme-case"}),
+    "numbers-not-checked": dict(run=["*.numbers.*", "core.generate.*"],
+                                fails={"core.numbers.sampling", "core.numbers.penalties",
+                                       "core.numbers.logit-bias"}),
+    "wire-policy-off": dict(run=["core.wire.*"], fails={"core.wire.undecodable"}),
+    "health-list-unimplemented": dict(run=["health.*"], fails={"health.list"}),
 }
 
 

@@ -185,3 +185,39 @@ def test_admin_accepts_a_lower_case_scheme():
             stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(),
                                          metadata=(("authorization", f"bearer {TOKEN}-wrong"),))
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+@pytest.mark.parametrize("field, value", [
+    ("temperature", float("nan")), ("temperature", float("inf")), ("min_p", float("nan")),
+    ("presence_penalty", float("nan")), ("frequency_penalty", float("-inf")), ("repetition_penalty", float("nan")),
+    ("repetition_penalty", -3.0), ("temperature", -1.0), ("top_p", 7.0),
+])
+def test_generate_refuses_numbers_no_engine_can_act_on(shared, field, value):
+    engine, stubs = shared
+    req = generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=1))
+    setattr(req.sampling, field, value)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stubs.inference.Generate(req, timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"sampling.{field}" in err.value.details() and "REQ-SVC-005" in err.value.details()
+
+
+@pytest.mark.parametrize("key, value", [(1, float("nan")), (1, 101.0), (100_000, 1.0)])
+def test_generate_refuses_bad_logit_bias(shared, key, value):
+    engine, stubs = shared
+    req = generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=1))
+    req.sampling.logit_bias[key] = value
+    with pytest.raises(grpc.RpcError) as err:
+        list(stubs.inference.Generate(req, timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"sampling.logit_bias[{key}]" in err.value.details()
+
+
+def test_update_config_refuses_a_non_finite_double(shared):
+    engine, stubs = shared
+    request = admin_pb2.UpdateConfigRequest(validate_only=True, updates=[
+        admin_pb2.LimitUpdate(limit="openengine.core.max_logprobs", double_value=float("nan"))])
+    with pytest.raises(grpc.RpcError) as err:
+        stubs.admin.UpdateConfig(request, metadata=(("authorization", f"Bearer {TOKEN}"),))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "updates[0].double_value" in err.value.details()
