@@ -11,6 +11,9 @@ from openengine.engine.faults import FAULTS
 
 from tests.conformance.conftest import failed, reference_engine, run_suite
 
+# The fault matrix: an engine per fault (the fast lane leaves it out).
+pytestmark = pytest.mark.slow
+
 LOAD_ALL = ["load.*"]
 CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]
 

@@ -277,6 +277,7 @@ def test_every_fault_has_a_client_side_check():
     assert set(CHECKS) == set(FAULTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fault_is_observable_by_a_client(name):
     kw, holds = CHECKS[name]

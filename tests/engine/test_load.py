@@ -128,6 +128,7 @@ def test_revision_change_ends_watch_streams_with_aborted():
         assert settings.capability_revision == res.revision and settings.interval_ms == 20
 
 
+@pytest.mark.slow
 def test_cancellation_storm_leaves_nothing_behind():
     """2000 subscribe/cancel cycles: no watcher, timer or task is left, memory returns."""
     with running(profiles=("load",), limits={"load": {"max_watchers": 4096}}) as (engine, stubs):
