@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One copy for the module: its tests stay on one worker under pytest-xdist.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile")]
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
-COPIED = ("Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
+COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
           "requirements.txt", "codegen", "openengine", "proto", "schemas", "site", "spec")
 BUILD_OUTPUTS = {"__pycache__", ".pytest_cache"}
 GENERATED = "generated from profiles.yaml"
