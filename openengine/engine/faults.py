@@ -108,6 +108,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("getload-instance-mismatch",
           "GetLoad reports an instance id other than EngineInfo's",
           ("REQ-LOAD-002",)),
+    Fault("load-ranks-not-summed",
+          "per-rank used_kv_blocks leave out the prefix cache that the total counts",
+          ("REQ-LOAD-023",)),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",

@@ -65,6 +65,8 @@ PLAN: dict[str, dict] = {
                                  fails={"core.abort.by-id", "core.abort.all"}),
     "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
                           fails={"core.abort.by-id", "core.abort.all"}),
+    "load-ranks-not-summed": dict(run=["load.ranks.*", "load.getload.*"], fails={"load.ranks.sum"},
+                                  engine=dict(profiles=("load",), limits={"load": {"per_rank": True}})),
     "getload-instance-mismatch": dict(run=["load.instance-id", "load.getload.*"],
                                       fails={"load.instance-id"}),
     "events-sequence-from-zero": dict(run=["events.*"], fails={"events.initial-state"}),
