@@ -210,6 +210,8 @@ class Health:
         if "health-not-per-service" in rt.cfg.faults:
             out = {}
         out[""] = SERVING if serving_work else NOT_SERVING
+        from openengine.engine import alias  # REQ-ALIAS-003: served aliases, with a v1 service's status
+        out.update(alias.health_statuses(rt, out))
         return out
 
     async def _apply(self) -> None:
