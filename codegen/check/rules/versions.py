@@ -119,7 +119,7 @@ def history_gap(ctx: CheckContext):
                           "add the missing release to the history, or correct the version")
 
 
-_ADDS = re.compile(r"\b(add|adds|added|adding|new|introduce[sd]?|introducing)\b", re.IGNORECASE)
+_ADDS = r"\b(?:add|adds|added|adding|introduces?|introduced|introducing)\s+(?:the\s+|a\s+)?(?:new\s+)?"
 
 
 def _mention_names(kind: str, element) -> tuple[str, ...]:
@@ -129,11 +129,21 @@ def _mention_names(kind: str, element) -> tuple[str, ...]:
     return (element.name, element.name.rsplit(".", 1)[-1])
 
 
+def _name_pattern(names: tuple[str, ...], prefix: str = "") -> re.Pattern:
+    alternatives = "|".join(re.escape(n) for n in names if n)
+    return re.compile(prefix + r"(?<![\w.])(?:" + alternatives + r")(?![\w])", re.IGNORECASE if prefix else 0)
+
+
 def _mentions(text: str, names: tuple[str, ...]) -> list[str]:
     """The sentences of `text` that name the element."""
     sentences = re.split(r"(?<=[.;])\s+|\n+", text)
-    patterns = [re.compile(r"(?<![\w.])" + re.escape(n) + r"(?![\w])") for n in names if n]
-    return [s for s in sentences if any(p.search(s) for p in patterns)]
+    pattern = _name_pattern(names)
+    return [s for s in sentences if pattern.search(s)]
+
+
+def _says_added(sentence: str, names: tuple[str, ...]) -> bool:
+    """"Adds max_queue", "Added the new WatchLoad": the sentence says this element is added."""
+    return bool(_name_pattern(names, _ADDS).search(sentence))
 
 
 @rule("OE051", "history-contradicts-since", category="versions", requirements=("REQ-ADD-002", "REQ-VER-005"),
@@ -146,7 +156,7 @@ def history_contradicts_since(ctx: CheckContext):
                 for sentence in _mentions(entry.changes, _mention_names(kind, element)):
                     if entry.version < element.since:
                         why = f"mentions {kind} {element.name}, which is since {element.since}"
-                    elif entry.version > element.since and _ADDS.search(sentence):
+                    elif entry.version > element.since and _says_added(sentence, _mention_names(kind, element)):
                         why = f"says {kind} {element.name} is added, but it is since {element.since}"
                     else:
                         continue
