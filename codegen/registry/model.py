@@ -238,6 +238,9 @@ class Scope:
         return f"role ({', '.join(self.roles)})" if self.kind == "role" else self.kind
 
 
+STABILITIES = ("experimental", "stable", "deprecated")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -256,6 +259,17 @@ class Profile:
     deprecated: str | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+    stability_given: str | None = None     # `stability:` as written; see `stability`
+
+    @property
+    def stability(self) -> str:
+        """experimental, stable or deprecated: as written, else what the version and
+        `deprecated` imply (a deprecated profile is deprecated, a 0.x one experimental)."""
+        if self.stability_given:
+            return self.stability_given
+        if self.deprecated:
+            return "deprecated"
+        return "experimental" if self.version.major == 0 else "stable"
 
     @property
     def standard(self) -> bool:

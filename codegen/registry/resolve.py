@@ -194,6 +194,7 @@ def _profile(node: YMap) -> Profile:
         deprecated=p.get("deprecated"),
         loc=node.loc,
         locs=_locs(node),
+        stability_given=p.get("stability"),
     )
 
 
