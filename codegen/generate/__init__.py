@@ -104,6 +104,7 @@ GENERATORS: dict[str, str] = {
     "validators": "codegen.generate.validators:generate",
     "jsonschemas": "codegen.generate.jsonschemas:generate",
     "docs": "codegen.generate.docs:generate",
+    "requirements": "codegen.generate.requirements:generate",
 }
 
 
