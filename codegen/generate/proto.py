@@ -152,8 +152,8 @@ def _enums(registry: Registry) -> list[EnumView]:
                 continue
             name = limit.type.enum_name
             values = ((enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + tuple(
-                (enum_value_name(name, v), i + 1, f"`{v}` in profiles.yaml.")
-                for i, v in enumerate(limit.type.enum_values))
+                (enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
+                for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
             view = EnumView(name, f"Values of {profile.name} limit {limit.name}.", values)
             if name in enums and enums[name].values != view.values:
                 raise GenerationError("proto", f"enum {name} is declared twice with different values "

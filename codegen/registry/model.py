@@ -86,6 +86,10 @@ class LimitType:
     repeated: bool = False
     enum_name: str | None = None
     enum_values: tuple[str, ...] = ()
+    # The wire number of each value, in the order of `enum_values`. Written in the registry as
+    # `values: {name: number}`; the older list form numbers values by position (1, 2, ...).
+    enum_numbers: tuple[int, ...] = ()
+    numbered: bool = False   # True when the registry gave the numbers explicitly
 
     @classmethod
     def parse(cls, text: str, enum_name: str | None = None, values=()) -> "LimitType":
@@ -94,8 +98,19 @@ class LimitType:
         base = words[-1] if words else ""
         if not words or len(words) > 2 or (len(words) == 2 and not repeated) or base not in BASE_TYPES:
             raise ValueError(f"{text!r} is not a limit type")
-        return cls(base, repeated, enum_name if base == "enum" else None,
-                   tuple(values) if base == "enum" else ())
+        if base != "enum":
+            return cls(base, repeated, None)
+        if isinstance(values, dict):
+            names = tuple(str(k) for k in values)
+            numbers = tuple(v if isinstance(v, int) and not isinstance(v, bool) else 0 for v in values.values())
+            return cls(base, repeated, enum_name, names, numbers, True)
+        names = tuple(values)
+        return cls(base, repeated, enum_name, names, tuple(range(1, len(names) + 1)), False)
+
+    @property
+    def enum_wire(self) -> dict[str, int]:
+        """Enum value -> its wire number."""
+        return dict(zip(self.enum_values, self.enum_numbers))
 
     def __str__(self) -> str:
         return ("repeated " if self.repeated else "") + self.base
@@ -223,6 +238,9 @@ class Scope:
         return f"role ({', '.join(self.roles)})" if self.kind == "role" else self.kind
 
 
+STABILITIES = ("experimental", "stable", "deprecated")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -241,6 +259,17 @@ class Profile:
     deprecated: str | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+    stability_given: str | None = None     # `stability:` as written; see `stability`
+
+    @property
+    def stability(self) -> str:
+        """experimental, stable or deprecated: as written, else what the version and
+        `deprecated` imply (a deprecated profile is deprecated, a 0.x one experimental)."""
+        if self.stability_given:
+            return self.stability_given
+        if self.deprecated:
+            return "deprecated"
+        return "experimental" if self.version.major == 0 else "stable"
 
     @property
     def standard(self) -> bool:

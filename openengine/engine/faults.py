@@ -22,6 +22,22 @@ class Fault:
 
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
+    # -- compatibility aliases -----------------------------------------------------------------
+    Fault("alias-unadvertised-served",
+          "alias methods answer even when the profile of the v1 RPC they map to is not advertised",
+          ("REQ-ALIAS-001",)),
+    Fault("alias-abort-separate",
+          "an alias Abort answers without cancelling anything, so alias and v1 do not share requests",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-drain-unguarded",
+          "the alias Drain runs without the admin credentials Admin/Drain requires",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-answers-differ",
+          "the alias GetModelInfo reports a context length one larger than v1's",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-not-in-health",
+          "a served alias is missing from the standard health service",
+          ("REQ-ALIAS-003",)),
     # -- WatchLoad -----------------------------------------------------------------------------
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
@@ -108,6 +124,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("getload-instance-mismatch",
           "GetLoad reports an instance id other than EngineInfo's",
           ("REQ-LOAD-002",)),
+    Fault("load-ranks-not-summed",
+          "per-rank used_kv_blocks leave out the prefix cache that the total counts",
+          ("REQ-LOAD-023",)),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",

@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf import message_factory
 
+from openengine.engine import alias
 from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
@@ -47,12 +48,14 @@ class EngineServer:
 
     # -- routing --------------------------------------------------------------------------------
 
-    def _gate(self, rpc: RpcInfo, context) -> Refused | None:
+    def gate(self, rpc: RpcInfo, context, *, skip: tuple[str, ...] = ()) -> Refused | None:
+        """The refusal a call of `rpc` gets before it runs, if any. `skip` names checks a fault
+        leaves out ("profile", "auth"); only the alias faults use it."""
         rt = self.rt
-        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented"):
+        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented") and "profile" not in skip:
             return Refused(Code.UNIMPLEMENTED,
                            f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-        if rpc.service == ADMIN and not rt.fault("admin-no-auth"):
+        if rpc.service == ADMIN and not rt.fault("admin-no-auth") and "auth" not in skip:
             return self._authenticate(context)
         return None
 
@@ -76,33 +79,42 @@ class EngineServer:
     def _interceptors(self) -> list:
         return [] if self.rt.fault("wire-policy-off") else [self.wire]
 
-    def _handler(self, rpc: RpcInfo):
+    async def invoke_unary(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one unary v1 RPC as a call of it runs: gate, implementation, refusal as status.
+        The compatibility aliases call v1 through here too."""
         impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            return await impl(request, context)
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
+
+    async def invoke_stream(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one server-streaming v1 RPC as a call of it runs (see `invoke_unary`)."""
+        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            async for message in impl(request, context):
+                yield message
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
+
+    def _handler(self, rpc: RpcInfo):
         req_cls = message_factory.GetMessageClass(rpc.method.input_type)
         resp_cls = message_factory.GetMessageClass(rpc.method.output_type)
-        gate = self._gate
-
         if rpc.method.server_streaming:
             async def stream(request, context):
-                refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-                if refusal is not None:
-                    await context.abort(refusal.code, refusal.message)
-                try:
-                    async for message in impl(request, context):
-                        yield message
-                except Refused as refused:
-                    await context.abort(refused.code, refused.message)
+                async for message in self.invoke_stream(rpc, request, context):
+                    yield message
             return grpc.unary_stream_rpc_method_handler(
                 stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
         async def unary(request, context):
-            refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-            if refusal is not None:
-                await context.abort(refusal.code, refusal.message)
-            try:
-                return await impl(request, context)
-            except Refused as refused:
-                await context.abort(refused.code, refused.message)
+            return await self.invoke_unary(rpc, request, context)
         return grpc.unary_unary_rpc_method_handler(
             unary, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
@@ -122,10 +134,11 @@ class EngineServer:
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
-        server.add_generic_rpc_handlers(self._service_handlers(main_services))
+        server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self, rt))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
-        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        aliases = [a.service for a in alias.served(rt)]
+        reflection.enable_server_reflection(advertised + aliases + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
         self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
@@ -162,6 +175,8 @@ class EngineServer:
         log.info("serving on %s (role %s, instance %s, capability revision %d)",
                  self.address, rt.config.role, rt.instance_id, rt.revision)
         log.info("profiles: %s", profiles)
+        if alias.served(rt):
+            log.info("compatibility aliases: %s", ", ".join(a.service for a in alias.served(rt)))
         log.info("models: %s", ", ".join(
             f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in rt.models.values()))
         if self.admin_address:

@@ -27,11 +27,11 @@ from openengine.validate._preflight import (
     NUMBER_DOMAINS, REQUEST_LIMITS, NumberDomain, RequestLimit, number_violations, preflight,
 )
 from openengine.validate._rules import PYTHON_ONLY_RULES, RULES, Rule, Severity, Violation
-from openengine.validate._watch import WatchLoadChecker, effective_watch_settings
+from openengine.validate._watch import RANK_SUMMED_FIELDS, WatchLoadChecker, check_load, effective_watch_settings
 
 __all__ = [
     "CapabilityDocument", "CapabilityReport", "DEFAULTS", "KNOWN_PROFILES", "MODEL_SCOPED", "ModelReport",
-    "NUMBER_DOMAINS", "NumberDomain", "PYTHON_ONLY_RULES", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
-    "WatchLoadChecker", "check_capabilities", "document_from_json", "effective_limits",
+    "NUMBER_DOMAINS", "NumberDomain", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
+    "WatchLoadChecker", "check_capabilities", "check_load", "document_from_json", "effective_limits",
     "effective_watch_settings", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "validate_capabilities",
 ]

@@ -1,5 +1,5 @@
 # generated from profiles.yaml by `oespec generate`, do not edit
-"""Validators of capability messages, generated from profiles.yaml (registry revision 1).
+"""Validators of capability messages, generated from profiles.yaml (registry revision 2).
 
 Do not edit: change profiles.yaml and run `oespec generate`. Every limit's default, range and
 enum values, every profile's name, version, scope, prerequisites and incompatibilities are
@@ -14,7 +14,7 @@ import re
 
 from openengine.validate._rules import violation as _v
 
-REGISTRY_REVISION = 1
+REGISTRY_REVISION = 2
 
 # Standard profile name -> (major, minor) the registry defines.
 KNOWN_PROFILES = {
@@ -563,7 +563,7 @@ def check_profiles(profiles, path, out):
         if name.startswith("openengine."):
             known = KNOWN_PROFILES.get(name)
             if known is None:
-                out.append(_v("OEV105", f"{path}[{i}].name", name, "a profile of registry revision 1",
+                out.append(_v("OEV105", f"{path}[{i}].name", name, "a profile of registry revision 2",
                               f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
             elif major != known[0] and major >= 1:
                 out.append(_v("OEV106", f"{path}[{i}].major", major, str(known[0]),

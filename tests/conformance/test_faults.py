@@ -11,6 +11,9 @@ from openengine.engine.faults import FAULTS
 
 from tests.conformance.conftest import failed, reference_engine, run_suite
 
+# The fault matrix: an engine per fault (the fast lane leaves it out).
+pytestmark = pytest.mark.slow
+
 LOAD_ALL = ["load.*"]
 CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]
 
@@ -62,6 +65,8 @@ PLAN: dict[str, dict] = {
                                  fails={"core.abort.by-id", "core.abort.all"}),
     "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
                           fails={"core.abort.by-id", "core.abort.all"}),
+    "load-ranks-not-summed": dict(run=["load.ranks.*", "load.getload.*"], fails={"load.ranks.sum"},
+                                  engine=dict(profiles=("load",), limits={"load": {"per_rank": True}})),
     "getload-instance-mismatch": dict(run=["load.instance-id", "load.getload.*"],
                                       fails={"load.instance-id"}),
     "events-sequence-from-zero": dict(run=["events.*"], fails={"events.initial-state"}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from openengine.engine import alias
 from openengine.engine import model as lm
 from openengine.engine.contract import to_wire
 from openengine.engine.services._base import Base
@@ -22,7 +23,7 @@ class Discovery(Base):
         return discovery_pb2.EngineInfo(
             instance_id=rt.instance_id, engine_name=cfg.engine_name, engine_version=_engine_version(),
             role=ROLE_NAMES[role], capability_revision=rt.revision, schema_revision=rt.catalogue.schema_revision or 1,
-            minimum_client_revision=1,
+            minimum_client_revision=alias.minimum_client_revision(rt, rt.catalogue.schema_revision or 1),
             parallelism=discovery_pb2.Parallelism(
                 tensor_parallel_size=1,
                 pipeline_parallel_size=int(rt.limit("openengine.core", "pipeline_parallel_size")),
