@@ -10,7 +10,7 @@ What a schema cannot express is checked by the Python validators only (see
 `openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
 rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
 as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
-and times (`format: date-time` plus a pattern); the expressions are `openengine.jsonforms`, which
+and times (`format: date-time` plus a pattern); the expressions are `contractkit.jsonforms`, which
 the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
 clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
 """
@@ -28,7 +28,7 @@ from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Ou
 from codegen.generate.templating import render
 from codegen.generate.validators import descriptor_set
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
-from openengine.jsonforms import TIMESTAMP_PATTERN, integer_pattern
+from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
 SCHEMA_DIR = "schemas"
 PACKAGE = "openengine.v1"
