@@ -66,7 +66,7 @@ def contract_compiles(ctx: CheckContext):
     return ()  # reported by load_contract; listed so --list-rules shows it
 
 
-@rule("OE101", "rpc-in-contract", category="contract", needs_contract=True,
+@rule("OE101", "rpc-in-contract", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC the registry names exists in the compiled contract")
 def rpc_in_contract(ctx: CheckContext):
     for profile, rpc in ctx.registry.all_rpcs():
@@ -76,7 +76,7 @@ def rpc_in_contract(ctx: CheckContext):
                           "run `oespec generate` to regenerate the service files, or fix the name")
 
 
-@rule("OE102", "rpc-shape-matches", category="contract", needs_contract=True,
+@rule("OE102", "rpc-shape-matches", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="each registry RPC has the request, response and streaming shape the protos declare")
 def rpc_shape_matches(ctx: CheckContext):
     package = ctx.registry.package
@@ -96,7 +96,7 @@ def rpc_shape_matches(ctx: CheckContext):
                               f"regenerate the protos or correct `{role}`")
 
 
-@rule("OE103", "rpc-has-profile", category="contract", needs_contract=True,
+@rule("OE103", "rpc-has-profile", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC of an OpenEngine service belongs to exactly one profile")
 def rpc_has_profile(ctx: CheckContext):
     owners: dict[str, list[str]] = {}
@@ -128,7 +128,7 @@ def _expected_type(package: str, limit: Limit) -> str:
     return _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
 
 
-@rule("OE105", "capability-in-contract", category="contract", needs_contract=True,
+@rule("OE105", "capability-in-contract", requirements=("REQ-ADD-006",), category="contract", needs_contract=True,
       purpose="each profile's capability field exists in Capabilities with its message type and number")
 def capability_in_contract(ctx: CheckContext):
     package = ctx.registry.package
@@ -148,7 +148,7 @@ def capability_in_contract(ctx: CheckContext):
                                  f"the registry says {cap.message} = {cap.number}", "run `oespec generate`")
 
 
-@rule("OE106", "limit-in-contract", category="contract", needs_contract=True,
+@rule("OE106", "limit-in-contract", requirements=("REQ-ADD-004",), category="contract", needs_contract=True,
       purpose="every limit is a field of its capability message with the declared type, number and presence")
 def limit_in_contract(ctx: CheckContext):
     package = ctx.registry.package
