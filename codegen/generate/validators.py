@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from codegen.generate import GenerationContext, GenerationError, Output, header
 from codegen.generate.templating import environment, render
+from contractkit.naming import enum_value_prefix
 from codegen.registry.model import INTEGER_BOUNDS, Condition, Limit, Profile, Registry, VersionRange
 
 OUTPUT = "openengine/validate/_generated.py"
@@ -162,7 +163,7 @@ def _enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str
             if values is None:
                 raise GenerationError("validators", f"enum {lim.type.enum_name} of {p.name}.{lim.name} "
                                                     "is not in the compiled contract")
-            prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", lim.type.enum_name).upper() + "_"
+            prefix = enum_value_prefix(lim.type.enum_name)
             mapping = {}
             for value in lim.type.enum_values:
                 number = values.get(prefix + value.upper())
