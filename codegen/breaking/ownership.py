@@ -89,7 +89,7 @@ def load_graph(proto_root: Path | None, package: str) -> WireGraph | None:
     (buf reports that on its own)."""
     if proto_root is None or not proto_root.is_dir():
         return None
-    from codegen.generate.protoc import ProtocError, compile_descriptor_set
+    from contractkit.protoc import ProtocError, compile_descriptor_set
 
     sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
                for p in sorted(proto_root.rglob("*.proto"))}

@@ -259,3 +259,19 @@ ALIAS_FAULT_CHECKS = {
     "alias-answers-differ": (dict(aliases=BOTH), _alias_answers_equal),
     "alias-not-in-health": (dict(aliases=BOTH), _alias_in_health),
 }
+
+
+def test_schema_revision_continues_the_earlier_numbering_and_is_the_documented_one():
+    import re
+    from pathlib import Path
+
+    from codegen.registry import load_registry
+
+    root = Path(__file__).resolve().parents[2]
+    documented = re.search(r"^\| (\d+) \| this layout", (root / "spec" / "revisions.md").read_text(), re.M)
+    assert documented, "spec/revisions.md documents this layout's schema revision"
+    declared = load_registry(root / "profiles.yaml").registry.schema_revision
+    with running(profiles=("load",)) as (engine, stubs):
+        reported = stubs.info().schema_revision
+    assert reported > max(a.revision for a in alias.ALIASES.values()) == 3
+    assert reported == declared == int(documented.group(1))
