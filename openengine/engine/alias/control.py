@@ -60,10 +60,9 @@ class ControlAlias(AliasBase):
         info = await self.unary("openengine.v1.Discovery/GetModelInfo",
                                 discovery_pb2.GetModelInfoRequest(model=request.model), context)
         profiles = {p.name for p in info.capabilities.profiles}
-        extra = 1 if self.rt.fault("alias-answers-differ") else 0
         return r3.ModelInfo(
             model_id=info.base_model or info.model, served_model_name=info.model,
-            max_context_length=info.max_context_tokens + extra, max_output_tokens=info.max_output_tokens,
+            max_context_length=self.rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
             supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
             supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
             reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
@@ -87,7 +86,7 @@ class ControlAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif target == "request_id":
             v1.request_ids.values.append(request.request_id)
-        if self.rt.fault("alias-abort-separate"):
+        if not self.rt.hooks.at("alias.abort-shared", True):
             return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="nothing to abort")
         answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
         if answer.aborted:

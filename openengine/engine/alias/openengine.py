@@ -114,10 +114,9 @@ def load_info(info: load_pb2.LoadInfo) -> r2.LoadInfo:
 def model_info(info: discovery_pb2.ModelInfo, rt) -> r2.ModelInfo:
     profiles = {p.name for p in info.capabilities.profiles}
     core = rt.limits.get("openengine.core", {})
-    extra = 1 if rt.fault("alias-answers-differ") else 0
     return r2.ModelInfo(
         model_id=info.base_model or info.model, served_model_name=info.model,
-        max_context_length=info.max_context_tokens + extra, max_output_tokens=info.max_output_tokens,
+        max_context_length=rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
         max_running_requests=int(core.get("max_running_requests") or 0),
         supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
         supports_logprobs=bool(core.get("max_logprobs")),
@@ -171,7 +170,7 @@ class OpenEngineAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif request.request_id:
             v1.request_ids.values.append(request.request_id)
-        if self.rt.fault("alias-abort-separate"):
+        if not self.rt.hooks.at("alias.abort-shared", True):
             return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="nothing to abort")
         answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
         if answer.aborted:
