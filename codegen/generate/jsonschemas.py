@@ -23,8 +23,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
-from codegen.generate.validators import descriptor_set
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
+from openengine import naming
 
 SCHEMA_DIR = "schemas"
 PACKAGE = "openengine.v1"
@@ -36,7 +36,7 @@ ROOTS = {
     "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
     "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
 }
-CANONICAL_NAME = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*)+$"
+CANONICAL_NAME = naming.CANONICAL_NAME
 _SIGNED_INT = r"^[+-]?[0-9]+$"
 _UNSIGNED_INT = r"^\+?[0-9]+$"
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
@@ -309,7 +309,7 @@ def build_schemas(registry: Registry, pool) -> dict[str, dict]:
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
-    pool = _pool(descriptor_set(ctx))
+    pool = _pool(ctx.compiled("jsonschemas")[0])
     outputs = []
     for filename, schema in build_schemas(ctx.registry, pool).items():
         body = [(k, _body(v)) for k, v in schema.items() if k not in ("title", "description")]

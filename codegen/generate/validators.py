@@ -1,196 +1,71 @@
-"""Generate `openengine/validate/_generated.py`: straight-line validators for capability messages.
+"""Generate `openengine/validate/_generated.py`: the registry's profile combinations as data.
 
-Everything the registry knows about limits (types, defaults, ranges, enum values), profile names
-and versions, prerequisites, incompatibilities and scopes is inlined as constants into one function
-per profile, so judging a `Capabilities` message interprets nothing at run time. Enum numbers and
-role numbers are read from the compiled contract, never guessed. The hand-written runtime in
-`openengine/validate/` calls these functions; the view model here is computed by pure functions
-and `templates/validators/` only prints it.
+Everything the compiled descriptors carry (limits with their types, defaults, ranges and enum
+values, profile versions, scopes and roles) the runtime validators read from them
+(`openengine.validate._tables`); only what the descriptors lack, prerequisites and incompatible
+combinations, is written out here, as tuples the hand-written interpreter applies. The rows are
+computed by pure functions; `templates/validators/` only prints them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any
 
-from codegen.generate import GenerationContext, GenerationError, Output, header
+from codegen.generate import GenerationContext, Output, header
 from codegen.generate.templating import environment, render
-from codegen.registry.model import INTEGER_BOUNDS, Condition, Limit, Profile, Registry, VersionRange
+from codegen.registry.model import Registry
 
 OUTPUT = "openengine/validate/_generated.py"
-PACKAGE = "openengine.v1"
 
 
 @dataclass(frozen=True)
-class LimitView:
-    name: str
-    repeated: bool
-    base: str
-    default: str                      # Python literal
-    checks: tuple[tuple[str, str, str, str], ...]   # (failing condition on v, rule id, expected, message)
-    enum_map: str | None              # name of the generated number -> value dict
-
-
-@dataclass(frozen=True)
-class RequireView:
+class RequireRow:
     profile: str
-    condition: str                    # Python expression on (m, n) that holds for a satisfying version
+    required: str
+    comparators: tuple[tuple[str, tuple[int, int]], ...]
     text: str
 
 
 @dataclass(frozen=True)
-class IncompatView:
-    profiles: tuple[str, ...]         # every profile that must be advertised for the rule to apply
-    condition: str                    # Python expression on the effective-limit dicts
+class IncompatRow:
+    profiles: tuple[str, ...]                       # every profile that must be advertised
+    conditions: tuple[tuple[str, str, str, Any], ...]   # (profile, limit, operator, value)
     path: str
-    value: str                        # Python expression: the offending values
     message: str
 
 
-@dataclass(frozen=True)
-class ProfileView:
-    name: str
-    func: str
-    var: str
-    major: int
-    minor: int
-    field: str | None
-    message: str | None
-    model_scoped: bool
-    roles: tuple[int, ...]
-    role_names: tuple[str, ...]
-    limits: tuple[LimitView, ...]
-    requires: tuple[RequireView, ...]
-    incompatible: tuple[IncompatView, ...]
+def require_rows(registry: Registry) -> list[RequireRow]:
+    return [RequireRow(p.name, r.profile, tuple((op, (v.major, v.minor)) for op, v in r.range.comparators),
+                       f"{r.profile} {r.range}")
+            for p in registry.profiles for r in p.requires]
 
 
-def identifier(name: str) -> str:
-    return re.sub(r"[^0-9a-zA-Z_]", "_", name)
-
-
-def _literal(value) -> str:
-    return repr(value)
-
-
-def _limit_view(profile: Profile, limit: Limit, enum_maps: dict[str, str]) -> LimitView:
-    checks: list[tuple[str, str, str, str]] = []
-    base = limit.type.base
-    if base in INTEGER_BOUNDS or base == "double":
-        lo_type, hi_type = INTEGER_BOUNDS.get(base, (None, None))
-        lo = limit.minimum if limit.minimum is not None and (lo_type is None or limit.minimum > lo_type) else None
-        hi = limit.maximum if limit.maximum is not None and (hi_type is None or limit.maximum < hi_type) else None
-        expected = f"{'' if limit.minimum is None else limit.minimum}..{'' if limit.maximum is None else limit.maximum}"
-        parts = []
-        if lo is not None:
-            parts.append(f"v < {lo!r}")
-        if hi is not None:
-            parts.append(f"v > {hi!r}")
-        if parts:
-            checks.append((" or ".join(parts), "OEV111", expected,
-                           f"{profile.name}.{limit.name} must be within {expected}"))
-    enum_map = None
-    if base == "enum":
-        enum_map = enum_maps[limit.type.enum_name]
-    return LimitView(limit.name, limit.type.repeated, base, _literal(limit.default), tuple(checks), enum_map)
-
-
-def _version_condition(rng: VersionRange) -> str:
-    return " and ".join(f"(m, n) {op} ({v.major}, {v.minor})" for op, v in rng.comparators) or "True"
-
-
-def _condition_expr(cond: Condition, var_of: dict[str, str]) -> str:
-    ref = f"{var_of[cond.profile]}[{cond.limit!r}]"
-    value = _literal(cond.value)
-    return {
-        "equals": f"{ref} == {value}",
-        "not_equals": f"{ref} != {value}",
-        "at_least": f"{ref} >= {value}",
-        "at_most": f"{ref} <= {value}",
-        "contains": f"{value} in {ref}",
-    }[cond.operator]
-
-
-def profile_views(registry: Registry, enum_numbers: dict[str, dict[str, int]],
-                  role_numbers: dict[str, int]) -> list[ProfileView]:
-    enum_maps = {name: f"_ENUM_{identifier(name).upper()}" for name in enum_numbers}
-    var_of = {p.name: f"e_{identifier(p.name)}" for p in registry.profiles}
-    views = []
+def incompat_rows(registry: Registry) -> list[IncompatRow]:
+    rows = []
     for p in registry.profiles:
-        incompat = []
         for inc in p.incompatible_with:
             needed = [p.name] + ([inc.profile] if inc.profile else []) + [c.profile for c in inc.when]
             needed = tuple(dict.fromkeys(n for n in needed if registry.profile(n) is not None))
-            conds = " and ".join(_condition_expr(c, var_of) for c in inc.when) or "True"
             if inc.when:
                 first = inc.when[0]
                 owner = registry.profile(first.profile)
                 path = f"{owner.capability.field}.{first.limit}" if owner and owner.capability else "profiles"
-                value = "[" + ", ".join(f"{var_of[c.profile]}[{c.limit!r}]" for c in inc.when) + "]"
                 what = " and ".join(str(c) for c in inc.when)
             else:
-                path, value, what = "profiles", repr(list(needed)), ""
+                path, what = "profiles", ""
             pair = f"{p.name} with {inc.profile}" if inc.profile and inc.profile != p.name else p.name
             message = f"{pair} is incompatible" + (f" when {what}" if what else "") + f": {inc.reason.strip()}"
-            incompat.append(IncompatView(needed, conds, path, value, message))
-        requires = tuple(RequireView(r.profile, _version_condition(r.range), f"{r.profile} {r.range}")
-                         for r in p.requires)
-        roles = tuple(role_numbers[f"ROLE_{r.upper()}"] for r in p.scope.roles) if p.scope.kind == "role" else ()
-        views.append(ProfileView(
-            name=p.name, func=identifier(p.name), var=var_of[p.name], major=p.version.major,
-            minor=p.version.minor, field=p.capability.field if p.capability else None,
-            message=p.capability.message if p.capability else None,
-            model_scoped=p.scope.kind == "model", roles=roles, role_names=p.scope.roles,
-            limits=tuple(_limit_view(p, lim, enum_maps) for lim in p.limits),
-            requires=requires, incompatible=tuple(incompat)))
-    return views
+            conditions = tuple((c.profile, c.limit, c.operator, c.value) for c in inc.when)
+            rows.append(IncompatRow(needed, conditions, path, message))
+    return rows
 
 
-def _enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Registry enum value -> wire number, per limit enum; and Role value name -> number."""
-    wire: dict[str, dict[str, int]] = {}
-    for f in fds.file:
-        if f.package != PACKAGE:
-            continue
-        for e in f.enum_type:
-            wire[e.name] = {v.name: v.number for v in e.value}
-    numbers: dict[str, dict[str, int]] = {}
-    for p in registry.profiles:
-        for lim in p.limits:
-            if lim.type.base != "enum":
-                continue
-            values = wire.get(lim.type.enum_name)
-            if values is None:
-                raise GenerationError("validators", f"enum {lim.type.enum_name} of {p.name}.{lim.name} "
-                                                    "is not in the compiled contract")
-            prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", lim.type.enum_name).upper() + "_"
-            mapping = {}
-            for value in lim.type.enum_values:
-                number = values.get(prefix + value.upper())
-                if number is None:
-                    raise GenerationError("validators", f"{lim.type.enum_name} has no value {prefix + value.upper()}")
-                mapping[value] = number
-            numbers[lim.type.enum_name] = mapping
-    if "Role" not in wire:
-        raise GenerationError("validators", "enum Role is not in the compiled contract")
-    return numbers, wire["Role"]
-
-
-def descriptor_set(ctx: GenerationContext):
-    """The compiled contract, shared by the generators that read descriptors."""
-    return ctx.compiled("validators")[0]
-
-
-def render_module(registry: Registry, enum_numbers, role_numbers) -> str:
+def render_module(registry: Registry) -> str:
     environment().filters.setdefault("pyrepr", repr)
-    views = profile_views(registry, enum_numbers, role_numbers)
-    enum_maps = {f"_ENUM_{identifier(name).upper()}": {num: value for value, num in mapping.items()}
-                 for name, mapping in enum_numbers.items()}
-    return render("validators/_generated.py.j2", header=header("#"), registry=registry, profiles=views,
-                  enum_maps=enum_maps,
-                  model_profiles=[v for v in views if v.model_scoped and v.field])
+    return render("validators/_generated.py.j2", header=header("#"), registry=registry,
+                  requires=require_rows(registry), incompatible=incompat_rows(registry))
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
-    fds = descriptor_set(ctx)
-    enum_numbers, role_numbers = _enums(ctx.registry, fds)
-    return [Output(OUTPUT, render_module(ctx.registry, enum_numbers, role_numbers))]
+    return [Output(OUTPUT, render_module(ctx.registry))]

@@ -1,8 +1,8 @@
 """Judge what an engine advertises: Capabilities, with EngineInfo and ModelInfo when given.
 
-The per-profile work is the generated code in `_generated`; this module adds what spans several
-discovery answers (role scope, model coverage, revisions) and the effective-limit lookup that
-clients and preflight checks share.
+The per-profile work is the table interpreter in `_tables`; this module adds what spans several
+discovery answers (role scope, model coverage, revisions) and the one effective-limit lookup that
+clients, preflight checks and the conformance runner share.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from openengine.validate import _generated as gen
+from openengine.validate import _tables as gen
 from openengine.validate._rules import Severity, Violation, violation
 
 _ROLE_NAMES = {0: "ROLE_UNSPECIFIED", 1: "ROLE_AGGREGATED", 2: "ROLE_PREFILL", 3: "ROLE_DECODE", 4: "ROLE_ENCODER"}

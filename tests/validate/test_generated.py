@@ -25,21 +25,36 @@ def test_committed_outputs_are_fresh(ctx):
         assert "do not edit" in out.content.splitlines()[0]
 
 
-def test_constants_are_inlined_from_the_registry(ctx):
+def test_generated_module_is_data_only(ctx):
     text = validators.generate(ctx)[0].content
-    core = ctx.registry.profile("openengine.core")
-    assert "if v < 1 or v > 1024:" in text       # max_sequences range, inlined
-    assert "DEFAULTS" in text and repr(core.limit("max_logprobs").default) in text
-    assert "from codegen" not in text and "import codegen" not in text   # nothing read at run time
+    assert "def " not in text and "import" not in text     # the interpreter is hand-written
+    assert "_CANONICAL" not in text
 
 
-def test_missing_enum_in_the_contract_is_a_generation_error(ctx):
-    fds = validators.descriptor_set(ctx)
-    stripped = type(fds)()
-    stripped.CopyFrom(fds)
-    for f in stripped.file:
-        for i in reversed(range(len(f.enum_type))):
-            if f.enum_type[i].name == "PauseMode":
-                del f.enum_type[i]
-    with pytest.raises(GenerationError):
-        validators._enums(ctx.registry, stripped)
+def test_tables_read_from_the_descriptors_match_the_registry(ctx):
+    """Defaults, ranges, enum spellings, versions and scopes the interpreter reads from the
+    compiled descriptors agree with profiles.yaml, limit by limit."""
+    from openengine.validate._tables import tables
+
+    t = tables()
+    for p in ctx.registry.profiles:
+        rule = t.by_name[p.name]
+        assert rule.version == (p.version.major, p.version.minor)
+        assert rule.model_scoped == (p.scope.kind == "model")
+        assert rule.field == (p.capability.field if p.capability else None)
+        for lim in p.limits:
+            got = rule.limits[lim.name]
+            assert got.default == lim.default, lim.name
+            if lim.type.base == "enum":
+                assert list(got.enum.values()) == list(lim.type.enum_values), lim.name
+            elif lim.minimum is not None or lim.maximum is not None:
+                assert (got.low, got.high) == (lim.minimum if lim.minimum is not None else float("-inf"),
+                                               lim.maximum if lim.maximum is not None else float("inf"))
+
+
+def test_combination_rows_follow_the_registry(ctx):
+    from openengine.validate import _generated as data
+
+    expected = sum(len(p.requires) for p in ctx.registry.profiles)
+    assert len(data.REQUIRES) == expected
+    assert len(data.INCOMPATIBLE) == sum(len(p.incompatible_with) for p in ctx.registry.profiles)

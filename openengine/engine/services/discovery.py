@@ -109,7 +109,7 @@ def _engine_version() -> str:
 def _schema_revision() -> int:
     """The registry revision the contract was generated from (carried by the generated validators)."""
     try:
-        from openengine.validate._generated import REGISTRY_REVISION
+        from openengine.validate._tables import REGISTRY_REVISION
         return int(REGISTRY_REVISION)
     except (ImportError, AttributeError, ValueError):
         return 1  # the first revision; never zero (EngineInfo.schema_revision)
