@@ -24,7 +24,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
-from openengine import naming
+from contractkit import naming
 
 SCHEMA_DIR = "schemas"
 PACKAGE = "openengine.v1"

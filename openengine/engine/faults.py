@@ -22,6 +22,22 @@ class Fault:
 
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
+    # -- compatibility aliases -----------------------------------------------------------------
+    Fault("alias-unadvertised-served",
+          "alias methods answer even when the profile of the v1 RPC they map to is not advertised",
+          ("REQ-ALIAS-001",)),
+    Fault("alias-abort-separate",
+          "an alias Abort answers without cancelling anything, so alias and v1 do not share requests",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-drain-unguarded",
+          "the alias Drain runs without the admin credentials Admin/Drain requires",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-answers-differ",
+          "the alias GetModelInfo reports a context length one larger than v1's",
+          ("REQ-ALIAS-002",)),
+    Fault("alias-not-in-health",
+          "a served alias is missing from the standard health service",
+          ("REQ-ALIAS-003",)),
     # -- WatchLoad -----------------------------------------------------------------------------
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
@@ -108,6 +124,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("getload-instance-mismatch",
           "GetLoad reports an instance id other than EngineInfo's",
           ("REQ-LOAD-002",)),
+    Fault("load-ranks-not-summed",
+          "per-rank used_kv_blocks leave out the prefix cache that the total counts",
+          ("REQ-LOAD-023",)),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",
@@ -118,6 +137,19 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("admin-no-auth",
           "Admin performs calls without checking credentials",
           ("REQ-ADMIN-002",)),
+    Fault("bearer-scheme-case-sensitive",
+          "the admin guard accepts the bearer scheme only when spelled exactly `Bearer`",
+          ("REQ-ADMIN-006",)),
+    # -- Hostile input ----------------------------------------------------------------------------
+    Fault("numbers-not-checked",
+          "Generate and UpdateConfig accept NaN, infinite and out-of-domain numbers",
+          ("REQ-SVC-005",)),
+    Fault("wire-policy-off",
+          "undecodable requests fail with gRPC's default UNKNOWN status naming the Python exception",
+          ("REQ-SVC-006",)),
+    Fault("health-list-unimplemented",
+          "health List answers UNIMPLEMENTED",
+          ("REQ-HEALTH-013",)),
 )}
 
 

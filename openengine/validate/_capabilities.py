@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from openengine.contract import role_spelling
 from openengine.validate import _tables as gen
 from openengine.validate._rules import Severity, Violation, violation
 
-_ROLE_NAMES = {0: "ROLE_UNSPECIFIED", 1: "ROLE_AGGREGATED", 2: "ROLE_PREFILL", 3: "ROLE_DECODE", 4: "ROLE_ENCODER"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class ModelReport:
     limits: Mapping[str, Mapping[str, Any]]      # only the capability messages the model sets
     max_context_tokens: int = 0                  # ModelInfo's token limits; 0 when not reported
     max_output_tokens: int = 0
+    vocab_size: int = 0                          # TokenizerInfo.vocab_size; 0 when not reported
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class CapabilityReport:
 
 def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
     role = engine_info.role
-    role_name = _ROLE_NAMES.get(role, str(role))
+    role_name = role_spelling(role)
     if role == 0:
         out.append(violation("OEV136", "engine_info.role", role_name, "a role", "EngineInfo.role is not set"))
     if not engine_info.instance_id:
@@ -95,7 +96,8 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
         madv, mlimits = gen.check_model_capabilities(info.capabilities, path, adv, out)
         listed.update(madv)
         models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits,
-                                         info.max_context_tokens, info.max_output_tokens)
+                                         info.max_context_tokens, info.max_output_tokens,
+                                         info.tokenizer.vocab_size if info.HasField("tokenizer") else 0)
     if engine_info is not None and model_infos and engine_info.served_models \
             and set(engine_info.served_models) <= set(models):
         for name in sorted(gen.MODEL_SCOPED & set(adv) - listed):

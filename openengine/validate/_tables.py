@@ -1,11 +1,12 @@
 """The capability rules as data, and the small interpreter that applies them.
 
 Limits (type, default, range, enum values), profile names, versions, scopes and roles are read
-once from the compiled descriptors (`openengine.contract`); prerequisites and incompatible
-combinations, which the descriptors do not carry yet, are the data tables of the generated
-`_generated` module. Everything the interpreter needs per limit (its kind, bounds, enum map) is
-decided once when the tables are built, so the per-message loop is a presence test and one
-comparison per set limit, which keeps it close to the unrolled per-profile code it replaces (bench/results.md, Validators).
+once from the compiled descriptors (`openengine.contract`), and prerequisites and incompatible
+combinations are judged by the contract's `combination_problems`, so nothing here is generated
+and nothing repeats the registry. Everything the interpreter needs per limit (its kind, bounds,
+enum map) is decided once when the tables are built, so the per-message loop is a presence test
+and one comparison per set limit, close to the unrolled per-profile code it replaces
+(bench/results.md, Validators).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from openengine import contract, naming
-from openengine.validate import _generated as data
+from contractkit import naming
+from openengine import contract
 from openengine.validate._rules import violation as _v
 
 _INF = float("inf")
@@ -86,22 +87,15 @@ def _limit_rule(lim: contract.LimitInfo) -> LimitRule:
     return LimitRule(lim.name, lim.reference, _PLAIN, default, -_INF, _INF, "", None)
 
 
-def _role_numbers() -> dict[str, int]:
-    from openengine.v1 import discovery_pb2
-
-    enum = discovery_pb2.EngineInfo.DESCRIPTOR.fields_by_name["role"].enum_type
-    return {v.name: v.number for v in enum.values}
-
-
 @lru_cache(maxsize=1)
 def tables() -> Tables:
     """Every profile's rule, read from the descriptors once per process."""
-    roles = _role_numbers()
+    roles = contract.role_numbers()
     built = []
     for p in contract.catalogue().profiles:
         limits = {lim.name: _limit_rule(lim) for lim in p.limits}
         defaults = {name: rule.default for name, rule in limits.items()}
-        role_numbers = tuple(roles[f"ROLE_{r.upper()}"] for r in p.roles) if p.scope == "role" else ()
+        role_numbers = tuple(roles[r] for r in p.roles) if p.scope == "role" else ()
         built.append(ProfileRule(
             p.name, p.version, p.capability_field, p.scope == "model", role_numbers,
             "role " + " or ".join(p.roles), limits,
@@ -166,6 +160,9 @@ def effective_limits(rule: ProfileRule, msg, path: str, out: list) -> dict[str, 
     return eff
 
 
+REGISTRY_REVISION: int = contract.catalogue().registry_revision
+
+
 # -- the profile list -----------------------------------------------------------------------------
 
 def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, int]]]:
@@ -191,7 +188,7 @@ def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, 
             rule = known.get(name)
             if rule is None:
                 out.append(_v("OEV105", f"{path}[{i}].name", name,
-                              f"a profile of registry revision {data.REGISTRY_REVISION}",
+                              f"a profile of registry revision {REGISTRY_REVISION}",
                               f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
             elif major != rule.version[0] and major >= 1:
                 out.append(_v("OEV106", f"{path}[{i}].major", major, str(rule.version[0]),
@@ -205,89 +202,37 @@ _canonical = re.compile(naming.CANONICAL_NAME).match
 
 # -- combinations -----------------------------------------------------------------------------------
 
-_VERSION_OPS: Mapping[str, Callable[[tuple, tuple], bool]] = {
-    ">=": tuple.__ge__, ">": tuple.__gt__, "<=": tuple.__le__, "<": tuple.__lt__, "==": tuple.__eq__,
-}
-_CONDITION_OPS: Mapping[str, Callable[[Any, Any], bool]] = {
-    "equals": lambda actual, value: actual == value,
-    "not_equals": lambda actual, value: actual != value,
-    "at_least": lambda actual, value: actual >= value,
-    "at_most": lambda actual, value: actual <= value,
-    "contains": lambda actual, value: value in actual,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    profile: str
-    required: str
-    comparators: tuple[tuple[Callable[[tuple, tuple], bool], tuple[int, int]], ...]
-    text: str
-
-    def satisfied_by(self, version: tuple[int, int]) -> bool:
-        for op, bound in self.comparators:
-            if not op(version, bound):
-                return False
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class Incompatibility:
-    profiles: tuple[str, ...]
-    conditions: tuple[tuple[str, str, Callable[[Any, Any], bool], Any], ...]
-    path: str
-    message: str
-
-    def values(self, limits) -> list | None:
-        """The offending limit values when every condition holds, else None."""
-        values = []
-        for profile, name, op, value in self.conditions:
-            actual = limits[profile][name]
-            if not op(actual, value):
-                return None
-            values.append(actual)
-        return values
-
-
-@lru_cache(maxsize=1)
-def combinations() -> tuple[tuple[Requirement, ...], tuple[Incompatibility, ...]]:
-    """The generated rows with their operators looked up once."""
-    requires = tuple(Requirement(p, r, tuple((_VERSION_OPS[op], tuple(b)) for op, b in comps), text)
-                     for p, r, comps, text in data.REQUIRES)
-    incompatible = tuple(Incompatibility(tuple(needed), tuple((p, n, _CONDITION_OPS[op], v) for p, n, op, v in conds),
-                                         path, message)
-                         for needed, conds, path, message in data.INCOMPATIBLE)
-    return requires, incompatible
-
-
 def combination_violations(adv: Mapping[str, list], limits: Mapping[str, Mapping[str, Any]], out: list) -> None:
-    """OEV120 (a prerequisite missing) and OEV121 (an incompatible combination), from the tables.
-    A prerequisite on the mandatory core that is absent is not repeated per dependant: the absence
-    itself is the one root finding (OEV101)."""
-    requires, incompatible = combinations()
-    for req in requires:
-        if req.profile not in adv:
-            continue
-        versions = adv.get(req.required)
-        if not versions:
-            if req.required == contract.CORE:
+    """OEV120 (a prerequisite missing) and OEV121 (an incompatible combination), judged by the
+    contract's one `combination_problems`, which the engine's start-up and UpdateConfig use too.
+    A profile whose only missing prerequisite is the mandatory core is not reported: the core's
+    absence is the one root finding (OEV101), not one more per dependant."""
+    cat = contract.catalogue()
+    versions = {name: max(vs) for name, vs in adv.items()}
+    core_missing = cat.core not in adv
+    for problem in contract.combination_problems(versions, limits, cat=cat):
+        if problem.rule == "requires":
+            info = cat.profile(problem.profile)
+            if core_missing and {r.profile for r in info.requires} == {cat.core}:
                 continue
-            versions = ()
-        for version in versions:
-            if req.satisfied_by(version):
-                break
+            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in adv[problem.profile]],
+                          "; ".join(f"{r.profile} {r.range}" for r in info.requires), problem.message))
         else:
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in versions], req.text,
-                          f"{req.profile} requires {req.text}"))
-    for inc in incompatible:
-        for name in inc.profiles:
-            if name not in adv:
-                break
-        else:
-            values = inc.values(limits)
-            if values is not None:
-                out.append(_v("OEV121", inc.path, values if inc.conditions else list(inc.profiles),
-                              "not this combination", inc.message))
+            values = [_value(limits, ref) for ref in problem.limits]
+            out.append(_v("OEV121", _path(cat, problem.limits), values or sorted(adv), "not this combination",
+                          problem.message))
+
+
+def _value(limits, reference: str):
+    lim = contract.catalogue().limit(reference)
+    return limits.get(lim.profile, {}).get(lim.name, lim.default) if lim is not None else None
+
+
+def _path(cat, references: tuple[str, ...]) -> str:
+    """The field path of the first limit a combination reads (`generation.speculative_decoding`)."""
+    lim = cat.limit(references[0]) if references else None
+    owner = cat.profile(lim.profile) if lim is not None else None
+    return f"{owner.capability_field}.{lim.name}" if owner is not None and owner.capability_field else "profiles"
 
 
 # -- whole messages --------------------------------------------------------------------------------
@@ -346,7 +291,6 @@ def check_role(adv, role: int, role_name: str, out: list) -> None:
 # -- the public constants, derived from the same tables -------------------------------------------
 
 _T = tables()
-REGISTRY_REVISION: int = data.REGISTRY_REVISION
 KNOWN_PROFILES: dict[str, tuple[int, int]] = {p.name: p.version for p in _T.profiles}
 CAPABILITY_FIELDS: dict[str, str] = {p.name: p.field for p in _T.with_field}
 MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _T.profiles if p.model_scoped)

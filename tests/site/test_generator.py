@@ -94,6 +94,7 @@ def _oespec(*args, cwd):
     return subprocess.run([sys.executable, "-m", "codegen.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_stale_region_fails_check_and_generate_fixes_it(bare_root):
     page = bare_root / "spec" / "index.md"
     page.write_text("# Home\n\n<!-- oespec:begin limits:openengine.load -->\nold\n"

@@ -151,6 +151,7 @@ def documents(draw):
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents())
 def test_generated_documents_agree(doc):

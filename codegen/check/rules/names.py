@@ -8,7 +8,7 @@ from codegen.check import CheckContext, Finding, rule
 from codegen.check.rules._common import at
 from codegen.diagnostics import Severity
 from codegen.registry.model import STANDARD_PREFIX
-from openengine import naming
+from contractkit import naming
 
 CANONICAL_NAME = re.compile(naming.CANONICAL_NAME)
 _RESERVED_WORD = STANDARD_PREFIX.rstrip(".")

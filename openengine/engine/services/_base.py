@@ -27,6 +27,19 @@ def invalid(field: str, message: str) -> Refused:
     return Refused(Code.INVALID_ARGUMENT, f"{field}: {message}")
 
 
+def refuse_bad_numbers(rt: Runtime, request, *, vocab_size: int = 0) -> None:
+    """REQ-SVC-005 through the shared admission check: a NaN or infinite number, a number outside
+    its field's domain, or a token id outside the vocabulary is refused with INVALID_ARGUMENT."""
+    from openengine.validate import number_violations
+
+    if rt.fault("numbers-not-checked"):
+        return
+    found = number_violations(request, vocab_size=vocab_size)
+    if found:
+        v = found[0]
+        raise Refused(Code.INVALID_ARGUMENT, f"{v.message} (expected {v.expected}; {v.requirement})")
+
+
 def _error(code, message, *, retryable=False, **details) -> generation_pb2.GenerateResponse:
     return generation_pb2.GenerateResponse(error=common_pb2.EngineError(
         code=code, message=message, retryable=retryable, details={k: str(v) for k, v in details.items()}))

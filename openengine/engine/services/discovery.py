@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from openengine.engine import alias
 from openengine.engine import model as lm
 from openengine.engine.contract import to_wire
 from openengine.engine.services._base import Base
@@ -21,8 +22,8 @@ class Discovery(Base):
         from openengine.engine.contract import ROLE_NAMES
         return discovery_pb2.EngineInfo(
             instance_id=rt.instance_id, engine_name=cfg.engine_name, engine_version=_engine_version(),
-            role=ROLE_NAMES[role], capability_revision=rt.revision, schema_revision=_schema_revision(),
-            minimum_client_revision=1,
+            role=ROLE_NAMES[role], capability_revision=rt.revision, schema_revision=rt.catalogue.schema_revision or 1,
+            minimum_client_revision=alias.minimum_client_revision(rt, rt.catalogue.schema_revision or 1),
             parallelism=discovery_pb2.Parallelism(
                 tensor_parallel_size=1,
                 pipeline_parallel_size=int(rt.limit("openengine.core", "pipeline_parallel_size")),
@@ -104,12 +105,3 @@ def _engine_version() -> str:
         return version("openengine-profiles")
     except Exception:
         return "0"
-
-
-def _schema_revision() -> int:
-    """The registry revision the contract was generated from (carried by the generated validators)."""
-    try:
-        from openengine.validate._tables import REGISTRY_REVISION
-        return int(REGISTRY_REVISION)
-    except (ImportError, AttributeError, ValueError):
-        return 1  # the first revision; never zero (EngineInfo.schema_revision)

@@ -8,7 +8,7 @@ import zlib
 
 from openengine.engine import model as lm
 from openengine.engine.runtime import Request
-from openengine.engine.services._base import Base, Code, Refused, _error, invalid
+from openengine.engine.services._base import Base, Code, Refused, _error, invalid, refuse_bad_numbers
 from openengine.v1 import common_pb2, generation_pb2, kv_pb2
 
 
@@ -49,6 +49,7 @@ class Inference(Base):
         model = self.model(request.model)
         m = rt.models[model].config
         s = request.sampling
+        refuse_bad_numbers(rt, request, vocab_size=lm.VOCAB_SIZE)
         kind = request.WhichOneof("prompt")
         if kind is None:
             raise invalid("prompt", "set text or token_ids")
@@ -92,10 +93,6 @@ class Inference(Base):
             raise invalid("sampling.guided.json_object", "must be true when set")
         if guided == "choice" and not s.guided.choice.values:
             raise invalid("sampling.guided.choice", "needs at least one choice")
-        if s.HasField("temperature") and s.temperature < 0:
-            raise invalid("sampling.temperature", "must not be negative")
-        if s.HasField("top_p") and not (0 < s.top_p <= 1):
-            raise invalid("sampling.top_p", "must be in (0, 1]")
         room = m.max_context_tokens - len(prompt) - extra_tokens
         if s.HasField("max_tokens"):
             if s.max_tokens < 1:
