@@ -21,7 +21,6 @@ _NAME_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
 # The registry rule OE003, the JSON Schemas and the validators' OEV102 all use this one pattern.
 CANONICAL_NAME = rf"^{_NAME_WORD}(?:\.{_NAME_WORD})+$"
 
-
 def snake_case(name: str) -> str:
     """`GuidedDecodingMode` -> `guided_decoding_mode`; `GPUKind` -> `gpu_kind`."""
     return _WORD_BOUNDARY.sub("_", name).lower()

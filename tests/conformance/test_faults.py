@@ -83,6 +83,19 @@ PLAN: dict[str, dict] = {
 }
 
 
+# The alias faults: each fails its own alias case against an engine serving both aliases.
+ALIASES = dict(aliases=("openengine", "control"), profiles=("load", "admin"))
+PLAN.update({
+    # load is left unadvertised so an alias GetLoad must be refused.
+    "alias-unadvertised-served": dict(run=["alias.*"], fails={"alias.unadvertised-unimplemented"},
+                                      engine=dict(aliases=("openengine", "control"), profiles=("admin",))),
+    "alias-abort-separate": dict(run=["alias.*"], fails={"alias.shared-requests"}, engine=ALIASES),
+    "alias-drain-unguarded": dict(run=["alias.*"], fails={"alias.admin-guard"}, engine=ALIASES),
+    "alias-answers-differ": dict(run=["alias.*"], fails={"alias.same-answers"}, engine=ALIASES),
+    "alias-not-in-health": dict(run=["alias.*"], fails={"alias.health"}, engine=ALIASES),
+})
+
+
 def test_every_fault_has_a_plan():
     assert sorted(FAULTS) == sorted(PLAN), "add the new fault to PLAN (and a case that catches it)"
 
