@@ -10,7 +10,7 @@ What a schema cannot express is checked by the Python validators only (see
 `openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
 rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
 as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
-and times (`format: date-time` plus a pattern); the expressions are `openengine.jsonforms`, which
+and times (`format: date-time` plus a pattern); the expressions are `contractkit.jsonforms`, which
 the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
 clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
 """
@@ -23,11 +23,12 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from contractkit.naming import enum_value_prefix
 from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
 from contractkit import naming
-from openengine.jsonforms import TIMESTAMP_PATTERN, integer_pattern
+from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
 SCHEMA_DIR = "schemas"
 PACKAGE = "openengine.v1"
@@ -195,7 +196,7 @@ class SchemaBuilder:
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
         by_name = {v.name: v.number for v in f.enum_type.values}
-        prefix = _upper_snake(f.enum_type.name) + "_"
+        prefix = enum_value_prefix(f.enum_type.name)
         names = [prefix + value.upper() for value in limit.type.enum_values]
         missing = [n for n in names if n not in by_name]
         if missing:
@@ -204,7 +205,7 @@ class SchemaBuilder:
 
     def default_json(self, f: FieldDescriptor, limit: Limit):
         if f.enum_type is not None:
-            prefix = _upper_snake(f.enum_type.name) + "_"
+            prefix = enum_value_prefix(f.enum_type.name)
             if isinstance(limit.default, list):
                 return [prefix + v.upper() for v in limit.default]
             return prefix + str(limit.default).upper()
@@ -237,12 +238,6 @@ class SchemaBuilder:
                                       "contains": {"allOf": [_named(req.profile), _version_in(req.range)]}}}},
                                   "description": f"{p.name} requires {req.profile} {req.range} (REQ-CAP-010)"})
         return rules
-
-
-def _upper_snake(name: str) -> str:
-    import re
-
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
 
 
 def _present(f: FieldDescriptor) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from codegen.generate import GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
 from codegen.registry.model import Condition, Limit, Profile, Registry
+from contractkit.naming import enum_value_name, snake_case
 
 PROTO_DIR = "proto"
 V1_DIR = "openengine/v1/"
@@ -82,14 +83,6 @@ class CapabilitiesView:
     file_option: str = ""
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _upper_snake(name: str) -> str:
-    return _snake(name).upper()
-
-
 def _quote(text: str) -> str:
     return json.dumps(text)
 
@@ -100,10 +93,6 @@ def _registry_text(value) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return "" if value is None else str(value)
-
-
-def enum_value_name(enum_name: str, value: str) -> str:
-    return f"{_upper_snake(enum_name)}_{value.upper()}"
 
 
 def limit_proto_type(limit: Limit) -> str:
@@ -162,7 +151,7 @@ def _enums(registry: Registry) -> list[EnumView]:
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
-            values = ((f"{_upper_snake(name)}_UNSPECIFIED", 0, "Not set; never a valid limit value."),) + tuple(
+            values = ((enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + tuple(
                 (enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
                 for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
             view = EnumView(name, f"Values of {profile.name} limit {limit.name}.", values)
@@ -275,7 +264,7 @@ def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceV
     views = []
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
-        file = f"openengine/v1/{_snake(short)}_service.proto"
+        file = f"openengine/v1/{snake_case(short)}_service.proto"
         methods, imports, profiles = [], {"openengine/v1/options.proto"}, []
         for profile, rpc in members:
             if profile.name not in profiles:

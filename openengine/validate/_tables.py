@@ -1,9 +1,9 @@
 """The capability rules as data, and the small interpreter that applies them.
 
 Limits (type, default, range, enum values), profile names, versions, scopes and roles are read
-once from the compiled descriptors (`openengine.contract`), and prerequisites and incompatible
-combinations are judged by the contract's `combination_problems`, so nothing here is generated
-and nothing repeats the registry. Everything the interpreter needs per limit (its kind, bounds,
+once from the compiled descriptors (`openengine.contract`); prerequisites and incompatible
+combinations are judged afterwards by the contract's `combination_problems` (`_capabilities`), so
+nothing here is generated and nothing repeats the registry. Everything the interpreter needs per limit (its kind, bounds,
 enum map) is decided once when the tables are built, so the per-message loop is a presence test
 and one comparison per set limit, close to the unrolled per-profile code it replaces
 (bench/results.md, Validators).
@@ -200,41 +200,6 @@ def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, 
 _canonical = re.compile(naming.CANONICAL_NAME).match
 
 
-# -- combinations -----------------------------------------------------------------------------------
-
-def combination_violations(adv: Mapping[str, list], limits: Mapping[str, Mapping[str, Any]], out: list) -> None:
-    """OEV120 (a prerequisite missing) and OEV121 (an incompatible combination), judged by the
-    contract's one `combination_problems`, which the engine's start-up and UpdateConfig use too.
-    A profile whose only missing prerequisite is the mandatory core is not reported: the core's
-    absence is the one root finding (OEV101), not one more per dependant."""
-    cat = contract.catalogue()
-    versions = {name: max(vs) for name, vs in adv.items()}
-    core_missing = cat.core not in adv
-    for problem in contract.combination_problems(versions, limits, cat=cat):
-        if problem.rule == "requires":
-            info = cat.profile(problem.profile)
-            if core_missing and {r.profile for r in info.requires} == {cat.core}:
-                continue
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in adv[problem.profile]],
-                          "; ".join(f"{r.profile} {r.range}" for r in info.requires), problem.message))
-        else:
-            values = [_value(limits, ref) for ref in problem.limits]
-            out.append(_v("OEV121", _path(cat, problem.limits), values or sorted(adv), "not this combination",
-                          problem.message))
-
-
-def _value(limits, reference: str):
-    lim = contract.catalogue().limit(reference)
-    return limits.get(lim.profile, {}).get(lim.name, lim.default) if lim is not None else None
-
-
-def _path(cat, references: tuple[str, ...]) -> str:
-    """The field path of the first limit a combination reads (`generation.speculative_decoding`)."""
-    lim = cat.limit(references[0]) if references else None
-    owner = cat.profile(lim.profile) if lim is not None else None
-    return f"{owner.capability_field}.{lim.name}" if owner is not None and owner.capability_field else "profiles"
-
-
 # -- whole messages --------------------------------------------------------------------------------
 
 def check_capabilities(caps, out: list):
@@ -251,7 +216,6 @@ def check_capabilities(caps, out: list):
             out.append(_v("OEV110", rule.field, None, f"{rule.name} in profiles",
                           f"{rule.field} is set but {rule.name} is not advertised"))
         limits[rule.name] = effective_limits(rule, msg, rule.field, out)
-    combination_violations(adv, limits, out)
     return adv, limits
 
 

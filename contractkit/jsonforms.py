@@ -1,8 +1,8 @@
 """The proto3 JSON forms of scalar values, as regular expressions: integers written as strings
 (with their range) and Timestamp strings.
 
-Both the generated JSON Schemas (`codegen/generate/jsonschemas.py`) and the Python validators
-(`openengine/validate/_json.py`) hold a document to these same expressions, so they agree on it.
+Both the generated JSON Schemas (the toolkit's schema generator) and the Python validators
+(`openengine.validate`) hold a document to these same expressions, so they agree on it.
 A protobuf JSON parser is more lenient than the proto3 JSON mapping (Python's accepts `"1_000"`,
 `"1e3"` and `"2026-1-5T1:2:3Z"`); the forms here are the mapping's. The expressions use only
 syntax ECMA-262 and Python share, as JSON Schema `pattern` requires.
