@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_faults:
         for fault in FAULTS.values():
-            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)})\n")
+            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)}) "
+                             f"[at {', '.join(fault.at)}]\n")
         return 0
     from openengine.engine import ConfigError, resolve_config
 

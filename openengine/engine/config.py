@@ -140,9 +140,6 @@ class ResolvedConfig:
     def limit(self, profile: str, name: str) -> Any:
         return self.limits[profile][name]
 
-    def fault(self, name: str) -> bool:
-        return name in self.faults
-
     @property
     def role(self) -> str:
         return self.config.role

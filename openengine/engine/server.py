@@ -52,10 +52,10 @@ class EngineServer:
         """The refusal a call of `rpc` gets before it runs, if any. `skip` names checks a fault
         leaves out ("profile", "auth"); only the alias faults use it."""
         rt = self.rt
-        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented") and "profile" not in skip:
+        if not rt.has(rpc.profile) and rt.hooks.at("rpc.refuse-unadvertised", True) and "profile" not in skip:
             return Refused(Code.UNIMPLEMENTED,
                            f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-        if rpc.service == ADMIN and not rt.fault("admin-no-auth") and "auth" not in skip:
+        if rpc.service == ADMIN and rt.hooks.at("admin.check-credentials", True) and "auth" not in skip:
             return self._authenticate(context)
         return None
 
@@ -70,14 +70,14 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            strict = self.rt.fault("bearer-scheme-case-sensitive")
+            strict = self.rt.hooks.at("admin.bearer-scheme-exact", False)
             if not bearer_matches(sent, token) or (strict and not sent.startswith("Bearer ")):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
     def _interceptors(self) -> list:
-        return [] if self.rt.fault("wire-policy-off") else [self.wire]
+        return self.rt.hooks.at("server.interceptors", [self.wire])
 
     async def invoke_unary(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
         """Run one unary v1 RPC as a call of it runs: gate, implementation, refusal as status.

@@ -31,9 +31,7 @@ def served(rt: "Runtime") -> list[AliasService]:
 
 def health_statuses(rt: "Runtime", v1: dict[str, int]) -> dict[str, int]:
     """Standard health entries of the served aliases, given the v1 ones (REQ-ALIAS-003)."""
-    if rt.fault("alias-not-in-health"):
-        return {}
-    return {a.service: v1[a.health_as] for a in served(rt) if a.health_as in v1}
+    return rt.hooks.at("health.aliases", {a.service: v1[a.health_as] for a in served(rt) if a.health_as in v1})
 
 
 def minimum_client_revision(rt: "Runtime", schema_revision: int) -> int:

@@ -32,12 +32,7 @@ class AliasBase:
         return rpc
 
     def _skip(self, v1: str) -> tuple[str, ...]:
-        skip = ()
-        if self.rt.fault("alias-unadvertised-served"):
-            skip += ("profile",)
-        if self.rt.fault("alias-drain-unguarded") and v1.endswith("/Drain"):
-            skip += ("auth",)
-        return skip
+        return self.rt.hooks.at("alias.gate-skips", (), v1=v1)
 
     async def unary(self, v1: str, request, context):
         return await self.invoker.invoke_unary(self._rpc(v1), request, context, skip=self._skip(v1))
