@@ -182,6 +182,21 @@ def test_health_reports_served_aliases_only_and_capabilities_never_list_them():
             grpc.StatusCode.UNIMPLEMENTED
 
 
+def _reflected(stubs) -> set[str]:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+    stub = reflection_pb2_grpc.ServerReflectionStub(stubs.channel)
+    responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+    return {s.name for s in responses[0].list_services_response.service}
+
+
+def test_reflection_lists_served_aliases_only():
+    with running(profiles=("load",), aliases=("openengine",)) as (engine, stubs):
+        listed = _reflected(stubs)
+        assert "openengine.v1.OpenEngine" in listed and "openengine.v1.Control" not in listed
+    with running(profiles=("load",)) as (engine, stubs):
+        assert not _reflected(stubs) & {"openengine.v1.OpenEngine", "openengine.v1.Control"}
+
+
 def test_no_alias_by_default():
     with running(profiles=("load",)) as (engine, stubs):
         old = Earlier(stubs.channel)
@@ -334,3 +349,29 @@ def test_kv_events_stream_through_either_alias(which):
         with pytest.raises(grpc.RpcError) as err:
             next(stub.SubscribeKvEvents(pb.SubscribeKvEventsRequest(include_snapshot=True)))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "include_snapshot" in err.value.details()
+
+
+def test_alias_from_the_command_line_and_the_configuration_file(tmp_path):
+    import argparse
+
+    from codegen.commands.engine import add_arguments, build_config
+    from openengine.engine import config_from_mapping
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert build_config(parser.parse_args(["--alias", "openengine, control"])).aliases == ("openengine", "control")
+    assert build_config(parser.parse_args([])).aliases == ()
+    assert config_from_mapping({"alias": ["control"]}).aliases == ("control",)
+    assert config_from_mapping({"alias": "openengine"}).aliases == ("openengine",)
+
+
+@pytest.mark.slow
+def test_unknown_alias_on_the_command_line_is_refused_without_a_traceback():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "codegen.cli", "engine", "--port", "0", "--alias", "contrl"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "unknown alias 'contrl'" in out.stderr and "openengine.v1.Control" in out.stderr
+    assert "Traceback" not in out.stderr
