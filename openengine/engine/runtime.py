@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
+from openengine.contract import WORK_SERVICES
 from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
 from openengine.engine.faults import Hooks
 from openengine.engine.state import RunState, transition
@@ -29,9 +30,6 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HEALTH_LIST_CAP = 100  # the upstream health protocol's List limit
 
-# Services that take new work: NOT_SERVING whenever the engine would refuse new requests
-# (REQ-HEALTH-007). Every other advertised service is a control service and stays SERVING.
-WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
 INFERENCE = "openengine.v1.Inference"
 ADMIN = "openengine.v1.Admin"
 
