@@ -54,6 +54,8 @@ def find_spec_dir(spec_dir=None) -> Path | None:
 def coverage(cases: list[Case], *, spec_dir=None) -> Coverage:
     by_req: dict[str, list[str]] = {}
     for c in cases:
+        if not c.observes:
+            continue
         for req in c.requirements:
             by_req.setdefault(req, []).append(c.id)
     root = find_spec_dir(spec_dir)

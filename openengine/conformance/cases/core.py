@@ -8,7 +8,7 @@ import contextlib
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE, RpcInfo, load_contract
 
@@ -72,7 +72,15 @@ async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
 def _served_case(profile: str):
     async def run(ctx: Context):
         advertised = {p.name: (p.major, p.minor) for p in ctx.capabilities.profiles}
-        version = advertised.get(profile, ctx.contract.profiles[profile].version)
+        defined = ctx.contract.profiles[profile].version
+        version = advertised.get(profile, defined)
+        if version[0] != defined[0]:
+            # The registry defines no RPC for another major: nothing to probe would pass vacuously.
+            raise Failed(f"advertised {profile} {version[0]}.{version[1]}, but the registry defines "
+                         f"only major {defined[0]}: advertise {profile} {defined[0]}.x "
+                         "(REQ-CAP-004)")
+        if profile == "openengine.admin" and not ctx.admin_on_main and not ctx.options.admin_elsewhere:
+            ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
         for rpc in ctx.contract.profiles[profile].rpcs:
             if rpc.since_version[0] != version[0] or rpc.since_version > version:
@@ -89,6 +97,9 @@ def _served_case(profile: str):
                 missing.append(rpc.full_name)
         expect(not missing, f"advertised {profile} {version[0]}.{version[1]} but "
                             f"{', '.join(missing)} answered UNIMPLEMENTED")
+        if not checked:
+            raise Unchecked(f"{profile} {version[0]}.{version[1]} has no RPC the runner may probe "
+                            "without disrupting the engine")
         return f"{checked} RPCs answered"
     return run
 
@@ -164,7 +175,7 @@ async def capabilities_stable(ctx: Context):
         expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
     finally:
         call.cancel()
-    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+    if ctx.can_admin():
         async with ctx.paused():
             paused = key(await ctx.discovery_rpc.GetCapabilities(
                 discovery_pb2.GetCapabilitiesRequest()))
@@ -362,7 +373,7 @@ async def revision_unchanged(ctx: Context):
     before = ctx.engine_info.capability_revision
     await ctx.generate(ctx.generate_request(max_tokens=3))
     done = ["a request"]
-    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+    if ctx.can_admin():
         async with ctx.paused():
             mid = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
             expect(mid.capability_revision == before,
