@@ -74,17 +74,18 @@ class Inference(Base):
             raise invalid("sampling.n", f"{n} exceeds openengine.core.max_sequences = {lim('max_sequences')}")
         if s.HasField("logprobs") and s.logprobs > lim("max_logprobs"):
             raise invalid("sampling.logprobs", f"{s.logprobs} exceeds openengine.core.max_logprobs = {lim('max_logprobs')}")
+        switches = not rt.fault("features-off-accepted")
         if s.HasField("prompt_logprobs"):
-            if not lim("prompt_logprobs"):
+            if switches and not lim("prompt_logprobs"):
                 raise invalid("sampling.prompt_logprobs", "prompt log-probabilities are off (openengine.core.prompt_logprobs = false)")
             if s.prompt_logprobs > lim("max_logprobs"):
                 raise invalid("sampling.prompt_logprobs", f"{s.prompt_logprobs} exceeds openengine.core.max_logprobs = {lim('max_logprobs')}")
-        if s.HasField("min_p") and not lim("min_p"):
+        if switches and s.HasField("min_p") and not lim("min_p"):
             raise invalid("sampling.min_p", "min-p sampling is off (openengine.core.min_p = false)")
-        if s.logit_bias and not lim("logit_bias"):
+        if switches and s.logit_bias and not lim("logit_bias"):
             raise invalid("sampling.logit_bias", "logit bias is off (openengine.core.logit_bias = false)")
         guided = s.guided.WhichOneof("constraint") if s.HasField("guided") else None
-        if guided is not None and guided not in lim("guided_decoding_modes"):
+        if switches and guided is not None and guided not in lim("guided_decoding_modes"):
             modes = ", ".join(lim("guided_decoding_modes")) or "none"
             raise invalid(f"sampling.guided.{guided}",
                           f"mode not in openengine.core.guided_decoding_modes ({modes})")
@@ -169,11 +170,26 @@ class Inference(Base):
                       kv_session=kv.session_id if kv is not None else "",
                       rank=zlib.crc32(request_id.encode()) % rt.config.data_parallel_size)
         rt.scheduler.submit(req)
+        ended = False
         try:
             async for message in self._run(req, request, plan, prompt, max_tokens, producer, context):
                 yield message
+            ended = True
         finally:
-            rt.scheduler.release(req)
+            if not ended and req.aborted is None and rt.fault("client-cancel-ignored"):
+                rt.keep(asyncio.ensure_future(self._run_unwatched(req, max_tokens)))
+            else:
+                rt.scheduler.release(req)
+
+    async def _run_unwatched(self, req, max_tokens: int) -> None:
+        """For the client-cancel-ignored fault: the cancelled request runs on to its end."""
+        delay = max(self.rt.config.token_delay_ms / 1000.0, 0.001)
+        try:
+            while req.generated < max_tokens and req.aborted is None:
+                await asyncio.sleep(delay)
+                req.generated += 1
+        finally:
+            self.rt.scheduler.release(req)
 
     async def _run(self, req, request, plan, prompt, max_tokens, producer, context):
         rt = self.rt
