@@ -175,11 +175,11 @@ def features_off_refused(engine, stubs):
 
 
 def client_cancel_frees(engine, stubs):
-    long = G.SamplingParams(max_tokens=200, min_tokens=200, ignore_eos=True)
+    long = G.SamplingParams(max_tokens=256, min_tokens=256, ignore_eos=True)   # over 0.5 s
     call = stubs.inference.Generate(G.GenerateRequest(text="x", sampling=long), timeout=10)
     next(call)
     call.cancel()
-    deadline = time.monotonic() + 0.5
+    deadline = time.monotonic() + 0.2
     while time.monotonic() < deadline:
         if stubs.observability.GetLoad(L.GetLoadRequest()).running_requests == 0:
             return True
