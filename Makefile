@@ -10,17 +10,22 @@ STAMP := $(VENV)/.installed
 BASE ?= origin/main
 
 .DEFAULT_GOAL := all
-.PHONY: all setup generate bindings check test site serve breaking engine conformance bench clean
+.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean
 
 all: setup generate check site
 
 # Idempotent: reinstalls only when requirements.txt or pyproject.toml changed.
-setup: $(STAMP)
+setup: $(STAMP) system-packages
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
+
+# Debian packages the site build needs (Graphviz `dot` draws the dependency picture), installed
+# only when missing and only where apt-get may run; otherwise it says what to install.
+system-packages:
+	@.ci/system-packages --if-possible graphviz
 
 # Every file derived from profiles.yaml (committed sources and the Python bindings).
 generate: setup
@@ -36,8 +41,17 @@ check: setup
 	$(OESPEC) spec
 	$(BIN)/buf lint
 
+# Every test, spread over one worker per core (pytest-xdist). Tests that share a built site run on
+# one worker (`xdist_group`). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 test: setup bindings
-	$(BIN)/python -m pytest
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The fast lane: every test not marked slow or browser (see pyproject.toml), in under a minute.
+test-fast: setup bindings
+	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)
 
 # What the working tree breaks compared with BASE (a git ref): `make breaking BASE=origin/main`.
 # FORMAT=github turns the findings into pull-request annotations.
@@ -46,8 +60,10 @@ breaking: setup
 	$(OESPEC) breaking --against $(BASE) --format $(FORMAT)
 
 # The protocol site (spec/ plus the generated reference) into site/build/: strict, offline, seconds.
+# Not --quiet: mkdocs counts strict-mode warnings only when they are logged, so --quiet would let a
+# broken link or anchor pass.
 site: setup
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The same site on http://127.0.0.1:8000/, rebuilt and reloaded on every change.
 serve: setup
@@ -59,13 +75,14 @@ ARGS ?=
 engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
-# The conformance demo: the reference engine on a free port with every profile, the whole suite
-# against it (its graceful shutdown is the last case), and the engine gone afterwards.
+# The conformance demo: the reference engine on a free port with every profile and both
+# compatibility aliases, the whole suite against it (its graceful shutdown is the last case), and
+# the engine gone afterwards.
 # CONFORMANCE_ARGS passes more runner flags, e.g. `--junit report.xml` or `--format json`.
 CONFORMANCE_ARGS ?=
 conformance: setup bindings
 	@set -e; log=$$(mktemp); token=conformance-demo; \
-	$(OESPEC) engine --port 0 --profiles all --admin-token $$token >$$log 2>&1 & pid=$$!; \
+	$(OESPEC) engine --port 0 --profiles all --alias openengine,control --admin-token $$token >$$log 2>&1 & pid=$$!; \
 	trap 'kill $$pid 2>/dev/null || true; rm -f $$log' EXIT; \
 	addr=; for i in $$(seq 200); do \
 	  addr=$$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' $$log | head -n1); \

@@ -1,11 +1,14 @@
 """The contract as the compiled descriptors describe it.
 
 Which RPC belongs to which profile (and since which version), the profiles' versions, scopes and
-roles, their capability fields and the typed limits with their defaults and ranges are all read
-here from the custom options the generator put on the services and the capability messages
-(`openengine.v1.options_pb2`). The reference engine and the conformance runner both build on this
-one reader, so neither carries a second copy of the catalogue and both work wherever the bindings
-are installed, without `profiles.yaml` next to them.
+roles, whether they are mandatory or deprecated, their prerequisites and incompatible
+combinations, their capability fields, the typed limits with their defaults and ranges, and the
+registry revision are all read here from the custom options the generator put on the services,
+the capability messages and `capabilities.proto` itself (`openengine.v1.options_pb2`).
+
+This module is the runtime's only reader of the contract: the reference engine, the conformance
+runner, the validators and the client build on it, so none carries a second copy of the catalogue
+and all work wherever the bindings are installed, without `profiles.yaml` next to them.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import json
 import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from google.protobuf import descriptor as _d
 from google.protobuf import message_factory
 
 import openengine.v1 as _v1
-from openengine.v1 import capabilities_pb2, options_pb2
+from contractkit.conditions import condition_holds, condition_text
+from contractkit.naming import enum_spelling
+from contractkit.versions import VersionRange
+from openengine.v1 import capabilities_pb2, common_pb2, options_pb2
 
 STANDARD_PREFIX = "openengine."
 CORE = "openengine.core"
@@ -74,8 +80,7 @@ class LimitInfo:
         """Registry spelling (`json_schema`) -> enum number, derived from the enum's value names."""
         if self.enum is None:
             return {}
-        prefix = _enum_prefix(self.enum)
-        return {v.name[len(prefix):].lower(): v.number for v in self.enum.values if v.number != 0}
+        return {enum_spelling(self.enum.name, v.name): v.number for v in self.enum.values if v.number != 0}
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,44 @@ class RpcInfo:
 
 
 @dataclass(frozen=True)
+class Prerequisite:
+    """`requires`: `profile` must be advertised in a version `range` contains."""
+
+    profile: str
+    range: VersionRange
+
+
+@dataclass(frozen=True)
+class LimitCondition:
+    """`<profile>.<limit> <operator> <value>` over a limit's effective value."""
+
+    profile: str
+    limit: str
+    operator: str
+    value: Any
+
+    @property
+    def reference(self) -> str:
+        return f"{self.profile}.{self.limit}"
+
+    def holds(self, actual: Any) -> bool:
+        return condition_holds(self.operator, self.value, actual)
+
+    def __str__(self) -> str:
+        return condition_text(self.reference, self.operator, self.value)
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """`incompatible_with`: the owning profile cannot be advertised together with `profile` (when
+    set) while every condition holds; no conditions means never together."""
+
+    profile: str | None
+    when: tuple[LimitCondition, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
 class ProfileInfo:
     name: str
     version: tuple[int, int]
@@ -127,6 +170,10 @@ class ProfileInfo:
     capability_message: _d.Descriptor | None
     limits: tuple[LimitInfo, ...]
     rpcs: tuple[RpcInfo, ...] = ()
+    mandatory: bool = False
+    deprecated: str = ""          # why, and what replaces it; empty when not deprecated
+    requires: tuple[Prerequisite, ...] = ()
+    incompatible_with: tuple[Incompatibility, ...] = ()
 
     @property
     def short_name(self) -> str:
@@ -159,6 +206,8 @@ class Catalogue:
     services: dict[str, _d.ServiceDescriptor] = field(default_factory=dict)
     rpcs: tuple[RpcInfo, ...] = ()
     core: str = ""
+    registry_revision: int = 0    # registry.revision the contract was generated from
+    schema_revision: int = 0      # registry.schema_revision (EngineInfo.schema_revision); 0 if undeclared
 
     def profile(self, name: str) -> ProfileInfo | None:
         return next((p for p in self.profiles if p.name == name), None)
@@ -184,20 +233,105 @@ class Catalogue:
         return None
 
 
+@dataclass(frozen=True)
+class CombinationProblem:
+    """One broken prerequisite or incompatible combination among advertised profiles."""
+
+    profile: str                  # the profile whose declaration is broken
+    rule: str                     # "requires" or "incompatible_with"
+    limits: tuple[str, ...]       # limit references the conditions read (empty for a prerequisite)
+    message: str
+    prerequisite: Prerequisite | None = None        # the broken `requires` entry
+    incompatibility: Incompatibility | None = None  # the `incompatible_with` entry that applies
+    values: tuple[Any, ...] = ()  # the effective values the conditions read, or the versions found
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _versions(have: Any) -> list[tuple[int, int]]:
+    """An advertised entry as versions: one (major, minor), or several (one per advertised major)."""
+    if have is None:
+        return []
+    if isinstance(have, tuple) and len(have) == 2 and all(isinstance(v, int) for v in have):
+        return [have]
+    return [tuple(v) for v in have]
+
+
+def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
+                         limits: Mapping[str, Mapping[str, Any]] | None = None, *,
+                         cat: Catalogue | None = None) -> list[CombinationProblem]:
+    """Every missing prerequisite and forbidden combination among `advertised` profiles.
+
+    `advertised` maps profile names to the (major, minor) version served, or to several versions
+    when an engine advertises more than one major (a prerequisite holds when any satisfies it); a
+    plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
+    value; a limit left out takes its contract default, so a partial mapping (or what a capability
+    message sets) is judged on effective values. The declarations come from the compiled
+    descriptors only. The reference engine's start-up and `UpdateConfig`, the validators and the
+    conformance runner all judge combinations with this one function, so what one refuses the
+    others refuse too. `cat` defaults to the compiled catalogue.
+    """
+    cat = cat or catalogue()
+    if not isinstance(advertised, Mapping):
+        advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
+    limits = limits or {}
+
+    def effective(condition: LimitCondition) -> Any:
+        own = limits.get(condition.profile, {})
+        if condition.limit in own:
+            return own[condition.limit]
+        info = cat.limit(condition.reference)
+        return info.default if info is not None else None
+
+    problems: list[CombinationProblem] = []
+    for profile in cat.profiles:
+        if profile.name not in advertised:
+            continue
+        for req in profile.requires:
+            have = _versions(advertised.get(req.profile))
+            if not have:
+                problems.append(CombinationProblem(
+                    profile.name, "requires", (),
+                    f"{profile.name} requires {req.profile} ({req.range}), which is not advertised; "
+                    f"add {req.profile} or drop {profile.name}", prerequisite=req))
+            elif not any(req.range.contains(v) for v in have):
+                shown = " and ".join(f"{m}.{n}" for m, n in have)
+                problems.append(CombinationProblem(
+                    profile.name, "requires", (),
+                    f"{profile.name} requires {req.profile} {req.range}, but {req.profile} "
+                    f"{shown} is advertised", prerequisite=req, values=tuple(have)))
+        for inc in profile.incompatible_with:
+            if inc.profile is not None and inc.profile not in advertised:
+                continue
+            if not all(c.profile in advertised and c.holds(effective(c)) for c in inc.when):
+                continue
+            other = f" with {inc.profile}" if inc.profile and inc.profile != profile.name else ""
+            condition = f" while {' and '.join(str(c) for c in inc.when)}" if inc.when else ""
+            problems.append(CombinationProblem(
+                profile.name, "incompatible_with", tuple(c.reference for c in inc.when),
+                f"{profile.name} cannot be served{other}{condition}: {inc.reason}",
+                incompatibility=inc, values=tuple(effective(c) for c in inc.when)))
+    return problems
+
+
+def role_numbers() -> dict[str, int]:
+    """Role spelling (`prefill`, as scopes and `--role` write it) -> `Role` enum number, from the
+    `Role` enum itself."""
+    enum = common_pb2.Role.DESCRIPTOR
+    return {enum_spelling(enum.name, v.name): v.number for v in enum.values if v.number != 0}
+
+
+def role_spelling(number: int) -> str:
+    """`Role` enum number -> its value name (`ROLE_PREFILL`), or the number when unknown."""
+    value = common_pb2.Role.DESCRIPTOR.values_by_number.get(number)
+    return value.name if value is not None else str(number)
+
+
 def parse_version(text: str) -> tuple[int, int]:
     """`1.2` -> (1, 2); a missing part counts as 0."""
     major, _, minor = (text or "0.0").partition(".")
     return int(major or 0), int(minor or 0)
-
-
-def _enum_prefix(enum: _d.EnumDescriptor) -> str:
-    """GuidedDecodingMode -> GUIDED_DECODING_MODE_ (the value-name prefix proto style uses)."""
-    out = []
-    for i, ch in enumerate(enum.name):
-        if ch.isupper() and i and not enum.name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.upper())
-    return "".join(out) + "_"
 
 
 def _parse_default(text: str, lim_field: _d.FieldDescriptor) -> Any:
@@ -222,12 +356,35 @@ def _service_modules():
             yield importlib.import_module(f"{_v1.__name__}.{info.name}")
 
 
+def _registry_contract() -> options_pb2.RegistryContract:
+    """The registry_contract file option of capabilities.proto."""
+    return capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
+
+
+def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
+    return dict(
+        version=parse_version(decl.version), scope=decl.scope or "engine", roles=tuple(decl.roles),
+        mandatory=decl.mandatory, deprecated=decl.deprecated,
+        requires=tuple(Prerequisite(r.profile, VersionRange.parse(r.version_range)) for r in decl.requires),
+        incompatible_with=tuple(
+            Incompatibility(i.profile or None,
+                            tuple(LimitCondition(c.profile, c.limit, c.operator, json.loads(c.value))
+                                  for c in i.when),
+                            i.reason)
+            for i in decl.incompatible_with))
+
+
 @lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
     """Read the catalogue from the compiled descriptors (once per process)."""
+    contract = _registry_contract()
+    declarations = {d.name: d for d in contract.profiles}
     cap_fields = {f.message_type.full_name: f.name for f in capabilities_pb2.Capabilities.DESCRIPTOR.fields
                   if f.message_type is not None and f.name != "profiles"}
-    profiles: dict[str, dict] = {}
+    profiles: dict[str, dict] = {
+        name: dict(name=name, capability_field=None, capability_message=None, limits=(), rpcs=[],
+                   **_declared_facts(decl))
+        for name, decl in declarations.items()}
     for msg in capabilities_pb2.DESCRIPTOR.message_types_by_name.values():
         opts = msg.GetOptions()
         if not opts.HasExtension(options_pb2.capability_profile):
@@ -241,9 +398,9 @@ def catalogue() -> Catalogue:
             lo = fo.Extensions[options_pb2.limit]
             limits.append(LimitInfo(cp.profile, f.name, f, _parse_default(lo.default, f),
                                     _parse_bound(lo.minimum), _parse_bound(lo.maximum), lo.unit))
-        profiles[cp.profile] = dict(name=cp.profile, version=parse_version(cp.version), scope=cp.scope,
-                                    roles=tuple(cp.roles), capability_field=cap_fields.get(msg.full_name),
-                                    capability_message=msg, limits=tuple(limits), rpcs=[])
+        entry = profiles.setdefault(cp.profile, dict(
+            name=cp.profile, version=parse_version(cp.version), scope=cp.scope, roles=tuple(cp.roles), rpcs=[]))
+        entry.update(capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
     services: dict[str, _d.ServiceDescriptor] = {}
     rpcs: list[RpcInfo] = []
     for module in _service_modules():
@@ -256,22 +413,21 @@ def catalogue() -> Catalogue:
                 mp = mo.Extensions[options_pb2.method_profile]
                 rpc = RpcInfo(svc.full_name, method, mp.profile, mp.since)
                 rpcs.append(rpc)
-                entry = profiles.get(mp.profile)
-                if entry is None:  # a profile without a capability message
-                    entry = profiles[mp.profile] = dict(
-                        name=mp.profile, version=parse_version(mp.since), scope="engine", roles=(),
-                        capability_field=None, capability_message=None, limits=(), rpcs=[])
+                entry = profiles.setdefault(mp.profile, dict(
+                    name=mp.profile, version=parse_version(mp.since), scope="engine", roles=(),
+                    capability_field=None, capability_message=None, limits=(), rpcs=[]))
                 entry["rpcs"].append(rpc)
     built = []
     for entry in profiles.values():
         entry["rpcs"] = tuple(entry["rpcs"])
         built.append(ProfileInfo(**entry))
-    # Contract order: the order of the Capabilities fields (registry order), then the rest.
+    # Contract order: the order of the Capabilities fields, then the rest in registry order.
     order = {name: i for i, name in enumerate(cap_fields.values())}
     built.sort(key=lambda p: order.get(p.capability_field, len(order)))
     ordered_services = dict(sorted(services.items(), key=lambda kv: _service_rank(kv[0], rpcs, built)))
-    core = built[0].name if built else ""
-    return Catalogue(tuple(built), ordered_services, tuple(rpcs), core)
+    core = next((p.name for p in built if p.mandatory), built[0].name if built else "")
+    return Catalogue(tuple(built), ordered_services, tuple(rpcs), core, contract.revision,
+                     contract.schema_revision)
 
 
 def _service_rank(service, rpcs, profiles):

@@ -7,7 +7,7 @@ a handler only says what changed, where, and which profile it belongs to.
 from __future__ import annotations
 
 from codegen.breaking import Change, Context, rule
-from codegen.breaking.match import EDITORIAL_FIELDS, Pair, contract, fingerprint
+from codegen.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
 from codegen.diagnostics import Loc, Severity
 from codegen.registry import Limit, Profile
 
@@ -127,9 +127,28 @@ def since_not_new_version(pair: Pair, ctx: Context):
       purpose="any change to what a profile promises comes with a version bump (editorial text excepted)")
 def changed_without_version(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
-    if pair.kept and prev.version == cur.version and contract(prev) != contract(cur):
-        yield Change(_at(cur, "version"), f"what {cur.name} promises changed (not only its text)", cur.name,
+    if not pair.kept or prev.version != cur.version:
+        return
+    changes = contract_changes(prev, cur, ctx.baseline.package if ctx.baseline else None, ctx.current.package)
+    if changes:
+        shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
+        yield Change(_at(cur, "version"), f"what {cur.name} promises changed: {shown}", cur.name,
                      _at(prev, "version"))
+
+
+@rule("OEB009", "package-changed", requirement="REQ-VER-003", kinds="registry", category="registry",
+      breaks="both", bump="major",
+      purpose="`registry.package` names every service and message on the wire: changing it breaks every "
+              "profile, so each needs a new major version")
+def package_changed(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is None or prev.package == cur.package:
+        return
+    for profile in cur.profiles:
+        if prev.profile(profile.name) is not None:
+            yield Change(_at(cur, "package"), f"registry.package changed from {prev.package} to {cur.package}: "
+                         f"every RPC and message of {profile.name} has a new wire name", profile.name,
+                         _at(prev, "package"))
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -292,13 +311,67 @@ def incompatibility_added(pair: Pair, ctx: Context):
         yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
 
 
+def _implies(a, b) -> bool:
+    """Does condition `a` holding guarantee that condition `b` holds (same limit)?"""
+    if a.reference != b.reference:
+        return False
+    if condition_key(a) == condition_key(b):
+        return True
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    if not (number(a.value) and number(b.value)):
+        return b.operator == "not_equals" and a.operator == "equals" and a.value != b.value
+    if b.operator == "at_least":
+        return a.operator in ("at_least", "equals") and a.value >= b.value
+    if b.operator == "at_most":
+        return a.operator in ("at_most", "equals") and a.value <= b.value
+    if b.operator == "not_equals":
+        return (a.operator == "equals" and a.value != b.value) or \
+               (a.operator == "at_least" and a.value > b.value) or (a.operator == "at_most" and a.value < b.value)
+    return False
+
+
+def _forbids_less(before, after) -> bool:
+    """Conditions are AND-ed: `after` forbids a subset of what `before` did when every old
+    condition follows from the new ones."""
+    return all(any(_implies(new, old) for new in after.when) for old in before.when)
+
+
+def incompatibility_loosened(before, after) -> bool:
+    same = {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when}
+    return not same and _forbids_less(before, after)
+
+
+def _conditions(inc) -> str:
+    return " and ".join(sorted(str(c) for c in inc.when)) or "always"
+
+
 @rule("OEB024", "incompatibility-changed", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
       breaks="both", bump="major",
-      purpose="the conditions of an incompatibility never change within a major")
+      purpose="the conditions of an incompatibility never tighten or change within a major (their order "
+              "does not matter: they are AND-ed)")
 def incompatibility_changed(pair: Pair, ctx: Context):
-    if pair.kept and fingerprint(pair.previous, skip=EDITORIAL_FIELDS) != fingerprint(pair.current, skip=EDITORIAL_FIELDS):
-        yield Change(pair.current.loc, f"conditions of the incompatibility of {pair.cur_parent.name} "
-                     f"{_with(pair.key)} changed", _owner(pair), pair.previous.loc)
+    if not pair.kept:
+        return
+    before, after = pair.previous, pair.current
+    if {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when}:
+        return
+    if incompatibility_loosened(before, after):
+        return  # OEB026
+    yield Change(after.loc, f"conditions of the incompatibility of {pair.cur_parent.name} "
+                 f"{_with(pair.key)} changed from '{_conditions(before)}' to '{_conditions(after)}'",
+                 _owner(pair), before.loc)
+
+
+@rule("OEB026", "incompatibility-loosened", requirement="REQ-VER-002", kinds="incompatibility",
+      category="combination", breaks="clients", bump="minor",
+      purpose="an incompatibility whose conditions now forbid fewer combinations (a condition added, a "
+              "threshold moved outward): like dropping it, it allows more, so servers stay conforming and "
+              "only clients that relied on the combination never occurring notice; a minor version")
+def incompatibility_loosened_rule(pair: Pair, ctx: Context):
+    if pair.kept and incompatibility_loosened(pair.previous, pair.current):
+        yield Change(pair.current.loc, f"the incompatibility of {pair.cur_parent.name} "
+                     f"{_with(pair.key)} was loosened from '{_conditions(pair.previous)}' to "
+                     f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
 
 
 @rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
@@ -346,8 +419,11 @@ def rpc_moved(pair: Pair, ctx: Context):
 def rpc_signature_changed(pair: Pair, ctx: Context):
     if not pair.kept:
         return
+    packages = (ctx.baseline.package if ctx.baseline else None, ctx.current.package)
     for key in ("request", "response", "streaming"):
         before, after = getattr(pair.previous, key), getattr(pair.current, key)
+        if key != "streaming":  # the short and the package-qualified spelling name one message
+            before, after = type_name(before, packages[0]), type_name(after, packages[1])
         if before != after:
             yield Change(_at(pair.current, key), f"{key} of RPC {pair.key} changed from {before} to {after}",
                          pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
@@ -477,6 +553,31 @@ def limit_range_widened(pair: Pair, ctx: Context):
         for key, text in _bound_moves(pair.previous, pair.current)[1]:
             loc = _at(pair.current, key) if key in pair.current.locs else pair.current.loc
             yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="an enum value keeps its wire number (a major may change it); a number once used never names "
+              "another value (an error no bump can make legal)")
+def limit_enum_renumbered(pair: Pair, ctx: Context):
+    if not pair.kept or pair.previous.type.base != "enum" or pair.current.type.base != "enum":
+        return
+    before, after = pair.previous.type.enum_wire, pair.current.type.enum_wire
+    owner_of = {number: value for value, number in before.items()}
+    for index, (value, number) in enumerate(after.items()):
+        loc = _at(pair.current, f"values.{value}") if pair.current.type.numbered else \
+            _at(pair.current, f"values[{index}]")
+        if value in before and before[value] != number:
+            yield Change(loc, f"enum value {value} of limit {pair.key} changed its wire number from "
+                         f"{before[value]} to {number}", _owner(pair), _at(pair.previous, "values"),
+                         hint=f"give {value} its number {before[value]} back (write `values:` as a mapping "
+                              "of value to number, so order never matters)")
+        elif value not in before and number in owner_of:
+            yield Change(loc, f"enum value {value} of limit {pair.key} reuses wire number {number}, which "
+                         f"was {owner_of[number]}; old peers would read it as {owner_of[number]}", _owner(pair),
+                         _at(pair.previous, "values"), severity=Severity.ERROR,
+                         hint=f"give {value} a number never used before (above {max(owner_of)}); like proto enum "
+                              "numbers, a number is never reused, not even in a new major")
 
 
 # --- deprecation ---------------------------------------------------------------------------------

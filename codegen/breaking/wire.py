@@ -4,8 +4,9 @@ buf judges what the registry cannot see (field numbers and types inside hand-wri
 enum values, files, packages). The category is FILE: the Python bindings are imported per file
 (`from openengine.v1 import load_pb2`), so moving a message to another file breaks generated code
 even though the bytes on the wire stay the same. Each finding is attributed, when its names allow,
-to the profiles that own the element; when every owner received a new major version in the same
-change, the finding is accepted and reported as info.
+to every profile that owns the element, transitively (`codegen.breaking.ownership`); when every
+owner received a new major version in the same change, or was removed after being deprecated, the
+finding is accepted and reported as info.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from codegen.breaking import Context, Rule
+from codegen.breaking.ownership import WireGraph, attribute, is_generated, load_graph
 from codegen.diagnostics import Diagnostic, Severity
 from codegen.registry import Registry
 
@@ -97,44 +99,27 @@ def run_buf(current: Path, baseline: Path, *, buf: str | None = None) -> list[di
                     "make sure both the working tree's and the baseline's protos compile (`buf build`)")
 
 
-_NAMED = re.compile(r'\b(message|service|RPC|enum|file) "([^"]+)"')
+def _accepted_by(profile: str, ctx: Context) -> str | None:
+    """Why a wire change owned by `profile` is legal: a new major of it, or its removal after it
+    was deprecated (REQ-VER-009). None when it is not."""
+    prev = ctx.baseline.profile(profile) if ctx.baseline else None
+    cur = ctx.current.profile(profile)
+    if prev is not None and cur is not None and ctx.bump(profile) == "major":
+        return f"major bump of {profile}: {prev.version} -> {cur.version}"
+    if prev is not None and cur is None and prev.deprecated is not None:
+        return f"{profile} {prev.version} removed after its deprecation"
+    return None
 
 
-def owners(message: str, baseline: Registry | None) -> set[str]:
-    """Profiles (of the baseline registry) that own the elements a buf message names."""
-    if baseline is None:
-        return set()
-    names: dict[str, list[str]] = {}
-    for kind, value in _NAMED.findall(message):
-        names.setdefault(kind, []).append(value)
-    pkg = baseline.package
-    found: set[str] = set()
-    services = names.get("service", [])
-    rpcs = names.get("RPC", [])
-    for service in services:
-        if rpcs:
-            for rpc in rpcs:
-                owner = baseline.rpc_owner().get(f"{pkg}.{service}/{rpc}")
-                if owner:
-                    found.add(owner.name)
-        else:
-            found |= {p.name for p, r in baseline.all_rpcs() if r.service == f"{pkg}.{service}"}
-    for msg in names.get("message", []):
-        top = msg.split(".")[0]
-        for profile in baseline.profiles:
-            listed = {m.name.rsplit(".", 1)[-1] for m in profile.messages}
-            listed |= {n.rsplit(".", 1)[-1] for r in profile.rpcs if r.package == pkg for n in (r.request, r.response)}
-            if profile.capability and profile.capability.message == top or top in listed:
-                found.add(profile.name)
-    for enum in names.get("enum", []):
-        for profile in baseline.profiles:
-            if any(lim.type.enum_name == enum for lim in profile.limits):
-                found.add(profile.name)
-    return found
+def fold(findings: list[dict], ctx: Context, *, proto_display: str, graph: WireGraph | None = None,
+         current_root: Path | None = None, baseline_root: Path | None = None) -> list[Diagnostic]:
+    """buf JSON findings -> Diagnostics (path relative to the repository, `buf:<RULE>` ids).
 
-
-def fold(findings: list[dict], ctx: Context, *, proto_display: str) -> list[Diagnostic]:
-    """buf JSON findings -> Diagnostics (path relative to the repository, `buf:<RULE>` ids)."""
+    Each finding is charged to every profile that owns what it names (`codegen.breaking.ownership`);
+    it is accepted when each of them received a new major version or was removed after being
+    deprecated. A finding on a file generated from the registry also names the registry element
+    (and its line) that produced the changed proto element.
+    """
     diags = []
     for f in findings:
         rule_id = f"buf:{f.get('type', 'UNKNOWN')}"
@@ -142,20 +127,37 @@ def fold(findings: list[dict], ctx: Context, *, proto_display: str) -> list[Diag
         rel = f.get("path")
         path = f"{proto_display}/{rel}" if rel else proto_display
         line, column = (int(f.get("start_line", 0)), int(f.get("start_column", 0))) if rel else (0, 0)
-        profiles = sorted(owners(message, ctx.baseline))
+        generated = False
+        if rel:
+            where = [root / rel for root in (current_root, baseline_root) if root is not None and (root / rel).is_file()]
+            generated = bool(where) and is_generated(where[0])
+        found = attribute(message, ctx.baseline, ctx.current, graph, generated=generated)
+        profiles = sorted(found.owners)
         details = {"breaks": "both", "bump": "major", "requirement": WIRE_RULE.requirement}
         if profiles:
             details["profile"] = ", ".join(profiles)
-        accepted = bool(profiles) and all(ctx.bump(p) == "major" for p in profiles)
-        if accepted:
+        if found.origin is not None:
+            origin = found.origin
+            registry_path = ctx.current.path if origin.side == "current" else f"{ctx.baseline_path}"
+            at = f"{registry_path}:{origin.loc}" + (f" at {ctx.ref}" if origin.side == "baseline" else "")
+            details["registry"] = f"{at}: {origin.what}"
+            message = f"{message} (generated from {origin.what}, {at})"
+        reasons = [_accepted_by(p, ctx) for p in profiles]
+        if profiles and all(reasons):
             severity, hint = Severity.INFO, ""
-            details["accepted"] = "major bump of " + ", ".join(
-                f"{p}: {ctx.baseline.profile(p).version} -> {ctx.current.profile(p).version}" for p in profiles)
+            details["accepted"] = "; ".join(reasons)
         else:
             severity = Severity.ERROR
-            owner = f" of {', '.join(profiles)}" if profiles else " of the profile that owns it"
-            hint = ("peers built from the baseline protos break on this; revert it, add a new field or "
-                    f"message instead, or make it part of a new major version{owner}")
+            if found.shared:
+                hint = ("no profile's RPCs or capability messages reach this element, so no version bump can "
+                        "make the change legal within openengine.v1 (REQ-VER-010); revert it, or add a new "
+                        "field or message instead")
+            else:
+                missing = [p for p, why in zip(profiles, reasons) if why is None]
+                owner = f" of {', '.join(missing)}" if missing else " of the profile that owns it"
+                hint = ("peers built from the baseline protos break on this; revert it, add a new field or "
+                        f"message instead, or make it part of a new major version{owner}"
+                        + (" (every profile that reaches the element owns it)" if len(profiles) > 1 else ""))
         diags.append(Diagnostic(path, line, column, rule_id, severity, message, hint, details))
     return diags
 
@@ -174,4 +176,7 @@ def compare_protos(ctx: Context, current: Path, baseline: Path | None, *, proto_
         return []  # nothing was published: every proto file is new
     if not after:
         return deleted_tree(before, ctx, proto_display=proto_display)
-    return fold(run_buf(current, baseline, buf=buf), ctx, proto_display=proto_display)
+    findings = run_buf(current, baseline, buf=buf)
+    graph = load_graph(baseline, ctx.baseline.package) if findings and ctx.baseline is not None else None
+    return fold(findings, ctx, proto_display=proto_display, graph=graph, current_root=current,
+                baseline_root=baseline)

@@ -9,8 +9,8 @@ from pathlib import Path
 from codegen.check import run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.diagnostics import Diagnostic, Severity
-from codegen.generate import (GENERATORS, GenerationError, orphan_files, plan, stale_outputs,
-                              write_outputs)
+from codegen.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
+from codegen.pipeline import plan
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, validators, schemas and docs from the registry"

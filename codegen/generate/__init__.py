@@ -47,12 +47,23 @@ class GenerationError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class RuleCatalogues:
+    """The rule catalogues the docs print, handed in by the caller: the generate stage never
+    imports `codegen.check` or `codegen.breaking` (see `codegen.pipeline`, which supplies them).
+    Each is a sequence of rule records (id, name, severity, category, purpose, ...)."""
+
+    check: tuple = ()
+    breaking: tuple | None = None   # None: the breaking stage is not installed
+
+
 @dataclass
 class GenerationContext:
     registry: Registry
     root: Path
     outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
     cache: dict = field(default_factory=dict)
+    rules: RuleCatalogues | None = None
 
     def read(self, relpath: str) -> str | None:
         """A file as it will be after generation: a planned output, else what is on disk."""
@@ -88,7 +99,7 @@ class GenerationContext:
         sources = self.proto_sources()
         key = ("compiled", tuple(sorted(sources.items())))
         if key not in self.cache:
-            from codegen.generate.protoc import ProtocError, compile_all
+            from contractkit.protoc import ProtocError, compile_all
 
             try:
                 self.cache[key] = compile_all(sources)
@@ -104,6 +115,7 @@ GENERATORS: dict[str, str] = {
     "validators": "codegen.generate.validators:generate",
     "jsonschemas": "codegen.generate.jsonschemas:generate",
     "docs": "codegen.generate.docs:generate",
+    "requirements": "codegen.generate.requirements:generate",
 }
 
 
@@ -112,9 +124,11 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
     return getattr(importlib.import_module(module_name), func)
 
 
-def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
-    """Run the generators in memory and return every output; raises `GenerationError`."""
-    ctx = GenerationContext(registry, Path(root))
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
+         rules: RuleCatalogues | None = None) -> list[Output]:
+    """Run the generators in memory and return every output; raises `GenerationError`.
+    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them."""
+    ctx = GenerationContext(registry, Path(root), rules=rules)
     for name, spec in GENERATORS.items():
         if only and name not in only:
             continue

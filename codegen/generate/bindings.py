@@ -9,6 +9,8 @@ from __future__ import annotations
 from codegen.generate import GenerationContext, Output
 
 PACKAGE_DIR = "openengine"
+# The v1 contract, and the compatibility aliases of earlier revisions with their messages.
+BOUND_DIRS = ("openengine/v1/", "openengine/legacy/")
 INIT = '"""Python bindings of the OpenEngine v1 contract, built by `oespec generate` (not committed)."""\n'
 
 
@@ -18,6 +20,6 @@ def generate(ctx: GenerationContext) -> list[Output]:
     _, modules = ctx.compiled("bindings")
     outputs = [Output(f"{PACKAGE_DIR}/{rel[len('openengine/'):]}" if rel.startswith("openengine/") else rel,
                       data, committed=False)
-               for rel, data in modules.items() if rel.startswith("openengine/v1/")]
+               for rel, data in modules.items() if rel.startswith(BOUND_DIRS)]
     outputs.append(Output(f"{PACKAGE_DIR}/v1/__init__.py", INIT, committed=False))
     return outputs

@@ -36,6 +36,7 @@ from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
 from codegen.generate.templating import make_environment
 from codegen.registry import Limit, Profile, Registry, Version
+from contractkit.naming import streaming_shape
 
 GENERATED_DIR = "site/generated"
 SPEC_DIR = "spec"
@@ -179,16 +180,12 @@ def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRo
     return rows
 
 
-def _load_breaking_rules() -> list[RuleRow] | None:
-    try:
-        breaking = importlib.import_module("codegen.breaking")
-    except ImportError:
+def _breaking_rule_rows(rules) -> list[RuleRow] | None:
+    if rules is None:
         return None
-    iter_rules = getattr(breaking, "iter_rules", None)
-    if iter_rules is None:
-        return None
+    rules = list(rules)
     rows = []
-    for rule, row in zip(list(iter_rules()), _rule_rows(list(iter_rules()), ("breaks", "bump"))):
+    for rule, row in zip(rules, _rule_rows(rules, ("breaks", "bump"))):
         bump = row.get("bump")
         if getattr(rule, "severity", None) is not None:
             legal = f"never: always reported ({row.severity})"
@@ -202,11 +199,12 @@ def _load_breaking_rules() -> list[RuleRow] | None:
 
 
 def gather(ctx: GenerationContext) -> Site:
-    from codegen.check import iter_rules as check_rules
-
+    if ctx.rules is None:
+        raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
+                                      "codegen.pipeline.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx.root)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                _rule_rows(check_rules()), _load_breaking_rules())
+                _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:
@@ -356,9 +354,7 @@ def method_signature(m) -> str:
 
 
 def method_shape(m) -> str:
-    key = {(False, False): "unary", (False, True): "server", (True, False): "client",
-           (True, True): "bidi"}[(m.client_streaming, m.server_streaming)]
-    return STREAMING_WORDS[key]
+    return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
 
 
 def services_of(profile: Profile) -> list[str]:

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 from codegen.generate import GenerationContext, GenerationError, Output
 from codegen.generate.templating import render
-from codegen.registry.model import Limit, Profile, Registry
+from codegen.registry.model import Condition, Limit, Profile, Registry
+from contractkit.naming import enum_value_name, snake_case
 
 PROTO_DIR = "proto"
-CAPABILITIES_FILE = "openengine/v1/capabilities.proto"
+V1_DIR = "openengine/v1/"
+CAPABILITIES_FILE = V1_DIR + "capabilities.proto"
 # Fields of Capabilities and ModelCapabilities that are not owned by a profile.
 RESERVED_CAPABILITY_FIELDS = {"profiles": 1, "revision": 2}
 _TOP_LEVEL_TYPE = re.compile(r"^(?:message|enum)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
@@ -78,14 +80,7 @@ class CapabilitiesView:
     model_capabilities: MessageView
     messages: list[MessageView] = field(default_factory=list)
     enums: list[EnumView] = field(default_factory=list)
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _upper_snake(name: str) -> str:
-    return _snake(name).upper()
+    file_option: str = ""
 
 
 def _quote(text: str) -> str:
@@ -98,10 +93,6 @@ def _registry_text(value) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return "" if value is None else str(value)
-
-
-def enum_value_name(enum_name: str, value: str) -> str:
-    return f"{_upper_snake(enum_name)}_{value.upper()}"
 
 
 def limit_proto_type(limit: Limit) -> str:
@@ -160,15 +151,55 @@ def _enums(registry: Registry) -> list[EnumView]:
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
-            values = ((f"{_upper_snake(name)}_UNSPECIFIED", 0, "Not set; never a valid limit value."),) + tuple(
-                (enum_value_name(name, v), i + 1, f"`{v}` in profiles.yaml.")
-                for i, v in enumerate(limit.type.enum_values))
+            values = ((enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + tuple(
+                (enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
+                for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
             view = EnumView(name, f"Values of {profile.name} limit {limit.name}.", values)
             if name in enums and enums[name].values != view.values:
                 raise GenerationError("proto", f"enum {name} is declared twice with different values "
                                                f"(limit {profile.name}.{limit.name}); give one an `enum:` name")
             enums.setdefault(name, view)
     return list(enums.values())
+
+
+def _condition_text(condition: Condition) -> str:
+    return (f"{{profile: {_quote(condition.profile)} limit: {_quote(condition.limit)} "
+            f"operator: {_quote(condition.operator)} value: {_quote(json.dumps(condition.value))}}}")
+
+
+def _profile_declaration(profile: Profile) -> list[str]:
+    """The `profiles` entry of the registry_contract file option, one text-format line each."""
+    lines = [f"name: {_quote(profile.name)}", f"version: {_quote(str(profile.version))}"]
+    if profile.mandatory:
+        lines.append("mandatory: true")
+    if profile.deprecated:
+        lines.append(f"deprecated: {_quote(profile.deprecated.strip())}")
+    lines.append(f"scope: {_quote(profile.scope.kind)}")
+    lines += [f"roles: {_quote(role)}" for role in profile.scope.roles]
+    lines += [f"requires: {{profile: {_quote(req.profile)} version_range: {_quote(str(req.range))}}}"
+              for req in profile.requires]
+    for inc in profile.incompatible_with:
+        lines.append("incompatible_with: {")
+        if inc.profile:
+            lines.append(f"  profile: {_quote(inc.profile)}")
+        lines += [f"  when: {_condition_text(c)}" for c in inc.when]
+        lines += [f"  reason: {_quote(inc.reason.strip())}", "}"]
+    return lines
+
+
+def registry_contract_option(registry: Registry) -> str:
+    """`option (openengine.v1.registry_contract) = {...};`: what the runtime reads about the
+    registry beyond message fields (revision, mandatory, deprecation, prerequisites and
+    incompatible combinations), so no runtime code needs profiles.yaml."""
+    lines = ["option (openengine.v1.registry_contract) = {", f"  revision: {registry.revision}"]
+    if registry.schema_revision is not None:
+        lines.append(f"  schema_revision: {registry.schema_revision}")
+    for profile in registry.profiles:
+        lines.append("  profiles: {")
+        lines += [f"    {line}" for line in _profile_declaration(profile)]
+        lines.append("  }")
+    lines.append("};")
+    return "\n".join(lines)
 
 
 def capabilities_view(registry: Registry) -> CapabilitiesView:
@@ -209,6 +240,7 @@ def capabilities_view(registry: Registry) -> CapabilitiesView:
         model_capabilities=model_caps,
         messages=[_capability_message(p) for p in sorted(owned, key=lambda p: p.capability.number)],
         enums=_enums(registry),
+        file_option=registry_contract_option(registry),
     )
 
 
@@ -232,7 +264,7 @@ def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceV
     views = []
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
-        file = f"openengine/v1/{_snake(short)}_service.proto"
+        file = f"openengine/v1/{snake_case(short)}_service.proto"
         methods, imports, profiles = [], {"openengine/v1/options.proto"}, []
         for profile, rpc in members:
             if profile.name not in profiles:
@@ -269,8 +301,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
     outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}",
                       render("proto/capabilities.proto.j2", view=caps))]
     generated = {o.path[len(PROTO_DIR) + 1:] for o in outputs}
+    # Only the v1 package's own files: the compatibility aliases under openengine/legacy/ reuse
+    # earlier names (GenerationCapabilities, ...) in packages of their own.
     hand_written = {rel: text for rel, text in ctx.proto_sources().items()
-                    if rel not in generated and not rel.endswith("_service.proto")}
+                    if rel not in generated and not rel.endswith("_service.proto")
+                    and rel.startswith(V1_DIR)}
     declared = declared_types(hand_written)
     for name in ("Capabilities", "ModelCapabilities", *(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:

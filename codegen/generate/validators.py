@@ -1,8 +1,10 @@
 """Generate `openengine/validate/_generated.py`: straight-line validators for capability messages.
 
-Everything the registry knows about limits (types, defaults, ranges, enum values), profile names
-and versions, prerequisites, incompatibilities and scopes is inlined as constants into one function
-per profile, so judging a `Capabilities` message interprets nothing at run time. Enum numbers and
+Everything the registry knows about limits (types, defaults, ranges, enum values), profile names,
+versions and scopes is inlined as constants into one function per profile, so judging a
+`Capabilities` message interprets nothing at run time. Prerequisites and incompatible
+combinations are not inlined: the runtime judges them with `combination_problems` of the compiled
+contract, the one function the reference engine also refuses configurations with. Enum numbers and
 role numbers are read from the compiled contract, never guessed. The hand-written runtime in
 `openengine/validate/` calls these functions; the view model here is computed by pure functions
 and `templates/validators/` only prints it.
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 
 from codegen.generate import GenerationContext, GenerationError, Output, header
 from codegen.generate.templating import environment, render
-from codegen.registry.model import INTEGER_BOUNDS, Condition, Limit, Profile, Registry, VersionRange
+from contractkit.naming import enum_value_prefix
+from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry
 
 OUTPUT = "openengine/validate/_generated.py"
 PACKAGE = "openengine.v1"
@@ -32,22 +35,6 @@ class LimitView:
 
 
 @dataclass(frozen=True)
-class RequireView:
-    profile: str
-    condition: str                    # Python expression on (m, n) that holds for a satisfying version
-    text: str
-
-
-@dataclass(frozen=True)
-class IncompatView:
-    profiles: tuple[str, ...]         # every profile that must be advertised for the rule to apply
-    condition: str                    # Python expression on the effective-limit dicts
-    path: str
-    value: str                        # Python expression: the offending values
-    message: str
-
-
-@dataclass(frozen=True)
 class ProfileView:
     name: str
     func: str
@@ -60,8 +47,6 @@ class ProfileView:
     roles: tuple[int, ...]
     role_names: tuple[str, ...]
     limits: tuple[LimitView, ...]
-    requires: tuple[RequireView, ...]
-    incompatible: tuple[IncompatView, ...]
 
 
 def identifier(name: str) -> str:
@@ -94,54 +79,19 @@ def _limit_view(profile: Profile, limit: Limit, enum_maps: dict[str, str]) -> Li
     return LimitView(limit.name, limit.type.repeated, base, _literal(limit.default), tuple(checks), enum_map)
 
 
-def _version_condition(rng: VersionRange) -> str:
-    return " and ".join(f"(m, n) {op} ({v.major}, {v.minor})" for op, v in rng.comparators) or "True"
-
-
-def _condition_expr(cond: Condition, var_of: dict[str, str]) -> str:
-    ref = f"{var_of[cond.profile]}[{cond.limit!r}]"
-    value = _literal(cond.value)
-    return {
-        "equals": f"{ref} == {value}",
-        "not_equals": f"{ref} != {value}",
-        "at_least": f"{ref} >= {value}",
-        "at_most": f"{ref} <= {value}",
-        "contains": f"{value} in {ref}",
-    }[cond.operator]
-
-
 def profile_views(registry: Registry, enum_numbers: dict[str, dict[str, int]],
                   role_numbers: dict[str, int]) -> list[ProfileView]:
     enum_maps = {name: f"_ENUM_{identifier(name).upper()}" for name in enum_numbers}
     var_of = {p.name: f"e_{identifier(p.name)}" for p in registry.profiles}
     views = []
     for p in registry.profiles:
-        incompat = []
-        for inc in p.incompatible_with:
-            needed = [p.name] + ([inc.profile] if inc.profile else []) + [c.profile for c in inc.when]
-            needed = tuple(dict.fromkeys(n for n in needed if registry.profile(n) is not None))
-            conds = " and ".join(_condition_expr(c, var_of) for c in inc.when) or "True"
-            if inc.when:
-                first = inc.when[0]
-                owner = registry.profile(first.profile)
-                path = f"{owner.capability.field}.{first.limit}" if owner and owner.capability else "profiles"
-                value = "[" + ", ".join(f"{var_of[c.profile]}[{c.limit!r}]" for c in inc.when) + "]"
-                what = " and ".join(str(c) for c in inc.when)
-            else:
-                path, value, what = "profiles", repr(list(needed)), ""
-            pair = f"{p.name} with {inc.profile}" if inc.profile and inc.profile != p.name else p.name
-            message = f"{pair} is incompatible" + (f" when {what}" if what else "") + f": {inc.reason.strip()}"
-            incompat.append(IncompatView(needed, conds, path, value, message))
-        requires = tuple(RequireView(r.profile, _version_condition(r.range), f"{r.profile} {r.range}")
-                         for r in p.requires)
         roles = tuple(role_numbers[f"ROLE_{r.upper()}"] for r in p.scope.roles) if p.scope.kind == "role" else ()
         views.append(ProfileView(
             name=p.name, func=identifier(p.name), var=var_of[p.name], major=p.version.major,
             minor=p.version.minor, field=p.capability.field if p.capability else None,
             message=p.capability.message if p.capability else None,
             model_scoped=p.scope.kind == "model", roles=roles, role_names=p.scope.roles,
-            limits=tuple(_limit_view(p, lim, enum_maps) for lim in p.limits),
-            requires=requires, incompatible=tuple(incompat)))
+            limits=tuple(_limit_view(p, lim, enum_maps) for lim in p.limits)))
     return views
 
 
@@ -162,7 +112,7 @@ def _enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str
             if values is None:
                 raise GenerationError("validators", f"enum {lim.type.enum_name} of {p.name}.{lim.name} "
                                                     "is not in the compiled contract")
-            prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", lim.type.enum_name).upper() + "_"
+            prefix = enum_value_prefix(lim.type.enum_name)
             mapping = {}
             for value in lim.type.enum_values:
                 number = values.get(prefix + value.upper())

@@ -7,79 +7,19 @@ rules can point at the exact line a maintainer has to change.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from codegen.diagnostics import NOWHERE, Loc
+from contractkit.conditions import CONDITION_OPERATORS, condition_holds, condition_text  # noqa: F401
+from contractkit.naming import STREAMING_SHAPES, streams_from_client, streams_from_server  # noqa: F401
+from contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)
 
 STANDARD_PREFIX = "openengine."
 ROLES = ("aggregated", "prefill", "decode", "encoder")
 SCOPES = ("engine", "model", "role")
-STREAMING_SHAPES = ("unary", "server", "client", "bidi")
 SCALAR_TYPES = ("bool", "uint32", "uint64", "int32", "double", "string")
 BASE_TYPES = SCALAR_TYPES + ("enum",)
-CONDITION_OPERATORS = ("equals", "not_equals", "at_least", "at_most", "contains")
-
-_VERSION_RE = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
-_COMPARATOR_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9]+\.[0-9]+)\s*$")
-
-
-@dataclass(frozen=True, order=True)
-class Version:
-    """A profile version, MAJOR.MINOR. Ordered numerically (1.10 > 1.9)."""
-
-    major: int
-    minor: int
-
-    @classmethod
-    def parse(cls, text: str) -> "Version":
-        match = _VERSION_RE.match(str(text).strip())
-        if not match:
-            raise ValueError(f"{text!r} is not a MAJOR.MINOR version")
-        return cls(int(match.group(1)), int(match.group(2)))
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-
-@dataclass(frozen=True)
-class VersionRange:
-    """A conjunction of comparators such as `>= 1.2, < 2.0`."""
-
-    comparators: tuple[tuple[str, Version], ...]
-
-    @classmethod
-    def parse(cls, text: str) -> "VersionRange":
-        parts = [p for p in str(text).split(",")]
-        comparators = []
-        for part in parts:
-            match = _COMPARATOR_RE.match(part)
-            if not match:
-                raise ValueError(f"{part.strip()!r} is not a comparator like '>= 1.0'")
-            comparators.append((match.group(1), Version.parse(match.group(2))))
-        return cls(tuple(comparators))
-
-    def contains(self, version: Version) -> bool:
-        for op, bound in self.comparators:
-            ok = {
-                ">=": version >= bound,
-                ">": version > bound,
-                "<=": version <= bound,
-                "<": version < bound,
-                "==": version == bound,
-            }[op]
-            if not ok:
-                return False
-        return True
-
-    def lowest_major(self) -> int | None:
-        lows = [v.major for op, v in self.comparators if op in (">=", "==", ">")]
-        return max(lows) if lows else None
-
-    def __str__(self) -> str:
-        return ", ".join(f"{op} {v}" for op, v in self.comparators)
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -121,11 +61,11 @@ class Rpc:
 
     @property
     def client_streaming(self) -> bool:
-        return self.streaming in ("client", "bidi")
+        return streams_from_client(self.streaming)
 
     @property
     def server_streaming(self) -> bool:
-        return self.streaming in ("server", "bidi")
+        return streams_from_server(self.streaming)
 
 
 @dataclass(frozen=True)
@@ -146,6 +86,10 @@ class LimitType:
     repeated: bool = False
     enum_name: str | None = None
     enum_values: tuple[str, ...] = ()
+    # The wire number of each value, in the order of `enum_values`. Written in the registry as
+    # `values: {name: number}`; the older list form numbers values by position (1, 2, ...).
+    enum_numbers: tuple[int, ...] = ()
+    numbered: bool = False   # True when the registry gave the numbers explicitly
 
     @classmethod
     def parse(cls, text: str, enum_name: str | None = None, values=()) -> "LimitType":
@@ -154,8 +98,19 @@ class LimitType:
         base = words[-1] if words else ""
         if not words or len(words) > 2 or (len(words) == 2 and not repeated) or base not in BASE_TYPES:
             raise ValueError(f"{text!r} is not a limit type")
-        return cls(base, repeated, enum_name if base == "enum" else None,
-                   tuple(values) if base == "enum" else ())
+        if base != "enum":
+            return cls(base, repeated, None)
+        if isinstance(values, dict):
+            names = tuple(str(k) for k in values)
+            numbers = tuple(v if isinstance(v, int) and not isinstance(v, bool) else 0 for v in values.values())
+            return cls(base, repeated, enum_name, names, numbers, True)
+        names = tuple(values)
+        return cls(base, repeated, enum_name, names, tuple(range(1, len(names) + 1)), False)
+
+    @property
+    def enum_wire(self) -> dict[str, int]:
+        """Enum value -> its wire number."""
+        return dict(zip(self.enum_values, self.enum_numbers))
 
     def __str__(self) -> str:
         return ("repeated " if self.repeated else "") + self.base
@@ -255,26 +210,10 @@ class Condition:
         return f"{self.profile}.{self.limit}" if self.profile else self.limit
 
     def holds(self, actual: Any) -> bool:
-        op = self.operator
-        if op == "equals":
-            return actual == self.value
-        if op == "not_equals":
-            return actual != self.value
-        if op == "contains":
-            return isinstance(actual, (list, tuple)) and self.value in actual
-        if isinstance(actual, bool) or not isinstance(actual, (int, float)):
-            return False
-        if op == "at_least":
-            return actual >= self.value
-        if op == "at_most":
-            return actual <= self.value
-        return False
+        return condition_holds(self.operator, self.value, actual)
 
     def __str__(self) -> str:
-        words = {"equals": "==", "not_equals": "!=", "at_least": ">=", "at_most": "<=",
-                 "contains": "contains"}
-        value = str(self.value).lower() if isinstance(self.value, bool) else self.value
-        return f"{self.reference} {words[self.operator]} {value}"
+        return condition_text(self.reference, self.operator, self.value)
 
 
 @dataclass(frozen=True)
@@ -299,6 +238,9 @@ class Scope:
         return f"role ({', '.join(self.roles)})" if self.kind == "role" else self.kind
 
 
+STABILITIES = ("experimental", "stable", "deprecated")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -317,6 +259,17 @@ class Profile:
     deprecated: str | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+    stability_given: str | None = None     # `stability:` as written; see `stability`
+
+    @property
+    def stability(self) -> str:
+        """experimental, stable or deprecated: as written, else what the version and
+        `deprecated` imply (a deprecated profile is deprecated, a 0.x one experimental)."""
+        if self.stability_given:
+            return self.stability_given
+        if self.deprecated:
+            return "deprecated"
+        return "experimental" if self.version.major == 0 else "stable"
 
     @property
     def standard(self) -> bool:
@@ -340,6 +293,8 @@ class Registry:
     revision: int
     package: str
     profiles: tuple[Profile, ...]
+    # EngineInfo.schema_revision of this layout (spec/revisions.md); None when the header omits it.
+    schema_revision: int | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 

@@ -60,7 +60,11 @@ def _schema_hint(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return "remove the key or correct its spelling"
     if error.validator == "enum":
-        return "use one of: " + ", ".join(str(v) for v in error.validator_value)
+        hint = "use one of: " + ", ".join(str(v) for v in error.validator_value)
+        if list(error.absolute_path)[-1:] == ["unit"]:
+            hint += ("; a quantity none of these describes gets its unit added to $defs/unit in "
+                     "codegen/registry/profiles.schema.json")
+        return hint
     if error.validator == "pattern":
         return f"the value must match {error.validator_value}"
     if error.validator == "type":
@@ -89,13 +93,18 @@ def _text(node: YNode | None) -> str:
 
 def _locs(node: YMap) -> dict[str, Loc]:
     """Location of each key's value, plus `key[i]` for the items of list values (enum values,
-    roles), so a finding about one list item can point at that item."""
+    roles), so a finding about one list item can point at that item; for a mapping value (enum
+    values with numbers), `key[i]` is the i-th key and `key.<name>` its value."""
     out: dict[str, Loc] = {}
     for key, child in node.entries.items():
         out[key] = child.loc
         if isinstance(child, YSeq):
             for index, item in enumerate(child.items):
                 out[f"{key}[{index}]"] = item.loc
+        elif isinstance(child, YMap):
+            for index, (sub, item) in enumerate(child.entries.items()):
+                out[f"{key}[{index}]"] = child.key_loc(sub)
+                out[f"{key}.{sub}"] = item.loc
     return out
 
 
@@ -185,6 +194,7 @@ def _profile(node: YMap) -> Profile:
         deprecated=p.get("deprecated"),
         loc=node.loc,
         locs=_locs(node),
+        stability_given=p.get("stability"),
     )
 
 
@@ -266,6 +276,7 @@ def resolve(source: SourceFile) -> Resolved:
         revision=header.plain()["revision"],
         package=header.plain()["package"],
         profiles=tuple(_profile(p) for p in _items(root, "profiles")),
+        schema_revision=header.plain().get("schema_revision"),
         loc=root.loc,
         locs={**_locs(header), "registry": root.key_loc("registry"), "profiles": root.key_loc("profiles")},
     )

@@ -3,9 +3,13 @@
 The watcher validates the stream with `WatchLoadChecker`, keeps the latest complete snapshot and
 its age, reopens the stream with bounded, jittered backoff, treats a silent stream as dead
 (REQ-LOAD-021), and notices a capability-revision change (the settings' revision differs from
-discovery's, or the stream ends with ABORTED; REQ-REV-006, REQ-REV-008). It falls back to polling
-GetLoad when the engine does not advertise openengine.load or WatchLoad answers UNIMPLEMENTED
-(REQ-LOAD-020), never faster than min_watch_interval_ms.
+discovery's, the stream ends with ABORTED, or, when the engine advertises
+openengine.runtime-events, a CapabilityRevisionChanged event arrives; REQ-REV-006, REQ-REV-008).
+
+It never calls an RPC of a profile the engine does not advertise (REQ-CORE-004): without a view
+it reads discovery first; an engine without openengine.load makes it `unavailable` at once. When
+WatchLoad answers UNIMPLEMENTED although openengine.load is advertised it polls GetLoad (the same
+profile; REQ-LOAD-020), never faster than min_watch_interval_ms.
 
 `LoadWatcher` runs in a background thread over a grpc.Channel; `AsyncLoadWatcher` is an asyncio
 task over a grpc.aio.Channel. Both expose the same properties.
@@ -72,11 +76,39 @@ class _State:
         self.failures = 0
         self.last_error: grpc.RpcError | None = None
         self.checker: WatchLoadChecker | None = None
-        self.snapshot_event = threading.Event()
-        advertised = view is None or view.supports("openengine.load")
-        self.mode = WATCH if advertised else POLL
-        limits = view.limit("openengine.load", "min_watch_interval_ms") if view is not None and advertised else None
-        self.poll_interval = poll_interval if poll_interval is not None else max(0.1, (limits or 100) / 1000.0)
+        self.snapshots = 0                  # snapshots stored so far
+        self.changed = threading.Condition()  # notified on every snapshot and when the mode settles
+        self.on_change: Callable[[], None] | None = None  # the async watcher's wake-up
+        self._poll_interval = poll_interval
+        self.mode = WATCH
+        self.poll_interval = poll_interval if poll_interval is not None else 0.1
+        if view is not None:
+            self.adopt(view)
+
+    def adopt(self, view) -> None:
+        """Take a (new) discovery view: what is advertised decides what may be called."""
+        self.view = view
+        if not view.supports("openengine.load"):
+            self.set_mode(UNAVAILABLE)
+            return
+        least = view.limit("openengine.load", "min_watch_interval_ms")
+        self.poll_interval = self._poll_interval if self._poll_interval is not None \
+            else max(0.1, (least or 100) / 1000.0)
+
+    @property
+    def events_advertised(self) -> bool:
+        return self.view is not None and self.view.supports("openengine.runtime-events")
+
+    def set_mode(self, mode: str) -> None:
+        with self.changed:
+            self.mode = mode
+            self.changed.notify_all()
+        if self.on_change is not None:
+            self.on_change()
+
+    def settled(self, since: int) -> bool:
+        """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
+        return self.snapshots > since or self.mode == UNAVAILABLE
 
     @property
     def age(self) -> float | None:
@@ -104,11 +136,22 @@ class _State:
         self.failures = 0
 
     def store(self, load) -> None:
-        self.latest = load
-        self.latest_at = self.clock()
-        self.snapshot_event.set()
+        with self.changed:
+            self.latest = load
+            self.latest_at = self.clock()
+            self.snapshots += 1
+            self.changed.notify_all()
+        if self.on_change is not None:
+            self.on_change()
         if self.on_snapshot is not None:
             self.on_snapshot(load)
+
+    def on_event(self, msg) -> bool:
+        """A runtime event; True when it announces a new capability revision."""
+        if msg.event.WhichOneof("kind") != "capability_revision_changed":
+            return False
+        self.revision_change(msg.event.capability_revision_changed.revision)
+        return True
 
     def revision_change(self, revision: int | None) -> None:
         self.revision_changed = True
@@ -120,11 +163,17 @@ class _State:
         """Handle a failed stream or poll; False when there is nothing left to try."""
         self.last_error = err
         code = err.code() if hasattr(err, "code") else None
+        if self.view is None:
+            # Discovery itself failed: an engine without v1 discovery offers nothing to call.
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                self.set_mode(UNAVAILABLE)
+                return False
+            return True
         if code == grpc.StatusCode.UNIMPLEMENTED:
             if self.mode == WATCH:
-                self.mode = POLL
+                self.set_mode(POLL)
                 return True
-            self.mode = UNAVAILABLE
+            self.set_mode(UNAVAILABLE)
             return False
         if code == grpc.StatusCode.ABORTED and self.mode == WATCH:
             self.revision_change(None)
@@ -155,6 +204,7 @@ class LoadWatcher:
                              on_revision_change, clock)
         self._stop = threading.Event()
         self._call = None
+        self._events_call = None
         self._watchdog_interval = watchdog_interval
         self._threads: list[threading.Thread] = []
 
@@ -168,13 +218,17 @@ class LoadWatcher:
                                 doc="True once the engine's capability revision changed.")
 
     def wait_for_snapshot(self, timeout: float | None = None):
-        """Block until a snapshot newer than the call arrives; return it (None on timeout)."""
-        self._state.snapshot_event.clear()
-        return self._state.latest if self._state.snapshot_event.wait(timeout) else None
+        """Block until a snapshot newer than the call arrives and return it; None as soon as it is
+        known that none will (the watcher is unavailable or stopped), or on timeout."""
+        state = self._state
+        with state.changed:
+            since = state.snapshots
+            state.changed.wait_for(lambda: state.settled(since) or self._stop.is_set(), timeout)
+            return state.latest if state.snapshots > since else None
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> "LoadWatcher":
-        for target in (self._run, self._watchdog):
+        for target in (self._run, self._watchdog, self._events):
             thread = threading.Thread(target=target, name=f"load-watcher-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -182,9 +236,11 @@ class LoadWatcher:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        call = self._call
-        if call is not None:
-            call.cancel()
+        with self._state.changed:
+            self._state.changed.notify_all()
+        for call in (self._call, self._events_call):
+            if call is not None:
+                call.cancel()
         for thread in self._threads:
             thread.join(timeout)
 
@@ -200,6 +256,11 @@ class LoadWatcher:
         delays = state.backoff.delays()
         while not self._stop.is_set() and state.mode != UNAVAILABLE:
             try:
+                if state.view is None:   # discovery first: only then is it known what may be called
+                    from openengine.client._view import CapabilityView
+
+                    state.adopt(CapabilityView.fetch(self._channel))
+                    continue
                 if state.mode == WATCH:
                     self._watch_once()
                 else:
@@ -219,7 +280,7 @@ class LoadWatcher:
                 return
             delay = state.next_delay(delays)
             if delay is None:
-                state.mode = UNAVAILABLE
+                state.set_mode(UNAVAILABLE)
                 return
             state.reconnects += 1
             if self._stop.wait(delay):
@@ -230,8 +291,10 @@ class LoadWatcher:
         if state.refresh_needed:   # re-read discovery under the new revision before reopening
             from openengine.client._view import CapabilityView
 
-            state.view = CapabilityView.fetch(self._channel)
+            state.adopt(CapabilityView.fetch(self._channel))
             state.refresh_needed = False
+            if state.mode != WATCH:
+                return
         state.new_checker()
         self._call = call = self._stub.WatchLoad(state.request)
         try:
@@ -249,6 +312,34 @@ class LoadWatcher:
         load = self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._state.request.per_rank), timeout=10)
         self._state.store(load)
         self._state.failures = 0
+
+    def _events(self) -> None:
+        """When runtime events are advertised, a CapabilityRevisionChanged event is the earliest
+        word of a new revision: re-read discovery and reopen the load stream under it."""
+        from openengine.v1 import events_pb2, observability_service_pb2_grpc
+
+        state = self._state
+        stub = observability_service_pb2_grpc.ObservabilityStub(self._channel)
+        delays = state.backoff.delays()
+        while not self._stop.is_set() and state.mode != UNAVAILABLE:
+            if not state.events_advertised:
+                if self._stop.wait(self._watchdog_interval * 4):
+                    return
+                continue
+            self._events_call = call = stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+            try:
+                for msg in call:
+                    delays = state.backoff.delays()
+                    if state.on_event(msg) and self._call is not None:
+                        self._call.cancel()
+            except grpc.RpcError as err:
+                if self._stop.is_set() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return
+            finally:
+                self._events_call = None
+                call.cancel()
+            if self._stop.wait(next(delays, state.backoff.maximum)):
+                return
 
     def _watchdog(self) -> None:
         """Cancel a stream that went silent for longer than its heartbeat allows; it reopens."""
@@ -282,10 +373,11 @@ class AsyncLoadWatcher:
         self._state = _State(view, request, backoff or Backoff(), tolerance, poll_interval, on_snapshot,
                              on_revision_change, clock)
         self._call = None
+        self._events_call = None
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self._watchdog_interval = watchdog_interval
-        self._new_snapshot: asyncio.Event | None = None
+        self._changed: asyncio.Event | None = None
 
     latest = LoadWatcher.latest
     age = LoadWatcher.age
@@ -295,22 +387,19 @@ class AsyncLoadWatcher:
     revision_changed = LoadWatcher.revision_changed
 
     async def start(self) -> "AsyncLoadWatcher":
-        self._new_snapshot = asyncio.Event()
-        previous = self._state.on_snapshot
-
-        def notify(load):
-            self._new_snapshot.set()
-            if previous is not None:
-                previous(load)
-
-        self._state.on_snapshot = notify
-        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog())]
+        self._changed = changed = asyncio.Event()
+        self._state.on_change = changed.set   # called on the loop: the watcher's own tasks
+        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
+                       asyncio.create_task(self._events())]
         return self
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._call is not None:
-            self._call.cancel()
+        if self._changed is not None:
+            self._changed.set()
+        for call in (self._call, self._events_call):
+            if call is not None:
+                call.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -323,12 +412,20 @@ class AsyncLoadWatcher:
         await self.stop()
 
     async def wait_for_snapshot(self, timeout: float | None = None):
-        self._new_snapshot.clear()
+        """The next snapshot; None as soon as it is known that none will come, or on timeout."""
+        state = self._state
+        since = state.snapshots
+
+        async def settled():
+            while not (state.settled(since) or self._stopping):
+                self._changed.clear()
+                await self._changed.wait()
+
         try:
-            await asyncio.wait_for(self._new_snapshot.wait(), timeout)
+            await asyncio.wait_for(settled(), timeout)
         except asyncio.TimeoutError:
             return None
-        return self._state.latest
+        return state.latest if state.snapshots > since else None
 
     async def _run(self) -> None:
         from openengine.v1 import load_pb2
@@ -337,17 +434,23 @@ class AsyncLoadWatcher:
         delays = state.backoff.delays()
         while not self._stopping and state.mode != UNAVAILABLE:
             try:
-                if state.mode == WATCH:
-                    if state.refresh_needed:
-                        from openengine.client._view import CapabilityView
+                if state.view is None or state.refresh_needed:
+                    from openengine.client._view import CapabilityView
 
-                        state.view = await CapabilityView.afetch(self._channel)
-                        state.refresh_needed = False
+                    state.adopt(await CapabilityView.afetch(self._channel))
+                    state.refresh_needed = False
+                    continue
+                if state.mode == WATCH:
                     state.new_checker()
                     self._call = call = self._stub.WatchLoad(state.request)
                     try:
                         async for msg in call:
                             state.on_message(msg)
+                    except asyncio.CancelledError:
+                        # The watchdog or a revision event cancelled the stream to reopen it;
+                        # only stop() ends the watcher itself.
+                        if self._stopping or not call.cancelled():
+                            raise
                     finally:
                         self._call = None
                         call.cancel()
@@ -370,10 +473,35 @@ class AsyncLoadWatcher:
                 return
             delay = state.next_delay(delays)
             if delay is None:
-                state.mode = UNAVAILABLE
+                state.set_mode(UNAVAILABLE)
                 return
             state.reconnects += 1
             await asyncio.sleep(delay)
+
+    async def _events(self) -> None:
+        """As LoadWatcher._events, on the loop."""
+        from openengine.v1 import events_pb2, observability_service_pb2_grpc
+
+        state = self._state
+        stub = observability_service_pb2_grpc.ObservabilityStub(self._channel)
+        delays = state.backoff.delays()
+        while not self._stopping and state.mode != UNAVAILABLE:
+            if not state.events_advertised:
+                await asyncio.sleep(self._watchdog_interval * 4)
+                continue
+            self._events_call = call = stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+            try:
+                async for msg in call:
+                    delays = state.backoff.delays()
+                    if state.on_event(msg) and self._call is not None:
+                        self._call.cancel()
+            except grpc.RpcError as err:
+                if self._stopping or err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return
+            finally:
+                self._events_call = None
+                call.cancel()
+            await asyncio.sleep(next(delays, state.backoff.maximum))
 
     async def _watchdog(self) -> None:
         while not self._stopping:

@@ -8,10 +8,10 @@ import json
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 from openengine.engine.contract import (
-    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems, find_registry,
+    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems,
 )
 from openengine.engine.faults import FAULTS
 
@@ -109,7 +109,8 @@ class EngineConfig:
     data_parallel_size: int = 1
     admin: AdminConfig = AdminConfig()
     faults: tuple[str, ...] = ()
-    registry: str | None = None
+    # Compatibility aliases of earlier revisions to serve next to v1 (`openengine`, `control`).
+    aliases: tuple[str, ...] = ()
 
     @property
     def served_models(self) -> tuple[ModelConfig, ...]:
@@ -130,15 +131,14 @@ class ResolvedConfig:
     admin_token_generated: bool
     warnings: tuple[str, ...] = ()
     models: tuple[ResolvedModel, ...] = ()
+    # Profiles `--profiles all` did not take, each with the reason (also among `warnings`).
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def has(self, profile: str) -> bool:
         return any(p.name == profile for p in self.advertised)
 
     def limit(self, profile: str, name: str) -> Any:
         return self.limits[profile][name]
-
-    def fault(self, name: str) -> bool:
-        return name in self.faults
 
     @property
     def role(self) -> str:
@@ -170,7 +170,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
-             "engine_name", "data_parallel_size", "admin", "faults", "registry"}
+             "engine_name", "data_parallel_size", "admin", "faults", "alias"}
 
 
 def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
@@ -182,7 +182,7 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         raise ConfigError([f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}"])
     kw: dict[str, Any] = {}
     for key in ("host", "port", "role", "token_delay_ms", "instance_id", "engine_name",
-                "data_parallel_size", "registry"):
+                "data_parallel_size"):
         if key in data:
             kw[key] = data[key]
     if "profiles" in data:
@@ -206,7 +206,15 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminConfig, f"{source}: admin"))
     if "faults" in data:
         kw["faults"] = tuple(data["faults"] or ())
+    if "alias" in data:
+        kw["aliases"] = split_aliases(data["alias"])
     return replace(base, **kw)
+
+
+def split_aliases(value) -> tuple[str, ...]:
+    """`openengine,control` or a list of names -> the names."""
+    names = value.split(",") if isinstance(value, str) else list(value or ())
+    return tuple(str(n).strip() for n in names if str(n).strip())
 
 
 def _model(value, where) -> dict[str, Any]:
@@ -241,27 +249,64 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
     if role not in ROLE_NAMES:
         raise ConfigError([f"role {role!r} is not one of {', '.join(ROLE_NAMES)}"])
 
-    # Profiles: "all" means every profile the role allows; core is always included.
-    wanted: list[ProfileInfo] = []
+    # Profiles named explicitly (core is always one of them) must all be served; "all" adds every
+    # other profile that can be served with them (`_select_profiles`).
     spelled = [s.strip() for s in config.profiles if s.strip()]
-    if not spelled or "all" in spelled:
-        wanted = [p for p in cat.profiles if p.allows_role(role)]
-        spelled = [s for s in spelled if s != "all"]
+    take_all = not spelled or "all" in spelled
+    explicit: list[ProfileInfo] = []
     for name in spelled:
+        if name == "all":
+            continue
         profile = cat.lookup(name)
         if profile is None:
             known = ", ".join(p.short_name for p in cat.profiles)
             problems.append(f"unknown profile {name!r}; known: {known} (short or full names)")
-        elif profile not in wanted:
-            wanted.append(profile)
+        elif profile not in explicit:
+            explicit.append(profile)
     core = cat.profile(cat.core)
-    if core is not None and core not in wanted:
-        wanted.insert(0, core)
-    for profile in wanted:
+    if core is not None and core not in explicit:
+        explicit.insert(0, core)
+    for profile in explicit:
         if not profile.allows_role(role):
             problems.append(f"{profile.name} is scoped to role {' or '.join(profile.roles)}; "
                             f"this engine's role is {role} (use --role {profile.roles[0]} or drop the profile)")
-    advertised = tuple(p for p in cat.profiles if p in wanted)
+        missing = _unimplemented(profile)
+        if missing:
+            problems.append(f"{profile.name} cannot be advertised: this engine has no implementation of "
+                            f"{', '.join(missing)} (REQ-CORE-002); drop the profile")
+
+    # Limits of every profile: registry default < reference engine choice < configuration.
+    limits: dict[str, dict[str, Any]] = {}
+    for profile in cat.profiles:
+        values = profile.defaults()
+        for name, value in REFERENCE_LIMITS.get(profile.name, {}).items():
+            if profile.limit(name) is not None:
+                values[name] = value
+        limits[profile.name] = values
+    configured: set[str] = set()
+    for spelled_profile, values in config.limits.items():
+        profile = cat.lookup(spelled_profile)
+        if profile is None:
+            problems.append(f"limits: unknown profile {spelled_profile!r}")
+            continue
+        configured.add(profile.name)
+        limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
+    problems += _reference_engine_problems(limits)
+
+    def check(profiles) -> list[str]:
+        versions = {p.name: p.version for p in profiles}
+        return [str(p) for p in combination_problems(versions, {p.name: limits[p.name] for p in profiles}, cat=cat)]
+
+    left_out: dict[str, str] = {}
+    chosen = list(explicit)
+    if take_all and not problems:
+        candidates = _all_candidates(config, cat, explicit, left_out)
+        chosen, rejected = _select_profiles(explicit, candidates, check)
+        left_out.update(rejected)
+    advertised = tuple(p for p in cat.profiles if p in chosen)
+    for name, why in left_out.items():
+        warnings.append(f"--profiles all leaves out {name}: {why}")
+
     models, model_problems = _resolve_models(config, cat, advertised)
     problems += model_problems
     # REQ-CAP-012: a model-scoped profile is advertised exactly when a served model lists it.
@@ -269,48 +314,24 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
     if unused and not model_problems:
         warnings.append(f"not advertised, no served model lists it: {', '.join(p.name for p in unused)}")
         advertised = tuple(p for p in advertised if p not in unused)
-
-    # Limits: registry default < reference engine choice < configuration.
-    limits: dict[str, dict[str, Any]] = {}
-    for profile in advertised:
-        values = profile.defaults()
-        for name, value in REFERENCE_LIMITS.get(profile.name, {}).items():
-            if profile.limit(name) is not None:
-                values[name] = value
-        limits[profile.name] = values
+    for name in sorted(configured - {p.name for p in chosen}):
+        why = f" ({left_out[name]})" if name in left_out else " (add it to --profiles)"
+        problems.append(f"limits: {name} is configured but not enabled{why}")
+    limits = {p.name: limits[p.name] for p in advertised}
     if "openengine.admin" in limits and "updatable_limits" in limits["openengine.admin"] \
             and not _configured(config, cat, "openengine.admin", "updatable_limits"):
         limits["openengine.admin"]["updatable_limits"] = [
             lim.reference for p in advertised for lim in p.limits if lim.reference in _UPDATABLE]
-    for spelled_profile, values in config.limits.items():
-        profile = cat.lookup(spelled_profile)
-        if profile is None:
-            problems.append(f"limits: unknown profile {spelled_profile!r}")
-            continue
-        if profile.name not in limits:
-            problems.append(f"limits: {profile.name} is configured but not enabled (add it to --profiles)")
-            continue
-        limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
-    problems += _reference_engine_problems(limits)
 
-    registry_path = find_registry(config.registry)
-    if registry_path is None:
-        # The engine still checks what it advertises with the generated validators at start.
-        warnings.append("no profiles.yaml found: prerequisites and incompatible combinations are checked "
-                        "by the generated validators only (set --registry or OPENENGINE_REGISTRY)")
-    elif not problems:
-        advertised_versions = {p.name: p.version for p in advertised}
-        problems += combination_problems(registry_path, advertised_versions, limits)
+    if not problems:
+        problems += combination_refusals(advertised, limits, {m.name: m.profiles for m in models},
+                                         {m.name: m.overrides for m in models}, cat=cat)
 
-    if registry_path is not None and not problems:
-        for m in models:
-            if not m.overrides and len(m.profiles) == sum(1 for p in advertised if p.scope == "model"):
-                continue  # the same combination as engine-wide, checked above
-            versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in m.profiles}
-            merged = {name: {**values, **m.overrides.get(name, {})} for name, values in limits.items()
-                      if name in versions}
-            problems += [f"models: {m.name}: {text}" for text in combination_problems(registry_path, versions, merged)]
-
+    from openengine.engine import alias
+    for name in config.aliases:
+        if alias.lookup(name) is None:
+            problems.append(f"unknown alias {name!r}; known: {', '.join(alias.ALIASES)} "
+                            f"({', '.join(a.service for a in alias.ALIASES.values())})")
     for name in config.faults:
         if name not in FAULTS:
             problems.append(f"unknown fault {name!r}; `oespec engine --list-faults` lists them")
@@ -336,7 +357,96 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         config=config, catalogue=cat, advertised=advertised, limits=limits,
         instance_id=config.instance_id or f"ref-{uuid.uuid4().hex[:12]}",
         faults=frozenset(config.faults), admin_token=token, admin_token_generated=generated,
-        warnings=tuple(warnings), models=tuple(models))
+        warnings=tuple(warnings), models=tuple(models), left_out=left_out)
+
+
+def _unimplemented(profile: ProfileInfo) -> list[str]:
+    """RPCs of `profile` the engine has no code for (REQ-CORE-002)."""
+    from openengine.engine.services import missing_rpcs  # the services import the runtime, which imports this module
+
+    return [rpc.name for rpc in missing_rpcs(profile)]
+
+
+def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[ProfileInfo],
+                    left_out: dict[str, str]) -> list[ProfileInfo]:
+    """What `--profiles all` may add to the explicit profiles, in catalogue order: every profile the
+    role allows that the engine implements and, when model-scoped, that a served model lists.
+    Profiles the engine cannot serve go to `left_out` with the reason."""
+    out = []
+    for profile in cat.profiles:
+        if profile in explicit or not profile.allows_role(config.role):
+            continue
+        missing = _unimplemented(profile)
+        if missing:
+            left_out[profile.name] = f"this engine has no implementation of {', '.join(missing)}"
+        elif profile.scope == "model" and not any(_lists(cat, m, profile) for m in config.served_models):
+            left_out[profile.name] = "no served model lists it"
+        else:
+            out.append(profile)
+    return out
+
+
+def _lists(cat: Catalogue, model: ModelConfig, profile: ProfileInfo) -> bool:
+    if model.profiles is None:
+        return True
+    return any(cat.lookup(s.strip()) is profile for s in model.profiles if s.strip())
+
+
+def _select_profiles(seed: list[ProfileInfo], candidates: list[ProfileInfo],
+                     problems_of: Callable[[list[ProfileInfo]], list[str]]
+                     ) -> tuple[list[ProfileInfo], dict[str, str]]:
+    """The profiles `--profiles all` serves: `seed` (core and the profiles named explicitly) plus a
+    maximal set of `candidates` that can be served with them.
+
+    Deterministic: candidates are tried in catalogue order (the order of the Capabilities fields,
+    so established profiles come before newer ones) and each is added when it brings no problem the
+    set did not already have (an incompatibility, a missing prerequisite). Passes repeat until one
+    adds nothing, so a profile whose prerequisite comes later in the catalogue still gets in. The
+    result is maximal: no candidate left out can be added on its own. Returns the chosen profiles
+    and, for each candidate left out, why."""
+    chosen = list(seed)
+    current = set(problems_of(chosen))
+    pending = list(candidates)
+    reasons: dict[str, str] = {}
+    added = True
+    while added and pending:
+        added = False
+        for profile in list(pending):
+            found = problems_of(chosen + [profile])
+            new = [p for p in found if p not in current]
+            if new:
+                reasons[profile.name] = "; ".join(new)
+                continue
+            chosen.append(profile)
+            pending.remove(profile)
+            reasons.pop(profile.name, None)
+            current = set(found)
+            added = True
+    return chosen, {p.name: reasons[p.name] for p in pending}
+
+
+def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str, Mapping[str, Any]],
+                         model_profiles: Mapping[str, Sequence[str]],
+                         model_limits: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
+                         cat: Catalogue | None = None) -> list[str]:
+    """Broken prerequisites and forbidden combinations of what the engine would advertise:
+    engine-wide (`limits`), then per served model with the model-scoped profiles it lists
+    (`model_profiles`) and its own limit values over the engine-wide ones (`model_limits`).
+
+    Start-up (`resolve_config`) and `UpdateConfig` both refuse with this one function, so a
+    combination refused at start is refused at run time too."""
+    problems = [str(p) for p in combination_problems({p.name: p.version for p in advertised}, limits, cat=cat)]
+    if problems:
+        return problems
+    model_scoped = [p.name for p in advertised if p.scope == "model"]
+    for model, profiles in model_profiles.items():
+        overrides = model_limits.get(model, {})
+        if not any(overrides.values()) and set(model_scoped) <= set(profiles):
+            continue  # the same combination as engine-wide, checked above
+        versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in profiles}
+        merged = {name: {**values, **overrides.get(name, {})} for name, values in limits.items() if name in versions}
+        problems += [f"models: {model}: {p}" for p in combination_problems(versions, merged, cat=cat)]
+    return problems
 
 
 def _resolve_models(config: EngineConfig, cat: Catalogue,

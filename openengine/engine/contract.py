@@ -2,24 +2,22 @@
 
 The catalogue itself (profiles, RPCs, typed limits) is read from the compiled descriptors by
 `openengine.contract`, shared with the conformance runner; this module adds what only the engine
-needs: turning configured values into checked limit values and capability message fields, and the
-prerequisites and incompatible combinations, which the descriptors do not carry and
-`combination_problems` takes from the registry when one can be found.
+needs: turning configured values into checked limit values and capability message fields.
+Prerequisites and incompatible combinations are judged by `openengine.contract.combination_problems`
+from the compiled descriptors, like every other contract fact.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from openengine.contract import (  # noqa: F401  (re-exported: the engine's view of the contract)
-    HEALTH_SERVICE, STANDARD_PREFIX, Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue,
+    HEALTH_SERVICE, STANDARD_PREFIX, Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue, combination_problems,
+    role_numbers,
 )
-from openengine.v1 import common_pb2
 
-ROLE_NAMES = {"aggregated": common_pb2.ROLE_AGGREGATED, "prefill": common_pb2.ROLE_PREFILL,
-              "decode": common_pb2.ROLE_DECODE, "encoder": common_pb2.ROLE_ENCODER}
+# Role spelling -> Role enum number, read from the enum.
+ROLE_NAMES = role_numbers()
 
 
 # --- configured values -------------------------------------------------------------------------
@@ -81,54 +79,3 @@ def to_wire(lim: LimitInfo, value: Any) -> Any:
         spellings = lim.enum_spellings()
         return [spellings[v] for v in value] if lim.repeated else spellings[value]
     return value
-
-
-# --- prerequisites and incompatibilities (registry) -------------------------------------------
-
-def find_registry(explicit: str | None = None) -> Path | None:
-    """The registry file to read prerequisites and incompatibilities from, if any: the explicit
-    path, $OPENENGINE_REGISTRY, ./profiles.yaml, or the repository the package was loaded from."""
-    candidates = [explicit, os.environ.get("OPENENGINE_REGISTRY"), "profiles.yaml",
-                  Path(__file__).resolve().parents[2] / "profiles.yaml"]
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
-
-
-def combination_problems(registry_path: Path, advertised: dict[str, tuple[int, int]],
-                         limits: dict[str, dict[str, Any]]) -> list[str]:
-    """Missing prerequisites and incompatible combinations among the advertised profiles and
-    their effective limit values, as the registry declares them."""
-    try:
-        from codegen.registry import load_registry
-        from codegen.registry.model import Version
-    except ImportError:  # installed without the toolkit
-        return []
-    resolved = load_registry(str(registry_path))
-    if resolved.registry is None:
-        return [f"{registry_path}: the registry does not resolve; run `oespec check`"]
-    problems = []
-
-    def effective(ref_profile: str, ref_limit: str):
-        return limits.get(ref_profile, {}).get(ref_limit)
-
-    for profile in resolved.registry.profiles:
-        if profile.name not in advertised:
-            continue
-        for req in profile.requires:
-            have = advertised.get(req.profile)
-            if have is None:
-                problems.append(f"{profile.name} requires {req.profile} ({req.range}), which is not enabled")
-            elif not req.range.contains(Version(*have)):
-                problems.append(f"{profile.name} requires {req.profile} {req.range}, "
-                                f"but {req.profile} {have[0]}.{have[1]} is served")
-        for inc in profile.incompatible_with:
-            if inc.profile is not None and inc.profile not in advertised:
-                continue
-            if not all(c.profile in advertised and c.holds(effective(c.profile, c.limit)) for c in inc.when):
-                continue
-            what = " and ".join(str(c) for c in inc.when)
-            other = f" with {inc.profile}" if inc.profile and inc.profile != profile.name else ""
-            problems.append(f"{profile.name} cannot be served{other} while {what}: {inc.reason}")
-    return problems

@@ -16,10 +16,12 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf import message_factory
 
+from openengine.engine import alias
 from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
-from openengine.engine.services import SERVICES, Refused
+from openengine.engine.services import Refused, instantiate
+from openengine.engine.wire import WirePolicy
 from openengine.v1 import events_pb2
 
 log = logging.getLogger("openengine.engine")
@@ -37,20 +39,23 @@ class EngineServer:
         self.admin_address = ""
         self.port = 0
         self.admin_port = 0
-        self._impls = {name: cls(self.rt) for name, cls in SERVICES.items()}
+        self._impls = instantiate(self.rt, self.rt.catalogue.services)
         self._stopped = False
+        self.wire = WirePolicy()
         if not self.rt.cfg.faults:
             self_check(self._impls["openengine.v1.Discovery"])
 
 
     # -- routing --------------------------------------------------------------------------------
 
-    def _gate(self, rpc: RpcInfo, context) -> Refused | None:
+    def gate(self, rpc: RpcInfo, context, *, skip: tuple[str, ...] = ()) -> Refused | None:
+        """The refusal a call of `rpc` gets before it runs, if any. `skip` names checks a fault
+        leaves out ("profile", "auth"); only the alias faults use it."""
         rt = self.rt
-        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented"):
+        if not rt.has(rpc.profile) and rt.hooks.at("rpc.refuse-unadvertised", True) and "profile" not in skip:
             return Refused(Code.UNIMPLEMENTED,
                            f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-        if rpc.service == ADMIN and not rt.fault("admin-no-auth"):
+        if rpc.service == ADMIN and rt.hooks.at("admin.check-credentials", True) and "auth" not in skip:
             return self._authenticate(context)
         return None
 
@@ -65,38 +70,51 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            strict = self.rt.hooks.at("admin.bearer-scheme-exact", False)
+            if not bearer_matches(sent, token) or (strict and not sent.startswith("Bearer ")):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
-    def _handler(self, rpc: RpcInfo):
+    def _interceptors(self) -> list:
+        return self.rt.hooks.at("server.interceptors", [self.wire])
+
+    async def invoke_unary(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one unary v1 RPC as a call of it runs: gate, implementation, refusal as status.
+        The compatibility aliases call v1 through here too."""
         impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            return await impl(request, context)
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
+
+    async def invoke_stream(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one server-streaming v1 RPC as a call of it runs (see `invoke_unary`)."""
+        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            async for message in impl(request, context):
+                yield message
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
+
+    def _handler(self, rpc: RpcInfo):
         req_cls = message_factory.GetMessageClass(rpc.method.input_type)
         resp_cls = message_factory.GetMessageClass(rpc.method.output_type)
-        gate = self._gate
-
         if rpc.method.server_streaming:
             async def stream(request, context):
-                refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-                if refusal is not None:
-                    await context.abort(refusal.code, refusal.message)
-                try:
-                    async for message in impl(request, context):
-                        yield message
-                except Refused as refused:
-                    await context.abort(refused.code, refused.message)
+                async for message in self.invoke_stream(rpc, request, context):
+                    yield message
             return grpc.unary_stream_rpc_method_handler(
                 stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
         async def unary(request, context):
-            refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-            if refusal is not None:
-                await context.abort(refusal.code, refusal.message)
-            try:
-                return await impl(request, context)
-            except Refused as refused:
-                await context.abort(refused.code, refused.message)
+            return await self.invoke_unary(rpc, request, context)
         return grpc.unary_unary_rpc_method_handler(
             unary, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
@@ -115,11 +133,12 @@ class EngineServer:
         cfg = rt.config
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        server.add_generic_rpc_handlers(self._service_handlers(main_services))
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
+        server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self, rt))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
-        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        aliases = [a.service for a in alias.served(rt)]
+        reflection.enable_server_reflection(advertised + aliases + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
         self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
@@ -127,7 +146,7 @@ class EngineServer:
         rt.address = self.address
         self.servers.append(server)
         if rt.admin_separate:
-            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
             admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
             health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
             names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -156,6 +175,8 @@ class EngineServer:
         log.info("serving on %s (role %s, instance %s, capability revision %d)",
                  self.address, rt.config.role, rt.instance_id, rt.revision)
         log.info("profiles: %s", profiles)
+        if alias.served(rt):
+            log.info("compatibility aliases: %s", ", ".join(a.service for a in alias.served(rt)))
         log.info("models: %s", ", ".join(
             f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in rt.models.values()))
         if self.admin_address:
@@ -189,6 +210,15 @@ class EngineServer:
 
     async def wait(self) -> None:
         await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def bearer_matches(header: str, token: str) -> bool:
+    """`authorization: Bearer <token>`: the scheme matched case-insensitively (RFC 7235), the
+    token compared in constant time."""
+    scheme, _, sent = header.strip().partition(" ")
+    scheme_ok = scheme.lower() == "bearer"
+    token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
+    return scheme_ok and token_ok
 
 
 def _missing(rpc: RpcInfo) -> Refused:
@@ -291,8 +321,8 @@ class RunningEngine:
 
 
 def self_check(discovery) -> None:
-    """Judge what the engine is about to advertise with the validators generated from the
-    registry, so a bad combination is refused even where no profiles.yaml can be read."""
+    """Judge what the engine is about to advertise with the validators, as a client would: a
+    second line of defence behind `resolve_config`, which refuses bad combinations first."""
     try:
         from openengine.validate import validate_capabilities
     except ImportError:

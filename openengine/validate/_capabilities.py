@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from openengine.contract import catalogue, combination_problems, role_spelling
 from openengine.validate import _generated as gen
 from openengine.validate._rules import Severity, Violation, violation
 
-_ROLE_NAMES = {0: "ROLE_UNSPECIFIED", 1: "ROLE_AGGREGATED", 2: "ROLE_PREFILL", 3: "ROLE_DECODE", 4: "ROLE_ENCODER"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class ModelReport:
     limits: Mapping[str, Mapping[str, Any]]      # only the capability messages the model sets
     max_context_tokens: int = 0                  # ModelInfo's token limits; 0 when not reported
     max_output_tokens: int = 0
+    vocab_size: int = 0                          # TokenizerInfo.vocab_size; 0 when not reported
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,35 @@ class CapabilityReport:
         return self.limits[profile][limit]
 
 
+def _combination_checks(adv, limits, out: list[Violation]) -> None:
+    """Prerequisites (OEV120) and incompatible combinations (OEV121), judged by the contract's one
+    `combination_problems`, the same function the reference engine refuses configurations with."""
+    cat = catalogue()
+    for problem in combination_problems(adv, limits):
+        if problem.prerequisite is not None:
+            req = problem.prerequisite
+            out.append(violation("OEV120", "profiles", [f"{m}.{n}" for m, n in problem.values],
+                                 f"{req.profile} {req.range}", problem.message))
+            continue
+        first = problem.incompatibility.when[0] if problem.incompatibility.when else None
+        owner = cat.profile(first.profile) if first is not None else None
+        if owner is not None and owner.capability_field:
+            path, value = f"{owner.capability_field}.{first.limit}", list(problem.values)
+        else:
+            path, value = "profiles", sorted(adv)
+        out.append(violation("OEV121", path, value, "not this combination", problem.message))
+
+
+def _check(capabilities, out: list[Violation]):
+    """Every per-profile check of the generated code, then the combinations across profiles."""
+    adv, limits = gen.check_capabilities(capabilities, out)
+    _combination_checks(adv, limits, out)
+    return adv, limits
+
+
 def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
     role = engine_info.role
-    role_name = _ROLE_NAMES.get(role, str(role))
+    role_name = role_spelling(role)
     if role == 0:
         out.append(violation("OEV136", "engine_info.role", role_name, "a role", "EngineInfo.role is not set"))
     if not engine_info.instance_id:
@@ -85,7 +112,7 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
     When `model_infos` covers every model in `engine_info.served_models`, a model-scoped profile
     advertised engine-wide but listed by no model is reported too."""
     out: list[Violation] = []
-    adv, limits = gen.check_capabilities(capabilities, out)
+    adv, limits = _check(capabilities, out)
     if engine_info is not None:
         _engine_checks(adv, engine_info, capabilities.revision, out)
     models: dict[str, ModelReport] = {}
@@ -95,7 +122,8 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
         madv, mlimits = gen.check_model_capabilities(info.capabilities, path, adv, out)
         listed.update(madv)
         models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits,
-                                         info.max_context_tokens, info.max_output_tokens)
+                                         info.max_context_tokens, info.max_output_tokens,
+                                         info.tokenizer.vocab_size if info.HasField("tokenizer") else 0)
     if engine_info is not None and model_infos and engine_info.served_models \
             and set(engine_info.served_models) <= set(models):
         for name in sorted(gen.MODEL_SCOPED & set(adv) - listed):
@@ -108,7 +136,7 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
 def check_capabilities(capabilities) -> list[Violation]:
     """Just the violations of one `Capabilities` message: the hot-path entry point."""
     out: list[Violation] = []
-    gen.check_capabilities(capabilities, out)
+    _check(capabilities, out)
     return out
 
 

@@ -1,9 +1,8 @@
 # generated from profiles.yaml by `oespec generate`, do not edit
-"""Validators of capability messages, generated from profiles.yaml (registry revision 1).
+"""Validators of capability messages, generated from profiles.yaml (registry revision 2).
 
 Do not edit: change profiles.yaml and run `oespec generate`. Every limit's default, range and
-enum values, every profile's name, version, scope, prerequisites and incompatibilities are
-inlined below, one function per profile, so validation interprets nothing at run time. The
+enum values, every profile's name, version and scope are inlined below, one function per profile, so validation interprets nothing at run time. The
 functions work on protobuf messages (presence via HasField) and append to `out`; the public API
 that calls them is in `openengine.validate`.
 """
@@ -14,7 +13,7 @@ import re
 
 from openengine.validate._rules import violation as _v
 
-REGISTRY_REVISION = 1
+REGISTRY_REVISION = 2
 
 # Standard profile name -> (major, minor) the registry defines.
 KNOWN_PROFILES = {
@@ -563,7 +562,7 @@ def check_profiles(profiles, path, out):
         if name.startswith("openengine."):
             known = KNOWN_PROFILES.get(name)
             if known is None:
-                out.append(_v("OEV105", f"{path}[{i}].name", name, "a profile of registry revision 1",
+                out.append(_v("OEV105", f"{path}[{i}].name", name, "a profile of registry revision 2",
                               f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
             elif major != known[0] and major >= 1:
                 out.append(_v("OEV106", f"{path}[{i}].major", major, str(known[0]),
@@ -640,64 +639,6 @@ def check_capabilities(caps, out):
         e_openengine_admin = limits_openengine_admin(caps.admin, 'admin', out)
     else:
         e_openengine_admin = limits_openengine_admin(None, 'admin', out)
-    if 'openengine.load' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.load requires openengine.core >= 1.0"))
-    if 'openengine.kv' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.kv requires openengine.core >= 1.0"))
-    if 'openengine.tasks' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.tasks requires openengine.core >= 1.0"))
-    if 'openengine.encoder' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.encoder requires openengine.core >= 1.0"))
-    if 'openengine.sessions' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.sessions requires openengine.core >= 1.0"))
-    if 'openengine.adapters' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.adapters requires openengine.core >= 1.0"))
-    if 'openengine.runtime-events' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.runtime-events requires openengine.core >= 1.0"))
-    if 'openengine.admin' in adv:
-        vs = adv.get('openengine.core', ())
-        if not any((m, n) >= (1, 0) for m, n in vs):
-            out.append(_v("OEV120", "profiles", [f"{m}.{n}" for m, n in vs], 'openengine.core >= 1.0',
-                          "openengine.admin requires openengine.core >= 1.0"))
-    if 'openengine.core' in adv and e_openengine_core['speculative_decoding'] == True and e_openengine_core['pipeline_parallel_size'] >= 2:
-        out.append(_v("OEV121", 'generation.speculative_decoding', [e_openengine_core['speculative_decoding'], e_openengine_core['pipeline_parallel_size']], "not this combination",
-                      'openengine.core is incompatible when openengine.core.speculative_decoding == true and openengine.core.pipeline_parallel_size >= 2: SGLang and TensorRT-LLM reject speculative decoding together with pipeline parallelism.'))
-    if 'openengine.core' in adv and e_openengine_core['speculative_decoding'] == True and e_openengine_core['logit_bias'] == True:
-        out.append(_v("OEV121", 'generation.speculative_decoding', [e_openengine_core['speculative_decoding'], e_openengine_core['logit_bias']], "not this combination",
-                      'openengine.core is incompatible when openengine.core.speculative_decoding == true and openengine.core.logit_bias == true: vLLM rejects logit_bias in sampling parameters when speculative decoding is enabled.'))
-    if 'openengine.core' in adv and e_openengine_core['speculative_decoding'] == True and e_openengine_core['min_p'] == True:
-        out.append(_v("OEV121", 'generation.speculative_decoding', [e_openengine_core['speculative_decoding'], e_openengine_core['min_p']], "not this combination",
-                      'openengine.core is incompatible when openengine.core.speculative_decoding == true and openengine.core.min_p == true: vLLM rejects min_p sampling when speculative decoding is enabled.'))
-    if 'openengine.core' in adv and e_openengine_core['speculative_decoding'] == True and e_openengine_core['logits_post_processor'] == True:
-        out.append(_v("OEV121", 'generation.speculative_decoding', [e_openengine_core['speculative_decoding'], e_openengine_core['logits_post_processor']], "not this combination",
-                      'openengine.core is incompatible when openengine.core.speculative_decoding == true and openengine.core.logits_post_processor == true: TensorRT-LLM does not run a logits post-processor together with speculative decoding.'))
-    if 'openengine.kv' in adv and 'openengine.core' in adv and e_openengine_core['logits_post_processor'] == True:
-        out.append(_v("OEV121", 'generation.logits_post_processor', [e_openengine_core['logits_post_processor']], "not this combination",
-                      'openengine.kv with openengine.core is incompatible when openengine.core.logits_post_processor == true: TensorRT-LLM does not support a logits post-processor in disaggregated (context-only and generation-only) serving.'))
-    if 'openengine.tasks' in adv and 'openengine.core' in adv and e_openengine_core['speculative_decoding'] == True:
-        out.append(_v("OEV121", 'generation.speculative_decoding', [e_openengine_core['speculative_decoding']], "not this combination",
-                      'openengine.tasks with openengine.core is incompatible when openengine.core.speculative_decoding == true: vLLM does not run pooling tasks when speculative decoding is enabled.'))
     return adv, {
         'openengine.core': e_openengine_core,
         'openengine.load': e_openengine_load,

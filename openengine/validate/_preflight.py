@@ -8,8 +8,11 @@ through a `CapabilityReport`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
+
+from google.protobuf.descriptor import FieldDescriptor
 
 from openengine.validate._capabilities import CapabilityReport
 from openengine.validate._generated import MODEL_SCOPED
@@ -134,14 +137,108 @@ def _model_token_limits(request, model, report: CapabilityReport, out: list[Viol
                                  f"of {info.max_context_tokens} tokens of model {model!r}"))
 
 
+@dataclass(frozen=True)
+class NumberDomain:
+    """The values a number field may hold: between `low` and `high` (None: unbounded), each end
+    included unless marked open. Every float and double field must be finite in any case."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            return False
+        return True
+
+    def __str__(self) -> str:
+        low = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
+        high = "+inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
+        return f"{low}, {high}"
+
+
+# The domains of the request numbers that have one (REQ-SVC-005), by the field's full name; for a
+# map field the domain is that of its values. Every other float or double field of a request is
+# only required to be finite.
+NUMBER_DOMAINS: dict[str, NumberDomain] = {
+    "openengine.v1.SamplingParams.temperature": NumberDomain(low=0),
+    "openengine.v1.SamplingParams.top_p": NumberDomain(0, 1, low_open=True),
+    "openengine.v1.SamplingParams.min_p": NumberDomain(0, 1),
+    "openengine.v1.SamplingParams.presence_penalty": NumberDomain(-2, 2),
+    "openengine.v1.SamplingParams.frequency_penalty": NumberDomain(-2, 2),
+    "openengine.v1.SamplingParams.repetition_penalty": NumberDomain(low=0, low_open=True),
+    "openengine.v1.SamplingParams.logit_bias": NumberDomain(-100, 100),
+}
+
+# Map fields whose keys are token ids: each must be below the model's vocabulary size.
+TOKEN_ID_KEYS = frozenset({"openengine.v1.SamplingParams.logit_bias"})
+
+_FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+
+
+def _numbers(msg, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor, Any, Any]]:
+    """Every number a message sets that the checks look at, found by walking its descriptor: (path,
+    field, map key or None, value) for each float or double value (singular, repeated or map
+    value) and for each key of a token-id map."""
+    for field, value in msg.ListFields():
+        path = f"{prefix}{field.name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key in value:
+                if field.full_name in TOKEN_ID_KEYS or value_field.type in _FLOATS:
+                    yield f"{path}[{key}]", field, key, value[key]
+                elif value_field.message_type is not None:
+                    yield from _numbers(value[key], f"{path}[{key}].")
+        elif field.type in _FLOATS:
+            if field.is_repeated:
+                for i, item in enumerate(value):
+                    yield f"{path}[{i}]", field, None, item
+            else:
+                yield path, field, None, value
+        elif field.message_type is not None:
+            if field.is_repeated:
+                for i, item in enumerate(value):
+                    yield from _numbers(item, f"{path}[{i}].")
+            else:
+                yield from _numbers(value, f"{path}.")
+
+
+def number_violations(request, *, vocab_size: int = 0) -> list[Violation]:
+    """Every number in `request` (any request message) that no engine may accept (REQ-SVC-005): a
+    float or double that is NaN or infinite, a value outside its field's domain (NUMBER_DOMAINS),
+    and a token-id key at or above `vocab_size` (0: the vocabulary size is not known)."""
+    out: list[Violation] = []
+    for path, field, key, value in _numbers(request):
+        if key is not None and field.full_name in TOKEN_ID_KEYS and vocab_size and key >= vocab_size:
+            out.append(violation("OEV408", path, key, f"a token id below {vocab_size} (the vocabulary size)",
+                                 f"{path}: token id {key} is outside the vocabulary of {vocab_size} tokens"))
+        if not isinstance(value, float):
+            continue
+        if not math.isfinite(value):
+            out.append(violation("OEV407", path, str(value), "a finite number",
+                                 f"{path} is {value}; every number in a request must be finite"))
+            continue
+        domain = NUMBER_DOMAINS.get(field.full_name)
+        if domain is not None and not domain.contains(value):
+            out.append(violation("OEV408", path, value, f"within {domain}",
+                                 f"{path} is {value:g}, outside its domain {domain}"))
+    return out
+
+
 def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     """Every reason the engine described by `capabilities` would refuse `request` (a
     GenerateRequest, EmbedRequest, ClassifyRequest, ScoreRequest or EncodeRequest), each naming
-    the field and the limit. An empty list means: send it."""
+    the field and the limit, and every number no engine may accept (`number_violations`). An
+    empty list means: send it."""
     report = getattr(capabilities, "report", capabilities)
     rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
     model = _model_of(request, report)
     out: list[Violation] = []
+    info = report.models.get(model) if model is not None else None
+    out += number_violations(request, vocab_size=getattr(info, "vocab_size", 0))
     _model_token_limits(request, model, report, out)
     refused_profiles: set[str] = set()
     for row in rows:

@@ -58,8 +58,12 @@ def test_fixture_findings(case):
     for e in expected:
         key = (e["rule"], e["path"], e["line"], e["severity"])
         assert key in got, f"{case}: missing {key}; got {sorted(got)}"
-        for detail in e["details"]:
-            assert detail in got[key].details, f"{case}: {key} lacks detail {detail!r}"
+        for detail in e["details"]:  # a detail key, or {key: exact value}
+            wanted = detail if isinstance(detail, dict) else {detail: None}
+            for name, value in wanted.items():
+                assert name in got[key].details, f"{case}: {key} lacks detail {name!r}"
+                assert value is None or got[key].details[name] == value, \
+                    f"{case}: {key} detail {name!r} is {got[key].details[name]!r}, not {value!r}"
     wanted = {(e["rule"], e["path"], e["line"], e["severity"]) for e in expected}
     unexpected = [k for k, d in got.items() if k not in wanted and d.severity >= Severity.WARNING]
     assert not unexpected, f"{case}: unexpected findings {unexpected}"

@@ -1,8 +1,9 @@
 """Small in-process engines for the client tests: Discovery and Observability servicers whose
-answers and WatchLoad behaviour each test scripts."""
+answers, WatchLoad behaviour and runtime events each test scripts."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from concurrent import futures
@@ -45,6 +46,9 @@ class Engine:
     getload_error: grpc.StatusCode | None = None
     streams: int = 0
     polls: int = 0
+    discoveries: int = 0                                  # GetCapabilities calls
+    subscriptions: int = 0                                # SubscribeRuntimeEvents calls
+    events: "queue.Queue" = field(default_factory=lambda: queue.Queue())   # RuntimeEvents to send
 
     def info(self):
         return discovery_pb2.EngineInfo(instance_id=self.instance_id, engine_name="test", role=self.role,
@@ -56,6 +60,7 @@ class Discovery(discovery_service_pb2_grpc.DiscoveryServicer):
         self.engine = engine
 
     def GetCapabilities(self, request, context):
+        self.engine.discoveries += 1
         return self.engine.caps
 
     def GetEngineInfo(self, request, context):
@@ -95,6 +100,22 @@ class Observability(observability_service_pb2_grpc.ObservabilityServicer):
             if isinstance(msg, float):
                 time.sleep(msg)
                 continue
+            yield msg
+
+
+    def SubscribeRuntimeEvents(self, request, context):
+        from openengine.v1 import events_pb2
+
+        engine = self.engine
+        engine.subscriptions += 1
+        sequence = 1
+        while context.is_active():
+            try:
+                event = engine.events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            msg = now_ts(events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, event=event))
+            sequence += 1
             yield msg
 
 

@@ -111,13 +111,100 @@ def test_aborted_stream_means_revision_change():
             assert wait_until(lambda: watcher.revision_changed)
 
 
-def test_polls_when_load_is_not_advertised():
+def test_unavailable_at_once_when_load_is_not_advertised():
+    """REQ-CORE-004: no GetLoad or WatchLoad against an engine without openengine.load, and a
+    waiter learns it at once (an unbounded wait returns)."""
     engine = Engine(caps=capabilities(), watch=good_stream())
     with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
         with LoadWatcher(channel, view=CapabilityView.fetch(channel), poll_interval=0.01) as watcher:
-            assert wait_until(lambda: engine.polls >= 3)
-            assert watcher.mode == POLL and watcher.latest is not None
-    assert engine.streams == 0
+            assert watcher.mode == UNAVAILABLE
+            assert watcher.wait_for_snapshot(timeout=None) is None
+        # Without a view it reads discovery first, then comes to the same conclusion.
+        with LoadWatcher(channel, poll_interval=0.01) as watcher:
+            assert watcher.wait_for_snapshot(timeout=None) is None
+            assert watcher.mode == UNAVAILABLE
+    assert engine.streams == 0 and engine.polls == 0 and engine.subscriptions == 0
+
+
+def test_async_watcher_is_unavailable_at_once_without_load():
+    engine = Engine(caps=capabilities("openengine.runtime-events"), watch=good_stream())
+
+    async def main(address):
+        async with grpc.aio.insecure_channel(address) as channel:
+            async with AsyncLoadWatcher(channel, backoff=FAST) as watcher:
+                assert await watcher.wait_for_snapshot(timeout=None) is None
+                assert watcher.mode == UNAVAILABLE
+
+    with Server(engine) as server:
+        asyncio.run(main(server.address))
+    assert engine.streams == 0 and engine.polls == 0
+
+
+def test_wait_for_snapshot_returns_when_the_watcher_gives_up():
+    engine = Engine(caps=capabilities("openengine.load"), watch_error=grpc.StatusCode.UNAVAILABLE)
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        backoff = Backoff(initial=0.01, maximum=0.02, attempts=3, rng=random.Random(3))
+        with LoadWatcher(channel, view=CapabilityView.fetch(channel), backoff=backoff) as watcher:
+            assert watcher.wait_for_snapshot(timeout=None) is None
+            assert watcher.mode == UNAVAILABLE
+
+
+def _revision_event(revision):
+    from openengine.v1 import events_pb2
+
+    return events_pb2.RuntimeEvent(capability_revision_changed=events_pb2.CapabilityRevisionChanged(
+        previous_revision=revision - 1, revision=revision))
+
+
+def test_runtime_events_announce_a_revision_change():
+    engine = Engine(caps=capabilities("openengine.load", "openengine.runtime-events"), watch=good_stream())
+    changes = []
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        view = CapabilityView.fetch(channel)
+        with LoadWatcher(channel, view=view, request=FAST_STREAM, backoff=FAST,
+                         on_revision_change=changes.append) as watcher:
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+            assert wait_until(lambda: engine.subscriptions == 1)
+            discoveries, streams = engine.discoveries, engine.streams
+            engine.events.put(_revision_event(2))
+            assert wait_until(lambda: watcher.revision_changed)
+            assert changes == [2]
+            # Discovery is re-read and the stream reopened under the new revision.
+            assert wait_until(lambda: engine.discoveries > discoveries and engine.streams > streams)
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+
+
+def test_runtime_events_are_not_used_when_not_advertised():
+    engine = Engine(caps=capabilities("openengine.load"), watch=good_stream())
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        with LoadWatcher(channel, view=CapabilityView.fetch(channel), request=FAST_STREAM, backoff=FAST) as watcher:
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+    assert engine.subscriptions == 0
+
+
+def test_async_watcher_uses_runtime_events():
+    engine = Engine(caps=capabilities("openengine.load", "openengine.runtime-events"), watch=good_stream())
+
+    async def main(address):
+        async with grpc.aio.insecure_channel(address) as channel:
+            view = await CapabilityView.afetch(channel)
+            async with AsyncLoadWatcher(channel, view=view, request=FAST_STREAM, backoff=FAST) as watcher:
+                assert await watcher.wait_for_snapshot(timeout=10) is not None
+                for _ in range(500):
+                    if engine.subscriptions:
+                        break
+                    await asyncio.sleep(0.01)
+                engine.events.put(_revision_event(2))
+                for _ in range(500):
+                    if watcher.revision_changed:
+                        break
+                    await asyncio.sleep(0.01)
+                assert watcher.revision_changed
+                assert await watcher.wait_for_snapshot(timeout=10) is not None
+
+    with Server(engine) as server:
+        asyncio.run(main(server.address))
 
 
 def test_falls_back_to_polling_on_unimplemented_then_gives_up():

@@ -19,6 +19,9 @@ from openengine.engine import ModelConfig
 
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 
+# Whole suites against engines (the fast lane leaves them out).
+pytestmark = pytest.mark.slow
+
 SUBSETS = [
     dict(profiles=("all",)),
     dict(profiles=("core",)),

@@ -11,6 +11,7 @@ import sys
 import threading
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.engine import FAULTS
@@ -20,6 +21,7 @@ OESPEC = [sys.executable, "-m", "codegen.cli"]
 H = health_pb2.HealthCheckResponse
 
 
+@pytest.mark.slow
 def test_list_faults_prints_one_line_per_fault():
     out = subprocess.run(OESPEC + ["engine", "--list-faults"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
@@ -27,6 +29,7 @@ def test_list_faults_prints_one_line_per_fault():
     assert [line.split()[0] for line in lines] == list(FAULTS)
 
 
+@pytest.mark.slow
 def test_invalid_combination_is_refused_at_start():
     out = subprocess.run(OESPEC + ["engine", "--port", "0", "--profiles", "core,kv"],
                          capture_output=True, text=True, timeout=60)
@@ -35,6 +38,7 @@ def test_invalid_combination_is_refused_at_start():
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_subprocess_serves_then_stops_cleanly_with_not_serving_first():
     proc = subprocess.Popen(OESPEC + ["engine", "--port", "0", "--profiles", "load,runtime-events",
                                       "--token-delay-ms", "1"],

@@ -102,17 +102,3 @@ def test_every_fault_cites_requirements_the_spec_defines():
         assert fault.requirements, fault.name
         for req in fault.requirements:
             assert req in known, f"{fault.name} cites {req}, which spec/ does not define"
-
-
-def test_without_a_registry_the_generated_validators_refuse_bad_combinations(monkeypatch):
-    from openengine.engine import EngineServer, config as config_module
-
-    monkeypatch.setattr(config_module, "find_registry", lambda explicit=None: None)
-    bad = EngineConfig(port=0, profiles=("tasks",), limits={
-        "core": {"speculative_decoding": True, "logit_bias": False, "min_p": False}})
-    resolved = resolve_config(bad)  # nothing to read the combinations from ...
-    assert any("validators" in w for w in resolved.warnings)
-    with pytest.raises(ConfigError) as err:  # ... but what it would advertise is judged at start
-        EngineServer(resolved)
-    assert any("REQ-CAP-010" in p for p in err.value.problems), err.value.problems
-    EngineServer(resolve_config(EngineConfig(port=0, profiles=("tasks",))))

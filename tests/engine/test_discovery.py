@@ -90,3 +90,9 @@ def test_reflection_lists_the_advertised_services(shared):
     assert set(engine.runtime.advertised_services()) <= listed
     assert "grpc.health.v1.Health" in listed
     assert "openengine.v1.Kv" not in listed
+
+
+def test_schema_revision_is_the_compiled_registry_header(shared):
+    _, stubs = shared
+    compiled = catalogue().schema_revision
+    assert compiled >= 1 and stubs.info().schema_revision == compiled

@@ -14,6 +14,7 @@ from openengine.v1 import admin_pb2, common_pb2, events_pb2, generation_pb2 as G
 from openengine.v1 import sessions_pb2
 
 from tests.engine.conftest import AUTH, running
+from tests.engine.test_alias import ALIAS_FAULT_CHECKS
 
 H = health_pb2.HealthCheckResponse
 ALL = ("load", "admin", "runtime-events", "sessions")
@@ -311,10 +312,14 @@ CHECKS = {
 }
 
 
+CHECKS.update(ALIAS_FAULT_CHECKS)
+
+
 def test_every_fault_has_a_client_side_check():
     assert set(CHECKS) == set(FAULTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fault_is_observable_by_a_client(name):
     kw, holds = CHECKS[name]

@@ -10,7 +10,8 @@ import pytest
 from codegen.check import run_rules
 from codegen.check.contract import Contract, load_contract
 from codegen.cli import run
-from codegen.generate import GENERATORS, HEADER_TEXT, plan, write_outputs
+from codegen.generate import GENERATORS, HEADER_TEXT, write_outputs
+from codegen.pipeline import plan
 from codegen.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]

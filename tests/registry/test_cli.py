@@ -141,6 +141,7 @@ def test_invalid_utf8_is_located(capsys, tmp_path):
     assert f"{path}:2:14: error OE000: the file is not valid UTF-8" in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not OESPEC.exists(), reason="the project is not installed into .venv")
 def test_installed_command_never_prints_a_traceback(tmp_path):
     broken = tmp_path / "profiles.yaml"

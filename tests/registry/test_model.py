@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from codegen.registry import Condition, LimitType, Version, VersionRange
+from codegen.registry import Condition, LimitType, Version, VersionRange, load_registry_text
 
 
 def test_versions_order_numerically():
@@ -57,3 +60,36 @@ def test_conditions(operator, value, actual, holds):
 
 def test_condition_reference_without_profile():
     assert Condition("", "speculative_decoding", "equals", True).reference == "speculative_decoding"
+
+
+MINIMAL = (Path(__file__).resolve().parents[1] / "data" / "registry" / "valid" / "minimal" / "profiles.yaml"
+           ).read_text(encoding="utf-8")
+
+
+def _load_profile(extra: str, *, version: str | None = None):
+    text = MINIMAL.replace("  - name: openengine.load\n", "  - name: openengine.load\n" + extra, 1)
+    if version:
+        at = text.index("  - name: openengine.load\n")
+        text = text[:at] + re.sub(r'(?m)^    version: "[0-9.]+"$', f'    version: "{version}"', text[at:], count=1)
+    resolved = load_registry_text(text, "profiles.yaml")
+    return resolved, (resolved.registry.profile("openengine.load") if resolved.registry else None)
+
+
+@pytest.mark.parametrize("extra, version, stability", [
+    ("", None, "stable"),
+    ("", "0.3", "experimental"),
+    ("    deprecated: Use openengine.load2.\n", None, "deprecated"),
+    ("    stability: experimental\n", None, "experimental"),
+    ("    stability: stable\n", "0.3", "stable"),
+])
+def test_stability_is_as_written_or_implied_by_version_and_deprecation(extra, version, stability):
+    resolved, profile = _load_profile(extra, version=version)
+    assert profile is not None, resolved.diagnostics
+    assert profile.stability == stability
+
+
+def test_an_unknown_stability_is_refused_where_it_is_written():
+    resolved, _ = _load_profile("    stability: beta\n")
+    found = [d for d in resolved.diagnostics if "stability" in d.message]
+    assert found and found[0].rule_id == "OE001" and "'beta' is not one of" in found[0].message
+    assert found[0].line > 1

@@ -9,11 +9,15 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from ruamel.yaml import YAML
 
 from codegen.check import run_rules
 from codegen.registry import SourceError, load_registry, load_registry_text, parse_text, read_file
+
+# Property tests over many generated inputs (the fast lane leaves them out).
+pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "registry"
 FULL = (DATA / "valid" / "full" / "profiles.yaml").read_text()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from codegen.check import iter_rules, run_rules
 from codegen.registry import load_registry_text
 
@@ -24,6 +26,7 @@ def test_yaml_rules_run_even_when_the_schema_fails():
     assert sorted(d.rule_id for d in run_rules(resolved)) == ["OE001", "OE002"]
 
 
+@pytest.mark.slow
 def test_a_long_chain_of_prerequisites_is_checked_without_recursion():
     count = 1100  # deeper than Python's default recursion limit
     chain = "".join(_profile(f"openengine.p{i}", f"openengine.p{i + 1}" if i + 1 < count else "openengine.p0")

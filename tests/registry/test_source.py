@@ -62,6 +62,7 @@ def test_unusable_text_raises_source_error(text, message):
     assert exc.value.path == "r.yaml" and exc.value.loc.line >= 1
 
 
+@pytest.mark.slow
 def test_alias_expansion_is_capped():
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 7):

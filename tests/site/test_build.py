@@ -9,6 +9,9 @@ import pytest
 from .conftest import DATA, BuildFailed, mkdocs_build, site_from
 from .htmlscan import injected, scan
 
+# Site builds; on one xdist worker, so the session's built site is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
+
 HOME = "# Home\n\nWelcome. See the [profiles](reference/profiles/index.md).\n"
 
 

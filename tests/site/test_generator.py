@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from codegen.generate import GenerationContext, GenerationError, plan, stale_outputs, write_outputs
+from codegen.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
+from codegen.pipeline import plan
 from codegen.generate import docs
 from codegen.registry import load_registry
 
@@ -94,6 +95,7 @@ def _oespec(*args, cwd):
     return subprocess.run([sys.executable, "-m", "codegen.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_stale_region_fails_check_and_generate_fixes_it(bare_root):
     page = bare_root / "spec" / "index.md"
     page.write_text("# Home\n\n<!-- oespec:begin limits:openengine.load -->\nold\n"

@@ -169,3 +169,99 @@ def test_token_ids_prompt_and_output_against_the_models_context():
     req.sampling.max_tokens = 30
     assert found(req, report(token_ids_input=True, models=[_model(max_context=120)])) == [("OEV401", "token_ids")]
     assert found(req, report(token_ids_input=True, models=[_model(max_context=130)])) == []
+
+
+# -- numbers no engine may accept (REQ-SVC-005) ----------------------------------------------------
+
+INF, NAN = float("inf"), float("nan")
+
+
+def number_rules(request, **kw):
+    from openengine.validate import number_violations
+
+    return [(v.rule_id, v.path) for v in number_violations(request, **kw)]
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "min_p", "presence_penalty",
+                                   "frequency_penalty", "repetition_penalty"])
+@pytest.mark.parametrize("value", [NAN, INF, -INF])
+def test_every_sampling_float_must_be_finite(field, value):
+    assert number_rules(gen(**{field: value})) == [("OEV407", f"sampling.{field}")]
+
+
+@pytest.mark.parametrize("field, bad, good", [
+    ("temperature", [-1.0, -0.001], [0.0, 1.0, 7.0]),
+    ("top_p", [0.0, 7.0, -1.0], [0.5, 1.0]),
+    ("min_p", [-0.1, 1.5], [0.0, 1.0]),
+    ("presence_penalty", [-2.5, 3.0], [-2.0, 0.0, 2.0]),
+    ("frequency_penalty", [-2.5, 3.0], [-2.0, 2.0]),
+    ("repetition_penalty", [-3.0, 0.0], [0.5, 1.0, 2.0]),
+])
+def test_sampling_numbers_outside_their_domain_are_refused(field, bad, good):
+    for value in bad:
+        assert number_rules(gen(**{field: value})) == [("OEV408", f"sampling.{field}")], value
+    for value in good:
+        assert number_rules(gen(**{field: value})) == [], value
+
+
+def test_logit_bias_keys_and_values():
+    req = generation_pb2.GenerateRequest(text="x")
+    req.sampling.logit_bias[3] = NAN
+    req.sampling.logit_bias[4] = 150.0
+    req.sampling.logit_bias[5] = -100.0
+    req.sampling.logit_bias[300] = 1.0
+    assert sorted(number_rules(req, vocab_size=256)) == [
+        ("OEV407", "sampling.logit_bias[3]"), ("OEV408", "sampling.logit_bias[300]"),
+        ("OEV408", "sampling.logit_bias[4]")]
+    # Without a known vocabulary size the keys cannot be judged; the values still are.
+    assert sorted(number_rules(req)) == [("OEV407", "sampling.logit_bias[3]"), ("OEV408", "sampling.logit_bias[4]")]
+
+
+def test_every_float_field_of_every_request_message_is_walked():
+    """The walk is generic: it finds a float or double field wherever a request message nests it,
+    so a field added to a request later is covered without a table entry."""
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message_factory import GetMessageClass
+
+    from openengine.contract import catalogue
+
+    floats = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+    checked = 0
+
+    def paths(md, prefix, seen):
+        for f in md.fields:
+            if f.type in floats:
+                yield prefix + [f]
+            elif f.message_type is not None and f.message_type.full_name not in seen:
+                yield from paths(f.message_type, prefix + [f], seen | {f.message_type.full_name})
+
+    services = list(catalogue().services.values())
+    for service in services:
+        for method in service.methods:
+            for path in paths(method.input_type, [], {method.input_type.full_name}):
+                msg = GetMessageClass(method.input_type)()
+                target = msg
+                for f in path[:-1]:
+                    if f.message_type.GetOptions().map_entry:   # map<..., float>: one entry's value
+                        getattr(target, f.name)[1] = NAN
+                        break
+                    target = getattr(target, f.name).add() if f.is_repeated else getattr(target, f.name)
+                else:
+                    leaf = path[-1]
+                    if leaf.is_repeated:
+                        getattr(target, leaf.name).append(NAN)
+                    else:
+                        setattr(target, leaf.name, NAN)
+                rules = number_rules(msg)
+                assert [r for r, _ in rules] == ["OEV407"], (method.full_name, [f.name for f in path], rules)
+                checked += 1
+    assert checked >= 8   # seven sampling floats (logit_bias included) and LimitUpdate.double_value
+
+
+def test_preflight_reports_numbers_with_the_models_vocabulary():
+    info = discovery_pb2.ModelInfo(model="m", max_context_tokens=100, max_output_tokens=10)
+    info.tokenizer.vocab_size = 256
+    rep = report(logit_bias=True, min_p=True, models=[info])
+    req = gen(temperature=NAN)
+    req.sampling.logit_bias[999] = 1.0
+    assert sorted(found(req, rep)) == [("OEV407", "sampling.temperature"), ("OEV408", "sampling.logit_bias[999]")]

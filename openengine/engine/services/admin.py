@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from openengine.engine.contract import coerce
-from openengine.engine.services._base import Base, Code, ES, Refused, invalid
+from openengine.engine.services._base import Base, Code, ES, Refused, invalid, refuse_bad_numbers
 from openengine.v1 import admin_pb2
 
 
@@ -103,6 +103,7 @@ class Admin(Base):
 
     async def UpdateConfig(self, request: admin_pb2.UpdateConfigRequest, context):
         rt = self.rt
+        refuse_bad_numbers(rt, request)
         updatable = set(rt.limit("openengine.admin", "updatable_limits"))
         new = {k: dict(v) for k, v in rt.limits.items()}
         new_models = {m: {k: dict(v) for k, v in per.items()} for m, per in rt.model_limits.items()}
@@ -146,7 +147,7 @@ class Admin(Base):
                 changed.append(update.limit)
         from openengine.engine.config import _reference_engine_problems
 
-        problems = _reference_engine_problems(new) + rt.check_update(new)
+        problems = _reference_engine_problems(new) + rt.check_update(new, new_models)
         if problems:
             raise invalid("updates", "; ".join(problems))
         if request.validate_only or not changed:

@@ -1,0 +1,208 @@
+"""Hostile input at the wire: numbers no engine can act on (REQ-SVC-005), request bytes that do
+not parse (REQ-SVC-006), the bearer scheme's spelling (REQ-ADMIN-006), and health List
+(REQ-HEALTH-013)."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.context import Context, status_name
+from openengine.conformance.contract import CORE
+
+ADMIN = "openengine.admin"
+INF, NAN = float("inf"), float("nan")
+
+# Payloads that parse as no protobuf message: a truncated varint, a length-delimited field longer
+# than the bytes that follow, an end-group tag without its group.
+UNDECODABLE = (b"\x08", b"\x0a\x05ab", b"\x0c")
+# Words that betray a server's implementation language in a status message.
+INTERNALS = ("<class", "Traceback", "Exception", "File \"", ".py\"", "NullPointer", "panic:")
+
+
+async def _refused_each(ctx: Context, tries: list[tuple[str, object]]) -> list[str]:
+    """Send each (label, GenerateRequest); every one must fail INVALID_ARGUMENT before any message."""
+    problems = []
+    for label, request in tries:
+        try:
+            got = await ctx.generate(request)
+            problems.append(f"{label} was accepted ({len(got)} messages)")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"{label} failed with {status_name(err.code())}, not INVALID_ARGUMENT")
+    return problems
+
+
+def _sampling_tries(ctx: Context, values: dict[str, tuple[float, ...]]) -> list[tuple[str, object]]:
+    tries = []
+    for field, bad in values.items():
+        for value in bad:
+            req = ctx.generate_request(max_tokens=1)
+            setattr(req.sampling, field, value)
+            tries.append((f"sampling.{field} = {value}", req))
+    return tries
+
+
+@case("core.numbers.sampling", profile=CORE, requires=("REQ-SVC-005",),
+      title="temperature, top_p and min_p that are NaN, infinite or out of domain fail INVALID_ARGUMENT")
+async def numbers_sampling(ctx: Context):
+    problems = await _refused_each(ctx, _sampling_tries(ctx, {
+        "temperature": (NAN, INF, -INF, -1.0), "top_p": (NAN, INF, 0.0, 7.0), "min_p": (NAN, -INF, 1.5)}))
+    expect(not problems, "; ".join(problems))
+
+
+@case("core.numbers.penalties", profile=CORE, requires=("REQ-SVC-005",),
+      title="presence, frequency and repetition penalties that are NaN, infinite or out of domain fail")
+async def numbers_penalties(ctx: Context):
+    problems = await _refused_each(ctx, _sampling_tries(ctx, {
+        "presence_penalty": (NAN, -INF, 3.0), "frequency_penalty": (NAN, INF, -3.0),
+        "repetition_penalty": (NAN, -INF, -3.0, 0.0)}))
+    expect(not problems, "; ".join(problems))
+
+
+@case("core.numbers.logit-bias", profile=CORE, requires=("REQ-SVC-005",),
+      title="logit_bias with a NaN or out-of-domain value, or a key outside the vocabulary, fails")
+async def numbers_logit_bias(ctx: Context):
+    info = ctx.discovery.models.get(ctx.model)
+    vocab = info.tokenizer.vocab_size if info is not None and info.HasField("tokenizer") else 0
+    tries = []
+    for label, key, value in (("a NaN value", 1, NAN), ("an infinite value", 1, INF), ("value 1000", 1, 1000.0)) \
+            + ((("key vocab_size", vocab, 1.0),) if vocab else ()):
+        req = ctx.generate_request(max_tokens=1)
+        req.sampling.logit_bias[key] = value
+        tries.append((f"logit_bias with {label}", req))
+    problems = await _refused_each(ctx, tries)
+    expect(not problems, "; ".join(problems))
+    note = "" if ctx.limit(CORE, "logit_bias") else "; logit_bias is off, so any use is refused"
+    return ("vocabulary size unknown: keys not checked" if not vocab else f"vocabulary of {vocab}") + note
+
+
+@case("admin.numbers.update-config", profile=ADMIN, requires=("REQ-SVC-005",),
+      title="UpdateConfig with a NaN or infinite double_value fails INVALID_ARGUMENT and changes nothing")
+async def numbers_update_config(ctx: Context):
+    from openengine.v1 import admin_pb2
+
+    admin = ctx.admin()
+    # Only a double-typed limit makes double_value a valid choice; for any other limit the update
+    # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
+    updatable = [name for name in ctx.limit(ADMIN, "updatable_limits") if _limit_kind(ctx, name) == "double"]
+    if not updatable:
+        raise Skipped("no double-typed limit is in openengine.admin.updatable_limits: "
+                      "a non-finite double_value cannot be told apart from a type error")
+    before = ctx.capabilities.revision
+    problems = []
+    for value in (NAN, INF, -INF):
+        request = admin_pb2.UpdateConfigRequest(validate_only=True, updates=[
+            admin_pb2.LimitUpdate(limit=updatable[0], double_value=value)])
+        try:
+            await admin.UpdateConfig(request)
+            problems.append(f"double_value {value} was accepted")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"double_value {value} failed with {status_name(err.code())}")
+    await ctx.discover()
+    expect(ctx.capabilities is not None and ctx.capabilities.revision == before,
+           "the capability revision changed")
+    expect(not problems, "; ".join(problems))
+
+
+def _limit_kind(ctx: Context, reference: str) -> str | None:
+    profile, _, name = reference.rpartition(".")
+    info = ctx.contract.profile(profile)
+    lim = info.limit(name) if info is not None else None
+    return lim.kind if lim is not None else None
+
+
+@case("core.wire.undecodable", profile=CORE, requires=("REQ-SVC-006",),
+      title="request bytes that do not parse fail INTERNAL on every served RPC, with no server internals")
+async def wire_undecodable(ctx: Context):
+    problems, checked = [], 0
+    rpcs = [r for p in ctx.contract.profiles.values() if ctx.advertised(p.name) for r in p.rpcs]
+    paths = [(r.path, r.server_streaming) for r in rpcs] + [("/grpc.health.v1.Health/Check", False)]
+    for path, streaming in paths:
+        factory = ctx.channel.unary_stream if streaming else ctx.channel.unary_unary
+        for payload in UNDECODABLE:
+            call = factory(path, request_serializer=None, response_deserializer=None)(
+                payload, timeout=ctx.options.rpc_timeout)
+            try:
+                if streaming:
+                    async for _ in call:
+                        pass
+                else:
+                    await call
+                problems.append(f"{path}: undecodable bytes {payload!r} were answered OK")
+                continue
+            except grpc.aio.AioRpcError as err:
+                code, details = err.code(), err.details() or ""
+            checked += 1
+            if code != grpc.StatusCode.INTERNAL:
+                problems.append(f"{path}: {status_name(code)}, not INTERNAL")
+            leaked = [w for w in INTERNALS if w in details]
+            if leaked:
+                problems.append(f"{path}: the status message shows server internals ({details[:120]!r})")
+    expect(not problems, "; ".join(sorted(set(problems))[:8]))
+    return f"{checked} calls on {len(paths)} RPCs"
+
+
+@case("admin.bearer-scheme-case", profile=ADMIN, requires=("REQ-ADMIN-006",),
+      title="the admin token is accepted with the scheme spelled bearer or BEARER")
+async def admin_bearer_case(ctx: Context):
+    from openengine.v1 import admin_pb2
+
+    ctx.admin()   # skips without a token
+    token = ctx.options.admin_token
+    problems = []
+    for scheme in ("bearer", "BEARER"):
+        md = (("authorization", f"{scheme} {token}"),)
+        try:
+            await ctx.admin_anonymous.UpdateConfig(admin_pb2.UpdateConfigRequest(validate_only=True), metadata=md)
+        except grpc.aio.AioRpcError as err:
+            problems.append(f"scheme {scheme!r}: {status_name(err.code())}")
+    expect(not problems, "a valid token was refused: " + "; ".join(problems))
+
+
+@case("health.list", profile=CORE, requires=("REQ-HEALTH-013",),
+      title="Health/List reports exactly the names Check answers, with the same statuses")
+async def health_list(ctx: Context):
+    try:
+        listed = (await ctx.health.List(health_pb2.HealthListRequest())).statuses
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and len(ctx.advertised_services) + 1 > 100:
+            return "more than 100 names: RESOURCE_EXHAUSTED is allowed"
+        raise Failed(f"Health/List failed with {status_name(err.code())}") from None
+    missing = sorted((set(ctx.advertised_services) | {""}) - set(listed))
+    expect(not missing, f"List lacks {missing}")
+    differ = []
+    for name, status in listed.items():
+        try:
+            now = await ctx.check_health(name)
+        except grpc.aio.AioRpcError as err:
+            differ.append(f"{name!r} is listed but Check fails with {status_name(err.code())}")
+            continue
+        if now != status.status:
+            differ.append(f"{name or '(server)'}: List {status.status}, Check {now}")
+    expect(not differ, "List and Check disagree: " + "; ".join(differ))
+    return f"{len(listed)} names"
+
+
+@case("load.ranks.sum", profile="openengine.load", requires=("REQ-LOAD-023",),
+      title="with per_rank, GetLoad and WatchLoad totals are the sums of their ranks")
+async def load_ranks_sum(ctx: Context):
+    from openengine.v1 import load_pb2
+    from openengine.validate import check_load
+
+    if not ctx.limit("openengine.load", "per_rank"):
+        raise Skipped("ObservabilityCapabilities.per_rank is false: no per-rank figures to add up")
+    # A finished request leaves blocks behind (a prefix cache) where an engine keeps any.
+    await ctx.generate(ctx.generate_request(max_tokens=2, prompt="conformance fills a few cache blocks " * 4))
+    found = check_load(await ctx.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True)), "GetLoad")
+    call = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(per_rank=True, initial_snapshot=True))
+    try:
+        async for msg in call:
+            if msg.WhichOneof("kind") == "snapshot":
+                found += check_load(msg.snapshot.load, "WatchLoad snapshot")
+                break
+    finally:
+        call.cancel()
+    expect(not found, "; ".join(v.message for v in found))

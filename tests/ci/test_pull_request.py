@@ -1,0 +1,116 @@
+"""The pull-request workflow's steps (.ci/pull-request), run for real in a copy of the tree.
+
+The workflow calls the script once per step, so running the script here is running the workflow
+(less the checkout, cache and upload actions). The test step runs a narrow selection of tests,
+since the whole suite is the run this test is part of.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import git, run
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pull-request")]
+
+SUMMARY_TESTS = "tests/ci/test_summary.py"
+LOAD_TESTS = "tests/engine/test_load.py"
+BROKEN_LINK = "\nSee [the missing page](missing-page.md).\n"
+UNKNOWN_ANCHOR = "\nSee [a missing section](load.md#no-such-section).\n"
+
+
+def _steps(tree: Path, *steps: str, **env: str):
+    summary = tree / "summary.md"
+    proc = run([".ci/pull-request", *steps], tree, BASE="main", GITHUB_STEP_SUMMARY=str(summary), **env)
+    return proc, summary
+
+
+def _status(tree: Path, step: str) -> int | None:
+    path = tree / "build" / "pull-request" / f"{step}.status"
+    return int(path.read_text()) if path.is_file() else None
+
+
+@pytest.mark.parametrize("planted, message", [
+    (BROKEN_LINK, "missing-page.md"),
+    (UNKNOWN_ANCHOR, "#no-such-section"),
+], ids=["broken-link", "unknown-anchor"])
+def test_the_site_step_fails_on_a_broken_link_or_anchor(tree, planted, message):
+    index = tree / "spec" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + planted, encoding="utf-8")
+    proc, _ = _steps(tree, "site")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert message in output and "strict mode" in output
+    assert _status(tree, "site") == proc.returncode
+
+
+def test_every_step_passes_on_a_harmless_change_and_the_summary_says_so(git_tree):
+    spec = git_tree / "spec" / "concepts.md"
+    spec.write_text(spec.read_text(encoding="utf-8") + "\nA clarifying sentence.\n", encoding="utf-8")
+    git(git_tree, "commit", "-q", "-am", "clarify")
+
+    proc, summary = _steps(git_tree, "check", "breaking", "test", "conformance", "site",
+                           PYTEST_ARGS=SUMMARY_TESTS)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    proc, summary = _steps(git_tree, "summary", SITE_ARTIFACT_URL="https://example.invalid/artifacts/1")
+    assert proc.returncode == 0, proc.stderr
+    text = summary.read_text(encoding="utf-8")
+    for step in ("check", "breaking", "test", "conformance", "site"):
+        assert f"| {step} | passed |" in text
+    assert "Verdict: no breaking change." in text
+    counts = re.search(r"(\d+) cases: (\d+) passed, 0 failed, 0 errors, (\d+) skipped", text)
+    assert counts and int(counts[1]) > 20 and int(counts[2]) > 0, text
+    assert "[The built site](https://example.invalid/artifacts/1)" in text
+    assert (git_tree / "build" / "pull-request" / "conformance.xml").is_file()
+    assert (git_tree / "site" / "build" / "index.html").is_file()
+
+
+def _delete_load_field(tree: Path) -> None:
+    """The simulated pull request: LoadInfo.prefill_batch_size deleted (its number reserved),
+    openengine.load bumped to 2.0 with a history entry and the registry's revision raised, so the
+    version rules call it legal."""
+    proto = tree / "proto" / "openengine" / "v1" / "load.proto"
+    text = proto.read_text(encoding="utf-8")
+    field = re.search(r"\n(?:\s*//[^\n]*\n)*\s*uint32 prefill_batch_size = (\d+);", text)
+    assert field, "LoadInfo.prefill_batch_size is gone from load.proto: pick another field"
+    proto.write_text(text.replace(field[0], f"\n  reserved {field[1]};\n  reserved \"prefill_batch_size\";"),
+                     encoding="utf-8")
+    registry = tree / "profiles.yaml"
+    text = registry.read_text(encoding="utf-8")
+    load = text.index("  - name: openengine.load\n")
+    head, tail = text[:load], text[load:]
+    tail = tail.replace('    version: "1.0"\n', '    version: "2.0"\n', 1)
+    history_end = re.compile(r"    history:\n(?:      .*\n)+").search(tail).end()    # oldest first
+    tail = (tail[:history_end] + '      - version: "2.0"\n'
+            "        changes: Removes LoadInfo.prefill_batch_size.\n" + tail[history_end:])
+    head = re.sub(r"(?m)^(  revision: )(\d+)$", lambda m: f"{m[1]}{int(m[2]) + 1}", head, count=1)
+    registry.write_text(head + tail, encoding="utf-8")
+    proc = run([".venv/bin/oespec", "generate"], tree)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_version_legal_field_deletion_that_breaks_the_engine_fails_the_workflow(git_tree):
+    _delete_load_field(git_tree)
+    git(git_tree, "commit", "-q", "-am", "load 2.0: drop prefill_batch_size")
+
+    # The version rules are satisfied: the registry checks and the breaking step passes.
+    proc, _ = _steps(git_tree, "check", "breaking")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    # The reference engine still sets the field: the tests and the conformance suite catch it.
+    proc, _ = _steps(git_tree, "test", PYTEST_ARGS=LOAD_TESTS)
+    assert proc.returncode != 0 and _status(git_tree, "test") != 0
+    assert "prefill_batch_size" in proc.stdout + proc.stderr
+    proc, summary = _steps(git_tree, "conformance")
+    assert proc.returncode != 0 and _status(git_tree, "conformance") != 0
+
+    proc, summary = _steps(git_tree, "summary")
+    text = summary.read_text(encoding="utf-8")
+    assert "| check | passed |" in text and "| breaking | passed |" in text
+    assert "| test | **failed**" in text and "| conformance | **failed**" in text
+    failed = re.search(r"(\d+) cases: \d+ passed, (\d+) failed, (\d+) errors", text)
+    assert failed and int(failed[2]) + int(failed[3]) > 0, text
+    assert re.search(r"Failing: .*`load\.", text), text

@@ -1,0 +1,47 @@
+"""The compiled descriptors carry every registry fact the runtime reads, and say the same thing.
+
+`openengine.contract` reads only the bindings; this test reads both the bindings and
+`profiles.yaml` and fails when the generated options lose or change a declaration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codegen.registry import load_registry
+from openengine.contract import catalogue, role_numbers, role_spelling
+from openengine.v1 import common_pb2
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = load_registry(ROOT / "profiles.yaml").registry
+CAT = catalogue()
+
+
+def test_registry_revisions_are_compiled():
+    assert CAT.registry_revision == REGISTRY.revision
+    assert CAT.schema_revision == (REGISTRY.schema_revision or 0)
+
+
+def test_every_profile_declaration_is_compiled():
+    assert sorted(p.name for p in CAT.profiles) == sorted(p.name for p in REGISTRY.profiles)
+    assert CAT.core == REGISTRY.core.name
+    for declared in REGISTRY.profiles:
+        compiled = CAT.profile(declared.name)
+        assert compiled.version == (declared.version.major, declared.version.minor)
+        assert compiled.mandatory == declared.mandatory
+        assert compiled.deprecated == (declared.deprecated or "").strip()
+        assert compiled.scope == declared.scope.kind and compiled.roles == declared.scope.roles
+        assert [(r.profile, r.range) for r in compiled.requires] == [(r.profile, r.range) for r in declared.requires]
+        assert len(compiled.incompatible_with) == len(declared.incompatible_with)
+        for got, want in zip(compiled.incompatible_with, declared.incompatible_with):
+            assert got.profile == want.profile and got.reason == want.reason.strip()
+            assert [str(c) for c in got.when] == [str(c) for c in want.when]
+            assert [c.value for c in got.when] == [c.value for c in want.when]
+
+
+def test_roles_come_from_the_role_enum():
+    numbers = role_numbers()
+    assert numbers["prefill"] == common_pb2.ROLE_PREFILL and 0 not in numbers.values()
+    roles_in_scopes = {r for p in REGISTRY.profiles for r in p.scope.roles}
+    assert roles_in_scopes <= set(numbers)
+    assert role_spelling(common_pb2.ROLE_DECODE) == "ROLE_DECODE" and role_spelling(99) == "99"

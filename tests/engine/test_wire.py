@@ -1,0 +1,223 @@
+"""The server-wide wire policy: raw garbage to every method of every service gets INTERNAL with a
+plain message, the log gets one line per cause and no traceback; health List; the bearer scheme."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pool
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection
+
+from openengine.engine.contract import HEALTH_SERVICE
+from openengine.engine.server import bearer_matches
+from openengine.engine.wire import UNDECODABLE, UNEXPECTED, CauseCounter, WirePolicy
+from openengine.v1 import admin_pb2, generation_pb2
+
+from tests.engine.conftest import TOKEN, running
+
+# Each fails to parse as any message: a tag with a truncated varint, a length-delimited field 1
+# longer than the bytes that follow, an end-group tag without its group, and a string field with invalid UTF-8
+# (field 1 is a string in most requests; where it is not, the other payloads still apply).
+GARBAGE = (b"\x08", b"\x0a\x05ab", b"\x0c", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+INVALID_UTF8_TEXT = b"\x1a\x02\xff\xfe"  # GenerateRequest.text = b"\xff\xfe"
+
+PYTHON_INTERNALS = ("<class", "Traceback", "DecodeError", "Exception", "File \"", ".py")
+
+
+def all_methods(engine) -> list[tuple[str, object]]:
+    """(full method path, method descriptor) of every method the engine's main address serves."""
+    rt = engine.runtime
+    pool = descriptor_pool.Default()
+    names = list(rt.catalogue.services) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
+    out = []
+    for name in names:
+        service = pool.FindServiceByName(name)
+        out += [(f"/{name}/{m.name}", m) for m in service.methods]
+    return out
+
+
+def call_raw(channel, path: str, method, payload: bytes, metadata=()):
+    """Send `payload` as the request bytes, whatever the method's request type; return the error."""
+    ident = dict(request_serializer=None, response_deserializer=None)
+    try:
+        if method.client_streaming:
+            list(channel.stream_stream(path, **ident)(iter([payload]), timeout=10, metadata=metadata))
+        elif method.server_streaming:
+            list(channel.unary_stream(path, **ident)(payload, timeout=10, metadata=metadata))
+        else:
+            channel.unary_unary(path, **ident)(payload, timeout=10, metadata=metadata)
+    except grpc.RpcError as err:
+        return err
+    return None
+
+
+@pytest.fixture
+def engine_log(caplog):
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def assert_clean_log(caplog):
+    tracebacks = [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert not tracebacks, [r.getMessage() for r in tracebacks]
+
+
+def test_garbage_to_every_method_of_every_service_is_internal_without_python_internals(engine_log):
+    with running() as (engine, stubs):   # every profile the role allows; the others still route
+        methods = all_methods(engine)
+        assert len(methods) > 20
+        for path, method in methods:
+            for payload in GARBAGE:
+                err = call_raw(stubs.channel, path, method, payload, metadata=(("authorization", f"Bearer {TOKEN}"),))
+                assert err is not None, (path, payload)
+                assert err.code() == grpc.StatusCode.INTERNAL, (path, payload, err.code(), err.details())
+                details = err.details()
+                assert method.input_type.full_name in details, (path, details)
+                for word in PYTHON_INTERNALS:
+                    assert word not in details, (path, details)
+        err = call_raw(stubs.channel, "/openengine.v1.Inference/Generate",
+                       None or _generate_method(methods), INVALID_UTF8_TEXT)
+        assert err.code() == grpc.StatusCode.INTERNAL and "UTF-8" in err.details()
+        # The engine still answers normally afterwards.
+        assert stubs.info().instance_id
+        counts = engine.engine.wire.counter.counts
+        assert counts[UNDECODABLE] == len(methods) * len(GARBAGE) + 1
+        assert UNEXPECTED not in counts
+    assert_clean_log(engine_log)
+    lines = [r for r in engine_log.records if UNDECODABLE in r.getMessage()]
+    assert 1 <= len(lines) <= 3, [r.getMessage() for r in lines]
+
+
+def _generate_method(methods):
+    return dict(methods)["/openengine.v1.Inference/Generate"]
+
+
+def test_cause_counter_logs_once_per_interval_with_the_count(caplog):
+    caplog.set_level(logging.DEBUG, logger="openengine.engine")
+    now = [0.0]
+    counter = CauseCounter(interval=10.0, clock=lambda: now[0])
+    for i in range(50):
+        counter.record("some cause", f"request {i}")
+    now[0] = 11.0
+    counter.record("some cause", "request 50")
+    counter.record("other cause", "x")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert "request 0" in messages[0]
+    assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
+    assert counter.counts == {"some cause": 51, "other cause": 1}
+
+
+def test_an_unexpected_exception_is_internal_generic_and_logged_once(engine_log):
+    with running(profiles=("load",)) as (engine, stubs):
+        async def broken(request, context):
+            raise KeyError("secret-internal-detail")
+
+        # A handler that fails, guarded by the engine's own policy and run on its loop.
+        policy = engine.engine.wire
+        handler = grpc.unary_unary_rpc_method_handler(
+            broken, request_deserializer=admin_pb2.DrainRequest.FromString,
+            response_serializer=admin_pb2.DrainResponse.SerializeToString)
+        guarded = policy.guard(handler, "/test/Broken")
+
+        class Context:
+            def __init__(self):
+                self.aborted = None
+
+            async def abort(self, code, message):
+                self.aborted = (code, message)
+                raise grpc.aio.AbortError()
+
+            def done(self):
+                return False
+
+            def cancelled(self):
+                return False
+
+        for _ in range(5):
+            ctx = Context()
+            with pytest.raises(grpc.aio.AbortError):
+                engine.call(lambda: guarded.unary_unary(b"", ctx))
+            code, message = ctx.aborted
+            assert code == grpc.StatusCode.INTERNAL
+            assert "secret-internal-detail" not in message and "KeyError" not in message
+        assert policy.counter.counts[UNEXPECTED] == 5
+    logged = [r for r in engine_log.records if UNEXPECTED in r.getMessage()]
+    assert len(logged) == 1   # the first one, with its traceback; the rest only counted
+    assert logged[0].exc_info is not None
+
+
+def test_health_list_reports_every_name_check_answers():
+    with running(profiles=("load",)) as (engine, stubs):
+        listed = stubs.health.List(health_pb2.HealthListRequest()).statuses
+        expected = set(engine.runtime.advertised_services()) | {""}
+        assert set(listed) == expected
+        for name, status in listed.items():
+            assert stubs.health.Check(health_pb2.HealthCheckRequest(service=name)).status == status.status
+
+
+def test_health_list_refuses_more_than_100_names():
+    with running(profiles=("load",)) as (engine, stubs):
+        for i in range(101):
+            engine.call(lambda i=i: engine.runtime.health.main.set(f"extra.Service{i}", health_pb2.HealthCheckResponse.SERVING))
+        with pytest.raises(grpc.RpcError) as err:
+            stubs.health.List(health_pb2.HealthListRequest())
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "100" in err.value.details()
+
+
+@pytest.mark.parametrize("header, ok", [
+    (f"Bearer {TOKEN}", True), (f"bearer {TOKEN}", True), (f"BEARER {TOKEN}", True), (f"BeArEr  {TOKEN}", True),
+    (f"Bearer {TOKEN}x", False), (f"Basic {TOKEN}", False), (TOKEN, False), ("Bearer", False), ("", False),
+    (f"Bearer{TOKEN}", False),
+])
+def test_bearer_scheme_is_case_insensitive_and_token_exact(header, ok):
+    assert bearer_matches(header, TOKEN) is ok
+
+
+def test_admin_accepts_a_lower_case_scheme():
+    with running(profiles=("admin",)) as (engine, stubs):
+        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=(("authorization", f"bearer {TOKEN}"),))
+        with pytest.raises(grpc.RpcError) as err:
+            stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(),
+                                         metadata=(("authorization", f"bearer {TOKEN}-wrong"),))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+@pytest.mark.parametrize("field, value", [
+    ("temperature", float("nan")), ("temperature", float("inf")), ("min_p", float("nan")),
+    ("presence_penalty", float("nan")), ("frequency_penalty", float("-inf")), ("repetition_penalty", float("nan")),
+    ("repetition_penalty", -3.0), ("temperature", -1.0), ("top_p", 7.0),
+])
+def test_generate_refuses_numbers_no_engine_can_act_on(shared, field, value):
+    engine, stubs = shared
+    req = generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=1))
+    setattr(req.sampling, field, value)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stubs.inference.Generate(req, timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"sampling.{field}" in err.value.details() and "REQ-SVC-005" in err.value.details()
+
+
+@pytest.mark.parametrize("key, value", [(1, float("nan")), (1, 101.0), (100_000, 1.0)])
+def test_generate_refuses_bad_logit_bias(shared, key, value):
+    engine, stubs = shared
+    req = generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=1))
+    req.sampling.logit_bias[key] = value
+    with pytest.raises(grpc.RpcError) as err:
+        list(stubs.inference.Generate(req, timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"sampling.logit_bias[{key}]" in err.value.details()
+
+
+def test_update_config_refuses_a_non_finite_double(shared):
+    engine, stubs = shared
+    request = admin_pb2.UpdateConfigRequest(validate_only=True, updates=[
+        admin_pb2.LimitUpdate(limit="openengine.core.max_logprobs", double_value=float("nan"))])
+    with pytest.raises(grpc.RpcError) as err:
+        stubs.admin.UpdateConfig(request, metadata=(("authorization", f"Bearer {TOKEN}"),))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "updates[0].double_value" in err.value.details()
