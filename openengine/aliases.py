@@ -65,8 +65,8 @@ ALIASES: dict[str, AliasService] = {a.name: a for a in (
                      AliasMethod("Abort", "openengine.v1.Lifecycle/Abort"),
                      AliasMethod("Drain", "openengine.v1.Admin/Drain"),
                      AliasMethod("GetKvConnectorInfo", "openengine.v1.Discovery/GetCapabilities", False),
-                     AliasMethod("GetKvEventSources", "openengine.v1.Kv/GetKvEventSources", False),
-                     AliasMethod("SubscribeKvEvents", "openengine.v1.Kv/SubscribeKvEvents", False),
+                     AliasMethod("GetKvEventSources", "openengine.v1.Kv/GetKvEventSources"),
+                     AliasMethod("SubscribeKvEvents", "openengine.v1.Kv/SubscribeKvEvents"),
                      AliasMethod("SubscribeRuntimeEvents", "openengine.v1.Observability/SubscribeRuntimeEvents",
                                  False))),
     AliasService("control", "openengine.v1.Control", DISCOVERY,
@@ -75,7 +75,12 @@ ALIASES: dict[str, AliasService] = {a.name: a for a in (
                      AliasMethod("GetModelInfo", "openengine.v1.Discovery/GetModelInfo"),
                      AliasMethod("GetLoad", "openengine.v1.Observability/GetLoad"),
                      AliasMethod("Health", HEALTH_CHECK),
-                     AliasMethod("Abort", "openengine.v1.Lifecycle/Abort"))),
+                     AliasMethod("Abort", "openengine.v1.Lifecycle/Abort"),
+                     AliasMethod("LoadLora", "openengine.v1.Adapters/LoadAdapter"),
+                     AliasMethod("UnloadLora", "openengine.v1.Adapters/UnloadAdapter"),
+                     AliasMethod("ListLoras", "openengine.v1.Adapters/ListAdapters"),
+                     AliasMethod("GetKvEventSources", "openengine.v1.Kv/GetKvEventSources"),
+                     AliasMethod("SubscribeKvEvents", "openengine.v1.Kv/SubscribeKvEvents"))),
 )}
 
 

@@ -32,6 +32,10 @@ from openengine.v1 import capabilities_pb2, common_pb2, options_pb2
 STANDARD_PREFIX = "openengine."
 CORE = "openengine.core"
 HEALTH_SERVICE = "grpc.health.v1.Health"
+# Services that accept new work, as spec/health.md names them: NOT_SERVING whenever the engine
+# would refuse new requests (REQ-HEALTH-007); every other service is a control service. The spec
+# defines the split by name, not by profile, so it is stated here once for the engine and runner.
+WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
+from codegen.diagnostics import NOWHERE, Loc
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -38,13 +40,36 @@ class Output:
         return self.content.encode("utf-8") if isinstance(self.content, str) else self.content
 
 
-class GenerationError(Exception):
-    """A generator cannot produce its outputs; nothing has been written."""
+@dataclass(frozen=True)
+class Problem:
+    """One located reason a generator cannot run: the file (the registry, or a proto) and position
+    of what has to change."""
 
-    def __init__(self, generator: str, message: str):
+    path: str
+    loc: Loc
+    message: str
+    hint: str = ""
+
+
+class GenerationError(Exception):
+    """A generator cannot produce its outputs; nothing has been written. `problems` locates each
+    cause (all of them, not only the first) when the generator knows where they are."""
+
+    def __init__(self, generator: str, message: str, *, problems: Sequence[Problem] = ()):
         super().__init__(f"{generator}: {message}")
         self.generator = generator
         self.message = message
+        self.problems = tuple(problems)
+
+
+_PROTOC_LINE = re.compile(r"^(?P<file>[^:\n]+\.proto):(?P<line>\d+):(?P<column>\d+): (?P<message>.+)$", re.M)
+
+
+def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
+    """protoc's `file:line:col: message` lines as located problems."""
+    return [Problem(f"{proto_dir}/{m['file']}", Loc(int(m["line"]), int(m["column"])), m["message"].strip(),
+                    "fix the proto source; generation reads it as it will be after this run")
+            for m in _PROTOC_LINE.finditer(text)]
 
 
 @dataclass(frozen=True)
@@ -104,7 +129,8 @@ class GenerationContext:
             try:
                 self.cache[key] = compile_all(sources)
             except ProtocError as err:
-                raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}") from None
+                raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}",
+                                      problems=protoc_problems(err.message)) from None
         return self.cache[key]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from codegen.generate import GenerationContext, GenerationError, Output, header
+from codegen.generate import GenerationContext, GenerationError, Output, Problem, header
 from codegen.generate.templating import environment, render
 from contractkit.naming import enum_value_prefix
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry
@@ -98,31 +98,55 @@ def profile_views(registry: Registry, enum_numbers: dict[str, dict[str, int]],
 def _enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Registry enum value -> wire number, per limit enum; and Role value name -> number."""
     wire: dict[str, dict[str, int]] = {}
+    declared_in: dict[str, str] = {}
     for f in fds.file:
         if f.package != PACKAGE:
             continue
         for e in f.enum_type:
             wire[e.name] = {v.name: v.number for v in e.value}
+            declared_in[e.name] = f"proto/{f.name}"
     numbers: dict[str, dict[str, int]] = {}
+    problems: list[Problem] = []
     for p in registry.profiles:
         for lim in p.limits:
             if lim.type.base != "enum":
                 continue
             values = wire.get(lim.type.enum_name)
             if values is None:
-                raise GenerationError("validators", f"enum {lim.type.enum_name} of {p.name}.{lim.name} "
-                                                    "is not in the compiled contract")
+                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
+                                        "contract", "run the proto generator too (oespec generate without --only)"))
+                continue
             prefix = enum_value_prefix(lim.type.enum_name)
             mapping = {}
             for value in lim.type.enum_values:
                 number = values.get(prefix + value.upper())
                 if number is None:
-                    raise GenerationError("validators", f"{lim.type.enum_name} has no value {prefix + value.upper()}")
+                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
+                                            "run the proto generator too (oespec generate without --only)"))
+                    continue
                 mapping[value] = number
             numbers[lim.type.enum_name] = mapping
-    if "Role" not in wire:
-        raise GenerationError("validators", "enum Role is not in the compiled contract")
-    return numbers, wire["Role"]
+    roles = wire.get("Role")
+    if roles is None:
+        problems.append(Problem(registry.path, registry.loc, "enum Role (the engine roles that role-scoped "
+                                "profiles name) is not declared by any proto of openengine.v1",
+                                "declare enum Role with ROLE_<NAME> values in proto/openengine/v1/common.proto"))
+    else:
+        where = declared_in.get("Role", "proto")
+        for p in registry.profiles:
+            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
+                if f"ROLE_{role.upper()}" not in roles:
+                    problems.append(Problem(
+                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
+                        f"(it has {', '.join(sorted(roles)) or 'no values'})",
+                        f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
+                        "or stop naming the role here"))
+    if problems:
+        raise GenerationError("validators", "the registry names enum values the contract lacks", problems=problems)
+    return numbers, roles
 
 
 def descriptor_set(ctx: GenerationContext):

@@ -182,6 +182,21 @@ def test_health_reports_served_aliases_only_and_capabilities_never_list_them():
             grpc.StatusCode.UNIMPLEMENTED
 
 
+def _reflected(stubs) -> set[str]:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+    stub = reflection_pb2_grpc.ServerReflectionStub(stubs.channel)
+    responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+    return {s.name for s in responses[0].list_services_response.service}
+
+
+def test_reflection_lists_served_aliases_only():
+    with running(profiles=("load",), aliases=("openengine",)) as (engine, stubs):
+        listed = _reflected(stubs)
+        assert "openengine.v1.OpenEngine" in listed and "openengine.v1.Control" not in listed
+    with running(profiles=("load",)) as (engine, stubs):
+        assert not _reflected(stubs) & {"openengine.v1.OpenEngine", "openengine.v1.Control"}
+
+
 def test_no_alias_by_default():
     with running(profiles=("load",)) as (engine, stubs):
         old = Earlier(stubs.channel)
@@ -275,3 +290,88 @@ def test_schema_revision_continues_the_earlier_numbering_and_is_the_documented_o
         reported = stubs.info().schema_revision
     assert reported > max(a.revision for a in alias.ALIASES.values()) == 3
     assert reported == declared == int(documented.group(1))
+
+
+def test_control_lora_methods_are_v1_adapters():
+    with running(profiles=("adapters",), aliases=("control",)) as (engine, stubs):
+        from openengine.v1 import adapters_pb2
+        old = Earlier(stubs.channel)
+        adapter = r3.LoraAdapter(lora_id=7, lora_name="sql", source_path="/adapters/sql")
+        loaded = old.control.LoadLora(r3.LoadLoraRequest(adapter=adapter))
+        assert (loaded.adapter, loaded.already_loaded) == (adapter, False)
+        # Seen through v1, and loading the same adapter again is revision 3's idempotent success.
+        assert [a.name for a in stubs.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest()).adapters] == ["sql"]
+        assert old.control.LoadLora(r3.LoadLoraRequest(adapter=adapter)).already_loaded
+        assert code_of(lambda: old.control.LoadLora(r3.LoadLoraRequest(adapter=r3.LoraAdapter(
+            lora_id=8, lora_name="sql", source_path="/elsewhere")))) == grpc.StatusCode.ALREADY_EXISTS
+        assert [(a.lora_name, a.source_path) for a in old.control.ListLoras(r3.ListLorasRequest()).adapters] == \
+            [("sql", "/adapters/sql")]
+        # The same validation as v1: an empty source is refused with the v1 message.
+        with pytest.raises(grpc.RpcError) as err:
+            old.control.LoadLora(r3.LoadLoraRequest(adapter=r3.LoraAdapter(lora_name="x")))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "source" in err.value.details()
+        assert old.control.UnloadLora(r3.UnloadLoraRequest(lora_name="sql")).adapter.source_path == "/adapters/sql"
+        assert not stubs.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest()).adapters
+        assert code_of(lambda: old.control.UnloadLora(r3.UnloadLoraRequest(lora_name="sql"))) == \
+            grpc.StatusCode.NOT_FOUND
+
+
+def _until(predicate, timeout=5.0):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("which", ["openengine", "control"])
+def test_kv_events_stream_through_either_alias(which):
+    with running(role="prefill", profiles=("kv", "admin"), aliases=(which,)) as (engine, stubs):
+        old = Earlier(stubs.channel)
+        pb = r2 if which == "openengine" else r3
+        stub = old.openengine if which == "openengine" else old.control
+        sources = stub.GetKvEventSources(pb.GetKvEventSourcesRequest()).sources
+        host, port = engine.address.rsplit(":", 1)
+        assert (sources[0].transport, sources[0].endpoint_addr.host, sources[0].endpoint_addr.port) == \
+            ("grpc", host, int(port))
+        sub = stub.SubscribeKvEvents(pb.SubscribeKvEventsRequest(), timeout=20)
+        assert _until(lambda: engine.call(lambda: len(engine.runtime.kv_events.subscribers)) == 1)
+        list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x" * 40)))
+        first = next(sub)
+        batch = first if which == "openengine" else first.batch
+        assert batch.sequence_number == 1
+        stored = batch.events[0].block_stored
+        assert stored.block_hashes and stored.block_hashes[0].encoding == "bytes" and stored.token_ids
+        sub.cancel()
+        # Earlier options v1 cannot honour are refused, naming them.
+        with pytest.raises(grpc.RpcError) as err:
+            next(stub.SubscribeKvEvents(pb.SubscribeKvEventsRequest(include_snapshot=True)))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "include_snapshot" in err.value.details()
+
+
+def test_alias_from_the_command_line_and_the_configuration_file(tmp_path):
+    import argparse
+
+    from codegen.commands.engine import add_arguments, build_config
+    from openengine.engine import config_from_mapping
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert build_config(parser.parse_args(["--alias", "openengine, control"])).aliases == ("openengine", "control")
+    assert build_config(parser.parse_args([])).aliases == ()
+    assert config_from_mapping({"alias": ["control"]}).aliases == ("control",)
+    assert config_from_mapping({"alias": "openengine"}).aliases == ("openengine",)
+
+
+@pytest.mark.slow
+def test_unknown_alias_on_the_command_line_is_refused_without_a_traceback():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "codegen.cli", "engine", "--port", "0", "--alias", "contrl"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "unknown alias 'contrl'" in out.stderr and "openengine.v1.Control" in out.stderr
+    assert "Traceback" not in out.stderr

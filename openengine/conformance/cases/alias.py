@@ -268,7 +268,8 @@ async def _undo_drain(ctx: Context) -> None:
 
 
 @case("alias.same-answers", profile=CORE, requires=("REQ-ALIAS-002",),
-      title="alias and v1 give the same answers for the same inputs (identity, model limits, tokens)")
+      title="alias and v1 give the same answers for the same inputs (identity, model limits, health, "
+            "tokens, refusals)")
 async def alias_same_answers(ctx: Context):
     from openengine.v1 import discovery_pb2
 
@@ -302,9 +303,42 @@ async def alias_same_answers(ctx: Context):
             expect(got == want, f"{alias.service}/GetModelInfo reports context/output limits {got}, "
                                 f"v1 GetModelInfo {want}")
         compared.append(alias.service)
+        await _same_health(ctx, alias, pb, stub)
         if "Generate" in alias.methods:
             await _same_tokens(ctx, alias, pb, stub)
+            await _same_refusal(ctx, alias, pb, stub, model)
     return f"compared {', '.join(compared)} with v1"
+
+
+async def _same_health(ctx: Context, alias: AliasService, pb, stub) -> None:
+    """The alias Health is ready (or degraded) exactly when openengine.v1.Inference is SERVING."""
+    try:
+        state = (await stub.Health(pb.HealthRequest())).state
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, f"{alias.service}/Health") from None
+    serving = await ctx.check_health("openengine.v1.Inference") == S.SERVING
+    ready = state in (pb.HEALTH_STATE_READY, pb.HEALTH_STATE_DEGRADED)
+    expect(ready == serving, f"{alias.service}/Health reports {pb.HealthState.Name(state)} while "
+                             f"openengine.v1.Inference is {'SERVING' if serving else 'not SERVING'}")
+
+
+async def _same_refusal(ctx: Context, alias: AliasService, pb, stub, model) -> None:
+    """A request beyond an advertised limit is refused the same way through both."""
+    too_many = model.max_output_tokens + 1
+
+    async def status_of(call) -> grpc.StatusCode:
+        try:
+            async for _ in call:
+                pass
+        except grpc.aio.AioRpcError as err:
+            return err.code()
+        return grpc.StatusCode.OK
+
+    v1 = await status_of(ctx.inference.Generate(ctx.generate_request(max_tokens=too_many)))
+    earlier = await status_of(stub.Generate(pb.GenerateRequest(
+        model=ctx.model, prompt="over the limit", sampling=pb.SamplingParams(max_tokens=too_many))))
+    expect(v1 == earlier, f"max_tokens {too_many} (above max_output_tokens): v1 Generate answers "
+                          f"{status_name(v1)}, {alias.service}/Generate {status_name(earlier)}")
 
 
 async def _same_tokens(ctx: Context, alias: AliasService, pb, stub) -> None:

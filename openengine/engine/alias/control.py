@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
-from openengine.engine.alias._common import AliasBase, enum_by_suffix, health_state, not_translated
+from openengine.engine.alias import kv
+from openengine.engine.alias._common import AliasBase, Code, enum_by_suffix, health_state, not_translated
+from openengine.engine.services._base import Refused
 from openengine.legacy.rev3.v1 import control_pb2 as r3
-from openengine.v1 import common_pb2, discovery_pb2, lifecycle_pb2, load_pb2
+from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2, load_pb2
 
 
 def load_info(info: load_pb2.LoadInfo) -> r3.LoadInfo:
@@ -92,3 +94,45 @@ class ControlAlias(AliasBase):
         if answer.aborted:
             return r3.AbortResponse(status=r3.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
         return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="no matching request in flight")
+
+    async def _adapters(self, context) -> dict[str, adapters_pb2.AdapterInfo]:
+        listed = await self.unary("openengine.v1.Adapters/ListAdapters", adapters_pb2.ListAdaptersRequest(), context)
+        return {a.name: a for a in listed.adapters}
+
+    async def LoadLora(self, request: r3.LoadLoraRequest, context):
+        wanted = request.adapter
+        # Revision 3 makes loading the same adapter twice a success; v1 answers ALREADY_EXISTS.
+        loaded = (await self._adapters(context)).get(wanted.lora_name)
+        if loaded is not None and loaded.source == wanted.source_path:
+            return r3.LoadLoraResponse(adapter=_lora(loaded, wanted.lora_id), already_loaded=True)
+        answer = await self.unary("openengine.v1.Adapters/LoadAdapter", adapters_pb2.LoadAdapterRequest(
+            name=wanted.lora_name, source=wanted.source_path), context)
+        return r3.LoadLoraResponse(adapter=_lora(answer.adapter, wanted.lora_id))
+
+    async def UnloadLora(self, request: r3.UnloadLoraRequest, context):
+        loaded = (await self._adapters(context)).get(request.lora_name)
+        answer = await self.unary("openengine.v1.Adapters/UnloadAdapter",
+                                  adapters_pb2.UnloadAdapterRequest(name=request.lora_name), context)
+        if not answer.unloaded or loaded is None:
+            raise Refused(Code.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r} is loaded")
+        return r3.UnloadLoraResponse(adapter=_lora(loaded))
+
+    async def ListLoras(self, request, context):
+        return r3.ListLorasResponse(adapters=[_lora(a) for a in (await self._adapters(context)).values()])
+
+    async def GetKvEventSources(self, request: r3.GetKvEventSourcesRequest, context):
+        answer = await self.unary("openengine.v1.Kv/GetKvEventSources", kv_pb2.GetKvEventSourcesRequest(), context)
+        return kv.event_sources(r3, request, answer)
+
+    async def SubscribeKvEvents(self, request: r3.SubscribeKvEventsRequest, context):
+        async for batch in self.stream("openengine.v1.Kv/SubscribeKvEvents", kv.subscribe_request(request), context):
+            if batch.dropped:
+                yield r3.SubscribeKvEventsResponse(error=r3.EngineError(
+                    code=r3.ERROR_CODE_INTERNAL, message=kv.DROPPED.format(n=batch.dropped), retryable=True))
+                return
+            yield r3.SubscribeKvEventsResponse(batch=kv.event_batch(r3, batch))
+
+
+def _lora(adapter: adapters_pb2.AdapterInfo, lora_id: int = 0) -> r3.LoraAdapter:
+    """v1 adapters have no numeric id: the one a load names is echoed, lists report 0."""
+    return r3.LoraAdapter(lora_id=lora_id, lora_name=adapter.name, source_path=adapter.source)

@@ -6,10 +6,12 @@ carry over is refused with INVALID_ARGUMENT naming it and its v1 replacement, ne
 
 from __future__ import annotations
 
-from openengine.engine.alias._common import (AliasBase, enum_by_suffix, error_code, finish_reason,
+from openengine.engine.alias import kv
+from openengine.engine.alias._common import (AliasBase, Code, enum_by_suffix, error_code, finish_reason,
                                              health_state, not_translated)
+from openengine.engine.services._base import Refused
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
-from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, lifecycle_pb2,
+from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
                            load_pb2)
 
 
@@ -195,3 +197,14 @@ class OpenEngineAlias(AliasBase):
             state = r2.DRAIN_STATE_COMPLETE if progress.done else r2.DRAIN_STATE_IN_PROGRESS
             yield r2.DrainResponse(state=state, in_flight_requests=progress.remaining_requests,
                                    open_kv_sessions=self.rt.kv_sessions_active())
+
+    async def GetKvEventSources(self, request: r2.GetKvEventSourcesRequest, context):
+        answer = await self.unary("openengine.v1.Kv/GetKvEventSources", kv_pb2.GetKvEventSourcesRequest(), context)
+        return kv.event_sources(r2, request, answer)
+
+    async def SubscribeKvEvents(self, request: r2.SubscribeKvEventsRequest, context):
+        async for batch in self.stream("openengine.v1.Kv/SubscribeKvEvents", kv.subscribe_request(request), context):
+            if batch.dropped:
+                # Revision 2 streams batches bare, with no terminal error message: end with a status.
+                raise Refused(Code.ABORTED, kv.DROPPED.format(n=batch.dropped))
+            yield kv.event_batch(r2, batch)

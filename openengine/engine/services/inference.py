@@ -176,7 +176,7 @@ class Inference(Base):
                 await asyncio.sleep(delay)
             else:
                 await asyncio.sleep(0)
-            while rt.keep_paused and req.aborted is None:
+            while rt.run.holds_requests and req.aborted is None:
                 await asyncio.sleep(0.01)
             if req.aborted is not None:
                 for terminal in _terminal(rt, req):
