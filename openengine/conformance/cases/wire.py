@@ -118,7 +118,9 @@ def _limit_kind(ctx: Context, reference: str) -> str | None:
       title="request bytes that do not parse fail INTERNAL on every served RPC, with no server internals")
 async def wire_undecodable(ctx: Context):
     problems, checked = [], 0
-    rpcs = [r for p in ctx.contract.profiles.values() if ctx.advertised(p.name) for r in p.rpcs]
+    # Only RPCs served on this address: Admin may have an address of its own (REQ-ADMIN-001).
+    rpcs = [r for p in ctx.contract.profiles.values() if ctx.advertised(p.name) for r in p.rpcs
+            if r.service in ctx.main_services or r.service == "grpc.health.v1.Health"]
     paths = [(r.path, r.server_streaming) for r in rpcs] + [("/grpc.health.v1.Health/Check", False)]
     for path, streaming in paths:
         factory = ctx.channel.unary_stream if streaming else ctx.channel.unary_unary
