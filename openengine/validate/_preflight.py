@@ -2,7 +2,8 @@
 
 Which field of which request is bounded by, or needs, which limit or profile (`REQUEST_LIMITS`)
 is a fact of the compiled contract: each request message declares its rows in a `request_limit`
-option, and `openengine.contract` reads them. Everything about the limits themselves (defaults, model scoping) comes from the generated code
+option, and `openengine.contract` reads them. Everything about the limits themselves (defaults,
+model scoping) comes from the contract's tables
 through a `CapabilityReport`.
 """
 
@@ -16,7 +17,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from openengine.contract import RequestLimit, catalogue
 from openengine.validate._capabilities import CapabilityReport
-from openengine.validate._generated import MODEL_SCOPED
+from openengine.validate._tables import MODEL_SCOPED
 from openengine.validate._rules import Violation, violation
 
 
