@@ -56,8 +56,11 @@ def python_files(folder: str, *, exclude: tuple[str, ...] = ()) -> list[Path]:
     ("codegen", CLI, ("openengine",)),
     ("codegen/check", (), ("codegen.generate", "codegen.breaking")),
     ("codegen/generate", (), ("codegen.check", "codegen.breaking")),
+    ("codegen/breaking", (), ("codegen.check", "codegen.generate")),
+    ("codegen/registry", (), ("codegen.check", "codegen.generate", "codegen.breaking")),
     ("contractkit", (), ("openengine", "codegen")),
-], ids=["runtime-not-toolkit", "toolkit-not-runtime", "check-not-generate", "generate-not-check", "lower-layer"])
+], ids=["runtime-not-toolkit", "toolkit-not-runtime", "check-not-generate", "generate-not-check",
+        "breaking-alone", "registry-below-stages", "lower-layer"])
 def test_imports_run_one_way(folder, exclude, forbidden):
     files = python_files(folder, exclude=exclude)
     assert files, f"no Python files under {folder}"

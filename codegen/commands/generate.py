@@ -13,7 +13,7 @@ from codegen.generate import GENERATORS, GenerationError, orphan_files, stale_ou
 from codegen.pipeline import plan
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
-HELP = "generate protos, bindings, validators, schemas and docs from the registry"
+HELP = "generate protos, bindings, schemas and docs from the registry"
 
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)

@@ -1,7 +1,7 @@
 """Generate stage: every file derived from profiles.yaml, computed in memory and written all at once.
 
 A generator is a function `(GenerationContext) -> list[Output]`, registered in `GENERATORS` in the
-order they run. The proto generator runs first; later generators (bindings, validators, schemas,
+order they run. The proto generator runs first; later generators (bindings, schemas,
 docs) may read the proto sources it produced through the context. Nothing touches the disk until
 every generator has succeeded; then `write_outputs` replaces each file atomically, and a failure
 part-way restores what was there. `stale_outputs` compares without writing: `make check` uses it.
@@ -138,7 +138,6 @@ class GenerationContext:
 GENERATORS: dict[str, str] = {
     "proto": "codegen.generate.proto:generate",
     "bindings": "codegen.generate.bindings:generate",
-    "validators": "codegen.generate.validators:generate",
     "jsonschemas": "codegen.generate.jsonschemas:generate",
     "docs": "codegen.generate.docs:generate",
     "requirements": "codegen.generate.requirements:generate",

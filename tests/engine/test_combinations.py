@@ -164,3 +164,27 @@ def test_effective_values_fill_in_defaults_for_limits_left_out():
     spec_with_pp = {"openengine.core": {"speculative_decoding": True, "pipeline_parallel_size": 2}}
     assert combination_problems(["openengine.core"], spec_with_pp)  # logit_bias etc. default false
     assert not combination_problems(["openengine.core"], {"openengine.core": {"speculative_decoding": True}})
+
+
+def test_a_per_model_combination_is_refused_at_start_and_by_update_config_for_that_model():
+    """A model's own value of a model-scoped limit is judged with the model's profiles, on both paths."""
+    from openengine.engine import ModelConfig
+
+    at_most_two = Incompatibility(None, (LimitCondition("openengine.adapters", "max_loras", "at_least", 3),),
+                                  "the fixture allows two adapters per model")
+    cat = _derived(**{"openengine.adapters": {"incompatible_with": (at_most_two,)}})
+    narrow, wide = ModelConfig(name="narrow"), ModelConfig(name="wide", limits={"adapters": {"max_loras": 3}})
+    with pytest.raises(ConfigError) as err:
+        resolve_config(config(profiles=("adapters", "admin"), models=(narrow, wide)), cat=cat)
+    message = ("models: wide: openengine.adapters cannot be served while openengine.adapters.max_loras >= 3: "
+               "the fixture allows two adapters per model")
+    assert err.value.problems == [message]
+
+    with running(profiles=("adapters", "admin"), models=(narrow, ModelConfig(name="wide"))) as (engine, stubs):
+        engine.runtime.catalogue = cat
+        update = admin_pb2.LimitUpdate(limit="openengine.adapters.max_loras", model="wide", uint_value=3)
+        with pytest.raises(grpc.RpcError) as refused:
+            stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[update]), metadata=AUTH)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in refused.value.details()
+        assert engine.runtime.revision == 1

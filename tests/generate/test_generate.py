@@ -231,7 +231,7 @@ def test_every_missing_message_is_reported_at_once_location_first(tree: Path, ca
 def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
     """Renaming a value of the hand-written Role enum used to end `oespec generate` in KeyError."""
     from codegen.generate import GenerationError
-    from codegen.generate.validators import _enums
+    from codegen.generate.jsonschemas import contract_enums
     from contractkit.protoc import compile_descriptor_set
 
     proto = REPO / "proto"
@@ -241,7 +241,7 @@ def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
     sources[common] = sources[common].replace("ROLE_ENCODER = 4;", "ROLE_VISION = 4;")
     registry = load_registry(REPO / "profiles.yaml", display_path="profiles.yaml").registry
     with pytest.raises(GenerationError) as exc:
-        _enums(registry, compile_descriptor_set(sources, source_info=False))
+        contract_enums(registry, compile_descriptor_set(sources, source_info=False))
     [problem] = exc.value.problems
     encoder = next(p for p in registry.profiles if "encoder" in p.scope.roles)
     assert problem.path == "profiles.yaml"
