@@ -250,7 +250,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
           ("REQ-LOAD-014",),
-          at={"watch.next-sequence": lambda following, sequence, **_: sequence if sequence > 0 and sequence % 3 == 2 else following}),
+          at={"watch.next-sequence": lambda following, sequence, **_:
+              sequence if sequence > 0 and sequence % 3 == 2 else following}),
     Fault("watch-settings-not-first",
           "WatchLoad sends the initial snapshot before the settings",
           ("REQ-LOAD-004", "REQ-LOAD-009"),
@@ -376,7 +377,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("load-ranks-not-summed",
           "per-rank used_kv_blocks leave out the prefix cache that the total counts",
           ("REQ-LOAD-023",),
-          at={"load.rank-cached-blocks": _constant(0), "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
+          at={"load.rank-cached-blocks": _constant(0),
+              "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",
