@@ -24,10 +24,10 @@ from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from contractkit.naming import enum_value_prefix
-from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
+from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from codegen.generate.templating import render
-from codegen.generate.validators import descriptor_set
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
+from contractkit import naming
 from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
 SCHEMA_DIR = "schemas"
@@ -40,7 +40,7 @@ ROOTS = {
     "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
     "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
 }
-CANONICAL_NAME = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*)+$"
+CANONICAL_NAME = naming.CANONICAL_NAME
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
@@ -303,8 +303,66 @@ def build_schemas(registry: Registry, pool) -> dict[str, dict]:
     return schemas
 
 
+def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Registry enum value -> wire number, per limit enum; and Role value name -> number. Every
+    enum value and role the registry names must exist in the compiled contract: each one missing
+    is a located problem (the runtime validators map wire numbers back to these spellings)."""
+    wire: dict[str, dict[str, int]] = {}
+    declared_in: dict[str, str] = {}
+    for f in fds.file:
+        if f.package != PACKAGE:
+            continue
+        for e in f.enum_type:
+            wire[e.name] = {v.name: v.number for v in e.value}
+            declared_in[e.name] = f"proto/{f.name}"
+    numbers: dict[str, dict[str, int]] = {}
+    problems: list[Problem] = []
+    for p in registry.profiles:
+        for lim in p.limits:
+            if lim.type.base != "enum":
+                continue
+            values = wire.get(lim.type.enum_name)
+            if values is None:
+                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
+                                        "contract", "run the proto generator too (oespec generate without --only)"))
+                continue
+            prefix = enum_value_prefix(lim.type.enum_name)
+            mapping = {}
+            for value in lim.type.enum_values:
+                number = values.get(prefix + value.upper())
+                if number is None:
+                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
+                                            "run the proto generator too (oespec generate without --only)"))
+                    continue
+                mapping[value] = number
+            numbers[lim.type.enum_name] = mapping
+    roles = wire.get("Role")
+    if roles is None:
+        problems.append(Problem(registry.path, registry.loc, "enum Role (the engine roles that role-scoped "
+                                "profiles name) is not declared by any proto of openengine.v1",
+                                "declare enum Role with ROLE_<NAME> values in proto/openengine/v1/common.proto"))
+    else:
+        where = declared_in.get("Role", "proto")
+        for p in registry.profiles:
+            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
+                if f"ROLE_{role.upper()}" not in roles:
+                    problems.append(Problem(
+                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
+                        f"(it has {', '.join(sorted(roles)) or 'no values'})",
+                        f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
+                        "or stop naming the role here"))
+    if problems:
+        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)
+    return numbers, roles
+
+
 def generate(ctx: GenerationContext) -> list[Output]:
-    pool = _pool(descriptor_set(ctx))
+    fds = ctx.compiled("jsonschemas")[0]
+    contract_enums(ctx.registry, fds)
+    pool = _pool(fds)
     outputs = []
     for filename, schema in build_schemas(ctx.registry, pool).items():
         body = [(k, _body(v)) for k, v in schema.items() if k not in ("title", "description")]

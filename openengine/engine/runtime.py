@@ -19,6 +19,7 @@ from grpc_health.v1.health import aio as health_aio
 from openengine.contract import WORK_SERVICES
 from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
 from openengine.engine.faults import Hooks
+from openengine.engine.state import RunState, transition
 from openengine.engine.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
 from openengine.validate._watch import RANK_SUMMED_FIELDS
@@ -268,9 +269,7 @@ class Runtime:
         self.revision = 1
         self.instance_id = cfg.instance_id
         self.clock = Clock()
-        self.state = ES.ENGINE_STATE_SERVING
-        self.sleeping_tags: set[str] = set()
-        self.keep_paused = False
+        self.run = RunState()   # phase, pause mode and sleep tags; changed only by `transition`
         self.address = ""
         self.admin_separate = self.config.admin.port is not None
         self.scheduler = Scheduler(self)
@@ -369,17 +368,32 @@ class Runtime:
 
     # -- run state -------------------------------------------------------------------------------
 
-    def accepting(self) -> bool:
-        return self.state == ES.ENGINE_STATE_SERVING
+    @property
+    def state(self) -> int:
+        """The phase (EngineState) of the run state."""
+        return self.run.phase
 
-    async def set_state(self, state: int, reason: str) -> None:
-        if state == self.state:
-            return
-        previous, self.state = self.state, state
-        log.info("state %s -> %s (%s)", ES.EngineState.Name(previous), ES.EngineState.Name(state), reason)
-        await self.health.update()
-        self.emit(ES.RuntimeEvent(state_changed=ES.StateChanged(previous=previous, state=state, reason=reason)),
-                  "state_changed")
+    def accepting(self) -> bool:
+        return self.run.accepting
+
+    def apply(self, event: str, reason: str, **details) -> bool:
+        """Move to the state the transition table gives for `event` (IllegalTransition when it
+        gives none); log and publish a phase change. Returns whether the phase changed; the
+        caller brings health up to date (`transition` does)."""
+        previous = self.run
+        self.run = transition(previous, event, **details)
+        if self.run.phase == previous.phase:
+            return False
+        log.info("state %s -> %s (%s)", previous.name, self.run.name, reason)
+        self.emit(ES.RuntimeEvent(state_changed=ES.StateChanged(
+            previous=previous.phase, state=self.run.phase, reason=reason)), "state_changed")
+        return True
+
+    async def transition(self, event: str, reason: str, **details) -> RunState:
+        """`apply`, then health in line with the new phase (REQ-HEALTH-007)."""
+        if self.apply(event, reason, **details):
+            await self.health.update()
+        return self.run
 
     def emit(self, event: events_pb2.RuntimeEvent, kind: str) -> None:
         if not self.has("openengine.runtime-events"):

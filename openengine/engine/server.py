@@ -22,7 +22,6 @@ from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import Refused, instantiate
 from openengine.engine.wire import WirePolicy
-from openengine.v1 import events_pb2
 
 log = logging.getLogger("openengine.engine")
 Code = grpc.StatusCode
@@ -196,9 +195,7 @@ class EngineServer:
         self._stopped = True
         rt = self.rt
         log.info("stopping: health NOT_SERVING")
-        previous, rt.state = rt.state, events_pb2.ENGINE_STATE_STOPPING
-        rt.emit(events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
-            previous=previous, state=rt.state, reason="shutdown")), "state_changed")
+        rt.apply("stop", "shutdown")
         await rt.health.shutdown()
         await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
         rt.load.end_all(Code.UNAVAILABLE, "the engine is shutting down")

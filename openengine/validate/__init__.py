@@ -1,4 +1,4 @@
-"""Validators for what an OpenEngine engine advertises and streams, generated from the registry.
+"""Validators for what an OpenEngine engine advertises and streams, driven by the compiled contract.
 
     from openengine.validate import validate_capabilities, WatchLoadChecker, preflight
 
@@ -20,7 +20,7 @@ from openengine.validate._capabilities import (
     CapabilityReport, ModelReport, check_capabilities, effective_limits, validate_capabilities,
 )
 from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
-from openengine.validate._generated import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
+from openengine.validate._tables import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
 from openengine.validate._json import message_from_json
 from openengine.validate._locate import iter_values, locate
 from openengine.validate._preflight import (

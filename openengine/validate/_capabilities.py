@@ -1,8 +1,8 @@
 """Judge what an engine advertises: Capabilities, with EngineInfo and ModelInfo when given.
 
-The per-profile work is the generated code in `_generated`; this module adds what spans several
-discovery answers (role scope, model coverage, revisions) and the effective-limit lookup that
-clients and preflight checks share.
+The per-profile work is the table interpreter in `_tables`; this module adds what spans several
+discovery answers (role scope, model coverage, revisions) and the one effective-limit lookup that
+clients, preflight checks and the conformance runner share.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from openengine.contract import catalogue, combination_problems, role_spelling
-from openengine.validate import _generated as gen
+from openengine.validate import _tables as gen
 from openengine.validate._rules import Severity, Violation, violation
 
 
@@ -63,11 +63,15 @@ class CapabilityReport:
 
 def _combination_checks(adv, limits, out: list[Violation]) -> None:
     """Prerequisites (OEV120) and incompatible combinations (OEV121), judged by the contract's one
-    `combination_problems`, the same function the reference engine refuses configurations with."""
+    `combination_problems`, the same function the reference engine refuses configurations with.
+    A prerequisite on the mandatory core is not reported when the core is absent: that absence is
+    the one root finding (OEV101), not one more per dependant."""
     cat = catalogue()
     for problem in combination_problems(adv, limits):
         if problem.prerequisite is not None:
             req = problem.prerequisite
+            if req.profile == cat.core and cat.core not in adv:
+                continue
             out.append(violation("OEV120", "profiles", [f"{m}.{n}" for m, n in problem.values],
                                  f"{req.profile} {req.range}", problem.message))
             continue
@@ -81,7 +85,7 @@ def _combination_checks(adv, limits, out: list[Violation]) -> None:
 
 
 def _check(capabilities, out: list[Violation]):
-    """Every per-profile check of the generated code, then the combinations across profiles."""
+    """Every per-profile check of the table interpreter, then the combinations across profiles."""
     adv, limits = gen.check_capabilities(capabilities, out)
     _combination_checks(adv, limits, out)
     return adv, limits

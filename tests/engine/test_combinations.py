@@ -143,8 +143,15 @@ def test_a_missing_prerequisite_names_what_to_add_and_the_validators_say_the_sam
     assert [p.rule for p in problems] == ["requires"]
     assert str(problems[0]) == ("openengine.load requires openengine.core (>= 1.0), which is not advertised; "
                                 "add openengine.core or drop openengine.load")
+    # The validators say the same where the prerequisite is advertised at the wrong version ...
+    too_old = combination_problems({"openengine.core": (0, 9), "openengine.load": (1, 0)})
+    caps = capabilities_pb2.Capabilities(revision=1, profiles=[
+        common_pb2.ServiceProfile(name="openengine.core", major=0, minor=9),
+        common_pb2.ServiceProfile(name="openengine.load", major=1)])
+    assert str(too_old[0]) in [v.message for v in check_capabilities(caps) if v.rule_id == "OEV120"]
+    # ... and an absent core is their one root finding (OEV101), not one OEV120 per dependant.
     caps = capabilities_pb2.Capabilities(revision=1, profiles=[common_pb2.ServiceProfile(name="openengine.load", major=1)])
-    assert str(problems[0]) in [v.message for v in check_capabilities(caps) if v.rule_id == "OEV120"]
+    assert [v.rule_id for v in check_capabilities(caps)] == ["OEV101"]
 
 
 def test_a_prerequisite_holds_when_any_advertised_major_satisfies_it():
@@ -164,3 +171,27 @@ def test_effective_values_fill_in_defaults_for_limits_left_out():
     spec_with_pp = {"openengine.core": {"speculative_decoding": True, "pipeline_parallel_size": 2}}
     assert combination_problems(["openengine.core"], spec_with_pp)  # logit_bias etc. default false
     assert not combination_problems(["openengine.core"], {"openengine.core": {"speculative_decoding": True}})
+
+
+def test_a_per_model_combination_is_refused_at_start_and_by_update_config_for_that_model():
+    """A model's own value of a model-scoped limit is judged with the model's profiles, on both paths."""
+    from openengine.engine import ModelConfig
+
+    at_most_two = Incompatibility(None, (LimitCondition("openengine.adapters", "max_loras", "at_least", 3),),
+                                  "the fixture allows two adapters per model")
+    cat = _derived(**{"openengine.adapters": {"incompatible_with": (at_most_two,)}})
+    narrow, wide = ModelConfig(name="narrow"), ModelConfig(name="wide", limits={"adapters": {"max_loras": 3}})
+    with pytest.raises(ConfigError) as err:
+        resolve_config(config(profiles=("adapters", "admin"), models=(narrow, wide)), cat=cat)
+    message = ("models: wide: openengine.adapters cannot be served while openengine.adapters.max_loras >= 3: "
+               "the fixture allows two adapters per model")
+    assert err.value.problems == [message]
+
+    with running(profiles=("adapters", "admin"), models=(narrow, ModelConfig(name="wide"))) as (engine, stubs):
+        engine.runtime.catalogue = cat
+        update = admin_pb2.LimitUpdate(limit="openengine.adapters.max_loras", model="wide", uint_value=3)
+        with pytest.raises(grpc.RpcError) as refused:
+            stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[update]), metadata=AUTH)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in refused.value.details()
+        assert engine.runtime.revision == 1

@@ -13,7 +13,7 @@ from openengine.engine import FAULTS
 from openengine.v1 import admin_pb2, common_pb2, events_pb2, generation_pb2 as G, lifecycle_pb2, load_pb2 as L
 from openengine.v1 import sessions_pb2
 
-from tests.engine.conftest import AUTH, running
+from tests.engine.conftest import AUTH, TOKEN, running
 from tests.engine.test_alias import ALIAS_FAULT_CHECKS
 
 H = health_pb2.HealthCheckResponse
@@ -161,6 +161,40 @@ def limits_enforced(engine, stubs):
         return err.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def features_off_refused(engine, stubs):
+    """With min_p, logit_bias and prompt_logprobs advertised off, each is refused alone."""
+    tries = [G.SamplingParams(max_tokens=2, min_p=0.1), G.SamplingParams(max_tokens=2, logit_bias={5: 1.0}),
+             G.SamplingParams(max_tokens=2, prompt_logprobs=1)]
+    for sampling in tries:
+        try:
+            list(stubs.inference.Generate(G.GenerateRequest(text="x", sampling=sampling)))
+            return False
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                return False
+    return True
+
+
+def client_cancel_frees(engine, stubs):
+    long = G.SamplingParams(max_tokens=256, min_tokens=256, ignore_eos=True)   # over 0.5 s
+    call = stubs.inference.Generate(G.GenerateRequest(text="x", sampling=long), timeout=10)
+    next(call)
+    call.cancel()
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        if stubs.observability.GetLoad(L.GetLoadRequest()).running_requests == 0:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def heartbeat_after_any_message(engine, stubs):
+    """Snapshots every 20 ms reset a 50 ms heartbeat timer: no heartbeat comes sooner."""
+    msgs = watch(stubs, 25, interval_ms=20, heartbeat_ms=50, initial_snapshot=False)
+    stamps = [(m.WhichOneof("kind"), m.timestamp.ToNanoseconds() / 1e6) for m in msgs]
+    return all(b - a >= 49 for (_, a), (kind, b) in zip(stamps, stamps[1:]) if kind == "heartbeat")
+
+
 def unadvertised_unimplemented(engine, stubs):
     from openengine.v1 import kv_pb2
     try:
@@ -239,6 +273,48 @@ def admin_auth(engine, stubs):
         return err.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
+def bearer_any_case(engine, stubs):
+    try:
+        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(),
+                                     metadata=(("authorization", f"bearer {TOKEN}"),))
+        return True
+    except grpc.RpcError as err:
+        return err.code() != grpc.StatusCode.UNAUTHENTICATED
+
+
+def health_list_answers(engine, stubs):
+    try:
+        return "" in stubs.health.List(health_pb2.HealthListRequest(), timeout=5).statuses
+    except grpc.RpcError as err:
+        return err.code() != grpc.StatusCode.UNIMPLEMENTED
+
+
+def ranks_sum_to_total(engine, stubs):
+    # A finished request leaves its blocks in the prefix cache, which the total counts.
+    list(stubs.inference.Generate(G.GenerateRequest(text="x" * 100, sampling=G.SamplingParams(max_tokens=2)),
+                                  timeout=10))
+    info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+    assert len(info.ranks) == 2 and info.used_kv_blocks > 0
+    return sum(r.used_kv_blocks for r in info.ranks) == info.used_kv_blocks
+
+
+def nan_refused(engine, stubs):
+    try:
+        list(stubs.inference.Generate(G.GenerateRequest(
+            text="hi", sampling=G.SamplingParams(max_tokens=1, temperature=float("nan"))), timeout=10))
+        return False
+    except grpc.RpcError as err:
+        return err.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def undecodable_is_internal(engine, stubs):
+    try:
+        stubs.channel.unary_unary("/openengine.v1.Discovery/GetEngineInfo")(b"\xff\xff\xff", timeout=5)
+        return False
+    except grpc.RpcError as err:
+        return err.code() == grpc.StatusCode.INTERNAL
+
+
 # fault -> (engine settings, check that holds on a conforming engine and fails with the fault)
 CHECKS = {
     "watch-sequence-not-increasing": ({}, sequence_increases),
@@ -253,6 +329,10 @@ CHECKS = {
     "watch-ends-ok": ({}, never_ends_ok),
     "watch-max-watchers-ignored": (dict(limits={"load": {"max_watchers": 2}}), max_watchers),
     "watch-revision-stream-kept": ({}, revision_ends_stream),
+    "watch-heartbeat-not-reset": ({}, heartbeat_after_any_message),
+    "features-off-accepted": (dict(limits={"core": {"min_p": False, "logit_bias": False,
+                                                    "prompt_logprobs": False}}), features_off_refused),
+    "client-cancel-ignored": ({}, client_cancel_frees),
     "capabilities-unadvertised-submessage": ({}, requirement_holds("REQ-CAP-006")),
     "capabilities-missing-core": ({}, requirement_holds("REQ-CORE-001")),
     "capabilities-duplicate-profile": ({}, requirement_holds("REQ-CAP-003")),
@@ -271,6 +351,11 @@ CHECKS = {
     "events-sequence-from-zero": ({}, events_from_one),
     "session-ttl-not-clamped": ({}, session_ttl),
     "admin-no-auth": ({}, admin_auth),
+    "bearer-scheme-case-sensitive": ({}, bearer_any_case),
+    "health-list-unimplemented": ({}, health_list_answers),
+    "load-ranks-not-summed": (dict(data_parallel_size=2), ranks_sum_to_total),
+    "numbers-not-checked": ({}, nan_refused),
+    "wire-policy-off": ({}, undecodable_is_internal),
 }
 
 

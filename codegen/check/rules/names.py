@@ -8,10 +8,9 @@ from codegen.check import CheckContext, Finding, rule
 from codegen.check.rules._common import at
 from codegen.diagnostics import Severity
 from codegen.registry.model import STANDARD_PREFIX
+from contractkit import naming
 
-# Lowercase words joined by dots, at least two of them; a word may contain single hyphens.
-_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
-CANONICAL_NAME = re.compile(rf"^{_WORD}(?:\.{_WORD})+$")
+CANONICAL_NAME = re.compile(naming.CANONICAL_NAME)
 _RESERVED_WORD = STANDARD_PREFIX.rstrip(".")
 
 
