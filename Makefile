@@ -75,13 +75,14 @@ ARGS ?=
 engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
-# The conformance demo: the reference engine on a free port with every profile, the whole suite
-# against it (its graceful shutdown is the last case), and the engine gone afterwards.
+# The conformance demo: the reference engine on a free port with every profile and both
+# compatibility aliases, the whole suite against it (its graceful shutdown is the last case), and
+# the engine gone afterwards.
 # CONFORMANCE_ARGS passes more runner flags, e.g. `--junit report.xml` or `--format json`.
 CONFORMANCE_ARGS ?=
 conformance: setup bindings
 	@set -e; log=$$(mktemp); token=conformance-demo; \
-	$(OESPEC) engine --port 0 --profiles all --admin-token $$token >$$log 2>&1 & pid=$$!; \
+	$(OESPEC) engine --port 0 --profiles all --alias openengine,control --admin-token $$token >$$log 2>&1 & pid=$$!; \
 	trap 'kill $$pid 2>/dev/null || true; rm -f $$log' EXIT; \
 	addr=; for i in $$(seq 200); do \
 	  addr=$$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' $$log | head -n1); \

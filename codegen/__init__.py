@@ -1,7 +1,7 @@
 """The OpenEngine profiles toolkit.
 
 The pipeline, one stage per package: `registry` (load and resolve profiles.yaml), `check` (the
-registry's semantic rules), `generate` (protos, validators, schemas and docs from the registry),
+registry's semantic rules), `generate` (protos, bindings, schemas and docs from the registry),
 `breaking` (versioning rules between two registries, plus buf), and `diagnostics` (the one
 record every finding is printed from).
 """

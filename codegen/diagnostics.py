@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from contractkit.locations import NOWHERE, Loc  # noqa: F401  (every stage imports them from here)
+
 
 class Severity(enum.IntEnum):
     """Ordered so that `--fail-on` is a simple comparison."""
@@ -31,18 +33,6 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, order=True)
-class Loc:
-    """A 1-based position in a file. Line 0 means the whole file (no better position known)."""
-
-    line: int = 0
-    column: int = 0
-
-    def __str__(self) -> str:
-        return f"{self.line}:{self.column}" if self.line else ""
-
-
-NOWHERE = Loc()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 STREAMING_SHAPES = ("unary", "server", "client", "bidi")
 
+# One word of a profile name: lower-case letters and digits, inner single hyphens.
+_NAME_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
+# A canonical profile name (REQ-CAP-001): at least two dotted words (openengine.runtime-events).
+# The registry rule OE003, the JSON Schemas and the validators' OEV102 all use this one pattern.
+CANONICAL_NAME = rf"^{_NAME_WORD}(?:\.{_NAME_WORD})+$"
 
 def snake_case(name: str) -> str:
     """`GuidedDecodingMode` -> `guided_decoding_mode`; `GPUKind` -> `gpu_kind`."""

@@ -32,6 +32,10 @@ from openengine.v1 import capabilities_pb2, common_pb2, options_pb2
 STANDARD_PREFIX = "openengine."
 CORE = "openengine.core"
 HEALTH_SERVICE = "grpc.health.v1.Health"
+# Services that accept new work, as spec/health.md names them: NOT_SERVING whenever the engine
+# would refuse new requests (REQ-HEALTH-007); every other service is a control service. The spec
+# defines the split by name, not by profile, so it is stated here once for the engine and runner.
+WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
 
 
 @dataclass(frozen=True)
@@ -241,18 +245,31 @@ class CombinationProblem:
     rule: str                     # "requires" or "incompatible_with"
     limits: tuple[str, ...]       # limit references the conditions read (empty for a prerequisite)
     message: str
+    prerequisite: Prerequisite | None = None        # the broken `requires` entry
+    incompatibility: Incompatibility | None = None  # the `incompatible_with` entry that applies
+    values: tuple[Any, ...] = ()  # the effective values the conditions read, or the versions found
 
     def __str__(self) -> str:
         return self.message
 
 
-def combination_problems(advertised: Mapping[str, tuple[int, int]] | Iterable[str],
+def _versions(have: Any) -> list[tuple[int, int]]:
+    """An advertised entry as versions: one (major, minor), or several (one per advertised major)."""
+    if have is None:
+        return []
+    if isinstance(have, tuple) and len(have) == 2 and all(isinstance(v, int) for v in have):
+        return [have]
+    return [tuple(v) for v in have]
+
+
+def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
                          limits: Mapping[str, Mapping[str, Any]] | None = None, *,
                          cat: Catalogue | None = None) -> list[CombinationProblem]:
     """Every missing prerequisite and forbidden combination among `advertised` profiles.
 
-    `advertised` maps profile names to the (major, minor) version served; a plain collection of
-    names means the catalogue's current versions. `limits` maps profile name -> limit name ->
+    `advertised` maps profile names to the (major, minor) version served, or to several versions
+    when an engine advertises more than one major (a prerequisite holds when any satisfies it); a
+    plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
     value; a limit left out takes its contract default, so a partial mapping (or what a capability
     message sets) is judged on effective values. The declarations come from the compiled
     descriptors only. The reference engine's start-up and `UpdateConfig`, the validators and the
@@ -276,17 +293,18 @@ def combination_problems(advertised: Mapping[str, tuple[int, int]] | Iterable[st
         if profile.name not in advertised:
             continue
         for req in profile.requires:
-            have = advertised.get(req.profile)
-            if have is None:
+            have = _versions(advertised.get(req.profile))
+            if not have:
                 problems.append(CombinationProblem(
                     profile.name, "requires", (),
                     f"{profile.name} requires {req.profile} ({req.range}), which is not advertised; "
-                    f"add {req.profile} or drop {profile.name}"))
-            elif not req.range.contains(tuple(have)):
+                    f"add {req.profile} or drop {profile.name}", prerequisite=req))
+            elif not any(req.range.contains(v) for v in have):
+                shown = " and ".join(f"{m}.{n}" for m, n in have)
                 problems.append(CombinationProblem(
                     profile.name, "requires", (),
                     f"{profile.name} requires {req.profile} {req.range}, but {req.profile} "
-                    f"{have[0]}.{have[1]} is advertised"))
+                    f"{shown} is advertised", prerequisite=req, values=tuple(have)))
         for inc in profile.incompatible_with:
             if inc.profile is not None and inc.profile not in advertised:
                 continue
@@ -296,7 +314,8 @@ def combination_problems(advertised: Mapping[str, tuple[int, int]] | Iterable[st
             condition = f" while {' and '.join(str(c) for c in inc.when)}" if inc.when else ""
             problems.append(CombinationProblem(
                 profile.name, "incompatible_with", tuple(c.reference for c in inc.when),
-                f"{profile.name} cannot be served{other}{condition}: {inc.reason}"))
+                f"{profile.name} cannot be served{other}{condition}: {inc.reason}",
+                incompatibility=inc, values=tuple(effective(c) for c in inc.when)))
     return problems
 
 

@@ -79,7 +79,8 @@ def _regenerate(root: Path) -> None:
     """Rewrite the generated pages (and generated regions) from the current registry and protos."""
     from codegen.check import run_rules
     from codegen.diagnostics import Severity
-    from codegen.generate import GenerationError, plan, write_outputs
+    from codegen.generate import GenerationError, write_outputs
+    from codegen.pipeline import plan
     from codegen.registry import SourceError, load_registry
 
     try:

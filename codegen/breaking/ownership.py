@@ -23,6 +23,7 @@ from pathlib import Path
 from codegen.breaking.match import type_name
 from codegen.diagnostics import Loc
 from codegen.registry import Profile, Registry
+from contractkit.naming import snake_case
 
 CONTAINERS = ("Capabilities", "ModelCapabilities")
 GENERATED_HEADER = "generated from profiles.yaml"
@@ -88,7 +89,7 @@ def load_graph(proto_root: Path | None, package: str) -> WireGraph | None:
     (buf reports that on its own)."""
     if proto_root is None or not proto_root.is_dir():
         return None
-    from codegen.generate.protoc import ProtocError, compile_descriptor_set
+    from contractkit.protoc import ProtocError, compile_descriptor_set
 
     sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
                for p in sorted(proto_root.rglob("*.proto"))}
@@ -181,7 +182,7 @@ def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origi
     for file in names.get("file", []):
         for profile, rpc in registry.all_rpcs():
             stem = Path(file).stem
-            if stem.endswith("_service") and _snake(rpc.service_short) == stem[: -len("_service")]:
+            if stem.endswith("_service") and snake_case(rpc.service_short) == stem[: -len("_service")]:
                 return Origin(f"RPC {rpc.name} of {profile.name}", profile.name, rpc.loc, side)
     return None
 
@@ -204,10 +205,6 @@ def _in_current(origin: Origin, current: Registry | None) -> Origin:
             key = "values" if origin.what.startswith("values") else "field"
             return Origin(origin.what, profile.name, limit.locs.get(key, limit.loc), "current")
     return origin
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def attribute(message: str, baseline: Registry | None, current: Registry | None,
@@ -251,7 +248,7 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
     for file in names.get("file", []):
         stem = Path(file).stem
         for profile, rpc in baseline.all_rpcs():
-            if stem.endswith("_service") and _snake(rpc.service_short) == stem[: -len("_service")]:
+            if stem.endswith("_service") and snake_case(rpc.service_short) == stem[: -len("_service")]:
                 found.add(profile.name)
                 reached_any = True
     origin = None

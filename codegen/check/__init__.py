@@ -15,6 +15,7 @@ from codegen.registry import Registry, Resolved, SourceFile
 
 if TYPE_CHECKING:
     from codegen.check.contract import Contract
+    from codegen.check.head import HeadState
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class CheckContext:
     # The compiled wire contract, for the rules that cross-check the registry against it; None
     # when the check runs on a registry alone.
     contract: "Contract | None" = None
+    # The registry and protos as the last commit has them (`oespec check` in a git checkout).
+    head: "HeadState | None" = None
 
 
 Handler = Callable[[CheckContext], Iterable[Finding]]
@@ -52,19 +55,26 @@ class Rule:
     needs_model: bool = True
     # Rules that compare the registry with the compiled protos run only when those are given.
     needs_contract: bool = False
+    # The spec requirements (REQ-*) the rule enforces, wholly or in part.
+    requirements: tuple[str, ...] = ()
+    # Rules that compare the working tree with the last commit run only when that is given.
+    needs_head: bool = False
 
 
 RULES: list[Rule] = []
 
 
 def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: str, purpose: str,
-         needs_model: bool = True, needs_contract: bool = False):
+         needs_model: bool = True, needs_contract: bool = False, requirements: tuple[str, ...] | str = (),
+         needs_head: bool = False):
     """Register a rule handler under a stable id."""
+    cited = (requirements,) if isinstance(requirements, str) else tuple(requirements)
 
     def register(handler: Handler) -> Handler:
         if any(r.id == id for r in RULES):
             raise RuntimeError(f"rule id {id} registered twice")
-        RULES.append(Rule(id, name, severity, category, purpose, handler, needs_model, needs_contract))
+        RULES.append(Rule(id, name, severity, category, purpose, handler, needs_model, needs_contract, cited,
+                          needs_head))
         RULES.sort(key=lambda r: r.id)
         return handler
 
@@ -72,7 +82,7 @@ def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: s
 
 
 def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
-              contract: "Contract | None" = None) -> list[Diagnostic]:
+              contract: "Contract | None" = None, head: "HeadState | None" = None) -> list[Diagnostic]:
     """Every finding of the schema stage and of every rule, sorted by position.
 
     With a `contract` (see `codegen.check.contract.load_contract`), the rules that cross-check the
@@ -80,11 +90,13 @@ def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
     """
     _register_all()
     diags = list(resolved.diagnostics)
-    ctx = CheckContext(resolved.registry, resolved.source, contract)
+    ctx = CheckContext(resolved.registry, resolved.source, contract, head)
     for r in rules if rules is not None else RULES:
         if r.needs_model and resolved.registry is None:
             continue
         if r.needs_contract and contract is None:
+            continue
+        if r.needs_head and head is None:
             continue
         for finding in r.handler(ctx):
             diags.append(Diagnostic.at(finding.path or resolved.source.path, finding.loc, r.id,

@@ -8,118 +8,18 @@ would make the registry lie. These rules compile `proto/` and compare, element b
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
-
 from codegen.check import CheckContext, Finding, rule
-from codegen.diagnostics import Diagnostic, Loc, Severity
-from codegen.generate.protoc import ProtocError, compile_descriptor_set
+from codegen.diagnostics import Diagnostic, Severity
+from contractkit.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
+    ALIAS_PROTO_DIR, Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
+)
+from contractkit.protoc import ProtocError, compile_descriptor_set
 from codegen.registry.model import Limit
 
-_FDP = descriptor_pb2.FieldDescriptorProto
-_SCALARS = {
-    _FDP.TYPE_BOOL: "bool", _FDP.TYPE_UINT32: "uint32", _FDP.TYPE_UINT64: "uint64",
-    _FDP.TYPE_INT32: "int32", _FDP.TYPE_DOUBLE: "double", _FDP.TYPE_STRING: "string",
-    _FDP.TYPE_INT64: "int64", _FDP.TYPE_FLOAT: "float", _FDP.TYPE_BYTES: "bytes",
-    _FDP.TYPE_SINT32: "sint32", _FDP.TYPE_SINT64: "sint64", _FDP.TYPE_FIXED32: "fixed32",
-    _FDP.TYPE_FIXED64: "fixed64", _FDP.TYPE_SFIXED32: "sfixed32", _FDP.TYPE_SFIXED64: "sfixed64",
-}
 _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 CONTRACT_COMPILE_RULE = "OE100"
-
-
-@dataclass(frozen=True)
-class MethodInfo:
-    name: str                 # package.Service/Method
-    request: str              # full message name, no leading dot
-    response: str
-    client_streaming: bool
-    server_streaming: bool
-    file: str
-    loc: Loc
-    alias: bool = False       # a compatibility alias of an earlier revision (ALIAS_PROTO_DIR)
-
-    @property
-    def streaming(self) -> str:
-        return {(False, False): "unary", (False, True): "server", (True, False): "client",
-                (True, True): "bidi"}[(self.client_streaming, self.server_streaming)]
-
-
-@dataclass(frozen=True)
-class FieldInfo:
-    name: str
-    number: int
-    type: str                 # scalar name, or full enum/message name
-    repeated: bool
-    explicit_presence: bool   # proto3 `optional`
-    file: str
-    loc: Loc
-
-
-# Compatibility aliases of the earlier revisions' services live here (relative to the proto root).
-# They keep their earlier full names in package openengine.v1 but belong to no profile: they are
-# answered by the v1 RPCs they map to (spec/services.md, REQ-ALIAS-001..003).
-ALIAS_PROTO_DIR = "openengine/legacy/"
-
-
-@dataclass(frozen=True)
-class MessageInfo:
-    name: str
-    fields: dict[str, FieldInfo]
-    file: str
-    loc: Loc
-
-
-@dataclass
-class Contract:
-    proto_root: str
-    methods: dict[str, MethodInfo] = field(default_factory=dict)
-    messages: dict[str, MessageInfo] = field(default_factory=dict)
-    services: dict[str, tuple[str, Loc]] = field(default_factory=dict)
-
-
-def _locations(fdp: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], Loc]:
-    return {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
-            for loc in fdp.source_code_info.location if len(loc.span) >= 2}
-
-
-def _add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
-    locs = _locations(fdp)
-    package = fdp.package
-
-    def add_message(msg: descriptor_pb2.DescriptorProto, prefix: str, path: tuple[int, ...]):
-        full = f"{prefix}.{msg.name}" if prefix else msg.name
-        fields = {}
-        for i, f in enumerate(msg.field):
-            ftype = _SCALARS.get(f.type) or f.type_name.lstrip(".")
-            fields[f.name] = FieldInfo(f.name, f.number, ftype, f.label == _FDP.LABEL_REPEATED,
-                                       f.proto3_optional, display, locs.get(path + (2, i), Loc(1, 1)))
-        contract.messages[full] = MessageInfo(full, fields, display, locs.get(path, Loc(1, 1)))
-        for j, nested in enumerate(msg.nested_type):
-            add_message(nested, full, path + (3, j))
-
-    for i, msg in enumerate(fdp.message_type):
-        add_message(msg, package, (4, i))
-    for i, svc in enumerate(fdp.service):
-        service = f"{package}.{svc.name}"
-        contract.services[service] = (display, locs.get((6, i), Loc(1, 1)))
-        for j, m in enumerate(svc.method):
-            name = f"{service}/{m.name}"
-            contract.methods[name] = MethodInfo(name, m.input_type.lstrip("."), m.output_type.lstrip("."),
-                                                m.client_streaming, m.server_streaming, display,
-                                                locs.get((6, i, 2, j), Loc(1, 1)),
-                                                alias=fdp.name.startswith(ALIAS_PROTO_DIR))
-
-
-def _standard_health(contract: Contract) -> None:
-    """The standard health service is referenced, never redefined: take it from grpcio-health-checking."""
-    from grpc_health.v1 import health_pb2
-
-    fdp = descriptor_pb2.FileDescriptorProto()
-    health_pb2.DESCRIPTOR.CopyToProto(fdp)
-    _add_file(contract, fdp, f"(grpcio-health-checking) {fdp.name}")
 
 
 def load_contract(proto_root: Path | str, display_root: str | None = None) -> Contract | list[Diagnostic]:
@@ -134,8 +34,8 @@ def load_contract(proto_root: Path | str, display_root: str | None = None) -> Co
     contract = Contract(shown)
     for fdp in fds.file:
         if fdp.name in sources:
-            _add_file(contract, fdp, f"{shown}/{fdp.name}")
-    _standard_health(contract)
+            add_file(contract, fdp, f"{shown}/{fdp.name}")
+    standard_health(contract)
     return contract
 
 
@@ -166,7 +66,7 @@ def contract_compiles(ctx: CheckContext):
     return ()  # reported by load_contract; listed so --list-rules shows it
 
 
-@rule("OE101", "rpc-in-contract", category="contract", needs_contract=True,
+@rule("OE101", "rpc-in-contract", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC the registry names exists in the compiled contract")
 def rpc_in_contract(ctx: CheckContext):
     for profile, rpc in ctx.registry.all_rpcs():
@@ -176,7 +76,7 @@ def rpc_in_contract(ctx: CheckContext):
                           "run `oespec generate` to regenerate the service files, or fix the name")
 
 
-@rule("OE102", "rpc-shape-matches", category="contract", needs_contract=True,
+@rule("OE102", "rpc-shape-matches", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="each registry RPC has the request, response and streaming shape the protos declare")
 def rpc_shape_matches(ctx: CheckContext):
     package = ctx.registry.package
@@ -196,7 +96,7 @@ def rpc_shape_matches(ctx: CheckContext):
                               f"regenerate the protos or correct `{role}`")
 
 
-@rule("OE103", "rpc-has-profile", category="contract", needs_contract=True,
+@rule("OE103", "rpc-has-profile", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC of an OpenEngine service belongs to exactly one profile")
 def rpc_has_profile(ctx: CheckContext):
     owners: dict[str, list[str]] = {}
@@ -228,7 +128,7 @@ def _expected_type(package: str, limit: Limit) -> str:
     return _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
 
 
-@rule("OE105", "capability-in-contract", category="contract", needs_contract=True,
+@rule("OE105", "capability-in-contract", requirements=("REQ-ADD-006",), category="contract", needs_contract=True,
       purpose="each profile's capability field exists in Capabilities with its message type and number")
 def capability_in_contract(ctx: CheckContext):
     package = ctx.registry.package
@@ -248,7 +148,7 @@ def capability_in_contract(ctx: CheckContext):
                                  f"the registry says {cap.message} = {cap.number}", "run `oespec generate`")
 
 
-@rule("OE106", "limit-in-contract", category="contract", needs_contract=True,
+@rule("OE106", "limit-in-contract", requirements=("REQ-ADD-004",), category="contract", needs_contract=True,
       purpose="every limit is a field of its capability message with the declared type, number and presence")
 def limit_in_contract(ctx: CheckContext):
     package = ctx.registry.package

@@ -23,12 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: proto, when it exists)")
     parser.add_argument("--no-contract", action="store_true",
                         help="check the registry alone, without compiling the protos")
+    parser.add_argument("--no-head", action="store_true",
+                        help="do not compare with the last commit (the revision-bump warning, OE053)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list_rules:
         for r in iter_rules():
-            sys.stdout.write(f"{r.id}  {r.severity!s:<7}  {r.category:<12} {r.name}: {r.purpose}\n")
+            cites = f" [{', '.join(r.requirements)}]" if r.requirements else ""
+            sys.stdout.write(f"{r.id}  {r.severity!s:<7}  {r.category:<12} {r.name}: {r.purpose}{cites}\n")
         return 0
     try:
         resolved = load_registry(args.registry)
@@ -44,4 +47,11 @@ def run(args: argparse.Namespace) -> int:
             compile_errors = loaded
         else:
             contract = loaded
-    return emit(args, run_rules(resolved, contract=contract) + compile_errors)
+    head = None
+    if not args.no_head and resolved.registry is not None:
+        from codegen.check.head import head_state
+
+        # The protos count only when they sit beside the registry (the repository's own layout).
+        beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
+        head = head_state(Path(args.registry), proto_root if beside else None)
+    return emit(args, run_rules(resolved, contract=contract, head=head) + compile_errors)

@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest a case may take (default: 20)")
     parser.add_argument("--max-message-bytes", type=int, default=4 * 1024 * 1024,
                         help="largest message accepted from the engine (default: 4 MiB)")
-    parser.add_argument("--spec", metavar="DIR", help="spec folder for the requirement matrix "
-                                                      "(default: ./spec when present)")
+    parser.add_argument("--spec", metavar="DIR", help="spec folder to read requirements from for the "
+                                                      "matrix (default: the index shipped with the runner)")
     parser.add_argument("--matrix", action="store_true",
                         help="print the requirement-to-case matrix and coverage, then exit")
     parser.add_argument("--list", action="store_true", help="print every case and exit")
@@ -51,7 +51,31 @@ def _err(message: str) -> int:
     return EXIT_USAGE
 
 
+def _spec_requirements(spec_dir: str | None):
+    """(requirements, source) read from a spec folder; (None, None) means the packaged index."""
+    if not spec_dir:
+        return None, None
+    from pathlib import Path
+
+    from codegen.spec import SpecError, load_requirements
+    from openengine.conformance.matrix import SpecRequirement
+
+    root = Path(spec_dir)
+    if not root.is_dir():
+        raise ValueError(f"{spec_dir}: no spec folder")
+    try:
+        found = load_requirements(root)
+    except SpecError as err:
+        raise ValueError(f"{spec_dir}: the spec's requirements are malformed:\n{err}") from None
+    return [SpecRequirement(r.id, r.tag, r.text, Path(r.file).resolve().relative_to(root.resolve()).as_posix())
+            for r in found], root.as_posix()
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        requirements, source = _spec_requirements(args.spec)
+    except ValueError as err:
+        return _err(str(err))
     from openengine.conformance import (
         ExpectedFailuresError, Options, Progress, all_cases, coverage, load_expected_failures,
         render_json, render_junit, render_matrix, render_text, run_suite,
@@ -67,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{c.id:<44} {c.profile}{when}  {','.join(c.requirements)}  {c.title}\n")
         return 0
     if args.matrix:
-        try:
-            cov = coverage(cases, spec_dir=args.spec)
-        except Exception as err:
-            return _err(str(err))
+        cov = coverage(cases, requirements, source=source)
+        if not cov.wire:
+            return _err("no requirement index: this installation lacks openengine/conformance/requirements.json "
+                        "(run `oespec generate`), or pass --spec DIR")
         sys.stdout.write(render_matrix(cov))
         return 0 if not cov.uncovered else 1
     if not args.target:
@@ -95,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = asyncio.run(run_suite(options, profiles=args.profile or None,
                                        patterns=args.case or None, expected=expected,
-                                       progress=progress, spec_dir=args.spec))
+                                       progress=progress, requirements=requirements,
+                                       requirements_source=source))
     except ValueError as err:
         return _err(str(err))
     if progress:

@@ -38,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CA (PEM) that admin client certificates must be signed by (mutual TLS)")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME",
                         help="break one conformance rule on purpose (repeatable); see --list-faults")
+    parser.add_argument("--alias", default=None, metavar="NAMES",
+                        help="also serve compatibility aliases of earlier revisions, comma-separated: "
+                             "openengine (openengine.v1.OpenEngine, revision 2), control "
+                             "(openengine.v1.Control, revision 3); off by default")
     parser.add_argument("--list-faults", action="store_true", help="print every fault and exit")
     parser.add_argument("--check-config", action="store_true",
                         help="check the configuration, print what would be served, and exit")
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_faults:
         for fault in FAULTS.values():
-            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)})\n")
+            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)}) "
+                             f"[at {', '.join(fault.at)}]\n")
         return 0
     from openengine.engine import ConfigError, resolve_config
 
@@ -105,6 +110,9 @@ def build_config(args: argparse.Namespace):
         changes["profiles"] = tuple(p for p in args.profiles.split(",") if p.strip())
     if args.fault:
         changes["faults"] = tuple(config.faults) + tuple(args.fault)
+    if args.alias is not None:
+        from openengine.engine.config import split_aliases
+        changes["aliases"] = split_aliases(args.alias)
     if args.limit:
         limits = {k: dict(v) for k, v in config.limits.items()}
         for item in args.limit:

@@ -9,11 +9,11 @@ from pathlib import Path
 from codegen.check import run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.diagnostics import Diagnostic, Severity
-from codegen.generate import (GENERATORS, GenerationError, orphan_files, plan, stale_outputs,
-                              write_outputs)
+from codegen.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
+from codegen.pipeline import plan
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
-HELP = "generate protos, bindings, validators, schemas and docs from the registry"
+HELP = "generate protos, bindings, schemas and docs from the registry"
 
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)
@@ -32,6 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnostic]:
+    """One OE900 finding per located cause (every one, not only the first), else one for the run."""
+    hint = "nothing was written; fix the cause and run again"
+    if err.problems:
+        return [Diagnostic(p.path, p.loc.line, p.loc.column, "OE900", Severity.ERROR,
+                           f"generator {err.generator}: {p.message}", f"{p.hint}; {hint}" if p.hint else hint)
+                for p in err.problems]
+    return [Diagnostic(registry, 0, 0, "OE900", Severity.ERROR, f"generator {err.generator} failed: {err.message}",
+                       hint)]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         resolved = load_registry(args.registry)
@@ -45,10 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outputs = plan(resolved.registry, root, only=args.only)
     except GenerationError as err:
-        diag = Diagnostic(args.registry, 0, 0, "OE900", Severity.ERROR,
-                          f"generator {err.generator} failed: {err.message}",
-                          "nothing was written; fix the cause and run again")
-        return emit(args, [diag])
+        return emit(args, generation_diagnostics(err, args.registry))
     orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
     if args.check:
         stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]

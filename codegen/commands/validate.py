@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
-    from openengine.validate._locate import locate
+    from openengine.validate import locate
 
     where = locate(keys, prefix + v.path if prefix and not v.path.startswith(("engine_info", "model_info", "capabilities"))
                    else v.path) or (line, 1)
@@ -83,7 +83,7 @@ def _load_observability(args):
     if not args.capabilities:
         return None, None
     from openengine.validate import document_from_json, validate_capabilities
-    from openengine.validate._locate import iter_values
+    from openengine.validate import iter_values
 
     text = Path(args.capabilities).read_text(encoding="utf-8")
     _, value, _ = next(iter_values(text))
@@ -112,7 +112,7 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from openengine.validate._locate import iter_values
+    from openengine.validate import iter_values
 
     path = args.file
     try:

@@ -1,7 +1,7 @@
 """Generate stage: every file derived from profiles.yaml, computed in memory and written all at once.
 
 A generator is a function `(GenerationContext) -> list[Output]`, registered in `GENERATORS` in the
-order they run. The proto generator runs first; later generators (bindings, validators, schemas,
+order they run. The proto generator runs first; later generators (bindings, schemas,
 docs) may read the proto sources it produced through the context. Nothing touches the disk until
 every generator has succeeded; then `write_outputs` replaces each file atomically, and a failure
 part-way restores what was there. `stale_outputs` compares without writing: `make check` uses it.
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
+from codegen.diagnostics import NOWHERE, Loc
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -38,13 +40,46 @@ class Output:
         return self.content.encode("utf-8") if isinstance(self.content, str) else self.content
 
 
-class GenerationError(Exception):
-    """A generator cannot produce its outputs; nothing has been written."""
+@dataclass(frozen=True)
+class Problem:
+    """One located reason a generator cannot run: the file (the registry, or a proto) and position
+    of what has to change."""
 
-    def __init__(self, generator: str, message: str):
+    path: str
+    loc: Loc
+    message: str
+    hint: str = ""
+
+
+class GenerationError(Exception):
+    """A generator cannot produce its outputs; nothing has been written. `problems` locates each
+    cause (all of them, not only the first) when the generator knows where they are."""
+
+    def __init__(self, generator: str, message: str, *, problems: Sequence[Problem] = ()):
         super().__init__(f"{generator}: {message}")
         self.generator = generator
         self.message = message
+        self.problems = tuple(problems)
+
+
+_PROTOC_LINE = re.compile(r"^(?P<file>[^:\n]+\.proto):(?P<line>\d+):(?P<column>\d+): (?P<message>.+)$", re.M)
+
+
+def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
+    """protoc's `file:line:col: message` lines as located problems."""
+    return [Problem(f"{proto_dir}/{m['file']}", Loc(int(m["line"]), int(m["column"])), m["message"].strip(),
+                    "fix the proto source; generation reads it as it will be after this run")
+            for m in _PROTOC_LINE.finditer(text)]
+
+
+@dataclass(frozen=True)
+class RuleCatalogues:
+    """The rule catalogues the docs print, handed in by the caller: the generate stage never
+    imports `codegen.check` or `codegen.breaking` (see `codegen.pipeline`, which supplies them).
+    Each is a sequence of rule records (id, name, severity, category, purpose, ...)."""
+
+    check: tuple = ()
+    breaking: tuple | None = None   # None: the breaking stage is not installed
 
 
 @dataclass
@@ -53,6 +88,7 @@ class GenerationContext:
     root: Path
     outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
     cache: dict = field(default_factory=dict)
+    rules: RuleCatalogues | None = None
 
     def read(self, relpath: str) -> str | None:
         """A file as it will be after generation: a planned output, else what is on disk."""
@@ -88,12 +124,13 @@ class GenerationContext:
         sources = self.proto_sources()
         key = ("compiled", tuple(sorted(sources.items())))
         if key not in self.cache:
-            from codegen.generate.protoc import ProtocError, compile_all
+            from contractkit.protoc import ProtocError, compile_all
 
             try:
                 self.cache[key] = compile_all(sources)
             except ProtocError as err:
-                raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}") from None
+                raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}",
+                                      problems=protoc_problems(err.message)) from None
         return self.cache[key]
 
 
@@ -101,9 +138,9 @@ class GenerationContext:
 GENERATORS: dict[str, str] = {
     "proto": "codegen.generate.proto:generate",
     "bindings": "codegen.generate.bindings:generate",
-    "validators": "codegen.generate.validators:generate",
     "jsonschemas": "codegen.generate.jsonschemas:generate",
     "docs": "codegen.generate.docs:generate",
+    "requirements": "codegen.generate.requirements:generate",
 }
 
 
@@ -112,9 +149,11 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
     return getattr(importlib.import_module(module_name), func)
 
 
-def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
-    """Run the generators in memory and return every output; raises `GenerationError`."""
-    ctx = GenerationContext(registry, Path(root))
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
+         rules: RuleCatalogues | None = None) -> list[Output]:
+    """Run the generators in memory and return every output; raises `GenerationError`.
+    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them."""
+    ctx = GenerationContext(registry, Path(root), rules=rules)
     for name, spec in GENERATORS.items():
         if only and name not in only:
             continue

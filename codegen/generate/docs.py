@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import jinja2
 
-from codegen.generate import GenerationContext, GenerationError, Output, header
+from codegen.generate import GenerationContext, GenerationError, Output, RuleCatalogues, header
 from codegen.generate import mdsafe
 from codegen.generate.depgraph import render_dot
 from codegen.generate.markers import MarkerError, has_markers, rewrite
@@ -37,6 +37,7 @@ from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
 from codegen.generate.templating import make_environment
 from codegen.registry import Limit, Profile, Registry, Version
+from contractkit.naming import streaming_shape
 
 GENERATED_DIR = "site/generated"
 SPEC_DIR = "spec"
@@ -248,16 +249,14 @@ def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRo
     return rows
 
 
-def rule_catalogue(family: str) -> list[RuleRow] | None:
-    """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
-    `validator` (OEV); None when that family is not available. The one place the pages read
-    rules from."""
+def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
+    """The rules of one family as the pages show them: `check` (OE) and `breaking` (OEB) from the
+    catalogues handed in (see codegen.pipeline), `validator` (OEV) from openengine.validate; None
+    when that family is not available. The one place the pages read rules from."""
     if family == "check":
-        from codegen.check import iter_rules
-
-        return _rule_rows(iter_rules())
+        return _rule_rows(rules.check)
     if family == "breaking":
-        return _load_breaking_rules()
+        return _breaking_rule_rows(rules.breaking)
     if family == "validator":
         from openengine.validate._rules import PYTHON_ONLY_RULES, RULES
 
@@ -294,16 +293,12 @@ def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
     return titles
 
 
-def _load_breaking_rules() -> list[RuleRow] | None:
-    try:
-        breaking = importlib.import_module("codegen.breaking")
-    except ImportError:
+def _breaking_rule_rows(rules) -> list[RuleRow] | None:
+    if rules is None:
         return None
-    iter_rules = getattr(breaking, "iter_rules", None)
-    if iter_rules is None:
-        return None
+    rules = list(rules)
     rows = []
-    for rule, row in zip(list(iter_rules()), _rule_rows(list(iter_rules()), ("breaks", "bump"))):
+    for rule, row in zip(rules, _rule_rows(rules, ("breaks", "bump"))):
         bump = row.get("bump")
         if getattr(rule, "severity", None) is not None:
             legal = f"never: always reported ({row.severity})"
@@ -317,10 +312,13 @@ def _load_breaking_rules() -> list[RuleRow] | None:
 
 
 def gather(ctx: GenerationContext) -> Site:
+    if ctx.rules is None:
+        raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
+                                      "codegen.pipeline.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx.root)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                rule_catalogue("check") or [], rule_catalogue("breaking"),
-                validator_rules=rule_catalogue("validator") or [], cases=load_cases(),
+                rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
+                validator_rules=rule_catalogue(ctx.rules, "validator") or [], cases=load_cases(),
                 page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
@@ -540,9 +538,7 @@ def method_signature(m) -> str:
 
 
 def method_shape(m) -> str:
-    key = {(False, False): "unary", (False, True): "server", (True, False): "client",
-           (True, True): "bidi"}[(m.client_streaming, m.server_streaming)]
-    return STREAMING_WORDS[key]
+    return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
 
 
 def rpcs_by_service(registry: Registry) -> dict[str, list]:

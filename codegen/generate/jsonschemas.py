@@ -8,8 +8,10 @@ the registry says and a schema can express: limit ranges and enum values, the co
 
 What a schema cannot express is checked by the Python validators only (see
 `openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
-rules spanning several discovery answers, ranges of integers written as JSON strings, and
-WatchLoad stream order and timing. Unknown `openengine.*` names and majors are accepted, as
+rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
+as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
+and times (`format: date-time` plus a pattern); the expressions are `contractkit.jsonforms`, which
+the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
 clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
 """
 
@@ -21,10 +23,12 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
+from contractkit.naming import enum_value_prefix
+from codegen.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from codegen.generate.templating import render
-from codegen.generate.validators import descriptor_set
 from codegen.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
+from contractkit import naming
+from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
 SCHEMA_DIR = "schemas"
 PACKAGE = "openengine.v1"
@@ -36,19 +40,16 @@ ROOTS = {
     "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
     "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
 }
-CANONICAL_NAME = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*)+$"
-_SIGNED_INT = r"^[+-]?[0-9]+$"
-_UNSIGNED_INT = r"^\+?[0-9]+$"
+CANONICAL_NAME = naming.CANONICAL_NAME
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
-_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
 _FD = FieldDescriptor
 _INT_TYPES = {
-    _FD.TYPE_INT32: ("int32", False), _FD.TYPE_SINT32: ("int32", False), _FD.TYPE_SFIXED32: ("int32", False),
-    _FD.TYPE_UINT32: ("uint32", True), _FD.TYPE_FIXED32: ("uint32", True),
-    _FD.TYPE_INT64: ("int64", False), _FD.TYPE_SINT64: ("int64", False), _FD.TYPE_SFIXED64: ("int64", False),
-    _FD.TYPE_UINT64: ("uint64", True), _FD.TYPE_FIXED64: ("uint64", True),
+    _FD.TYPE_INT32: "int32", _FD.TYPE_SINT32: "int32", _FD.TYPE_SFIXED32: "int32",
+    _FD.TYPE_UINT32: "uint32", _FD.TYPE_FIXED32: "uint32",
+    _FD.TYPE_INT64: "int64", _FD.TYPE_SINT64: "int64", _FD.TYPE_SFIXED64: "int64",
+    _FD.TYPE_UINT64: "uint64", _FD.TYPE_FIXED64: "uint64",
 }
 _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
 
@@ -65,13 +66,13 @@ def _nullable(schema: dict) -> dict:
     return {"anyOf": [{"type": "null"}, schema]}
 
 
-def _integer(kind: str, unsigned: bool, minimum=None, maximum=None) -> dict:
+def _integer(kind: str, minimum=None, maximum=None) -> dict:
     lo, hi = _BOUNDS[kind]
     lo = lo if minimum is None else max(lo, minimum)
     hi = hi if maximum is None else min(hi, maximum)
-    # Integers may be written as strings; a schema can check their form but not their range.
-    return {"type": ["integer", "string"], "minimum": lo, "maximum": hi,
-            "pattern": _UNSIGNED_INT if unsigned else _SIGNED_INT}
+    # Integers may be written as strings: the pattern checks their form and their range (digit
+    # count and digit by digit), as minimum and maximum do for numbers.
+    return {"type": ["integer", "string"], "minimum": lo, "maximum": hi, "pattern": integer_pattern(lo, hi)}
 
 
 class SchemaBuilder:
@@ -125,7 +126,8 @@ class SchemaBuilder:
     def well_known(self, d: Descriptor) -> dict | None:
         name = d.full_name
         if name == "google.protobuf.Timestamp":
-            return {"type": "string", "pattern": _TIMESTAMP, "description": "RFC 3339, UTC or with an offset"}
+            return {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
+                    "description": "RFC 3339, UTC or with an offset"}
         if name == "google.protobuf.Duration":
             return {"type": "string", "pattern": _DURATION}
         if name == "google.protobuf.Struct":
@@ -142,9 +144,7 @@ class SchemaBuilder:
         """REQ-CAP-001, REQ-CAP-002: a canonical name and a positive major are required."""
         props = out["properties"]
         props["name"] = {"type": "string", "pattern": CANONICAL_NAME}
-        major = _integer("uint32", True, minimum=1)
-        major["pattern"] = r"^\+?0*[1-9][0-9]*$"
-        props["major"] = major
+        props["major"] = _integer("uint32", minimum=1)
         out["required"] = ["name", "major"]
 
     # -- fields -------------------------------------------------------------------------------------
@@ -154,7 +154,8 @@ class SchemaBuilder:
             key, value = sub.fields_by_name["key"], sub.fields_by_name["value"]
             schema: dict[str, Any] = {"type": "object", "additionalProperties": self.element(value, None)}
             if key.type != _FD.TYPE_STRING and key.type != _FD.TYPE_BOOL:
-                schema["propertyNames"] = {"pattern": _SIGNED_INT}
+                lo, hi = _BOUNDS[_INT_TYPES[key.type]]
+                schema["propertyNames"] = {"pattern": integer_pattern(lo, hi)}
             return _nullable(schema)
         element = self.element(f, limit)
         schema = {"type": "array", "items": element} if f.is_repeated else element
@@ -172,12 +173,12 @@ class SchemaBuilder:
                 names, numbers = self.limit_enum(f, limit)
                 return {"anyOf": [{"type": "string", "enum": names}, {"type": "integer", "enum": numbers}]}
             return {"anyOf": [{"type": "string", "enum": [v.name for v in f.enum_type.values]},
-                              _integer("int32", False) | {"type": "integer"}]}
+                              _integer("int32") | {"type": "integer"}]}
         if f.type in _INT_TYPES:
-            kind, unsigned = _INT_TYPES[f.type]
+            kind = _INT_TYPES[f.type]
             if limit is not None:
-                return _integer(kind, unsigned, limit.minimum, limit.maximum)
-            return _integer(kind, unsigned)
+                return _integer(kind, limit.minimum, limit.maximum)
+            return _integer(kind)
         if f.type == _FD.TYPE_BOOL:
             return {"type": "boolean"}
         if f.type == _FD.TYPE_STRING:
@@ -195,7 +196,7 @@ class SchemaBuilder:
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
         by_name = {v.name: v.number for v in f.enum_type.values}
-        prefix = _upper_snake(f.enum_type.name) + "_"
+        prefix = enum_value_prefix(f.enum_type.name)
         names = [prefix + value.upper() for value in limit.type.enum_values]
         missing = [n for n in names if n not in by_name]
         if missing:
@@ -204,7 +205,7 @@ class SchemaBuilder:
 
     def default_json(self, f: FieldDescriptor, limit: Limit):
         if f.enum_type is not None:
-            prefix = _upper_snake(f.enum_type.name) + "_"
+            prefix = enum_value_prefix(f.enum_type.name)
             if isinstance(limit.default, list):
                 return [prefix + v.upper() for v in limit.default]
             return prefix + str(limit.default).upper()
@@ -237,12 +238,6 @@ class SchemaBuilder:
                                       "contains": {"allOf": [_named(req.profile), _version_in(req.range)]}}}},
                                   "description": f"{p.name} requires {req.profile} {req.range} (REQ-CAP-010)"})
         return rules
-
-
-def _upper_snake(name: str) -> str:
-    import re
-
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
 
 
 def _present(f: FieldDescriptor) -> dict:
@@ -308,8 +303,66 @@ def build_schemas(registry: Registry, pool) -> dict[str, dict]:
     return schemas
 
 
+def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Registry enum value -> wire number, per limit enum; and Role value name -> number. Every
+    enum value and role the registry names must exist in the compiled contract: each one missing
+    is a located problem (the runtime validators map wire numbers back to these spellings)."""
+    wire: dict[str, dict[str, int]] = {}
+    declared_in: dict[str, str] = {}
+    for f in fds.file:
+        if f.package != PACKAGE:
+            continue
+        for e in f.enum_type:
+            wire[e.name] = {v.name: v.number for v in e.value}
+            declared_in[e.name] = f"proto/{f.name}"
+    numbers: dict[str, dict[str, int]] = {}
+    problems: list[Problem] = []
+    for p in registry.profiles:
+        for lim in p.limits:
+            if lim.type.base != "enum":
+                continue
+            values = wire.get(lim.type.enum_name)
+            if values is None:
+                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
+                                        "contract", "run the proto generator too (oespec generate without --only)"))
+                continue
+            prefix = enum_value_prefix(lim.type.enum_name)
+            mapping = {}
+            for value in lim.type.enum_values:
+                number = values.get(prefix + value.upper())
+                if number is None:
+                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
+                                            "run the proto generator too (oespec generate without --only)"))
+                    continue
+                mapping[value] = number
+            numbers[lim.type.enum_name] = mapping
+    roles = wire.get("Role")
+    if roles is None:
+        problems.append(Problem(registry.path, registry.loc, "enum Role (the engine roles that role-scoped "
+                                "profiles name) is not declared by any proto of openengine.v1",
+                                "declare enum Role with ROLE_<NAME> values in proto/openengine/v1/common.proto"))
+    else:
+        where = declared_in.get("Role", "proto")
+        for p in registry.profiles:
+            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
+                if f"ROLE_{role.upper()}" not in roles:
+                    problems.append(Problem(
+                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
+                        f"(it has {', '.join(sorted(roles)) or 'no values'})",
+                        f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
+                        "or stop naming the role here"))
+    if problems:
+        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)
+    return numbers, roles
+
+
 def generate(ctx: GenerationContext) -> list[Output]:
-    pool = _pool(descriptor_set(ctx))
+    fds = ctx.compiled("jsonschemas")[0]
+    contract_enums(ctx.registry, fds)
+    pool = _pool(fds)
     outputs = []
     for filename, schema in build_schemas(ctx.registry, pool).items():
         body = [(k, _body(v)) for k, v in schema.items() if k not in ("title", "description")]

@@ -11,9 +11,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from codegen.generate import GenerationContext, GenerationError, Output
+from codegen.diagnostics import NOWHERE, Loc
+from codegen.generate import GenerationContext, GenerationError, Output, Problem
 from codegen.generate.templating import render
 from codegen.registry.model import Condition, Limit, Profile, Registry
+from contractkit.naming import enum_value_name, snake_case
 
 PROTO_DIR = "proto"
 V1_DIR = "openengine/v1/"
@@ -82,14 +84,6 @@ class CapabilitiesView:
     file_option: str = ""
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _upper_snake(name: str) -> str:
-    return _snake(name).upper()
-
-
 def _quote(text: str) -> str:
     return json.dumps(text)
 
@@ -100,10 +94,6 @@ def _registry_text(value) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return "" if value is None else str(value)
-
-
-def enum_value_name(enum_name: str, value: str) -> str:
-    return f"{_upper_snake(enum_name)}_{value.upper()}"
 
 
 def limit_proto_type(limit: Limit) -> str:
@@ -162,13 +152,15 @@ def _enums(registry: Registry) -> list[EnumView]:
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
-            values = ((f"{_upper_snake(name)}_UNSPECIFIED", 0, "Not set; never a valid limit value."),) + tuple(
+            values = ((enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + tuple(
                 (enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
                 for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
             view = EnumView(name, f"Values of {profile.name} limit {limit.name}.", values)
             if name in enums and enums[name].values != view.values:
-                raise GenerationError("proto", f"enum {name} is declared twice with different values "
-                                               f"(limit {profile.name}.{limit.name}); give one an `enum:` name")
+                raise GenerationError("proto", f"enum {name} is declared twice with different values", problems=[
+                    Problem(registry.path, limit.locs.get("values", limit.loc),
+                            f"enum {name} of limit {profile.name}.{limit.name} is declared with other values elsewhere",
+                            "give one of the limits its own `enum:` name, or the same values")])
             enums.setdefault(name, view)
     return list(enums.values())
 
@@ -272,10 +264,10 @@ def _local_name(registry: Registry, type_name: str) -> str | None:
 
 
 def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceView]:
-    views = []
+    views, missing = [], []
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
-        file = f"openengine/v1/{_snake(short)}_service.proto"
+        file = f"openengine/v1/{snake_case(short)}_service.proto"
         methods, imports, profiles = [], {"openengine/v1/options.proto"}, []
         for profile, rpc in members:
             if profile.name not in profiles:
@@ -284,10 +276,11 @@ def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceV
             for role, type_name in (("request", rpc.request), ("response", rpc.response)):
                 local = _local_name(registry, type_name)
                 if local is None or local not in declared:
-                    raise GenerationError(
-                        "proto", f"{registry.path}:{rpc.locs.get(role, rpc.loc)}: {rpc.name} names {role} "
-                                 f"message {type_name}, which no file under proto/ declares; declare it "
-                                 f"in the domain's .proto file")
+                    missing.append(Problem(registry.path, rpc.locs.get(role, rpc.loc),
+                                           f"{rpc.name} names {role} message {type_name}, which no file under "
+                                           "proto/ declares", "declare it in the domain's .proto file"))
+                    types.append(type_name)
+                    continue
                 imports.add(declared[local])
                 types.append(local)
             comment = rpc.description.strip() + f"\n\nProfile {profile.name}, since {rpc.since}."
@@ -300,14 +293,27 @@ def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceV
         comment = (f"The {short} service. Sibling services are policy and security boundaries; this one "
                    f"carries RPCs of {', '.join(profiles)}.")
         views.append(ServiceView(short, file, comment, tuple(profiles), tuple(methods), tuple(sorted(imports))))
+    if missing:
+        raise GenerationError("proto", f"{len(missing)} request or response message"
+                                       f"{'s are' if len(missing) > 1 else ' is'} not declared", problems=missing)
     return views
+
+
+def _declaration_loc(text: str, name: str) -> Loc:
+    match = re.search(rf"^\s*(?:message|enum)\s+{re.escape(name)}\b", text, re.M)
+    if match is None:
+        return NOWHERE
+    line = text.count("\n", 0, match.start()) + 1
+    return Loc(line, len(match.group(0)) - len(match.group(0).lstrip()) + 1)
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
     registry = ctx.registry
     if registry.package != "openengine.v1":
-        raise GenerationError("proto", f"package {registry.package} is not supported; the contract lives "
-                                       f"in openengine.v1")
+        raise GenerationError("proto", "unsupported package", problems=[
+            Problem(registry.path, registry.locs.get("package", registry.loc),
+                    f"package {registry.package} is not supported; the contract lives in openengine.v1",
+                    "set registry.package to openengine.v1")])
     caps = capabilities_view(registry)
     outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}",
                       render("proto/capabilities.proto.j2", view=caps))]
@@ -320,8 +326,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
     declared = declared_types(hand_written)
     for name in ("Capabilities", "ModelCapabilities", *(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:
-            raise GenerationError("proto", f"{declared[name]} declares {name}, which is generated from "
-                                           f"profiles.yaml; remove the hand-written declaration")
+            rel = declared[name]
+            raise GenerationError("proto", f"{rel} declares {name}", problems=[
+                Problem(f"{PROTO_DIR}/{rel}", _declaration_loc(hand_written.get(rel, ""), name),
+                        f"{name} is generated from profiles.yaml but declared by hand here",
+                        "remove the hand-written declaration")])
         declared[name] = CAPABILITIES_FILE
     for service in services_view(registry, declared):
         outputs.append(Output(f"{PROTO_DIR}/{service.file}",

@@ -11,16 +11,14 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
+from contractkit.descriptors import SCALAR_NAMES
+
 # Field numbers of the descriptor messages, the steps of a SourceCodeInfo location path.
 _FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
 _MSG_FIELD, _MSG_NESTED, _MSG_ENUM, _MSG_ONEOF = 2, 3, 4, 8
 _ENUM_VALUE = 2
 _SERVICE_METHOD = 2
 
-_SCALARS = {
-    value: name.removeprefix("TYPE_").lower()
-    for name, value in descriptor_pb2.FieldDescriptorProto.Type.items()
-}
 
 
 @dataclass(frozen=True)
@@ -160,7 +158,7 @@ def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.Descr
            entries: dict[str, descriptor_pb2.DescriptorProto], comment: str) -> FieldDoc:
     F = descriptor_pb2.FieldDescriptorProto
     is_ref = fdesc.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-    type_name = fdesc.type_name.lstrip(".") if is_ref else _SCALARS[fdesc.type]
+    type_name = fdesc.type_name.lstrip(".") if is_ref else SCALAR_NAMES[fdesc.type]
     oneof = None
     if fdesc.HasField("oneof_index") and not fdesc.proto3_optional:
         oneof = msg.oneof_decl[fdesc.oneof_index].name
@@ -170,9 +168,9 @@ def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.Descr
         entry = entries.get(type_name)
         if entry is not None:
             key, value = entry.field[0], entry.field[1]
-            map_types = (_SCALARS[key.type],
+            map_types = (SCALAR_NAMES[key.type],
                          value.type_name.lstrip(".") if value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-                         else _SCALARS[value.type])
+                         else SCALAR_NAMES[value.type])
             label = "map"
             is_ref = value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
             type_name = map_types[1]

@@ -12,12 +12,12 @@ from typing import Any
 
 from codegen.diagnostics import NOWHERE, Loc
 from contractkit.conditions import CONDITION_OPERATORS, condition_holds, condition_text  # noqa: F401
+from contractkit.naming import STREAMING_SHAPES, streams_from_client, streams_from_server  # noqa: F401
 from contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)
 
 STANDARD_PREFIX = "openengine."
 ROLES = ("aggregated", "prefill", "decode", "encoder")
 SCOPES = ("engine", "model", "role")
-STREAMING_SHAPES = ("unary", "server", "client", "bidi")
 SCALAR_TYPES = ("bool", "uint32", "uint64", "int32", "double", "string")
 BASE_TYPES = SCALAR_TYPES + ("enum",)
 
@@ -61,11 +61,11 @@ class Rpc:
 
     @property
     def client_streaming(self) -> bool:
-        return self.streaming in ("client", "bidi")
+        return streams_from_client(self.streaming)
 
     @property
     def server_streaming(self) -> bool:
-        return self.streaming in ("server", "bidi")
+        return streams_from_server(self.streaming)
 
 
 @dataclass(frozen=True)

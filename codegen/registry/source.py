@@ -9,6 +9,7 @@ location: this stage never lets another exception escape.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Union
@@ -181,8 +182,77 @@ def _convert(node: Node, depth: int, path: str, budget: _Budget) -> YNode:
     raise SourceError(path, _loc(node), f"unsupported YAML node {type(node).__name__}")
 
 
+def _position(text: str, offset: int) -> Loc:
+    line = text.count("\n", 0, offset) + 1
+    return Loc(line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
+
+
+def _allowed(ch: str) -> bool:
+    """YAML's printable set: tab, line breaks and printable Unicode; no other control character."""
+    code = ord(ch)
+    return (ch in "\t\n\r" or 0x20 <= code <= 0x7E or code == 0x85 or 0xA0 <= code <= 0xD7FF
+            or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF)
+
+
+def _check_characters(text: str, path: str) -> None:
+    for offset, ch in enumerate(text):
+        if not _allowed(ch) and not (ch == "\ufeff" and offset == 0):
+            what = "a NUL byte (U+0000)" if ch == "\x00" else f"the control character U+{ord(ch):04X}"
+            raise SourceError(path, _position(text, offset), f"{what}: YAML does not allow it in a document",
+                              "delete it (an editor may show it as a blank or a box); only tabs and line "
+                              "breaks may appear among the control characters")
+
+
+def _check_flow_depth(text: str, path: str) -> None:
+    """Flow collections (`[...]`, `{...}`) nested past MAX_DEPTH, found before the parser recurses
+    into them, and reported at the bracket that goes too deep."""
+    depth, quote, offset = 0, "", 0
+    while offset < len(text):
+        ch = text[offset]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch == "#" and (offset == 0 or text[offset - 1] in " \t\n"):
+            end = text.find("\n", offset)
+            offset = len(text) if end < 0 else end
+            continue
+        elif depth and ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SourceError(path, _position(text, offset),
+                                  f"nesting deeper than {MAX_DEPTH} levels of flow collections",
+                                  "flatten the value; the registry never needs this depth (is a bracket unclosed?)")
+        elif ch in "]}" and depth:
+            depth -= 1
+        offset += 1
+
+
+def _unterminated_quote(text: str, before_line: int) -> Loc | None:
+    """The last quoted scalar opened before `before_line` that does not close on its own line."""
+    found = None
+    for number, line in enumerate(text.splitlines()[: max(before_line, 1)], 1):
+        stripped = line.split(" #", 1)[0] if "#" in line and '"' not in line and "'" not in line else line
+        for match in re.finditer(r"""(?:^\s*-\s+|:\s+|^\s*)(["'])""", stripped):
+            quote = match.group(1)
+            rest = stripped[match.end():]
+            closed = (rest.replace('\\"', "").count('"') % 2 == 1) if quote == '"' else \
+                (rest.replace("''", "").count("'") % 2 == 1)
+            if not closed:
+                found = Loc(number, match.end())
+            break
+    return found
+
+
 def parse_text(text: str, path: str = "<string>") -> SourceFile:
-    """Parse YAML text into located nodes, or raise `SourceError` (and nothing else)."""
+    """Parse YAML text into located nodes, or raise `SourceError` (and nothing else).
+
+    Lexical problems are located where they are, not where the parser gives up: a forbidden
+    character at its own position, runaway flow nesting at the bracket that goes too deep, and a
+    quoted string that never closes at its opening quote."""
+    _check_characters(text, path)
+    _check_flow_depth(text, path)
     yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
     yaml.allow_duplicate_keys = True
     try:
@@ -191,6 +261,14 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         mark = err.problem_mark or err.context_mark
         loc = Loc(mark.line + 1, mark.column + 1) if mark is not None else Loc(1, 1)
         problem = err.problem or err.context or "invalid YAML"
+        if "quoted scalar" in str(err.context or "") and err.context_mark is not None:
+            opened = Loc(err.context_mark.line + 1, err.context_mark.column + 1)
+        else:
+            opened = _unterminated_quote(text, loc.line)
+        if opened is not None and opened.line < loc.line:
+            raise SourceError(path, opened, f"YAML syntax error: the quoted string that opens here is not closed on its line; the "
+                              f"YAML parser then failed at line {loc.line}: {problem}",
+                              "close the quote on the same line (or remove it)") from None
         raise SourceError(path, loc, f"YAML syntax error: {problem}",
                           "fix the YAML syntax at this position") from None
     except (YAMLError, ValueError, TypeError, AttributeError, IndexError, KeyError,

@@ -2,13 +2,16 @@
 
 - `CapabilityView`: what does this engine support? `supports`, `limit` (defaults applied),
   `require` (raises `CapabilityError` naming everything missing), `model(name)` for model-scoped
-  limits; built from discovery messages or fetched (`fetch`, `afetch`).
+  limits; built from discovery messages or fetched (`fetch`, `afetch`). A server of an earlier
+  layout (no `Discovery/GetCapabilities`) is reported as `EarlierLayoutError`, naming the alias
+  and schema revision it serves (REQ-ALIAS-004).
 - `LoadWatcher` / `AsyncLoadWatcher`: the engine's latest load, from a validated WatchLoad
   stream with reconnection (`Backoff`) and a GetLoad polling fallback.
 """
 
-from openengine.client._view import CapabilityError, CapabilityView, ModelView
+from openengine.client._view import CapabilityError, CapabilityView, EarlierLayoutError, ModelView
 from openengine.client._watcher import POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, LoadWatcher
 
-__all__ = ["AsyncLoadWatcher", "Backoff", "CapabilityError", "CapabilityView", "LoadWatcher", "ModelView",
+__all__ = ["AsyncLoadWatcher", "Backoff", "CapabilityError", "CapabilityView", "EarlierLayoutError",
+           "LoadWatcher", "ModelView",
            "POLL", "UNAVAILABLE", "WATCH"]

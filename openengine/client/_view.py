@@ -16,6 +16,90 @@ class CapabilityError(Exception):
         super().__init__("the engine does not provide: " + "; ".join(self.missing))
 
 
+class EarlierLayoutError(Exception):
+    """The server does not answer `Discovery/GetCapabilities`: it speaks an earlier layout.
+
+    `service` is the compatibility alias it was found to serve (`openengine.v1.Control`,
+    `openengine.v1.OpenEngine`) and `revision` that layout's schema revision, or both None when
+    no known earlier layout answered either (REQ-ALIAS-004)."""
+
+    def __init__(self, service: str | None, revision: int | None):
+        self.service = service
+        self.revision = revision
+        if service is None:
+            text = ("the server answers openengine.v1.Discovery/GetCapabilities with UNIMPLEMENTED and "
+                    "serves no known earlier OpenEngine layout: it is not an OpenEngine server, or one "
+                    "older than schema revision 2")
+        else:
+            text = (f"the server speaks the earlier OpenEngine layout of schema revision {revision} "
+                    f"({service}), not the v1 services: openengine.v1.Discovery/GetCapabilities answers "
+                    f"UNIMPLEMENTED. Use a client of that revision, or upgrade the server")
+        super().__init__(text)
+
+
+def _earlier_layouts():
+    """The known earlier layouts, newest first: a server serving several is reported by its newest."""
+    from openengine.aliases import ALIASES
+
+    return sorted(ALIASES.values(), key=lambda a: -a.revision)
+
+
+def _alias_health_call(channel, alias):
+    """The alias's own Health method and an empty request: a call without side effects, for
+    servers without standard health. Works on grpc and grpc.aio channels alike."""
+    from google.protobuf import message_factory
+
+    method = alias.descriptor.methods_by_name["Health"]
+    call = channel.unary_unary(f"/{alias.service}/Health",
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=message_factory.GetMessageClass(method.output_type).FromString)
+    return call, message_factory.GetMessageClass(method.input_type)()
+
+
+def _probe_earlier(channel, timeout) -> EarlierLayoutError:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    health = health_pb2_grpc.HealthStub(channel)
+    for alias in _earlier_layouts():
+        try:
+            health.Check(health_pb2.HealthCheckRequest(service=alias.service), timeout=timeout)
+            return EarlierLayoutError(alias.service, alias.revision)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                continue  # NOT_FOUND: health knows the server and says this alias is not served
+        call, request = _alias_health_call(channel, alias)
+        try:
+            call(request, timeout=timeout)
+            return EarlierLayoutError(alias.service, alias.revision)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                return EarlierLayoutError(alias.service, alias.revision)
+    return EarlierLayoutError(None, None)
+
+
+async def _aprobe_earlier(channel, timeout) -> EarlierLayoutError:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    health = health_pb2_grpc.HealthStub(channel)
+    for alias in _earlier_layouts():
+        try:
+            await health.Check(health_pb2.HealthCheckRequest(service=alias.service), timeout=timeout)
+            return EarlierLayoutError(alias.service, alias.revision)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                continue
+        call, request = _alias_health_call(channel, alias)
+        try:
+            await call(request, timeout=timeout)
+            return EarlierLayoutError(alias.service, alias.revision)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                return EarlierLayoutError(alias.service, alias.revision)
+    return EarlierLayoutError(None, None)
+
+
 def _version(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -144,8 +228,15 @@ class CapabilityView(_Lookup):
         grpc.Channel."""
         from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
 
+        import grpc
+
         stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-        caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        try:
+            caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            raise _probe_earlier(channel, timeout) from None
         info = stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
         infos = [stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
                  for m in info.served_models] if models else []
@@ -156,8 +247,15 @@ class CapabilityView(_Lookup):
         """`fetch` over a grpc.aio.Channel."""
         from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
 
+        import grpc
+
         stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-        caps = await stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        try:
+            caps = await stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            raise (await _aprobe_earlier(channel, timeout)) from None
         info = await stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
         infos = [await stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
                  for m in info.served_models] if models else []

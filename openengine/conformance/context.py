@@ -209,32 +209,31 @@ class Context:
                 if s != HEALTH_SERVICE]
 
     def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
-        """The effective value of a limit: set in the capability message, else its default."""
-        info = self.contract.profile(profile)
-        lim = info.limit(name) if info is not None and info.capability_field is not None else None
-        if lim is None:
+        """The effective value of a limit, by the validators' one lookup (REQ-CAP-013: the model's
+        message, else the engine-wide one, else the default); the default for a profile the run
+        forces although the engine does not advertise it."""
+        from openengine.validate import DEFAULTS
+
+        if name not in DEFAULTS.get(profile, {}):
             raise KeyError(f"{profile} has no limit {name}")
-        sources = []
-        if model is not None and model in self.discovery.models:
-            mcaps = self.discovery.models[model].capabilities
-            if info.capability_field in type(mcaps).DESCRIPTOR.fields_by_name:
-                sources.append(mcaps)
-        if self.discovery.capabilities is not None:
-            sources.append(self.discovery.capabilities)
-        for holder in sources:
-            if not holder.HasField(info.capability_field):
-                continue
-            msg = getattr(holder, info.capability_field)
-            fd = msg.DESCRIPTOR.fields_by_name[name]
-            if fd.is_repeated:
-                values = list(getattr(msg, name))
-                if values:
-                    return values
-            elif msg.HasField(name):
-                return getattr(msg, name)
-        if lim.repeated:
-            return list(lim.default or [])
-        return lim.default
+        value = self.capability_report().effective(profile, name, model=model)
+        if value is None:
+            value = DEFAULTS[profile][name]
+            return list(value) if isinstance(value, list) else value
+        return value
+
+    def capability_report(self):
+        """The discovery answers, validated once (again only when discovery is re-read)."""
+        from openengine.validate import validate_capabilities
+        from openengine.v1 import capabilities_pb2
+
+        d = self.discovery
+        key = (id(d.capabilities), id(d.engine_info), tuple(id(m) for m in d.models.values()))
+        if getattr(self, "_report_key", None) != key:
+            caps = d.capabilities if d.capabilities is not None else capabilities_pb2.Capabilities()
+            self._report = validate_capabilities(caps, engine_info=d.engine_info, model_infos=list(d.models.values()))
+            self._report_key = key
+        return self._report
 
     @property
     def model(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from openengine.contract import (  # noqa: F401  (re-exported: the runner's view of the contract)
-    CORE, HEALTH_SERVICE, LimitInfo, ProfileInfo, RpcInfo, catalogue,
+    CORE, HEALTH_SERVICE, WORK_SERVICES, LimitInfo, ProfileInfo, RpcInfo, catalogue,
 )
 
 

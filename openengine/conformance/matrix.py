@@ -1,11 +1,44 @@
-"""The requirement-to-case matrix and the coverage of the spec's `wire` requirements."""
+"""The requirement-to-case matrix and the coverage of the spec's `wire` requirements.
+
+The requirements come from the index `oespec generate` writes next to this module
+(`requirements.json`, package data), so an installed runner knows the spec without a checkout.
+A caller holding a spec folder (the CLI's `--spec`) passes its requirements instead.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import lru_cache
+from importlib import resources
+from typing import Sequence
 
 from openengine.conformance.cases.base import Case
+
+INDEX = "requirements.json"
+PACKAGED = f"packaged index ({INDEX})"
+
+
+@dataclass(frozen=True)
+class SpecRequirement:
+    """One numbered requirement of the spec: id, how it is checked (tag), its text and its page."""
+
+    id: str
+    tag: str
+    text: str
+    page: str
+
+
+@lru_cache(maxsize=1)
+def packaged_requirements() -> tuple[SpecRequirement, ...]:
+    """The requirement index generated from spec/ and shipped in this package; empty when the
+    package was built without it."""
+    try:
+        text = resources.files(__package__).joinpath(INDEX).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError):
+        return ()
+    return tuple(SpecRequirement(r["id"], r["tag"], r["text"], r["page"])
+                 for r in json.loads(text)["requirements"])
 
 
 @dataclass(frozen=True)
@@ -14,7 +47,7 @@ class Coverage:
 
     wire: dict[str, str]
     cases_by_requirement: dict[str, list[str]]
-    spec_dir: str | None
+    source: str | None            # where the requirements came from; None when none were known
     # Ids cited by cases that no requirement of the spec defines (stale citations).
     unknown: list[str] = field(default_factory=list)
 
@@ -31,7 +64,7 @@ class Coverage:
         return 100.0 * len(self.covered) / len(self.wire) if self.wire else 100.0
 
     def as_dict(self, exercised: set[str] | None = None) -> dict:
-        out = {"spec": self.spec_dir, "wire_requirements": len(self.wire),
+        out = {"spec": self.source, "wire_requirements": len(self.wire),
                "covered": len(self.covered), "percent": round(self.percent, 1),
                "uncovered": self.uncovered, "unknown_citations": self.unknown}
         if exercised is not None:
@@ -39,33 +72,22 @@ class Coverage:
         return out
 
 
-def find_spec_dir(spec_dir=None) -> Path | None:
-    """The spec folder: the given one, `./spec`, or the one next to this package's checkout."""
-    candidates = [Path(spec_dir)] if spec_dir else [
-        Path("spec"), Path(__file__).resolve().parents[2] / "spec"]
-    for c in candidates:
-        if c.is_dir() and any(c.glob("*.md")):
-            return c
-    if spec_dir:
-        raise FileNotFoundError(f"{spec_dir}: no spec folder")
-    return None
-
-
-def coverage(cases: list[Case], *, spec_dir=None) -> Coverage:
+def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None = None, *,
+             source: str | None = None) -> Coverage:
+    """Which `wire` requirements the cases cite. `requirements` defaults to the packaged index;
+    `source` says where given requirements came from (a spec folder)."""
     by_req: dict[str, list[str]] = {}
     for c in cases:
         for req in c.requirements:
             by_req.setdefault(req, []).append(c.id)
-    root = find_spec_dir(spec_dir)
-    if root is None:
+    if requirements is None:
+        requirements, source = packaged_requirements(), PACKAGED
+    if not requirements:
         return Coverage({}, by_req, None)
-    from codegen.spec import load_requirements
-
-    reqs = load_requirements(root)
-    wire = {r.id: r.text for r in reqs if r.tag == "wire"}
-    known = {r.id for r in reqs}
+    wire = {r.id: r.text for r in requirements if r.tag == "wire"}
+    known = {r.id for r in requirements}
     unknown = sorted(r for r in by_req if r not in known)
-    return Coverage(wire, by_req, root.as_posix(), unknown)
+    return Coverage(wire, by_req, source, unknown)
 
 
 def render_matrix(cov: Coverage, *, width: int = 100) -> str:

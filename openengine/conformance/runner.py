@@ -8,7 +8,7 @@ import enum
 import fnmatch
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import grpc
 
@@ -16,7 +16,7 @@ from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped
 from openengine.conformance.context import Context, Options, status_name
 from openengine.conformance.contract import CORE, Contract, load_contract
-from openengine.conformance.matrix import Coverage, coverage
+from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 
 
 class Outcome(str, enum.Enum):
@@ -177,7 +177,9 @@ def _engine_summary(ctx: Context) -> dict:
 
 async def run_suite(options: Options, *, profiles: list[str] | None = None,
                     patterns: list[str] | None = None, expected: dict[str, str] | None = None,
-                    progress: ProgressFn | None = None, spec_dir=None) -> Report:
+                    progress: ProgressFn | None = None,
+                    requirements: Sequence[SpecRequirement] | None = None,
+                    requirements_source: str | None = None) -> Report:
     """Run the conformance suite against `options.target` and return the report."""
     contract = load_contract()
     cases = all_cases()
@@ -231,7 +233,7 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
                 r.outcome = Outcome.STALE
                 r.reason = "passed, but is listed as an expected failure: remove the entry"
     try:
-        cov = coverage(cases, spec_dir=spec_dir)
+        cov = coverage(cases, requirements, source=requirements_source)
     except Exception:
         cov = None
     return Report(options.target, _engine_summary(ctx), sorted(ctx.advertised_profiles), results,

@@ -109,6 +109,8 @@ class EngineConfig:
     data_parallel_size: int = 1
     admin: AdminConfig = AdminConfig()
     faults: tuple[str, ...] = ()
+    # Compatibility aliases of earlier revisions to serve next to v1 (`openengine`, `control`).
+    aliases: tuple[str, ...] = ()
 
     @property
     def served_models(self) -> tuple[ModelConfig, ...]:
@@ -137,9 +139,6 @@ class ResolvedConfig:
 
     def limit(self, profile: str, name: str) -> Any:
         return self.limits[profile][name]
-
-    def fault(self, name: str) -> bool:
-        return name in self.faults
 
     @property
     def role(self) -> str:
@@ -171,7 +170,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
-             "engine_name", "data_parallel_size", "admin", "faults"}
+             "engine_name", "data_parallel_size", "admin", "faults", "alias"}
 
 
 def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
@@ -207,7 +206,15 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminConfig, f"{source}: admin"))
     if "faults" in data:
         kw["faults"] = tuple(data["faults"] or ())
+    if "alias" in data:
+        kw["aliases"] = split_aliases(data["alias"])
     return replace(base, **kw)
+
+
+def split_aliases(value) -> tuple[str, ...]:
+    """`openengine,control` or a list of names -> the names."""
+    names = value.split(",") if isinstance(value, str) else list(value or ())
+    return tuple(str(n).strip() for n in names if str(n).strip())
 
 
 def _model(value, where) -> dict[str, Any]:
@@ -320,6 +327,11 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         problems += combination_refusals(advertised, limits, {m.name: m.profiles for m in models},
                                          {m.name: m.overrides for m in models}, cat=cat)
 
+    from openengine.engine import alias
+    for name in config.aliases:
+        if alias.lookup(name) is None:
+            problems.append(f"unknown alias {name!r}; known: {', '.join(alias.ALIASES)} "
+                            f"({', '.join(a.service for a in alias.ALIASES.values())})")
     for name in config.faults:
         if name not in FAULTS:
             problems.append(f"unknown fault {name!r}; `oespec engine --list-faults` lists them")

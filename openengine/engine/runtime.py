@@ -16,9 +16,13 @@ import grpc
 from grpc_health.v1 import health_pb2
 from grpc_health.v1.health import aio as health_aio
 
+from openengine.contract import WORK_SERVICES
 from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
+from openengine.engine.faults import Hooks
+from openengine.engine.state import RunState, transition
 from openengine.engine.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
+from openengine.validate._watch import RANK_SUMMED_FIELDS
 
 log = logging.getLogger("openengine.engine")
 
@@ -26,9 +30,6 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HEALTH_LIST_CAP = 100  # the upstream health protocol's List limit
 
-# Services that take new work: NOT_SERVING whenever the engine would refuse new requests
-# (REQ-HEALTH-007). Every other advertised service is a control service and stays SERVING.
-WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
 INFERENCE = "openengine.v1.Inference"
 ADMIN = "openengine.v1.Admin"
 
@@ -143,21 +144,23 @@ class Subscriber:
 
 
 class FaultyHealth(health_aio.HealthServicer):
-    """The standard servicer, unchanged unless a health fault is switched on."""
+    """The standard servicer, with hook points for the health faults."""
 
-    def __init__(self, faults=frozenset()):
+    def __init__(self, hooks: Hooks | None = None):
         super().__init__()
-        self._faults = faults
+        self._hooks = hooks or Hooks()
 
     async def Check(self, request, context):
-        if "health-unknown-not-found" in self._faults and request.service not in self._server_status:
-            return health_pb2.HealthCheckResponse(status=SERVING)
+        if request.service not in self._server_status:
+            status = self._hooks.at("health.unknown-service", None)
+            if status is not None:
+                return health_pb2.HealthCheckResponse(status=status)
         return await super().Check(request, context)
 
     async def List(self, request, context):
         """Every name `Check` answers for, with its status (REQ-HEALTH-013). Like the upstream
         health protocol, more than HEALTH_LIST_CAP names is refused rather than answered in part."""
-        if "health-list-unimplemented" in self._faults:
+        if not self._hooks.at("health.list-served", True):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
         statuses = dict(self._server_status)
         if len(statuses) > HEALTH_LIST_CAP:
@@ -168,17 +171,8 @@ class FaultyHealth(health_aio.HealthServicer):
             statuses={name: health_pb2.HealthCheckResponse(status=status) for name, status in statuses.items()})
 
     async def Watch(self, request, context):
-        if "health-watch-no-initial" not in self._faults:
-            return await super().Watch(request, context)
-        condition = self._server_watchers[request.service]
-        last = self._server_status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
-        async with condition:
-            while True:
-                await condition.wait()
-                status = self._server_status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
-                if status != last:
-                    await context.write(health_pb2.HealthCheckResponse(status=status))
-                    last = status
+        watch = self._hooks.at("health.watch", health_aio.HealthServicer.Watch)
+        return await watch(self, request, context)
 
 
 class Health:
@@ -190,25 +184,24 @@ class Health:
 
     def __init__(self, runtime: "Runtime"):
         self._rt = runtime
-        faults = runtime.cfg.faults
-        self.main = FaultyHealth(faults)
-        self.admin = FaultyHealth(faults) if runtime.admin_separate else None
+        self.main = FaultyHealth(runtime.hooks)
+        self.admin = FaultyHealth(runtime.hooks) if runtime.admin_separate else None
         self._lock = asyncio.Lock()
         self._pending: asyncio.Task | None = None
         self.shutting_down = False
 
     def desired(self) -> dict[str, int]:
         rt = self._rt
-        serving_work = rt.state == ES.ENGINE_STATE_SERVING or (
-            "health-pause-not-reflected" in rt.cfg.faults and rt.state != ES.ENGINE_STATE_STOPPING)
+        serving_work = rt.hooks.at("health.work-serving", rt.state == ES.ENGINE_STATE_SERVING, state=rt.state)
         out = {}
         for service in rt.advertised_services():
             if rt.admin_separate and service == ADMIN:
                 continue
             out[service] = (SERVING if serving_work else NOT_SERVING) if service in WORK_SERVICES else SERVING
-        if "health-not-per-service" in rt.cfg.faults:
-            out = {}
+        out = rt.hooks.at("health.per-service", out)
         out[""] = SERVING if serving_work else NOT_SERVING
+        from openengine.engine import alias  # REQ-ALIAS-003: served aliases, with a v1 service's status
+        out.update(alias.health_statuses(rt, out))
         return out
 
     async def _apply(self) -> None:
@@ -261,6 +254,9 @@ class Runtime:
 
     def __init__(self, cfg: ResolvedConfig):
         self.cfg = cfg
+        self.hooks = Hooks(cfg.faults)   # where the configured faults act (faults.py)
+        # (capability revision, CapabilityReport) that requests are admitted against (Base.admit).
+        self.admission: tuple[int, Any] | None = None
         self.config = cfg.config
         self.catalogue = cfg.catalogue
         self.advertised = cfg.advertised
@@ -273,9 +269,7 @@ class Runtime:
         self.revision = 1
         self.instance_id = cfg.instance_id
         self.clock = Clock()
-        self.state = ES.ENGINE_STATE_SERVING
-        self.sleeping_tags: set[str] = set()
-        self.keep_paused = False
+        self.run = RunState()   # phase, pause mode and sleep tags; changed only by `transition`
         self.address = ""
         self.admin_separate = self.config.admin.port is not None
         self.scheduler = Scheduler(self)
@@ -298,9 +292,6 @@ class Runtime:
 
     def has(self, profile: str) -> bool:
         return any(p.name == profile for p in self.advertised)
-
-    def fault(self, name: str) -> bool:
-        return name in self.cfg.faults
 
     def limit(self, profile: str, name: str) -> Any:
         values = self.limits.get(profile)
@@ -363,7 +354,7 @@ class Runtime:
             self.model_limits = model_limits
         self.revision += 1
         self.scheduler.pump()
-        if not self.fault("watch-revision-stream-kept"):
+        if self.hooks.at("revision.ends-watch-streams", True):
             self.load.end_all(grpc.StatusCode.ABORTED,
                               f"capability revision changed from {previous} to {self.revision}; "
                               f"re-read the capabilities and watch again", older_than=self.revision)
@@ -377,17 +368,32 @@ class Runtime:
 
     # -- run state -------------------------------------------------------------------------------
 
-    def accepting(self) -> bool:
-        return self.state == ES.ENGINE_STATE_SERVING
+    @property
+    def state(self) -> int:
+        """The phase (EngineState) of the run state."""
+        return self.run.phase
 
-    async def set_state(self, state: int, reason: str) -> None:
-        if state == self.state:
-            return
-        previous, self.state = self.state, state
-        log.info("state %s -> %s (%s)", ES.EngineState.Name(previous), ES.EngineState.Name(state), reason)
-        await self.health.update()
-        self.emit(ES.RuntimeEvent(state_changed=ES.StateChanged(previous=previous, state=state, reason=reason)),
-                  "state_changed")
+    def accepting(self) -> bool:
+        return self.run.accepting
+
+    def apply(self, event: str, reason: str, **details) -> bool:
+        """Move to the state the transition table gives for `event` (IllegalTransition when it
+        gives none); log and publish a phase change. Returns whether the phase changed; the
+        caller brings health up to date (`transition` does)."""
+        previous = self.run
+        self.run = transition(previous, event, **details)
+        if self.run.phase == previous.phase:
+            return False
+        log.info("state %s -> %s (%s)", previous.name, self.run.name, reason)
+        self.emit(ES.RuntimeEvent(state_changed=ES.StateChanged(
+            previous=previous.phase, state=self.run.phase, reason=reason)), "state_changed")
+        return True
+
+    async def transition(self, event: str, reason: str, **details) -> RunState:
+        """`apply`, then health in line with the new phase (REQ-HEALTH-007)."""
+        if self.apply(event, reason, **details):
+            await self.health.update()
+        return self.run
 
     def emit(self, event: events_pb2.RuntimeEvent, kind: str) -> None:
         if not self.has("openengine.runtime-events"):
@@ -401,10 +407,27 @@ class Runtime:
     def load_changed(self) -> None:
         self.load.changed()
 
-    def used_kv_blocks(self) -> int:
+    def rank_loads(self, running: list, queued: list) -> list[load_pb2.RankLoad]:
+        """Each data-parallel rank's share. The totals of a snapshot are their sums (REQ-LOAD-023):
+        the KV blocks are split evenly over the ranks (the first ones take the remainder), and so
+        is the prefix cache, which every rank's share of used blocks includes."""
+        size = self.config.data_parallel_size
         bs = self.kv_block_size
-        running = sum(-(-(r.prompt_tokens + r.generated) // bs) for r in self.scheduler.running.values())
-        return min(self.total_kv_blocks, running + len(self.prefix_cache))
+        total, cached = self.total_kv_blocks, len(self.prefix_cache)
+        out = []
+        for rank in range(size):
+            rr = [r for r in running if r.rank == rank]
+            rq = [r for r in queued if r.rank == rank]
+            rank_total = total // size + (1 if rank < total % size else 0)
+            rank_cached = cached // size + (1 if rank < cached % size else 0)
+            rank_cached = self.hooks.at("load.rank-cached-blocks", rank_cached)
+            busy = sum(-(-(r.prompt_tokens + r.generated) // bs) for r in rr)
+            out.append(load_pb2.RankLoad(
+                data_parallel_rank=rank, running_requests=len(rr), queued_requests=len(rq),
+                used_kv_blocks=min(rank_total, busy + rank_cached), total_kv_blocks=rank_total,
+                running_tokens=sum(r.prompt_tokens + r.generated for r in rr),
+                waiting_tokens=sum(r.prompt_tokens for r in rq)))
+        return out
 
     def kv_sessions_active(self) -> int:
         return len({r.kv_session for r in self.scheduler.in_flight() if r.kv_session}) + len(self.sessions)
@@ -414,33 +437,21 @@ class Runtime:
         sched = self.scheduler
         running = list(sched.running.values())
         queued = [r for _, _, r in sched.queued if r.aborted is None]
+        ranks = self.rank_loads(running, queued)
         info = load_pb2.LoadInfo(
             instance_id=self.instance_id,
             timestamp=self.clock.timestamp(),
-            running_requests=len(running),
-            queued_requests=len(queued),
             active_kv_sessions=self.kv_sessions_active(),
-            used_kv_blocks=self.used_kv_blocks(),
-            total_kv_blocks=self.total_kv_blocks,
-            running_tokens=sum(r.prompt_tokens + r.generated for r in running),
-            waiting_tokens=sum(r.prompt_tokens for r in queued),
             prefill_batch_size=sum(1 for r in running if r.generated == 0),
             decode_batch_size=sum(1 for r in running if r.generated > 0),
         )
+        for name in RANK_SUMMED_FIELDS:
+            setattr(info, name, sum(getattr(rank, name) for rank in ranks))
+        info.used_kv_blocks = self.hooks.at("load.total-used-blocks", info.used_kv_blocks, rt=self)
         info.attributes["model"] = self.model_name
         info.attributes["state"] = ES.EngineState.Name(self.state)
         if per_rank and self.has("openengine.load") and self.limit("openengine.load", "per_rank"):
-            size = self.config.data_parallel_size
-            bs = self.kv_block_size
-            for rank in range(size):
-                rr = [r for r in running if r.rank == rank]
-                rq = [r for r in queued if r.rank == rank]
-                info.ranks.add(
-                    data_parallel_rank=rank, running_requests=len(rr), queued_requests=len(rq),
-                    used_kv_blocks=sum(-(-(r.prompt_tokens + r.generated) // bs) for r in rr),
-                    total_kv_blocks=self.total_kv_blocks // size,
-                    running_tokens=sum(r.prompt_tokens + r.generated for r in rr),
-                    waiting_tokens=sum(r.prompt_tokens for r in rq))
+            info.ranks.extend(ranks)
         return info
 
     # -- prefix cache and KV events -----------------------------------------------------------

@@ -16,12 +16,12 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from google.protobuf import message_factory
 
+from openengine.engine import alias
 from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, resolve_config
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import Refused, instantiate
 from openengine.engine.wire import WirePolicy
-from openengine.v1 import events_pb2
 
 log = logging.getLogger("openengine.engine")
 Code = grpc.StatusCode
@@ -47,12 +47,14 @@ class EngineServer:
 
     # -- routing --------------------------------------------------------------------------------
 
-    def _gate(self, rpc: RpcInfo, context) -> Refused | None:
+    def gate(self, rpc: RpcInfo, context, *, skip: tuple[str, ...] = ()) -> Refused | None:
+        """The refusal a call of `rpc` gets before it runs, if any. `skip` names checks a fault
+        leaves out ("profile", "auth"); only the alias faults use it."""
         rt = self.rt
-        if not rt.has(rpc.profile) and not rt.fault("unadvertised-rpc-implemented"):
+        if not rt.has(rpc.profile) and rt.hooks.at("rpc.refuse-unadvertised", True) and "profile" not in skip:
             return Refused(Code.UNIMPLEMENTED,
                            f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-        if rpc.service == ADMIN and not rt.fault("admin-no-auth"):
+        if rpc.service == ADMIN and rt.hooks.at("admin.check-credentials", True) and "auth" not in skip:
             return self._authenticate(context)
         return None
 
@@ -67,42 +69,51 @@ class EngineServer:
                 return Refused(Code.UNAUTHENTICATED, "Admin needs a client certificate signed by the configured CA")
         if token:
             sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            strict = self.rt.fault("bearer-scheme-case-sensitive")
+            strict = self.rt.hooks.at("admin.bearer-scheme-exact", False)
             if not bearer_matches(sent, token) or (strict and not sent.startswith("Bearer ")):
                 return Refused(Code.UNAUTHENTICATED,
                                "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
     def _interceptors(self) -> list:
-        return [] if self.rt.fault("wire-policy-off") else [self.wire]
+        return self.rt.hooks.at("server.interceptors", [self.wire])
+
+    async def invoke_unary(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one unary v1 RPC as a call of it runs: gate, implementation, refusal as status.
+        The compatibility aliases call v1 through here too."""
+        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            return await impl(request, context)
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
+
+    async def invoke_stream(self, rpc: RpcInfo, request, context, *, skip: tuple[str, ...] = ()):
+        """Run one server-streaming v1 RPC as a call of it runs (see `invoke_unary`)."""
+        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
+        refusal = self.gate(rpc, context, skip=skip) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await context.abort(refusal.code, refusal.message)
+        try:
+            async for message in impl(request, context):
+                yield message
+        except Refused as refused:
+            await context.abort(refused.code, refused.message)
 
     def _handler(self, rpc: RpcInfo):
-        impl = getattr(self._impls.get(rpc.service), rpc.method.name, None)
         req_cls = message_factory.GetMessageClass(rpc.method.input_type)
         resp_cls = message_factory.GetMessageClass(rpc.method.output_type)
-        gate = self._gate
-
         if rpc.method.server_streaming:
             async def stream(request, context):
-                refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-                if refusal is not None:
-                    await context.abort(refusal.code, refusal.message)
-                try:
-                    async for message in impl(request, context):
-                        yield message
-                except Refused as refused:
-                    await context.abort(refused.code, refused.message)
+                async for message in self.invoke_stream(rpc, request, context):
+                    yield message
             return grpc.unary_stream_rpc_method_handler(
                 stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
         async def unary(request, context):
-            refusal = gate(rpc, context) or (None if impl else _missing(rpc))
-            if refusal is not None:
-                await context.abort(refusal.code, refusal.message)
-            try:
-                return await impl(request, context)
-            except Refused as refused:
-                await context.abort(refused.code, refused.message)
+            return await self.invoke_unary(rpc, request, context)
         return grpc.unary_unary_rpc_method_handler(
             unary, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
 
@@ -122,10 +133,11 @@ class EngineServer:
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
-        server.add_generic_rpc_handlers(self._service_handlers(main_services))
+        server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self, rt))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
-        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        aliases = [a.service for a in alias.served(rt)]
+        reflection.enable_server_reflection(advertised + aliases + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
         self.port = server.add_insecure_port(f"{cfg.host}:{cfg.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {cfg.host}:{cfg.port}")
@@ -162,6 +174,8 @@ class EngineServer:
         log.info("serving on %s (role %s, instance %s, capability revision %d)",
                  self.address, rt.config.role, rt.instance_id, rt.revision)
         log.info("profiles: %s", profiles)
+        if alias.served(rt):
+            log.info("compatibility aliases: %s", ", ".join(a.service for a in alias.served(rt)))
         log.info("models: %s", ", ".join(
             f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in rt.models.values()))
         if self.admin_address:
@@ -181,9 +195,7 @@ class EngineServer:
         self._stopped = True
         rt = self.rt
         log.info("stopping: health NOT_SERVING")
-        previous, rt.state = rt.state, events_pb2.ENGINE_STATE_STOPPING
-        rt.emit(events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
-            previous=previous, state=rt.state, reason="shutdown")), "state_changed")
+        rt.apply("stop", "shutdown")
         await rt.health.shutdown()
         await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
         rt.load.end_all(Code.UNAVAILABLE, "the engine is shutting down")

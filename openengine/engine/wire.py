@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import grpc
+from grpc._cython import cygrpc
 
 log = logging.getLogger("openengine.engine")
 
@@ -68,9 +69,24 @@ def _is_vanished_client(err: BaseException, context) -> bool:
     cancelled = getattr(context, "cancelled", None)
     if callable(cancelled) and cancelled():
         return True
-    # grpc.aio reports a send on a finished call as cygrpc's ExecuteBatchError (no public name)
-    # or as UsageError once the call is closed.
-    return type(err).__name__ in ("ExecuteBatchError", "UsageError", "InternalError")
+    # grpc.aio reports a send on a call whose peer is gone as cygrpc's ExecuteBatchError, before
+    # it has noticed the peer close; UsageError once the call is closed.
+    return isinstance(err, _WRITE_FAILURES)
+
+
+_WRITE_FAILURES = tuple(t for t in (getattr(cygrpc, "ExecuteBatchError", None), getattr(cygrpc, "UsageError", None))
+                        if isinstance(t, type))
+VANISHED_WAIT = 5.0   # seconds a stream waits for gRPC to notice its peer is gone
+
+
+async def _until_cancelled(context) -> None:
+    """After a failed write, wait for gRPC's own notice that the peer is gone: it cancels this
+    task, which ends the call quietly. Returning at once instead would make gRPC send the final
+    status on the dead call and log that failure with a traceback (the race this avoids)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + VANISHED_WAIT
+    while loop.time() < end:
+        await asyncio.sleep(0.02)
 
 
 class WirePolicy(grpc.aio.ServerInterceptor):
@@ -101,6 +117,7 @@ class WirePolicy(grpc.aio.ServerInterceptor):
         async def fail(err: BaseException, context) -> None:
             if _is_vanished_client(err, context):
                 counter.record(VANISHED, f"{method}", level=logging.DEBUG)
+                await _until_cancelled(context)
                 return
             counter.record(UNEXPECTED, f"{method}: {type(err).__name__}", level=logging.ERROR, exc_info=err)
             await context.abort(grpc.StatusCode.INTERNAL,
@@ -121,15 +138,30 @@ class WirePolicy(grpc.aio.ServerInterceptor):
             return await decode(raw, context)
 
         if handler.response_streaming and inspect.isasyncgenfunction(inner):
+            # The policy writes each message itself (instead of handing gRPC a generator), so a
+            # write to a vanished client fails here, where it can end the stream quietly.
             async def behaviour(raw, context):
                 request = await request_of(raw, context)
+                stream = inner(request, context)
                 try:
-                    async for message in inner(request, context):
-                        yield message
+                    async for message in stream:
+                        try:
+                            await context.write(message)
+                        except _PASS_THROUGH:
+                            raise
+                        except Exception as err:
+                            if not _is_vanished_client(err, context):
+                                raise
+                            counter.record(VANISHED, method, level=logging.DEBUG)
+                            await stream.aclose()
+                            await _until_cancelled(context)
+                            return
                 except _PASS_THROUGH:
                     raise
                 except Exception as err:
                     await fail(err, context)
+                finally:
+                    await stream.aclose()
         else:
             # Unary answers, and streams written with `context.write` (the health servicer's Watch).
             async def behaviour(raw, context):

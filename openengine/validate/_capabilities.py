@@ -1,8 +1,8 @@
 """Judge what an engine advertises: Capabilities, with EngineInfo and ModelInfo when given.
 
-The per-profile work is the generated code in `_generated`; this module adds what spans several
-discovery answers (role scope, model coverage, revisions) and the effective-limit lookup that
-clients and preflight checks share.
+The per-profile work is the table interpreter in `_tables`; this module adds what spans several
+discovery answers (role scope, model coverage, revisions) and the one effective-limit lookup that
+clients, preflight checks and the conformance runner share.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from openengine.contract import role_spelling
-from openengine.validate import _generated as gen
+from openengine.contract import catalogue, combination_problems, role_spelling
+from openengine.validate import _tables as gen
 from openengine.validate._rules import Severity, Violation, violation
 
 
@@ -61,6 +61,36 @@ class CapabilityReport:
         return self.limits[profile][limit]
 
 
+def _combination_checks(adv, limits, out: list[Violation]) -> None:
+    """Prerequisites (OEV120) and incompatible combinations (OEV121), judged by the contract's one
+    `combination_problems`, the same function the reference engine refuses configurations with.
+    A prerequisite on the mandatory core is not reported when the core is absent: that absence is
+    the one root finding (OEV101), not one more per dependant."""
+    cat = catalogue()
+    for problem in combination_problems(adv, limits):
+        if problem.prerequisite is not None:
+            req = problem.prerequisite
+            if req.profile == cat.core and cat.core not in adv:
+                continue
+            out.append(violation("OEV120", "profiles", [f"{m}.{n}" for m, n in problem.values],
+                                 f"{req.profile} {req.range}", problem.message))
+            continue
+        first = problem.incompatibility.when[0] if problem.incompatibility.when else None
+        owner = cat.profile(first.profile) if first is not None else None
+        if owner is not None and owner.capability_field:
+            path, value = f"{owner.capability_field}.{first.limit}", list(problem.values)
+        else:
+            path, value = "profiles", sorted(adv)
+        out.append(violation("OEV121", path, value, "not this combination", problem.message))
+
+
+def _check(capabilities, out: list[Violation]):
+    """Every per-profile check of the table interpreter, then the combinations across profiles."""
+    adv, limits = gen.check_capabilities(capabilities, out)
+    _combination_checks(adv, limits, out)
+    return adv, limits
+
+
 def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
     role = engine_info.role
     role_name = role_spelling(role)
@@ -86,7 +116,7 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
     When `model_infos` covers every model in `engine_info.served_models`, a model-scoped profile
     advertised engine-wide but listed by no model is reported too."""
     out: list[Violation] = []
-    adv, limits = gen.check_capabilities(capabilities, out)
+    adv, limits = _check(capabilities, out)
     if engine_info is not None:
         _engine_checks(adv, engine_info, capabilities.revision, out)
     models: dict[str, ModelReport] = {}
@@ -110,7 +140,7 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
 def check_capabilities(capabilities) -> list[Violation]:
     """Just the violations of one `Capabilities` message: the hot-path entry point."""
     out: list[Violation] = []
-    gen.check_capabilities(capabilities, out)
+    _check(capabilities, out)
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
 from openengine.validate._rules import Violation, violation
 
 # Messages whose proto3 JSON form is not an object of their fields.
@@ -43,6 +44,35 @@ def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
         keys[f.name] = f
         keys[f.json_name] = f
     return keys
+
+
+_INT_BOUNDS = {
+    **dict.fromkeys((FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32),
+                    (-(2**31), 2**31 - 1)),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32), (0, 2**32 - 1)),
+    **dict.fromkeys((FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64),
+                    (-(2**63), 2**63 - 1)),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64), (0, 2**64 - 1)),
+}
+
+
+def _form_problem(field: FieldDescriptor, value: Any) -> str | None:
+    """What is wrong with the form of a string the protobuf parser would take but the proto3 JSON
+    mapping (and the JSON Schemas, `contractkit.jsonforms`) does not: an integer string that is not
+    plain decimal digits within the type's range, a Timestamp that is not a real RFC 3339 time."""
+    values = value if field.is_repeated and isinstance(value, list) else [value]
+    for item in values:
+        if not isinstance(item, str):
+            continue
+        if field.message_type is not None and field.message_type.full_name == "google.protobuf.Timestamp":
+            if not matches(TIMESTAMP_PATTERN, item):
+                return (f"{item!r} is not an RFC 3339 time (YYYY-MM-DDThh:mm:ss[.fraction]Z or an offset, "
+                        "with a real date and time of day)")
+        elif field.enum_type is None and field.type in _INT_BOUNDS:
+            lo, hi = _INT_BOUNDS[field.type]
+            if not matches(integer_pattern(lo, hi), item):
+                return f"{item!r} is not a decimal integer within {lo}..{hi}"
+    return None
 
 
 def _join(path: str, name: str) -> str:
@@ -104,14 +134,18 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
                 if cleaned is not None:
                     clean[field.name] = cleaned
             continue
+        problem = _form_problem(field, value)
         try:
-            json_format.ParseDict({field.name: value}, message_factory.GetMessageClass(descriptor)())
+            if problem is None:
+                json_format.ParseDict({field.name: value}, message_factory.GetMessageClass(descriptor)())
         except (json_format.ParseError, ValueError, TypeError) as err:
+            problem = _short_error(err)
+        if problem is not None:
             rule = "OEV113" if _is_limit(field) else "OEV002"
             type_name = (field.enum_type.name if field.enum_type else
                          sub.full_name if sub else _TYPE_NAMES.get(field.type, "value"))
             out.append(violation(rule, fpath, value, ("list of " if field.is_repeated
-                                                      else "") + type_name, _short_error(err)))
+                                                      else "") + type_name, problem))
             continue
         clean[field.name] = value
     return clean

@@ -2,7 +2,7 @@
 
 The mapping from request fields to limits is the one hand-written table of the validators
 (`REQUEST_LIMITS`): which field of which request is bounded by, or needs, which limit or profile.
-Everything about the limits themselves (defaults, model scoping) comes from the generated code
+Everything about the limits themselves (defaults, model scoping) comes from the contract's tables
 through a `CapabilityReport`.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from google.protobuf.descriptor import FieldDescriptor
 
 from openengine.validate._capabilities import CapabilityReport
-from openengine.validate._generated import MODEL_SCOPED
+from openengine.validate._tables import MODEL_SCOPED
 from openengine.validate._rules import Violation, violation
 
 

@@ -112,6 +112,7 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV318", "watch-ranks", "REQ-LOAD-010", _E, "per-rank breakdown present although the stream's per_rank is false"),
     Rule("OEV319", "watch-revision", "REQ-LOAD-005", _E, "the settings' capability revision differs from discovery"),
     Rule("OEV320", "watch-empty-message", "REQ-LOAD-022", _E, "a message carries neither settings, snapshot nor heartbeat"),
+    Rule("OEV321", "load-ranks-sum", "REQ-LOAD-023", _E, "a load total differs from the sum of its per-rank figures"),
     # Requests checked before they are sent.
     Rule("OEV401", "request-exceeds-limit", "REQ-CAP-009", _E, "a request field exceeds an advertised limit"),
     Rule("OEV402", "request-feature-off", "REQ-CAP-009", _E, "a request uses a feature the capabilities say is off"),

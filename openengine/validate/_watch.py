@@ -41,6 +41,26 @@ def effective_watch_settings(observability: Mapping[str, Any], request=None) -> 
     return {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": initial, "per_rank": per_rank}
 
 
+# LoadInfo totals that REQ-LOAD-023 defines as the sum of the same RankLoad field.
+RANK_SUMMED_FIELDS = ("running_requests", "queued_requests", "used_kv_blocks", "total_kv_blocks",
+                      "running_tokens", "waiting_tokens")
+
+
+def check_load(load, path: str = "load") -> list[Violation]:
+    """One LoadInfo on its own (from GetLoad, or a WatchLoad snapshot): with a per-rank breakdown,
+    every total must be the sum of its ranks (REQ-LOAD-023)."""
+    if not load.ranks:
+        return []
+    out = []
+    for name in RANK_SUMMED_FIELDS:
+        total = getattr(load, name)
+        summed = sum(getattr(rank, name) for rank in load.ranks)
+        if total != summed:
+            out.append(violation("OEV321", f"{path}.{name}", total, f"{summed} (the sum over ranks)",
+                                 f"{path}.{name} is {total} but its {len(load.ranks)} ranks add up to {summed}"))
+    return out
+
+
 class WatchLoadChecker:
     """Judge one WatchLoad stream. Feed every `WatchLoadResponse` in order; call `tick(now)` while
     waiting and `finish(now)` when the stream ends. Violations accumulate in `violations`; each
@@ -201,6 +221,7 @@ class WatchLoadChecker:
         if not self.per_rank and load.ranks:
             out.append(violation("OEV318", "snapshot.load.ranks", len(load.ranks), "no ranks",
                                  "per-rank breakdown present although the stream's per_rank is false"))
+        out.extend(check_load(load, "snapshot.load"))
         self.latest = load
         self.latest_received_at = self._last_received
 

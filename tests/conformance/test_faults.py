@@ -65,6 +65,8 @@ PLAN: dict[str, dict] = {
                                  fails={"core.abort.by-id", "core.abort.all"}),
     "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
                           fails={"core.abort.by-id", "core.abort.all"}),
+    "load-ranks-not-summed": dict(run=["load.ranks.*", "load.getload.*"], fails={"load.ranks.sum"},
+                                  engine=dict(profiles=("load",), limits={"load": {"per_rank": True}})),
     "getload-instance-mismatch": dict(run=["load.instance-id", "load.getload.*"],
                                       fails={"load.instance-id"}),
     "events-sequence-from-zero": dict(run=["events.*"], fails={"events.initial-state"}),
@@ -79,6 +81,19 @@ PLAN: dict[str, dict] = {
     "wire-policy-off": dict(run=["core.wire.*"], fails={"core.wire.undecodable"}),
     "health-list-unimplemented": dict(run=["health.*"], fails={"health.list"}),
 }
+
+
+# The alias faults: each fails its own alias case against an engine serving both aliases.
+ALIASES = dict(aliases=("openengine", "control"), profiles=("load", "admin"))
+PLAN.update({
+    # load is left unadvertised so an alias GetLoad must be refused.
+    "alias-unadvertised-served": dict(run=["alias.*"], fails={"alias.unadvertised-unimplemented"},
+                                      engine=dict(aliases=("openengine", "control"), profiles=("admin",))),
+    "alias-abort-separate": dict(run=["alias.*"], fails={"alias.shared-requests"}, engine=ALIASES),
+    "alias-drain-unguarded": dict(run=["alias.*"], fails={"alias.admin-guard"}, engine=ALIASES),
+    "alias-answers-differ": dict(run=["alias.*"], fails={"alias.same-answers"}, engine=ALIASES),
+    "alias-not-in-health": dict(run=["alias.*"], fails={"alias.health"}, engine=ALIASES),
+})
 
 
 def test_every_fault_has_a_plan():

@@ -45,3 +45,15 @@ def test_roles_come_from_the_role_enum():
     roles_in_scopes = {r for p in REGISTRY.profiles for r in p.scope.roles}
     assert roles_in_scopes <= set(numbers)
     assert role_spelling(common_pb2.ROLE_DECODE) == "ROLE_DECODE" and role_spelling(99) == "99"
+
+
+def test_work_services_are_the_ones_the_spec_names_and_exist():
+    import re
+
+    from openengine.contract import WORK_SERVICES
+
+    health = (ROOT / "spec" / "health.md").read_text(encoding="utf-8")
+    paragraph = health.split("**work services**", 1)[1].split("\n\n", 1)[0].split("**control services**", 1)[0]
+    named = re.findall(r"`(openengine\.v1\.[A-Za-z]+)`", paragraph)
+    assert tuple(named) == WORK_SERVICES
+    assert set(WORK_SERVICES) <= set(CAT.services)

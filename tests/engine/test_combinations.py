@@ -19,7 +19,8 @@ from openengine.contract import (
 )
 from contractkit.versions import VersionRange
 from openengine.engine import ConfigError, resolve_config
-from openengine.v1 import admin_pb2, common_pb2
+from openengine.v1 import admin_pb2, capabilities_pb2, common_pb2
+from openengine.validate import check_capabilities
 from tests.engine.conftest import AUTH, config, running
 
 CAT = catalogue()
@@ -92,6 +93,24 @@ def test_every_declared_incompatibility_is_refused_at_start_and_by_update_config
         assert message in _refusal_at_run_time(engine, stubs, values)
         assert engine.runtime.revision == 1  # nothing applied
 
+    # A client's validators judge the same combination in a Capabilities message the same way.
+    assert message in [v.message for v in check_capabilities(_capabilities(profiles, values)) if v.rule_id == "OEV121"]
+
+
+def _capabilities(profiles, values) -> capabilities_pb2.Capabilities:
+    caps = capabilities_pb2.Capabilities(revision=1, profiles=[
+        common_pb2.ServiceProfile(name=n, major=CAT.profile(n).version[0], minor=CAT.profile(n).version[1])
+        for n in profiles])
+    for reference, value in values.items():
+        lim = CAT.limit(reference)
+        message = getattr(caps, CAT.profile(lim.profile).capability_field)
+        wire = [lim.enum_spellings()[v] for v in value] if lim.kind == "enum" and lim.repeated else value
+        if lim.repeated:
+            getattr(message, lim.name).extend(wire)
+        else:
+            setattr(message, lim.name, wire)
+    return caps
+
 
 def _derived(**changes) -> Catalogue:
     """The compiled catalogue with some profiles' declarations replaced."""
@@ -119,11 +138,18 @@ def test_a_prerequisite_outside_its_version_range_is_refused_at_start_and_by_upd
                        "but openengine.core 1.0 is advertised")
 
 
-def test_a_missing_prerequisite_names_what_to_add():
+def test_a_missing_prerequisite_names_what_to_add_and_the_validators_say_the_same():
     problems = combination_problems({"openengine.load": (1, 0)})
     assert [p.rule for p in problems] == ["requires"]
     assert str(problems[0]) == ("openengine.load requires openengine.core (>= 1.0), which is not advertised; "
                                 "add openengine.core or drop openengine.load")
+    caps = capabilities_pb2.Capabilities(revision=1, profiles=[common_pb2.ServiceProfile(name="openengine.load", major=1)])
+    assert str(problems[0]) in [v.message for v in check_capabilities(caps) if v.rule_id == "OEV120"]
+
+
+def test_a_prerequisite_holds_when_any_advertised_major_satisfies_it():
+    assert not combination_problems({"openengine.core": [(1, 0), (2, 0)], "openengine.load": (1, 0)})
+    assert combination_problems({"openengine.core": [(0, 9)], "openengine.load": (1, 0)})[0].values == ((0, 9),)
 
 
 def test_an_incompatibility_without_conditions_names_the_combination_not_an_empty_condition():
@@ -138,3 +164,27 @@ def test_effective_values_fill_in_defaults_for_limits_left_out():
     spec_with_pp = {"openengine.core": {"speculative_decoding": True, "pipeline_parallel_size": 2}}
     assert combination_problems(["openengine.core"], spec_with_pp)  # logit_bias etc. default false
     assert not combination_problems(["openengine.core"], {"openengine.core": {"speculative_decoding": True}})
+
+
+def test_a_per_model_combination_is_refused_at_start_and_by_update_config_for_that_model():
+    """A model's own value of a model-scoped limit is judged with the model's profiles, on both paths."""
+    from openengine.engine import ModelConfig
+
+    at_most_two = Incompatibility(None, (LimitCondition("openengine.adapters", "max_loras", "at_least", 3),),
+                                  "the fixture allows two adapters per model")
+    cat = _derived(**{"openengine.adapters": {"incompatible_with": (at_most_two,)}})
+    narrow, wide = ModelConfig(name="narrow"), ModelConfig(name="wide", limits={"adapters": {"max_loras": 3}})
+    with pytest.raises(ConfigError) as err:
+        resolve_config(config(profiles=("adapters", "admin"), models=(narrow, wide)), cat=cat)
+    message = ("models: wide: openengine.adapters cannot be served while openengine.adapters.max_loras >= 3: "
+               "the fixture allows two adapters per model")
+    assert err.value.problems == [message]
+
+    with running(profiles=("adapters", "admin"), models=(narrow, ModelConfig(name="wide"))) as (engine, stubs):
+        engine.runtime.catalogue = cat
+        update = admin_pb2.LimitUpdate(limit="openengine.adapters.max_loras", model="wide", uint_value=3)
+        with pytest.raises(grpc.RpcError) as refused:
+            stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[update]), metadata=AUTH)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in refused.value.details()
+        assert engine.runtime.revision == 1

@@ -13,7 +13,8 @@ from openengine.engine import FAULTS
 from openengine.v1 import admin_pb2, common_pb2, events_pb2, generation_pb2 as G, lifecycle_pb2, load_pb2 as L
 from openengine.v1 import sessions_pb2
 
-from tests.engine.conftest import AUTH, running
+from tests.engine.conftest import AUTH, TOKEN, running
+from tests.engine.test_alias import ALIAS_FAULT_CHECKS
 
 H = health_pb2.HealthCheckResponse
 ALL = ("load", "admin", "runtime-events", "sessions")
@@ -238,6 +239,48 @@ def admin_auth(engine, stubs):
         return err.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
+def bearer_any_case(engine, stubs):
+    try:
+        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(),
+                                     metadata=(("authorization", f"bearer {TOKEN}"),))
+        return True
+    except grpc.RpcError as err:
+        return err.code() != grpc.StatusCode.UNAUTHENTICATED
+
+
+def health_list_answers(engine, stubs):
+    try:
+        return "" in stubs.health.List(health_pb2.HealthListRequest(), timeout=5).statuses
+    except grpc.RpcError as err:
+        return err.code() != grpc.StatusCode.UNIMPLEMENTED
+
+
+def ranks_sum_to_total(engine, stubs):
+    # A finished request leaves its blocks in the prefix cache, which the total counts.
+    list(stubs.inference.Generate(G.GenerateRequest(text="x" * 100, sampling=G.SamplingParams(max_tokens=2)),
+                                  timeout=10))
+    info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+    assert len(info.ranks) == 2 and info.used_kv_blocks > 0
+    return sum(r.used_kv_blocks for r in info.ranks) == info.used_kv_blocks
+
+
+def nan_refused(engine, stubs):
+    try:
+        list(stubs.inference.Generate(G.GenerateRequest(
+            text="hi", sampling=G.SamplingParams(max_tokens=1, temperature=float("nan"))), timeout=10))
+        return False
+    except grpc.RpcError as err:
+        return err.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def undecodable_is_internal(engine, stubs):
+    try:
+        stubs.channel.unary_unary("/openengine.v1.Discovery/GetEngineInfo")(b"\xff\xff\xff", timeout=5)
+        return False
+    except grpc.RpcError as err:
+        return err.code() == grpc.StatusCode.INTERNAL
+
+
 # fault -> (engine settings, check that holds on a conforming engine and fails with the fault)
 CHECKS = {
     "watch-sequence-not-increasing": ({}, sequence_increases),
@@ -270,7 +313,15 @@ CHECKS = {
     "events-sequence-from-zero": ({}, events_from_one),
     "session-ttl-not-clamped": ({}, session_ttl),
     "admin-no-auth": ({}, admin_auth),
+    "bearer-scheme-case-sensitive": ({}, bearer_any_case),
+    "health-list-unimplemented": ({}, health_list_answers),
+    "load-ranks-not-summed": (dict(data_parallel_size=2), ranks_sum_to_total),
+    "numbers-not-checked": ({}, nan_refused),
+    "wire-policy-off": ({}, undecodable_is_internal),
 }
+
+
+CHECKS.update(ALIAS_FAULT_CHECKS)
 
 
 def test_every_fault_has_a_client_side_check():

@@ -85,7 +85,7 @@ def test_guided_choice_and_logprobs(shared):
     (dict(n=5), "sampling.n"),
     (dict(logprobs=6), "sampling.logprobs"),
     (dict(max_tokens=100000), "sampling.max_tokens"),
-    (dict(guided=G.GuidedDecoding(regex="a+")), "sampling.guided.regex"),
+    (dict(guided=G.GuidedDecoding(regex="a+")), "sampling.guided"),
 ])
 def test_requests_beyond_advertised_limits_are_invalid_argument(shared, sampling, field):
     _, stubs = shared

@@ -241,3 +241,27 @@ def test_streams_pass_the_generated_watchload_checker(shared, request_kw):
             break
     call.cancel()
     assert [v for v in checker.violations if v.is_error] == []
+
+
+def test_per_rank_figures_add_up_to_the_totals():
+    """REQ-LOAD-023: prefix-cache blocks count on the ranks as in the total, with several ranks
+    and while requests run."""
+    from openengine.validate import check_load
+    from openengine.v1 import generation_pb2
+
+    with running(profiles=("load",), data_parallel_size=3, limits={"load": {"per_rank": True}}) as (engine, stubs):
+        for i in range(4):   # completed requests leave blocks in the prefix cache
+            list(stubs.inference.Generate(generation_pb2.GenerateRequest(
+                text=f"prompt number {i} " * 8, sampling=generation_pb2.SamplingParams(max_tokens=2))))
+        running_call = stubs.inference.Generate(generation_pb2.GenerateRequest(
+            text="still running " * 4, sampling=generation_pb2.SamplingParams(max_tokens=200)))
+        next(running_call)
+        info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+        assert len(info.ranks) == 3 and info.used_kv_blocks > 0 and info.running_requests == 1
+        assert check_load(info) == []
+        watch = stubs.observability.WatchLoad(L.WatchLoadRequest(per_rank=True))
+        next(watch)
+        snap = next(watch).snapshot.load
+        assert len(snap.ranks) == 3 and check_load(snap) == []
+        watch.cancel()
+        running_call.cancel()

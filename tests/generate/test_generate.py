@@ -10,7 +10,8 @@ import pytest
 from codegen.check import run_rules
 from codegen.check.contract import Contract, load_contract
 from codegen.cli import run
-from codegen.generate import GENERATORS, HEADER_TEXT, plan, write_outputs
+from codegen.generate import GENERATORS, HEADER_TEXT, write_outputs
+from codegen.pipeline import plan
 from codegen.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -210,3 +211,50 @@ def test_standard_health_is_referenced_from_grpcio_health_checking(tree: Path):
     assert watch.server_streaming and not watch.client_streaming
     resolved = load_registry(tree / "profiles.yaml")
     assert [d for d in run_rules(resolved, contract=contract) if d.rule_id.startswith("OE10")] == []
+
+
+def test_every_missing_message_is_reported_at_once_location_first(tree: Path, capsys):
+    common = tree / "proto" / "openengine" / "v1" / "common.proto"
+    text = common.read_text()
+    assert "message WatchLoadRequest {}\n" in text and "message GetLoadRequest {}\n" in text
+    common.write_text(text.replace("message WatchLoadRequest {}\n", "").replace("message GetLoadRequest {}\n", ""))
+    capsys.readouterr()
+    assert _generate(tree) == 1
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "OE900" in ln]
+    registry = tree / "profiles.yaml"
+    wanted = {_line_of(registry, "request: WatchLoadRequest"), _line_of(registry, "request: GetLoadRequest")}
+    got = {int(ln.split(":")[1]) for ln in lines}
+    assert got == wanted, lines
+    assert all(ln.startswith(f"{registry}:") for ln in lines)
+
+
+def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
+    """Renaming a value of the hand-written Role enum used to end `oespec generate` in KeyError."""
+    from codegen.generate import GenerationError
+    from codegen.generate.jsonschemas import contract_enums
+    from contractkit.protoc import compile_descriptor_set
+
+    proto = REPO / "proto"
+    sources = {p.relative_to(proto).as_posix(): p.read_text() for p in proto.rglob("*.proto")}
+    common = "openengine/v1/common.proto"
+    assert "ROLE_ENCODER = 4;" in sources[common]
+    sources[common] = sources[common].replace("ROLE_ENCODER = 4;", "ROLE_VISION = 4;")
+    registry = load_registry(REPO / "profiles.yaml", display_path="profiles.yaml").registry
+    with pytest.raises(GenerationError) as exc:
+        contract_enums(registry, compile_descriptor_set(sources, source_info=False))
+    [problem] = exc.value.problems
+    encoder = next(p for p in registry.profiles if "encoder" in p.scope.roles)
+    assert problem.path == "profiles.yaml"
+    assert problem.loc == encoder.locs["roles[0]"] and "ROLE_ENCODER" in problem.message and problem.hint
+
+
+def test_generation_diagnostics_put_each_location_first():
+    from codegen.commands.generate import generation_diagnostics
+    from codegen.diagnostics import Loc
+    from codegen.generate import GenerationError, Problem
+
+    err = GenerationError("proto", "two problems", problems=[Problem("profiles.yaml", Loc(3, 5), "a", "h"),
+                                                             Problem("proto/x.proto", Loc(9, 1), "b")])
+    diags = generation_diagnostics(err, "profiles.yaml")
+    assert [(d.path, d.line, d.column, d.rule_id) for d in diags] == \
+        [("profiles.yaml", 3, 5, "OE900"), ("proto/x.proto", 9, 1, "OE900")]

@@ -95,3 +95,27 @@ def test_read_file_errors(tmp_path):
 def test_scalar_nodes_are_plain():
     node = parse_text("just a string\n").root
     assert isinstance(node, YScalar) and node.plain() == "just a string"
+
+
+# Lexical errors are located where they are, not where the parser gives up.
+_REGISTRY_HEAD = "registry:\n  revision: 1\n  package: openengine.v1\nprofiles:\n  - name: openengine.core\n"
+
+
+@pytest.mark.parametrize("tail, loc, message", [
+    ("    summary: A\x00B\n", Loc(6, 15), "NUL"),
+    ("    summary: A\x07B\n", Loc(6, 15), "U+0007"),
+    ("    summary: ok\n    description: A\x1bB\n", Loc(7, 19), "U+001B"),
+    ('    summary: "never closed\n    description: x\n    version: "1.0"\n', Loc(6, 14), "not closed"),
+    ("    summary: x\n    limits: " + "[" * 100 + "\n", Loc(7, 77), "nesting deeper"),
+    ("    summary: x\n    limits: " + "[" * 5000 + "\n", Loc(7, 77), "nesting deeper"),
+])
+def test_lexical_errors_are_located_where_they_occur(tail, loc, message):
+    with pytest.raises(SourceError) as exc:
+        parse_text(_REGISTRY_HEAD + tail, "r.yaml")
+    assert (exc.value.loc.line, exc.value.loc.column) == (loc.line, loc.column)
+    assert message in exc.value.message and exc.value.hint
+
+
+def test_tabs_brackets_and_quotes_in_text_stay_legal():
+    text = _REGISTRY_HEAD + "    summary: \"a [b] {c} and 'd'\"\n    description: uses [0, 1]  # comment [[[\n"
+    assert parse_text(text).root.get("profiles").items[0].get("summary").value == "a [b] {c} and 'd'"

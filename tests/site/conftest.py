@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codegen.generate import plan, write_outputs
+from codegen.generate import write_outputs
+from codegen.pipeline import plan
 from codegen.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]

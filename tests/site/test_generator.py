@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from codegen.generate import GenerationContext, GenerationError, plan, stale_outputs, write_outputs
+from codegen.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
+from codegen.pipeline import plan
 from codegen.generate import docs
 from codegen.registry import load_registry
 

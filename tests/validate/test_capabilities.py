@@ -108,9 +108,16 @@ def test_effective_value_of_unadvertised_profile_is_none():
 
 
 def test_prerequisite_missing_and_satisfied():
-    msg = capabilities_pb2.Capabilities(profiles=[profile("openengine.load")])
-    assert "OEV120" in rules(check_capabilities(msg))
+    too_old = capabilities_pb2.Capabilities(profiles=[profile("openengine.core", 0, 9), profile("openengine.load")])
+    assert "OEV120" in rules(check_capabilities(too_old))
     assert "OEV120" not in rules(check_capabilities(caps("openengine.load")))
+
+
+def test_missing_core_is_one_root_finding_not_one_per_dependant():
+    everything = ("openengine.load", "openengine.kv", "openengine.tasks", "openengine.sessions",
+                  "openengine.adapters", "openengine.admin")
+    found = check_capabilities(capabilities_pb2.Capabilities(profiles=[profile(n) for n in everything]))
+    assert [v.rule_id for v in found] == ["OEV101"]
 
 
 @pytest.mark.parametrize("limits,names,bad", [

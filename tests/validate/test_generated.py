@@ -1,4 +1,5 @@
-"""The committed validator module and schemas are what the generators produce from the registry."""
+"""The committed schemas are what the generators produce, and the validators' tables, read from the
+compiled descriptors, say what the registry says."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.generate import GenerationContext, GenerationError
-from codegen.generate import jsonschemas, validators
+from codegen.generate import GenerationContext
+from codegen.generate import jsonschemas
 from codegen.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,27 +20,48 @@ def ctx():
     return GenerationContext(registry, ROOT)
 
 
-def test_committed_outputs_are_fresh(ctx):
-    for out in validators.generate(ctx) + jsonschemas.generate(ctx):
+def test_committed_schemas_are_fresh(ctx):
+    for out in jsonschemas.generate(ctx):
         assert (ROOT / out.path).read_text() == out.content, out.path
         assert "do not edit" in out.content.splitlines()[0]
 
 
-def test_constants_are_inlined_from_the_registry(ctx):
-    text = validators.generate(ctx)[0].content
-    core = ctx.registry.profile("openengine.core")
-    assert "if v < 1 or v > 1024:" in text       # max_sequences range, inlined
-    assert "DEFAULTS" in text and repr(core.limit("max_logprobs").default) in text
-    assert "from codegen" not in text and "import codegen" not in text   # nothing read at run time
+def test_no_generated_validator_module():
+    """The validators interpret tables; there is no generated Python left to go stale."""
+    assert not (ROOT / "openengine" / "validate" / "_generated.py").exists()
 
 
-def test_missing_enum_in_the_contract_is_a_generation_error(ctx):
-    fds = validators.descriptor_set(ctx)
-    stripped = type(fds)()
-    stripped.CopyFrom(fds)
-    for f in stripped.file:
-        for i in reversed(range(len(f.enum_type))):
-            if f.enum_type[i].name == "PauseMode":
-                del f.enum_type[i]
-    with pytest.raises(GenerationError):
-        validators._enums(ctx.registry, stripped)
+def test_tables_read_from_the_descriptors_match_the_registry(ctx):
+    """Defaults, ranges, enum spellings, versions, scopes and roles the interpreter reads from the
+    compiled descriptors agree with profiles.yaml, limit by limit."""
+    from openengine.validate._tables import REGISTRY_REVISION, tables
+
+    t = tables()
+    assert REGISTRY_REVISION == ctx.registry.revision
+    for p in ctx.registry.profiles:
+        rule = t.by_name[p.name]
+        assert rule.version == (p.version.major, p.version.minor)
+        assert rule.model_scoped == (p.scope.kind == "model")
+        assert rule.field == (p.capability.field if p.capability else None)
+        assert bool(rule.roles) == (p.scope.kind == "role")
+        for lim in p.limits:
+            got = rule.limits[lim.name]
+            assert got.default == lim.default, lim.name
+            if lim.type.base == "enum":
+                assert list(got.enum.values()) == list(lim.type.enum_values), lim.name
+            elif lim.minimum is not None or lim.maximum is not None:
+                assert (got.low, got.high) == (lim.minimum if lim.minimum is not None else float("-inf"),
+                                               lim.maximum if lim.maximum is not None else float("inf"))
+
+
+@pytest.mark.parametrize("bad", [0, 1025])
+def test_a_range_from_the_descriptors_is_enforced(bad):
+    from openengine.v1 import capabilities_pb2
+    from openengine.validate import check_capabilities
+
+    from tests.validate.conftest import caps as make_caps
+
+    caps = make_caps()
+    caps.generation.max_sequences = bad
+    found = [v for v in check_capabilities(caps) if v.rule_id == "OEV111"]
+    assert [v.path for v in found] == ["generation.max_sequences"] and found[0].expected == "1..1024"

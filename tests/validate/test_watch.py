@@ -150,3 +150,27 @@ def test_settings_must_be_the_effective_values():
     assert ids(run([settings(interval=0, heartbeat=500)], observability=OBS)) == ["OEV316"]
     assert ids(run([settings(interval=20, heartbeat=500, per_rank=True)], observability=OBS)) == ["OEV316"]
     assert ids(run([settings(interval=20, heartbeat=500)], observability=OBS)) == []
+
+
+def test_totals_must_be_the_sums_of_the_ranks():
+    """REQ-LOAD-023, on a stream and on a GetLoad answer alike."""
+    from openengine.validate import RANK_SUMMED_FIELDS, check_load
+
+    good = snapshot(1, 1, ranks=2)
+    load = good.snapshot.load
+    load.ranks[0].used_kv_blocks, load.ranks[1].used_kv_blocks, load.used_kv_blocks = 0, 3, 3
+    load.ranks[0].total_kv_blocks, load.ranks[1].total_kv_blocks, load.total_kv_blocks = 50, 50, 100
+    assert ids(run([settings(per_rank=True), good])) == []
+    assert check_load(load) == []
+    for name in RANK_SUMMED_FIELDS:
+        bad = load_pb2.LoadInfo()
+        bad.CopyFrom(load)
+        setattr(bad, name, getattr(bad, name) + 1)
+        found = check_load(bad, "load")
+        assert [(v.rule_id, v.path, v.requirement) for v in found] == [("OEV321", f"load.{name}", "REQ-LOAD-023")]
+    # The issue's case: the total counts a prefix-cache block the only rank does not.
+    msg = snapshot(1, 1, ranks=1)
+    msg.snapshot.load.used_kv_blocks = 1
+    assert ids(run([settings(per_rank=True), msg])) == ["OEV321"]
+    # Without ranks there is nothing to add up.
+    assert check_load(load_pb2.LoadInfo(used_kv_blocks=7)) == []

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 from codegen.check import CheckContext, Finding, rule
 from codegen.check.rules._common import at, prerequisites, profiles_by_name
 from codegen.check.rules.limits import NUMERIC, _show
 from codegen.diagnostics import Severity
+from codegen.registry.model import INTEGER_BOUNDS
 
 
-@rule("OE035", "requires-known", category="dependencies",
+@rule("OE035", "requires-known", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="`requires` names existing profiles other than the profile itself")
 def requires_known(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -21,7 +24,7 @@ def requires_known(ctx: CheckContext):
                               "name an existing profile by its canonical name, e.g. openengine.core")
 
 
-@rule("OE036", "duplicate-requirement", category="dependencies",
+@rule("OE036", "duplicate-requirement", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="a profile requires each other profile at most once (one range says it all)")
 def duplicate_requirement(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -34,7 +37,7 @@ def duplicate_requirement(ctx: CheckContext):
             first.setdefault(req.profile, at(req, "profile").line)
 
 
-@rule("OE037", "requires-satisfiable", category="dependencies",
+@rule("OE037", "requires-satisfiable", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="every required version range admits the required profile's current version")
 def requires_satisfiable(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -47,7 +50,7 @@ def requires_satisfiable(ctx: CheckContext):
                               f"widen the range so it admits {target.version}, e.g. '>= {target.version.major}.0'")
 
 
-@rule("OE038", "requires-cycle", category="dependencies",
+@rule("OE038", "requires-cycle", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="prerequisites form no cycle (a profile cannot, even indirectly, require itself)")
 def requires_cycle(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -92,7 +95,7 @@ def standard_requires_vendor(ctx: CheckContext):
                               "standardise the prerequisite first, or make this a vendor profile")
 
 
-@rule("OE040", "requires-deprecated", severity=Severity.WARNING, category="dependencies",
+@rule("OE040", "requires-deprecated", requirements=("REQ-VER-008",), severity=Severity.WARNING, category="dependencies",
       purpose="a profile that is not deprecated does not require a deprecated one")
 def requires_deprecated(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -106,7 +109,7 @@ def requires_deprecated(ctx: CheckContext):
                               f"move to what replaces it ({target.deprecated.strip()})")
 
 
-@rule("OE041", "incompatible-known-profile", category="dependencies",
+@rule("OE041", "incompatible-known-profile", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="`incompatible_with` names existing profiles other than the profile itself")
 def incompatible_known_profile(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -130,7 +133,7 @@ def _conditions(registry):
                 yield profile, condition
 
 
-@rule("OE042", "condition-known-limit", category="dependencies",
+@rule("OE042", "condition-known-limit", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="every `when` condition names an existing limit as <profile>.<limit>")
 def condition_known_limit(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -161,7 +164,7 @@ def _value_problem(limit, operator: str, value) -> str | None:
     return None if ltype.element_accepts(value) else f"{_show(value)} is not a {ltype.base}"
 
 
-@rule("OE043", "condition-value-type", category="dependencies",
+@rule("OE043", "condition-value-type", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="a condition's operator suits the limit and its value has the limit's type")
 def condition_value_type(ctx: CheckContext):
     by_name = profiles_by_name(ctx.registry)
@@ -178,7 +181,7 @@ def condition_value_type(ctx: CheckContext):
                           f"compare {condition.reference} with a {limit.type} value{values}")
 
 
-@rule("OE044", "incompatible-contradicts-requires", category="dependencies",
+@rule("OE044", "incompatible-contradicts-requires", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="no profile is incompatible with a profile that it, or any profile needing both, requires "
               "(directly or through prerequisites; the core is always present)")
 def incompatible_contradicts_requires(ctx: CheckContext):
@@ -198,3 +201,68 @@ def incompatible_contradicts_requires(ctx: CheckContext):
                       f"{owner} is incompatible with {entry.profile}, yet {', '.join(sorted(names))} cannot be "
                       f"advertised without both (through requires; the core is always present)",
                       "remove the incompatibility, or the requirement that brings the two together")
+
+
+def _domain(limit) -> tuple[float, float] | None:
+    """The values a scalar numeric limit can take: its range, else what its type holds."""
+    if limit.type.repeated or limit.type.base not in NUMERIC:
+        return None
+    lo_type, hi_type = INTEGER_BOUNDS.get(limit.type.base, (-math.inf, math.inf))
+    lo = limit.minimum if limit.minimum is not None else lo_type
+    hi = limit.maximum if limit.maximum is not None else hi_type
+    return lo, hi
+
+
+def _vacuity(limit, condition) -> str | None:
+    """'never' or 'always' when the condition's truth does not depend on the engine, else None."""
+    domain = _domain(limit)
+    if domain is None or _value_problem(limit, condition.operator, condition.value):
+        return None
+    lo, hi = domain
+    value, op = condition.value, condition.operator
+    if op == "at_least":
+        return "never" if value > hi else "always" if value <= lo else None
+    if op == "at_most":
+        return "never" if value < lo else "always" if value >= hi else None
+    if op == "equals":
+        return "never" if not lo <= value <= hi else None
+    if op == "not_equals":
+        return "always" if not lo <= value <= hi else None
+    return None
+
+
+def _vacuous(ctx: CheckContext, kind: str):
+    by_name = profiles_by_name(ctx.registry)
+    for profile, condition in _conditions(ctx.registry):
+        target = by_name.get(condition.profile)
+        limit = target.limit(condition.limit) if target is not None else None
+        if limit is not None and _vacuity(limit, condition) == kind:
+            yield profile, condition, limit
+
+
+def _range_text(limit) -> str:
+    lo, hi = _domain(limit)
+    return f"[{_show(lo)}, {_show(hi)}]"
+
+
+@rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
+      requirements=("REQ-ADD-008",),
+      purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")
+def condition_never_holds(ctx: CheckContext):
+    for profile, condition, limit in _vacuous(ctx, "never"):
+        yield Finding(at(condition, condition.operator),
+                      f"{profile.name}: condition {condition} can never hold: {condition.reference} lies in "
+                      f"{_range_text(limit)}",
+                      "compare with a value inside the limit's range, or remove the incompatibility")
+
+
+@rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
+      requirements=("REQ-ADD-008",),
+      purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")
+def condition_always_holds(ctx: CheckContext):
+    for profile, condition, limit in _vacuous(ctx, "always"):
+        yield Finding(at(condition, condition.operator),
+                      f"{profile.name}: condition {condition} always holds: {condition.reference} lies in "
+                      f"{_range_text(limit)}",
+                      "drop the condition (the rest of the incompatibility says the same), or compare with a "
+                      "value inside the range")

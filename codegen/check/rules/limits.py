@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from codegen.check import CheckContext, Finding, rule
 from codegen.check.rules._common import at
@@ -27,7 +28,7 @@ def _type_words(limit: Limit) -> str:
     return str(limit.type)
 
 
-@rule("OE027", "limit-default-type", category="limits",
+@rule("OE027", "limit-default-type", requirements=("REQ-ADD-004", "REQ-ADD-005"), category="limits",
       purpose="a limit's default has the limit's type (a list for repeated limits, a listed value for enums)")
 def limit_default_type(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -44,7 +45,7 @@ def limit_default_type(ctx: CheckContext):
             yield Finding(at(limit, "default"), f"{profile.name}: limit {limit.name}: {message}", hint)
 
 
-@rule("OE028", "limit-default-range", category="limits",
+@rule("OE028", "limit-default-range", requirements=("REQ-ADD-004", "REQ-ADD-005"), category="limits",
       purpose="a numeric limit's default lies within its minimum and maximum")
 def limit_default_range(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -76,7 +77,7 @@ def _bound_problem(limit: Limit, value) -> str | None:
     return None
 
 
-@rule("OE029", "limit-bounds", category="limits",
+@rule("OE029", "limit-bounds", requirements=("REQ-ADD-004",), category="limits",
       purpose="minimum and maximum fit the limit's type, only numeric limits have them, and minimum <= maximum")
 def limit_bounds(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -96,7 +97,7 @@ def limit_bounds(ctx: CheckContext):
                               "swap or correct the bounds")
 
 
-@rule("OE030", "limit-enum-values", category="limits",
+@rule("OE030", "limit-enum-values", requirements=("REQ-ADD-004",), category="limits",
       purpose="enum limits list distinct values (never `unspecified`); other limits have no values or enum name")
 def limit_enum_values(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -124,7 +125,7 @@ def limit_enum_values(ctx: CheckContext):
                 seen.add(value)
 
 
-@rule("OE031", "enum-name-consistent", category="limits",
+@rule("OE031", "enum-name-consistent", requirements=("REQ-ADD-004",), category="limits",
       purpose="limits sharing a generated enum name share its values, and the name is no message's")
 def enum_name_consistent(ctx: CheckContext):
     registry = ctx.registry
@@ -133,7 +134,7 @@ def enum_name_consistent(ctx: CheckContext):
         if profile.capability is not None:
             messages.add(profile.capability.message)
         messages.update(m.name for m in profile.messages)
-    first: dict[str, tuple[str, tuple[str, ...]]] = {}
+    first: dict[str, tuple[str, dict[str, int]]] = {}
     for profile in registry.profiles:
         for limit in profile.limits:
             if limit.type.base != "enum":
@@ -143,14 +144,14 @@ def enum_name_consistent(ctx: CheckContext):
             if name in messages:
                 yield Finding(where, f"{profile.name}: limit {limit.name}: enum {name} has the name of a message",
                               "set `enum:` to a name of its own")
-            elif name in first and first[name][1] != limit.type.enum_values:
+            elif name in first and first[name][1] != limit.type.enum_wire:
                 yield Finding(where,
                               f"{profile.name}: limit {limit.name}: enum {name} is also {first[name][0]}, with other values",
-                              "set `enum:` to a name of its own, or list the same values")
-            first.setdefault(name, (f"{profile.name}.{limit.name}", limit.type.enum_values))
+                              "set `enum:` to a name of its own, or list the same values with the same numbers")
+            first.setdefault(name, (f"{profile.name}.{limit.name}", limit.type.enum_wire))
 
 
-@rule("OE032", "limit-unit", severity=Severity.WARNING, category="limits",
+@rule("OE032", "limit-unit", requirements=("REQ-ADD-004",), severity=Severity.WARNING, category="limits",
       purpose="only numeric limits carry a unit")
 def limit_unit(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -158,3 +159,71 @@ def limit_unit(ctx: CheckContext):
             if limit.unit is not None and limit.type.base not in NUMERIC:
                 yield Finding(at(limit, "unit"), f"{profile.name}: limit {limit.name}: a {limit.type} limit has a unit",
                               "remove `unit:`; it describes quantities only")
+
+
+@rule("OE045", "enum-value-number-unique", category="limits", requirements=("REQ-VER-012",),
+      purpose="each value of an enum limit has its own wire number (never 0, which is UNSPECIFIED)")
+def enum_value_number_unique(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for limit in profile.limits:
+            if limit.type.base != "enum" or not limit.type.numbered:
+                continue
+            first: dict[int, str] = {}
+            for value, number in limit.type.enum_wire.items():
+                if number in first:
+                    free = max(limit.type.enum_numbers) + 1
+                    yield Finding(at(limit, f"values.{value}"),
+                                  f"{profile.name}: limit {limit.name}: enum values {first[number]} and {value} "
+                                  f"share wire number {number}",
+                                  f"give {value} a number of its own; the next free one is {free}")
+                first.setdefault(number, value)
+
+
+@rule("OE046", "enum-values-numbered", severity=Severity.WARNING, category="limits", requirements=("REQ-VER-012",),
+      purpose="enum values are written with their wire numbers, so reordering the YAML never renumbers the wire")
+def enum_values_numbered(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for limit in profile.limits:
+            if limit.type.base == "enum" and limit.type.enum_values and not limit.type.numbered:
+                mapping = ", ".join(f"{v}: {n}" for v, n in limit.type.enum_wire.items())
+                yield Finding(at(limit, "values"),
+                              f"{profile.name}: limit {limit.name}: enum values are numbered by their position "
+                              "in the list, so reordering or inserting one renumbers the wire",
+                              f"write the numbers out: values: {{{mapping}}}")
+
+
+@rule("OE049", "limit-minimum", category="limits", requirements=("REQ-ADD-004",),
+      purpose="a numeric limit declares its minimum")
+def limit_minimum(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for limit in profile.limits:
+            if limit.type.base in NUMERIC and limit.minimum is None:
+                lowest = 0 if limit.type.base in ("uint32", "uint64") else None
+                yield Finding(at(limit, "type"), f"{profile.name}: limit {limit.name}: a numeric limit without `minimum`",
+                              "add `minimum:` with the smallest meaningful value"
+                              + (f" (at least {lowest} for {limit.type.base}; often 1)" if lowest is not None else ""))
+
+
+# A limit is a property of the engine's configuration. Words that describe a moment rather than a
+# configuration suggest load or health data (REQ-ADD-009). A heuristic, hence a warning.
+STATE_NAME_WORDS = frozenset({"free", "remaining", "available", "current", "used", "idle", "busy", "occupied"})
+STATE_PHRASES = ("right now", "currently", "at the moment", "at present", "still", "free", "remaining",
+                 "in use", "now")
+_STATE_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in STATE_PHRASES) + r")\b", re.IGNORECASE)
+
+
+@rule("OE050", "limit-current-state", severity=Severity.WARNING, category="limits", requirements=("REQ-ADD-009",),
+      purpose="a limit describes configuration, not current state (a keyword heuristic: free, remaining, "
+              "currently, right now, ...)")
+def limit_current_state(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for limit in profile.limits:
+            words = [w for w in limit.name.split("_") if w in STATE_NAME_WORDS]
+            found = _STATE_RE.search(limit.description)
+            if not words and not found:
+                continue
+            where = at(limit, "name") if words else at(limit, "description")
+            said = f"its name says {words[0]!r}" if words else f"its description says {found.group(0)!r}"
+            yield Finding(where, f"{profile.name}: limit {limit.name} seems to describe current state ({said})",
+                          "values that change while the engine runs belong to LoadInfo (load) or health; "
+                          "a limit states what the configuration allows")

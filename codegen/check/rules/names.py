@@ -8,14 +8,13 @@ from codegen.check import CheckContext, Finding, rule
 from codegen.check.rules._common import at
 from codegen.diagnostics import Severity
 from codegen.registry.model import STANDARD_PREFIX
+from contractkit import naming
 
-# Lowercase words joined by dots, at least two of them; a word may contain single hyphens.
-_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
-CANONICAL_NAME = re.compile(rf"^{_WORD}(?:\.{_WORD})+$")
+CANONICAL_NAME = re.compile(naming.CANONICAL_NAME)
 _RESERVED_WORD = STANDARD_PREFIX.rstrip(".")
 
 
-@rule("OE003", "canonical-profile-name", category="names",
+@rule("OE003", "canonical-profile-name", requirements=("REQ-ADD-001",), category="names",
       purpose="profile names are lowercase dotted words, e.g. openengine.runtime-events or acme.turbo")
 def canonical_profile_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -26,7 +25,7 @@ def canonical_profile_name(ctx: CheckContext):
                           "openengine.<feature> for standard profiles, <vendor>.<feature> otherwise")
 
 
-@rule("OE004", "reserved-prefix", category="names",
+@rule("OE004", "reserved-prefix", requirements=("REQ-ADD-001",), category="names",
       purpose="only standard profiles use the openengine namespace; vendors never imitate it")
 def reserved_prefix(ctx: CheckContext):
     for profile in ctx.registry.profiles:

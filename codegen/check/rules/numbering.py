@@ -25,7 +25,7 @@ def _repeats(items, key, first_of):
             first[k] = first_of(item)
 
 
-@rule("OE017", "duplicate-profile", category="uniqueness",
+@rule("OE017", "duplicate-profile", requirements=("REQ-ADD-001",), category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
     for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: at(p, "name").line):
@@ -33,7 +33,7 @@ def duplicate_profile(ctx: CheckContext):
                       "merge the two declarations into one profile")
 
 
-@rule("OE018", "duplicate-rpc", category="uniqueness",
+@rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",
       purpose="every RPC is listed once, by exactly one profile (a profile owns its RPCs)")
 def duplicate_rpc(ctx: CheckContext):
     owners: dict[str, tuple[str, int]] = {}
@@ -56,7 +56,7 @@ def duplicate_message(ctx: CheckContext):
                           "remove the repeated entry")
 
 
-@rule("OE020", "duplicate-limit-name", category="uniqueness",
+@rule("OE020", "duplicate-limit-name", requirements=("REQ-ADD-004",), category="uniqueness",
       purpose="limit names are unique within a profile (each is a field of its capability message)")
 def duplicate_limit_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -65,7 +65,7 @@ def duplicate_limit_name(ctx: CheckContext):
                           "rename one of the two limits, or merge them")
 
 
-@rule("OE021", "duplicate-limit-field", category="uniqueness",
+@rule("OE021", "duplicate-limit-field", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="limit field numbers are unique within a profile's capability message")
 def duplicate_limit_field(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -75,10 +75,12 @@ def duplicate_limit_field(ctx: CheckContext):
                           "give the limit the next unused field number; numbers are never reused")
 
 
-@rule("OE022", "capability-number", category="uniqueness",
+@rule("OE022", "capability-number", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="capability field numbers are unique across profiles and avoid 1 (profiles) and 2 (revision)")
 def capability_number(ctx: CheckContext):
     first: dict[int, str] = {}
+    used = set(RESERVED_CAPABILITY_FIELDS) | {p.capability.number for p in ctx.registry.profiles if p.capability}
+    free = max(used) + 1
     for profile in ctx.registry.profiles:
         cap = profile.capability
         if cap is None:
@@ -86,14 +88,14 @@ def capability_number(ctx: CheckContext):
         if cap.number in RESERVED_CAPABILITY_FIELDS:
             yield Finding(at(cap, "number"),
                           f"{profile.name}: capability number {cap.number} is Capabilities.{RESERVED_CAPABILITY_FIELDS[cap.number]}",
-                          "use an unused number above the reserved ones (profiles = 1, revision = 2)")
+                          f"use {free}, the next free capability number (profiles = 1 and revision = 2 are reserved)")
         elif cap.number in first:
             yield Finding(at(cap, "number"), f"{profile.name}: capability number {cap.number} is taken by {first[cap.number]}",
-                          "use the next unused number; numbers are never reused")
+                          f"use {free}, the next free capability number; numbers are never reused")
         first.setdefault(cap.number, profile.name)
 
 
-@rule("OE023", "capability-field-name", category="uniqueness",
+@rule("OE023", "capability-field-name", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="capability field names are unique across profiles and are not `profiles` or `revision`")
 def capability_field_name(ctx: CheckContext):
     reserved = set(RESERVED_CAPABILITY_FIELDS.values())
@@ -119,7 +121,7 @@ def _short(name: str, package: str) -> str | None:
     return name[len(prefix):] if name.startswith(prefix) else None
 
 
-@rule("OE024", "capability-message-name", category="uniqueness",
+@rule("OE024", "capability-message-name", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="each capability message name is unique and names no other message of the package")
 def capability_message_name(ctx: CheckContext):
     registry = ctx.registry
@@ -148,7 +150,7 @@ def capability_message_name(ctx: CheckContext):
         first.setdefault(cap.message, profile.name)
 
 
-@rule("OE025", "field-number-range", category="uniqueness",
+@rule("OE025", "field-number-range", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="limit and capability field numbers avoid 19000-19999, which protobuf reserves")
 def field_number_range(ctx: CheckContext):
     hint = "protobuf reserves 19000-19999 for itself; use another number"
@@ -161,7 +163,7 @@ def field_number_range(ctx: CheckContext):
                 yield Finding(at(limit, "field"), f"{profile.name}: limit {limit.name} field {limit.field} is reserved by protobuf", hint)
 
 
-@rule("OE026", "limits-need-capability", category="uniqueness",
+@rule("OE026", "limits-need-capability", requirements=("REQ-ADD-006",), category="uniqueness",
       purpose="a profile with limits declares the capability message that carries them")
 def limits_need_capability(ctx: CheckContext):
     for profile in ctx.registry.profiles:

@@ -10,7 +10,7 @@ from codegen.diagnostics import Severity
 GRPC_STANDARD_PREFIX = "grpc."
 
 
-@rule("OE033", "rpc-package", category="rpcs",
+@rule("OE033", "rpc-package", requirements=("REQ-ADD-010",), category="rpcs",
       purpose="standard profiles own RPCs of the registry package (or standard grpc.* services); "
               "vendor profiles own none of the registry package")
 def rpc_package(ctx: CheckContext):
@@ -25,7 +25,7 @@ def rpc_package(ctx: CheckContext):
                               f"declare the RPC in {package}, or move it to a vendor profile")
 
 
-@rule("OE034", "rpc-request-name", severity=Severity.WARNING, category="rpcs",
+@rule("OE034", "rpc-request-name", requirements=("REQ-ADD-010",), severity=Severity.WARNING, category="rpcs",
       purpose="an RPC of the registry package takes a request named <Method>Request")
 def rpc_request_name(ctx: CheckContext):
     package = ctx.registry.package

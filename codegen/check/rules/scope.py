@@ -9,7 +9,7 @@ from codegen.registry.model import ROLES, STANDARD_PREFIX
 CORE_NAME = STANDARD_PREFIX + "core"
 
 
-@rule("OE014", "scope-roles", category="scope",
+@rule("OE014", "scope-roles", requirements=("REQ-ADD-003",), category="scope",
       purpose="a role-scoped profile lists the roles it applies to (once each); other scopes list none")
 def scope_roles(ctx: CheckContext):
     for profile in ctx.registry.profiles:
@@ -28,7 +28,7 @@ def scope_roles(ctx: CheckContext):
             seen.add(role)
 
 
-@rule("OE015", "single-core", category="scope",
+@rule("OE015", "single-core", requirements=("REQ-ADD-001",), category="scope",
       purpose=f"exactly one profile is mandatory, and it is {CORE_NAME}")
 def single_core(ctx: CheckContext):
     registry = ctx.registry
@@ -53,7 +53,7 @@ def single_core(ctx: CheckContext):
                           "add `mandatory: true` to the core profile")
 
 
-@rule("OE016", "core-shape", category="scope",
+@rule("OE016", "core-shape", requirements=("REQ-ADD-001",), category="scope",
       purpose="the mandatory core is engine-scoped, requires nothing and is never deprecated")
 def core_shape(ctx: CheckContext):
     for profile in ctx.registry.profiles:

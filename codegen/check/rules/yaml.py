@@ -6,7 +6,7 @@ from codegen.check import CheckContext, Finding, rule
 from codegen.registry.resolve import SCHEMA_RULE
 
 
-@rule(SCHEMA_RULE, "schema", category="schema",
+@rule(SCHEMA_RULE, "schema", requirements=("REQ-ADD-003", "REQ-ADD-004", "REQ-ADD-010", "REQ-VER-007"), category="schema",
       purpose="profiles.yaml follows the registry's JSON Schema (keys, types, required fields)",
       needs_model=False)
 def schema(ctx: CheckContext):

@@ -6,7 +6,7 @@ from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, case
 def all_cases() -> list[Case]:
     """Every registered case, in registration order (the order they run in)."""
     from openengine.conformance.cases import (  # noqa: F401  (imported for registration)
-        core, capabilities, health, load, optional, control, wire,
+        core, capabilities, health, load, optional, control, wire, alias,
     )
     return list(CASES)
 

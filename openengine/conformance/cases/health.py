@@ -10,11 +10,10 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import Context, Reader, status_name
-from openengine.conformance.contract import CORE
+from openengine.conformance.contract import CORE, WORK_SERVICES
 
 S = health_pb2.HealthCheckResponse
 INFERENCE = "openengine.v1.Inference"
-WORK_SERVICES = ("openengine.v1.Inference", "openengine.v1.Tasks", "openengine.v1.Encoder")
 FIRST_MESSAGE_SECONDS = 1.0
 
 

@@ -113,24 +113,25 @@ def _task_model(ctx: Context) -> str:
     return models[0]
 
 
-def _families(ctx: Context, model: str) -> set[int]:
-    return set(int(v) for v in ctx.limit(TASKS, "supported_tasks", model=model))
+def _families(ctx: Context, model: str) -> set[str]:
+    """Supported task families as the registry spells them (embed, classify, score)."""
+    return set(ctx.limit(TASKS, "supported_tasks", model=model))
 
 
 @case("tasks.families", profile=TASKS, requires=("REQ-CORE-002", "REQ-TASKS-001"),
       title="Embed, Classify and Score answer for supported families, INVALID_ARGUMENT for others")
 async def tasks_families(ctx: Context):
-    from openengine.v1 import capabilities_pb2 as caps, tasks_pb2
+    from openengine.v1 import tasks_pb2
 
     model = _task_model(ctx)
     families = _families(ctx, model)
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
     calls = {
-        caps.TASK_FAMILY_EMBED: ("Embed", lambda: ctx.tasks.Embed(
+        "embed": ("Embed", lambda: ctx.tasks.Embed(
             tasks_pb2.EmbedRequest(request_id=ctx.request_id("embed"), model=model, inputs=inputs))),
-        caps.TASK_FAMILY_CLASSIFY: ("Classify", lambda: ctx.tasks.Classify(
+        "classify": ("Classify", lambda: ctx.tasks.Classify(
             tasks_pb2.ClassifyRequest(request_id=ctx.request_id("cls"), model=model, inputs=inputs))),
-        caps.TASK_FAMILY_SCORE: ("Score", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
+        "score": ("Score", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
             request_id=ctx.request_id("score"), model=model, query=inputs[0], documents=inputs))),
     }
     size = int(ctx.limit(TASKS, "embedding_size", model=model))
@@ -155,7 +156,7 @@ async def tasks_families(ctx: Context):
 @case("tasks.max-inputs", profile=TASKS, requires=("REQ-CAP-009",),
       title="a task request with more than max_inputs_per_request inputs fails INVALID_ARGUMENT")
 async def tasks_max_inputs(ctx: Context):
-    from openengine.v1 import capabilities_pb2 as caps, tasks_pb2
+    from openengine.v1 import tasks_pb2
 
     model = _task_model(ctx)
     limit = int(ctx.limit(TASKS, "max_inputs_per_request", model=model))
@@ -163,11 +164,11 @@ async def tasks_max_inputs(ctx: Context):
         raise Skipped(f"max_inputs_per_request is {limit}")
     families = _families(ctx, model)
     inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
-    if caps.TASK_FAMILY_EMBED in families:
+    if "embed" in families:
         call = ctx.tasks.Embed(tasks_pb2.EmbedRequest(model=model, inputs=inputs))
-    elif caps.TASK_FAMILY_CLASSIFY in families:
+    elif "classify" in families:
         call = ctx.tasks.Classify(tasks_pb2.ClassifyRequest(model=model, inputs=inputs))
-    elif caps.TASK_FAMILY_SCORE in families:
+    elif "score" in families:
         call = ctx.tasks.Score(tasks_pb2.ScoreRequest(model=model, query=inputs[0], documents=inputs))
     else:
         raise Skipped("the model supports no task family")

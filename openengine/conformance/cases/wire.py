@@ -184,3 +184,25 @@ async def health_list(ctx: Context):
             differ.append(f"{name or '(server)'}: List {status.status}, Check {now}")
     expect(not differ, "List and Check disagree: " + "; ".join(differ))
     return f"{len(listed)} names"
+
+
+@case("load.ranks.sum", profile="openengine.load", requires=("REQ-LOAD-023",),
+      title="with per_rank, GetLoad and WatchLoad totals are the sums of their ranks")
+async def load_ranks_sum(ctx: Context):
+    from openengine.v1 import load_pb2
+    from openengine.validate import check_load
+
+    if not ctx.limit("openengine.load", "per_rank"):
+        raise Skipped("ObservabilityCapabilities.per_rank is false: no per-rank figures to add up")
+    # A finished request leaves blocks behind (a prefix cache) where an engine keeps any.
+    await ctx.generate(ctx.generate_request(max_tokens=2, prompt="conformance fills a few cache blocks " * 4))
+    found = check_load(await ctx.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True)), "GetLoad")
+    call = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(per_rank=True, initial_snapshot=True))
+    try:
+        async for msg in call:
+            if msg.WhichOneof("kind") == "snapshot":
+                found += check_load(msg.snapshot.load, "WatchLoad snapshot")
+                break
+    finally:
+        call.cancel()
+    expect(not found, "; ".join(v.message for v in found))

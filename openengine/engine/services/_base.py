@@ -32,12 +32,18 @@ def refuse_bad_numbers(rt: Runtime, request, *, vocab_size: int = 0) -> None:
     its field's domain, or a token id outside the vocabulary is refused with INVALID_ARGUMENT."""
     from openengine.validate import number_violations
 
-    if rt.fault("numbers-not-checked"):
-        return
-    found = number_violations(request, vocab_size=vocab_size)
-    if found:
-        v = found[0]
-        raise Refused(Code.INVALID_ARGUMENT, f"{v.message} (expected {v.expected}; {v.requirement})")
+    refuse_violations(rt, number_violations(request, vocab_size=vocab_size))
+
+
+def refuse_violations(rt: Runtime, violations) -> None:
+    """Refuse a request with INVALID_ARGUMENT naming every error among `violations` (from
+    `openengine.validate`), each with its field, the limit or rule and the requirement."""
+    from openengine.validate import Severity
+
+    errors = [v for v in rt.hooks.at("admission.violations", list(violations)) if v.severity is Severity.ERROR]
+    if errors:
+        raise Refused(Code.INVALID_ARGUMENT, "; ".join(
+            f"{v.message} (expected {v.expected}; {v.requirement})" for v in errors))
 
 
 def _error(code, message, *, retryable=False, **details) -> generation_pb2.GenerateResponse:
@@ -64,6 +70,26 @@ class Base:
         """REQ-CAP-013 / REQ-TASKS-001: a model-scoped RPC for a model that does not list the profile."""
         if not self.rt.lists(model, profile):
             raise invalid(field, f"model {model!r} does not list {profile} (see its ModelInfo.capabilities.profiles)")
+
+    def admit(self, request, model: str) -> None:
+        """Refuse `request` for every reason `openengine.validate.preflight` finds against what
+        this engine advertises (limits, profiles, model-scoped profiles, numbers), as a client's
+        own preflight would (REQ-CAP-009, REQ-SVC-003, REQ-SVC-005). `model` is the served model
+        the request was routed to. What only the engine knows (its vocabulary, the room left in
+        the context, which adapters and sessions exist) the services check themselves."""
+        from openengine.validate import preflight
+
+        rt = self.rt
+        if rt.admission is None or rt.admission[0] != rt.revision:
+            from openengine.engine.services.discovery import advertised_report
+
+            rt.admission = (rt.revision, advertised_report(rt))
+        if getattr(request, "model", None) == "" and len(rt.models) > 1:
+            routed = type(request)()
+            routed.CopyFrom(request)
+            routed.model = model
+            request = routed
+        refuse_violations(rt, preflight(request, rt.admission[1]))
 
     def serving_work(self, service: str) -> None:
         if not self.rt.accepting():

@@ -5,18 +5,27 @@ from __future__ import annotations
 import asyncio
 
 from openengine.engine.contract import coerce
-from openengine.engine.services._base import Base, Code, ES, Refused, invalid, refuse_bad_numbers
+from openengine.engine.state import DRAINING, PAUSED, SLEEPING, IllegalTransition, RunState
+from openengine.engine.services._base import Base, Code, Refused, invalid, refuse_bad_numbers
 from openengine.v1 import admin_pb2
 
 
 class Admin(Base):
+    async def _transition(self, event: str, reason: str, **details) -> RunState:
+        """Change the run state through the transition table; an event it does not allow in the
+        current state is refused with FAILED_PRECONDITION saying what to do first."""
+        try:
+            return await self.rt.transition(event, reason, **details)
+        except IllegalTransition as err:
+            raise Refused(Code.FAILED_PRECONDITION, str(err)) from None
+
     async def Drain(self, request: admin_pb2.DrainRequest, context):
         rt = self.rt
         loop = asyncio.get_running_loop()
         deadline = None
         if request.HasField("deadline_ms"):
             deadline = loop.time() + min(request.deadline_ms, rt.limit("openengine.admin", "max_drain_deadline_ms")) / 1000.0
-        await rt.set_state(ES.ENGINE_STATE_DRAINING, "Drain")
+        await self._transition("drain", "Drain")
         aborted = 0
         while True:
             remaining = len(rt.scheduler.in_flight())
@@ -38,7 +47,7 @@ class Admin(Base):
         mode = by_number.get(request.mode or spellings.get("abort", 0))
         if mode is None or mode not in modes:
             raise invalid("mode", f"{mode or request.mode} is not in openengine.admin.pause_modes ({', '.join(modes)})")
-        await rt.set_state(ES.ENGINE_STATE_PAUSED, f"PauseGeneration ({mode})")
+        await self._transition("pause", f"PauseGeneration ({mode})", mode=mode)
         aborted = kept = 0
         if mode == "abort":
             aborted = rt.scheduler.abort(lambda r: True, "generation paused", retryable=True)
@@ -48,17 +57,15 @@ class Admin(Base):
             while rt.scheduler.in_flight() and (until is None or loop.time() < until):
                 await asyncio.sleep(0.01)
             aborted = rt.scheduler.abort(lambda r: True, "pause timeout passed", retryable=True)
-        else:
-            rt.keep_paused = True
+        else:   # keep: the run state holds the requests in flight (RunState.holds_requests)
             kept = len(rt.scheduler.in_flight())
         return admin_pb2.PauseGenerationResponse(aborted_requests=aborted, kept_requests=kept)
 
     async def ResumeGeneration(self, request, context):
         rt = self.rt
-        if rt.state not in (ES.ENGINE_STATE_PAUSED, ES.ENGINE_STATE_DRAINING):
+        if rt.run.phase not in (PAUSED, DRAINING):
             return admin_pb2.ResumeGenerationResponse(resumed=False)
-        rt.keep_paused = False
-        await rt.set_state(ES.ENGINE_STATE_SERVING, "ResumeGeneration")
+        await self._transition("resume", "ResumeGeneration")
         return admin_pb2.ResumeGenerationResponse(resumed=True)
 
     async def Sleep(self, request: admin_pb2.SleepRequest, context):
@@ -74,10 +81,9 @@ class Admin(Base):
                           f"({', '.join(sorted(known)) or 'none'})")
         if rt.scheduler.in_flight():
             raise Refused(Code.FAILED_PRECONDITION, "requests are in flight; drain or pause first")
-        rt.sleeping_tags |= tags or known or {"all"}
+        await self._transition("sleep", f"Sleep (level {level})", tags=frozenset(tags or known), level=level)
         if not tags or "kv_cache" in tags:
             rt.clear_prefix_cache()
-        await rt.set_state(ES.ENGINE_STATE_SLEEPING, f"Sleep (level {level})")
         return admin_pb2.SleepResponse(released_bytes=(1 << 30) * level)
 
     async def WakeUp(self, request: admin_pb2.WakeUpRequest, context):
@@ -86,14 +92,10 @@ class Admin(Base):
         known = set(rt.limit("openengine.admin", "wake_tags"))
         if tags - known:
             raise invalid("tags", f"{', '.join(sorted(tags - known))} not in openengine.admin.wake_tags")
-        if rt.state != ES.ENGINE_STATE_SLEEPING:
+        if rt.run.phase != SLEEPING:
             return admin_pb2.WakeUpResponse(awake=True)
-        rt.sleeping_tags = (rt.sleeping_tags - tags) if tags else set()
-        if rt.sleeping_tags - {"all"} and tags:
-            return admin_pb2.WakeUpResponse(awake=False)
-        rt.sleeping_tags = set()
-        await rt.set_state(ES.ENGINE_STATE_SERVING, "WakeUp")
-        return admin_pb2.WakeUpResponse(awake=True)
+        state = await self._transition("wake", "WakeUp", tags=frozenset(tags))
+        return admin_pb2.WakeUpResponse(awake=state.phase != SLEEPING)
 
     async def ResetPrefixCache(self, request, context):
         rt = self.rt

@@ -12,13 +12,9 @@ class Encoder(Base):
     async def Encode(self, request: encoder_pb2.EncodeRequest, context):
         rt = self.rt
         self.serving_work("openengine.v1.Encoder")
-        self.model(request.model)
-        cap = rt.limit("openengine.encoder", "max_items_per_request")
+        self.admit(request, self.model(request.model))
         if not request.items:
             raise invalid("items", "needs at least one item")
-        if len(request.items) > cap:
-            raise invalid("items", f"{len(request.items)} items exceed openengine.encoder.max_items_per_request = {cap}")
-        modalities = rt.limit("openengine.encoder", "modalities")
         ttl = int(rt.limit("openengine.encoder", "handle_ttl_ms"))
         now = rt.clock.now_ns()
         for handle in [h for h, (_, exp) in rt.encoder_cache.items() if exp <= now]:
@@ -28,9 +24,6 @@ class Encoder(Base):
             kind = item.WhichOneof("item")
             if kind is None:
                 raise invalid(f"items[{i}]", "set image, audio or video")
-            if kind not in modalities:
-                raise invalid(f"items[{i}].{kind}", f"modality not in openengine.encoder.modalities "
-                              f"({', '.join(modalities) or 'none'})")
             media = getattr(item, kind)
             payload = media.data if media.WhichOneof("source") == "data" else media.url.encode()
             if not payload:

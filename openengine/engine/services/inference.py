@@ -8,7 +8,7 @@ import zlib
 
 from openengine.engine import model as lm
 from openengine.engine.runtime import Request
-from openengine.engine.services._base import Base, Code, Refused, _error, invalid, refuse_bad_numbers
+from openengine.engine.services._base import Base, Code, Refused, _error, invalid
 from openengine.v1 import common_pb2, generation_pb2, kv_pb2
 
 
@@ -43,19 +43,19 @@ class _Sequence:
 
 class Inference(Base):
     def validate(self, request: generation_pb2.GenerateRequest) -> dict:
-        """Check a request against the advertised limits (REQ-CAP-009, REQ-SVC-003)."""
+        """Admit a request: everything the engine's capabilities say goes through the shared
+        preflight (`Base.admit`); what follows is what only this engine knows (its vocabulary,
+        the room left in the context, which adapters and sessions exist) and the shape of the
+        request itself. Returns the plan the generation loop runs."""
         rt = self.rt
-        lim = lambda name: rt.limit("openengine.core", name)  # noqa: E731
         model = self.model(request.model)
+        self.admit(request, model)
         m = rt.models[model].config
         s = request.sampling
-        refuse_bad_numbers(rt, request, vocab_size=lm.VOCAB_SIZE)
         kind = request.WhichOneof("prompt")
         if kind is None:
             raise invalid("prompt", "set text or token_ids")
         if kind == "token_ids":
-            if not lim("token_ids_input"):
-                raise invalid("token_ids", "pre-tokenized prompts are off (openengine.core.token_ids_input = false)")
             bad = [t for t in request.token_ids.ids if t >= lm.VOCAB_SIZE]
             if bad:
                 raise invalid("token_ids", f"token id {bad[0]} is outside the vocabulary (size {lm.VOCAB_SIZE})")
@@ -71,24 +71,7 @@ class Inference(Base):
         n = s.n if s.HasField("n") else 1
         if n < 1:
             raise invalid("sampling.n", "must be at least 1")
-        if n > lim("max_sequences"):
-            raise invalid("sampling.n", f"{n} exceeds openengine.core.max_sequences = {lim('max_sequences')}")
-        if s.HasField("logprobs") and s.logprobs > lim("max_logprobs"):
-            raise invalid("sampling.logprobs", f"{s.logprobs} exceeds openengine.core.max_logprobs = {lim('max_logprobs')}")
-        if s.HasField("prompt_logprobs"):
-            if not lim("prompt_logprobs"):
-                raise invalid("sampling.prompt_logprobs", "prompt log-probabilities are off (openengine.core.prompt_logprobs = false)")
-            if s.prompt_logprobs > lim("max_logprobs"):
-                raise invalid("sampling.prompt_logprobs", f"{s.prompt_logprobs} exceeds openengine.core.max_logprobs = {lim('max_logprobs')}")
-        if s.HasField("min_p") and not lim("min_p"):
-            raise invalid("sampling.min_p", "min-p sampling is off (openengine.core.min_p = false)")
-        if s.logit_bias and not lim("logit_bias"):
-            raise invalid("sampling.logit_bias", "logit bias is off (openengine.core.logit_bias = false)")
         guided = s.guided.WhichOneof("constraint") if s.HasField("guided") else None
-        if guided is not None and guided not in lim("guided_decoding_modes"):
-            modes = ", ".join(lim("guided_decoding_modes")) or "none"
-            raise invalid(f"sampling.guided.{guided}",
-                          f"mode not in openengine.core.guided_decoding_modes ({modes})")
         if guided == "json_object" and not s.guided.json_object:
             raise invalid("sampling.guided.json_object", "must be true when set")
         if guided == "choice" and not s.guided.choice.values:
@@ -97,8 +80,6 @@ class Inference(Base):
         if s.HasField("max_tokens"):
             if s.max_tokens < 1:
                 raise invalid("sampling.max_tokens", "must be at least 1")
-            if s.max_tokens > m.max_output_tokens:
-                raise invalid("sampling.max_tokens", f"{s.max_tokens} exceeds ModelInfo.max_output_tokens = {m.max_output_tokens}")
             if s.max_tokens > room:
                 raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed ModelInfo.max_context_tokens = {m.max_context_tokens}")
             max_tokens = s.max_tokens
@@ -107,50 +88,25 @@ class Inference(Base):
         if s.HasField("min_tokens") and s.min_tokens > max_tokens:
             raise invalid("sampling.min_tokens", f"{s.min_tokens} exceeds max_tokens {max_tokens}")
         if request.HasField("adapter"):
-            if not rt.has("openengine.adapters"):
-                raise invalid("adapter", "openengine.adapters is not advertised")
-            self.model_lists(model, "openengine.adapters", "adapter")
             loaded = rt.adapters.get(request.adapter)
             if loaded is None:
                 raise Refused(Code.NOT_FOUND, f"adapter: no loaded adapter {request.adapter!r}")
             if loaded.model != model:
                 raise invalid("adapter", f"{request.adapter!r} is loaded for model {loaded.model!r}, not {model!r}")
         if request.HasField("session_id"):
-            if not rt.has("openengine.sessions"):
-                raise invalid("session_id", "openengine.sessions is not advertised")
             rt.expire_sessions()
             if request.session_id not in rt.sessions:
                 raise Refused(Code.NOT_FOUND, f"session_id: no open session {request.session_id!r}")
-        kv = None
-        if request.HasField("kv_transfer"):
-            if not rt.has("openengine.kv"):
-                raise invalid("kv_transfer", "openengine.kv is not advertised")
-            kv = request.kv_transfer
-            if kv.role == kv_pb2.KV_TRANSFER_ROLE_UNSPECIFIED:
-                raise invalid("kv_transfer.role", "set KV_TRANSFER_ROLE_PRODUCER or KV_TRANSFER_ROLE_CONSUMER")
-            backends = rt.limit("openengine.kv", "kv_transfer_backends")
-            if kv.backend and kv.backend not in backends:
-                raise invalid("kv_transfer.backend", f"{kv.backend!r} is not in openengine.kv.kv_transfer_backends "
-                              f"({', '.join(backends) or 'none'})")
+        kv = request.kv_transfer if request.HasField("kv_transfer") else None
+        if kv is not None and kv.role == kv_pb2.KV_TRANSFER_ROLE_UNSPECIFIED:
+            raise invalid("kv_transfer.role", "set KV_TRANSFER_ROLE_PRODUCER or KV_TRANSFER_ROLE_CONSUMER")
         return dict(prompt=prompt, n=n, max_tokens=max_tokens, guided=guided, kv=kv, extra_tokens=extra_tokens,
                     model=model)
-
-    def validate_loosely(self, request) -> dict:
-        """For the limits-not-enforced fault: only what the stand-in model needs to run."""
-        prompt = list(request.token_ids.ids) if request.WhichOneof("prompt") == "token_ids" else lm.tokenize(request.text)
-        s = request.sampling
-        return dict(prompt=prompt or [0], n=max(1, min(s.n if s.HasField("n") else 1, 64)),
-                    max_tokens=max(1, min(s.max_tokens if s.HasField("max_tokens") else 16, 4096)),
-                    guided=None, kv=request.kv_transfer if request.HasField("kv_transfer") else None,
-                    extra_tokens=0, model=self.rt.model_name)
 
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         rt = self.rt
         self.serving_work("openengine.v1.Inference")
-        if rt.fault("limits-not-enforced"):
-            plan = self.validate_loosely(request)
-        else:
-            plan = self.validate(request)
+        plan = rt.hooks.at("generate.admission", self.validate, rt=rt)(request)
         request_id = request.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if rt.scheduler.find(request_id) is not None:
             raise Refused(Code.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")
@@ -177,8 +133,8 @@ class Inference(Base):
         s = request.sampling
         await req.scheduled.wait()
         if req.aborted is not None:
-            if not rt.fault("generate-no-terminal"):
-                yield _error(common_pb2.ERROR_CODE_ABORTED, f"aborted: {req.aborted[0]}", retryable=req.aborted[1])
+            for terminal in _terminal(rt, req):
+                yield terminal
             return
         adapter = request.adapter if request.HasField("adapter") else ""
         # Models do not share cached blocks: any but the default model keys them by its name too.
@@ -213,11 +169,11 @@ class Inference(Base):
                 await asyncio.sleep(delay)
             else:
                 await asyncio.sleep(0)
-            while rt.keep_paused and req.aborted is None:
+            while rt.run.holds_requests and req.aborted is None:
                 await asyncio.sleep(0.01)
-            if req.aborted is not None and not rt.fault("abort-ignored"):
-                if not rt.fault("generate-no-terminal"):
-                    yield _error(common_pb2.ERROR_CODE_ABORTED, f"aborted: {req.aborted[0]}", retryable=req.aborted[1])
+            if req.aborted is not None:
+                for terminal in _terminal(rt, req):
+                    yield terminal
                 return
             req.generated += 1
             for q in seqs:
@@ -309,6 +265,13 @@ class Inference(Base):
                 backend=kv.backend or (backends[0] if backends else ""),
                 backend_params={"blocks": str(-(-len(prompt) // rt.kv_block_size))}))
         return generation_pb2.GenerateResponse(final=final)
+
+
+def _terminal(rt, req) -> list[generation_pb2.GenerateResponse]:
+    """The message an aborted stream ends with (REQ-SVC-002): its terminal EngineError."""
+    error = _error(common_pb2.ERROR_CODE_ABORTED, f"aborted: {req.aborted[0]}", retryable=req.aborted[1])
+    terminal = rt.hooks.at("generate.terminal", error)
+    return [terminal] if terminal is not None else []
 
 
 def _prompt_logprobs(prompt, k):

@@ -24,8 +24,6 @@ class Lifecycle(Base):
             if not request.all:
                 raise invalid("all", "must be true when set")
             match = lambda r: True  # noqa: E731
-        if rt.fault("abort-ignored"):
-            count = sum(1 for r in rt.scheduler.in_flight() if match(r))
-        else:
-            count = rt.scheduler.abort(match, "cancelled by Abort", retryable=False)
+        abort = rt.hooks.at("lifecycle.abort", rt.scheduler.abort, rt=rt)
+        count = abort(match, "cancelled by Abort", retryable=False)
         return lifecycle_pb2.AbortResponse(aborted=count)

@@ -13,7 +13,7 @@ class Observability(Base):
         rt = self.rt
         lim = lambda name: rt.limit("openengine.load", name)  # noqa: E731
         lo, hi = lim("min_watch_interval_ms"), lim("max_watch_interval_ms")
-        clamp = (lambda v: v) if rt.fault("watch-interval-not-clamped") else (lambda v: max(lo, min(hi, v)))
+        clamp = lambda v: rt.hooks.at("watch.clamped", max(lo, min(hi, v)), requested=v)  # noqa: E731
         if not request.HasField("interval_ms"):
             interval = lim("default_watch_interval_ms")
         elif request.interval_ms == 0:
@@ -31,38 +31,31 @@ class Observability(Base):
         return interval, heartbeat, initial, per_rank
 
     async def GetLoad(self, request: load_pb2.GetLoadRequest, context):
-        info = self.rt.build_load(per_rank=request.per_rank)
-        if self.rt.fault("getload-instance-mismatch"):
-            info.instance_id = "not-" + info.instance_id
-        return info
+        return self.rt.hooks.at("load.get", self.rt.build_load(per_rank=request.per_rank))
 
     async def WatchLoad(self, request: load_pb2.WatchLoadRequest, context):
         from openengine.engine.load import Watcher
 
         rt = self.rt
         max_watchers = rt.limit("openengine.load", "max_watchers")
-        if len(rt.load) >= max_watchers and not rt.fault("watch-max-watchers-ignored"):
+        if len(rt.load) >= rt.hooks.at("watch.max-watchers", max_watchers):
             raise Refused(Code.RESOURCE_EXHAUSTED,
                           f"{len(rt.load)} WatchLoad streams are open, openengine.load.max_watchers = {max_watchers}")
         interval, heartbeat, initial, per_rank = self.settings(request)
         watcher = Watcher(interval, heartbeat, per_rank, rt.revision,
-                          count_coalesced=not rt.fault("watch-silent-gap"))
-        instance_id = ("not-" + rt.instance_id) if rt.fault("watch-instance-id-mismatch") else rt.instance_id
+                          count_coalesced=rt.hooks.at("watch.count-coalesced", True))
+        instance_id = rt.hooks.at("watch.instance-id", rt.instance_id)
         sequence = 0
-        back = rt.fault("watch-timestamp-backwards")
-        stuck = rt.fault("watch-sequence-not-increasing")
+        hook = rt.hooks.at
         loop = asyncio.get_running_loop()
         last_sent = loop.time()
 
         def message(**kind) -> load_pb2.WatchLoadResponse:
             nonlocal sequence
-            ts_ns = rt.clock.now_ns()
-            if back and sequence % 2 == 1:
-                ts_ns -= 1_000_000_000
+            ts_ns = hook("watch.timestamp-ns", rt.clock.now_ns(), sequence=sequence)
             msg = load_pb2.WatchLoadResponse(sequence=sequence, **kind)
             msg.timestamp.seconds, msg.timestamp.nanos = divmod(ts_ns, 1_000_000_000)
-            if not (stuck and sequence > 0 and sequence % 3 == 2):
-                sequence += 1
+            sequence = hook("watch.next-sequence", sequence + 1, sequence=sequence)
             return msg
 
         def snapshot_message(info, coalesced):
@@ -78,17 +71,16 @@ class Observability(Base):
                                               instance_id=instance_id, capability_revision=rt.revision)
         rt.load.open(watcher)
         try:
-            if rt.fault("watch-settings-not-first"):
-                yield snapshot_message(rt.build_load(per_rank), 0)
-                yield message(settings=settings)
-            else:
-                yield message(settings=settings)
-                if initial and not rt.fault("watch-no-initial-snapshot"):
+            # REQ-LOAD-004, REQ-LOAD-009: the settings first, then the initial snapshot if asked.
+            for step in rt.hooks.at("watch.opening", ("settings", "snapshot") if initial else ("settings",)):
+                if step == "settings":
+                    yield message(settings=settings)
+                else:
                     yield snapshot_message(rt.build_load(per_rank), 0)
-            if rt.fault("watch-ends-ok"):
+            if not rt.hooks.at("watch.keep-open", True):
                 return
             last_sent = loop.time()
-            heartbeats = heartbeat > 0 and not rt.fault("watch-missing-heartbeat")
+            heartbeats = heartbeat > 0 and rt.hooks.at("watch.heartbeats", True)
             while True:
                 if watcher.closed_with is not None:
                     code, text = watcher.closed_with
@@ -115,8 +107,7 @@ class Observability(Base):
                     yield message(heartbeat=load_pb2.Heartbeat())
                     last_sent = loop.time()
         except asyncio.CancelledError:
-            if rt.fault("watch-cancel-aborts-requests"):
-                rt.scheduler.abort(lambda r: True, "load watcher cancelled", retryable=True)
+            rt.hooks.at("watch.cancelled", None, rt=rt)  # REQ-LOAD-018: nothing else stops
             raise
         finally:
             rt.load.close(watcher)
@@ -131,7 +122,7 @@ class Observability(Base):
                           f"{cap} runtime event streams are open, openengine.runtime-events.max_subscribers = {cap}")
         sub = Subscriber(rt.runtime_events.capacity)
         rt.runtime_events.subscribers.add(sub)
-        sequence = 0 if rt.fault("events-sequence-from-zero") else 1
+        sequence = rt.hooks.at("events.first-sequence", 1)
         try:
             if request.initial_state:
                 sub.put((rt.clock.now_ns(), ES.RuntimeEvent(state_changed=ES.StateChanged(

@@ -9,20 +9,15 @@ from openengine.v1 import tasks_pb2
 
 
 class Tasks(Base):
-    def _check(self, family: str, model: str, count: int, field: str) -> str:
-        rt = self.rt
+    def _check(self, request, count: int, field: str) -> str:
+        """Admit a task request: the shared preflight against what the engine advertises (the
+        model lists openengine.tasks and serves this task family, the input count), then the
+        shape of the request. Returns the served model."""
         self.serving_work("openengine.v1.Tasks")
-        model = self.model(model)
-        self.model_lists(model, "openengine.tasks")
-        families = rt.model_limit(model, "openengine.tasks", "supported_tasks")
-        if family not in families:
-            raise invalid("model", f"model {model!r} does not serve {family} (openengine.tasks.supported_tasks: "
-                          f"{', '.join(families) or 'none'})")
-        cap = rt.model_limit(model, "openengine.tasks", "max_inputs_per_request")
+        model = self.model(request.model)
+        self.admit(request, model)
         if count == 0:
             raise invalid(field, "needs at least one input")
-        if count > cap:
-            raise invalid(field, f"{count} inputs exceed openengine.tasks.max_inputs_per_request = {cap}")
         return model
 
     def _ids(self, model: str, item: tasks_pb2.TaskInput, field: str, truncate: int | None) -> list[int]:
@@ -39,13 +34,11 @@ class Tasks(Base):
 
     async def Embed(self, request: tasks_pb2.EmbedRequest, context):
         rt = self.rt
-        model = self._check("embed", request.model, len(request.inputs), "inputs")
+        model = self._check(request, len(request.inputs), "inputs")
         size = int(rt.model_limit(model, "openengine.tasks", "embedding_size"))
         if size == 0:
             raise invalid("model", "the model does not embed (openengine.tasks.embedding_size = 0)")
         if request.HasField("dimensions"):
-            if not rt.model_limit(model, "openengine.tasks", "matryoshka") and request.dimensions != size:
-                raise invalid("dimensions", "reduced dimensions are off (openengine.tasks.matryoshka = false)")
             if not 1 <= request.dimensions <= size:
                 raise invalid("dimensions", f"must be in 1..{size} (openengine.tasks.embedding_size)")
             size = request.dimensions
@@ -61,7 +54,7 @@ class Tasks(Base):
         return out
 
     async def Classify(self, request: tasks_pb2.ClassifyRequest, context):
-        model = self._check("classify", request.model, len(request.inputs), "inputs")
+        model = self._check(request, len(request.inputs), "inputs")
         truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
         out = tasks_pb2.ClassifyResponse()
         tokens = 0
@@ -75,7 +68,7 @@ class Tasks(Base):
         return out
 
     async def Score(self, request: tasks_pb2.ScoreRequest, context):
-        model = self._check("score", request.model, len(request.documents), "documents")
+        model = self._check(request, len(request.documents), "documents")
         truncate = request.truncate_tokens if request.HasField("truncate_tokens") else None
         query = self._ids(model, request.query, "query", truncate)
         out = tasks_pb2.ScoreResponse()

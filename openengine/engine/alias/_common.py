@@ -1,0 +1,97 @@
+"""What both aliases share: running a v1 RPC through the server's own path, and the
+translations that do not depend on the earlier revision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from openengine.engine.services._base import Refused
+from openengine.v1 import common_pb2, discovery_pb2, events_pb2, generation_pb2
+
+Code = grpc.StatusCode
+ES = events_pb2
+
+
+class AliasBase:
+    """An alias service implementation. `self.unary` / `self.stream` run a v1 RPC exactly as a
+    v1 call would run (profile gate, admin guard, validation, scheduler)."""
+
+    service = ""
+
+    def __init__(self, invoker: Any, rt):
+        self.invoker = invoker
+        self.rt = rt
+
+    def _rpc(self, v1: str):
+        service, method = v1.split("/")
+        rpc = self.rt.catalogue.rpc(service, method)
+        if rpc is None:  # the contract lost an RPC an alias maps to: a build error, never a request's
+            raise Refused(Code.INTERNAL, f"{v1}, which {self.service} maps to, is not in the contract")
+        return rpc
+
+    def _skip(self, v1: str) -> tuple[str, ...]:
+        return self.rt.hooks.at("alias.gate-skips", (), v1=v1)
+
+    async def unary(self, v1: str, request, context):
+        return await self.invoker.invoke_unary(self._rpc(v1), request, context, skip=self._skip(v1))
+
+    def stream(self, v1: str, request, context):
+        return self.invoker.invoke_stream(self._rpc(v1), request, context, skip=self._skip(v1))
+
+    def gate(self, v1: str, context) -> None:
+        """Refuse exactly as a call of the v1 RPC would be refused before it runs."""
+        refusal = self.invoker.gate(self._rpc(v1), context, skip=self._skip(v1))
+        if refusal is not None:
+            raise refusal
+
+    def replaced(self, method: str, replacement: str) -> Refused:
+        """A legacy method with no one-to-one v1 counterpart (REQ-ALIAS-001 still applies first)."""
+        return Refused(Code.UNIMPLEMENTED, f"{self.service}/{method} is not translated by this alias; "
+                                           f"use {replacement} instead")
+
+
+def not_translated(field: str, replacement: str) -> Refused:
+    """An earlier request field the alias cannot carry over to v1: refused, never dropped."""
+    return Refused(Code.INVALID_ARGUMENT, f"{field}: not translated by the compatibility alias; {replacement}")
+
+
+def enum_by_suffix(value: int, source, target) -> int:
+    """Translate between two enums spelled `<PREFIX>_<NAME>` by their NAME; 0 when absent."""
+    name = source.Name(value)
+    suffix = name.split("_", 2)[-1] if name.count("_") >= 2 else name
+    for candidate in target.keys():
+        if candidate.endswith("_" + suffix) and candidate.count("_") == name.count("_"):
+            return target.Value(candidate)
+    return 0
+
+
+def role_name(info: discovery_pb2.EngineInfo) -> str:
+    return common_pb2.Role.Name(info.role)[len("ROLE_"):]
+
+
+def health_state(rt) -> str:
+    """READY exactly when openengine.v1.Inference is SERVING (REQ-ALIAS-002), else why not."""
+    if rt.state == ES.ENGINE_STATE_SERVING:
+        return "READY"
+    if rt.state == ES.ENGINE_STATE_DRAINING:
+        return "DRAINING"
+    return "NOT_READY"
+
+
+def error_code(code: int, target) -> int:
+    """v1 ErrorCode -> an earlier ErrorCode enum; the closest meaning, INTERNAL when none."""
+    name = common_pb2.ErrorCode.Name(code)[len("ERROR_CODE_"):]
+    closest = {"ABORTED": "CANCELLED", "RESOURCE_EXHAUSTED": "OVERLOADED", "UNAVAILABLE": "DRAINING",
+               "NOT_FOUND": "MODEL_NOT_FOUND", "DEADLINE_EXCEEDED": "CANCELLED"}.get(name, name)
+    try:
+        return target.Value(f"ERROR_CODE_{closest}")
+    except ValueError:
+        return target.Value("ERROR_CODE_INTERNAL")
+
+
+def finish_reason(reason: int, target) -> int:
+    name = generation_pb2.FinishReason.Name(reason)[len("FINISH_REASON_"):]
+    return target.Value(f"FINISH_REASON_{'CANCELLED' if name == 'ABORTED' else name}") \
+        if name != "UNSPECIFIED" else 0

@@ -1,0 +1,138 @@
+"""`openengine.v1.Control`, the control service of schema revision 3's split, answered by v1.
+
+Revision 3's `Inference/Generate` is not aliased: v1 serves its own Generate under that name.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import struct_pb2
+
+from openengine.engine.alias import kv
+from openengine.engine.alias._common import AliasBase, Code, enum_by_suffix, health_state, not_translated
+from openengine.engine.services._base import Refused
+from openengine.legacy.rev3.v1 import control_pb2 as r3
+from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2, load_pb2
+
+
+def load_info(info: load_pb2.LoadInfo) -> r3.LoadInfo:
+    attributes = struct_pb2.Struct()
+    attributes.update(dict(info.attributes))
+    out = r3.LoadInfo(
+        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
+        running_requests=info.running_requests, queued_requests=info.queued_requests,
+        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
+        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
+        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
+        decode_batch_size=info.decode_batch_size, attributes=attributes)
+    for r in info.ranks:
+        out.ranks.add(data_parallel_rank=r.data_parallel_rank, running_requests=r.running_requests,
+                      queued_requests=r.queued_requests, used_kv_blocks=r.used_kv_blocks,
+                      total_kv_blocks=r.total_kv_blocks)
+    return out
+
+
+class ControlAlias(AliasBase):
+    service = "openengine.v1.Control"
+
+    async def GetServerInfo(self, request, context):
+        info = await self.unary("openengine.v1.Discovery/GetEngineInfo", discovery_pb2.GetEngineInfoRequest(), context)
+        caps = await self.unary("openengine.v1.Discovery/GetCapabilities", discovery_pb2.GetCapabilitiesRequest(), context)
+        p = info.parallelism
+        parallelism = r3.ParallelismInfo(tensor_parallel_size=p.tensor_parallel_size,
+                                         pipeline_parallel_size=p.pipeline_parallel_size,
+                                         data_parallel_size=p.data_parallel_size,
+                                         decode_context_parallel_size=p.decode_context_parallel_size)
+        if p.HasField("data_parallel_rank"):
+            parallelism.data_parallel_rank = p.data_parallel_rank
+        capacity = r3.DeploymentCapacity()
+        if caps.generation.HasField("max_running_requests"):
+            capacity.max_running_requests = caps.generation.max_running_requests
+        if caps.HasField("kv") and caps.kv.HasField("kv_block_size"):
+            capacity.kv_block_size = caps.kv.kv_block_size
+        if caps.HasField("adapters") and caps.adapters.HasField("max_loras"):
+            capacity.max_loras = caps.adapters.max_loras
+        return r3.ServerInfo(
+            engine_name=info.engine_name, engine_version=info.engine_version,
+            engine_role=enum_by_suffix(info.role, common_pb2.Role, r3.EngineRole), instance_id=info.instance_id,
+            supported_models=info.served_models, parallelism=parallelism,
+            schema_revision=info.schema_revision, minimum_client_revision=info.minimum_client_revision,
+            schema_release=f"schema-revision-{info.schema_revision}", capacity=capacity)
+
+    async def GetModelInfo(self, request: r3.GetModelInfoRequest, context):
+        info = await self.unary("openengine.v1.Discovery/GetModelInfo",
+                                discovery_pb2.GetModelInfoRequest(model=request.model), context)
+        profiles = {p.name for p in info.capabilities.profiles}
+        return r3.ModelInfo(
+            model_id=info.base_model or info.model, served_model_name=info.model,
+            max_context_length=self.rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
+            supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
+            supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
+            reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
+
+    async def GetLoad(self, request: r3.GetLoadRequest, context):
+        info = await self.unary("openengine.v1.Observability/GetLoad",
+                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
+        return load_info(info)
+
+    async def Health(self, request: r3.HealthRequest, context):
+        if request.include_inference_probe:
+            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
+        return r3.HealthResponse(state=r3.HealthState.Value(f"HEALTH_STATE_{health_state(self.rt)}"))
+
+    async def Abort(self, request: r3.AbortRequest, context):
+        v1 = lifecycle_pb2.AbortRequest()
+        target = request.WhichOneof("target")
+        if target == "all_requests":
+            v1.all = True
+        elif target == "kv_session":
+            v1.kv_session_id = request.kv_session.session_id
+        elif target == "request_id":
+            v1.request_ids.values.append(request.request_id)
+        if not self.rt.hooks.at("alias.abort-shared", True):
+            return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="nothing to abort")
+        answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
+        if answer.aborted:
+            return r3.AbortResponse(status=r3.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
+        return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="no matching request in flight")
+
+    async def _adapters(self, context) -> dict[str, adapters_pb2.AdapterInfo]:
+        listed = await self.unary("openengine.v1.Adapters/ListAdapters", adapters_pb2.ListAdaptersRequest(), context)
+        return {a.name: a for a in listed.adapters}
+
+    async def LoadLora(self, request: r3.LoadLoraRequest, context):
+        wanted = request.adapter
+        # Revision 3 makes loading the same adapter twice a success; v1 answers ALREADY_EXISTS.
+        loaded = (await self._adapters(context)).get(wanted.lora_name)
+        if loaded is not None and loaded.source == wanted.source_path:
+            return r3.LoadLoraResponse(adapter=_lora(loaded, wanted.lora_id), already_loaded=True)
+        answer = await self.unary("openengine.v1.Adapters/LoadAdapter", adapters_pb2.LoadAdapterRequest(
+            name=wanted.lora_name, source=wanted.source_path), context)
+        return r3.LoadLoraResponse(adapter=_lora(answer.adapter, wanted.lora_id))
+
+    async def UnloadLora(self, request: r3.UnloadLoraRequest, context):
+        loaded = (await self._adapters(context)).get(request.lora_name)
+        answer = await self.unary("openengine.v1.Adapters/UnloadAdapter",
+                                  adapters_pb2.UnloadAdapterRequest(name=request.lora_name), context)
+        if not answer.unloaded or loaded is None:
+            raise Refused(Code.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r} is loaded")
+        return r3.UnloadLoraResponse(adapter=_lora(loaded))
+
+    async def ListLoras(self, request, context):
+        return r3.ListLorasResponse(adapters=[_lora(a) for a in (await self._adapters(context)).values()])
+
+    async def GetKvEventSources(self, request: r3.GetKvEventSourcesRequest, context):
+        answer = await self.unary("openengine.v1.Kv/GetKvEventSources", kv_pb2.GetKvEventSourcesRequest(), context)
+        return kv.event_sources(r3, request, answer)
+
+    async def SubscribeKvEvents(self, request: r3.SubscribeKvEventsRequest, context):
+        async for batch in self.stream("openengine.v1.Kv/SubscribeKvEvents", kv.subscribe_request(request), context):
+            if batch.dropped:
+                yield r3.SubscribeKvEventsResponse(error=r3.EngineError(
+                    code=r3.ERROR_CODE_INTERNAL, message=kv.DROPPED.format(n=batch.dropped), retryable=True))
+                return
+            yield r3.SubscribeKvEventsResponse(batch=kv.event_batch(r3, batch))
+
+
+def _lora(adapter: adapters_pb2.AdapterInfo, lora_id: int = 0) -> r3.LoraAdapter:
+    """v1 adapters have no numeric id: the one a load names is echoed, lists report 0."""
+    return r3.LoraAdapter(lora_id=lora_id, lora_name=adapter.name, source_path=adapter.source)

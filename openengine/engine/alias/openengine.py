@@ -1,0 +1,210 @@
+"""`openengine.v1.OpenEngine`, the combined service of schema revision 2, answered by v1.
+
+Field by field as spec/services.md's translation table says; an earlier field the alias cannot
+carry over is refused with INVALID_ARGUMENT naming it and its v1 replacement, never dropped.
+"""
+
+from __future__ import annotations
+
+from openengine.engine.alias import kv
+from openengine.engine.alias._common import (AliasBase, Code, enum_by_suffix, error_code, finish_reason,
+                                             health_state, not_translated)
+from openengine.engine.services._base import Refused
+from openengine.legacy.rev2.v1 import openengine_pb2 as r2
+from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
+                           load_pb2)
+
+
+def generate_request(req: r2.GenerateRequest) -> generation_pb2.GenerateRequest:
+    """Revision 2 GenerateRequest -> v1 (plain scalars: zero means "not set")."""
+    if req.media:
+        raise not_translated("media", "send media to openengine.v1.Encoder/Encode and pass the handles in "
+                                      "Inference/Generate encoder_inputs")
+    if req.HasField("kv_session"):
+        raise not_translated("kv_session", "use openengine.v1.Inference/Generate kv_transfer")
+    if req.HasField("data_parallel_rank"):
+        raise not_translated("data_parallel_rank", "v1 places requests itself; route by engine instead")
+    if req.logprob_start_len > 0:
+        raise not_translated("logprob_start_len", "use openengine.v1.Inference/Generate sampling.prompt_logprobs")
+    if req.guided.backend:
+        raise not_translated("guided.backend", "v1 requests cannot choose a grammar backend")
+    out = generation_pb2.GenerateRequest(request_id=req.request_id, model=req.model)
+    if req.WhichOneof("input") == "prompt":
+        out.text = req.prompt
+    elif req.WhichOneof("input") == "token_ids":
+        out.token_ids.ids.extend(req.token_ids.ids)
+    s, o = req.sampling, out.sampling
+    if s.temperature:
+        o.temperature = s.temperature
+    if s.top_p:
+        o.top_p = s.top_p
+    if s.top_k > 0:
+        o.top_k = s.top_k
+    if s.frequency_penalty:
+        o.frequency_penalty = s.frequency_penalty
+    if s.presence_penalty:
+        o.presence_penalty = s.presence_penalty
+    if s.max_tokens:
+        o.max_tokens = s.max_tokens
+    if s.seed:
+        o.seed = s.seed
+    o.ignore_eos = s.ignore_eos
+    for stop in req.stop:
+        if stop.WhichOneof("condition") == "stop_text":
+            o.stop.append(stop.stop_text)
+        elif stop.WhichOneof("condition") == "stop_token_id":
+            o.stop_token_ids.append(stop.stop_token_id)
+    guide = req.guided.WhichOneof("guide")
+    if guide is not None:
+        setattr(o.guided, guide, getattr(req.guided, guide))
+    if req.lora_name:
+        out.adapter = req.lora_name
+    if req.return_logprobs:
+        o.logprobs = req.top_logprobs
+    return out
+
+
+def _token_output(request_id, token_ids, text, logprobs) -> r2.GenerateResponse:
+    token = r2.TokenOutput(token_ids=token_ids, text=text)
+    for lp in logprobs:
+        token.logprobs.add(token_id=lp.token_id, logprob=lp.logprob, rank=lp.rank)
+        if lp.top:
+            token.top_logprobs.add(entries=[r2.LogProb(token_id=t.token_id, logprob=t.logprob, token=t.token)
+                                            for t in lp.top])
+    return r2.GenerateResponse(request_id=request_id, token=token)
+
+
+def generate_responses(request_id: str, message: generation_pb2.GenerateResponse) -> list[r2.GenerateResponse]:
+    """One v1 GenerateResponse -> the revision 2 events it stands for."""
+    kind = message.WhichOneof("kind")
+    if kind == "chunk":
+        c = message.chunk
+        return [_token_output(request_id, c.token_ids, c.text, c.logprobs)]
+    if kind == "final":
+        f = message.final
+        out = [_token_output(request_id, f.token_ids, f.text, f.logprobs)] if (f.token_ids or f.text) else []
+        usage = r2.Usage(prompt_tokens=f.usage.prompt_tokens, completion_tokens=f.usage.completion_tokens,
+                         total_tokens=f.usage.prompt_tokens + f.usage.completion_tokens)
+        out.append(r2.GenerateResponse(
+            request_id=request_id, usage=usage,
+            finished=r2.GenerationFinished(reason=finish_reason(f.finish_reason, r2.FinishReason),
+                                           message=f.stop_reason)))
+        return out
+    if kind == "error":
+        e = message.error
+        return [r2.GenerateResponse(request_id=request_id, error=r2.EngineError(
+            code=error_code(e.code, r2.ErrorCode), message=e.message,
+            retry_hint="retryable" if e.retryable else ""))]
+    return []
+
+
+def load_info(info: load_pb2.LoadInfo) -> r2.LoadInfo:
+    out = r2.LoadInfo(
+        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
+        running_requests=info.running_requests, queued_requests=info.queued_requests,
+        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
+        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
+        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
+        decode_batch_size=info.decode_batch_size, attributes=dict(info.attributes))
+    for r in info.ranks:
+        out.ranks.add(data_parallel_rank=r.data_parallel_rank, running_requests=r.running_requests,
+                      queued_requests=r.queued_requests, used_kv_blocks=r.used_kv_blocks,
+                      total_kv_blocks=r.total_kv_blocks)
+    return out
+
+
+def model_info(info: discovery_pb2.ModelInfo, rt) -> r2.ModelInfo:
+    profiles = {p.name for p in info.capabilities.profiles}
+    core = rt.limits.get("openengine.core", {})
+    return r2.ModelInfo(
+        model_id=info.base_model or info.model, served_model_name=info.model,
+        max_context_length=rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
+        max_running_requests=int(core.get("max_running_requests") or 0),
+        supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
+        supports_logprobs=bool(core.get("max_logprobs")),
+        supports_guided_decoding=bool(core.get("guided_decoding_modes")),
+        supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
+        reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
+
+
+class OpenEngineAlias(AliasBase):
+    service = "openengine.v1.OpenEngine"
+
+    async def Generate(self, request: r2.GenerateRequest, context):
+        v1 = generate_request(request)
+        request_id = request.request_id
+        async for message in self.stream("openengine.v1.Inference/Generate", v1, context):
+            for out in generate_responses(request_id, message):
+                yield out
+
+    async def GetEngineInfo(self, request, context):
+        info = await self.unary("openengine.v1.Discovery/GetEngineInfo", discovery_pb2.GetEngineInfoRequest(), context)
+        p = info.parallelism
+        return r2.EngineInfo(
+            engine_name=info.engine_name, engine_version=info.engine_version, api_version="openengine.v1",
+            role=enum_by_suffix(info.role, common_pb2.Role, r2.EngineRole), instance_id=info.instance_id,
+            supported_models=info.served_models,
+            parallelism=r2.ParallelismInfo(tensor_parallel_size=p.tensor_parallel_size,
+                                           pipeline_parallel_size=p.pipeline_parallel_size,
+                                           data_parallel_size=p.data_parallel_size,
+                                           data_parallel_rank=p.data_parallel_rank))
+
+    async def GetModelInfo(self, request, context):
+        info = await self.unary("openengine.v1.Discovery/GetModelInfo", discovery_pb2.GetModelInfoRequest(), context)
+        return model_info(info, self.rt)
+
+    async def GetLoad(self, request: r2.GetLoadRequest, context):
+        info = await self.unary("openengine.v1.Observability/GetLoad",
+                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
+        return load_info(info)
+
+    async def Health(self, request: r2.HealthRequest, context):
+        if request.include_inference_probe:
+            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
+        state = health_state(self.rt)
+        return r2.HealthResponse(state=r2.HealthState.Value(f"HEALTH_STATE_{state}"))
+
+    async def Abort(self, request: r2.AbortRequest, context):
+        v1 = lifecycle_pb2.AbortRequest()
+        if request.abort_all:
+            v1.all = True
+        elif request.HasField("kv_session"):
+            v1.kv_session_id = request.kv_session.session_id
+        elif request.request_id:
+            v1.request_ids.values.append(request.request_id)
+        if not self.rt.hooks.at("alias.abort-shared", True):
+            return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="nothing to abort")
+        answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
+        if answer.aborted:
+            return r2.AbortResponse(status=r2.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
+        return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="no matching request in flight")
+
+    async def Drain(self, request: r2.DrainRequest, context):
+        if not request.stop_accepting_new_requests:
+            raise not_translated("stop_accepting_new_requests",
+                                 "a v1 drain always stops new work; set it to true, or use Admin/PauseGeneration")
+        v1 = admin_pb2.DrainRequest()
+        if request.deadline_ms:
+            if not request.abort_after_deadline:
+                raise not_translated("abort_after_deadline",
+                                     "a v1 drain with a deadline aborts what is left; set it to true")
+            v1.deadline_ms = request.deadline_ms
+        started = False
+        async for progress in self.stream("openengine.v1.Admin/Drain", v1, context):
+            if not started:
+                started = True
+                yield r2.DrainResponse(state=r2.DRAIN_STATE_STARTED, in_flight_requests=progress.remaining_requests)
+            state = r2.DRAIN_STATE_COMPLETE if progress.done else r2.DRAIN_STATE_IN_PROGRESS
+            yield r2.DrainResponse(state=state, in_flight_requests=progress.remaining_requests,
+                                   open_kv_sessions=self.rt.kv_sessions_active())
+
+    async def GetKvEventSources(self, request: r2.GetKvEventSourcesRequest, context):
+        answer = await self.unary("openengine.v1.Kv/GetKvEventSources", kv_pb2.GetKvEventSourcesRequest(), context)
+        return kv.event_sources(r2, request, answer)
+
+    async def SubscribeKvEvents(self, request: r2.SubscribeKvEventsRequest, context):
+        async for batch in self.stream("openengine.v1.Kv/SubscribeKvEvents", kv.subscribe_request(request), context):
+            if batch.dropped:
+                # Revision 2 streams batches bare, with no terminal error message: end with a status.
+                raise Refused(Code.ABORTED, kv.DROPPED.format(n=batch.dropped))
+            yield kv.event_batch(r2, batch)

@@ -1,0 +1,221 @@
+"""Adding a profile is a workflow, not a research project (README "Add a profile",
+spec/additions.md): in a copy of the repository, add the fixture profile `openengine.speculative`
+(one RPC with its hand-written messages, two limits, a prerequisite, an incompatibility with
+openengine.tasks), bump `registry.revision`, add the engine's implementation of the RPC, and every
+step passes: `make generate`, `make check`, `make site`, the engine with `--profiles all` and
+`make conformance`. The profile then shows up in the capability messages, the validators, the JSON
+Schemas, the site and the conformance cases, and the only Python written by hand is the engine's
+service module.
+
+The copy reuses this checkout's virtual environment (PYTHONPATH points at the copy, so the copy's
+code runs) and `make -o .venv/.installed` keeps make from reinstalling anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# One copy for the module: its tests stay on one worker under pytest-xdist.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile")]
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
+VENV = Path(sys.executable).parent.parent
+# What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
+COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
+          "requirements.txt", "codegen", "openengine", "proto", "schemas", "site", "spec")
+BUILD_OUTPUTS = {"__pycache__", ".pytest_cache"}
+GENERATED = "generated from profiles.yaml"
+STEP_TIMEOUT = 180
+
+
+def _ignore(directory: str, entries: list[str]) -> set[str]:
+    rel = Path(directory).resolve().relative_to(REPO).as_posix()
+    skip = {e for e in entries if e in BUILD_OUTPUTS}
+    if rel == "openengine":
+        skip |= {"v1", "legacy"} & set(entries)   # bindings: build outputs
+    if rel == "site":
+        skip |= {"build"} & set(entries)
+    return skip
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    if not (VENV / "bin" / "oespec").exists() or shutil.which("make") is None:
+        pytest.skip("needs make and the checkout's .venv with oespec installed")
+    root = tmp_path_factory.mktemp("add-a-profile")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=_ignore)
+        else:
+            shutil.copy2(src, root / name)
+    (root / ".venv").symlink_to(VENV, target_is_directory=True)
+    # The walk-through of spec/additions.md, step by step.
+    registry = (root / "profiles.yaml").read_text()
+    revision = int(re.search(r"^  revision: (\d+)$", registry, re.M).group(1))
+    registry = re.sub(r"^  revision: \d+$", f"  revision: {revision + 1}", registry, count=1, flags=re.M)
+    (root / "profiles.yaml").write_text(registry.rstrip("\n") + "\n\n" + (FIXTURE / "profile.yaml").read_text())
+    shutil.copy2(FIXTURE / "speculative.proto", root / "proto/openengine/v1/speculative.proto")
+    shutil.copy2(FIXTURE / "speculative.py", root / "openengine/engine/services/speculative.py")
+    return root
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENENGINE_REGISTRY", "MAKEFLAGS", "MFLAGS")}
+    env["PYTHONPATH"] = str(root)
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    return env
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(args, cwd=root, env=_env(root), capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    return done
+
+
+def _make(root: Path, *targets: str) -> str:
+    done = _run(root, "make", "-s", "-o", ".venv/.installed", *targets)
+    assert done.returncode == 0, f"make {' '.join(targets)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _python(root: Path, code: str) -> str:
+    done = _run(root, str(VENV / "bin" / "python"), "-c", code)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _json_document(stdout: str) -> dict:
+    start = stdout.index("\n{") + 1 if not stdout.startswith("{") else 0
+    return json.loads(stdout[start:])
+
+
+@pytest.fixture(scope="module")
+def generated(workdir: Path) -> Path:
+    _make(workdir, "generate")
+    return workdir
+
+
+def test_generate_check_and_site_pass_and_carry_the_new_profile(generated: Path):
+    root = generated
+    _make(root, "check")
+    # Capability messages and the service.
+    caps = (root / "proto/openengine/v1/capabilities.proto").read_text()
+    assert re.search(r"SpeculativeCapabilities speculative = 19\b", caps), caps[-2000:]
+    service = (root / "proto/openengine/v1/speculative_service.proto").read_text()
+    assert service.startswith("// " + GENERATED) and "rpc VerifyDraft(VerifyDraftRequest)" in service
+    # JSON Schemas: the limits with their ranges.
+    schema = json.loads((root / "schemas/capabilities.schema.json").read_text())
+    props = schema["$defs"]["openengine.v1.SpeculativeCapabilities"]["properties"]
+    ranged = next(a for a in props["maxDraftTokens"]["anyOf"] if a.get("type") != "null")
+    assert (ranged["minimum"], ranged["maximum"], ranged["default"]) == (1, 64, 4)
+    assert "treeDrafts" in props
+    # Validators: the new limit's range and the new incompatibility are judged.
+    verdict = _python(root, (
+        "from openengine.v1 import capabilities_pb2 as c\n"
+        "from openengine.validate import validate_capabilities\n"
+        "caps = c.Capabilities(revision=1)\n"
+        "for name in ('openengine.core', 'openengine.speculative', 'openengine.tasks'):\n"
+        "    caps.profiles.add(name=name, major=1)\n"
+        "caps.speculative.max_draft_tokens = 65\n"
+        "for v in validate_capabilities(caps).errors: print(v.rule_id, v.path, v.message)\n"))
+    assert re.search(r"^OEV111 speculative\.max_draft_tokens ", verdict, re.M), verdict
+    assert re.search(r"^OEV121 .*openengine\.speculative.*openengine\.tasks", verdict, re.M), verdict
+    # The site: the message and service pages, and the profile in the profile catalogue.
+    _make(root, "site")
+    build = root / "site/build"
+    assert "VerifyDraft" in (build / "reference/protocol/speculative_service/index.html").read_text()
+    assert "SpeculativeCapabilities" in (build / "reference/protocol/capabilities/index.html").read_text()
+    assert "openengine.speculative" in (build / "profiles/index.html").read_text()
+    # Conformance cases: the generic ones exist for the new profile.
+    listed = _run(root, str(VENV / "bin" / "oespec"), "conformance", "--list").stdout
+    assert re.search(r"^speculative\.rpcs\.served\s", listed, re.M), listed
+    assert re.search(r"^speculative\.absent\.unimplemented\s", listed, re.M), listed
+
+
+def test_only_the_engines_service_module_is_hand_written_python(generated: Path):
+    changed = []
+    for path in sorted(generated.rglob("*.py")):
+        rel = path.relative_to(generated)
+        if rel.parts[:2] in (("openengine", "v1"), ("openengine", "legacy")) or "__pycache__" in rel.parts:
+            continue
+        original = REPO / rel
+        if not original.exists() or original.read_bytes() != path.read_bytes():
+            changed.append(rel.as_posix())
+    hand_written = [p for p in changed if GENERATED not in (generated / p).read_text()[:200]]
+    assert hand_written == ["openengine/engine/services/speculative.py"], changed
+
+
+def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
+    root = generated
+    oespec = str(VENV / "bin" / "oespec")
+    # An explicit incompatible list is refused, naming the other profile and the reason.
+    refused = _run(root, oespec, "engine", "--port", "0", "--profiles", "speculative,tasks")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "openengine.speculative cannot be served with openengine.tasks: A pooling model" in refused.stderr
+    # `make conformance`: the engine with --profiles all, the whole suite. tasks comes first in the
+    # catalogue, so the new profile is left out, and its absence case checks that honestly.
+    report = _json_document(_make(root, "conformance", "CONFORMANCE_ARGS=--format json"))
+    assert report["ok"], [r for r in report["results"] if r["outcome"] not in ("pass", "skip")]
+    assert "openengine.tasks" in report["advertised"] and "openengine.speculative" not in report["advertised"]
+    outcome = {r["id"]: r["outcome"] for r in report["results"]}
+    assert outcome["speculative.absent.unimplemented"] == "pass"
+    # Named explicitly, it is served: advertised with its capability message, its RPC answers.
+    with _engine(root, "--profiles", "speculative") as (address, log):
+        assert "openengine.speculative 1.0" in log
+        caps = json.loads(_python(root, (
+            "import grpc, json\n"
+            "from google.protobuf.json_format import MessageToDict\n"
+            "from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc\n"
+            f"stub = discovery_service_pb2_grpc.DiscoveryStub(grpc.insecure_channel({address!r}))\n"
+            "caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=10)\n"
+            "print(json.dumps(MessageToDict(caps, always_print_fields_with_no_presence=True)))\n")))
+        assert [p["name"] for p in caps["profiles"]] == ["openengine.core", "openengine.speculative"]
+        assert caps["speculative"] == {"maxDraftTokens": 4, "treeDrafts": False}
+        served = _run(root, oespec, "conformance", "--target", address, "--profile", "speculative",
+                      "--format", "json")
+        report = _json_document(served.stdout)
+        assert served.returncode == 0 and report["ok"], served.stdout + served.stderr
+        assert {r["id"]: r["outcome"] for r in report["results"]} == {"speculative.rpcs.served": "pass"}
+
+
+class _engine:
+    """`oespec engine` in the copy on a free port; yields (address, start-up log)."""
+
+    def __init__(self, root: Path, *args: str):
+        self.root, self.args = root, args
+
+    def __enter__(self):
+        self.log = self.root / "engine.log"
+        self.out = self.log.open("w")
+        self.proc = subprocess.Popen([str(VENV / "bin" / "oespec"), "engine", "--port", "0", *self.args],
+                                     cwd=self.root, env=_env(self.root), stdout=self.out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = re.search(r"serving on (\S+)", self.log.read_text())
+            if found:
+                time.sleep(0.2)  # the rest of the start-up lines
+                return found.group(1), self.log.read_text()
+            time.sleep(0.1)
+        self.__exit__()
+        raise AssertionError(f"the engine did not start:\n{self.log.read_text()}")
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.out.close()
