@@ -32,6 +32,7 @@ class Change:
     baseline: Loc | None = None       # where the element was at the baseline ref
     hint: str = ""
     severity: Severity | None = None  # overrides the bump-derived severity
+    details: tuple[tuple[str, str], ...] = ()  # extra (key, value) details of the finding
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
                     details["note"] = (f"looks like a rename to {other!r} (otherwise identical)" if pair.removed
                                        else f"looks like a rename of {other!r} (otherwise identical)")
                 details.update(extra)
+                details.update(dict(change.details))
                 diags.append(Diagnostic(path, change.loc.line, change.loc.column, r.id, severity,
                                         message, hint, details))
     return sorted_diagnostics(diags)

@@ -190,6 +190,12 @@ def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origi
 def _in_current(origin: Origin, current: Registry | None) -> Origin:
     """Point at the element as the working tree has it, when its profile still declares it: that
     is the line a maintainer edits."""
+    if origin.what.startswith("RPC ") and current is not None:
+        name = origin.what.split(" ")[1]
+        for owner, rpc in current.all_rpcs():
+            if rpc.name == name:
+                return Origin(f"RPC {rpc.name} of {owner.name}", owner.name, rpc.loc, "current")
+        return origin
     profile = current.profile(origin.profile) if current is not None else None
     if profile is None:
         return origin

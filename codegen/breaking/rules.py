@@ -133,7 +133,7 @@ def changed_without_version(pair: Pair, ctx: Context):
     if changes:
         shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
         yield Change(_at(cur, "version"), f"what {cur.name} promises changed: {shown}", cur.name,
-                     _at(prev, "version"))
+                     _at(prev, "version"), details=(("changed", "; ".join(changes)),))
 
 
 @rule("OEB009", "package-changed", requirement="REQ-VER-003", kinds="registry", category="registry",

@@ -497,7 +497,7 @@ def _type(limit: Limit) -> Md:
     t = limit.type
     if t.base == "enum":
         words = ("repeated " if t.repeated else "") + f"enum {t.enum_name or ''}".rstrip()
-        values = ", ".join(mdsafe.code(v) for v in t.enum_values)
+        values = ", ".join(f"{mdsafe.code(v)} = {n}" for v, n in sorted(t.enum_wire.items(), key=lambda i: i[1]))
         return Md(f"{mdsafe.code(words)} ({values})" if values else mdsafe.code(words))
     return mdsafe.code(str(t))
 

@@ -143,8 +143,15 @@ def test_a_missing_prerequisite_names_what_to_add_and_the_validators_say_the_sam
     assert [p.rule for p in problems] == ["requires"]
     assert str(problems[0]) == ("openengine.load requires openengine.core (>= 1.0), which is not advertised; "
                                 "add openengine.core or drop openengine.load")
+    # The validators say the same where the prerequisite is advertised at the wrong version ...
+    too_old = combination_problems({"openengine.core": (0, 9), "openengine.load": (1, 0)})
+    caps = capabilities_pb2.Capabilities(revision=1, profiles=[
+        common_pb2.ServiceProfile(name="openengine.core", major=0, minor=9),
+        common_pb2.ServiceProfile(name="openengine.load", major=1)])
+    assert str(too_old[0]) in [v.message for v in check_capabilities(caps) if v.rule_id == "OEV120"]
+    # ... and an absent core is their one root finding (OEV101), not one OEV120 per dependant.
     caps = capabilities_pb2.Capabilities(revision=1, profiles=[common_pb2.ServiceProfile(name="openengine.load", major=1)])
-    assert str(problems[0]) in [v.message for v in check_capabilities(caps) if v.rule_id == "OEV120"]
+    assert [v.rule_id for v in check_capabilities(caps)] == ["OEV101"]
 
 
 def test_a_prerequisite_holds_when_any_advertised_major_satisfies_it():
