@@ -157,8 +157,8 @@ class Site:
     spec_available: bool
     check_rules: list[RuleRow]
     breaking_rules: list[RuleRow] | None
-    validator_rules: list[RuleRow] = field(default_factory=list)
-    cases: list[CaseRow] = field(default_factory=list)
+    validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
+    cases: list[CaseRow] | None = None
     page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
@@ -169,9 +169,9 @@ class Site:
         found = []
         for kind, rows, page in (("check", self.check_rules, CHECK_RULES_PAGE),
                                  ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
-                                 ("validator", self.validator_rules, VALIDATOR_RULES_PAGE)):
+                                 ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE)):
             found += [Check(kind, r.id, page, r.anchor) for r in rows if req_id in r.requirements]
-        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases if req_id in c.requirements]
+        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if req_id in c.requirements]
         return found
 
     def title_of(self, page: str) -> str:
@@ -250,33 +250,30 @@ def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRo
 
 
 def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
-    """The rules of one family as the pages show them: `check` (OE) and `breaking` (OEB) from the
-    catalogues handed in (see codegen.pipeline), `validator` (OEV) from openengine.validate; None
-    when that family is not available. The one place the pages read rules from."""
+    """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
+    `validator` (OEV), from the catalogues handed in (see codegen.pipeline); None when that
+    family is not available. The one place the pages read rules from."""
     if family == "check":
         return _rule_rows(rules.check)
     if family == "breaking":
         return _breaking_rule_rows(rules.breaking)
     if family == "validator":
-        from openengine.validate._rules import PYTHON_ONLY_RULES, RULES
-
+        if rules.validator is None:
+            return None
+        python_only = rules.python_only_validator_rules
         return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                        (("where", "Python validators" if row.id in PYTHON_ONLY_RULES
+                        (("where", "Python validators" if row.id in python_only
                           else "Python validators and JSON Schemas"),), row.requirements)
-                for row in _rule_rows(RULES.values())]
+                for row in _rule_rows(rules.validator)]
     raise ValueError(f"unknown rule family {family!r}")
 
 
-def load_cases() -> list[CaseRow]:
-    """The conformance runner's cases (openengine.conformance), which need the Python bindings."""
-    try:
-        from openengine.conformance.cases import all_cases
-    except ImportError as err:
-        raise GenerationError("docs", f"the conformance case catalogue is read from openengine.conformance, "
-                              f"which cannot be imported ({err}); generate the Python bindings first: "
-                              "`oespec generate --only bindings` (make does)") from None
-    return [CaseRow(c.id, c.profile, tuple(c.requirements), c.title, c.when, c.disruptive)
-            for c in all_cases()]
+def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
+    """The conformance runner's cases as the catalogue shows them; None when not available."""
+    if rules.cases is None:
+        return None
+    return [CaseRow(c.id, c.profile, tuple(c.requirements), c.title, getattr(c, "when", "advertised"),
+                    bool(getattr(c, "disruptive", False))) for c in rules.cases]
 
 
 def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
@@ -318,7 +315,7 @@ def gather(ctx: GenerationContext) -> Site:
     requirements, spec_available = _load_requirements(ctx.root)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
-                validator_rules=rule_catalogue(ctx.rules, "validator") or [], cases=load_cases(),
+                validator_rules=rule_catalogue(ctx.rules, "validator"), cases=case_catalogue(ctx.rules),
                 page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
