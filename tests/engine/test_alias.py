@@ -106,7 +106,9 @@ def test_alias_answers_equal_v1_answers_for_the_same_inputs():
         info, model = stubs.info(), stubs.model()
         earlier = old.openengine.GetEngineInfo(r2.GetEngineInfoRequest())
         assert (earlier.instance_id, list(earlier.supported_models)) == (info.instance_id, list(info.served_models))
+        assert earlier.role == r2.ENGINE_ROLE_AGGREGATED
         server = old.control.GetServerInfo(r3.GetServerInfoRequest())
+        assert server.engine_role == r3.ENGINE_ROLE_AGGREGATED
         assert (server.schema_revision, server.minimum_client_revision) == (info.schema_revision,
                                                                             info.minimum_client_revision)
         for m in (old.openengine.GetModelInfo(r2.GetModelInfoRequest()),
@@ -388,3 +390,10 @@ def test_alias_drain_is_not_answered_on_the_main_address_when_admin_has_its_own(
                                                          metadata=AUTH))
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "admin address" in err.value.details()
         assert Earlier(stubs.channel).openengine.Health(r2.HealthRequest()).state == r2.HEALTH_STATE_READY
+
+
+def test_role_is_translated_by_name():
+    with running(role="prefill", profiles=("kv",), aliases=BOTH) as (engine, stubs):
+        old = Earlier(stubs.channel)
+        assert old.openengine.GetEngineInfo(r2.GetEngineInfoRequest()).role == r2.ENGINE_ROLE_PREFILL
+        assert old.control.GetServerInfo(r3.GetServerInfoRequest()).engine_role == r3.ENGINE_ROLE_PREFILL
