@@ -4,7 +4,6 @@ What it does shows up in v1, and what v1 does shows up through it (REQ-ALIAS-001
 
 from __future__ import annotations
 
-import threading
 
 import grpc
 import pytest

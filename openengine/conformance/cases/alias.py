@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.aliases import ALIASES, HEALTH_CHECK, AliasService
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, Deadlined, Reader, read_rest, rpc_error, status_name
+from openengine.conformance.context import Context, Deadlined, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
 S = health_pb2.HealthCheckResponse

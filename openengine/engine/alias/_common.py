@@ -10,7 +10,7 @@ import grpc
 from contractkit.naming import enum_value_prefix
 
 from openengine.engine.services._base import Refused
-from openengine.v1 import common_pb2, discovery_pb2, events_pb2, generation_pb2
+from openengine.v1 import common_pb2, events_pb2, generation_pb2
 
 Code = grpc.StatusCode
 ES = events_pb2
