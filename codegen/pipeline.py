@@ -16,8 +16,9 @@ from codegen.registry import Registry
 
 
 def rule_catalogues() -> RuleCatalogues:
-    """Every `oespec check` rule and, when the breaking stage is installed, every breaking rule."""
-    from codegen.check import iter_rules as check_rules
+    """Every id `oespec check` can emit (its catalogue: the rules and the stage ids such as OE000
+    and OE100) and, when the breaking stage is installed, every breaking rule."""
+    from codegen.check import catalogue as check_catalogue
 
     try:
         from codegen.breaking import iter_rules as breaking_rules
@@ -25,7 +26,7 @@ def rule_catalogues() -> RuleCatalogues:
         breaking = None
     else:
         breaking = tuple(breaking_rules())
-    return RuleCatalogues(tuple(check_rules()), breaking)
+    return RuleCatalogues(tuple(check_catalogue().specs()), breaking)
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
