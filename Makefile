@@ -27,15 +27,16 @@ $(STAMP): requirements.txt pyproject.toml
 system-packages:
 	@.ci/system-packages --if-possible graphviz
 
-# Every file derived from profiles.yaml (committed sources and the Python bindings).
-generate: setup
+# Every file derived from profiles.yaml (committed sources and the Python bindings). The bindings
+# come first: the reference pages list the runtime's validator rules and conformance cases.
+generate: setup bindings
 	$(OESPEC) generate
 
 # Only the build outputs the tests import (Python bindings); leaves committed files alone.
 bindings: setup
 	$(OESPEC) generate --only bindings
 
-check: setup
+check: setup bindings
 	$(OESPEC) check
 	$(OESPEC) generate --check
 	$(OESPEC) spec
@@ -75,20 +76,41 @@ ARGS ?=
 engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
-# The conformance demo: the reference engine on a free port with every profile and both
-# compatibility aliases, the whole suite against it (its graceful shutdown is the last case), and
-# the engine gone afterwards.
-# CONFORMANCE_ARGS passes more runner flags, e.g. `--junit report.xml` or `--format json`.
+# The conformance demo: the reference engine on a free port with every profile, the whole suite
+# against it (drain and its graceful shutdown are the last cases), and the engine gone afterwards.
+# ADMIN chooses the documented Admin set-up: `main` (on the engine's address, the default), `port`
+# (an address of its own) or `mtls` (its own address behind mutual TLS; openssl makes the keys).
+# CONFORMANCE_ARGS passes more runner flags, e.g. `--junit report.xml` or `--format json` (stdout
+# then holds the JSON report and nothing else).
 CONFORMANCE_ARGS ?=
-conformance: setup bindings
-	@set -e; log=$$(mktemp); token=conformance-demo; \
-	$(OESPEC) engine --port 0 --profiles all --alias openengine,control --admin-token $$token >$$log 2>&1 & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null || true; rm -f $$log' EXIT; \
-	addr=; for i in $$(seq 200); do \
+ADMIN ?= main
+conformance: setup
+	@$(OESPEC) generate --only bindings >&2
+	@set -e; dir=$$(mktemp -d); log=$$dir/engine.log; token=conformance-demo; pid=; \
+	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null || true; fi; rm -rf $$dir' EXIT; \
+	case "$(ADMIN)" in \
+	  main) engine_args="--admin-token $$token"; runner_args="--admin-token $$token";; \
+	  port) engine_args="--admin-token $$token --admin-port 0"; runner_args="--admin-token $$token";; \
+	  mtls) ( cd $$dir && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.cnf && \
+	          openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=conformance-ca \
+	            -keyout ca.key -out ca.pem && \
+	          for n in server client; do \
+	            openssl req -newkey rsa:2048 -nodes -subj /CN=$$n -keyout $$n.key -out $$n.csr && \
+	            openssl x509 -req -in $$n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+	              -out $$n.pem -extfile san.cnf; done ) >/dev/null 2>&1 \
+	          || { echo "ADMIN=mtls needs openssl to make the certificates" >&2; exit 2; }; \
+	        engine_args="--admin-port 0 --admin-tls-cert $$dir/server.pem --admin-tls-key $$dir/server.key --admin-client-ca $$dir/ca.pem"; \
+	        runner_args="--admin-cert $$dir/client.pem --admin-key $$dir/client.key --admin-ca $$dir/ca.pem";; \
+	  *) echo "ADMIN must be main, port or mtls (got '$(ADMIN)')" >&2; exit 2;; \
+	esac; \
+	$(OESPEC) engine --port 0 --profiles all $$engine_args >$$log 2>&1 & pid=$$!; \
+	addr=; admin=; for i in $$(seq 200); do \
 	  addr=$$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' $$log | head -n1); \
-	  [ -n "$$addr" ] && break; kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
-	[ -n "$$addr" ] || { echo "the reference engine did not start:"; cat $$log; exit 1; }; \
-	$(OESPEC) conformance --target $$addr --admin-token $$token \
+	  admin=$$(sed -n 's/.*admin on \([^ ]*\).*/\1/p' $$log | head -n1); \
+	  [ -n "$$addr" ] && { [ "$(ADMIN)" = main ] || [ -n "$$admin" ]; } && break; \
+	  kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+	[ -n "$$addr" ] || { echo "the reference engine did not start:" >&2; cat $$log >&2; exit 1; }; \
+	$(OESPEC) conformance --target $$addr $$runner_args $${admin:+--admin-target $$admin} \
 	  --shutdown-command "kill -TERM $$pid" $(CONFORMANCE_ARGS)
 
 # Speed figures (ratios against reference tools); each benchmark bounds its own run time.

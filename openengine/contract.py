@@ -203,6 +203,27 @@ class ProfileInfo:
 
 
 @dataclass(frozen=True)
+class RequestLimit:
+    """A request field bounded by an advertised limit or profile, as the request message's
+    `request_limit` option declares it: `field` of `request` (a dotted path; `a[]` is each element,
+    `a|b` the member set in oneof `b` of `a`; empty means the request itself) is judged by `check`
+    against `profile`.`limit`.
+
+    checks: `profile` (using the field needs the profile), `at_most` (value <= limit), `enabled`
+    (a bool limit must be true), `member` (the value must be in a list limit; `when` fixes the
+    value), `count_at_most` (number of elements <= limit), `below_needs` (a value below the
+    limit in `limit` needs the bool limit in `when`), `ignored` (the engine ignores the field
+    unless the bool limit is true: a warning)."""
+
+    request: str          # short name of the request message, e.g. GenerateRequest
+    field: str
+    check: str
+    profile: str
+    limit: str | None = None
+    when: str | None = None
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """Profiles in contract order, the services and RPCs that carry them."""
 
@@ -212,6 +233,7 @@ class Catalogue:
     core: str = ""
     registry_revision: int = 0    # registry.revision the contract was generated from
     schema_revision: int = 0      # registry.schema_revision (EngineInfo.schema_revision); 0 if undeclared
+    request_limits: tuple[RequestLimit, ...] = ()   # every request's bounded fields, in RPC order
 
     def profile(self, name: str) -> ProfileInfo | None:
         return next((p for p in self.profiles if p.name == name), None)
@@ -431,7 +453,22 @@ def catalogue() -> Catalogue:
     ordered_services = dict(sorted(services.items(), key=lambda kv: _service_rank(kv[0], rpcs, built)))
     core = next((p.name for p in built if p.mandatory), built[0].name if built else "")
     return Catalogue(tuple(built), ordered_services, tuple(rpcs), core, contract.revision,
-                     contract.schema_revision)
+                     contract.schema_revision, _request_limits(ordered_services.values()))
+
+
+def _request_limits(services: Iterable[_d.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
+    """The `request_limit` options of every RPC's request message, in contract order."""
+    seen: dict[str, tuple[RequestLimit, ...]] = {}
+    for svc in services:
+        for method in svc.methods:
+            request = method.input_type
+            if request.full_name in seen:
+                continue
+            rows = request.GetOptions().Extensions[options_pb2.request_limit]
+            seen[request.full_name] = tuple(
+                RequestLimit(request.name, r.field, r.check, r.profile, r.limit or None, r.when or None)
+                for r in rows)
+    return tuple(row for rows in seen.values() for row in rows)
 
 
 def _service_rank(service, rpcs, profiles):

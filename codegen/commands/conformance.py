@@ -4,6 +4,7 @@ requirement."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 HELP = "run the conformance suite against an engine (--target HOST:PORT)"
@@ -28,11 +29,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                               "cases that pause, resume, sleep or reconfigure)")
     parser.add_argument("--admin-target", metavar="HOST:PORT",
                         help="address of the Admin service when it has its own")
+    parser.add_argument("--admin-cert", metavar="PEM",
+                        help="client certificate for an Admin address behind mutual TLS")
+    parser.add_argument("--admin-key", metavar="PEM", help="private key of --admin-cert")
+    parser.add_argument("--admin-ca", metavar="PEM",
+                        help="CA certificate that signed the Admin address's server certificate")
+    parser.add_argument("--destructive", action="store_true",
+                        help="also run the cases that leave the engine unable to serve (drain); "
+                             "implied by --shutdown-command. Without it the engine is left as found")
     parser.add_argument("--admin-limited-token",
                         help="a valid token that lacks admin permissions (PERMISSION_DENIED case)")
     parser.add_argument("--shutdown-command", metavar="CMD",
                         help="shell command that starts the engine's graceful shutdown; enables "
-                             "the shutdown case, which runs last")
+                             "the destructive cases (drain, then shutdown), which run last")
     parser.add_argument("--rpc-timeout", type=float, default=5.0, metavar="SECONDS",
                         help="deadline of every call (default: 5)")
     parser.add_argument("--case-timeout", type=float, default=20.0, metavar="SECONDS",
@@ -44,6 +53,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--matrix", action="store_true",
                         help="print the requirement-to-case matrix and coverage, then exit")
     parser.add_argument("--list", action="store_true", help="print every case and exit")
+
+
+def _unwritable(path: str) -> str | None:
+    """Why a report cannot be written to `path` (checked before the run, not after it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if not os.path.exists(path) and not os.access(folder, os.W_OK):
+        return f"cannot create files in {folder}"
+    return None
 
 
 def _err(message: str) -> int:
@@ -99,6 +122,31 @@ def run(args: argparse.Namespace) -> int:
         return 0 if not cov.uncovered else 1
     if not args.target:
         return _err("--target HOST:PORT is required (or --matrix / --list)")
+    from openengine.conformance import TargetUnusable, parse_target, unmatched_patterns
+
+    try:
+        parse_target(args.target)
+        if args.admin_target:
+            parse_target(args.admin_target, option="--admin-target")
+    except ValueError as err:
+        return _err(str(err))
+    if bool(args.admin_cert) != bool(args.admin_key):
+        return _err("--admin-cert and --admin-key go together (the client certificate and its key)")
+    if (args.admin_cert or args.admin_ca) and not args.admin_target:
+        return _err("--admin-cert/--admin-ca are for an mTLS admin address: give it with "
+                    "--admin-target HOST:PORT")
+    for option, path in (("--admin-cert", args.admin_cert), ("--admin-key", args.admin_key),
+                         ("--admin-ca", args.admin_ca)):
+        if path and not os.path.isfile(path):
+            return _err(f"{option} {path}: no such file")
+    missing = unmatched_patterns(cases, args.case)
+    if missing:
+        return _err(f"--case {', '.join(missing)} matches no case (`oespec conformance --list` "
+                    "prints the ids)")
+    if args.junit:
+        refusal = _unwritable(args.junit)
+        if refusal:
+            return _err(f"--junit {args.junit}: {refusal}")
     expected = {}
     if args.expected_failures:
         try:
@@ -112,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
                       case_timeout=args.case_timeout, max_message_bytes=args.max_message_bytes,
                       admin_target=args.admin_target, admin_token=args.admin_token,
                       admin_limited_token=args.admin_limited_token,
-                      shutdown_command=args.shutdown_command)
+                      shutdown_command=args.shutdown_command, destructive=args.destructive,
+                      admin_cert=args.admin_cert, admin_key=args.admin_key, admin_ca=args.admin_ca)
     progress = Progress(sys.stdout) if args.format == "text" else None
     import asyncio
 
@@ -121,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
                                        patterns=args.case or None, expected=expected,
                                        progress=progress, requirements=requirements,
                                        requirements_source=source))
+    except TargetUnusable as err:
+        if progress:
+            progress.finish()
+        return _err(str(err))
     except ValueError as err:
         return _err(str(err))
     if progress:

@@ -39,7 +39,7 @@ def family_specs() -> dict[str, list[RuleSpec]]:
         from openengine.conformance.cases import all_cases
         from openengine.engine.faults import FAULTS
         from openengine.validate import RULES as VALIDATOR_RULES
-    except ImportError:
+    except (ImportError, AttributeError):
         return out
     out["validator"] = [r.spec for r in VALIDATOR_RULES.values()]
     out["conformance"] = [c.spec for c in all_cases()]

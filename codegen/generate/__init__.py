@@ -75,12 +75,17 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 
 @dataclass(frozen=True)
 class RuleCatalogues:
-    """The rule catalogues the docs print, handed in by the caller: the generate stage never
-    imports `codegen.check` or `codegen.breaking` (see `codegen.pipeline`, which supplies them).
-    Each is a sequence of rule records (id, name, severity, category, purpose, ...)."""
+    """The catalogues the docs print, handed in by the caller: the generate stage never imports
+    `codegen.check`, `codegen.breaking` or the runtime (`openengine`); `codegen.pipeline`, part of
+    the command-line layer, supplies them. Rule catalogues are sequences of rule records (id, name,
+    severity, category, purpose, ...)."""
 
     check: tuple = ()
     breaking: tuple | None = None   # None: the breaking stage is not installed
+    # The runtime's catalogues; None when the runtime cannot be imported (no Python bindings yet).
+    validator: tuple | None = None                  # openengine.validate.RULES, in id order
+    python_only_validator_rules: frozenset = frozenset()   # ids a JSON Schema cannot express
+    cases: tuple | None = None                      # openengine.conformance.all_cases()
 
 
 @dataclass

@@ -229,20 +229,38 @@ def _check_flow_depth(text: str, path: str) -> None:
         offset += 1
 
 
-def _unterminated_quote(text: str, before_line: int) -> Loc | None:
-    """The last quoted scalar opened before `before_line` that does not close on its own line."""
-    found = None
-    for number, line in enumerate(text.splitlines()[: max(before_line, 1)], 1):
-        stripped = line.split(" #", 1)[0] if "#" in line and '"' not in line and "'" not in line else line
-        for match in re.finditer(r"""(?:^\s*-\s+|:\s+|^\s*)(["'])""", stripped):
-            quote = match.group(1)
-            rest = stripped[match.end():]
+def _compose(text: str) -> list:
+    yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
+    yaml.allow_duplicate_keys = True
+    return list(yaml.compose_all(io.StringIO(text)))
+
+
+def _unterminated_quote(text: str, failed_line: int) -> Loc | None:
+    """The opening quote of a quoted scalar, before `failed_line`, that does not close on its own
+    line and is the cause of the failure: closing it there lets the parser get past `failed_line`.
+    (A quoted scalar may legally span lines, so an open quote alone proves nothing.)"""
+    lines = text.split("\n")
+    candidate = None
+    for number, line in enumerate(lines[: max(failed_line - 1, 0)], 1):
+        for match in re.finditer(r"""(?:^\s*-\s+|:\s+|^\s*)(["'])""", line):
+            quote, rest = match.group(1), line[match.end():]
             closed = (rest.replace('\\"', "").count('"') % 2 == 1) if quote == '"' else \
                 (rest.replace("''", "").count("'") % 2 == 1)
-            if not closed:
-                found = Loc(number, match.end())
+            candidate = None if closed else (number, match.end(), quote)
             break
-    return found
+    if candidate is None:
+        return None
+    number, column, quote = candidate
+    repaired = lines[: number - 1] + [lines[number - 1] + quote] + lines[number:]
+    try:
+        _compose("\n".join(repaired))
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        if mark is None or mark.line + 1 <= failed_line:
+            return None
+    except (YAMLError, ValueError, TypeError, AttributeError, IndexError, KeyError, UnicodeError, RecursionError):
+        return None
+    return Loc(number, column)
 
 
 def parse_text(text: str, path: str = "<string>") -> SourceFile:
@@ -253,10 +271,8 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
     quoted string that never closes at its opening quote."""
     _check_characters(text, path)
     _check_flow_depth(text, path)
-    yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
-    yaml.allow_duplicate_keys = True
     try:
-        nodes = list(yaml.compose_all(io.StringIO(text)))
+        nodes = _compose(text)
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         loc = Loc(mark.line + 1, mark.column + 1) if mark is not None else Loc(1, 1)

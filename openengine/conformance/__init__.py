@@ -15,10 +15,14 @@ from openengine.conformance.context import Options
 from openengine.conformance.expected import ExpectedFailuresError, load_expected_failures
 from openengine.conformance.matrix import Coverage, coverage, render_matrix
 from openengine.conformance.report import Progress, render_json, render_junit, render_text
-from openengine.conformance.runner import CaseResult, Outcome, Report, plan, run, run_suite
+from openengine.conformance.runner import (
+    CaseResult, Outcome, Report, plan, run, run_suite, unmatched_patterns,
+)
+from openengine.conformance.target import TargetUnusable, parse_target
 
 __all__ = [
     "CASES", "Case", "CaseResult", "Coverage", "ExpectedFailuresError", "Failed", "Options",
     "Outcome", "Progress", "Report", "Skipped", "all_cases", "coverage", "load_expected_failures",
     "plan", "render_json", "render_junit", "render_matrix", "render_text", "run", "run_suite",
+    "TargetUnusable", "parse_target", "unmatched_patterns",
 ]

@@ -12,10 +12,12 @@ from typing import Any, AsyncIterator
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from openengine.conformance.cases.base import Failed, Skipped
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked
 from openengine.conformance.contract import CORE, HEALTH_SERVICE, Contract, RpcInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
+LONG_REQUEST_TOKENS = 100_000
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,26 @@ class Options:
     admin_token: str | None = None
     admin_limited_token: str | None = None
     shutdown_command: str | None = None
+    # Drain (and anything else that leaves the engine unable to serve) runs only when asked; a
+    # shutdown command asks for it too, since the engine is gone after the run anyway.
+    destructive: bool = False
+    # Client certificate, key and CA (PEM files) for an Admin address behind mutual TLS.
+    admin_cert: str | None = None
+    admin_key: str | None = None
+    admin_ca: str | None = None
+
+    @property
+    def admin_tls(self) -> bool:
+        return bool(self.admin_ca or self.admin_cert)
+
+    @property
+    def admin_elsewhere(self) -> bool:
+        """Admin has an address of its own (given with --admin-target)."""
+        return bool(self.admin_target) and self.admin_target != self.target
+
+    @property
+    def runs_destructive(self) -> bool:
+        return self.destructive or bool(self.shutdown_command)
     # Small receive windows make a watcher that stops reading visible to the server quickly.
     slow_reader_window_bytes: int = 1024
 
@@ -49,17 +71,23 @@ def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) 
 
 
 class Deadlined:
-    """A stub whose every call carries a deadline (and the given metadata) unless told otherwise."""
+    """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
+    `on_call` hears the full name of each RPC called, so a failure can name it."""
 
-    def __init__(self, stub: Any, timeout: float, metadata: tuple = ()):
+    def __init__(self, stub: Any, timeout: float, metadata: tuple = (), *, service: str = "",
+                 on_call=None):
         self._stub, self._timeout, self._metadata = stub, timeout, tuple(metadata)
+        self._service, self._on_call = service, on_call
 
     def __getattr__(self, name: str):
         method = getattr(self._stub, name)
         default_timeout, default_metadata = self._timeout, self._metadata
+        full_name, on_call = f"{self._service}/{name}", self._on_call
 
         def call(request, *, timeout: float | None = None, metadata=None, **kw):
             md = default_metadata if metadata is None else tuple(metadata)
+            if on_call is not None:
+                on_call(full_name)
             return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
 
         return call
@@ -86,6 +114,32 @@ def _stubs():
     }
 
 
+SERVICE_NAMES = {name: f"openengine.v1.{name.capitalize()}" for name in (
+    "inference", "discovery", "lifecycle", "observability", "kv", "tasks", "encoder", "sessions",
+    "adapters", "admin")}
+ADMIN_SERVICE = "openengine.v1.Admin"
+
+
+def _read_pem(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
+
+
+def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
+    """TLS credentials for the admin address (client certificate when given), or None."""
+    if not options.admin_tls:
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_pem(options.admin_ca, "admin CA certificate (--admin-ca)"),
+        private_key=_read_pem(options.admin_key, "admin client key (--admin-key)"),
+        certificate_chain=_read_pem(options.admin_cert, "admin client certificate (--admin-cert)"))
+
+
 @dataclass
 class Discovery:
     engine_info: Any = None
@@ -107,26 +161,68 @@ class Context:
         self._admin_channel: grpc.aio.Channel | None = None
         self._extra_channels: list[grpc.aio.Channel] = []
         self.notes: list[str] = []
+        self.last_rpc = ""
+        # Whether the main address serves Admin RPCs (found out after discovery).
+        self.admin_on_main = True
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:
         opts = channel_options(self.options.max_message_bytes)
         self._channel = grpc.aio.insecure_channel(self.options.target, options=opts)
-        if self.options.admin_target and self.options.admin_target != self.options.target:
-            self._admin_channel = grpc.aio.insecure_channel(self.options.admin_target, options=opts)
+        if self.options.admin_elsewhere:
+            self._admin_channel = self.admin_address_channel()
         s = _stubs()
         t = self.options.rpc_timeout
         for name, cls in s.items():
+            stub = Deadlined(cls(self._channel), t, service=SERVICE_NAMES[name],
+                             on_call=self._called)
             if name == "discovery":
-                self.discovery_rpc = Deadlined(cls(self._channel), t)
+                self.discovery_rpc = stub
             elif name != "admin":
-                setattr(self, name, Deadlined(cls(self._channel), t))
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), t)
+                setattr(self, name, stub)
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), t,
+                                service=HEALTH_SERVICE, on_call=self._called)
         admin_channel = self._admin_channel or self._channel
         token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
             if self.options.admin_token else ()
-        self.admin_anonymous = Deadlined(s["admin"](admin_channel), t)
-        self._admin = Deadlined(s["admin"](admin_channel), t, token_md)
+        # Without credentials: on an mTLS admin address that means without a client certificate.
+        anonymous_channel = admin_channel
+        if self.options.admin_tls:
+            anonymous_channel = self.admin_address_channel(client_certificate=False)
+            self._extra_channels.append(anonymous_channel)
+        self.admin_anonymous = Deadlined(s["admin"](anonymous_channel), t, service=ADMIN_SERVICE,
+                                         on_call=self._called)
+        self._admin = Deadlined(s["admin"](admin_channel), t, token_md, service=ADMIN_SERVICE,
+                                on_call=self._called)
+
+    def admin_address_channel(self, *, client_certificate: bool = True) -> grpc.aio.Channel:
+        """A new channel to the admin address: TLS (with the client certificate unless told
+        otherwise) when --admin-ca/--admin-cert are given, plaintext otherwise."""
+        opts = channel_options(self.options.max_message_bytes)
+        target = self.options.admin_target or self.options.target
+        if not self.options.admin_tls:
+            return grpc.aio.insecure_channel(target, options=opts)
+        if client_certificate:
+            creds = admin_credentials(self.options)
+        else:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read_pem(self.options.admin_ca, "admin CA certificate"))
+        return grpc.aio.secure_channel(target, creds, options=opts)
+
+    def _called(self, full_name: str) -> None:
+        self.last_rpc = full_name
+
+    def describe_rpc_error(self, err: grpc.aio.AioRpcError) -> str:
+        """A case's unexpected gRPC failure, naming the RPC last called and, for an Admin RPC
+        answering UNIMPLEMENTED on the main address, the option that is probably missing."""
+        details = err.details() or ""
+        rpc = f" ({self.last_rpc})" if self.last_rpc else ""
+        out = f"an RPC{rpc} failed with {status_name(err.code())}" + (f": {details}" if details else "")
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED and self.last_rpc.startswith(ADMIN_SERVICE) \
+                and not self.options.admin_elsewhere:
+            out += ("; hint: Admin is advertised but not served on the main address: give its own "
+                    "address with --admin-target HOST:PORT")
+        return out
 
     async def close(self) -> None:
         for ch in [self._channel, self._admin_channel, *self._extra_channels]:
@@ -156,6 +252,7 @@ class Context:
         ch = channel or (self._admin_channel if rpc.service.endswith(".Admin")
                          and self._admin_channel else self.channel)
         factory = ch.unary_stream if rpc.server_streaming else ch.unary_unary
+        self._called(rpc.full_name)
         multi = factory(rpc.path, request_serializer=rpc.request.SerializeToString,
                         response_deserializer=rpc.response.FromString)
         return multi(request, timeout=timeout or self.options.rpc_timeout, metadata=metadata)
@@ -181,6 +278,21 @@ class Context:
                 (f": {details}" if details else "")
         self.discovery = d
 
+    async def locate_admin(self) -> None:
+        """Find out whether the main address serves Admin RPCs (REQ-ADMIN-001 lets an engine
+        serve them only on an address of its own). The probe carries no credentials and only
+        validates, so it changes nothing whatever the engine does with it."""
+        from openengine.v1 import admin_pb2
+
+        if not self.advertised("openengine.admin"):
+            return
+        stub = Deadlined(_stubs()["admin"](self.channel), self.options.rpc_timeout)
+        try:
+            await stub.UpdateConfig(admin_pb2.UpdateConfigRequest(validate_only=True))
+            self.admin_on_main = True
+        except grpc.aio.AioRpcError as err:
+            self.admin_on_main = err.code() != grpc.StatusCode.UNIMPLEMENTED
+
     # -- what the engine advertises -----------------------------------------------------------
     @property
     def engine_info(self):
@@ -204,9 +316,16 @@ class Context:
 
     @property
     def advertised_services(self) -> list[str]:
-        """OpenEngine services health must answer for (the health service itself is not one)."""
+        """OpenEngine services the engine advertises (the health service itself is not one)."""
         return [s for s in self.contract.services_of(self.advertised_profiles | {CORE})
                 if s != HEALTH_SERVICE]
+
+    @property
+    def main_services(self) -> list[str]:
+        """Advertised services served on the main address, so the ones its health reports
+        (REQ-HEALTH-002): all of them, except Admin when it answers only on its own address."""
+        return [s for s in self.advertised_services
+                if s != ADMIN_SERVICE or self.admin_on_main]
 
     def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
         """The effective value of a limit, by the validators' one lookup (REQ-CAP-013: the model's
@@ -249,20 +368,38 @@ class Context:
     def request_id(self, prefix: str = "conf") -> str:
         return f"{prefix}-{next(self._ids)}"
 
+    def can_admin(self) -> bool:
+        """Admin is advertised, reachable where the runner will call it, with credentials."""
+        try:
+            self.admin()
+            return True
+        except (Skipped, Unchecked):
+            return False
+
     def admin(self):
-        """The admin stub with credentials; skips the case when admin cannot be used."""
+        """The admin stub with credentials. Skips the case when Admin is not advertised; leaves it
+        unchecked when the runner lacks the credentials or the address to use it."""
         if not self.advertised("openengine.admin") and "openengine.admin" not in self.forced:
             raise Skipped("openengine.admin is not advertised")
-        if not self.options.admin_token:
-            raise Skipped("no admin credentials (give --admin-token)")
+        if not self.admin_on_main and not self.options.admin_elsewhere:
+            raise Unchecked("Admin is advertised but answers UNIMPLEMENTED on the main address: it "
+                            "is served on an address of its own; give it with --admin-target "
+                            "HOST:PORT")
+        if not self.options.admin_token and not self.options.admin_cert:
+            raise Unchecked("no admin credentials (give --admin-token, or --admin-cert and "
+                            "--admin-key for an mTLS admin address)")
         return self._admin
 
     @contextlib.asynccontextmanager
     async def paused(self) -> AsyncIterator[Any]:
-        """Pause generation through Admin for the duration of the block, then resume."""
+        """Pause generation through Admin for the duration of the block, then resume.
+        Only from SERVING: pausing an engine found paused would leave it resumed, not as found."""
         from openengine.v1 import admin_pb2
 
         admin = self.admin()
+        if await self.check_health("openengine.v1.Inference") != health_pb2.HealthCheckResponse.SERVING:
+            raise Unchecked("openengine.v1.Inference is not SERVING before pausing; resume the "
+                            "engine and rerun")
         await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
         try:
             yield admin
@@ -302,12 +439,20 @@ class Context:
         return [msg async for msg in call]
 
     def long_generation_tokens(self) -> int:
-        """A max_tokens large enough that a request is still running a moment after it starts."""
-        out = 512
-        for info in self.discovery.models.values():
-            if info.max_output_tokens:
-                out = min(out, info.max_output_tokens)
-        return max(out, 1)
+        """The most output tokens a request to the default model may ask for (its
+        ModelInfo.max_output_tokens, bounded so a runaway case stays short)."""
+        info = self.discovery.models.get(self.model)
+        out = info.max_output_tokens if info is not None and info.max_output_tokens else 0
+        return max(1, min(out or LONG_REQUEST_TOKENS, LONG_REQUEST_TOKENS))
+
+    def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
+        """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal
+        to `max_tokens`, which every engine must honour, so it cannot end early on an EOS token.
+        How long that is in seconds depends on the engine; cases that need it still running
+        check that it has not finished, and report `unchecked` when it ends too soon."""
+        tokens = self.long_generation_tokens()
+        return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
+                                     prompt=prompt, **sampling)
 
 
 class Reader:

@@ -78,6 +78,8 @@ def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None =
     `source` says where given requirements came from (a spec folder)."""
     by_req: dict[str, list[str]] = {}
     for c in cases:
+        if not c.observes:
+            continue
         for req in c.requirements:
             by_req.setdefault(req, []).append(c.id)
     if requirements is None:

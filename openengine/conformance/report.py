@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from xml.etree import ElementTree as ET
@@ -10,17 +11,37 @@ from xml.etree import ElementTree as ET
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
 LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
-          Outcome.XFAIL: "XFAIL", Outcome.STALE: "STALE"}
+          Outcome.XFAIL: "XFAIL", Outcome.STALE: "STALE", Outcome.UNCHECKED: "UNCHECKED"}
+
+# C0 and C1 control characters (DEL included), and the code points XML 1.0 cannot carry.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` from the engine with every control character shown as an escape (`\\x1b`), so a
+    terminal never runs an ESC sequence and an XML report stays well-formed."""
+    def escape(m: re.Match) -> str:
+        return f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+
+    out = _CONTROL.sub(escape, str(text))
+    return out if keep_newlines else out.replace("\n", "\\n")
+
+
+def detail(r: CaseResult) -> str:
+    """What a result says beyond its label; an expected failure names its entry either way."""
+    if r.outcome is Outcome.XFAIL:
+        return f"expected failure ({r.expected_reason}): {r.reason}"
+    if r.outcome is Outcome.STALE:
+        return f"{r.reason} (entry: {r.expected_reason})"
+    return r.reason
 
 
 def result_line(r: CaseResult) -> str:
     reqs = ",".join(r.requirements)
     line = f"{LABELS[r.outcome]:<5} {r.id:<44} {reqs}"
-    detail = r.reason
-    if r.outcome is Outcome.XFAIL:
-        detail = f"expected failure ({r.expected_reason}): {r.reason}"
-    if detail:
-        line += f"\n      {detail}"
+    text = detail(r)
+    if text:
+        line += f"\n      {printable(text)}"
     return line
 
 
@@ -28,14 +49,15 @@ def render_text(report: Report, *, include_results: bool = True) -> str:
     out = []
     e = report.engine
     if e:
-        out.append(f"engine   {e.get('engine_name') or '?'} {e.get('engine_version') or ''} at "
-                   f"{report.target}, role {e.get('role')}, instance {e.get('instance_id')!r}, "
-                   f"revision {e.get('capability_revision')}")
+        out.append(printable(
+            f"engine   {e.get('engine_name') or '?'} {e.get('engine_version') or ''} at "
+            f"{report.target}, role {e.get('role')}, instance {e.get('instance_id')!r}, "
+            f"revision {e.get('capability_revision')}"))
     else:
         out.append(f"engine   at {report.target}: not discovered")
     if report.discovery_error:
-        out.append(f"discovery failed: {report.discovery_error}")
-    out.append("profiles " + (", ".join(report.advertised) or "(none)")
+        out.append(f"discovery failed: {printable(report.discovery_error)}")
+    out.append("profiles " + printable(", ".join(report.advertised) or "(none)")
                + (f"; forced: {', '.join(report.forced)}" if report.forced else ""))
     out.append("")
     if include_results:
@@ -50,11 +72,9 @@ def render_text(report: Report, *, include_results: bool = True) -> str:
                    f"({cov.percent:.0f}%), {exercised} checked in this run")
         if cov.uncovered:
             out.append("  without a case: " + ", ".join(cov.uncovered))
-    bad = [r for r in report.results if r.outcome.bad]
     if not report.results:
         out.append("no case ran: check --profile and --case")
-    out.append("CONFORMS" if report.ok else
-               f"DOES NOT CONFORM: {len(bad)} case(s) " + ", ".join(r.id for r in bad))
+    out.append(report.verdict)
     return "\n".join(out) + "\n"
 
 
@@ -63,30 +83,33 @@ def render_json(report: Report) -> str:
 
 
 def render_junit(report: Report) -> str:
+    """JUnit XML valid against the common schema (Jenkins xunit `junit-10.xsd`): requirements go
+    in each testcase's system-out (a testcase has no properties there), every text is escaped
+    of control characters, and unchecked or expected failures are `skipped` with the reason."""
     counts = report.counts()
     suite = ET.Element("testsuite", {
         "name": "openengine-conformance", "tests": str(len(report.results)),
         "failures": str(counts["fail"] + counts["stale"]), "errors": str(counts["error"]),
-        "skipped": str(counts["skip"] + counts["xfail"]), "time": f"{report.seconds:.3f}"})
+        "skipped": str(counts["skip"] + counts["xfail"] + counts["unchecked"]),
+        "time": f"{report.seconds:.3f}"})
     props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", {"name": "target", "value": report.target})
-    ET.SubElement(props, "property", {"name": "profiles", "value": ",".join(report.advertised)})
+    for name, value in (("target", report.target), ("profiles", ",".join(report.advertised)),
+                        ("verdict", report.verdict)):
+        ET.SubElement(props, "property", {"name": name, "value": printable(value)})
     for r in report.results:
         tc = ET.SubElement(suite, "testcase", {"classname": r.profile, "name": r.id,
                                                "time": f"{r.seconds:.3f}"})
-        ET.SubElement(tc, "properties").append(
-            ET.Element("property", {"name": "requirements", "value": ",".join(r.requirements)}))
-        if r.outcome is Outcome.FAIL:
-            ET.SubElement(tc, "failure", {"message": r.reason}).text = r.reason
-        elif r.outcome is Outcome.STALE:
-            ET.SubElement(tc, "failure", {"message": r.reason, "type": "stale-expected-failure"})
+        message = printable(detail(r))
+        if r.outcome in (Outcome.SKIP, Outcome.UNCHECKED, Outcome.XFAIL):
+            label = {Outcome.SKIP: "", Outcome.UNCHECKED: "unchecked: ", Outcome.XFAIL: ""}[r.outcome]
+            ET.SubElement(tc, "skipped", {"message": label + message})
         elif r.outcome is Outcome.ERROR:
-            ET.SubElement(tc, "error", {"message": r.reason}).text = r.reason
-        elif r.outcome is Outcome.SKIP:
-            ET.SubElement(tc, "skipped", {"message": r.reason})
-        elif r.outcome is Outcome.XFAIL:
-            ET.SubElement(tc, "skipped", {"message": f"expected failure ({r.expected_reason}): "
-                                                     f"{r.reason}", "type": "xfail"})
+            ET.SubElement(tc, "error", {"message": message}).text = printable(r.reason, keep_newlines=True)
+        elif r.outcome in (Outcome.FAIL, Outcome.STALE):
+            kind = "stale-expected-failure" if r.outcome is Outcome.STALE else "requirement-broken"
+            ET.SubElement(tc, "failure", {"message": message, "type": kind}).text = \
+                printable(r.reason, keep_newlines=True)
+        ET.SubElement(tc, "system-out").text = f"requirements: {', '.join(r.requirements)}"
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 

@@ -13,8 +13,9 @@ from typing import Callable, Iterable, Sequence
 import grpc
 
 from openengine.conformance.cases import all_cases
-from openengine.conformance.cases.base import Case, Failed, Skipped
+from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
 from openengine.conformance.context import Context, Options, status_name
+from openengine.conformance.target import TargetUnusable, preflight
 from openengine.conformance.contract import CORE, Contract, load_contract
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 
@@ -23,6 +24,7 @@ class Outcome(str, enum.Enum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
+    UNCHECKED = "unchecked"   # the requirement applies but this run could not observe it
     ERROR = "error"
     XFAIL = "xfail"     # failed (or errored), and listed as an expected failure
     STALE = "stale"     # listed as an expected failure, but passed: the entry must go
@@ -81,6 +83,25 @@ class Report:
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
+    def unchecked_requirements(self) -> list[str]:
+        """Requirements cited by an unchecked case that no case of this run reached a verdict on."""
+        exercised = self.exercised()
+        return sorted({req for r in self.results if r.outcome is Outcome.UNCHECKED
+                       for req in r.requirements} - exercised)
+
+    @property
+    def verdict(self) -> str:
+        """`CONFORMS`, `CONFORMS, N requirements unchecked` or `DOES NOT CONFORM: ...`."""
+        if not self.results:
+            return "NO VERDICT: no case ran"
+        bad = [r for r in self.results if r.outcome.bad]
+        if bad:
+            return f"DOES NOT CONFORM: {len(bad)} case(s) " + ", ".join(r.id for r in bad)
+        unchecked = self.unchecked_requirements()
+        if unchecked:
+            return f"CONFORMS, {len(unchecked)} requirements unchecked: " + ", ".join(unchecked)
+        return "CONFORMS"
+
     def exercised(self) -> set[str]:
         """Requirements cited by a case that reached a verdict in this run."""
         return {req for r in self.results if r.outcome in (Outcome.PASS, Outcome.FAIL, Outcome.XFAIL,
@@ -93,6 +114,7 @@ class Report:
             "target": self.target, "engine": self.engine, "advertised": self.advertised,
             "forced": self.forced, "discovery_error": self.discovery_error,
             "seconds": round(self.seconds, 3), "counts": self.counts(), "ok": self.ok,
+            "verdict": self.verdict, "unchecked_requirements": self.unchecked_requirements(),
             "coverage": cov.as_dict(self.exercised()) if cov else None,
             "results": [r.as_dict() for r in self.results],
         }
@@ -135,6 +157,11 @@ def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
     return chosen, forced
 
 
+def unmatched_patterns(cases: list[Case], patterns: list[str]) -> list[str]:
+    """The `--case` globs that name no case at all (an argument error, not a verdict)."""
+    return [p for p in patterns if not any(fnmatch.fnmatchcase(c.id, p) for c in cases)]
+
+
 ProgressFn = Callable[[str, int, int, "CaseResult | None"], None]
 
 
@@ -146,12 +173,12 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
         return Outcome.FAIL, str(err)
     except Skipped as err:
         return Outcome.SKIP, str(err)
+    except Unchecked as err:
+        return Outcome.UNCHECKED, str(err)
     except asyncio.TimeoutError:
         return Outcome.FAIL, f"no verdict within {timeout:g} s: the engine did not answer in time"
     except grpc.aio.AioRpcError as err:
-        details = err.details() or ""
-        return Outcome.FAIL, (f"an RPC failed with {status_name(err.code())}"
-                              + (f": {details}" if details else ""))
+        return Outcome.FAIL, ctx.describe_rpc_error(err)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
@@ -160,6 +187,39 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
         return Outcome.ERROR, "an RPC of the case was cancelled under it (runner bug)"
     except Exception as err:  # a case could not reach a verdict: report, never crash the run
         return Outcome.ERROR, f"{type(err).__name__}: {err}"
+
+
+def apply_expected(result: CaseResult, expected: dict[str, str]) -> CaseResult:
+    """Turn a listed case's failure into `xfail` and its pass into `stale` (with the hint)."""
+    if result.id not in expected:
+        return result
+    result.expected_reason = expected[result.id]
+    if result.outcome in (Outcome.FAIL, Outcome.ERROR):
+        result.outcome = Outcome.XFAIL
+    elif result.outcome is Outcome.PASS:
+        result.outcome = Outcome.STALE
+        result.reason = ("passed, but is listed as an expected failure: remove the entry from "
+                         "the expected-failures file")
+    return result
+
+
+async def _serving_before(ctx: Context, c: Case) -> str | None:
+    """Why a case that pauses or reconfigures the engine must not start now, or None.
+
+    A run that finds the engine paused or draining (left so by an earlier run, or by a case of
+    this one) would turn every admin case into a false failure; refuse to start them instead."""
+    if not c.uses_admin:
+        return None
+    from grpc_health.v1 import health_pb2
+
+    try:
+        status = await ctx.check_health("openengine.v1.Inference")
+    except grpc.aio.AioRpcError as err:
+        return f"not run: health Check for openengine.v1.Inference failed with {status_name(err.code())}"
+    if status != health_pb2.HealthCheckResponse.SERVING:
+        return ("not run: openengine.v1.Inference is not SERVING before this case (paused, asleep "
+                "or draining), so what it checks cannot be observed; resume the engine and rerun")
+    return None
 
 
 def _engine_summary(ctx: Context) -> dict:
@@ -180,7 +240,10 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
                     progress: ProgressFn | None = None,
                     requirements: Sequence[SpecRequirement] | None = None,
                     requirements_source: str | None = None) -> Report:
-    """Run the conformance suite against `options.target` and return the report."""
+    """Run the conformance suite against `options.target` and return the report.
+
+    Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
+    OpenEngine discovery: that says nothing about conformance."""
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None
@@ -191,6 +254,7 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
     forced: set[str] = set()
     try:
         await ctx.open()
+        await preflight(ctx)
         try:
             await asyncio.wait_for(ctx.discover(), options.rpc_timeout * 4 + 1)
         except asyncio.TimeoutError:
@@ -209,6 +273,7 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
                 results.insert(0, CaseResult("core.discovery.answers", CORE, ("REQ-CORE-001",),
                                              "discovery answers", Outcome.FAIL, reason))
         else:
+            await ctx.locate_admin()
             chosen, forced = plan(cases, ctx.advertised_profiles, selected=selected,
                                   patterns=patterns, contract=contract)
             ctx.forced = forced
@@ -216,22 +281,21 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
                 if progress:
                     progress(c.id, i, len(chosen), None)
                 t0 = time.monotonic()
-                outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
-                result = CaseResult(c.id, c.profile, c.requirements, c.title, outcome, reason,
-                                    time.monotonic() - t0)
+                refused = await _serving_before(ctx, c)
+                if refused:
+                    outcome, reason = Outcome.UNCHECKED, refused
+                else:
+                    outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
+                result = apply_expected(CaseResult(c.id, c.profile, c.requirements, c.title,
+                                                   outcome, reason, time.monotonic() - t0), expected)
                 results.append(result)
                 if progress:
                     progress(c.id, i + 1, len(chosen), result)
     finally:
         await ctx.close()
     for r in results:
-        if r.id in expected:
-            r.expected_reason = expected[r.id]
-            if r.outcome in (Outcome.FAIL, Outcome.ERROR):
-                r.outcome = Outcome.XFAIL
-            elif r.outcome is Outcome.PASS:
-                r.outcome = Outcome.STALE
-                r.reason = "passed, but is listed as an expected failure: remove the entry"
+        if not r.expected_reason:
+            apply_expected(r, expected)
     try:
         cov = coverage(cases, requirements, source=requirements_source)
     except Exception:

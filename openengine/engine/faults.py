@@ -36,6 +36,7 @@ HOOK_POINTS: dict[str, str] = {
     "watch.next-sequence": "the sequence number of the next WatchLoad message",
     "watch.timestamp-ns": "the timestamp of a WatchLoad message, in nanoseconds",
     "watch.heartbeats": "whether a WatchLoad stream sends heartbeats when quiet",
+    "watch.snapshot-restarts-heartbeat": "whether a snapshot restarts the heartbeat timer (True)",
     "watch.clamped": "a requested WatchLoad interval or heartbeat after clamping",
     "watch.instance-id": "the instance id a WatchLoad stream reports",
     "watch.count-coalesced": "whether coalesced snapshots are counted (True)",
@@ -45,6 +46,7 @@ HOOK_POINTS: dict[str, str] = {
     "discovery.capabilities": "the Capabilities message GetCapabilities answers",
     "discovery.engine-info": "the EngineInfo message GetEngineInfo answers",
     "generate.admission": "the function that admits a GenerateRequest (request -> plan)",
+    "generate.client-cancelled": "what frees a Generate request its client cancelled (request -> None)",
     "generate.terminal": "the terminal EngineError of an aborted Generate stream (None: none sent)",
     "admission.violations": "the preflight violations a request is refused for",
     "rpc.refuse-unadvertised": "whether an RPC of a profile that is not advertised is refused (True)",
@@ -202,6 +204,27 @@ def _watch_without_initial(watch, **_):
     return watch_changes_only
 
 
+def _drop_switch_violations(violations, **_):
+    """Keep the numeric limits, forget the sampling switches and guided modes advertised off."""
+    return [v for v in violations if not (v.rule_id == "OEV402" and v.path.startswith("sampling."))
+            and not (v.rule_id == "OEV404" and v.path.startswith("sampling.guided"))]
+
+
+def _run_on_after_cancel(release, rt, max_tokens, **_):
+    """The cancelled request keeps its place and runs to its natural end before it is freed."""
+    import asyncio
+
+    async def run_on(req):
+        try:
+            while req.generated < max_tokens and req.aborted is None:
+                await asyncio.sleep(max(rt.config.token_delay_ms / 1000.0, 0.001))
+                req.generated += 1
+        finally:
+            release(req)
+
+    return lambda req: rt.keep(asyncio.ensure_future(run_on(req)))
+
+
 def _drop_number_violations(violations, **_):
     return [v for v in violations if v.rule_id not in ("OEV407", "OEV408")]
 
@@ -236,7 +259,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
           ("REQ-LOAD-014",),
-          at={"watch.next-sequence": lambda following, sequence, **_: sequence if sequence > 0 and sequence % 3 == 2 else following}),
+          at={"watch.next-sequence": lambda following, sequence, **_:
+              sequence if sequence > 0 and sequence % 3 == 2 else following}),
     Fault("watch-settings-not-first",
           "WatchLoad sends the initial snapshot before the settings",
           ("REQ-LOAD-004", "REQ-LOAD-009"),
@@ -277,6 +301,11 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "WatchLoad accepts more concurrent streams than max_watchers",
           ("REQ-LOAD-011",),
           at={"watch.max-watchers": _constant(float("inf"))}),
+    Fault("watch-heartbeat-not-reset",
+          "WatchLoad's heartbeat timer runs from the previous heartbeat, not the previous message, "
+          "so a heartbeat can follow a snapshot sooner than heartbeat_ms",
+          ("REQ-LOAD-013",),
+          at={"watch.snapshot-restarts-heartbeat": _constant(False)}),
     Fault("watch-revision-stream-kept",
           "WatchLoad streams stay open across a capability revision change",
           ("REQ-REV-006",),
@@ -310,6 +339,11 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "Generate accepts requests beyond the advertised limits instead of INVALID_ARGUMENT",
           ("REQ-CAP-009", "REQ-SVC-003"),
           at={"generate.admission": _admit_loosely}),
+    Fault("features-off-accepted",
+          "Generate accepts min_p, logit_bias, prompt_logprobs and guided decoding modes that the "
+          "capabilities advertise as off (numeric limits are still enforced)",
+          ("REQ-CAP-009",),
+          at={"admission.violations": _drop_switch_violations}),
     Fault("unadvertised-rpc-implemented",
           "RPCs of profiles that are not advertised answer instead of failing with UNIMPLEMENTED",
           ("REQ-CORE-003",),
@@ -336,6 +370,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "an aborted Generate stream ends with status OK but without its terminal EngineError",
           ("REQ-SVC-002", "REQ-CORE-009", "REQ-CORE-010"),
           at={"generate.terminal": _constant(None)}),
+    Fault("client-cancel-ignored",
+          "a Generate the client cancels keeps running (and counted in load) until its natural end",
+          ("REQ-CORE-011",),
+          at={"generate.client-cancelled": _run_on_after_cancel}),
     Fault("abort-ignored",
           "Abort reports the requests it found but leaves them running",
           ("REQ-CORE-010",),
@@ -348,7 +386,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("load-ranks-not-summed",
           "per-rank used_kv_blocks leave out the prefix cache that the total counts",
           ("REQ-LOAD-023",),
-          at={"load.rank-cached-blocks": _constant(0), "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
+          at={"load.rank-cached-blocks": _constant(0),
+              "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",

@@ -112,7 +112,7 @@ class WirePolicy(grpc.aio.ServerInterceptor):
             except Exception as err:  # any parser failure: DecodeError, invalid UTF-8, ...
                 counter.record(UNDECODABLE, f"{method}: {type(err).__name__}: {err}", level=logging.INFO)
                 await context.abort(grpc.StatusCode.INTERNAL,
-                                    f"the request does not parse as {type_name}: {_plain(err)}")
+                                    f"{method}: the request does not parse as {type_name}: {_plain(err)}")
 
         async def fail(err: BaseException, context) -> None:
             if _is_vanished_client(err, context):

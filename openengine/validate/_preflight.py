@@ -1,8 +1,9 @@
 """Refuse a request locally when the engine's capabilities say the engine would refuse it.
 
-The mapping from request fields to limits is the one hand-written table of the validators
-(`REQUEST_LIMITS`): which field of which request is bounded by, or needs, which limit or profile.
-Everything about the limits themselves (defaults, model scoping) comes from the contract's tables
+Which field of which request is bounded by, or needs, which limit or profile (`REQUEST_LIMITS`)
+is a fact of the compiled contract: each request message declares its rows in a `request_limit`
+option, and `openengine.contract` reads them. Everything about the limits themselves (defaults,
+model scoping) comes from the contract's tables
 through a `CapabilityReport`.
 """
 
@@ -14,60 +15,14 @@ from typing import Any, Iterator
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from openengine.contract import RequestLimit, catalogue
 from openengine.validate._capabilities import CapabilityReport
 from openengine.validate._tables import MODEL_SCOPED
 from openengine.validate._rules import Violation, violation
 
 
-@dataclass(frozen=True)
-class RequestLimit:
-    """One row: `field` of `request` (a dotted path; `a|b` is the set member of oneof `b` of `a`;
-    empty means the request itself) is judged by `check` against `profile`.`limit`.
-
-    checks: `profile` (using the field needs the profile), `at_most` (value <= limit), `enabled`
-    (a bool limit must be true), `member` (the value must be in a list limit; `when` fixes the
-    value), `count_at_most` (number of elements <= limit), `below_needs` (a value below the
-    limit in `limit` needs the bool limit in `when`), `ignored` (the engine ignores the field
-    unless the bool limit is true: a warning)."""
-
-    request: str
-    field: str
-    check: str
-    profile: str
-    limit: str | None = None
-    when: str | None = None
-
-
-CORE, TASKS = "openengine.core", "openengine.tasks"
-
-REQUEST_LIMITS: tuple[RequestLimit, ...] = (
-    RequestLimit("GenerateRequest", "sampling.logprobs", "at_most", CORE, "max_logprobs"),
-    RequestLimit("GenerateRequest", "sampling.prompt_logprobs", "enabled", CORE, "prompt_logprobs"),
-    RequestLimit("GenerateRequest", "sampling.prompt_logprobs", "at_most", CORE, "max_logprobs"),
-    RequestLimit("GenerateRequest", "sampling.n", "at_most", CORE, "max_sequences"),
-    RequestLimit("GenerateRequest", "sampling.min_p", "enabled", CORE, "min_p"),
-    RequestLimit("GenerateRequest", "sampling.logit_bias", "enabled", CORE, "logit_bias"),
-    RequestLimit("GenerateRequest", "sampling.guided|constraint", "member", CORE, "guided_decoding_modes"),
-    RequestLimit("GenerateRequest", "|prompt", "enabled", CORE, "token_ids_input", when="token_ids"),
-    RequestLimit("GenerateRequest", "priority", "ignored", CORE, "priority"),
-    RequestLimit("GenerateRequest", "adapter", "profile", "openengine.adapters"),
-    RequestLimit("GenerateRequest", "session_id", "profile", "openengine.sessions"),
-    RequestLimit("GenerateRequest", "kv_transfer", "profile", "openengine.kv"),
-    RequestLimit("GenerateRequest", "kv_transfer.backend", "member", "openengine.kv", "kv_transfer_backends"),
-    RequestLimit("EmbedRequest", "", "profile", TASKS),
-    RequestLimit("EmbedRequest", "", "member", TASKS, "supported_tasks", when="embed"),
-    RequestLimit("EmbedRequest", "inputs", "count_at_most", TASKS, "max_inputs_per_request"),
-    RequestLimit("EmbedRequest", "dimensions", "below_needs", TASKS, "embedding_size", when="matryoshka"),
-    RequestLimit("ClassifyRequest", "", "profile", TASKS),
-    RequestLimit("ClassifyRequest", "", "member", TASKS, "supported_tasks", when="classify"),
-    RequestLimit("ClassifyRequest", "inputs", "count_at_most", TASKS, "max_inputs_per_request"),
-    RequestLimit("ScoreRequest", "", "profile", TASKS),
-    RequestLimit("ScoreRequest", "", "member", TASKS, "supported_tasks", when="score"),
-    RequestLimit("ScoreRequest", "documents", "count_at_most", TASKS, "max_inputs_per_request"),
-    RequestLimit("EncodeRequest", "", "profile", "openengine.encoder"),
-    RequestLimit("EncodeRequest", "items", "count_at_most", "openengine.encoder", "max_items_per_request"),
-    RequestLimit("EncodeRequest", "items[]|item", "member", "openengine.encoder", "modalities"),
-)
+# The rows live on the request messages (the `request_limit` option), read by the contract.
+REQUEST_LIMITS: tuple[RequestLimit, ...] = catalogue().request_limits
 
 _BY_REQUEST: dict[str, tuple[RequestLimit, ...]] = {}
 for _row in REQUEST_LIMITS:

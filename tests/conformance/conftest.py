@@ -11,11 +11,11 @@ TOKEN = "conformance-test-token"
 
 
 @contextlib.contextmanager
-def reference_engine(*, profiles=("all",), role="aggregated", faults=(), **extra):
+def reference_engine(*, profiles=("all",), role="aggregated", faults=(), admin=None, **extra):
     from openengine.engine import AdminConfig, EngineConfig, RunningEngine
 
     config = EngineConfig(port=0, profiles=tuple(profiles), role=role, faults=tuple(faults),
-                          admin=AdminConfig(token=TOKEN), **extra)
+                          admin=admin or AdminConfig(token=TOKEN), **extra)
     with RunningEngine(config) as engine:
         yield engine
 
@@ -24,7 +24,8 @@ def run_suite(target: str, **kw):
     from openengine.conformance import Options, run_suite as run
 
     opts = {k: kw.pop(k) for k in list(kw) if k in (
-        "rpc_timeout", "case_timeout", "admin_token", "shutdown_command", "max_message_bytes")}
+        "rpc_timeout", "case_timeout", "admin_token", "shutdown_command", "max_message_bytes",
+        "admin_target", "admin_cert", "admin_key", "admin_ca", "destructive")}
     opts.setdefault("admin_token", TOKEN)
     return asyncio.run(run(Options(target=target, **opts), **kw))
 

@@ -36,6 +36,7 @@ PLAN: dict[str, dict] = {
     # A stream that ends after its first snapshot starves every case that reads one.
     "watch-ends-ok": dict(run=LOAD_ALL, fails={"load.watch.stays-open"}, also={"load.*"}),
     "watch-max-watchers-ignored": dict(run=LOAD_ALL, fails={"load.watch.max-watchers"}),
+    "watch-heartbeat-not-reset": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-busy"}),
     "watch-revision-stream-kept": dict(run=["admin.update-config", "load.watch.stays-open"],
                                        fails={"admin.update-config"}),
     "capabilities-unadvertised-submessage": dict(run=CAPS, fails={"capabilities.submessages-advertised"}),
@@ -50,6 +51,10 @@ PLAN: dict[str, dict] = {
                                        engine=dict(profiles=("kv",), role="prefill")),
     "limits-not-enforced": dict(run=["core.generate.*"], fails={"core.generate.limits"},
                                 also={"core.generate.not-found"}),
+    "features-off-accepted": dict(run=["core.generate.*"], fails={"core.generate.limits"},
+                                  engine=dict(limits={"core": {
+                                      "min_p": False, "logit_bias": False, "prompt_logprobs": False,
+                                      "guided_decoding_modes": ["json_object"]}})),
     "unadvertised-rpc-implemented": dict(run=["*.absent.unimplemented", "*.rpcs.served"],
                                          fails=set(), also={"*.absent.unimplemented"},
                                          engine=dict(profiles=("load",))),
@@ -63,6 +68,8 @@ PLAN: dict[str, dict] = {
                                        also={"health.*"}),
     "generate-no-terminal": dict(run=["core.abort.*", "core.generate.*"],
                                  fails={"core.abort.by-id", "core.abort.all"}),
+    "client-cancel-ignored": dict(run=["core.abort.*", "core.generate.*"],
+                                  fails={"core.generate.client-cancel"}),
     "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
                           fails={"core.abort.by-id", "core.abort.all"}),
     "load-ranks-not-summed": dict(run=["load.ranks.*", "load.getload.*"], fails={"load.ranks.sum"},

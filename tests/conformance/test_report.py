@@ -5,18 +5,26 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
 
 from openengine.conformance import (
     CaseResult, Outcome, Progress, Report, render_json, render_junit, render_text,
 )
+from openengine.conformance.runner import apply_expected
+
+XSD = Path(__file__).resolve().parents[1] / "data" / "junit-10.xsd"
+HOSTILE_TEXT = "engine said \x1b[2J\x1b[31mred\x07 \x00nul \x0bvt \x7fdel \x9bcsi\nnext line \ufffe"
 
 
-def _report():
+def _report(reason_text: str = ""):
     results = [CaseResult(f"x.case-{o.value}", "openengine.core", ("REQ-CORE-001",), "t", o,
-                          reason="" if o is Outcome.PASS else f"because {o.value}",
+                          reason="" if o is Outcome.PASS else f"because {o.value}{reason_text}",
                           expected_reason="known" if o in (Outcome.XFAIL, Outcome.STALE) else "")
                for o in Outcome]
-    return Report("127.0.0.1:1", {}, ["openengine.core"], results, None, 1.0)
+    return Report("127.0.0.1:1", {"engine_name": "bad\x1b]0;title\x07name"}, ["openengine.core"],
+                  results, None, 1.0)
 
 
 def test_text_json_and_junit_agree_on_outcomes():
@@ -25,11 +33,85 @@ def test_text_json_and_junit_agree_on_outcomes():
     assert "DOES NOT CONFORM" in text and "x.case-stale" in text
     data = json.loads(render_json(report))
     assert data["counts"] == {o.value: 1 for o in Outcome} and data["ok"] is False
+    assert data["verdict"].startswith("DOES NOT CONFORM")
     suite = ET.fromstring(render_junit(report))
-    assert suite.get("failures") == "2" and suite.get("errors") == "1" and suite.get("skipped") == "2"
-    kinds = {tc.get("name"): [c.tag for c in tc if c.tag != "properties"] for tc in suite}
+    assert suite.get("failures") == "2" and suite.get("errors") == "1" and suite.get("skipped") == "3"
+    kinds = {tc.get("name"): [c.tag for c in tc if c.tag != "system-out"]
+             for tc in suite.iter("testcase")}
     assert kinds["x.case-xfail"] == ["skipped"] and kinds["x.case-stale"] == ["failure"]
+    assert kinds["x.case-unchecked"] == ["skipped"] and kinds["x.case-pass"] == []
     assert report.exit_code == 1
+
+
+def _validate(xml_text: str) -> None:
+    from lxml import etree
+
+    schema = etree.XMLSchema(etree.parse(str(XSD)))
+    doc = etree.fromstring(xml_text.encode("utf-8"))
+    schema.assertValid(doc)
+
+
+def test_junit_is_valid_against_the_common_schema():
+    _validate(render_junit(_report()))
+
+
+def test_the_schema_rejects_properties_inside_a_testcase():
+    """The shape the report used to have must not pass, or the schema test above proves nothing."""
+    from lxml import etree
+
+    bad = ('<testsuite name="s" tests="1"><testcase name="c"><properties><property name="a" '
+           'value="b"/></properties></testcase></testsuite>')
+    with pytest.raises(etree.DocumentInvalid):
+        _validate(bad)
+
+
+def test_junit_is_well_formed_whatever_the_engine_sent():
+    xml_text = render_junit(_report(HOSTILE_TEXT))
+    suite = ET.fromstring(xml_text)          # raises on a control character
+    _validate(xml_text)
+    failure = next(tc for tc in suite.iter("testcase") if tc.get("name") == "x.case-fail").find("failure")
+    assert "\\x1b[2J" in failure.get("message") and "\x1b" not in xml_text
+
+
+def test_text_output_escapes_control_characters():
+    text = render_text(_report(HOSTILE_TEXT))
+    for raw in ("\x1b", "\x07", "\x00", "\x0b", "\x7f", "\x9b"):
+        assert raw not in text
+    assert "\\x1b[31mred\\x07" in text and "bad\\x1b]0;title\\x07name" in text
+
+
+def test_verdict_counts_unchecked_requirements():
+    def result(case_id, outcome, reqs):
+        return CaseResult(case_id, "openengine.core", reqs, "t", outcome, reason="why")
+
+    only_unchecked = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-A-001",)),
+                                            result("a.c", Outcome.UNCHECKED, ("REQ-A-002", "REQ-A-001"))],
+                            None)
+    assert only_unchecked.ok and only_unchecked.exit_code == 0
+    assert only_unchecked.unchecked_requirements() == ["REQ-A-002"]
+    assert only_unchecked.verdict == "CONFORMS, 1 requirements unchecked: REQ-A-002"
+    assert render_text(only_unchecked).rstrip().endswith("REQ-A-002")
+    clean = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-A-001",))], None)
+    assert clean.verdict == "CONFORMS"
+
+
+def test_expected_failures_read_the_same_case_by_case_and_in_the_summary():
+    results = [apply_expected(CaseResult("x.fails", "p", ("REQ-A-001",), "t", Outcome.FAIL, "broke"),
+                              {"x.fails": "known bug", "x.passes": "was broken"}),
+               apply_expected(CaseResult("x.passes", "p", ("REQ-A-001",), "t", Outcome.PASS),
+                              {"x.fails": "known bug", "x.passes": "was broken"})]
+    assert [r.outcome for r in results] == [Outcome.XFAIL, Outcome.STALE]
+    plain = io.StringIO()
+    progress = Progress(plain, live=False)
+    for i, r in enumerate(results):
+        progress(r.id, i + 1, 2, r)
+    lines = plain.getvalue()
+    assert "XFAIL x.fails" in lines and "expected failure (known bug): broke" in lines
+    assert "STALE x.passes" in lines and "remove the entry" in lines
+    assert "FAIL  x.fails" not in lines and "PASS  x.passes" not in lines
+    summary = render_text(Report("t:1", {}, [], results, None))
+    assert "STALE x.passes" in summary and "remove the entry" in summary
+    assert "DOES NOT CONFORM: 1 case(s) x.passes" in summary
 
 
 def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_otherwise():

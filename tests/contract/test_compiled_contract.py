@@ -57,3 +57,34 @@ def test_work_services_are_the_ones_the_spec_names_and_exist():
     named = re.findall(r"`(openengine\.v1\.[A-Za-z]+)`", paragraph)
     assert tuple(named) == WORK_SERVICES
     assert set(WORK_SERVICES) <= set(CAT.services)
+
+
+CHECKS = {"profile", "at_most", "enabled", "member", "count_at_most", "below_needs", "ignored"}
+
+
+def test_every_request_limit_option_names_a_real_field_profile_and_limit():
+    """The request messages' `request_limit` options are read at run time; a typo in one must fail
+    here, not silently stop a check."""
+    requests = {r.method.input_type.name: r.method.input_type for r in CAT.rpcs}
+    rows = CAT.request_limits
+    assert rows and {r.request for r in rows} >= {"GenerateRequest", "EmbedRequest", "EncodeRequest"}
+    for row in rows:
+        where = f"{row.request} {row.field!r} {row.check}"
+        assert row.check in CHECKS, where
+        profile = CAT.profile(row.profile)
+        assert profile is not None, where
+        assert (row.limit is None) == (row.check == "profile"), where
+        if row.limit is not None:
+            assert profile.limit(row.limit) is not None, where
+        if row.check == "below_needs":
+            assert profile.limit(row.when) is not None and profile.limit(row.when).kind == "bool", where
+        message = requests[row.request]
+        head, _, oneof = row.field.partition("|")
+        for part in [p for p in head.split(".") if p]:
+            field = message.fields_by_name.get(part.removesuffix("[]"))
+            assert field is not None, f"{where}: no field {part}"
+            message = field.message_type if field.message_type is not None else message
+        if oneof:
+            assert oneof in message.oneofs_by_name, f"{where}: no oneof {oneof}"
+            if row.when is not None:
+                assert row.when in [f.name for f in message.oneofs_by_name[oneof].fields], where

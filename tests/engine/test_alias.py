@@ -375,3 +375,16 @@ def test_unknown_alias_on_the_command_line_is_refused_without_a_traceback():
     assert out.returncode == 2
     assert "unknown alias 'contrl'" in out.stderr and "openengine.v1.Control" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_alias_drain_is_not_answered_on_the_main_address_when_admin_has_its_own():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        admin_port = s.getsockname()[1]
+    with running(profiles=("admin",), aliases=("openengine",), admin={"port": admin_port}) as (engine, stubs):
+        with pytest.raises(grpc.RpcError) as err:
+            list(Earlier(stubs.channel).openengine.Drain(r2.DrainRequest(stop_accepting_new_requests=True),
+                                                         metadata=AUTH))
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "admin address" in err.value.details()
+        assert Earlier(stubs.channel).openengine.Health(r2.HealthRequest()).state == r2.HEALTH_STATE_READY

@@ -161,6 +161,40 @@ def limits_enforced(engine, stubs):
         return err.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def features_off_refused(engine, stubs):
+    """With min_p, logit_bias and prompt_logprobs advertised off, each is refused alone."""
+    tries = [G.SamplingParams(max_tokens=2, min_p=0.1), G.SamplingParams(max_tokens=2, logit_bias={5: 1.0}),
+             G.SamplingParams(max_tokens=2, prompt_logprobs=1)]
+    for sampling in tries:
+        try:
+            list(stubs.inference.Generate(G.GenerateRequest(text="x", sampling=sampling)))
+            return False
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                return False
+    return True
+
+
+def client_cancel_frees(engine, stubs):
+    long = G.SamplingParams(max_tokens=256, min_tokens=256, ignore_eos=True)   # over 0.5 s
+    call = stubs.inference.Generate(G.GenerateRequest(text="x", sampling=long), timeout=10)
+    next(call)
+    call.cancel()
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        if stubs.observability.GetLoad(L.GetLoadRequest()).running_requests == 0:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def heartbeat_after_any_message(engine, stubs):
+    """Snapshots every 20 ms reset a 50 ms heartbeat timer: no heartbeat comes sooner."""
+    msgs = watch(stubs, 25, interval_ms=20, heartbeat_ms=50, initial_snapshot=False)
+    stamps = [(m.WhichOneof("kind"), m.timestamp.ToNanoseconds() / 1e6) for m in msgs]
+    return all(b - a >= 49 for (_, a), (kind, b) in zip(stamps, stamps[1:]) if kind == "heartbeat")
+
+
 def unadvertised_unimplemented(engine, stubs):
     from openengine.v1 import kv_pb2
     try:
@@ -295,6 +329,10 @@ CHECKS = {
     "watch-ends-ok": ({}, never_ends_ok),
     "watch-max-watchers-ignored": (dict(limits={"load": {"max_watchers": 2}}), max_watchers),
     "watch-revision-stream-kept": ({}, revision_ends_stream),
+    "watch-heartbeat-not-reset": ({}, heartbeat_after_any_message),
+    "features-off-accepted": (dict(limits={"core": {"min_p": False, "logit_bias": False,
+                                                    "prompt_logprobs": False}}), features_off_refused),
+    "client-cancel-ignored": ({}, client_cancel_frees),
     "capabilities-unadvertised-submessage": ({}, requirement_holds("REQ-CAP-006")),
     "capabilities-missing-core": ({}, requirement_holds("REQ-CORE-001")),
     "capabilities-duplicate-profile": ({}, requirement_holds("REQ-CAP-003")),

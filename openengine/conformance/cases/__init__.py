@@ -1,6 +1,6 @@
 """The conformance test cases. Importing this package registers every case in `CASES`."""
 
-from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, case, expect
+from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, Unchecked, case, expect
 
 
 def all_cases() -> list[Case]:
@@ -11,4 +11,4 @@ def all_cases() -> list[Case]:
     return list(CASES)
 
 
-__all__ = ["CASES", "Case", "Failed", "Skipped", "all_cases", "case", "expect"]
+__all__ = ["CASES", "Case", "Failed", "Skipped", "Unchecked", "all_cases", "case", "expect"]

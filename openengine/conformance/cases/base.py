@@ -2,8 +2,10 @@
 
 A case is an `async def case(ctx) -> str | None` registered with `@case(...)`. It returns
 normally to pass (optionally with a note), raises `Failed` when the engine broke a requirement,
-`Skipped` when it cannot run here (a feature not offered, a credential not given). Anything else
-it raises is an `error` outcome: the case could not reach a verdict.
+`Skipped` when the requirement does not apply here (a feature the engine does not offer), and
+`Unchecked` when it applies but the case could not make it observable (the engine's limits make
+the stimulus impossible, a credential or an address was not given, a destructive case was not
+asked for). Anything else it raises is an `error` outcome: the case could not reach a verdict.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ class Failed(Exception):
 
 
 class Skipped(Exception):
-    """The case cannot run against this engine or with these options; the reason says why."""
+    """The requirement does not apply to this engine (a feature it does not offer)."""
+
+
+class Unchecked(Exception):
+    """The requirement applies, but this run could not observe it; the reason says why and, when
+    an option would make it observable, which one. A run with unchecked requirements still
+    conforms, but its verdict says how many were left unchecked."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,13 @@ class Case:
     # Cases that leave the engine unable to serve (drain, shutdown) run after all others.
     disruptive: bool = False
     timeout: float | None = None      # overrides the runner's per-case timeout
+    # False for a placeholder that can only report `unchecked`: it does not count for coverage.
+    observes: bool = True
+
+    @property
+    def uses_admin(self) -> bool:
+        """Admin cases pause, resume or reconfigure the engine: they need it SERVING to start."""
+        return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
 
     @property
     def spec(self):
@@ -57,8 +72,8 @@ CASES: list[Case] = []
 
 
 def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], title: str,
-         when: str = "advertised", disruptive: bool = False, timeout: float | None = None
-         ) -> Callable[[CaseFn], CaseFn]:
+         when: str = "advertised", disruptive: bool = False, timeout: float | None = None,
+         observes: bool = True) -> Callable[[CaseFn], CaseFn]:
     """Register a case. Ids and citations are checked here so a typo fails at import."""
     if not _ID_RE.match(case_id):
         raise ValueError(f"case id {case_id!r} is not dotted lower-case words")
@@ -73,7 +88,8 @@ def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], t
     def register(fn: CaseFn) -> CaseFn:
         if any(c.id == case_id for c in CASES):
             raise ValueError(f"case id {case_id} registered twice")
-        CASES.append(Case(case_id, profile, tuple(requires), title, fn, when, disruptive, timeout))
+        CASES.append(Case(case_id, profile, tuple(requires), title, fn, when, disruptive, timeout,
+                          observes))
         return fn
 
     return register

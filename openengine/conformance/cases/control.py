@@ -9,7 +9,7 @@ import contextlib
 import grpc
 from grpc_health.v1 import health_pb2
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
@@ -134,27 +134,38 @@ def _admin_rpcs(ctx: Context):
 async def admin_unauthenticated(ctx: Context):
     from openengine.v1 import admin_pb2
 
+    ctx.admin()
     problems = []
     wrong = (("authorization", "Bearer conformance-wrong-token"),)
+    tries = [("no credentials", ctx.admin_anonymous, ())]
+    if ctx.options.admin_token:
+        tries.append(("a wrong token", ctx.admin_anonymous, wrong))
+        if ctx.options.admin_tls:
+            # A trusted client certificate with no token, or a wrong one.
+            tries += [("a client certificate but no token", ctx._admin, ()),
+                      ("a client certificate and a wrong token", ctx._admin, wrong)]
     for method, request in _admin_rpcs(ctx):
-        for label, md in (("no credentials", ()), ("a wrong token", wrong)):
+        for label, stub, md in tries:
             try:
-                await getattr(ctx.admin_anonymous, method)(request, metadata=md)
+                await getattr(stub, method)(request, metadata=md)
                 problems.append(f"{method} with {label} was performed")
             except grpc.aio.AioRpcError as err:
-                ok = (grpc.StatusCode.UNAUTHENTICATED,) if not md else \
-                    (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+                ok = {grpc.StatusCode.UNAUTHENTICATED}
+                if md:
+                    ok.add(grpc.StatusCode.PERMISSION_DENIED)
+                if ctx.options.admin_tls and stub is ctx.admin_anonymous:
+                    # Mutual TLS may refuse a client without a certificate in the handshake, so
+                    # that nothing reaches Admin at all (REQ-ADMIN-002).
+                    ok.add(grpc.StatusCode.UNAVAILABLE)
                 if err.code() not in ok:
                     problems.append(f"{method} with {label}: {status_name(err.code())}")
     status = await ctx.check_health(INFERENCE)
     if status != S.SERVING:
         problems.append("Inference is no longer SERVING after unauthenticated admin calls")
         with contextlib.suppress(Exception):
-            await ctx.admin_anonymous.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
-        if ctx.options.admin_token:
-            with contextlib.suppress(Exception):
-                await ctx._admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await ctx._admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
     expect(not problems, "; ".join(problems))
+    return ", ".join(label for label, _, _ in tries)
 
 
 @case("admin.pause-resume", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
@@ -317,6 +328,9 @@ async def admin_drain(ctx: Context):
     from openengine.v1 import admin_pb2, discovery_pb2
 
     admin = ctx.admin()
+    if not ctx.options.runs_destructive:
+        raise Unchecked("Drain leaves the engine unable to serve: it runs only with --destructive "
+                        "or --shutdown-command")
     call = admin.Drain(admin_pb2.DrainRequest(deadline_ms=1000), timeout=ctx.options.case_timeout)
     last = None
     try:
@@ -346,7 +360,7 @@ async def admin_drain(ctx: Context):
 async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
-        raise Skipped("the runner cannot stop this engine (give --shutdown-command)")
+        raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
     from openengine.v1 import load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
@@ -391,10 +405,14 @@ async def shutdown(ctx: Context):
 @case("admin.own-address-health", profile=ADMIN, requires=("REQ-ADMIN-001",),
       title="an admin address of its own serves health for Admin, and \"\" with Admin's status")
 async def admin_own_address(ctx: Context):
+    if not ctx.options.admin_elsewhere:
+        if ctx.admin_on_main:
+            raise Skipped("Admin is served on the main address (give --admin-target when it also "
+                          "has an address of its own)")
+        raise Unchecked("Admin answers UNIMPLEMENTED on the main address, so it has an address of "
+                        "its own: give it with --admin-target HOST:PORT")
     target = ctx.options.admin_target
-    if not target or target == ctx.options.target:
-        raise Skipped("Admin is served on the main address (give --admin-target when it is not)")
-    ch = grpc.aio.insecure_channel(target)
+    ch = ctx.admin_address_channel()
     try:
         from grpc_health.v1 import health_pb2_grpc
 
@@ -417,9 +435,10 @@ async def admin_own_address(ctx: Context):
 async def admin_permission(ctx: Context):
     from openengine.v1 import admin_pb2
 
+    ctx.admin()
     token = ctx.options.admin_limited_token
     if not token:
-        raise Skipped("no token without admin permissions given (--admin-limited-token)")
+        raise Unchecked("no token without admin permissions given (--admin-limited-token)")
     md = (("authorization", f"Bearer {token}"),)
     try:
         await ctx.admin_anonymous.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=md)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
+from typing import Callable
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, read_rest, rpc_error, status_name
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE, RpcInfo, load_contract
 
 # Probing these with a request would change the engine's state for the rest of the run; their
@@ -72,7 +74,15 @@ async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
 def _served_case(profile: str):
     async def run(ctx: Context):
         advertised = {p.name: (p.major, p.minor) for p in ctx.capabilities.profiles}
-        version = advertised.get(profile, ctx.contract.profiles[profile].version)
+        defined = ctx.contract.profiles[profile].version
+        version = advertised.get(profile, defined)
+        if version[0] != defined[0]:
+            # The registry defines no RPC for another major: nothing to probe would pass vacuously.
+            raise Failed(f"advertised {profile} {version[0]}.{version[1]}, but the registry defines "
+                         f"only major {defined[0]}: advertise {profile} {defined[0]}.x "
+                         "(REQ-CAP-004)")
+        if profile == "openengine.admin" and not ctx.admin_on_main and not ctx.options.admin_elsewhere:
+            ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
         for rpc in ctx.contract.profiles[profile].rpcs:
             if rpc.since_version[0] != version[0] or rpc.since_version > version:
@@ -89,6 +99,9 @@ def _served_case(profile: str):
                 missing.append(rpc.full_name)
         expect(not missing, f"advertised {profile} {version[0]}.{version[1]} but "
                             f"{', '.join(missing)} answered UNIMPLEMENTED")
+        if not checked:
+            raise Unchecked(f"{profile} {version[0]}.{version[1]} has no RPC the runner may probe "
+                            "without disrupting the engine")
         return f"{checked} RPCs answered"
     return run
 
@@ -156,15 +169,18 @@ async def capabilities_stable(ctx: Context):
         return sorted((p.name, p.major, p.minor) for p in caps.profiles)
 
     before = key(ctx.capabilities)
-    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
-    call = ctx.inference.Generate(req)
+    call = ctx.inference.Generate(ctx.long_request())
     try:
-        await call.read()
+        first = await call.read()
+        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
         busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
+        if first.HasField("final") or first.HasField("error"):
+            raise Unchecked("the longest request the model allows ended at its first message, so "
+                            "the engine could not be read while busy")
         expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
     finally:
         call.cancel()
-    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+    if ctx.can_admin():
         async with ctx.paused():
             paused = key(await ctx.discovery_rpc.GetCapabilities(
                 discovery_pb2.GetCapabilitiesRequest()))
@@ -222,25 +238,128 @@ async def generate_terminal(ctx: Context):
     expect(last_final == len(kinds) - 1, "messages followed the last final")
 
 
+@dataclass(frozen=True)
+class LimitProbe:
+    """One request that an advertised limit or switch decides: `accept` says which way."""
+
+    limit: str            # `openengine.core.min_p`
+    shown: str            # what the request does, for the report
+    change: Callable      # sets the field on a GenerateRequest
+    accept: bool
+
+
+# A valid constraint of each guided-decoding mode (the oneof member of GuidedDecoding).
+GUIDED_EXAMPLES: dict[str, Callable] = {
+    "json_schema": lambda g: setattr(g, "json_schema", '{"type": "object"}'),
+    "json_object": lambda g: setattr(g, "json_object", True),
+    "regex": lambda g: setattr(g, "regex", "[a-z]+"),
+    "ebnf_grammar": lambda g: setattr(g, "ebnf_grammar", 'root ::= "yes" | "no"'),
+    "structural_tag": lambda g: setattr(g, "structural_tag", '{"structures": [], "triggers": []}'),
+    "choice": lambda g: g.choice.values.extend(["yes", "no"]),
+}
+# A request value for each switch the validators' request table ties to a field.
+SWITCH_EXAMPLES: dict[str, Callable] = {
+    "sampling.min_p": lambda r: setattr(r.sampling, "min_p", 0.1),
+    "sampling.logit_bias": lambda r: r.sampling.logit_bias.__setitem__(1, 1.0),
+    "sampling.prompt_logprobs": lambda r: setattr(r.sampling, "prompt_logprobs", 1),
+    "|prompt": lambda r: r.token_ids.ids.extend([72, 105]),
+}
+
+
+def _guided_modes():
+    """(oneof member, GuidedDecodingMode value) for every mode the contract defines."""
+    from openengine.v1 import capabilities_pb2, generation_pb2
+
+    oneof = generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["constraint"]
+    enum = capabilities_pb2.GuidedDecodingMode
+    return [(f.name, enum.Value(f"GUIDED_DECODING_MODE_{f.name.upper()}")) for f in oneof.fields]
+
+
+def _set_path(request, path: str, value) -> None:
+    *parents, name = path.split(".")
+    msg = request
+    for part in parents:
+        msg = getattr(msg, part)
+    setattr(msg, name, value)
+
+
+def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
+    """Every GenerateRequest probe of REQ-CAP-009 for the core limits, from the validators'
+    request table (which field each limit bounds or switches) and the contract's guided modes:
+    a request one above each numeric limit and one at it, each switch used when advertised off
+    (and on), each guided mode not listed (and listed). Advisory limits (`ignored`) get none."""
+    from openengine.validate._preflight import REQUEST_LIMITS
+
+    probes: list[LimitProbe] = []
+    for row in REQUEST_LIMITS:
+        if row.request != "GenerateRequest" or row.profile != CORE or row.limit is None:
+            continue
+        name = f"{row.profile}.{row.limit}"
+        value = limit_of(row.limit)
+        if row.check == "at_most":
+            field = row.field
+            above = int(value) + 1
+
+            def over(r, f=field, v=above):
+                _set_path(r, f, v)
+            probes.append(LimitProbe(name, f"{field}={above}", over, accept=False))
+            if field != "sampling.prompt_logprobs":   # at the limit, it also needs its switch
+                probes.append(LimitProbe(name, f"{field}={int(value)}",
+                                         lambda r, f=field, v=int(value): _set_path(r, f, v),
+                                         accept=True))
+        elif row.check == "enabled":
+            change = SWITCH_EXAMPLES.get(row.field)
+            if change is None:
+                raise KeyError(f"no example request value for {row.field} ({name})")
+            shown = "a token-id prompt" if row.field == "|prompt" else f"{row.field} set"
+            probes.append(LimitProbe(name, shown, change, accept=bool(value)))
+        elif row.check == "member" and row.field == "sampling.guided|constraint":
+            listed = set(value)   # enum numbers or their registry spellings, as the report gives them
+            for member, mode in _guided_modes():
+                def guided(r, m=member):
+                    GUIDED_EXAMPLES[m](r.sampling.guided)
+                probes.append(LimitProbe(name, f"guided {member}", guided,
+                                         accept=mode in listed or member in listed))
+    return probes
+
+
 @case("core.generate.limits", profile=CORE, requires=("REQ-CAP-009", "REQ-SVC-003", "REQ-CORE-006"),
-      title="a request beyond an advertised limit is refused with INVALID_ARGUMENT; one within is accepted")
+      title="each request beyond an advertised limit, or using a feature advertised off, is refused "
+            "with INVALID_ARGUMENT; the same within the limits is accepted")
 async def generate_limits(ctx: Context):
-    max_seq = int(ctx.limit(CORE, "max_sequences"))
-    max_lp = int(ctx.limit(CORE, "max_logprobs"))
-    if max_seq < 1:
-        raise Skipped(f"max_sequences {max_seq} is out of range (capabilities.limits-in-range)")
-    await ctx.generate(ctx.generate_request(max_tokens=2, n=max_seq, logprobs=max_lp))
-    problems = []
-    for field, value in (("n", max_seq + 1), ("logprobs", max_lp + 1)):
-        call = ctx.inference.Generate(ctx.generate_request(max_tokens=2, **{field: value}))
+    if int(ctx.limit(CORE, "max_sequences")) < 1:
+        raise Skipped("max_sequences is out of range (capabilities.limits-in-range)")
+    problems, probes = [], limit_probes(lambda name: ctx.limit(CORE, name))
+    for probe in probes:
+        req = ctx.generate_request(max_tokens=2)
+        probe.change(req)
         try:
-            got = [m async for m in call]
-            problems.append(f"{field}={value} was accepted ({len(got)} messages)")
+            got = await ctx.generate(req)
         except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                problems.append(f"{field}={value} failed with {status_name(err.code())}, "
-                                "not INVALID_ARGUMENT")
+            if probe.accept:
+                problems.append(f"{probe.shown} is within {probe.limit} but failed with "
+                                f"{status_name(err.code())}")
+            elif err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"{probe.shown} ({probe.limit}) failed with "
+                                f"{status_name(err.code())}, not INVALID_ARGUMENT")
+            continue
+        if not probe.accept:
+            problems.append(f"{probe.shown} was accepted ({len(got)} messages) although "
+                            f"{probe.limit} is {_shown_limit(ctx.limit(CORE, probe.limit.rsplit('.', 1)[1]))}")
     expect(not problems, "; ".join(problems))
+    return f"{len(probes)} probes"
+
+
+def _shown_limit(value) -> str:
+    if isinstance(value, bool):
+        return "false" if not value else "true"
+    if isinstance(value, list):
+        from openengine.v1 import capabilities_pb2
+
+        names = [capabilities_pb2.GuidedDecodingMode.Name(v) if isinstance(v, int) else str(v)
+                 for v in value]
+        return "[" + ", ".join(names) + "]"
+    return str(value)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,7 +377,7 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     """Start a long request, abort it once it streams, and check how its stream ends."""
     from openengine.v1 import lifecycle_pb2
 
-    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
+    req = ctx.long_request()
     call = ctx.inference.Generate(req)
     responses = []
     try:
@@ -273,10 +392,11 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         call.cancel()
     if not _aborted(responses):
         if aborted.aborted == 0 and responses[-1].HasField("final"):
-            raise Skipped("the request finished before Abort reached it (engine too fast)")
+            raise Unchecked(f"the request ran all {req.sampling.max_tokens} tokens the model allows "
+                            "before Abort reached it, so the abort could not be observed")
         last = responses[-1]
-        shown = (f"final with finish reason {last.final.finish_reason}" if last.HasField("final")
-                 else last.WhichOneof("kind"))
+        shown = (f"final with finish reason {finish_reason_name(last.final.finish_reason)}"
+                 if last.HasField("final") else last.WhichOneof("kind"))
         raise Failed(f"Abort answered aborted={aborted.aborted} but the stream ended with "
                      f"{shown}, not a terminal EngineError with code ERROR_CODE_ABORTED")
     errors = [r for r in responses if r.HasField("error")]
@@ -305,31 +425,89 @@ async def abort_all(ctx: Context):
     return await _abort_running(ctx, lambda req, pb: pb.AbortRequest(all=True))
 
 
+def finish_reason_name(value: int) -> str:
+    from openengine.v1 import generation_pb2
+
+    try:
+        return generation_pb2.FinishReason.Name(value)
+    except ValueError:
+        return f"{value} (not a FinishReason)"
+
+
+async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int, bool]:
+    """Read a stream until it has carried `count` more tokens: (tokens read, whether it ended)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    seen = 0
+    while seen < count:
+        msg = await reader.read(max(0.0, end - loop.time()))
+        if msg is None:
+            raise Failed(f"the witness request sent no token for {timeout:g} s")
+        if msg is grpc.aio.EOF or msg.HasField("final") or msg.HasField("error"):
+            return seen, True
+        seen += len(msg.chunk.token_ids) if msg.HasField("chunk") else 0
+    return seen, False
+
+
 @case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011",),
-      title="a request the client cancels is freed (a later Abort finds nothing to abort)")
+      title="a request the client cancels stops and is freed while an identical request started "
+            "with it is still running")
 async def client_cancel(ctx: Context):
+    """Two identical long requests (ignore_eos, min_tokens = max_tokens) start together; the
+    client cancels one. The other is the witness: while it still runs, the cancelled one would
+    still be running had the engine ignored the cancellation, so it must already be gone from
+    load (or, without load, unknown to Abort). No clock is involved: the engine's own pace,
+    shown by the witness's tokens, is the yardstick."""
     from openengine.v1 import load_pb2
 
+    if int(ctx.limit(CORE, "max_running_requests")) < 2:
+        raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "
+                        "to show it would still be running")
+    tokens = ctx.long_generation_tokens()
     use_load = ctx.advertised("openengine.load")
+    baseline = 0
     if use_load:
-        baseline = (await ctx.observability.GetLoad(load_pb2.GetLoadRequest())).running_requests
-    req = ctx.generate_request(max_tokens=ctx.long_generation_tokens())
-    call = ctx.inference.Generate(req)
-    first = await call.read()
-    expect(first is not grpc.aio.EOF, "the stream ended before its first message")
-    call.cancel()
-    if use_load:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + 2.0
-        while (await ctx.observability.GetLoad(load_pb2.GetLoadRequest())).running_requests > baseline:
-            if loop.time() > end:
-                raise Failed("2 s after the client cancelled, GetLoad still counts the request "
-                             "as running")
-            await asyncio.sleep(0.02)
-    else:
-        await asyncio.sleep(0.3)
-    left = await ctx.lifecycle.Abort(_by_id(req))
-    expect(left.aborted == 0, "after the client cancelled, Abort still found the request running")
+        info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+        baseline = info.running_requests + info.queued_requests
+    cancelled_req = ctx.long_request(prompt="conformance cancels this request")
+    cancelled = ctx.inference.Generate(cancelled_req, timeout=ctx.options.case_timeout + 5)
+    witness = Reader(ctx.inference.Generate(ctx.long_request(prompt="conformance cancels this request"),
+                                            timeout=ctx.options.case_timeout + 5))
+    try:
+        first = await cancelled.read()
+        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        _, done = await _tokens_until(witness, 1, ctx.options.rpc_timeout)
+        if done or first.HasField("final"):
+            raise Unchecked(f"a request of {tokens} tokens (the model's max_output_tokens) ended at "
+                            "once, so cancelling one could not be observed")
+        cancelled.cancel()
+        # A grace of an eighth of the request, in the engine's own tokens, to notice the cancel.
+        seen, done = await _tokens_until(witness, max(2, tokens // 8), ctx.options.case_timeout)
+        limit = tokens // 2
+        while not done:
+            if use_load:
+                info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+                still = info.running_requests + info.queued_requests - baseline >= 2
+            else:
+                from openengine.v1 import lifecycle_pb2
+
+                left = await ctx.lifecycle.Abort(_by_id(cancelled_req))
+                still = left.aborted > 0
+            if not still:
+                return (f"freed within {seen} tokens of the witness" +
+                        ("" if use_load else " (checked with Abort)"))
+            if not use_load or seen >= limit:
+                shown = "GetLoad still counts it" if use_load else "Abort still found it running"
+                raise Failed(f"after the client cancelled the request, an identical request "
+                             f"started with it streamed {seen} of {tokens} tokens and {shown}: "
+                             "the cancelled request was not stopped")
+            more, done = await _tokens_until(witness, max(1, tokens // 32), ctx.options.case_timeout)
+            seen += more
+        raise Unchecked(f"the witness request finished ({tokens} tokens) before the check; the "
+                        "model's max_output_tokens is too small to observe a cancellation")
+    finally:
+        cancelled.cancel()
+        witness.cancel()
 
 
 _register_profile_cases()
@@ -362,7 +540,7 @@ async def revision_unchanged(ctx: Context):
     before = ctx.engine_info.capability_revision
     await ctx.generate(ctx.generate_request(max_tokens=3))
     done = ["a request"]
-    if ctx.advertised("openengine.admin") and ctx.options.admin_token:
+    if ctx.can_admin():
         async with ctx.paused():
             mid = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
             expect(mid.capability_revision == before,

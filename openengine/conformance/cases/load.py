@@ -2,9 +2,12 @@
 sequence and timestamps, backpressure, cancellation).
 
 Intervals are taken from the engine's advertised min/max so that the cases stay short: they ask
-for tens of milliseconds and check what the engine says it made of that. Timing checks use the
-server's own timestamps where the requirement is about spacing, and generous bounds where the
-runner's clock is involved, so a busy test machine does not make a conforming engine fail.
+for tens of milliseconds and check what the engine says it made of that. Every window is a number
+of the stream's effective intervals, not a fixed time, so an engine with a long minimum interval
+is checked as thoroughly as a fast one; only when those intervals would not fit in the case
+timeout is the requirement reported `unchecked`. Timing checks use the server's own timestamps
+where the requirement is about spacing, and generous bounds where the runner's clock is
+involved, so a busy test machine does not make a conforming engine fail.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 
 LOAD = "openengine.load"
@@ -101,6 +104,19 @@ def _clamp(value: int, lim: dict) -> int:
 def _fast_interval(lim: dict) -> int:
     """A short interval the engine allows: 20 ms clamped into its range."""
     return _clamp(20, lim)
+
+
+def _window(ctx: Context, intervals: float, interval_ms: int, *, at_least: float = 0.0,
+            share: float = 0.6) -> float:
+    """Seconds spanning `intervals` effective intervals (at least `at_least`). A window that
+    would not fit in `share` of the case timeout cannot be observed: the case is unchecked."""
+    seconds = max(at_least, intervals * interval_ms / 1000)
+    budget = ctx.options.case_timeout * share
+    if seconds > budget:
+        raise Unchecked(f"{intervals:g} intervals of {interval_ms} ms take {seconds:.1f} s, more than "
+                        f"this case may use within --case-timeout {ctx.options.case_timeout:g} s; "
+                        "raise --case-timeout")
+    return seconds
 
 
 async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
@@ -284,8 +300,7 @@ async def heartbeat_off(ctx: Context):
     w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
                        initial_snapshot=False)
     try:
-        window = max(0.3, 5 * int(lim["min_watch_interval_ms"]) / 1000)
-        got = await w.collect(min(window, 1.0))
+        got = await w.collect(_window(ctx, 5, int(lim["min_watch_interval_ms"]), at_least=0.3))
     finally:
         w.cancel()
     beats = [r for r in got if r.kind == "heartbeat"]
@@ -316,11 +331,10 @@ async def initial_on(ctx: Context):
 async def initial_off(ctx: Context):
     lim = _limits(ctx)
     interval = _clamp(300, lim)
-    if interval > 3000:
-        raise Skipped(f"min_watch_interval_ms {interval} makes this case too slow")
+    wait = _window(ctx, 3, interval) + 1
     w, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
     try:
-        got = await w.read(interval / 1000 * 3 + 1)
+        got = await w.read(wait)
     finally:
         w.cancel()
     expect(got is not None, f"no snapshot within 3 intervals ({interval} ms)")
@@ -395,11 +409,10 @@ async def periodic(ctx: Context):
     lim = _limits(ctx)
     w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0, initial_snapshot=False)
     n = s.interval_ms
-    if n == 0 or n > 200:
-        w.cancel()
-        raise Skipped(f"effective interval {n} ms")
     try:
-        window = max(0.3, 12 * n / 1000)
+        if n == 0:
+            raise Failed(f"asked for {_fast_interval(lim)} ms, the effective interval is 0")
+        window = _window(ctx, 12, n, at_least=0.3)
         got = [r for r in await w.collect(window) if r.kind == "snapshot"]
     finally:
         w.cancel()
@@ -420,11 +433,10 @@ async def heartbeat_idle(ctx: Context):
     w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=h_req,
                        initial_snapshot=False)
     h = s.heartbeat_ms
-    if h == 0 or h > 500:
-        w.cancel()
-        raise Skipped(f"effective heartbeat {h} ms")
     try:
-        window = max(0.35, 10 * h / 1000)
+        if h == 0:
+            raise Failed(f"asked for heartbeats every {h_req} ms, the effective heartbeat is 0 (off)")
+        window = _window(ctx, 10, h, at_least=0.35)
         got = await w.collect(window)
     finally:
         w.cancel()
@@ -496,28 +508,88 @@ async def message_kinds(ctx: Context):
 async def snapshots_complete(ctx: Context):
     lim = _limits(ctx)
     w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0)
-    gen = ctx.inference.Generate(ctx.generate_request(max_tokens=ctx.long_generation_tokens()))
+    window = _window(ctx, 5, max(1, s.interval_ms), at_least=0.15)
+    gen = Reader(ctx.inference.Generate(ctx.long_request(), timeout=ctx.options.case_timeout + 5))
+    loop = asyncio.get_running_loop()
+    running_since = ended_at = None
+
+    async def follow_request():
+        nonlocal running_since, ended_at
+        while True:
+            msg = await gen.read(ctx.options.case_timeout)
+            if msg is None or msg is grpc.aio.EOF or msg.HasField("final") or msg.HasField("error"):
+                ended_at = loop.time()
+                return
+            if running_since is None:
+                running_since = loop.time()
+
+    follower = asyncio.ensure_future(follow_request())
     try:
-        await gen.read()
-        got = await w.collect(max(0.15, 5 * s.interval_ms / 1000))
+        end = loop.time() + window
+        # Collect until a snapshot counts the request, the request ends, or the window closes.
+        while loop.time() < end and ended_at is None:
+            got = await w.read(min(end - loop.time(), 0.05))
+            if got is not None and got.kind == "snapshot" and running_since is not None \
+                    and got.msg.snapshot.load.running_requests + got.msg.snapshot.load.queued_requests >= 1:
+                break
     finally:
+        follower.cancel()
         gen.cancel()
         w.cancel()
-    snaps = [r.msg.snapshot for r in w.received if r.kind == "snapshot"]
+    snaps = [r for r in w.received if r.kind == "snapshot"]
     expect(snaps, "no snapshot arrived")
-    for snap in snaps:
+    for snap in (r.msg.snapshot for r in snaps):
         expect(snap.HasField("load"), "a snapshot without LoadInfo")
         expect(snap.load.HasField("timestamp"), "a snapshot whose LoadInfo has no timestamp")
         expect(bool(snap.load.instance_id), "a snapshot whose LoadInfo has no instance_id")
-    busy = [x for x in snaps if x.load.running_requests + x.load.queued_requests >= 1]
-    expect(busy, f"none of {len(snaps)} snapshots taken while a request ran counts it "
+    # Snapshots that arrived while the request was streaming and before it ended.
+    during = [r.msg.snapshot for r in snaps if running_since is not None and r.at >= running_since
+              and (ended_at is None or r.at < ended_at)]
+    if not during:
+        raise Unchecked(f"the longest request the model allows ({ctx.long_generation_tokens()} "
+                        "tokens) ended before a snapshot came while it ran")
+    busy = [x for x in during if x.load.running_requests + x.load.queued_requests >= 1]
+    expect(busy, f"none of {len(during)} snapshots taken while a request ran counts it "
                  "(running_requests + queued_requests)")
+    return f"{len(during)} snapshots while a request ran"
+
+
+@case("load.watch.heartbeat-busy", profile=LOAD, requires=("REQ-LOAD-013",),
+      title="on a stream busy with snapshots no heartbeat comes sooner than heartbeat_ms after the "
+            "previous message (the timer restarts with every message)")
+async def heartbeat_busy(ctx: Context):
+    lim = _limits(ctx)
+    interval = _fast_interval(lim)
+    w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=_clamp(interval * 5 // 2, lim),
+                       initial_snapshot=False)
+    n, h = s.interval_ms, s.heartbeat_ms
+    try:
+        if n == 0 or h == 0:
+            raise Failed(f"asked for interval {interval} ms and heartbeat {interval * 5 // 2} ms, "
+                         f"the effective ones are {n} and {h} ms")
+        got = await w.collect(_window(ctx, 6, max(n, h), at_least=0.3))
+    finally:
+        w.cancel()
+    snaps = [r for r in got if r.kind == "snapshot"]
+    if len(snaps) < 3:
+        raise Failed(f"{len(snaps)} snapshots in {6 * max(n, h)} ms at interval {n} ms")
+    times = [w.received[0]] + got
+    soon = [f"{b.msg.sequence} ({_ms(b.msg.timestamp) - _ms(a.msg.timestamp):.0f} ms after "
+            f"{a.kind} {a.msg.sequence})" for a, b in zip(times, times[1:])
+            if b.kind == "heartbeat" and _ms(b.msg.timestamp) - _ms(a.msg.timestamp) < h - 1]
+    expect(not soon, f"heartbeats sooner than heartbeat_ms {h} after the previous message, at "
+                     f"sequence {', '.join(soon[:4])}: the heartbeat timer is not restarted by "
+                     "snapshots")
+    beats = sum(1 for r in got if r.kind == "heartbeat")
+    return f"interval {n} ms, heartbeat {h} ms, {len(snaps)} snapshots, {beats} heartbeats"
 
 
 # ------------------------------------------------------------------------------------------------
 # Backpressure
 
 SLOW_WINDOW_BYTES = 128
+# Enough snapshots to fill the stalled connection's small window many times over.
+STALL_INTERVALS = 24
 
 
 @case("load.watch.slow-reader", profile=LOAD, requires=("REQ-LOAD-015", "REQ-LOAD-016"),
@@ -529,13 +601,13 @@ async def slow_reader(ctx: Context):
     try:
         s = await w.settings()
         n = s.interval_ms
-        if n == 0 or n > 100:
-            raise Skipped(f"effective interval {n} ms is too long for a short stall")
+        if n == 0:
+            raise Failed(f"asked for {_clamp(10, lim)} ms, the effective interval is 0")
         start = await w.read(1.0)
         expect(start is not None and start.kind == "snapshot", "no initial snapshot")
-        stall = min(3.0, max(0.5, 40 * n / 1000))
+        stall = _window(ctx, STALL_INTERVALS, n, at_least=0.5, share=0.4)
         await asyncio.sleep(stall)
-        after = max(0.2, 10 * n / 1000)
+        after = _window(ctx, 10, n, at_least=0.2, share=0.3)
         got = [r for r in await w.collect(after) if r.kind == "snapshot"]
     finally:
         w.cancel()

@@ -81,7 +81,8 @@ class Inference(Base):
             if s.max_tokens < 1:
                 raise invalid("sampling.max_tokens", "must be at least 1")
             if s.max_tokens > room:
-                raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed ModelInfo.max_context_tokens = {m.max_context_tokens}")
+                raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed "
+                              f"ModelInfo.max_context_tokens = {m.max_context_tokens}")
             max_tokens = s.max_tokens
         else:
             max_tokens = min(m.max_output_tokens, room)
@@ -122,11 +123,18 @@ class Inference(Base):
                       kv_session=kv.session_id if kv is not None else "",
                       rank=zlib.crc32(request_id.encode()) % rt.config.data_parallel_size)
         rt.scheduler.submit(req)
+        ended = False
         try:
             async for message in self._run(req, request, plan, prompt, max_tokens, producer, context):
                 yield message
+            ended = True
         finally:
-            rt.scheduler.release(req)
+            if ended or req.aborted is not None:
+                rt.scheduler.release(req)
+            else:
+                # The client cancelled (REQ-CORE-011): free what the request holds at once.
+                rt.hooks.at("generate.client-cancelled", rt.scheduler.release, rt=rt,
+                            max_tokens=max_tokens)(req)
 
     async def _run(self, req, request, plan, prompt, max_tokens, producer, context):
         rt = self.rt

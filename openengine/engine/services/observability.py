@@ -88,7 +88,8 @@ class Observability(Base):
                 taken = watcher.take(lambda: rt.build_load(per_rank))
                 if taken is not None:
                     yield snapshot_message(*taken)
-                    last_sent = loop.time()
+                    if rt.hooks.at("watch.snapshot-restarts-heartbeat", True):
+                        last_sent = loop.time()
                     continue
                 watcher.wake.clear()
                 if not heartbeats:

@@ -1,0 +1,390 @@
+"""A small OpenEngine engine written apart from the reference engine, to keep the conformance
+runner honest about engines it was not written with.
+
+It is deliberately unlike `openengine.engine`: a plain synchronous `grpc.server` on a thread
+pool, handlers registered as functions (no servicer classes, no descriptor-driven routing), one
+thread per request that pushes tokens into a queue, and other timing: tokens every 1 to 3 ms, an
+end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
+a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load` only (no
+Admin). `Bugs` switches on one wrong behaviour at a time, each a finding the runner must catch.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+import uuid
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import timestamp_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from openengine.v1 import (
+    capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, generation_pb2 as gen_pb,
+    lifecycle_pb2, load_pb2,
+)
+
+MODEL = "tiny"
+MAX_OUTPUT_TOKENS = 2048
+MAX_CONTEXT_TOKENS = 4096
+EOS = 0
+SERVICES = ("openengine.v1.Discovery", "openengine.v1.Inference", "openengine.v1.Lifecycle",
+            "openengine.v1.Observability")
+
+
+@dataclass(frozen=True)
+class Bugs:
+    """Wrong behaviours, each off by default."""
+
+    ignore_cancel: bool = False            # a cancelled request runs on (REQ-CORE-011)
+    accept_off: frozenset = frozenset()    # switches accepted although off (REQ-CAP-009)
+    heartbeat_from_last_heartbeat: bool = False   # timer not reset by snapshots (REQ-LOAD-013)
+    load_major: int = 1                    # major version advertised for openengine.load
+    health_says_yes: bool = False          # Check answers SERVING for any name (REQ-HEALTH-003)
+
+
+@dataclass(frozen=True)
+class Timing:
+    token_seconds: tuple[float, float] = (0.001, 0.003)
+    eos_after: tuple[int, int] = (2, 4)    # tokens before the model emits EOS on its own
+    min_watch_interval_ms: int = 250
+    max_watch_interval_ms: int = 10_000
+    default_watch_interval_ms: int = 1000
+    default_heartbeat_ms: int = 2000
+    max_watchers: int = 8
+    max_running_requests: int = 8
+    max_sequences: int = 2
+    max_logprobs: int = 5
+
+
+def _now() -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.GetCurrentTime()
+    return ts
+
+
+class Job:
+    """One Generate request, produced by its own thread into `events`."""
+
+    def __init__(self, request_id: str, prompt_tokens: int, sampling, timing: Timing):
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.sampling = sampling
+        self.timing = timing
+        self.events: queue.Queue = queue.Queue()
+        self.stop_reason: str | None = None      # "abort" or "cancel"
+        self.started = threading.Event()
+
+    def produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
+        s = self.sampling
+        n = s.n if s.HasField("n") else 1
+        max_tokens = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
+        floor = s.min_tokens if s.HasField("min_tokens") else 0
+        rng = random.Random(self.request_id)
+        eos_at = [rng.randint(*self.timing.eos_after) for _ in range(n)]
+        made = [0] * n
+        done = [False] * n
+        with slots:
+            on_start(self)
+            try:
+                while not all(done):
+                    time.sleep(rng.uniform(*self.timing.token_seconds))
+                    if self.stop_reason == "abort":
+                        self.events.put(("aborted", None))
+                        return
+                    if self.stop_reason == "cancel":
+                        return
+                    for i in range(n):
+                        if done[i]:
+                            continue
+                        made[i] += 1
+                        wants_eos = made[i] >= eos_at[i] and not s.ignore_eos and made[i] > floor
+                        token = EOS if wants_eos else 100 + (made[i] * 7 + i) % 50
+                        if wants_eos or made[i] >= max_tokens:
+                            done[i] = True
+                            reason = gen_pb.FINISH_REASON_STOP if wants_eos else gen_pb.FINISH_REASON_LENGTH
+                            self.events.put(("final", (i, token, reason, made[i])))
+                        else:
+                            self.events.put(("chunk", (i, token)))
+                self.events.put(("end", None))
+            finally:
+                on_end(self)
+
+
+@dataclass
+class State:
+    bugs: Bugs
+    timing: Timing
+    instance_id: str = field(default_factory=lambda: f"other-{uuid.uuid4().hex[:8]}")
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    jobs: dict = field(default_factory=dict)        # request id -> Job, queued or running
+    running: set = field(default_factory=set)
+    watchers: int = 0
+
+    def __post_init__(self):
+        self.slots = threading.Semaphore(self.timing.max_running_requests)
+
+    def load(self) -> load_pb2.LoadInfo:
+        with self.lock:
+            running = len(self.running)
+            queued = len(self.jobs) - running
+        return load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
+                                 running_requests=running, queued_requests=queued)
+
+
+# -- discovery -------------------------------------------------------------------------------------
+
+def capabilities(st: State) -> caps_pb.Capabilities:
+    t = st.timing
+    out = caps_pb.Capabilities(revision=1, profiles=[
+        common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
+        common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)])
+    out.generation.max_sequences = t.max_sequences
+    out.generation.max_logprobs = t.max_logprobs
+    out.generation.max_running_requests = t.max_running_requests
+    out.observability.min_watch_interval_ms = t.min_watch_interval_ms
+    out.observability.max_watch_interval_ms = t.max_watch_interval_ms
+    out.observability.default_watch_interval_ms = t.default_watch_interval_ms
+    out.observability.default_heartbeat_ms = t.default_heartbeat_ms
+    out.observability.max_watchers = t.max_watchers
+    return out
+
+
+def engine_info(st: State) -> discovery_pb2.EngineInfo:
+    return discovery_pb2.EngineInfo(instance_id=st.instance_id, engine_name="otherengine",
+                                    engine_version="0.1", role=common_pb2.ROLE_AGGREGATED,
+                                    capability_revision=1, served_models=[MODEL])
+
+
+def model_info(st: State, request, context):
+    if request.model not in ("", MODEL):
+        context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
+    return discovery_pb2.ModelInfo(model=MODEL, max_context_tokens=MAX_CONTEXT_TOKENS,
+                                   max_output_tokens=MAX_OUTPUT_TOKENS)
+
+
+# -- generation ------------------------------------------------------------------------------------
+
+def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
+    """Why a GenerateRequest is refused, or None."""
+    bad = grpc.StatusCode.INVALID_ARGUMENT
+    s, t, lax = request.sampling, st.timing, st.bugs.accept_off
+    if request.model not in ("", MODEL):
+        return grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}"
+    prompt = request.text or list(request.token_ids.ids)
+    if not prompt:
+        return bad, "prompt: empty"
+    if s.HasField("n") and not 1 <= s.n <= t.max_sequences:
+        return bad, f"sampling.n: 1..{t.max_sequences}"
+    if s.HasField("logprobs") and s.logprobs > t.max_logprobs:
+        return bad, f"sampling.logprobs: at most {t.max_logprobs}"
+    switches = {"min_p": s.HasField("min_p"), "logit_bias": bool(s.logit_bias),
+                "prompt_logprobs": s.HasField("prompt_logprobs"), "guided": s.HasField("guided")}
+    for name, used in switches.items():
+        if used and name not in lax:
+            return bad, f"sampling.{name}: not supported by this engine"
+    if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS:
+        return bad, f"sampling.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
+    limit = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
+    if s.HasField("min_tokens") and s.min_tokens > limit:
+        return bad, "sampling.min_tokens: above max_tokens"
+    return None
+
+
+def generate(st: State, request, context):
+    problem = refusal(st, request)
+    if problem:
+        context.abort(*problem)
+    request_id = request.request_id or uuid.uuid4().hex
+    prompt_tokens = len(request.text.encode()) or len(request.token_ids.ids)
+    job = Job(request_id, prompt_tokens, request.sampling, st.timing)
+    with st.lock:
+        if request_id in st.jobs:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
+        st.jobs[request_id] = job
+
+    def started(j):
+        with st.lock:
+            st.running.add(j.request_id)
+
+    def ended(j):
+        with st.lock:
+            st.running.discard(j.request_id)
+            st.jobs.pop(j.request_id, None)
+
+    if not st.bugs.ignore_cancel:
+        context.add_callback(lambda: setattr(job, "stop_reason", job.stop_reason or "cancel"))
+    threading.Thread(target=job.produce, args=(st.slots, started, ended), daemon=True).start()
+    while True:
+        kind, data = job.events.get()
+        if kind == "end":
+            return
+        if kind == "aborted":
+            yield gen_pb.GenerateResponse(error=common_pb2.EngineError(
+                code=common_pb2.ERROR_CODE_ABORTED, message="aborted by request", retryable=False))
+            return
+        if kind == "chunk":
+            index, token = data
+            yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(index=index, token_ids=[token]))
+        else:
+            index, token, reason, made = data
+            yield gen_pb.GenerateResponse(final=gen_pb.GenerateFinal(
+                index=index, token_ids=[token], finish_reason=reason,
+                usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made)))
+
+
+def abort(st: State, request, context):
+    with st.lock:
+        if request.all:
+            hit = list(st.jobs.values())
+        else:
+            hit = [st.jobs[i] for i in request.request_ids.values if i in st.jobs]
+    for job in hit:
+        job.stop_reason = "abort"
+    return lifecycle_pb2.AbortResponse(aborted=len(hit))
+
+
+# -- load --------------------------------------------------------------------------------------------
+
+def watch_settings(st: State, request) -> load_pb2.WatchLoadSettings:
+    t = st.timing
+
+    def clamp(ms: int) -> int:
+        return max(t.min_watch_interval_ms, min(t.max_watch_interval_ms, ms))
+
+    interval = clamp(request.interval_ms) if request.HasField("interval_ms") else t.default_watch_interval_ms
+    if request.HasField("heartbeat_ms"):
+        beat = clamp(request.heartbeat_ms) if request.heartbeat_ms else 0
+    else:
+        beat = t.default_heartbeat_ms
+    initial = request.initial_snapshot if request.HasField("initial_snapshot") else True
+    return load_pb2.WatchLoadSettings(interval_ms=interval, heartbeat_ms=beat, initial_snapshot=initial,
+                                      per_rank=False, instance_id=st.instance_id, capability_revision=1)
+
+
+def watch_load(st: State, request, context):
+    with st.lock:
+        if st.watchers >= st.timing.max_watchers:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"at most {st.timing.max_watchers} WatchLoad streams")
+        st.watchers += 1
+    released = threading.Event()
+
+    def release():
+        # On the RPC's end, whether or not this generator is ever resumed to run `finally`.
+        if not released.is_set():
+            released.set()
+            with st.lock:
+                st.watchers -= 1
+
+    context.add_callback(release)
+    try:
+        settings = watch_settings(st, request)
+        sequence = 0
+        yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(), settings=settings)
+        if settings.initial_snapshot:
+            sequence += 1
+            yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
+                                             snapshot=load_pb2.LoadSnapshot(load=st.load()))
+        period = settings.interval_ms / 1000
+        beat = settings.heartbeat_ms / 1000
+        next_tick = time.monotonic() + period
+        last_message = last_heartbeat = time.monotonic()
+        while context.is_active():
+            now = time.monotonic()
+            beat_from = last_heartbeat if st.bugs.heartbeat_from_last_heartbeat else last_message
+            beat_due = beat_from + beat if beat else float("inf")
+            wake = min(next_tick, beat_due)
+            if wake > now:
+                time.sleep(min(wake - now, 0.05))
+                continue
+            sequence += 1
+            if now >= next_tick:
+                # A send that blocked (a slow reader) skipped ticks: say how many were folded in.
+                missed = int((now - next_tick) // period)
+                next_tick = now + period
+                yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
+                                                 snapshot=load_pb2.LoadSnapshot(load=st.load(),
+                                                                                coalesced=missed))
+            else:
+                yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
+                                                 heartbeat=load_pb2.Heartbeat())
+                last_heartbeat = time.monotonic()
+            last_message = time.monotonic()
+    finally:
+        release()
+
+
+# -- server ----------------------------------------------------------------------------------------
+
+class _AnyNameHealth(health.HealthServicer):
+    """The buggy variant: every name is SERVING, known or not."""
+
+    def Check(self, request, context):
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+def _unary(fn, req_cls, resp_cls):
+    return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=req_cls.FromString,
+                                               response_serializer=resp_cls.SerializeToString)
+
+
+def _stream(fn, req_cls, resp_cls):
+    return grpc.unary_stream_rpc_method_handler(fn, request_deserializer=req_cls.FromString,
+                                                response_serializer=resp_cls.SerializeToString)
+
+
+class OtherEngine:
+    """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`"""
+
+    def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing()):
+        self.state = State(bugs, timing)
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
+                                  options=[("grpc.so_reuseport", 0)])
+        st = self.state
+        handlers = {
+            "openengine.v1.Discovery": {
+                "GetEngineInfo": _unary(lambda r, c: engine_info(st), discovery_pb2.GetEngineInfoRequest,
+                                        discovery_pb2.EngineInfo),
+                "GetCapabilities": _unary(lambda r, c: capabilities(st), discovery_pb2.GetCapabilitiesRequest,
+                                          caps_pb.Capabilities),
+                "GetModelInfo": _unary(lambda r, c: model_info(st, r, c), discovery_pb2.GetModelInfoRequest,
+                                       discovery_pb2.ModelInfo),
+            },
+            "openengine.v1.Inference": {
+                "Generate": _stream(lambda r, c: generate(st, r, c), gen_pb.GenerateRequest,
+                                    gen_pb.GenerateResponse),
+            },
+            "openengine.v1.Lifecycle": {
+                "Abort": _unary(lambda r, c: abort(st, r, c), lifecycle_pb2.AbortRequest,
+                                lifecycle_pb2.AbortResponse),
+            },
+            "openengine.v1.Observability": {
+                "GetLoad": _unary(lambda r, c: st.load(), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
+                "WatchLoad": _stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
+                                     load_pb2.WatchLoadResponse),
+            },
+        }
+        self.server.add_generic_rpc_handlers(tuple(
+            grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
+        self.health = _AnyNameHealth() if bugs.health_says_yes else health.HealthServicer()
+        for name in ("",) + SERVICES:
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "OtherEngine":
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace=0.5).wait(5)

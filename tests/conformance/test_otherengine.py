@@ -1,0 +1,72 @@
+"""The suite against an engine it was not written with (tests/conformance/otherengine): the right
+verdict on a correct engine with fast EOS and a 250 ms minimum watch interval, and a failure for
+every bug variant, each caught by the case meant for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from openengine.conformance import Outcome
+
+from tests.conformance.conftest import failed, run_suite
+from tests.conformance.otherengine import Bugs, OtherEngine
+
+
+def _run(bugs: Bugs = Bugs(), **kw):
+    with OtherEngine(bugs=bugs) as engine:
+        return run_suite(engine.address, admin_token=None, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_correct_engine_conforms_with_no_load_requirement_unchecked():
+    report = _run()
+    assert failed(report) == {}, report.verdict
+    by_id = {r.id: r for r in report.results}
+    load = [r for r in report.results if r.profile == "openengine.load"]
+    assert len(load) >= 20
+    assert [r.id for r in load if r.outcome is not Outcome.PASS] == []
+    assert not [req for req in report.unchecked_requirements() if req.startswith("REQ-LOAD-")]
+    # Fast EOS and a long minimum interval: the cases made their own conditions.
+    assert by_id["load.watch.snapshots-complete"].outcome is Outcome.PASS
+    assert by_id["load.watch.periodic"].outcome is Outcome.PASS
+    assert by_id["core.generate.client-cancel"].outcome is Outcome.PASS
+    # No Admin: what needs it is skipped or unchecked, and the verdict says so.
+    assert by_id["core.shutdown.graceful"].outcome is Outcome.UNCHECKED
+    assert report.verdict.startswith("CONFORMS, ") and "REQ-HEALTH-010" in report.verdict
+    assert report.exit_code == 0
+
+
+VARIANTS = {
+    "ignore-cancel": (Bugs(ignore_cancel=True), ["core.generate.*"], {"core.generate.client-cancel"},
+                      "not stopped"),
+    "min-p-when-off": (Bugs(accept_off=frozenset({"min_p"})), ["core.generate.limits"],
+                       {"core.generate.limits"}, "sampling.min_p set was accepted"),
+    "logit-bias-when-off": (Bugs(accept_off=frozenset({"logit_bias"})), ["core.generate.limits"],
+                            {"core.generate.limits"}, "sampling.logit_bias set was accepted"),
+    "prompt-logprobs-when-off": (Bugs(accept_off=frozenset({"prompt_logprobs"})),
+                                 ["core.generate.limits"], {"core.generate.limits"},
+                                 "sampling.prompt_logprobs set was accepted"),
+    "guided-when-off": (Bugs(accept_off=frozenset({"guided"})), ["core.generate.limits"],
+                        {"core.generate.limits"}, "guided json_schema was accepted"),
+    "heartbeat-not-reset": (Bugs(heartbeat_from_last_heartbeat=True), ["load.watch.heartbeat-*"],
+                            {"load.watch.heartbeat-busy"}, "not restarted by snapshots"),
+    "load-at-major-0": (Bugs(load_major=0), ["load.rpcs.served", "capabilities.*"],
+                        {"load.rpcs.served", "capabilities.reserved-names", "capabilities.majors-positive"},
+                        "registry defines only major 1"),
+    "health-serving-for-any-name": (Bugs(health_says_yes=True), ["health.*", "alias.*"],
+                                    {"health.check.unknown-not-found", "alias.health"},
+                                    "answers UNIMPLEMENTED"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_bug_variant_is_caught_by_its_case(variant):
+    bugs, patterns, must_fail, says = VARIANTS[variant]
+    report = _run(bugs, patterns=patterns)
+    bad = failed(report)
+    assert must_fail <= set(bad), f"{variant}: {sorted(must_fail - set(bad))} passed; failures: {bad}"
+    assert any(says in reason for reason in bad.values()), bad
+    assert not report.ok and report.exit_code == 1
