@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.aliases import ALIASES, HEALTH_CHECK, AliasService
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, Deadlined, Reader, read_rest, rpc_error, status_name
+from openengine.conformance.context import Context, Deadlined, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
 S = health_pb2.HealthCheckResponse
@@ -276,7 +276,7 @@ async def _undo_drain(ctx: Context) -> None:
       title="alias and v1 give the same answers for the same inputs (identity, model limits, health, "
             "tokens, refusals)")
 async def alias_same_answers(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import common_pb2, discovery_pb2
 
     served = await _require_served(ctx)
     info = ctx.engine_info
@@ -294,6 +294,11 @@ async def alias_same_answers(ctx: Context):
                 expect(earlier.schema_revision == info.schema_revision,
                        f"{alias.service} reports schema_revision {earlier.schema_revision}, v1 "
                        f"{info.schema_revision}")
+            role = earlier.role if "GetEngineInfo" in alias.methods else earlier.engine_role
+            v1_role = common_pb2.Role.Name(info.role)[len("ROLE_"):]
+            earlier_role = pb.EngineRole.Name(role)[len("ENGINE_ROLE_"):]
+            expect(earlier_role == v1_role or (v1_role == "ENCODER" and earlier_role == "UNSPECIFIED"),
+                   f"{alias.service} reports role {earlier_role}, v1 {v1_role}")
             expect(earlier.instance_id == info.instance_id and models == list(info.served_models),
                    f"{alias.service} reports instance {earlier.instance_id!r} serving {models}; v1 reports "
                    f"{info.instance_id!r} serving {list(info.served_models)}")
