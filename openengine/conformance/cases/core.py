@@ -266,6 +266,12 @@ SWITCH_EXAMPLES: dict[str, Callable] = {
 }
 
 
+def _limit_info(reference: str):
+    from openengine.contract import catalogue
+
+    return catalogue().limit(reference)
+
+
 def _guided_modes():
     """(oneof member, GuidedDecodingMode value) for every mode the contract defines."""
     from openengine.v1 import capabilities_pb2, generation_pb2
@@ -314,7 +320,9 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             shown = "a token-id prompt" if row.field == "|prompt" else f"{row.field} set"
             probes.append(LimitProbe(name, shown, change, accept=bool(value)))
         elif row.check == "member" and row.field == "sampling.guided|constraint":
-            listed = {int(v) for v in value}
+            # The effective value lists registry spellings (`json_object`); a raw message, numbers.
+            numbers = _limit_info(name).enum_spellings()
+            listed = {numbers.get(v) if isinstance(v, str) else int(v) for v in value}
             for member, mode in _guided_modes():
                 def guided(r, m=member):
                     GUIDED_EXAMPLES[m](r.sampling.guided)
