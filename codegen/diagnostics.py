@@ -7,30 +7,12 @@ a CI annotation, a terminal line and a JSON report can never disagree.
 
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from contractkit.locations import NOWHERE, Loc  # noqa: F401  (every stage imports them from here)
-
-
-class Severity(enum.IntEnum):
-    """Ordered so that `--fail-on` is a simple comparison."""
-
-    INFO = 1
-    WARNING = 2
-    ERROR = 3
-
-    @classmethod
-    def parse(cls, text: str) -> "Severity":
-        try:
-            return cls[text.upper()]
-        except KeyError:
-            raise ValueError(f"unknown severity {text!r}; use one of: info, warning, error") from None
-
-    def __str__(self) -> str:
-        return self.name.lower()
+from contractkit.rules import Severity  # noqa: F401  (the one severity of every family)
 
 
 

@@ -48,7 +48,7 @@ def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
     details["expected"] = v.expected
     if v.requirement:
         details["requirement"] = v.requirement
-    return Diagnostic(path, where[0], where[1], v.rule_id, Severity.parse(v.severity.value), v.message,
+    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message,
                       "", details)
 
 
@@ -106,7 +106,7 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
         diags += [_diag(path, keys, line, v) for v in errors]
         diags += [_diag(path, keys, line, v) for v in checker.feed(msg, received_at=0.0)]
     last = values[-1][0] if values else 0
-    diags += [Diagnostic(path, last, 1, v.rule_id, Severity.parse(v.severity.value), v.message, "",
+    diags += [Diagnostic(path, last, 1, v.rule_id, v.severity, v.message, "",
                          {"requirement": v.requirement}) for v in checker.finish(0.0)]
     return diags
 
