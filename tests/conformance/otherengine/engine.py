@@ -169,6 +169,13 @@ def model_info(st: State, request, context):
 
 # -- generation ------------------------------------------------------------------------------------
 
+# The sampling numbers this engine takes (REQ-SVC-005), as closed ranges; infinities fall outside.
+SAMPLING_RANGES = (("temperature", 0.0, 1e6), ("top_p", 0.0, 1.0), ("min_p", 0.0, 1.0),
+                   ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0),
+                   ("repetition_penalty", 0.0, 1e6))
+OPEN_AT_ZERO = {"top_p", "repetition_penalty"}
+
+
 def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     """Why a GenerateRequest is refused, or None."""
     bad = grpc.StatusCode.INVALID_ARGUMENT
@@ -187,6 +194,12 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     for name, used in switches.items():
         if used and name not in lax:
             return bad, f"sampling.{name}: not supported by this engine"
+    for name, low, high in SAMPLING_RANGES:
+        if s.HasField(name):
+            value = getattr(s, name)
+            # `not (a <= v <= b)` is true for NaN too; the open ends are handled below.
+            if not (low <= value <= high) or (name in OPEN_AT_ZERO and value == 0):
+                return bad, f"sampling.{name}: {value} is not a number in {low}..{high}"
     if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS:
         return bad, f"sampling.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
     limit = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
@@ -321,7 +334,19 @@ def watch_load(st: State, request, context):
 
 # -- server ----------------------------------------------------------------------------------------
 
-class _AnyNameHealth(health.HealthServicer):
+class _ListingHealth(health.HealthServicer):
+    """The stock servicer, plus List (REQ-HEALTH-013), which this version of it lacks."""
+
+    def List(self, request, context):
+        with self._lock:
+            known = dict(self._server_status)
+        if len(known) > 100:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many services to list")
+        return health_pb2.HealthListResponse(
+            statuses={name: health_pb2.HealthCheckResponse(status=status) for name, status in known.items()})
+
+
+class _AnyNameHealth(_ListingHealth):
     """The buggy variant: every name is SERVING, known or not."""
 
     def Check(self, request, context):
@@ -371,7 +396,7 @@ class OtherEngine:
         }
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
-        self.health = _AnyNameHealth() if bugs.health_says_yes else health.HealthServicer()
+        self.health = _AnyNameHealth() if bugs.health_says_yes else _ListingHealth()
         for name in ("",) + SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
