@@ -49,7 +49,8 @@ def time_target(target: str) -> dict:
     wall = time.monotonic() - start
     after = os.times()
     summary = re.findall(r"^=+ (.*(?:passed|failed|error).*) =+$", proc.stdout, re.M)
-    return {"target": target, "wall_s": round(wall, 1),
+    failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
+    return {"target": target, "wall_s": round(wall, 1), "failures": failures,
             "cpu_s": round((after.children_user - before.children_user)
                            + (after.children_system - before.children_system), 1),
             "exit_status": proc.returncode, "pytest": summary[-1] if summary else "",
@@ -63,7 +64,8 @@ def section(record: dict | None) -> Section | None:
     s = Section("Test suite")
     for run in record["runs"]:
         name, goal = run["target"], GOALS.get(run["target"])
-        note = (f"{run['pytest']}; exit {run['exit_status']}; CPU {run['cpu_s']} s; "
+        failed = f" ({', '.join(run['failures'])})" if run.get("failures") else ""
+        note = (f"{run['pytest']}{failed}; exit {run['exit_status']}; CPU {run['cpu_s']} s; "
                 f"load {run['loadavg_before']} before, {run['loadavg_after']} after")
         key = f"tests.{name.replace('-', '_')}.wall"
         s.figures.append(at_most(key, run["wall_s"], goal, "s", note=note) if goal
