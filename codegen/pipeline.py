@@ -18,9 +18,10 @@ from codegen.registry import Registry
 
 
 def rule_catalogues() -> RuleCatalogues:
-    """Every `oespec check` rule, every breaking rule when that stage is installed, and the
-    runtime's validator rules and conformance cases when the bindings are built."""
-    from codegen.check import iter_rules as check_rules
+    """Every id `oespec check` can emit (its catalogue: the rules and the stage ids such as OE000
+    and OE100), every breaking rule when that stage is installed, and the runtime's validator
+    rules and conformance cases when the bindings are built."""
+    from codegen.check import catalogue as check_catalogue
 
     try:
         from codegen.breaking import iter_rules as breaking_rules
@@ -31,11 +32,11 @@ def rule_catalogues() -> RuleCatalogues:
     try:  # the runtime needs the Python bindings, which generation itself may be about to write
         from openengine.conformance import all_cases
         from openengine.validate import PYTHON_ONLY_RULES, RULES
-    except ImportError:
+    except (ImportError, AttributeError):   # missing, or stale: the validators read the descriptors on import
         validator, python_only, cases = None, frozenset(), None
     else:
         validator, python_only, cases = tuple(RULES.values()), frozenset(PYTHON_ONLY_RULES), tuple(all_cases())
-    return RuleCatalogues(tuple(check_rules()), breaking, validator, python_only, cases)
+    return RuleCatalogues(tuple(check_catalogue().specs()), breaking, validator, python_only, cases)
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from codegen.diagnostics import NOWHERE, Loc
+from codegen.diagnostics import NOWHERE, Loc, Severity
+from contractkit.rules import RuleSpec
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -138,6 +139,17 @@ class GenerationContext:
                                       problems=protoc_problems(err.message)) from None
         return self.cache[key]
 
+
+# Ids `oespec generate` reports: a generator that cannot produce its outputs, and (with --check)
+# a committed output that differs from what generation would write.
+GENERATE_RULES = (
+    RuleSpec("OE900", "generation-failed", "generate", "generation",
+             "every generator produces its outputs (a failure is reported at its cause, and nothing is written)",
+             Severity.ERROR),
+    RuleSpec("OE901", "generated-stale", "generate", "generation",
+             "every committed generated file is what `oespec generate` writes from the current sources",
+             Severity.ERROR),
+)
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {

@@ -72,6 +72,15 @@ class Fault:
     # Hook point -> what the fault does there: (the correct value, **context) -> the value used.
     at: Mapping[str, Act] = field(default_factory=dict)
 
+    @property
+    def spec(self):
+        """The fault as a catalogue entry: the requirements an engine with it breaks on purpose."""
+        from contractkit.rules import RuleSpec, Severity
+
+        points = sorted({point.split(".", 1)[0] for point in self.at}) or ["engine"]
+        return RuleSpec(self.name, self.name, "fault", ",".join(points), self.description, Severity.ERROR,
+                        requirements=self.requirements)
+
 
 class Hooks:
     """The hook points of one engine, with the acts of its active faults."""

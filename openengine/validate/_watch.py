@@ -56,8 +56,9 @@ def check_load(load, path: str = "load") -> list[Violation]:
         total = getattr(load, name)
         summed = sum(getattr(rank, name) for rank in load.ranks)
         if total != summed:
-            out.append(violation("OEV321", f"{path}.{name}", total, f"{summed} (the sum over ranks)",
-                                 f"{path}.{name} is {total} but its {len(load.ranks)} ranks add up to {summed}"))
+            where = f"{path}.{name}" if path else name
+            out.append(violation("OEV321", where, total, f"{summed} (the sum over ranks)",
+                                 f"{where} is {total} but its {len(load.ranks)} ranks add up to {summed}"))
     return out
 
 
