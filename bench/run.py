@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import svg
+from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["loadavg_end"] = _loadavg()
     write_json(out / "results.json", meta, sections)
     write_markdown(out / "results.md", meta, sections, os.path.relpath(plots, out))
+    # The test-suite timings are recorded separately (bench/testsuite.py); keep them in results.md.
+    results = out / "results.md"
+    results.write_text(testsuite.with_section(results.read_text(), testsuite.section(testsuite.load_record())))
     goals = [f for s in sections for f in s.figures if f.met is not None]
     print(f"bench: wrote {out / 'results.md'}: {sum(1 for f in goals if f.met)} of {len(goals)} goals met",
           file=sys.stderr)
