@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "conformance": "codegen.commands.conformance",
     "breaking": "codegen.commands.breaking",
     "spec": "codegen.commands.spec",
+    "rules": "codegen.commands.rules",
 }
 
 

@@ -14,7 +14,9 @@ import re
 from functools import lru_cache
 
 # RFC 3339 as proto3 JSON writes a Timestamp: a real calendar date (leap years included) from year
-# 0001, a time of day with at most nine fractional digits, and `Z` or an offset within a day.
+# 0001, a time of day with at most nine fractional digits, and `Z` or an offset within a day. On
+# the first and last day of the Timestamp range (0001-01-01, 9999-12-31) only `Z`: an offset there
+# can put the instant outside the range, which a pattern cannot compute.
 _YEAR = "[0-9]{4}"
 _LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
 _DATE = (f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
@@ -23,7 +25,7 @@ _DATE = (f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
          f"|{_LEAP_YEAR}-02-29)")
 _TIME = "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?"
 _OFFSET = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-TIMESTAMP_PATTERN = f"^(?!0000){_DATE}{_TIME}{_OFFSET}$"
+TIMESTAMP_PATTERN = f"^(?!0000)(?!(?:0001-01-01|9999-12-31)T[0-9:.]+[+-]){_DATE}{_TIME}{_OFFSET}$"
 
 
 def _same_length(lo: str, hi: str) -> str:

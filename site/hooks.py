@@ -9,6 +9,14 @@
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
   `#req-load-003`, which the generated pages link to.
 
+- A generated page's first line (the "generated from profiles.yaml" comment) is dropped before
+  rendering, so mkdocs takes the page's title from its `# ` heading.
+- The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
+  Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
+  (a docs-relative page) becomes a link relative to the page that shows it.
+- Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
+  show each row as a labelled block instead of a table wider than the screen.
+
 - Under `mkdocs serve` (`make serve`), every rebuild first regenerates the pages from
   profiles.yaml and the protos, so an edit to the registry shows up live like an edit to the spec.
   `make site` never writes: it builds what is committed, and `make check` says when that is stale.
@@ -19,12 +27,17 @@ build a site from other inputs.
 
 from __future__ import annotations
 
+import html
 import logging
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 log = logging.getLogger("mkdocs.hooks.oespec")
 
@@ -135,7 +148,7 @@ def _add_schemas(files: Files, config) -> None:
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
-        return markdown
+        return _drop_generated_header(markdown)
     try:
         from codegen.spec import parse_markdown
     except ImportError:
@@ -153,3 +166,101 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         anchor = req.id.lower()
         lines[index] = f'{line[:at]}<a id="{anchor}" class="oe-req" href="#{anchor}">**{req.id}**</a>{line[at + len(req.id) + 4:]}'
     return "\n".join(lines)
+
+
+GENERATED_HEADER = re.compile(r"\A<!-- generated from profiles\.yaml[^\n]*-->\n+")
+
+
+def _drop_generated_header(markdown: str) -> str:
+    return GENERATED_HEADER.sub("", markdown, count=1)
+
+
+# ------------------------------------------------------------------------- dependency picture
+
+DEPGRAPH = re.compile(r'<div class="oe-depgraph" data-dot="(?P<dot>[^"]+)"(?P<attrs>[^>]*)></div>')
+SVG_LINK = re.compile(r'xlink:href="(?P<url>[^"]*)"')
+
+
+def render_dot(dot_text: str, where: str) -> str:
+    """SVG from Graphviz `dot`; a missing `dot` or a failed layout stops the build."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise PluginError(f"{where}: the dependency picture needs Graphviz `dot`; install Debian's "
+                          "`graphviz` (`make setup` does when it may run apt-get)")
+    proc = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise PluginError(f"{where}: dot failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
+    """Graphviz's SVG made fit for inlining: no prolog, scalable to the column, links resolved."""
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
+    size = re.search(r'<svg width="(?P<w>[\d.]+)pt" height="(?P<h>[\d.]+)pt"', svg)
+    if size:
+        # Natural size at most, never wider than the column, and on a narrow screen never so small
+        # that the names cannot be read: there the figure scrolls sideways (see site.css).
+        svg = svg.replace(size[0], f'<svg class="oe-depgraph-svg" '
+                                   f'style="max-width: {size["w"]}pt; min-width: min({size["w"]}pt, 720px)"', 1)
+
+    def one(m: re.Match) -> str:
+        url = link(html.unescape(m["url"]))
+        return f'href="{html.escape(url)}" xlink:href="{html.escape(url)}"'
+
+    svg = SVG_LINK.sub(one, svg)
+    return f'<figure class="oe-depgraph"{attrs}>{svg}</figure>'
+
+
+def _depgraph(page_html: str, page, config, files: Files) -> str:
+    def one(m: re.Match) -> str:
+        source = _generated_dir(config) / m["dot"]
+        where = page.file.src_uri
+        if not source.is_file():
+            raise PluginError(f"{where}: {m['dot']} is not generated; run `make generate`")
+
+        def link(src_uri: str) -> str:
+            target = files.get_file_from_path(src_uri)
+            if target is None:
+                raise PluginError(f"{where}: the dependency picture links to {src_uri}, which is not a page")
+            return get_relative_url(target.url, page.url)
+
+        return inline_svg(render_dot(source.read_text(encoding="utf-8"), where), link, m["attrs"])
+
+    return DEPGRAPH.sub(one, page_html)
+
+
+# ------------------------------------------------------------------------------- table labels
+
+TABLE = re.compile(r"<table>.*?</table>", re.S)
+HEADER_CELL = re.compile(r"<th[^>]*>(.*?)</th>", re.S)
+ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
+DATA_CELL = re.compile(r"<td(?=[\s>])")
+TAG = re.compile(r"<[^>]+>")
+
+
+MATRIX_TABLE = re.compile(r'(<div class="oe-matrix">\s*)<table>')
+
+
+def label_cells(table: str) -> str:
+    """Each `<td>` of a table of three or more columns gets `data-label` = the text of its
+    column's header, and the table `data-stack` (site.css shows such a table as labelled blocks
+    on a phone)."""
+    labels = [" ".join(html.unescape(TAG.sub("", h)).split()) for h in HEADER_CELL.findall(table)]
+    if len(labels) < 3:         # two columns fit a phone as they are
+        return table
+    table = "<table data-stack>" + table[len("<table>"):]
+
+    def row(m: re.Match) -> str:
+        cells = iter(labels)
+        return "<tr>" + DATA_CELL.sub(lambda _: f'<td data-label="{html.escape(next(cells, ""))}"', m[1]) + "</tr>"
+
+    return ROW.sub(row, table)
+
+
+def on_page_content(page_html: str, page, config, files) -> str:
+    if "oe-depgraph" in page_html:
+        page_html = _depgraph(page_html, page, config, files)
+    # The profile matrix keeps its grid on a phone (it scrolls inside its frame): not labelled.
+    page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
+    return TABLE.sub(lambda m: label_cells(m[0]), page_html)

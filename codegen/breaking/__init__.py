@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from codegen.breaking.match import Pair, pairs
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from codegen.registry import Registry, Version
+from contractkit.rules import RuleCatalogue, RuleSpec
 
 BREAKS = ("clients", "servers", "both", "none")
 BUMPS = ("major", "minor", "none")
@@ -79,6 +80,11 @@ class Rule:
     # The spec requirement (spec/versioning.md) the rule enforces.
     requirement: str = ""
 
+    @property
+    def spec(self) -> RuleSpec:
+        return RuleSpec(self.id, self.name, "breaking", self.category, self.purpose, self.severity,
+                        bump=self.bump, requirements=(self.requirement,) if self.requirement else ())
+
 
 RULES: list[Rule] = []
 
@@ -112,6 +118,17 @@ def iter_rules() -> Iterator[Rule]:
 
     yield from RULES
     yield WIRE_RULE
+
+
+def catalogue() -> RuleCatalogue[Rule]:
+    """Every id `oespec breaking` can emit: the rules, buf's wire findings, and unusable input."""
+    from codegen.breaking.run import UNUSABLE_SPEC
+
+    cat: RuleCatalogue[Rule] = RuleCatalogue("breaking")
+    for r in iter_rules():
+        cat.add(r.spec, r)
+    cat.add(UNUSABLE_SPEC)
+    return cat
 
 
 def _next_versions(version: Version) -> tuple[Version, Version]:

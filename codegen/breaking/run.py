@@ -11,9 +11,13 @@ from codegen.breaking import Context, compare
 from codegen.breaking.baseline import BaselineError, materialize, repo_root
 from codegen.breaking.wire import WireError, compare_protos
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from contractkit.rules import RuleSpec
 from codegen.registry import Registry, SourceError, load_registry
 
 UNUSABLE_RULE = "OEB000"
+UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
+                         "the baseline ref and both registries can be read (an unknown ref, a registry "
+                         "that does not parse, or buf failing stops the comparison)", Severity.ERROR)
 
 
 class BreakingError(Exception):

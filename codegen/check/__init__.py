@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from contractkit.rules import RuleCatalogue, RuleSpec
 from codegen.registry import Registry, Resolved, SourceFile
 
 if TYPE_CHECKING:
@@ -59,6 +60,11 @@ class Rule:
     requirements: tuple[str, ...] = ()
     # Rules that compare the working tree with the last commit run only when that is given.
     needs_head: bool = False
+
+    @property
+    def spec(self) -> RuleSpec:
+        return RuleSpec(self.id, self.name, "check", self.category, self.purpose, self.severity,
+                        requirements=self.requirements)
 
 
 RULES: list[Rule] = []
@@ -112,3 +118,22 @@ def _register_all() -> None:
 def iter_rules() -> Iterator[Rule]:
     _register_all()
     yield from RULES
+
+
+# Ids `oespec check` reports that no rule handler yields: the loader's verdict on unusable input
+# and the protoc compile of the contract. They are findings like any other, so they are catalogued.
+STAGE_RULES = (
+    RuleSpec("OE000", "registry-unusable", "check", "input", "the registry file can be read and parsed as YAML "
+             "(a missing file, a YAML syntax error or a duplicate key stops the check here)", Severity.ERROR),
+    RuleSpec("OE100", "contract-compiles", "check", "contract", "the protos under proto/ compile (protoc "
+             "errors are reported at their source line)", Severity.ERROR),
+)
+
+
+def catalogue() -> RuleCatalogue[Rule]:
+    """Every id `oespec check` can emit: the rules with their handlers, then the stage ids."""
+    cat: RuleCatalogue[Rule] = RuleCatalogue("check")
+    for r in iter_rules():
+        cat.add(r.spec, r)
+    cat.extend(STAGE_RULES)
+    return cat

@@ -60,12 +60,6 @@ def _qualified(package: str, name: str) -> str:
     return name if "." in name else f"{package}.{name}"
 
 
-@rule(CONTRACT_COMPILE_RULE, "contract-compiles", category="contract", needs_contract=True,
-      purpose="the protos under proto/ compile (protoc errors are reported at their source line)")
-def contract_compiles(ctx: CheckContext):
-    return ()  # reported by load_contract; listed so --list-rules shows it
-
-
 @rule("OE101", "rpc-in-contract", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC the registry names exists in the compiled contract")
 def rpc_in_contract(ctx: CheckContext):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from codegen.check import iter_rules, run_rules
+from codegen.check import catalogue, run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
@@ -28,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.list_rules:
-        for r in iter_rules():
-            cites = f" [{', '.join(r.requirements)}]" if r.requirements else ""
-            sys.stdout.write(f"{r.id}  {r.severity!s:<7}  {r.category:<12} {r.name}: {r.purpose}{cites}\n")
+    if args.list_rules:   # the check family of `oespec rules`, stage ids included
+        for s in catalogue().specs():
+            cites = f" [{', '.join(s.requirements)}]" if s.requirements else ""
+            sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
         return 0
     try:
         resolved = load_registry(args.registry)

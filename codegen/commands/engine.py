@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="port to listen on; 0 picks a free one, logged at start (default: 50051)")
     parser.add_argument("--profiles", default=None,
                         help="comma-separated profiles to advertise, short (load, kv, runtime-events) or full "
-                             "names, or 'all' for every profile the role allows (default: all); core is always on")
+                             "names, or 'all' for every profile the role allows that can be served together "
+                             "(default: all; profiles left out are logged with the reason); core is always on")
     parser.add_argument("--role", choices=["aggregated", "prefill", "decode", "encoder"], default=None,
                         help="the engine's role (default: aggregated)")
     parser.add_argument("--config", metavar="FILE", help="YAML or JSON configuration (limits, model or models, admin, ...); "

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
 from codegen.diagnostics import Diagnostic, Loc, Severity
-from codegen.spec import referenced_ids, scan_requirements
+from codegen.spec import UNKNOWN_REFERENCE, referenced_ids, scan_requirements
 
 HELP = "check the spec's numbered requirements (ids, tags, duplicates) and citations of them"
-UNKNOWN_REFERENCE = "SPEC005"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

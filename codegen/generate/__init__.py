@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from codegen.diagnostics import NOWHERE, Loc
+from codegen.diagnostics import NOWHERE, Loc, Severity
+from contractkit.rules import RuleSpec
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -74,12 +75,17 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 
 @dataclass(frozen=True)
 class RuleCatalogues:
-    """The rule catalogues the docs print, handed in by the caller: the generate stage never
-    imports `codegen.check` or `codegen.breaking` (see `codegen.pipeline`, which supplies them).
-    Each is a sequence of rule records (id, name, severity, category, purpose, ...)."""
+    """The catalogues the docs print, handed in by the caller: the generate stage never imports
+    `codegen.check`, `codegen.breaking` or the runtime (`openengine`); `codegen.pipeline`, part of
+    the command-line layer, supplies them. Rule catalogues are sequences of rule records (id, name,
+    severity, category, purpose, ...)."""
 
     check: tuple = ()
     breaking: tuple | None = None   # None: the breaking stage is not installed
+    # The runtime's catalogues; None when the runtime cannot be imported (no Python bindings yet).
+    validator: tuple | None = None                  # openengine.validate.RULES, in id order
+    python_only_validator_rules: frozenset = frozenset()   # ids a JSON Schema cannot express
+    cases: tuple | None = None                      # openengine.conformance.all_cases()
 
 
 @dataclass
@@ -133,6 +139,17 @@ class GenerationContext:
                                       problems=protoc_problems(err.message)) from None
         return self.cache[key]
 
+
+# Ids `oespec generate` reports: a generator that cannot produce its outputs, and (with --check)
+# a committed output that differs from what generation would write.
+GENERATE_RULES = (
+    RuleSpec("OE900", "generation-failed", "generate", "generation",
+             "every generator produces its outputs (a failure is reported at its cause, and nothing is written)",
+             Severity.ERROR),
+    RuleSpec("OE901", "generated-stale", "generate", "generation",
+             "every committed generated file is what `oespec generate` writes from the current sources",
+             Severity.ERROR),
+)
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {

@@ -5,8 +5,9 @@ the proto sources (through a descriptor set with source info), the spec's number
 and the rule catalogues of `oespec check` and `oespec breaking`, so the docs cannot drift:
 
 - `site/generated/reference/...`: one page per profile, the profile matrix, the dependency
-  picture (SVG drawn here), the protocol reference (one page per proto file), the requirements
-  index and the two rule catalogues;
+  picture (a Graphviz graph the site build draws), the protocol reference (one page per proto
+  file), the requirements index, the requirement -> check matrix, the rule catalogues of
+  `oespec check`, `oespec breaking` and `oespec validate`, and the conformance case catalogue;
 - `site/generated/nav.yml`: the page lists the site's navigation expands (see site/hooks.py);
 - every `spec/*.md` page that holds `<!-- oespec:begin NAME -->` regions, with their contents
   rewritten (see `codegen.generate.markers`).
@@ -28,9 +29,9 @@ from typing import Any, Callable, Iterable
 
 import jinja2
 
-from codegen.generate import GenerationContext, GenerationError, Output, header
+from codegen.generate import GenerationContext, GenerationError, Output, RuleCatalogues, header
 from codegen.generate import mdsafe
-from codegen.generate.depgraph import render_svg
+from codegen.generate.depgraph import render_dot
 from codegen.generate.markers import MarkerError, has_markers, rewrite
 from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
@@ -45,10 +46,13 @@ PROFILES = "reference/profiles"
 PROTOCOL = "reference/protocol"
 MATRIX_PAGE = f"{PROFILES}/index.md"
 DEPENDENCIES_PAGE = f"{PROFILES}/dependencies.md"
-DEPENDENCIES_SVG = f"{PROFILES}/dependencies.svg"
+DEPENDENCIES_DOT = f"{PROFILES}/dependencies.dot"
 REQUIREMENTS_PAGE = "reference/requirements.md"
+REQUIREMENT_CHECKS_PAGE = "reference/requirement-checks.md"
 CHECK_RULES_PAGE = "reference/check-rules.md"
 BREAKING_RULES_PAGE = "reference/breaking-rules.md"
+VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
+CASES_PAGE = "reference/conformance-cases.md"
 NAV_FILE = "nav.yml"
 
 # Spec areas (REQ-<AREA>-NNN) that belong to each standard profile. A requirement of another area
@@ -103,9 +107,44 @@ class RuleRow:
     category: str
     purpose: str
     extra: tuple[tuple[str, str], ...] = ()
+    requirements: tuple[str, ...] = ()     # the spec requirements the rule enforces
 
     def get(self, key: str) -> str:
         return dict(self.extra).get(key, "")
+
+    @property
+    def anchor(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.id.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """A conformance case as the catalogue shows it."""
+
+    id: str
+    profile: str
+    requirements: tuple[str, ...]
+    title: str
+    when: str                  # advertised | absent
+    disruptive: bool
+
+    @property
+    def anchor(self) -> str:
+        return case_anchor(self.id)
+
+
+def case_anchor(case_id: str) -> str:
+    return "case-" + re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing that checks a requirement: a rule of a family, or a conformance case."""
+
+    kind: str                  # check | breaking | validator | case
+    id: str
+    page: str
+    anchor: str
 
 
 @dataclass
@@ -118,7 +157,29 @@ class Site:
     spec_available: bool
     check_rules: list[RuleRow]
     breaking_rules: list[RuleRow] | None
+    validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
+    cases: list[CaseRow] | None = None
+    page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
+    spec_pages: frozenset[str] = frozenset()     # the spec's pages, docs-root-relative
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
+    # full message or enum name -> the profiles that require it, directly or through a field
+    type_owners: dict[str, list[str]] = field(default_factory=dict)
+
+    def checks(self, req_id: str) -> list[Check]:
+        """What checks a requirement, in the order check, breaking, validator, case."""
+        found = []
+        for kind, rows, page in (("check", self.check_rules, CHECK_RULES_PAGE),
+                                 ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
+                                 ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE)):
+            found += [Check(kind, r.id, page, r.anchor) for r in rows if req_id in r.requirements]
+        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if req_id in c.requirements]
+        return found
+
+    def title_of(self, page: str) -> str:
+        return self.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
+
+    def requirement(self, req_id: str) -> Requirement | None:
+        return next((r for r in self.requirements if r.id == req_id), None)
 
     def profile_page(self, profile: Profile | str) -> str:
         name = profile if isinstance(profile, str) else profile.name
@@ -169,15 +230,65 @@ def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
     return out, True
 
 
+def _cited(rule: Any) -> tuple[str, ...]:
+    """The requirement ids a rule says it enforces (`requirement` or `requirements`)."""
+    many = getattr(rule, "requirements", None) or ()
+    one = getattr(rule, "requirement", None)
+    return tuple(dict.fromkeys([*(str(r) for r in many), *([str(one)] if one else [])]))
+
+
 def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRow]:
     rows = []
     for r in rules:
         severity = getattr(r, "severity", None)
         rows.append(RuleRow(
             str(r.id), str(r.name), str(severity) if severity is not None else "by version bump",
-            str(getattr(r, "category", "") or ""), str(getattr(r, "purpose", "") or ""),
-            tuple((key, str(getattr(r, key))) for key in extra if getattr(r, key, None) is not None)))
+            str(getattr(r, "category", "") or ""),
+            str(getattr(r, "purpose", "") or getattr(r, "summary", "") or ""),
+            tuple((key, str(getattr(r, key))) for key in extra if getattr(r, key, None) is not None),
+            _cited(r)))
     return rows
+
+
+def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
+    """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
+    `validator` (OEV), from the catalogues handed in (see codegen.pipeline); None when that
+    family is not available. The one place the pages read rules from."""
+    if family == "check":
+        return _rule_rows(rules.check)
+    if family == "breaking":
+        return _breaking_rule_rows(rules.breaking)
+    if family == "validator":
+        if rules.validator is None:
+            return None
+        python_only = rules.python_only_validator_rules
+        return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
+                        (("where", "Python validators" if row.id in python_only
+                          else "Python validators and JSON Schemas"),), row.requirements)
+                for row in _rule_rows(rules.validator)]
+    raise ValueError(f"unknown rule family {family!r}")
+
+
+def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
+    """The conformance runner's cases as the catalogue shows them; None when not available."""
+    if rules.cases is None:
+        return None
+    return [CaseRow(c.id, c.profile, tuple(c.requirements), c.title, getattr(c, "when", "advertised"),
+                    bool(getattr(c, "disruptive", False))) for c in rules.cases]
+
+
+def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
+    """Each spec page's title: its first `# ` heading."""
+    titles = {}
+    for page in sorted(set(pages)):
+        try:
+            text = (root / SPEC_DIR / page).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        heading = re.search(r"(?m)^# +(.+?)\s*#*\s*$", text)
+        if heading:
+            titles[page] = heading[1]
+    return titles
 
 
 def _breaking_rule_rows(rules) -> list[RuleRow] | None:
@@ -194,7 +305,7 @@ def _breaking_rule_rows(rules) -> list[RuleRow] | None:
         else:
             legal = "any version"
         rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                            row.extra + (("legal", legal),)))
+                            row.extra + (("legal", legal),), row.requirements))
     return rows
 
 
@@ -204,14 +315,62 @@ def gather(ctx: GenerationContext) -> Site:
                                       "codegen.pipeline.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx.root)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking))
+                rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
+                validator_rules=rule_catalogue(ctx.rules, "validator"), cases=case_catalogue(ctx.rules),
+                page_titles=_page_titles(ctx.root, (r.page for r in requirements)),
+                spec_pages=frozenset(rel[len(SPEC_DIR) + 1:] for rel in _spec_pages(ctx)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:
             site.type_pages[m.full_name] = (page, type_anchor(m.full_name))
         for e in f.enums:
             site.type_pages[e.full_name] = (page, type_anchor(e.full_name))
+    site.type_owners = type_owners(site)
     return site
+
+
+def type_owners(site: Site) -> dict[str, list[str]]:
+    """Which profiles require each message or enum: those that list it or use it in an RPC, and
+    for a type only used inside others, the profiles of the messages that hold it."""
+    package = site.registry.package
+    full = lambda name: name if "." in name else f"{package}.{name}"  # noqa: E731
+    owners: dict[str, list[str]] = {}
+    for p in site.registry.profiles:
+        names = [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]
+        for name in names:
+            owners.setdefault(full(name), [])
+            if p.name not in owners[full(name)]:
+                owners[full(name)].append(p.name)
+    fields = {m.full_name: [f.type for f in m.fields if f.is_reference]
+              for f_ in site.protos.files for m in f_.messages}
+    queue = list(owners)
+    while queue:                   # breadth first, so a type takes the owners of its nearest holders
+        holder = queue.pop(0)
+        for inner in fields.get(holder, []):
+            if inner not in owners:
+                owners[inner] = list(owners[holder])
+                queue.append(inner)
+    return owners
+
+
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def requirements_citing(site: Site, msg) -> list[Requirement]:
+    """The requirements whose code spans name a message, or one of its fields when the
+    requirement applies to a profile that owns the message."""
+    owners = [site.registry.profile(n) for n in site.type_owners.get(msg.full_name, [])]
+    relevant = {r.id for p in owners if p is not None for r in requirements_for(site, p)}
+    field_names = {f.name for f in msg.fields}
+    found = []
+    for req in site.requirements:
+        spans = set()
+        for span in CODE_SPAN.findall(req.text):
+            spans.update(re.split(r"[^\w.]+", span))
+        words = {w.rsplit(".", 1)[-1] for w in spans} | spans
+        if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
+            found.append(req)
+    return found
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -285,6 +444,28 @@ class Pages:
     def requirement(self, req: Requirement) -> Md:
         return self.link(Md(f"**{req.id}**"), req.page, req.anchor)
 
+    def requirement_id(self, req_id: str) -> Md:
+        """A requirement id, linked to its anchor when the spec defines it."""
+        req = self.site.requirement(req_id)
+        return self.requirement(req) if req else mdsafe.code(req_id)
+
+    def check(self, c: Check) -> Md:
+        return self.link(mdsafe.code(c.id), c.page, c.anchor)
+
+    def checks(self, req_id: str, kind: str | None = None) -> Md:
+        """Links to what checks a requirement (of one kind, or all), or a dash."""
+        found = [c for c in self.site.checks(req_id) if kind is None or c.kind == kind]
+        return Md(", ".join(self.check(c) for c in found)) if found else Md("—")
+
+    def page_title(self, page: str) -> Md:
+        return self.link(mdsafe.inline(self.site.title_of(page)), page)
+
+    @staticmethod
+    def anchor(anchor_id: str) -> Md:
+        """An anchor a link can point at (ids are generated: lower-case words and hyphens)."""
+        assert re.fullmatch(r"[a-z0-9-]+", anchor_id), anchor_id
+        return Md(f'<a id="{anchor_id}"></a>')
+
 
 def format_value(value: Any) -> str:
     """A registry value written as in the registry: JSON-like scalars and lists."""
@@ -315,7 +496,7 @@ def _type(limit: Limit) -> Md:
     t = limit.type
     if t.base == "enum":
         words = ("repeated " if t.repeated else "") + f"enum {t.enum_name or ''}".rstrip()
-        values = ", ".join(mdsafe.code(v) for v in t.enum_values)
+        values = ", ".join(f"{mdsafe.code(v)} = {n}" for v, n in sorted(t.enum_wire.items(), key=lambda i: i[1]))
         return Md(f"{mdsafe.code(words)} ({values})" if values else mdsafe.code(words))
     return mdsafe.code(str(t))
 
@@ -344,7 +525,9 @@ def signature(rpc) -> str:
 
 PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements": REQUIREMENTS_PAGE,
          "check_rules": CHECK_RULES_PAGE, "breaking_rules": BREAKING_RULES_PAGE,
-         "protocol": f"{PROTOCOL}/index.md", "dependencies_svg": DEPENDENCIES_SVG}
+         "validator_rules": VALIDATOR_RULES_PAGE, "cases": CASES_PAGE,
+         "requirement_checks": REQUIREMENT_CHECKS_PAGE,
+         "protocol": f"{PROTOCOL}/index.md", "dependencies_dot": DEPENDENCIES_DOT}
 
 
 def method_signature(m) -> str:
@@ -357,6 +540,14 @@ def method_shape(m) -> str:
     return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
 
 
+def rpcs_by_service(registry: Registry) -> dict[str, list]:
+    """Every RPC of the registry, by service in first-seen order, with its owning profile."""
+    out: dict[str, list] = {}
+    for owner, rpc in registry.all_rpcs():
+        out.setdefault(rpc.service, []).append((owner, rpc))
+    return out
+
+
 def services_of(profile: Profile) -> list[str]:
     """Short names of the services a profile's RPCs belong to, in first-seen order."""
     return list(dict.fromkeys(rpc.service_short for rpc in profile.rpcs))
@@ -367,7 +558,9 @@ def _context(site: Site, page: str, **extra) -> dict:
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
-                shape=method_shape, method_signature=method_signature, services_of=services_of, type_anchor=type_anchor, **extra)
+                shape=method_shape, method_signature=method_signature, services_of=services_of, type_anchor=type_anchor,
+                requirements_citing=lambda m: requirements_citing(site, m),
+                rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 
 
 def render(template: str, site: Site, page: str, **extra) -> str:
@@ -423,13 +616,17 @@ def generate(ctx: GenerationContext) -> list[Output]:
         page(profile_page_path(profile), "profile.md.j2", profile=profile)
     page(MATRIX_PAGE, "profiles-index.md.j2")
     page(DEPENDENCIES_PAGE, "dependencies.md.j2")
-    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_SVG}", render_svg(site.registry, header=header("<!--").rstrip())))
+    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}",
+                      render_dot(site.registry, profile_page_path, header=header("//"))))
     page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
     for f in site.protos.files:
         page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
     page(REQUIREMENTS_PAGE, "requirements.md.j2")
     page(CHECK_RULES_PAGE, "check-rules.md.j2")
     page(BREAKING_RULES_PAGE, "breaking-rules.md.j2")
+    page(VALIDATOR_RULES_PAGE, "validator-rules.md.j2")
+    page(CASES_PAGE, "conformance-cases.md.j2")
+    page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
 
     problems = []

@@ -72,6 +72,15 @@ class Fault:
     # Hook point -> what the fault does there: (the correct value, **context) -> the value used.
     at: Mapping[str, Act] = field(default_factory=dict)
 
+    @property
+    def spec(self):
+        """The fault as a catalogue entry: the requirements an engine with it breaks on purpose."""
+        from contractkit.rules import RuleSpec, Severity
+
+        points = sorted({point.split(".", 1)[0] for point in self.at}) or ["engine"]
+        return RuleSpec(self.name, self.name, "fault", ",".join(points), self.description, Severity.ERROR,
+                        requirements=self.requirements)
+
 
 class Hooks:
     """The hook points of one engine, with the acts of its active faults."""
@@ -250,7 +259,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
           ("REQ-LOAD-014",),
-          at={"watch.next-sequence": lambda following, sequence, **_: sequence if sequence > 0 and sequence % 3 == 2 else following}),
+          at={"watch.next-sequence": lambda following, sequence, **_:
+              sequence if sequence > 0 and sequence % 3 == 2 else following}),
     Fault("watch-settings-not-first",
           "WatchLoad sends the initial snapshot before the settings",
           ("REQ-LOAD-004", "REQ-LOAD-009"),
@@ -376,7 +386,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("load-ranks-not-summed",
           "per-rank used_kv_blocks leave out the prefix cache that the total counts",
           ("REQ-LOAD-023",),
-          at={"load.rank-cached-blocks": _constant(0), "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
+          at={"load.rank-cached-blocks": _constant(0),
+              "load.total-used-blocks": lambda used, rt, **_: min(rt.total_kv_blocks, used + len(rt.prefix_cache))}),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero",
           "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",

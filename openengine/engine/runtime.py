@@ -1,5 +1,5 @@
 """The engine's state: scheduler, caches, run state, health, event streams and the current
-configuration epoch. Services (`services.py`) read and change it; nothing here touches gRPC
+configuration epoch. Services (`services/`) read and change it; nothing here touches gRPC
 beyond the health servicers it keeps up to date."""
 
 from __future__ import annotations

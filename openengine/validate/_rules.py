@@ -7,20 +7,10 @@ below, so `oespec validate`, the client helpers and the conformance runner print
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any
 
-
-class Severity(str, enum.Enum):
-    """How bad a violation is. `info` records are facts worth seeing, never failures."""
-
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
+from contractkit.rules import RuleSpec, Severity
 
 
 @dataclass(frozen=True)
@@ -31,6 +21,12 @@ class Rule:
                           # when no numbered requirement states what it checks
     severity: Severity
     summary: str
+
+    @property
+    def spec(self) -> RuleSpec:
+        category = {"OEV0": "input", "OEV1": "capabilities", "OEV3": "watchload", "OEV4": "preflight"}[self.id[:4]]
+        return RuleSpec(self.id, self.name, "validator", category, self.summary, self.severity,
+                        requirements=(self.requirement,) if self.requirement else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +49,12 @@ class Violation:
     def as_dict(self) -> dict:
         value = self.value if isinstance(self.value, (str, int, float, bool, type(None), list)) else repr(self.value)
         return {"rule_id": self.rule_id, "path": self.path, "value": value, "expected": self.expected,
-                "message": self.message, "requirement": self.requirement, "severity": self.severity.value}
+                "message": self.message, "requirement": self.requirement, "severity": str(self.severity)}
 
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
         req = f" [{self.requirement}]" if self.requirement else ""
-        return f"{self.severity.value} {self.rule_id} {where}{self.message}{req}"
+        return f"{self.severity} {self.rule_id} {where}{self.message}{req}"
 
 
 _E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO

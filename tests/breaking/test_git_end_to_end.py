@@ -170,3 +170,50 @@ def test_baseline_protos_that_do_not_build(repo, capsys):
     code, diags = oespec(capsys, "--against", "HEAD")
     assert code == 2
     assert diags[0]["rule_id"] == "OEB000" and diags[0]["path"] == "proto" and "buf" in diags[0]["message"]
+
+
+def _major(text: str, profile: str, changes: str) -> str:
+    """Raise `profile` of the real registry to its next major, with the history entry for it."""
+    start = text.index(f"  - name: {profile}\n")
+    head, block = text[:start], text[start:]
+    major = int(block.split('version: "', 1)[1].split(".", 1)[0])
+    block = block.replace(f'version: "{major}.', f'version: "{major + 1}.', 1)
+    old_minor = block.split(f'version: "{major + 1}.', 1)[1].split('"', 1)[0]
+    block = block.replace(f'version: "{major + 1}.{old_minor}"', f'version: "{major + 1}.0"', 1)
+    entry = f'      - version: "{major + 1}.0"\n        changes: {changes}\n'
+    history_end = block.index("    rpcs:")
+    return head + block[:history_end] + entry + block[history_end:]
+
+
+@pytest.mark.slow
+def test_transitive_ownership_on_the_real_contract(tmp_path, monkeypatch, capsys):
+    """KvTransferParams is listed by openengine.kv and reached through core's GenerateRequest: a
+    major of kv alone does not make deleting one of its fields legal; majors of both do."""
+    repo_root = Path(__file__).resolve().parents[2]
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    shutil.copy(repo_root / "profiles.yaml", root / "profiles.yaml")
+    shutil.copytree(repo_root / "proto", root / "proto")
+    commit(root, "baseline")
+    monkeypatch.chdir(root)
+    kv = root / "proto" / "openengine" / "v1" / "kv.proto"
+    text = kv.read_text()
+    assert "  string remote_address = 4;\n" in text
+    kv.write_text(text.replace("  string remote_address = 4;\n", "  reserved 4;\n"))
+    registry = root / "profiles.yaml"
+    base = registry.read_text()
+    revision = int(base.split("revision: ", 1)[1].split("\n", 1)[0])
+    bumped = base.replace(f"revision: {revision}", f"revision: {revision + 1}", 1)
+    registry.write_text(_major(bumped, "openengine.kv", "KvTransferParams loses remote_address."))
+    code, diags = oespec(capsys, "--against", "HEAD")
+    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("kv.proto")]
+    assert code == 1 and wire
+    assert all(d["severity"] == "error" for d in wire)
+    assert all("openengine.core" in d["details"]["profile"] and "openengine.kv" in d["details"]["profile"]
+               for d in wire)
+    registry.write_text(_major(_major(bumped, "openengine.kv", "KvTransferParams loses remote_address."),
+                               "openengine.core", "GenerateRequest.kv_transfer loses remote_address."))
+    code, diags = oespec(capsys, "--against", "HEAD")
+    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("kv.proto")]
+    assert wire and all(d["severity"] == "info" for d in wire)

@@ -40,3 +40,18 @@ def test_without_an_alias_only_health_absence_is_checked():
     assert set(outcomes.values()) == {"skip"}
     assert all("serves no compatibility alias" in r.reason for r in report.results
                if r.id in outcomes)
+
+
+def test_alias_cases_pass_when_admin_has_its_own_address():
+    import socket
+
+    from openengine.engine import AdminConfig
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with reference_engine(profiles=("load", "admin"), aliases=BOTH,
+                          admin=AdminConfig(token="conformance-test-token", port=port)) as engine:
+        report = run_suite(engine.address, patterns=["alias.*"], admin_target=engine.engine.admin_address)
+    assert failed(report) == {}
+    assert set(_outcomes(report).values()) == {"pass"}, _outcomes(report)

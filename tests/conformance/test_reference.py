@@ -56,7 +56,9 @@ def test_suite_passes(engine_kw):
     assert report.coverage and report.coverage.percent == 100.0
     # Only what needs an option the run did not give stays unchecked, never a load requirement.
     unchecked = {r.id for r in report.results if r.outcome is Outcome.UNCHECKED}
-    allowed = {"core.shutdown.graceful", "admin.permission-denied", "admin.drain"}
+    allowed = {"core.shutdown.graceful", "admin.permission-denied", "admin.drain",
+               # No registry limit is a double yet: a NaN double_value cannot be told from a type error.
+               "admin.numbers.update-config"}
     if engine_kw.get("role") == "prefill":
         # A prefill engine produces one token per request: no request runs long enough to
         # cancel or abort it midway, and the runner says so instead of passing.

@@ -67,7 +67,6 @@ def workdir(tmp_path_factory) -> Path:
     registry = re.sub(r"^  revision: \d+$", f"  revision: {revision + 1}", registry, count=1, flags=re.M)
     (root / "profiles.yaml").write_text(registry.rstrip("\n") + "\n\n" + (FIXTURE / "profile.yaml").read_text())
     shutil.copy2(FIXTURE / "speculative.proto", root / "proto/openengine/v1/speculative.proto")
-    shutil.copy2(FIXTURE / "speculative.py", root / "openengine/engine/services/speculative.py")
     return root
 
 
@@ -103,6 +102,16 @@ def _json_document(stdout: str) -> dict:
 @pytest.fixture(scope="module")
 def generated(workdir: Path) -> Path:
     _make(workdir, "generate")
+    # Before the engine implements the RPC it never advertises the profile (REQ-CORE-002) ...
+    oespec = str(VENV / "bin" / "oespec")
+    named = _run(workdir, oespec, "engine", "--profiles", "speculative", "--check-config")
+    assert named.returncode == 2 and "openengine.v1.Speculative/VerifyDraft" in named.stderr, named.stderr
+    every = _run(workdir, oespec, "engine", "--profiles", "all", "--check-config")
+    assert every.returncode == 0, every.stderr
+    assert "leaves out openengine.speculative: this engine has no implementation of " \
+           "openengine.v1.Speculative/VerifyDraft" in every.stdout, every.stdout
+    # ... and the implementation is the one Python file written for the new profile.
+    shutil.copy2(FIXTURE / "speculative.py", workdir / "openengine/engine/services/speculative.py")
     return workdir
 
 

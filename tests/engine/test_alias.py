@@ -4,7 +4,6 @@ What it does shows up in v1, and what v1 does shows up through it (REQ-ALIAS-001
 
 from __future__ import annotations
 
-import threading
 
 import grpc
 import pytest
@@ -106,7 +105,9 @@ def test_alias_answers_equal_v1_answers_for_the_same_inputs():
         info, model = stubs.info(), stubs.model()
         earlier = old.openengine.GetEngineInfo(r2.GetEngineInfoRequest())
         assert (earlier.instance_id, list(earlier.supported_models)) == (info.instance_id, list(info.served_models))
+        assert earlier.role == r2.ENGINE_ROLE_AGGREGATED
         server = old.control.GetServerInfo(r3.GetServerInfoRequest())
+        assert server.engine_role == r3.ENGINE_ROLE_AGGREGATED
         assert (server.schema_revision, server.minimum_client_revision) == (info.schema_revision,
                                                                             info.minimum_client_revision)
         for m in (old.openengine.GetModelInfo(r2.GetModelInfoRequest()),
@@ -375,3 +376,96 @@ def test_unknown_alias_on_the_command_line_is_refused_without_a_traceback():
     assert out.returncode == 2
     assert "unknown alias 'contrl'" in out.stderr and "openengine.v1.Control" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_alias_drain_is_not_answered_on_the_main_address_when_admin_has_its_own():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        admin_port = s.getsockname()[1]
+    with running(profiles=("admin",), aliases=("openengine",), admin={"port": admin_port}) as (engine, stubs):
+        with pytest.raises(grpc.RpcError) as err:
+            list(Earlier(stubs.channel).openengine.Drain(r2.DrainRequest(stop_accepting_new_requests=True),
+                                                         metadata=AUTH))
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED and "admin address" in err.value.details()
+        assert Earlier(stubs.channel).openengine.Health(r2.HealthRequest()).state == r2.HEALTH_STATE_READY
+
+
+def test_role_is_translated_by_name():
+    with running(role="prefill", profiles=("kv",), aliases=BOTH) as (engine, stubs):
+        old = Earlier(stubs.channel)
+        assert old.openengine.GetEngineInfo(r2.GetEngineInfoRequest()).role == r2.ENGINE_ROLE_PREFILL
+        assert old.control.GetServerInfo(r3.GetServerInfoRequest()).engine_role == r3.ENGINE_ROLE_PREFILL
+
+
+def _refused_rows():
+    """(alias, method, path to the field, field) for every table row whose v1 column says
+    'refused': the rows of spec/services.md the engine must refuse with INVALID_ARGUMENT."""
+    from tests.spec.test_alias_tables import FIELD_HEADING, SECTIONS, _ticked
+
+    refused = {}
+    for heading, rows in SECTIONS.items():
+        m = FIELD_HEADING.match(heading)
+        if m and m.group(2) == "→":
+            for cells in rows:
+                if cells[2].startswith("refused"):
+                    refused.setdefault(m.group(1), []).append(_ticked(cells[0])[0])
+    out = []
+    for service in alias.ALIASES.values():
+        for method in service.descriptor.methods:
+            if not service.methods[method.name].translated:
+                continue
+            stack = [(method.input_type, ())]
+            while stack:
+                message, path = stack.pop()
+                for name in refused.get(message.full_name, ()):
+                    out.append((service, method, path, message.fields_by_name[name]))
+                for f in message.fields:
+                    if f.message_type is not None and len(path) < 2 and not f.message_type.GetOptions().map_entry:
+                        stack.append((f.message_type, path + (f,)))
+    return out
+
+
+def _set_field(message, field) -> None:
+    """Give `field` a value that is not its default (a sub-message gets its first field set)."""
+    FD = field.__class__
+    if field.message_type is not None:
+        target = getattr(message, field.name).add() if field.is_repeated else getattr(message, field.name)
+        target.SetInParent()
+        first = field.message_type.fields[0]
+        if first.cpp_type == FD.CPPTYPE_MESSAGE:
+            getattr(target, first.name).SetInParent()
+        else:
+            _set_field(target, first)
+    elif field.cpp_type == FD.CPPTYPE_BOOL:
+        setattr(message, field.name, True)
+    elif field.cpp_type == FD.CPPTYPE_STRING:
+        setattr(message, field.name, "x")
+    else:  # numbers and enums
+        setattr(message, field.name, 1)
+
+
+def test_every_field_the_translation_table_refuses_is_refused_naming_it():
+    from google.protobuf import message_factory
+
+    rows = _refused_rows()
+    assert len(rows) >= 8
+    with running(role="prefill", profiles=("kv", "load", "admin"), aliases=BOTH) as (engine, stubs):
+        for service, method, path, field in rows:
+            request = message_factory.GetMessageClass(method.input_type)()
+            holder = request
+            for step in path:
+                holder = getattr(holder, step.name)
+            _set_field(holder, field)
+            if method.name == "Drain":
+                request.stop_accepting_new_requests = True
+            call = (stubs.channel.unary_stream if method.server_streaming else stubs.channel.unary_unary)(
+                f"/{service.service}/{method.name}", request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=lambda b: b)
+            with pytest.raises(grpc.RpcError) as err:
+                result = call(request, metadata=AUTH, timeout=10)
+                if method.server_streaming:
+                    next(result)
+            where = f"{service.service}/{method.name} {'.'.join(s.name for s in path + (field,))}"
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, where
+            assert field.name in err.value.details(), where

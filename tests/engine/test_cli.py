@@ -27,6 +27,8 @@ def test_list_faults_prints_one_line_per_fault():
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert [line.split()[0] for line in lines] == list(FAULTS)
+    for line, fault in zip(lines, FAULTS.values()):   # with the hook points it acts at
+        assert line.endswith(f"[at {', '.join(fault.at)}]"), line
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openengine.aliases import ALIASES
 from openengine.contract import HEALTH_SERVICE, catalogue
 
 from tests.engine.conftest import TOKEN, running
@@ -154,6 +155,8 @@ ENGINES = {
     "decode": dict(role="decode", profiles=("kv", "load", "sessions", "runtime-events")),
     "encoder": dict(role="encoder", profiles=("encoder", "load")),
     "admin": dict(profiles=("admin", "load", "runtime-events")),
+    # The compatibility aliases' request types, on an engine that serves both earlier layouts.
+    "alias": dict(aliases=("openengine", "control")),
 }
 
 
@@ -171,6 +174,8 @@ def _targets():
         out.append((where, rpc.path, rpc.method))
     health = descriptor_pool.Default().FindServiceByName(HEALTH_SERVICE)
     out += [("aggregated", f"/{HEALTH_SERVICE}/{m.name}", m) for m in health.methods]
+    for alias in ALIASES.values():
+        out += [("alias", f"/{alias.service}/{m.name}", m) for m in alias.descriptor.methods]
     return out
 
 

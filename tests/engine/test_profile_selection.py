@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 import pytest
 
@@ -97,7 +99,8 @@ def test_an_explicit_profile_without_implementation_is_refused_naming_the_rpcs(s
         "openengine.v1.Sessions/ListSessions (REQ-CORE-002); drop the profile"]
 
 
-def test_all_leaves_out_a_profile_without_implementation_and_never_advertises_it(sessions_unimplemented):
+def test_all_leaves_out_a_profile_without_implementation_and_never_advertises_it(sessions_unimplemented, caplog):
+    caplog.set_level(logging.INFO, logger="openengine.engine")
     resolved = resolve_config(EngineConfig(port=0, token_delay_ms=0))
     assert "openengine.sessions" not in names(resolved)
     assert resolved.left_out["openengine.sessions"] == \
@@ -109,3 +112,7 @@ def test_all_leaves_out_a_profile_without_implementation_and_never_advertises_it
         with pytest.raises(grpc.RpcError) as err:
             stub.OpenSession(sessions_pb2.OpenSessionRequest(), timeout=5)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    # The start-up log says what was left out and why.
+    assert any(r.levelno == logging.WARNING and r.getMessage() ==
+               "--profiles all leaves out openengine.sessions: this engine has no implementation of "
+               "openengine.v1.Sessions/ListSessions" for r in caplog.records), [r.getMessage() for r in caplog.records]

@@ -119,3 +119,10 @@ def test_lexical_errors_are_located_where_they_occur(tail, loc, message):
 def test_tabs_brackets_and_quotes_in_text_stay_legal():
     text = _REGISTRY_HEAD + "    summary: \"a [b] {c} and 'd'\"\n    description: uses [0, 1]  # comment [[[\n"
     assert parse_text(text).root.get("profiles").items[0].get("summary").value == "a [b] {c} and 'd'"
+
+
+def test_a_legal_multi_line_quote_is_not_blamed_for_a_later_error():
+    text = _REGISTRY_HEAD + '    summary: "spans\n      two lines"\n    description: x\n  bad: [\n'
+    with pytest.raises(SourceError) as exc:
+        parse_text(text, "r.yaml")
+    assert exc.value.loc.line > 7 and "not closed on its line" not in exc.value.message

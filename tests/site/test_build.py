@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -124,3 +125,40 @@ def test_requirements_get_anchors_that_generated_pages_link_to(tmp_path):
     assert 'id="req-load-001"' in page
     profile = (tmp_path / "build" / "reference" / "profiles" / "load" / "index.html").read_text(encoding="utf-8")
     assert 'href="../../../load/#req-load-001"' in profile
+
+
+def test_fifteen_profiles_fit_the_dependency_picture_and_every_node_links_to_its_page(fifteen_site):
+    from codegen.registry import load_registry
+
+    registry = load_registry(fifteen_site.parent / "profiles.yaml").registry
+    assert len(registry.profiles) == 15
+    page_dir = fifteen_site / "reference" / "profiles" / "dependencies"
+    page = (page_dir / "index.html").read_text(encoding="utf-8")
+    figure = page.index('<figure class="oe-depgraph"')
+    svg = page[page.index("<svg", figure):page.index("</svg>", figure)]
+    box = [float(v) for v in re.search(r'viewBox="([^"]+)"', svg)[1].split()]
+    # Graphviz draws in a group translated to the bottom-left corner, y growing upwards.
+    shift = [float(v) for v in re.search(r'translate\(([-\d.]+) ([-\d.]+)\)', svg).groups()]
+    nodes = [(html.unescape(name), body) for name, body in
+             re.findall(r'<g id="node\d+" class="node">\s*<title>([^<]+)</title>(.*?)</g>\s*</g>', svg, re.S)]
+    assert sorted(n for n, _ in nodes) == sorted(p.name for p in registry.profiles)
+    for name, body in nodes:
+        href = re.search(r'\bhref="([^"]+)"', body)[1]
+        target = (page_dir / href / "index.html").resolve()
+        profile = registry.profile(name)
+        assert target == (fifteen_site / "reference" / "profiles" / profile.short_name / "index.html").resolve()
+        assert target.is_file(), href
+        points = [tuple(map(float, p.split(","))) for p in re.search(r'points="([^"]+)"', body)[1].split()] \
+            if 'points="' in body else []
+        paths = re.findall(r'd="M([-\d.]+),([-\d.]+)', body)
+        for x, y in points + [tuple(map(float, p)) for p in paths]:
+            assert box[0] <= x + shift[0] <= box[0] + box[2] and box[1] <= y + shift[1] <= box[1] + box[3], (name, x, y)
+    assert "experimental" in svg and "deprecated" in svg
+
+
+def test_fifteen_profiles_each_get_a_matrix_column_with_their_stability(fifteen_site):
+    index = (fifteen_site / "reference" / "profiles" / "index.html").read_text(encoding="utf-8")
+    matrix = index[index.index("<table data-matrix>"):]
+    headers = re.findall(r'<th[^>]*>(.*?)</th>', matrix[:matrix.index("</thead>")], re.S)
+    assert len(headers) == 16
+    assert any("experimental" in h for h in headers) and any("deprecated" in h for h in headers)

@@ -64,3 +64,12 @@ def test_timestamp_pattern_accepts_exactly_the_calendar_dates(year, month, day):
 ])
 def test_timestamp_pattern_times_and_offsets(time, ok):
     assert matches(TIMESTAMP_PATTERN, f"2026-12-03T{time}") is ok
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("0001-01-01T00:00:00Z", True), ("9999-12-31T23:59:59.999999999Z", True),
+    ("0001-01-01T00:00:00+23:59", False), ("0001-01-01T23:00:00-01:00", False), ("9999-12-31T23:00:00-05:00", False),
+    ("0001-01-02T00:00:00+23:59", True), ("9999-12-30T23:00:00-05:00", True),
+])
+def test_timestamp_pattern_range_edges_are_utc_only(text, ok):
+    assert matches(TIMESTAMP_PATTERN, text) is ok

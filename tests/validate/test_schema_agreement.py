@@ -184,12 +184,12 @@ def load_verdicts(doc, name="load_info.schema.json", message="LoadInfo") -> tupl
 
 @pytest.mark.parametrize("timestamp, ok", [
     ("2026-12-03T06:01:55Z", True), ("2026-12-03T06:01:55.123456789Z", True), ("2024-02-29T00:00:00Z", True),
-    ("2000-02-29T23:59:59+05:30", True), ("0001-01-01T00:00:00Z", True), ("9999-12-31T23:59:59-00:00", True),
+    ("2000-02-29T23:59:59+05:30", True), ("0001-01-01T00:00:00Z", True), ("9999-12-31T23:59:59Z", True),
     ("2026-13-45T99:99:99Z", False), ("2023-02-29T00:00:00Z", False), ("1900-02-29T00:00:00Z", False),
     ("2026-04-31T00:00:00Z", False), ("2026-1-5T1:2:3Z", False), ("2026-01-05T24:00:00Z", False),
     ("2026-01-05T01:02:60Z", False), ("2026-01-05T01:02:03.1234567891Z", False), ("2026-01-05T01:02:03z", False),
     ("2026-01-05T01:02:03+25:00", False), ("2026-01-05 01:02:03Z", False), ("0000-01-01T00:00:00Z", False),
-    ("2026-01-05T01:02:03", False),
+    ("2026-01-05T01:02:03", False), ("9999-12-31T23:59:59-00:00", False), ("0001-01-01T00:00:00+23:59", False),
 ])
 def test_timestamp_strings_agree(timestamp, ok):
     assert load_verdicts({"timestamp": timestamp}) == (ok, ok, ok)

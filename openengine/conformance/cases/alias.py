@@ -16,8 +16,8 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.aliases import ALIASES, HEALTH_CHECK, AliasService
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
-from openengine.conformance.context import Context, Deadlined, Reader, read_rest, rpc_error, status_name
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.context import Context, Deadlined, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE
 
 S = health_pb2.HealthCheckResponse
@@ -119,7 +119,7 @@ async def alias_unimplemented(ctx: Context):
                     problems.append(f"{alias.service}/{method.name}: {status_name(err.code())}, "
                                     f"not UNIMPLEMENTED ({rpc.profile} is not advertised)")
     if not checked:
-        raise Skipped("unchecked: every profile the served aliases map to is advertised")
+        raise Unchecked("every profile the served aliases map to is advertised, so no alias method must be refused")
     expect(not problems, "; ".join(problems))
     return f"{len(checked)} alias methods of unadvertised profiles"
 
@@ -186,7 +186,7 @@ async def alias_shared_requests(ctx: Context):
             call.cancel()
         last = rest[-1] if rest else first
         if aborted.aborted == 0 and last.WhichOneof("event") == "finished" and len(rest) <= 2:
-            raise Skipped("the alias request finished before v1 Abort reached it (engine too fast)")
+            raise Unchecked("the alias request finished before v1 Abort reached it (engine too fast)")
         expect(aborted.aborted == 1, f"v1 Lifecycle/Abort found {aborted.aborted} requests for the id "
                                      f"started through {combined.service}/Generate")
         cancelled = last.WhichOneof("event") == "error" or (
@@ -211,7 +211,7 @@ async def alias_shared_requests(ctx: Context):
         # A request that streamed on after Abort answered was running when Abort came: only
         # one that ended at once may have finished first.
         if answer.status != pb.ABORT_STATUS_ABORTED and last.HasField("final") and len(rest) <= 1:
-            raise Skipped("the v1 request finished before the alias Abort reached it (engine too fast)")
+            raise Unchecked("the v1 request finished before the alias Abort reached it (engine too fast)")
         expect(answer.status == pb.ABORT_STATUS_ABORTED,
                f"{alias.service}/Abort answered {pb.AbortStatus.Name(answer.status)} for a v1 request "
                f"that streamed {len(rest)} more messages afterwards")
@@ -230,15 +230,19 @@ async def alias_admin_guard(ctx: Context):
     served = await _require_served(ctx)
     drains = [a for a in served.values() if "Drain" in a.methods]
     if not drains:
-        raise Skipped("unchecked: no served alias has a Drain method")
+        raise Unchecked("no served alias has a Drain method")
     if not ctx.advertised(ADMIN):
-        raise Skipped("unchecked here: openengine.admin is not advertised (alias.unadvertised-unimplemented "
-                      "checks that the alias Drain is refused)")
+        raise Unchecked("openengine.admin is not advertised (alias.unadvertised-unimplemented "
+                        "checks that the alias Drain is refused)")
+    # What Admin itself answers on this address without credentials (ResumeGeneration changes
+    # nothing on a serving engine): the guard's status, or UNIMPLEMENTED when Admin lives on an
+    # address of its own (REQ-ADMIN-001). The alias Drain here must answer the same.
     try:
-        await ctx.admin_anonymous.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
-        raise Skipped("unchecked: Admin answers without credentials, so there is no guard to compare")
+        await ctx.stub("admin", ctx.channel).ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+        raise Unchecked("Admin answers without credentials here, so there is no guard to compare")
     except grpc.aio.AioRpcError as err:
-        if err.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        if err.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED,
+                              grpc.StatusCode.UNIMPLEMENTED):
             raise rpc_error(err, "Admin/ResumeGeneration without credentials") from None
         guard = err.code()
     for alias in drains:
@@ -249,11 +253,12 @@ async def alias_admin_guard(ctx: Context):
             call.cancel()
         except grpc.aio.AioRpcError as err:
             expect(err.code() == guard, f"{alias.service}/Drain without credentials answered "
-                                        f"{status_name(err.code())}; Admin answers {status_name(guard)}")
+                                        f"{status_name(err.code())}; Admin answers {status_name(guard)} "
+                                        f"on this address")
             continue
         await _undo_drain(ctx)
         raise Failed(f"{alias.service}/Drain without credentials started draining ({first!r:.60}); "
-                     f"Admin requires credentials ({status_name(guard)})")
+                     f"Admin answers {status_name(guard)} on this address")
     return f"alias Drain refused with {status_name(guard)} like Admin"
 
 
@@ -263,7 +268,7 @@ async def _undo_drain(ctx: Context) -> None:
 
     try:
         await ctx.admin().ResumeGeneration(admin_pb2.ResumeGenerationRequest())
-    except (Skipped, grpc.aio.AioRpcError):
+    except (Skipped, Unchecked, grpc.aio.AioRpcError):
         pass
 
 
@@ -271,7 +276,7 @@ async def _undo_drain(ctx: Context) -> None:
       title="alias and v1 give the same answers for the same inputs (identity, model limits, health, "
             "tokens, refusals)")
 async def alias_same_answers(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import common_pb2, discovery_pb2
 
     served = await _require_served(ctx)
     info = ctx.engine_info
@@ -289,6 +294,11 @@ async def alias_same_answers(ctx: Context):
                 expect(earlier.schema_revision == info.schema_revision,
                        f"{alias.service} reports schema_revision {earlier.schema_revision}, v1 "
                        f"{info.schema_revision}")
+            role = earlier.role if "GetEngineInfo" in alias.methods else earlier.engine_role
+            v1_role = common_pb2.Role.Name(info.role)[len("ROLE_"):]
+            earlier_role = pb.EngineRole.Name(role)[len("ENGINE_ROLE_"):]
+            expect(earlier_role == v1_role or (v1_role == "ENCODER" and earlier_role == "UNSPECIFIED"),
+                   f"{alias.service} reports role {earlier_role}, v1 {v1_role}")
             expect(earlier.instance_id == info.instance_id and models == list(info.served_models),
                    f"{alias.service} reports instance {earlier.instance_id!r} serving {models}; v1 reports "
                    f"{info.instance_id!r} serving {list(info.served_models)}")

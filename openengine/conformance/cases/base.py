@@ -55,6 +55,15 @@ class Case:
         return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
 
     @property
+    def spec(self):
+        """The case as a catalogue entry: a failed case is an error against the requirements it cites."""
+        from contractkit.rules import RuleSpec, Severity
+
+        category = self.profile[len("openengine."):] if self.profile.startswith("openengine.") else self.profile
+        return RuleSpec(self.id, self.id.replace(".", "-"), "conformance", category, self.title, Severity.ERROR,
+                        requirements=self.requirements)
+
+    @property
     def area(self) -> str:
         return self.id.split(".", 1)[0]
 

@@ -314,11 +314,12 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             shown = "a token-id prompt" if row.field == "|prompt" else f"{row.field} set"
             probes.append(LimitProbe(name, shown, change, accept=bool(value)))
         elif row.check == "member" and row.field == "sampling.guided|constraint":
-            listed = {int(v) for v in value}
+            listed = set(value)   # enum numbers or their registry spellings, as the report gives them
             for member, mode in _guided_modes():
                 def guided(r, m=member):
                     GUIDED_EXAMPLES[m](r.sampling.guided)
-                probes.append(LimitProbe(name, f"guided {member}", guided, accept=mode in listed))
+                probes.append(LimitProbe(name, f"guided {member}", guided,
+                                         accept=mode in listed or member in listed))
     return probes
 
 

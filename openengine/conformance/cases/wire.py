@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, status_name
 from openengine.conformance.contract import CORE
 
@@ -74,8 +74,10 @@ async def numbers_logit_bias(ctx: Context):
         tries.append((f"logit_bias with {label}", req))
     problems = await _refused_each(ctx, tries)
     expect(not problems, "; ".join(problems))
-    note = "" if ctx.limit(CORE, "logit_bias") else "; logit_bias is off, so any use is refused"
-    return ("vocabulary size unknown: keys not checked" if not vocab else f"vocabulary of {vocab}") + note
+    if not ctx.limit(CORE, "logit_bias"):
+        raise Unchecked("openengine.core.logit_bias is false: every logit_bias is refused for that, so a "
+                        "refusal says nothing about its values and keys")
+    return "vocabulary size unknown: keys not checked" if not vocab else f"vocabulary of {vocab}"
 
 
 @case("admin.numbers.update-config", profile=ADMIN, requires=("REQ-SVC-005",),
@@ -88,8 +90,8 @@ async def numbers_update_config(ctx: Context):
     # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
     updatable = [name for name in ctx.limit(ADMIN, "updatable_limits") if _limit_kind(ctx, name) == "double"]
     if not updatable:
-        raise Skipped("no double-typed limit is in openengine.admin.updatable_limits: "
-                      "a non-finite double_value cannot be told apart from a type error")
+        raise Unchecked("no double-typed limit is in openengine.admin.updatable_limits: "
+                        "a non-finite double_value cannot be told apart from a type error")
     before = ctx.capabilities.revision
     problems = []
     for value in (NAN, INF, -INF):

@@ -17,6 +17,7 @@ from google.protobuf import descriptor as _d
 from google.protobuf import message_factory
 
 from openengine.aliases import ALIASES, HEALTH_CHECK, AliasMethod, AliasService, lookup
+from openengine.engine.runtime import ADMIN
 from openengine.engine.services._base import Refused
 
 if TYPE_CHECKING:
@@ -64,6 +65,11 @@ def _method_handler(impl, mapped: AliasMethod, method: _d.MethodDescriptor):
     fn = getattr(impl, method.name) if mapped.translated else None
 
     def before(context) -> None:
+        if mapped.v1.startswith(ADMIN + "/") and impl.rt.admin_separate:
+            # Admin lives on its own address; the main address does not answer it, under any name.
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED,
+                          f"{mapped.v1}, which {impl.service}/{method.name} maps to, is served on the admin "
+                          f"address only; call it there")
         if mapped.v1 != HEALTH_CHECK:
             impl.gate(mapped.v1, context)
         if fn is None:

@@ -7,8 +7,10 @@ from typing import Any
 
 import grpc
 
+from contractkit.naming import enum_value_prefix
+
 from openengine.engine.services._base import Refused
-from openengine.v1 import common_pb2, discovery_pb2, events_pb2, generation_pb2
+from openengine.v1 import common_pb2, events_pb2, generation_pb2
 
 Code = grpc.StatusCode
 ES = events_pb2
@@ -58,17 +60,13 @@ def not_translated(field: str, replacement: str) -> Refused:
 
 
 def enum_by_suffix(value: int, source, target) -> int:
-    """Translate between two enums spelled `<PREFIX>_<NAME>` by their NAME; 0 when absent."""
-    name = source.Name(value)
-    suffix = name.split("_", 2)[-1] if name.count("_") >= 2 else name
-    for candidate in target.keys():
-        if candidate.endswith("_" + suffix) and candidate.count("_") == name.count("_"):
-            return target.Value(candidate)
-    return 0
-
-
-def role_name(info: discovery_pb2.EngineInfo) -> str:
-    return common_pb2.Role.Name(info.role)[len("ROLE_"):]
+    """Translate between two enums by the value's name without the enum's prefix
+    (`ROLE_DECODE` -> `ENGINE_ROLE_DECODE`); 0 when the target has no such value."""
+    name = source.Name(value)[len(enum_value_prefix(source.DESCRIPTOR.name)):]
+    try:
+        return target.Value(enum_value_prefix(target.DESCRIPTOR.name) + name)
+    except ValueError:
+        return 0
 
 
 def health_state(rt) -> str:

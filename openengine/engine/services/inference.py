@@ -81,7 +81,8 @@ class Inference(Base):
             if s.max_tokens < 1:
                 raise invalid("sampling.max_tokens", "must be at least 1")
             if s.max_tokens > room:
-                raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed ModelInfo.max_context_tokens = {m.max_context_tokens}")
+                raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed "
+                              f"ModelInfo.max_context_tokens = {m.max_context_tokens}")
             max_tokens = s.max_tokens
         else:
             max_tokens = min(m.max_output_tokens, room)

@@ -36,7 +36,8 @@ class Sessions(Base):
         else:
             capacity = bound
         if request.HasField("ttl_ms"):
-            ttl = rt.hooks.at("sessions.ttl", min(request.ttl_ms, lim("max_session_ttl_ms")), requested=request.ttl_ms)
+            clamped = min(request.ttl_ms, lim("max_session_ttl_ms"))
+            ttl = rt.hooks.at("sessions.ttl", clamped, requested=request.ttl_ms)
             if ttl == 0:
                 raise invalid("ttl_ms", "must be positive")
         else:

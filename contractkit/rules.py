@@ -1,0 +1,132 @@
+"""One rule type and one catalogue helper for every family of ids the toolkit can emit.
+
+Registry checks (OE), breaking-change rules (OEB), validator rules (OEV), conformance cases, the
+reference engine's faults, and the spec and marker rules (SPEC, DOC) are all described by the same
+`RuleSpec`: an id that never changes meaning, a short name, the family and category, a severity
+(or, for breaking rules, the version bump that makes a change legal), a one-line purpose and the
+spec requirements it enforces. Each family keeps its own handler type (a check function, a case
+coroutine, a fault's hooks); what it registers in a `RuleCatalogue` is the spec, so listing,
+documenting and auditing ids is one code path. Nothing here imports the runtime or the toolkit.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Generic, Iterable, Iterator, TypeVar
+
+FAMILIES = ("check", "breaking", "validator", "conformance", "fault", "spec", "docs", "generate")
+BUMPS = ("major", "minor", "none")
+_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}$")
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is, ordered so that `--fail-on` is a comparison. `info` records are facts
+    worth seeing, never failures. The one severity type of every family and printer."""
+
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}; use one of: info, warning, error") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """What every rule of every family declares about itself."""
+
+    id: str
+    name: str
+    family: str
+    category: str
+    purpose: str
+    severity: Severity | None = None         # None: decided per finding (breaking: by the bump received)
+    bump: str = ""                           # breaking rules: the bump that makes the change legal
+    requirements: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"rule {self.id}: unknown family {self.family!r}; use one of {', '.join(FAMILIES)}")
+        if self.bump and self.bump not in BUMPS:
+            raise ValueError(f"rule {self.id}: bump {self.bump!r} is not one of {', '.join(BUMPS)}")
+        for req in self.requirements:
+            if req and not _REQ_RE.match(req):
+                raise ValueError(f"rule {self.id} cites malformed requirement id {req!r}")
+
+    @property
+    def policy(self) -> str:
+        """The severity, or for a breaking rule the bump it needs: what a listing shows."""
+        if self.bump:
+            return f"bump {self.bump}"
+        return str(self.severity) if self.severity is not None else "varies"
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "family": self.family, "category": self.category,
+                "severity": str(self.severity) if self.severity is not None else None, "bump": self.bump or None,
+                "purpose": self.purpose, "requirements": list(self.requirements)}
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class RuleCatalogue(Generic[T]):
+    """Rules of one family, each a spec plus the family's own payload (a handler, a case, a fault),
+    in registration order. Registering an id twice is an error at import time."""
+
+    family: str
+    _entries: dict[str, tuple[RuleSpec, T | None]] = field(default_factory=dict)
+
+    def add(self, spec: RuleSpec, payload: T | None = None) -> T | None:
+        if spec.family != self.family:
+            raise ValueError(f"rule {spec.id} is of family {spec.family}, not {self.family}")
+        if spec.id in self._entries:
+            raise ValueError(f"rule id {spec.id} registered twice")
+        self._entries[spec.id] = (spec, payload)
+        return payload
+
+    def extend(self, specs: Iterable[RuleSpec]) -> None:
+        for spec in specs:
+            self.add(spec)
+
+    def __contains__(self, rule_id: str) -> bool:
+        return rule_id in self._entries
+
+    def __iter__(self) -> Iterator[RuleSpec]:
+        return (spec for spec, _ in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def spec(self, rule_id: str) -> RuleSpec:
+        return self._entries[rule_id][0]
+
+    def payload(self, rule_id: str) -> T | None:
+        return self._entries[rule_id][1]
+
+    def specs(self) -> list[RuleSpec]:
+        return sorted(self, key=lambda s: s.id)
+
+
+def merged(catalogues: Iterable[Iterable[RuleSpec]]) -> dict[str, RuleSpec]:
+    """Every spec of several families by id; one id in two families is an error."""
+    out: dict[str, RuleSpec] = {}
+    for cat in catalogues:
+        for spec in cat:
+            if spec.id in out:
+                raise ValueError(f"rule id {spec.id} is claimed by {out[spec.id].family} and {spec.family}")
+            out[spec.id] = spec
+    return out
