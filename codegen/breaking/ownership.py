@@ -263,6 +263,10 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
         origin = _origin(baseline, "baseline", names)
         origin = _in_current(origin, current) if origin is not None else \
             (_origin(current, "current", names) if current is not None else None)
+        if origin is None:  # a fixed part of a generated file (Capabilities.profiles, file options)
+            registry = current or baseline
+            origin = Origin("the registry as a whole (a part every generated file of this kind has)", "",
+                            registry.locs.get("registry", registry.loc), "current" if current else "baseline")
     shared = not found and (bool(names.get("message")) or bool(names.get("enum"))) and not reached_any
     return Attribution(found, origin, shared)
 

@@ -19,8 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "named profile that is not advertised is forced")
     parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
                         help="run only cases whose id matches this glob (repeatable)")
-    parser.add_argument("--format", choices=["text", "json"], default="text",
-                        help="report format on stdout (default: text)")
+    parser.add_argument("--format", choices=["text", "json", "github", "junit"], default="text",
+                        help="report format on stdout (default: text); github and junit print each case "
+                             "that did not pass through the printers every command shares")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     parser.add_argument("--expected-failures", metavar="FILE",
                         help="YAML/JSON list of {case, reason}: those failures are reported as "
@@ -179,8 +180,15 @@ def run(args: argparse.Namespace) -> int:
     if progress:
         progress.finish()
         sys.stdout.write(render_text(report, include_results=progress.live))
-    else:
+    elif args.format == "json":
         sys.stdout.write(render_json(report))
+    elif args.format == "junit":
+        sys.stdout.write(render_junit(report))   # every case, passes included
+    else:
+        from codegen.diagnostics import PRINTERS
+        from openengine.conformance.report import report_diagnostics
+
+        sys.stdout.write(PRINTERS[args.format](report_diagnostics(report)))
     if args.junit:
         try:
             with open(args.junit, "w", encoding="utf-8") as fh:

@@ -1,12 +1,13 @@
 """oespec validate: judge what an engine answered, pasted as proto3 JSON (as grpcurl prints it).
 
-Two kinds of input, auto-detected or chosen with --kind:
+Three kinds of input, auto-detected or chosen with --kind:
 
 - capabilities: a `Capabilities` message, or a document holding the discovery answers together,
   `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`; several values
   in one file are judged one by one.
 - watchload: a recorded WatchLoad stream, one `WatchLoadResponse` per line (JSON lines) or
   concatenated as grpcurl prints a stream.
+- load: `GetLoad` answers (`LoadInfo`), each judged on its own (totals against their ranks).
 
 Every violation becomes a Diagnostic at the line of the offending key (for a stream: of the
 message), with the violation's rule id; the exit status is that of `oespec check`.
@@ -20,14 +21,17 @@ from pathlib import Path
 from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
 from codegen.diagnostics import PRINTERS, Diagnostic, Severity
 
-HELP = "validate a capabilities document or a recorded WatchLoad stream (proto3 JSON)"
+HELP = "validate a capabilities document, a recorded WatchLoad stream or a GetLoad answer (proto3 JSON)"
 
 _WATCH_KEYS = {"sequence", "settings", "snapshot", "heartbeat"}
+# Fields only a LoadInfo has (proto and JSON names), to tell a GetLoad answer from the others.
+_LOAD_KEYS = {"instanceId", "instance_id", "runningRequests", "running_requests", "queuedRequests",
+              "queued_requests", "usedKvBlocks", "used_kv_blocks", "ranks"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="JSON file: capabilities document or WatchLoad stream (JSON lines)")
-    parser.add_argument("--kind", choices=["auto", "capabilities", "watchload"], default="auto",
+    parser.add_argument("--kind", choices=["auto", "capabilities", "watchload", "load"], default="auto",
                         help="what the file holds (default: auto-detect)")
     parser.add_argument("--instance-id", help="WatchLoad: the instance id discovery reported")
     parser.add_argument("--capabilities", metavar="FILE",
@@ -63,6 +67,8 @@ def _kind(values) -> str:
     first = values[0][1]
     if isinstance(first, dict) and first.keys() & _WATCH_KEYS:
         return "watchload"
+    if isinstance(first, dict) and first.keys() & _LOAD_KEYS and "profiles" not in first:
+        return "load"
     return "capabilities"
 
 
@@ -111,6 +117,17 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
     return diags
 
 
+def _load(path: str, values) -> list[Diagnostic]:
+    from openengine.v1 import load_pb2
+    from openengine.validate import check_load, message_from_json
+
+    diags = []
+    for line, value, keys in values:
+        msg, errors = message_from_json(value, load_pb2.LoadInfo)
+        diags += [_diag(path, keys, line, v) for v in errors + check_load(msg, "")]
+    return diags
+
+
 def run(args: argparse.Namespace) -> int:
     from openengine.validate import iter_values
 
@@ -127,5 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if not values:
         return _unusable(args, path, 0, 0, "OEV003", "the file holds no JSON value")
     kind = _kind(values) if args.kind == "auto" else args.kind
-    diags = _capabilities(path, values) if kind == "capabilities" else _watchload(path, values, args)
+    if kind == "capabilities":
+        diags = _capabilities(path, values)
+    elif kind == "load":
+        diags = _load(path, values)
+    else:
+        diags = _watchload(path, values, args)
     return emit(args, diags)

@@ -8,6 +8,7 @@ import shutil
 import sys
 from xml.etree import ElementTree as ET
 
+from contractkit.diagnostics import Diagnostic, Severity
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
 LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
@@ -80,6 +81,29 @@ def render_text(report: Report, *, include_results: bool = True) -> str:
 
 def render_json(report: Report) -> str:
     return json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"
+
+
+# Outcome -> the severity of its record: what makes the run fail is an error, what only informs
+# (skipped, unchecked, an expected failure) is info, and a pass is no record at all.
+_OUTCOME_SEVERITY = {Outcome.FAIL: Severity.ERROR, Outcome.ERROR: Severity.ERROR, Outcome.STALE: Severity.ERROR,
+                     Outcome.SKIP: Severity.INFO, Outcome.UNCHECKED: Severity.INFO, Outcome.XFAIL: Severity.INFO}
+
+
+def case_diagnostic(result: CaseResult, target: str) -> Diagnostic | None:
+    """The one finding record for a case result (None for a pass), so conformance prints through
+    the same named printers as every other command. The case id is the rule id; the target is
+    the place."""
+    severity = _OUTCOME_SEVERITY.get(result.outcome)
+    if severity is None:
+        return None
+    details = {"outcome": str(result.outcome), "requirements": ", ".join(result.requirements)}
+    if result.expected_reason:
+        details["expected_failure"] = result.expected_reason
+    return Diagnostic(target, 0, 0, result.id, severity, f"{result.title}: {detail(result)}", "", details)
+
+
+def report_diagnostics(report: Report) -> list[Diagnostic]:
+    return [d for d in (case_diagnostic(r, report.target) for r in report.results) if d is not None]
 
 
 def render_junit(report: Report) -> str:

@@ -77,3 +77,11 @@ def test_changes_name_the_facet_with_old_and_new(registry):
     assert contract_changes(core, changed) == ["limit max_logprobs.unit: candidates -> tokens"]
     reordered = type(core)(**{**core.__dict__, "limits": tuple(reversed(core.limits))})
     assert contract_changes(core, reordered) == []
+
+
+def test_every_finding_on_a_generated_file_names_a_registry_element(registry):
+    found = attribute('Previously present field "1" with name "profiles" on message "Capabilities" was deleted.',
+                      registry, registry, _graph(), generated=True)
+    assert found.origin is not None and found.origin.loc == registry.locs["registry"]
+    assert attribute('Previously present field "1" with name "x" on message "Shared" was deleted.',
+                     registry, registry, _graph(), generated=False).origin is None

@@ -11,6 +11,7 @@ from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 
+from openengine.engine.alias import served as served_aliases
 from openengine.engine.contract import HEALTH_SERVICE
 from openengine.engine.server import bearer_matches
 from openengine.engine.wire import UNDECODABLE, UNEXPECTED, CauseCounter, WirePolicy
@@ -36,6 +37,8 @@ def all_methods(engine) -> list[tuple[str, object]]:
     for name in names:
         service = pool.FindServiceByName(name)
         out += [(f"/{name}/{m.name}", m) for m in service.methods]
+    for alias in served_aliases(rt):   # the earlier layouts, when the engine serves them
+        out += [(f"/{alias.service}/{m.name}", m) for m in alias.descriptor.methods]
     return out
 
 
@@ -66,7 +69,8 @@ def assert_clean_log(caplog):
 
 
 def test_garbage_to_every_method_of_every_service_is_internal_without_python_internals(engine_log):
-    with running() as (engine, stubs):   # every profile the role allows; the others still route
+    # Every profile the role allows (the others still route), and both compatibility aliases.
+    with running(aliases=("openengine", "control")) as (engine, stubs):
         methods = all_methods(engine)
         assert len(methods) > 20
         for path, method in methods:

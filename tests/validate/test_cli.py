@@ -70,3 +70,18 @@ def test_watchload_settings_judged_against_capabilities(capsys, tmp_path):
                                                   "defaultHeartbeatMs": 40}}))
     code, diags = findings(capsys, DATA / "cli" / "stream.jsonl", "--capabilities", caps)
     assert ("OEV316", 1) in {(d["rule_id"], d["line"]) for d in diags}
+
+
+def test_getload_answer_autodetected_and_its_ranks_added_up(capsys, tmp_path):
+    """REQ-LOAD-023 on a pasted GetLoad answer: the total counts a block its only rank does not."""
+    doc = tmp_path / "load.json"
+    doc.write_text(json.dumps({
+        "instanceId": "ref-1", "timestamp": "2026-12-03T06:01:55Z", "usedKvBlocks": "1", "totalKvBlocks": "100",
+        "ranks": [{"dataParallelRank": 0, "usedKvBlocks": "0", "totalKvBlocks": "100"}]}, indent=2))
+    code, diags = findings(capsys, doc)
+    assert code == 1
+    assert [(d["rule_id"], d["line"], d["details"]["requirement"]) for d in diags] == [("OEV321", 4, "REQ-LOAD-023")]
+    doc.write_text(json.dumps({"instanceId": "ref-1", "usedKvBlocks": "1", "timestamp": "2026-13-45T99:99:99Z",
+                               "ranks": [{"usedKvBlocks": 1}]}))
+    code, diags = findings(capsys, doc, "--kind", "load")
+    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV002"]   # the impossible timestamp
