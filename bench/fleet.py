@@ -130,6 +130,11 @@ def _shortfall(r: FleetResult) -> float:
     return max(1.0, achieved_ms / r.poll_ms)
 
 
+def _per(cpu_s: float, count: int) -> float:
+    """Microseconds of CPU per message (0 when none arrived)."""
+    return 1e6 * cpu_s / count if count else 0.0
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("inf")
 
@@ -178,6 +183,13 @@ def figures(r: FleetResult) -> list[Figure]:
                            "(an extrapolation; equals the measured ratio when polling kept its interval)"),
         info(f"{pre}.watch.messages_per_s", round(w.messages / w.seconds, 1), "msg/s", group=g,
              note="snapshots and heartbeats received"),
+        info(f"{pre}.watch.client_us_per_update", round(_per(w.client_cpu_s, w.messages), 1), "us", group=g,
+             note="scheduler CPU per streamed message received"),
+        info(f"{pre}.poll.client_us_per_poll", round(_per(p.client_cpu_s, p.messages), 1), "us", group=g,
+             note="scheduler CPU per GetLoad round trip"),
+        at_most(f"{pre}.update_over_poll_cpu",
+                round(_ratio(_per(w.client_cpu_s, w.messages), _per(p.client_cpu_s, p.messages)), 3), 0.5, group=g,
+                note="client CPU per streamed update / client CPU per poll"),
     ]
     if w.errors or p.errors:
         out.append(info(f"{pre}.rpc_errors", w.errors + p.errors, "errors", group=g))
@@ -265,6 +277,21 @@ def discussion(results: list[FleetResult]) -> str:
             "interval). Matching WatchLoad's p99 by polling would need an interval near that p99, "
             f"{p.staleness.quantile_ms(0.99) / max(w.staleness.quantile_ms(0.99), 1e-3):.0f} times as many "
             "polls as measured here.",
+            "",
+            "Where a streamed update's client CPU goes (py-spy of the scheduler receiving 200 change-driven "
+            "streams; the scheduler does no validation, it records one tuple per message): almost all of it is "
+            "grpc.aio's per-message machinery, not the protocol and not validation. Each message wakes the "
+            "event loop on its own (the poller thread hands the completion over, the loop's selector returns, "
+            "the call's read future resolves, the async generator resumes and the next read is started), and "
+            "Python's cyclic garbage collector runs on the objects that churn. A poll pays the same wake-up "
+            "once for a whole round trip, and when polling saturates the machine its completions are batched, "
+            "so per event it gets cheaper exactly when the comparison matters. Measured side by side on this "
+            "machine, reading the stream with `call.read()` instead of `async for`, receiving raw bytes and "
+            "parsing them separately, disabling the client retry filter, `gc.freeze()` after start-up, and "
+            "the synchronous API with one thread per stream (about 1.5x worse) did not change the cost per "
+            "update beyond the noise; the goal of at most half a poll's CPU per update is therefore not met "
+            "with grpc.aio as the client runtime, and the fix is outside this toolkit (fewer, batched "
+            "completions per wake-up in grpc.aio).",
         ]
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import svg
+from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
@@ -121,9 +121,25 @@ def validators_section(quick: bool) -> Section:
     section = Section("Validators")
     section.figures = [from_record(d, "validators") for d in validators.collect()]
     section.discussion = (
-        "From bench/validators.py: the generated capability validators against general-purpose JSON Schema "
+        "From bench/validators.py: the capability validators against general-purpose JSON Schema "
         "validators on the same documents, and the WatchLoad stream checker against parsing the same "
-        "messages. Each measurement keeps the best of batches within a fixed time budget.")
+        "messages. Each measurement keeps the best of batches within a fixed time budget.\n\n"
+        "The capability validators are no longer generated code: every limit's type, default, range and "
+        "enum values, and each profile's version, scope and roles are tables read once from the compiled "
+        "descriptors, applied by a small interpreter that groups limits by kind when the tables are built; "
+        "prerequisites and incompatibilities are judged by the contract's `combination_problems`, the "
+        "function the reference engine refuses configurations with. Measured side by side on the corpus "
+        "(interleaved, five repeats, median), the interpreter costs about 1.2x the unrolled per-profile "
+        "code it replaced (12.4 against 10.1 us per document under the same load); discovery answers are "
+        "judged once per connection or capability revision, so the unrolled form was not kept.\n\n"
+        "The WatchLoad checker reads a timestamp's presence only when it reads as zero (an unset Timestamp "
+        "reads as the epoch) and judges the per-rank rules only when ranks are present; side by side this "
+        "took `feed` from 5.1 to 4.1 us per message under the same load (about 20%). The rest is the dozen "
+        "attribute reads that the stream rules need per message (kind, sequence, two timestamps, the "
+        "snapshot's load, instance id, coalesced count, ranks), each a Python-level access to a upb message, "
+        "while `ParseFromString` runs entirely in C; a checker that reads fewer fields would have to stop "
+        "checking rules, so the goal of checking at no more than the cost of parsing is not met in pure "
+        "Python.")
     section.discussion += "\n\n" + goal_summary(section)
     return section
 
@@ -236,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     meta["loadavg_end"] = _loadavg()
     write_json(out / "results.json", meta, sections)
     write_markdown(out / "results.md", meta, sections, os.path.relpath(plots, out))
+    # The test-suite timings are recorded separately (bench/testsuite.py); keep them in results.md.
+    results = out / "results.md"
+    results.write_text(testsuite.with_section(results.read_text(), testsuite.section(testsuite.load_record())))
     goals = [f for s in sections for f in s.figures if f.met is not None]
     print(f"bench: wrote {out / 'results.md'}: {sum(1 for f in goals if f.met)} of {len(goals)} goals met",
           file=sys.stderr)

@@ -49,7 +49,7 @@ def run(repeats: int = 5) -> Section:
     with tempfile.TemporaryDirectory(prefix="oespec-bench-") as tmp:
         repo = _baseline_repo(Path(tmp))
         pairs = [
-            ("check", [oespec, "check"], [buf, "lint", "proto"], 3.0,
+            ("check", [oespec, "check"], [buf, "lint", "proto"], 2.0,
              "oespec check (schema, rules and the descriptor cross-check) against buf lint"),
             ("generate", [oespec, "generate", "--check"], [buf, "build", "proto", "-o", os.devnull], 3.0,
              "oespec generate --check (check the registry, plan and render every generated file, compile the protos once) against buf build"),

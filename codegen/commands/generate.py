@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, schemas and docs from the registry"
 
+# Set for the second run after the bindings changed, so that it does not start a third.
+_AGAIN = "OESPEC_GENERATE_AGAIN"
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)
 # Committed folders where generated files (those with the header) sit beside hand-written ones.
@@ -72,4 +76,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"removed {path} (no longer generated)\n")
     sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} written, "
                      f"{len(orphans)} removed\n")
+    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed) and not os.environ.get(_AGAIN):
+        # The reference pages list the runtime's conformance cases and validator rules, read from
+        # the bindings before this run rewrote them (a new profile's service did not exist yet).
+        # One more run in a fresh interpreter reads the new bindings; it writes only those pages.
+        sys.stderr.write("oespec generate: the bindings changed; generating once more with them\n")
+        again = [sys.executable, "-m", "codegen.cli", "generate", args.registry, "--root", args.root]
+        return subprocess.call(again, env={**os.environ, _AGAIN: "1"})
     return 0

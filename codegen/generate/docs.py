@@ -160,6 +160,7 @@ class Site:
     validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
     cases: list[CaseRow] | None = None
     page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
+    spec_pages: frozenset[str] = frozenset()     # the spec's pages, docs-root-relative
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
     type_owners: dict[str, list[str]] = field(default_factory=dict)
@@ -316,7 +317,8 @@ def gather(ctx: GenerationContext) -> Site:
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
                 validator_rules=rule_catalogue(ctx.rules, "validator"), cases=case_catalogue(ctx.rules),
-                page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
+                page_titles=_page_titles(ctx.root, (r.page for r in requirements)),
+                spec_pages=frozenset(rel[len(SPEC_DIR) + 1:] for rel in _spec_pages(ctx)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:

@@ -359,6 +359,35 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
     return numbers, roles
 
 
+# Hand-written schemas of the runtime's input files (the runtime validates with its packaged copy),
+# published beside the generated ones: package path -> published name.
+INPUT_SCHEMAS = {
+    "openengine/engine/engine_config.schema.json": "engine_config.schema.json",
+    "openengine/conformance/expected_failures.schema.json": "expected_failures.schema.json",
+}
+
+
+def published_input_schemas(root) -> list[Output]:
+    """Each input-file schema of the runtime in `root`, as published under schemas/: the same
+    document, marked generated."""
+    from pathlib import Path
+
+    outputs = []
+    for source, name in INPUT_SCHEMAS.items():
+        path = Path(root) / source
+        if not path.is_file():   # a registry checkout without the reference runtime publishes none
+            continue
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
+        published = {"$comment": HEADER_TEXT, **schema}
+        # The header on the first line, as on every generated schema (`make check` looks there).
+        text = "{" + json.dumps(published, indent=2)[1:].lstrip()
+        outputs.append(Output(f"{SCHEMA_DIR}/{name}", text + "\n"))
+    return outputs
+
+
 def generate(ctx: GenerationContext) -> list[Output]:
     fds = ctx.compiled("jsonschemas")[0]
     contract_enums(ctx.registry, fds)
@@ -371,4 +400,4 @@ def generate(ctx: GenerationContext) -> list[Output]:
                       "openengine/validate/README.md for the rules only the Python validators check.",
                       body=body)
         outputs.append(Output(f"{SCHEMA_DIR}/{filename}", text))
-    return outputs
+    return outputs + published_input_schemas(ctx.root)

@@ -22,6 +22,7 @@ from codegen.registry.model import (
     Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
 )
 from codegen.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
+from contractkit.yamlsource import describe_path, node_at
 
 SCHEMA_RULE = "OE001"
 
@@ -29,29 +30,6 @@ SCHEMA_RULE = "OE001"
 @lru_cache(maxsize=1)
 def registry_schema() -> dict:
     return json.loads(resources.files("codegen.registry").joinpath("profiles.schema.json").read_text())
-
-
-def _node_at(root: YNode, path) -> tuple[YNode | None, YMap | None, str | None]:
-    """Follow a JSON path into the located tree: (node, parent mapping, key in parent)."""
-    node: YNode | None = root
-    parent, key = None, None
-    for step in path:
-        if isinstance(node, YMap) and isinstance(step, str):
-            parent, key = node, step
-            node = node.entries.get(step)
-        elif isinstance(node, YSeq) and isinstance(step, int) and 0 <= step < len(node.items):
-            parent, key = None, None
-            node = node.items[step]
-        else:
-            break
-    return node, parent, key
-
-
-def _describe_path(path) -> str:
-    out = ""
-    for step in path:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
-    return out or "(document)"
 
 
 def _schema_hint(error: jsonschema.ValidationError) -> str:
@@ -73,7 +51,7 @@ def _schema_hint(error: jsonschema.ValidationError) -> str:
 
 
 def _friendly_message(error: jsonschema.ValidationError) -> str:
-    where = _describe_path(error.absolute_path)
+    where = describe_path(error.absolute_path)
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         return f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
@@ -255,7 +233,7 @@ def resolve(source: SourceFile) -> Resolved:
     diags: list[Diagnostic] = []
     for error in validator.iter_errors(data):
         best = jsonschema.exceptions.best_match([error]) if error.context else error
-        node, parent, key = _node_at(source.root, best.absolute_path)
+        node, parent, key = node_at(source.root, best.absolute_path)
         loc = node.loc if node is not None else Loc(1, 1)
         if best.validator == "additionalProperties" and isinstance(node, YMap):
             extra = sorted(set(best.instance) - set(best.schema.get("properties", {})))

@@ -21,46 +21,42 @@ class ExpectedFailuresError(ValueError):
     """The file is unreadable or an entry is malformed; the message names the file and entry."""
 
 
+def expected_failures_schema() -> dict:
+    """The file's JSON Schema (shipped with the package, published as
+    schemas/expected_failures.schema.json)."""
+    from importlib import resources
+
+    return json.loads(resources.files("openengine.conformance").joinpath("expected_failures.schema.json")
+                      .read_text("utf-8"))
+
+
 def load_expected_failures(path: str | Path, *, known_cases: set[str] | None = None) -> dict[str, str]:
-    """Case id -> reason. Unknown case ids, duplicates and missing reasons are errors."""
+    """Case id -> reason. Read with the located loader the registry uses, so a malformed file is
+    reported as file:line:column with a hint; unknown case ids and duplicates are errors too."""
+    from contractkit.yamlsource import SourceError, YMap, YSeq, read_file, schema_problems
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ExpectedFailuresError(f"{p}: cannot read: {err.strerror}") from None
-    try:
-        if p.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as err:
-        raise ExpectedFailuresError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
-                                    f"{err}") from None
-    if isinstance(data, dict):
-        extra = set(data) - {"expected_failures"}
-        if extra:
-            raise ExpectedFailuresError(f"{p}: unknown top-level keys {sorted(extra)}; "
-                                        "use `expected_failures`")
-        data = data.get("expected_failures") or []
-    if data is None:
-        data = []
-    if not isinstance(data, list):
-        raise ExpectedFailuresError(f"{p}: expected a list of entries with `case` and `reason`")
+        source = read_file(p, str(p))
+    except SourceError as err:
+        where = f"{err.path}:{err.loc.line}:{err.loc.column}" if err.loc.line else err.path
+        hint = "pass the path of an expected-failures file (YAML or JSON)" if err.message == "no such file" \
+            else err.hint
+        raise ExpectedFailuresError(f"{where}: {err.message}" + (f" (hint: {hint})" if hint else "")) from None
+    problems = schema_problems(source, expected_failures_schema(), "schemas/expected_failures.schema.json")
+    if problems:
+        raise ExpectedFailuresError("; ".join(f"{p}:{x.loc.line}:{x.loc.column}: {x.message} (hint: {x.hint})"
+                                              for x in problems))
+    root = source.root
+    if isinstance(root, YMap):
+        root = root.get("expected_failures")
+    nodes = root.items if isinstance(root, YSeq) else []
+    data = [n.plain() for n in nodes]
     out: dict[str, str] = {}
-    for i, entry in enumerate(data, 1):
-        where = f"{p}: entry {i}"
-        if not isinstance(entry, dict):
-            raise ExpectedFailuresError(f"{where}: expected a mapping with `case` and `reason`")
-        extra = set(entry) - {"case", "reason"}
-        if extra:
-            raise ExpectedFailuresError(f"{where}: unknown keys {sorted(extra)}")
-        case_id, reason = entry.get("case"), entry.get("reason")
-        if not isinstance(case_id, str) or not case_id.strip():
-            raise ExpectedFailuresError(f"{where}: `case` must name a case id")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ExpectedFailuresError(f"{where} ({case_id}): `reason` is required; say why it fails")
+    for i, (entry, node) in enumerate(zip(data, nodes), 1):
+        # The schema has judged each entry's shape; what it cannot know is which cases exist.
+        where = f"{p}:{node.loc.line}:{node.loc.column}: entry {i}"
+        case_id, reason = entry["case"], entry["reason"]
         if known_cases is not None and case_id not in known_cases:
             raise ExpectedFailuresError(f"{where}: unknown case id {case_id!r} "
                                         "(`oespec conformance --list` prints them)")

@@ -145,28 +145,36 @@ class ResolvedConfig:
         return self.config.role
 
 
+# Shipped with the package; `oespec generate` publishes a copy as schemas/engine_config.schema.json
+# (with a modeline in the README examples) for editors and other tools.
+CONFIG_SCHEMA = "schemas/engine_config.schema.json"
+
+
+def config_schema() -> dict:
+    """The configuration file's JSON Schema."""
+    from importlib import resources
+
+    return json.loads(resources.files("openengine.engine").joinpath("engine_config.schema.json").read_text("utf-8"))
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON configuration file into a plain mapping."""
-    path = Path(path)
+    """Read a YAML or JSON configuration file into a plain mapping, with the located loader the
+    registry uses: a syntax error or a key the schema does not know is reported as
+    file:line:column, with a hint (the nearest known key for a typo)."""
+    from contractkit.yamlsource import SourceError, read_file, schema_problems
+
+    shown = str(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError([f"{path}: cannot read the configuration ({err.strerror})"]) from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-            data = yaml.safe_load(text)
-    except ValueError as err:
-        raise ConfigError([f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {err}"]) from None
-    except Exception as err:  # yaml.YAMLError carries its own location
-        raise ConfigError([f"{path}: not valid YAML: {err}"]) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError([f"{path}: the configuration must be a mapping of settings"])
-    return data
+        source = read_file(path, shown)
+    except SourceError as err:
+        where = f"{err.path}:{err.loc.line}:{err.loc.column}" if err.loc.line else err.path
+        hint = "pass the path of an engine configuration (YAML or JSON)" if err.message == "no such file" \
+            else err.hint
+        raise ConfigError([f"{where}: {err.message}" + (f" (hint: {hint})" if hint else "")]) from None
+    problems = schema_problems(source, config_schema(), CONFIG_SCHEMA)
+    if problems:
+        raise ConfigError([f"{shown}:{p.loc.line}:{p.loc.column}: {p.message} (hint: {p.hint})" for p in problems])
+    return source.root.plain()
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",

@@ -22,21 +22,31 @@ def test_yaml_and_json_forms(tmp_path):
     assert load_expected_failures(j, known_cases=KNOWN) == {"core.generate.stream": "later"}
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("- case: load.watch.sequence\n", "reason"),
-    ("- case: load.watch.sequence\n  reason: '  '\n", "reason"),
-    ("- case: no.such.case\n  reason: x\n", "unknown case id"),
-    ("- {case: load.watch.sequence, reason: a}\n- {case: load.watch.sequence, reason: b}\n", "twice"),
-    ("- {case: load.watch.sequence, reason: a, extra: 1}\n", "unknown keys"),
-    ("other: []\n", "top-level"),
-    ("- [1, 2]\n", "mapping"),
-    ("- {case: [\n", "not valid YAML"),
+@pytest.mark.parametrize("text, fragment, line", [
+    ("- case: load.watch.sequence\n", "'reason' is a required property", 1),
+    ("- case: load.watch.sequence\n  reason: '  '\n", "reason", 2),
+    ("- case: no.such.case\n  reason: x\n", "unknown case id", 1),
+    ("- {case: load.watch.sequence, reason: a}\n- {case: load.watch.sequence, reason: b}\n", "twice", 2),
+    ("- {case: load.watch.sequence, reason: a, extra: 1}\n", "unknown key 'extra'", 1),
+    ("other: []\n", "unknown key 'other'", 1),
+    ("- [1, 2]\n", "not of type 'object'", 1),
+    ("- {case: [\n", "YAML syntax error", 2),
 ])
-def test_malformed_entries_are_refused(tmp_path, text, fragment):
+def test_malformed_entries_are_refused_at_their_line(tmp_path, text, fragment, line):
+    """The same located loader as the registry: file:line:column, the rule broken, a hint."""
     p = tmp_path / "x.yaml"
     p.write_text(text)
-    with pytest.raises(ExpectedFailuresError, match=fragment):
+    with pytest.raises(ExpectedFailuresError, match=fragment) as exc:
         load_expected_failures(p, known_cases=KNOWN)
+    assert str(exc.value).startswith(f"{p}:{line}:")
+
+
+def test_a_typo_in_a_key_gets_the_known_key_as_hint(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("expected_failures:\n  - case: load.watch.sequence\n    reson: later\n")
+    with pytest.raises(ExpectedFailuresError) as exc:
+        load_expected_failures(p, known_cases=KNOWN)
+    assert f"{p}:3:5:" in str(exc.value) and "did you mean 'reason'" in str(exc.value)
 
 
 def test_xfail_passes_the_run_and_stale_fails_it():

@@ -87,8 +87,49 @@ def test_config_file_yaml_and_json(tmp_path):
         config_from_mapping(load_config_file(j))
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(ConfigError, match="YAML syntax error") as exc:
         load_config_file(bad)
+    assert exc.value.problems[0].startswith(f"{bad}:1:2:")
+
+
+def test_a_typo_in_engine_yaml_is_located_with_a_hint(tmp_path):
+    y = tmp_path / "engine.yaml"
+    y.write_text("role: decode\nprofiles: [kv, load]\nlimts:\n  core: {max_sequences: 2}\n"
+                 "models:\n  - {name: m, max_context_tokns: 8192}\nadmin: {port: fifty}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config_file(y)
+    problems = exc.value.problems
+    assert problems[0].startswith(f"{y}:3:1: (document): unknown key 'limts'") and "did you mean 'limits'" in problems[0]
+    assert problems[1].startswith(f"{y}:6:15: models[0]: unknown key 'max_context_tokns'")
+    assert "did you mean 'max_context_tokens'" in problems[1]
+    assert problems[2].startswith(f"{y}:7:15: admin.port:") and "hint:" in problems[2]
+
+
+def test_the_config_schema_knows_exactly_the_settings_the_loader_takes():
+    from dataclasses import fields
+
+    from openengine.engine.config import AdminConfig, ModelConfig, _TOP_KEYS, config_schema
+
+    schema = config_schema()
+    assert set(schema["properties"]) == _TOP_KEYS
+    assert set(schema["properties"]["admin"]["properties"]) == {f.name for f in fields(AdminConfig)}
+    assert set(schema["$defs"]["model"]["properties"]) == {f.name for f in fields(ModelConfig)}
+
+
+def test_the_readme_example_passes_the_published_schema():
+    """The README's engine.yaml example names the published schema in its modeline and is valid."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    block = re.search(r"```yaml\n(# yaml-language-server: \$schema=schemas/engine_config.schema.json\n.*?)```",
+                      readme, re.S)
+    assert block, "the README's engine.yaml example lacks its schema modeline"
+    y = root / "build" / "readme-engine.yaml"
+    y.parent.mkdir(exist_ok=True)
+    y.write_text(block.group(1))
+    config_from_mapping(load_config_file(y))
 
 
 def test_every_fault_cites_requirements_the_spec_defines():

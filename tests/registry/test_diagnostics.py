@@ -68,10 +68,6 @@ def test_github_of_nothing_is_empty():
     assert render_github([]) == ""
 
 
-def test_every_printer_is_registered():
-    assert set(PRINTERS) == {"text", "json", "github"}
-
-
 @pytest.mark.parametrize("severities, fail_on, expected", [
     ([], Severity.ERROR, 0),
     ([Severity.WARNING], Severity.ERROR, 0),

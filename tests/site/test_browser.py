@@ -7,6 +7,7 @@ server: the site works offline. Screenshots land in build/screenshots/ for a per
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import shutil
@@ -38,9 +39,9 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def server(built_site):
-    handler = functools.partial(_Quiet, directory=str(built_site))
+@contextlib.contextmanager
+def _serving(directory):
+    handler = functools.partial(_Quiet, directory=str(directory))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -50,6 +51,12 @@ def server(built_site):
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server(built_site):
+    with _serving(built_site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -212,12 +219,7 @@ def test_profile_page_and_matrix_show_stability(page, server, registry):
         assert header.split() == [p.short_name, p.stability], header
 
 
-def test_dependency_picture_is_readable_and_every_node_links_to_its_profile(sized_page, server, registry):
-    width, page = sized_page
-    page.goto(server + "reference/profiles/dependencies/")
-    svg = page.locator("article figure.oe-depgraph svg")
-    svg.wait_for()
-    nodes = page.evaluate("""() => {
+NODES = """() => {
       const svg = document.querySelector('article figure.oe-depgraph svg');
       const box = svg.getBoundingClientRect();
       return [...svg.querySelectorAll('g.node')].map(n => {
@@ -227,7 +229,15 @@ def test_dependency_picture_is_readable_and_every_node_links_to_its_profile(size
                 font: t.getBoundingClientRect().height,
                 inside: r.left >= box.left - 1 && r.right <= box.right + 1 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1};
       });
-    }""")
+    }"""
+
+
+def _check_picture(page, server, registry, name):
+    """Every profile is a box inside the drawing, with text of at least 11 px, linking to its page."""
+    page.goto(server + "reference/profiles/dependencies/")
+    page.locator("article figure.oe-depgraph svg").wait_for()
+    nodes = page.evaluate(NODES)
+    _shot(page, name, full_page=True)
     assert sorted(n["name"] for n in nodes) == sorted(p.name for p in registry.profiles)
     for node in nodes:
         assert node["inside"], node
@@ -235,6 +245,11 @@ def test_dependency_picture_is_readable_and_every_node_links_to_its_profile(size
         profile = registry.profile(node["name"])
         assert node["href"].endswith(f"/reference/profiles/{profile.short_name}/"), node
         assert page.request.get(node["href"]).status == 200, node
+
+
+def test_dependency_picture_is_readable_and_every_node_links_to_its_profile(sized_page, server, registry):
+    width, page = sized_page
+    _check_picture(page, server, registry, f"{width}-dependencies-picture")
     # A click on a box opens its profile's page.
     page.locator("article figure.oe-depgraph g.node a").first.click()
     page.wait_for_url("**/reference/profiles/*/")
@@ -268,3 +283,25 @@ def test_requirement_checks_link_rules_and_cases_that_resolve(page, server):
         url, _, anchor = href.partition("#")
         page.goto(href)
         assert page.locator(f"[id='{anchor}']").count() == 1, href
+
+
+def test_fifteen_profiles_stay_readable_at_1280(browser, fifteen_site):
+    """The largest catalogue tested: the picture keeps every box inside and readable, and the
+    matrix fits the column without scrolling."""
+    from codegen.registry import load_registry
+
+    registry = load_registry(fifteen_site.parent / "profiles.yaml").registry
+    with _serving(fifteen_site) as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url)
+                      else route.abort())
+        page = context.new_page()
+        _check_picture(page, url, registry, "desktop-fifteen-dependencies")
+        page.goto(url + "reference/profiles/")
+        layout = page.evaluate(LAYOUT)
+        matrix = [t for t in layout["tables"] if t["matrix"]]
+        assert len(matrix) == 1 and matrix[0]["width"] <= matrix[0]["room"] + 1, matrix
+        assert layout["docScroll"] <= layout["viewport"] + 1, layout
+        page.evaluate("document.getElementById('profile-matrix').scrollIntoView()")
+        _shot(page, "desktop-fifteen-matrix")
+        context.close()

@@ -127,40 +127,6 @@ def test_requirements_get_anchors_that_generated_pages_link_to(tmp_path):
     assert 'href="../../../load/#req-load-001"' in profile
 
 
-def _fifteen_profiles(path) -> None:
-    """The repository's registry plus extra profiles up to fifteen, chained three deep, one of
-    them experimental and one deprecated, with long names."""
-    from .conftest import ROOT
-
-    text = (ROOT / "profiles.yaml").read_text(encoding="utf-8").rstrip("\n") + "\n"
-    count = text.count("\n  - name: ")
-    extra = []
-    for i in range(15 - count):
-        requires = "openengine.load" if i % 3 == 0 else ("example.long-profile-name-0" if i % 3 == 1 else "openengine.core")
-        extra.append(f"""  - name: example.long-profile-name-{i}
-    version: "{'0.2' if i == 1 else '1.0'}"
-    scope: engine
-    summary: Extra profile {i}.
-    description: An extra profile that makes the catalogue fifteen long.
-{'    deprecated: Use openengine.load.' + chr(10) if i == 2 else ''}    history:
-      - version: "{'0.2' if i == 1 else '1.0'}"
-        changes: First version.
-    requires:
-      - profile: {requires}
-        version: ">= 0.1"
-""")
-    path.write_text(text + "".join(extra), encoding="utf-8")
-
-
-@pytest.fixture(scope="module")
-def fifteen_site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fifteen")
-    _fifteen_profiles(root / "registry.yaml")
-    config = site_from(root, root / "registry.yaml", {"index.md": HOME})
-    mkdocs_build(config, root / "build")
-    return root / "build"
-
-
 def test_fifteen_profiles_fit_the_dependency_picture_and_every_node_links_to_its_page(fifteen_site):
     from codegen.registry import load_registry
 

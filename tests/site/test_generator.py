@@ -125,3 +125,36 @@ def test_outputs_are_deterministic(registry):
     first = plan(registry, ROOT, only=["docs"])
     second = plan(registry, ROOT, only=["docs"])
     assert [(o.path, o.content) for o in first] == [(o.path, o.content) for o in second]
+
+
+def test_message_pages_name_the_owning_profile_and_the_requirements_citing_it(registry):
+    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/reference/protocol/load.md"]
+    section = page[page.index("## WatchLoadRequest\n"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "Profile: [`openengine.load`](../profiles/load.md)." in section
+    # REQ-LOAD-006 names WatchLoadRequest's field `interval_ms`, not the message itself.
+    assert "[**REQ-LOAD-006**](../../load.md#req-load-006)" in section
+
+
+def test_requirement_checks_list_rules_and_cases_by_kind(registry):
+    outputs = _docs_outputs(ROOT, registry)
+    page = outputs[f"{docs.GENERATED_DIR}/{docs.REQUIREMENT_CHECKS_PAGE}"]
+    rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| [**REQ-")}
+    watch = next(line for req, line in rows.items() if "REQ-LOAD-004" in req)
+    assert "conformance-cases.md#case-load-watch-" in watch
+    assert any("breaking-rules.md#oeb" in line for line in rows.values())
+    assert any("validator-rules.md#oev" in line for line in rows.values())
+    cases = outputs[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
+    assert '<a id="case-load-watch-settings-first"></a>`load.watch.settings-first`' in cases
+    index = outputs[f"{docs.GENERATED_DIR}/{docs.REQUIREMENTS_PAGE}"]
+    assert "[Protocol additions](../additions.md)" in index and "](../additions.md) |" in index
+    assert "| additions.md |" not in index
+
+
+def test_stability_is_on_every_profile_page_and_in_the_matrix(registry):
+    outputs = _docs_outputs(ROOT, registry)
+    for profile in registry.profiles:
+        page = outputs[f"{docs.GENERATED_DIR}/{docs.profile_page_path(profile)}"]
+        assert f"| Stability | {profile.stability} |" in page
+    matrix = outputs[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
+    assert matrix.count('<span class="oe-vertical">') == len(registry.profiles)

@@ -39,10 +39,13 @@ class Received:
 
 
 class Watch:
-    """One WatchLoad stream with bounded reads."""
+    """One WatchLoad stream with bounded reads. Every message received is fed to the validators'
+    `WatchLoadChecker`, so the stream rules (OEV3xx) are judged by that one implementation; a
+    case asserts on the rule ids it is about (`broken`) plus its own stimulus-specific checks."""
 
     def __init__(self, ctx: Context, *, channel=None, **fields):
         from openengine.v1 import load_pb2
+        from openengine.validate import WatchLoadChecker
 
         self.request = load_pb2.WatchLoadRequest(**fields)
         stub = ctx.stub("observability", channel) if channel is not None else ctx.observability
@@ -50,6 +53,17 @@ class Watch:
         self.reader = Reader(self.call)
         self.loop = asyncio.get_running_loop()
         self.received: list[Received] = []
+        self.checker = WatchLoadChecker(request=self.request, clock=self.loop.time)
+
+    def broken(self, *rules: str) -> list:
+        """The checker's violations of `rules` so far, in stream order."""
+        return [v for v in self.checker.violations if v.rule_id in rules]
+
+    def expect_none(self, *rules: str, where: str = "") -> None:
+        """Fail the case with the checker's own messages when any of `rules` was broken."""
+        found = self.broken(*rules)
+        expect(not found, (f"{where}: " if where else "") +
+               "; ".join(f"{v.rule_id} {v.message}" for v in found[:3]))
 
     async def read(self, timeout: float) -> Received | None:
         """The next message, or None when nothing came within `timeout`. Fails on stream end."""
@@ -63,6 +77,7 @@ class Watch:
             raise Failed(f"the WatchLoad stream ended with {status_name(await self.call.code())}")
         got = Received(msg, self.loop.time())
         self.received.append(got)
+        self.checker.feed(msg, got.at)
         return got
 
     async def settings(self, timeout: float = 1.0, *, strict: bool = False):
@@ -178,19 +193,17 @@ async def settings_first(ctx: Context):
     w = Watch(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
               initial_snapshot=False)
     try:
-        settings = await w.settings(timeout=1.0, strict=True)
-        expect(w.received[0].msg.sequence == 0,
-               f"the settings have sequence {w.received[0].msg.sequence}, not 0")
+        settings = await w.settings(timeout=1.0, strict=True)     # the stimulus: sent at once
+        w.expect_none("OEV301", "OEV303")                           # first, with sequence 0
     finally:
         w.cancel()
     w = Watch(ctx, interval_ms=_fast_interval(lim))
     try:
         await w.settings(strict=True)
-        later = await w.collect(0.2)
+        await w.collect(0.2)
     finally:
         w.cancel()
-    bad = [r.msg.sequence for r in later if r.kind == "settings"]
-    expect(not bad, f"messages with sequence {bad} carry settings again")
+    w.expect_none("OEV301", "OEV302", "OEV303")                     # never again later
     return f"interval {settings.interval_ms} ms"
 
 
@@ -369,7 +382,7 @@ async def per_rank(ctx: Context):
 async def max_watchers(ctx: Context):
     limit = int(ctx.limit(LOAD, "max_watchers"))
     if limit > 256:
-        raise Skipped(f"max_watchers is {limit}; the case opens at most 256 streams")
+        raise Unchecked(f"max_watchers is {limit}; the case opens at most 256 streams")
     lim = _limits(ctx)
     interval = int(lim["max_watch_interval_ms"])
     streams: list[Watch] = []
@@ -470,11 +483,8 @@ async def _fast_stream(ctx: Context, seconds: float = 0.3):
 async def sequence(ctx: Context):
     first, second = await asyncio.gather(_fast_stream(ctx), _fast_stream(ctx))
     for name, w in (("first", first), ("second", second)):
-        seqs = [r.msg.sequence for r in w.received]
-        expect(len(seqs) >= 3, f"{name} stream: only {len(seqs)} messages")
-        for i, (a, b) in enumerate(zip(seqs, seqs[1:])):
-            expect(b == a + 1, f"{name} stream: sequence went {a} -> {b} at message {i + 1}")
-        expect(seqs[0] == 0, f"{name} stream starts at sequence {seqs[0]}")
+        expect(len(w.received) >= 3, f"{name} stream: only {len(w.received)} messages")
+        w.expect_none("OEV303", "OEV304", "OEV305", where=f"{name} stream")
     return f"{len(first.received)} and {len(second.received)} messages"
 
 
@@ -482,23 +492,15 @@ async def sequence(ctx: Context):
       title="every message has a timestamp; message and snapshot timestamps never go backwards")
 async def timestamps(ctx: Context):
     w = await _fast_stream(ctx)
-    msgs = [r.msg for r in w.received]
-    missing = [m.sequence for m in msgs if not m.HasField("timestamp")]
-    expect(not missing, f"messages {missing[:5]} have no timestamp")
-    for kind, stamps in (("message", [(m.sequence, _ms(m.timestamp)) for m in msgs]),
-                         ("LoadInfo", [(m.sequence, _ms(m.snapshot.load.timestamp))
-                                       for m in msgs if m.HasField("snapshot")])):
-        for (sa, a), (sb, b) in zip(stamps, stamps[1:]):
-            expect(b >= a, f"{kind} timestamp went back {a - b:.3f} ms from sequence {sa} to {sb}")
-    return f"{len(msgs)} messages"
+    w.expect_none("OEV306", "OEV307")
+    return f"{len(w.received)} messages"
 
 
 @case("load.watch.message-kinds", profile=LOAD, requires=("REQ-LOAD-022",),
       title="every message sets exactly one of settings, snapshot and heartbeat")
 async def message_kinds(ctx: Context):
     w = await _fast_stream(ctx)
-    empty = [r.msg.sequence for r in w.received if r.msg.WhichOneof("kind") is None]
-    expect(not empty, f"messages with sequence {empty[:5]} set neither settings, snapshot nor heartbeat")
+    w.expect_none("OEV320")
     kinds = sorted({r.msg.WhichOneof("kind") for r in w.received})
     return f"{len(w.received)} messages ({', '.join(kinds)})"
 
