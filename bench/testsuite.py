@@ -64,7 +64,9 @@ def section(record: dict | None) -> Section | None:
     s = Section("Test suite")
     for run in record["runs"]:
         name, goal = run["target"], GOALS.get(run["target"])
-        failed = f" ({', '.join(run['failures'])})" if run.get("failures") else ""
+        failures = run.get("failures") or []
+        shown = ", ".join(sorted({f.split("[")[0] for f in failures})[:5])   # parametrized: once
+        failed = f" (in {shown})" if failures else ""
         note = (f"{run['pytest']}{failed}; exit {run['exit_status']}; CPU {run['cpu_s']} s; "
                 f"load {run['loadavg_before']} before, {run['loadavg_after']} after")
         key = f"tests.{name.replace('-', '_')}.wall"

@@ -177,6 +177,7 @@ def _drop_generated_header(markdown: str) -> str:
 
 # ------------------------------------------------------------------------- dependency picture
 
+MIN_SCALE = 0.62
 DEPGRAPH = re.compile(r'<div class="oe-depgraph" data-dot="(?P<dot>[^"]+)"(?P<attrs>[^>]*)></div>')
 SVG_LINK = re.compile(r'xlink:href="(?P<url>[^"]*)"')
 
@@ -199,10 +200,11 @@ def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
     svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
     size = re.search(r'<svg width="(?P<w>[\d.]+)pt" height="(?P<h>[\d.]+)pt"', svg)
     if size:
-        # Natural size at most, never wider than the column, and on a narrow screen never so small
-        # that the names cannot be read: there the figure scrolls sideways (see site.css).
+        # Natural size at most, scaled down to the column but never below MIN_SCALE of it, so the
+        # 14 pt names stay at least 11 px tall; past that the figure scrolls sideways (site.css).
+        width = float(size["w"])
         svg = svg.replace(size[0], f'<svg class="oe-depgraph-svg" '
-                                   f'style="max-width: {size["w"]}pt; min-width: min({size["w"]}pt, 720px)"', 1)
+                                   f'style="max-width: {width:g}pt; min-width: {width * MIN_SCALE:.0f}pt"', 1)
 
     def one(m: re.Match) -> str:
         url = link(html.unescape(m["url"]))

@@ -176,6 +176,7 @@ def test_message_level_hostility_fails_discovery(hostile, mode):
     assert report.discovery_error
 
 
+@pytest.mark.slow      # waits out the runner's deadlines
 def test_a_hanging_rpc_fails_its_case_with_a_reason(hostile):
     address = hostile("hangs")
     t0 = time.monotonic()

@@ -25,7 +25,9 @@ def test_a_correct_engine_conforms_with_no_load_requirement_unchecked():
     by_id = {r.id: r for r in report.results}
     load = [r for r in report.results if r.profile == "openengine.load"]
     assert len(load) >= 20
-    assert [r.id for r in load if r.outcome is not Outcome.PASS] == []
+    assert [r.id for r in load if r.outcome not in (Outcome.PASS, Outcome.SKIP)] == []
+    # Skipped only where the engine offers no such feature (it has no per-rank figures).
+    assert all("per_rank" in r.reason for r in load if r.outcome is Outcome.SKIP)
     assert not [req for req in report.unchecked_requirements() if req.startswith("REQ-LOAD-")]
     # Fast EOS and a long minimum interval: the cases made their own conditions.
     assert by_id["load.watch.snapshots-complete"].outcome is Outcome.PASS

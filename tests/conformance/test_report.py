@@ -84,21 +84,21 @@ def test_verdict_counts_unchecked_requirements():
     def result(case_id, outcome, reqs):
         return CaseResult(case_id, "openengine.core", reqs, "t", outcome, reason="why")
 
-    only_unchecked = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-A-001",)),
-                                            result("a.c", Outcome.UNCHECKED, ("REQ-A-002", "REQ-A-001"))],
+    only_unchecked = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-CORE-001",)),
+                                            result("a.c", Outcome.UNCHECKED, ("REQ-CORE-002", "REQ-CORE-001"))],
                             None)
     assert only_unchecked.ok and only_unchecked.exit_code == 0
-    assert only_unchecked.unchecked_requirements() == ["REQ-A-002"]
-    assert only_unchecked.verdict == "CONFORMS, 1 requirements unchecked: REQ-A-002"
-    assert render_text(only_unchecked).rstrip().endswith("REQ-A-002")
-    clean = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-A-001",))], None)
+    assert only_unchecked.unchecked_requirements() == ["REQ-CORE-002"]
+    assert only_unchecked.verdict == "CONFORMS, 1 requirements unchecked: REQ-CORE-002"
+    assert render_text(only_unchecked).rstrip().endswith("REQ-CORE-002")
+    clean = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-CORE-001",))], None)
     assert clean.verdict == "CONFORMS"
 
 
 def test_expected_failures_read_the_same_case_by_case_and_in_the_summary():
-    results = [apply_expected(CaseResult("x.fails", "p", ("REQ-A-001",), "t", Outcome.FAIL, "broke"),
+    results = [apply_expected(CaseResult("x.fails", "p", ("REQ-CORE-001",), "t", Outcome.FAIL, "broke"),
                               {"x.fails": "known bug", "x.passes": "was broken"}),
-               apply_expected(CaseResult("x.passes", "p", ("REQ-A-001",), "t", Outcome.PASS),
+               apply_expected(CaseResult("x.passes", "p", ("REQ-CORE-001",), "t", Outcome.PASS),
                               {"x.fails": "known bug", "x.passes": "was broken"})]
     assert [r.outcome for r in results] == [Outcome.XFAIL, Outcome.STALE]
     plain = io.StringIO()

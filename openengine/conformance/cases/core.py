@@ -521,7 +521,7 @@ async def discovery_stable(ctx: Context):
     caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
     info = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
     if info.capability_revision != ctx.engine_info.capability_revision:
-        raise Skipped("the revision changed between reads")
+        raise Unchecked("the revision changed between reads, so stability within one could not be seen")
     expect(caps == ctx.capabilities, "GetCapabilities answered differently within one revision")
     before = ctx.engine_info
     for name in ("role", "parallelism", "served_models"):

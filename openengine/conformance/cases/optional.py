@@ -6,7 +6,7 @@ import asyncio
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, rpc_error, status_name
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
@@ -161,7 +161,8 @@ async def tasks_max_inputs(ctx: Context):
     model = _task_model(ctx)
     limit = int(ctx.limit(TASKS, "max_inputs_per_request", model=model))
     if limit >= MAX_BATCH_PROBE:
-        raise Skipped(f"max_inputs_per_request is {limit}")
+        raise Unchecked(f"max_inputs_per_request is {limit}; the case sends at most "
+                        f"{MAX_BATCH_PROBE} inputs")
     families = _families(ctx, model)
     inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
     if "embed" in families:
@@ -207,7 +208,8 @@ async def encode_max(ctx: Context):
 
     limit = int(ctx.limit(ENCODER, "max_items_per_request"))
     if limit >= MAX_BATCH_PROBE:
-        raise Skipped(f"max_items_per_request is {limit}")
+        raise Unchecked(f"max_items_per_request is {limit}; the case sends at most "
+                        f"{MAX_BATCH_PROBE} items")
     req = encoder_pb2.EncodeRequest(model=ctx.model, items=[_item(ctx, i) for i in range(limit + 1)])
     await _expect_status(ctx.encoder.Encode(req), (grpc.StatusCode.INVALID_ARGUMENT,),
                          f"Encode of {limit + 1} items")
@@ -356,7 +358,7 @@ async def sessions_max(ctx: Context):
 
     limit = int(ctx.limit(SESSIONS, "max_sessions"))
     if limit > 256:
-        raise Skipped(f"max_sessions is {limit}")
+        raise Unchecked(f"max_sessions is {limit}; the case opens at most 256 sessions")
     existing = len((await ctx.sessions.ListSessions(sessions_pb2.ListSessionsRequest())).sessions)
     opened = []
     try:

@@ -11,6 +11,7 @@ Admin). `Bugs` switches on one wrong behaviour at a time, each a finding the run
 
 from __future__ import annotations
 
+import math
 import queue
 import random
 import threading
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import timestamp_pb2
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 
 from openengine.v1 import (
     capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, generation_pb2 as gen_pb,
@@ -32,6 +33,7 @@ MODEL = "tiny"
 MAX_OUTPUT_TOKENS = 2048
 MAX_CONTEXT_TOKENS = 4096
 EOS = 0
+VOCAB_SIZE = 256
 SERVICES = ("openengine.v1.Discovery", "openengine.v1.Inference", "openengine.v1.Lifecycle",
             "openengine.v1.Observability")
 
@@ -187,6 +189,15 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     for name, used in switches.items():
         if used and name not in lax:
             return bad, f"sampling.{name}: not supported by this engine"
+    domains = {"temperature": lambda v: v >= 0, "top_p": lambda v: 0 < v <= 1,
+               "min_p": lambda v: 0 <= v <= 1, "presence_penalty": lambda v: -2 <= v <= 2,
+               "frequency_penalty": lambda v: -2 <= v <= 2, "repetition_penalty": lambda v: v > 0}
+    for name, fits in domains.items():
+        if s.HasField(name) and not (math.isfinite(getattr(s, name)) and fits(getattr(s, name))):
+            return bad, f"sampling.{name}: {getattr(s, name)} is not a usable value"
+    for token, bias in s.logit_bias.items():
+        if not (math.isfinite(bias) and -100 <= bias <= 100) or token >= VOCAB_SIZE:
+            return bad, f"sampling.logit_bias[{token}]: {bias} is not usable"
     if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS:
         return bad, f"sampling.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
     limit = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
@@ -321,20 +332,52 @@ def watch_load(st: State, request, context):
 
 # -- server ----------------------------------------------------------------------------------------
 
-class _AnyNameHealth(health.HealthServicer):
+class _Health(health.HealthServicer):
+    """The standard servicer, with List (the one installed leaves it unimplemented)."""
+
+    def List(self, request, context):
+        with self._lock:
+            statuses = dict(self._server_status)
+        return health_pb2.HealthListResponse(statuses={
+            name: health_pb2.HealthCheckResponse(status=status) for name, status in statuses.items()})
+
+
+class _AnyNameHealth(_Health):
     """The buggy variant: every name is SERVING, known or not."""
 
     def Check(self, request, context):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
+_UNPARSED = object()
+
+
+def _parsed(fn, req_cls):
+    """Bytes that do not parse reach the handler as a marker and get INTERNAL with a plain message
+    (grpc's own deserializer failure, or a None, would name a Python exception)."""
+    def parse(data: bytes):
+        try:
+            return req_cls.FromString(data)
+        except Exception:
+            return _UNPARSED
+
+    def handle(request, context):
+        if request is _UNPARSED:
+            context.abort(grpc.StatusCode.INTERNAL, f"the request does not parse as {req_cls.__name__}")
+        return fn(request, context)
+
+    return handle, parse
+
+
 def _unary(fn, req_cls, resp_cls):
-    return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=req_cls.FromString,
+    handle, parse = _parsed(fn, req_cls)
+    return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=parse,
                                                response_serializer=resp_cls.SerializeToString)
 
 
 def _stream(fn, req_cls, resp_cls):
-    return grpc.unary_stream_rpc_method_handler(fn, request_deserializer=req_cls.FromString,
+    handle, parse = _parsed(fn, req_cls)
+    return grpc.unary_stream_rpc_method_handler(handle, request_deserializer=parse,
                                                 response_serializer=resp_cls.SerializeToString)
 
 
@@ -369,12 +412,16 @@ class OtherEngine:
                                      load_pb2.WatchLoadResponse),
             },
         }
-        self.server.add_generic_rpc_handlers(tuple(
-            grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
-        self.health = _AnyNameHealth() if bugs.health_says_yes else health.HealthServicer()
+        self.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
         for name in ("",) + SERVICES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        handlers["grpc.health.v1.Health"] = {
+            "Check": _unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "Watch": _stream(self.health.Watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "List": _unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
+        }
+        self.server.add_generic_rpc_handlers(tuple(
+            grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 
     @property
