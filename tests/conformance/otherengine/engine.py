@@ -317,10 +317,13 @@ def watch_load(st: State, request, context):
             if now >= next_tick:
                 # A send that blocked (a slow reader) skipped ticks: say how many were folded in.
                 missed = int((now - next_tick) // period)
-                next_tick = now + period
+                load = st.load()
+                # The next tick counts from this snapshot's own timestamp, not from when it was
+                # due, so consecutive LoadInfo timestamps stay a whole interval apart however
+                # long taking the lock took.
+                next_tick = time.monotonic() + period
                 yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
-                                                 snapshot=load_pb2.LoadSnapshot(load=st.load(),
-                                                                                coalesced=missed))
+                                                 snapshot=load_pb2.LoadSnapshot(load=load, coalesced=missed))
             else:
                 yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
                                                  heartbeat=load_pb2.Heartbeat())
