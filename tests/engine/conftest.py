@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 
 import grpc
 import pytest
@@ -83,3 +84,14 @@ def start():
 
     with stack:
         yield _start
+
+
+class Records(logging.Handler):
+    """Keeps every log record the engine writes, so a test can look for tracebacks in them."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)

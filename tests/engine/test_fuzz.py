@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from openengine.aliases import ALIASES
 from openengine.contract import HEALTH_SERVICE, catalogue
 
-from tests.engine.conftest import TOKEN, running
+from tests.engine.conftest import TOKEN, Records, running
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
@@ -137,15 +137,6 @@ def call(channel, path: str, method, payload: bytes) -> grpc.StatusCode:
     except grpc.RpcError as err:
         return err.code()
     return grpc.StatusCode.OK
-
-
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record):
-        self.records.append(record)
 
 
 # Which engine serves which RPCs: role-scoped profiles need their role, and the admin RPCs that

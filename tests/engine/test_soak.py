@@ -24,21 +24,12 @@ import pytest
 from openengine.engine.wire import VANISHED
 from openengine.v1 import generation_pb2, inference_service_pb2_grpc, load_pb2, observability_service_pb2_grpc
 
-from tests.engine.conftest import running
+from tests.engine.conftest import Records, running
 
 ROOT = Path(__file__).resolve().parents[2]
 WAVES = (("cancel", 2, 125), ("exit", 2, 125), ("kill", 2, 125), ("kill", 1, 250))   # 1,000 watchers
 LIMITS = {"load": {"min_watch_interval_ms": 1, "max_watchers": 4096, "per_rank": True, "change_driven": True}}
 TRACEBACK_WORDS = ("Traceback", "ExecuteBatchError", "Unexpected", "raised by servicer")
-
-
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record):
-        self.records.append(record)
 
 
 def rss_kib() -> int:
