@@ -41,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
     proto_root = Path(args.proto_root)
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from codegen.check.contract import load_contract
+        from contractkit.buildcache import for_checkout
 
-        loaded = load_contract(proto_root, args.proto_root.rstrip("/"))
+        # The compiled protos are kept beside them, in the checkout's build/ folder.
+        cache = for_checkout(proto_root.resolve().parent, "protoc")
+        loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded
         else:
@@ -53,5 +56,5 @@ def run(args: argparse.Namespace) -> int:
 
         # The protos count only when they sit beside the registry (the repository's own layout).
         beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
-        head = head_state(Path(args.registry), proto_root if beside else None)
+        head = head_state(Path(args.registry), proto_root if beside else None, current=resolved.source)
     return emit(args, run_rules(resolved, contract=contract, head=head) + compile_errors)
