@@ -188,8 +188,10 @@ class PlanCache:
         # Python and the installed libraries, even when the virtual environment sits in the checkout.
         self.installed = tuple({os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
         self.ignored = (os.path.abspath(Path(root) / "build" / "oespec-cache"), str(store.folder.resolve()))
+        from codegen.generate import GENERATORS
+
         self.key = digest(FORMAT, sys.version, sys.executable, self.root, self.registry,
-                          json.dumps(sorted(selection)))
+                          json.dumps(sorted(selection)), json.dumps(GENERATORS))
 
     def _hashed(self, path: str) -> bool:
         return _under(path, self.hashed_folders) and not _under(path, self.installed)
