@@ -51,7 +51,7 @@ def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnost
 
 def run(args: argparse.Namespace) -> int:
     try:
-        resolved = load_registry(args.registry)
+        resolved = load_registry(args.registry, verdicts=for_checkout(args.root, "schema"))
     except SourceError as err:
         return emit_unusable(args, err)
     diags = run_rules(resolved)
