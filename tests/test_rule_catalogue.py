@@ -17,7 +17,7 @@ import pytest
 
 from codegen.cli import run
 from codegen.commands.rules import all_specs, family_specs
-from contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity
+from contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity, find_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 ID_SHAPE = re.compile(r"\b(?:OEB|OEV|OE|SPEC|DOC)[0-9]{3}\b")
@@ -58,13 +58,65 @@ def test_every_family_is_present_and_ids_are_unique():
 def test_a_catalogue_refuses_duplicates_and_foreign_families():
     cat: RuleCatalogue[None] = RuleCatalogue("spec")
     spec = RuleSpec("SPEC999", "x", "spec", "c", "p", Severity.ERROR)
-    cat.add(spec)
+    cat.register(spec)
     with pytest.raises(ValueError, match="twice"):
-        cat.add(spec)
+        cat.register(spec)
     with pytest.raises(ValueError, match="family"):
-        cat.add(RuleSpec("OE999", "x", "check", "c", "p", Severity.ERROR))
+        cat.register(RuleSpec("OE999", "x", "check", "c", "p", Severity.ERROR))
     with pytest.raises(ValueError, match="malformed requirement"):
         RuleSpec("OE998", "x", "check", "c", "p", Severity.ERROR, requirements=("REQ-x",))
+    with pytest.raises(ValueError, match="unknown rule family"):
+        RuleCatalogue("lint")
+
+
+def test_the_registrar_stores_the_familys_payload_and_returns_the_handler():
+    cat: RuleCatalogue[tuple] = RuleCatalogue("check")
+    spec = RuleSpec("OE990", "x", "check", "c", "p", Severity.ERROR)
+
+    @cat.registrar(spec, lambda fn: ("wrapped", fn))
+    def handler():
+        return 7
+
+    assert handler() == 7                       # the decorated function is unchanged
+    assert cat["OE990"] == ("wrapped", handler) and cat.spec("OE990") is spec
+    cat.register(RuleSpec("OE989", "y", "check", "c", "p", Severity.ERROR))   # a spec alone
+    assert list(cat) == ["OE990", "OE989"] and cat.payloads() == [("wrapped", handler)]
+    assert [s.id for s in cat.specs()] == ["OE989", "OE990"]
+
+
+def test_every_family_registers_through_the_one_catalogue_type():
+    """Check rules, breaking rules, validator rules, conformance cases, faults, and the spec,
+    docs and generate ids all live in a `RuleCatalogue`, each payload of its family's own type."""
+    from codegen.breaking import Rule as BreakingRule
+    from codegen.check import Rule as CheckRule
+    from codegen.commands.rules import family_catalogues
+    from openengine.conformance.cases import Case
+    from openengine.engine.faults import Fault
+    from openengine.validate import Rule as ValidatorRule
+
+    cats = family_catalogues()
+    assert set(cats) == set(FAMILIES)
+    payload_type = {"check": CheckRule, "breaking": BreakingRule, "validator": ValidatorRule,
+                    "conformance": Case, "fault": Fault}
+    for family, cat in cats.items():
+        assert isinstance(cat, RuleCatalogue) and cat.family == family
+        for rule_id in cat:
+            payload = cat[rule_id]
+            if family in payload_type:
+                assert payload is None or isinstance(payload, payload_type[family]), rule_id
+            else:
+                assert payload is None, rule_id     # spec, docs, generate: ids with no handler
+    # The handlers the runners call are the registered ones, and a spec alone has none.
+    assert all(callable(r.handler) for r in cats["check"].payloads())
+    assert cats["check"]["OE000"] is None and cats["breaking"]["OEB000"] is None
+    assert all(callable(c.fn) for c in cats["conformance"].payloads())
+
+
+def test_a_wildcard_entry_stands_for_the_ids_it_names():
+    specs = all_specs()
+    assert find_spec(specs, "buf:FIELD_NO_DELETE").id == "buf:*"
+    assert find_spec(specs, "OE003").id == "OE003"
+    assert find_spec(specs, "OE999") is None
 
 
 def _emitted(argv: list[str], capsys) -> set[str]:
@@ -81,9 +133,28 @@ def test_ids_real_commands_emit_are_catalogued(capsys):
     for doc in sorted((ROOT / "tests" / "data" / "validate" / "corpus").glob("invalid-*.json")):
         emitted |= _emitted(["validate", str(doc), "--format", "json"], capsys)
     emitted |= _emitted(["check", str(ROOT / "no-such-registry.yaml"), "--format", "json"], capsys)
+    emitted |= _emitted(["validate", str(ROOT / "no-such.json"), "--format", "json"], capsys)
+    emitted |= _emitted(["breaking", "--against", "no-such-ref-for-the-catalogue", "--format", "json"], capsys)
+    emitted |= _emitted(["generate", str(ROOT / "no-such-registry.yaml"), "--check", "--format", "json"], capsys)
+    emitted |= _emitted(["generate", "--check", "--format", "json"], capsys)
+    emitted |= _emitted(["spec", "--format", "json"], capsys)
     assert emitted, "the fixtures produced no findings at all"
-    assert {"OE000", "OEV101"} <= emitted
-    assert not emitted - set(known), sorted(emitted - set(known))
+    assert {"OE000", "OEV101", "OEV001", "OEB000"} <= emitted
+    assert not {rid for rid in emitted if find_spec(known, rid) is None}, sorted(emitted - set(known))
+
+
+def test_ids_a_conformance_run_emits_are_catalogued(capsys):
+    """Every record a conformance run prints names a catalogued case."""
+    pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
+    from openengine.engine import EngineConfig, RunningEngine
+
+    with RunningEngine(EngineConfig(port=0, faults=("capabilities-missing-core",))) as engine:
+        code = run(["conformance", "--target", engine.address, "--case", "capabilities.*", "--case", "core.*",
+                    "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    emitted = {d["rule_id"] for d in data["diagnostics"]}
+    assert code == 1 and emitted
+    assert emitted <= set(all_specs()), sorted(emitted - set(all_specs()))
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
