@@ -56,6 +56,9 @@ class RuleSpec:
     severity: Severity | None = None         # None: decided per finding (breaking: by the bump received)
     bump: str = ""                           # breaking rules: the bump that makes the change legal
     requirements: tuple[str, ...] = ()
+    # Facts of the family that listings show, as (key, value) pairs: whom a breaking change breaks,
+    # the profile a conformance case belongs to and when it runs.
+    facts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -65,6 +68,9 @@ class RuleSpec:
         for req in self.requirements:
             if req and not _REQ_RE.match(req):
                 raise ValueError(f"rule {self.id} cites malformed requirement id {req!r}")
+
+    def fact(self, key: str, default: str = "") -> str:
+        return dict(self.facts).get(key, default)
 
     @property
     def policy(self) -> str:

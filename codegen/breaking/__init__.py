@@ -83,7 +83,8 @@ class Rule:
     @property
     def spec(self) -> RuleSpec:
         return RuleSpec(self.id, self.name, "breaking", self.category, self.purpose, self.severity,
-                        bump=self.bump, requirements=(self.requirement,) if self.requirement else ())
+                        bump=self.bump, requirements=(self.requirement,) if self.requirement else (),
+                        facts=(("breaks", self.breaks),))
 
 
 RULES: list[Rule] = []

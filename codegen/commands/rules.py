@@ -20,7 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def family_specs() -> dict[str, list[RuleSpec]]:
     """Family -> its specs, each family read from where its rules are registered. The site's rule
     pages and the emitted-id test read the catalogue through this one function."""
-    from codegen.breaking import catalogue as breaking_catalogue
     from codegen.check import catalogue as check_catalogue
     from codegen.generate import GENERATE_RULES
     from codegen.generate.markers import MARKER_RULES
@@ -28,11 +27,16 @@ def family_specs() -> dict[str, list[RuleSpec]]:
 
     out = {
         "check": check_catalogue().specs(),
-        "breaking": breaking_catalogue().specs(),
         "generate": list(GENERATE_RULES),
         "spec": list(SPEC_RULES),
         "docs": list(MARKER_RULES),
     }
+    try:   # generation, and so the site, works without the breaking stage installed
+        from codegen.breaking import catalogue as breaking_catalogue
+    except ImportError:
+        pass
+    else:
+        out["breaking"] = breaking_catalogue().specs()
     # The runtime families need the Python bindings; without them (before the first generate)
     # the toolkit's own families are still listed.
     try:

@@ -61,7 +61,9 @@ class Case:
 
         category = self.profile[len("openengine."):] if self.profile.startswith("openengine.") else self.profile
         return RuleSpec(self.id, self.id.replace(".", "-"), "conformance", category, self.title, Severity.ERROR,
-                        requirements=self.requirements)
+                        requirements=self.requirements,
+                        facts=(("profile", self.profile), ("when", self.when),
+                               ("disruptive", "yes" if self.disruptive else "no")))
 
     @property
     def area(self) -> str:
