@@ -58,6 +58,9 @@ class RuleSpec:
     severity: Severity | None = None         # None: decided per finding (breaking: by the bump received)
     bump: str = ""                           # breaking rules: the bump that makes the change legal
     requirements: tuple[str, ...] = ()
+    # Facts of the family that listings show, as (key, value) pairs: whom a breaking change breaks,
+    # the profile a conformance case belongs to and when it runs.
+    facts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -67,6 +70,9 @@ class RuleSpec:
         for req in self.requirements:
             if req and not _REQ_RE.match(req):
                 raise ValueError(f"rule {self.id} cites malformed requirement id {req!r}")
+
+    def fact(self, key: str, default: str = "") -> str:
+        return dict(self.facts).get(key, default)
 
     @property
     def policy(self) -> str:
@@ -131,9 +137,10 @@ class RuleCatalogue(Mapping[str, T]):
     def spec(self, rule_id: str) -> RuleSpec:
         return self._entries[rule_id][0]
 
-    def specs(self) -> list[RuleSpec]:
-        """Every spec, in id order."""
-        return sorted((spec for spec, _ in self._entries.values()), key=lambda s: s.id)
+    def specs(self, *, by_id: bool = True) -> list[RuleSpec]:
+        """Every spec, in id or registration order."""
+        specs = [spec for spec, _ in self._entries.values()]
+        return sorted(specs, key=lambda s: s.id) if by_id else specs
 
     def payloads(self, *, by_id: bool = False) -> list[T]:
         """The payloads (specs registered alone have none), in registration or id order."""

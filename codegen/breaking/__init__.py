@@ -90,10 +90,10 @@ class Rule:
         return self.spec.requirements[0] if self.spec.requirements else ""
 
 
-def breaking_spec(id: str, name: str, *, requirement: str, category: str, purpose: str, bump: str,
+def breaking_spec(id: str, name: str, *, requirement: str, category: str, purpose: str, breaks: str, bump: str,
                   severity: Severity | None = None) -> RuleSpec:
     return RuleSpec(id, name, "breaking", category, purpose, severity, bump=bump,
-                    requirements=(requirement,) if requirement else ())
+                    requirements=(requirement,) if requirement else (), facts=(("breaks", breaks),))
 
 
 # Every id `oespec breaking` can emit: the rules of `codegen.breaking.rules`, buf's wire findings
@@ -107,8 +107,8 @@ def rule(id: str, name: str, *, requirement: str, kinds: str | tuple[str, ...], 
     if breaks not in BREAKS or bump not in BUMPS:
         raise ValueError(f"rule {id}: breaks must be one of {BREAKS}, bump one of {BUMPS}")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
-    spec = breaking_spec(id, name, requirement=requirement, category=category, purpose=purpose, bump=bump,
-                         severity=severity)
+    spec = breaking_spec(id, name, requirement=requirement, category=category, purpose=purpose, breaks=breaks,
+                         bump=bump, severity=severity)
     return CATALOGUE.registrar(spec, lambda handler: Rule(spec, breaks, kinds, handler, fallback))
 
 

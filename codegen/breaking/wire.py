@@ -27,7 +27,7 @@ BUF_CATEGORY = "FILE"
 BUF_TIMEOUT_S = 300
 
 WIRE_RULE = Rule(breaking_spec(
-    "buf:*", "wire-breaking", category="wire", bump="major", requirement="REQ-VER-010",
+    "buf:*", "wire-breaking", category="wire", breaks="both", bump="major", requirement="REQ-VER-010",
     purpose=f"buf's {BUF_CATEGORY} breaking rules between the baseline's proto/ and the working tree's "
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
 ), breaks="both", kinds=(), handler=None)

@@ -76,17 +76,17 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 
 @dataclass(frozen=True)
 class RuleCatalogues:
-    """The catalogues the docs print, handed in by the caller: the generate stage never imports
-    `codegen.check`, `codegen.breaking` or the runtime (`openengine`); `codegen.pipeline`, part of
-    the command-line layer, supplies them. Rule catalogues are sequences of rule records (id, name,
-    severity, category, purpose, ...)."""
+    """The catalogue entries the docs print, each a `RuleSpec` (contractkit.rules), handed in by
+    the caller: the generate stage never imports `codegen.check`, `codegen.breaking` or the runtime
+    (`openengine`); `codegen.pipeline`, part of the command-line layer, supplies them from the one
+    catalogue `oespec rules` lists."""
 
-    check: tuple = ()
-    breaking: tuple | None = None   # None: the breaking stage is not installed
+    check: tuple[RuleSpec, ...] = ()
+    breaking: tuple[RuleSpec, ...] | None = None   # None: the breaking stage is not installed
     # The runtime's catalogues; None when the runtime cannot be imported (no Python bindings yet).
-    validator: tuple | None = None                  # openengine.validate.RULES, in id order
+    validator: tuple[RuleSpec, ...] | None = None          # in id order
     python_only_validator_rules: frozenset = frozenset()   # ids a JSON Schema cannot express
-    cases: tuple | None = None                      # openengine.conformance.all_cases()
+    cases: tuple[RuleSpec, ...] | None = None              # conformance cases, in the order they run
 
 
 @dataclass

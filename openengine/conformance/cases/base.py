@@ -69,11 +69,13 @@ class Case:
 CASES: RuleCatalogue[Case] = RuleCatalogue("conformance")
 
 
-def case_spec(case_id: str, profile: str, requirements: tuple[str, ...], title: str) -> RuleSpec:
+def case_spec(case_id: str, profile: str, requirements: tuple[str, ...], title: str, *, when: str,
+              disruptive: bool) -> RuleSpec:
     """A case as a catalogue entry: a failed case is an error against the requirements it cites."""
     category = profile[len("openengine."):] if profile.startswith("openengine.") else profile
     return RuleSpec(case_id, case_id.replace(".", "-"), "conformance", category, title, Severity.ERROR,
-                    requirements=requirements)
+                    requirements=requirements,
+                    facts=(("profile", profile), ("when", when), ("disruptive", "yes" if disruptive else "no")))
 
 
 def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], title: str,
@@ -89,7 +91,7 @@ def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], t
             raise ValueError(f"case {case_id} cites malformed requirement id {req!r}")
     if when not in ("advertised", "absent"):
         raise ValueError(f"case {case_id}: unknown when={when!r}")
-    spec = case_spec(case_id, profile, tuple(requires), title)
+    spec = case_spec(case_id, profile, tuple(requires), title, when=when, disruptive=disruptive)
     return CASES.registrar(spec, lambda fn: Case(case_id, profile, tuple(requires), title, fn, when, disruptive,
                                                  timeout, observes))
 
