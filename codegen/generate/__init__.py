@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from codegen.diagnostics import NOWHERE, Loc, Severity
 from contractkit.buildcache import BuildCache
-from contractkit.rules import RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -51,6 +51,7 @@ class Problem:
     loc: Loc
     message: str
     hint: str = ""
+    rule_id: str = ""   # the catalogued rule it breaks, when more precise than OE900 (a DOC marker rule)
 
 
 class GenerationError(Exception):
@@ -76,17 +77,17 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 
 @dataclass(frozen=True)
 class RuleCatalogues:
-    """The catalogues the docs print, handed in by the caller: the generate stage never imports
-    `codegen.check`, `codegen.breaking` or the runtime (`openengine`); `codegen.pipeline`, part of
-    the command-line layer, supplies them. Rule catalogues are sequences of rule records (id, name,
-    severity, category, purpose, ...)."""
+    """The catalogue entries the docs print, each a `RuleSpec` (contractkit.rules), handed in by
+    the caller: the generate stage never imports `codegen.check`, `codegen.breaking` or the runtime
+    (`openengine`); `codegen.pipeline`, part of the command-line layer, supplies them from the one
+    catalogue `oespec rules` lists."""
 
-    check: tuple = ()
-    breaking: tuple | None = None   # None: the breaking stage is not installed
+    check: tuple[RuleSpec, ...] = ()
+    breaking: tuple[RuleSpec, ...] | None = None   # None: the breaking stage is not installed
     # The runtime's catalogues; None when the runtime cannot be imported (no Python bindings yet).
-    validator: tuple | None = None                  # openengine.validate.RULES, in id order
+    validator: tuple[RuleSpec, ...] | None = None          # in id order
     python_only_validator_rules: frozenset = frozenset()   # ids a JSON Schema cannot express
-    cases: tuple | None = None                      # openengine.conformance.all_cases()
+    cases: tuple[RuleSpec, ...] | None = None              # conformance cases, in the order they run
 
 
 @dataclass
@@ -144,14 +145,14 @@ class GenerationContext:
 
 # Ids `oespec generate` reports: a generator that cannot produce its outputs, and (with --check)
 # a committed output that differs from what generation would write.
-GENERATE_RULES = (
+GENERATE_RULES = RuleCatalogue("generate", (
     RuleSpec("OE900", "generation-failed", "generate", "generation",
              "every generator produces its outputs (a failure is reported at its cause, and nothing is written)",
              Severity.ERROR),
     RuleSpec("OE901", "generated-stale", "generate", "generation",
              "every committed generated file is what `oespec generate` writes from the current sources",
              Severity.ERROR),
-)
+))
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {
