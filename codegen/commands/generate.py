@@ -37,10 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnostic]:
-    """One OE900 finding per located cause (every one, not only the first), else one for the run."""
+    """One finding per located cause (every one, not only the first), under the rule it breaks
+    (OE900 unless the cause names a more precise one, such as a DOC marker rule), else one OE900
+    for the run."""
     hint = "nothing was written; fix the cause and run again"
     if err.problems:
-        return [Diagnostic(p.path, p.loc.line, p.loc.column, "OE900", Severity.ERROR,
+        return [Diagnostic(p.path, p.loc.line, p.loc.column, p.rule_id or "OE900", Severity.ERROR,
                            f"generator {err.generator}: {p.message}", f"{p.hint}; {hint}" if p.hint else hint)
                 for p in err.problems]
     return [Diagnostic(registry, 0, 0, "OE900", Severity.ERROR, f"generator {err.generator} failed: {err.message}",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from codegen.diagnostics import NOWHERE, Loc, Severity
-from contractkit.rules import RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -50,6 +50,7 @@ class Problem:
     loc: Loc
     message: str
     hint: str = ""
+    rule_id: str = ""   # the catalogued rule it breaks, when more precise than OE900 (a DOC marker rule)
 
 
 class GenerationError(Exception):
@@ -142,14 +143,14 @@ class GenerationContext:
 
 # Ids `oespec generate` reports: a generator that cannot produce its outputs, and (with --check)
 # a committed output that differs from what generation would write.
-GENERATE_RULES = (
+GENERATE_RULES = RuleCatalogue("generate", (
     RuleSpec("OE900", "generation-failed", "generate", "generation",
              "every generator produces its outputs (a failure is reported at its cause, and nothing is written)",
              Severity.ERROR),
     RuleSpec("OE901", "generated-stale", "generate", "generation",
              "every committed generated file is what `oespec generate` writes from the current sources",
              Severity.ERROR),
-)
+))
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import jinja2
 
-from codegen.generate import GenerationContext, GenerationError, Output, RuleCatalogues, header
+from codegen.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
 from codegen.generate import mdsafe
 from codegen.generate.depgraph import render_dot
 from codegen.generate.markers import MarkerError, has_markers, rewrite
@@ -37,6 +37,7 @@ from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
 from codegen.generate.templating import make_environment
 from codegen.registry import Limit, Profile, Registry, Version
+from contractkit.locations import Loc
 from contractkit.naming import streaming_shape
 from contractkit.rules import RuleSpec
 
@@ -630,7 +631,9 @@ def generate(ctx: GenerationContext) -> list[Output]:
     if problems:
         lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
                  for d in problems]
-        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines))
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines),
+                              problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
+                                        for d in problems])
     return out
 
 
