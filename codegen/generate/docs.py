@@ -351,13 +351,20 @@ def requirements_citing(site: Site, msg) -> list[Requirement]:
     field_names = {f.name for f in msg.fields}
     found = []
     for req in site.requirements:
-        spans = set()
-        for span in CODE_SPAN.findall(req.text):
-            spans.update(re.split(r"[^\w.]+", span))
-        words = {w.rsplit(".", 1)[-1] for w in spans} | spans
+        spans, words = _code_words(req.text)
         if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
             found.append(req)
     return found
+
+
+@lru_cache(maxsize=4096)
+def _code_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a requirement's code spans hold, whole and by last dotted part; computed once per
+    text, since every message page asks about every requirement."""
+    spans: set[str] = set()
+    for span in CODE_SPAN.findall(text):
+        spans.update(re.split(r"[^\w.]+", span))
+    return frozenset(spans), frozenset({w.rsplit(".", 1)[-1] for w in spans} | spans)
 
 
 # ------------------------------------------------------------------------------------- rendering
