@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from codegen.breaking import Context, compare
+from codegen.breaking import CATALOGUE, Context, compare
 from codegen.breaking.baseline import BaselineError, materialize, repo_root
 from codegen.breaking.wire import WireError, compare_protos
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
@@ -18,6 +18,7 @@ UNUSABLE_RULE = "OEB000"
 UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
                          "the baseline ref and both registries can be read (an unknown ref, a registry "
                          "that does not parse, or buf failing stops the comparison)", Severity.ERROR)
+CATALOGUE.register(UNUSABLE_SPEC)
 
 
 class BreakingError(Exception):
