@@ -110,7 +110,7 @@ class EngineServer:
                 async for message in self.invoke_stream(rpc, request, context):
                     yield message
             return grpc.unary_stream_rpc_method_handler(
-                stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
+                stream, request_deserializer=req_cls.FromString, response_serializer=wire_form(resp_cls))
 
         async def unary(request, context):
             return await self.invoke_unary(rpc, request, context)
@@ -216,6 +216,16 @@ def bearer_matches(header: str, token: str) -> bool:
     scheme_ok = scheme.lower() == "bearer"
     token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
     return scheme_ok and token_ok
+
+
+def wire_form(cls) -> Callable[[Any], bytes]:
+    """A stream's response serializer: a message is serialized, bytes an implementation composed
+    itself (WatchLoad's shared snapshots, openengine.engine.loadwire) go out as they are."""
+    serialize = cls.SerializeToString
+
+    def to_wire(message) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+    return to_wire
 
 
 def _missing(rpc: RpcInfo) -> Refused:
