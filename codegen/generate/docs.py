@@ -406,8 +406,14 @@ class Pages:
     def link(self, text: Md, target: str, anchor: str = "") -> Md:
         return Md(f"[{text}]({self.href(target, anchor)})")
 
-    def profile(self, name: str, *, code: bool = False) -> Md:
-        label = mdsafe.code(name) if code else mdsafe.inline(name)
+    def profile(self, name: str, *, code: bool = False, breakable: bool = False) -> Md:
+        """A profile's name, linked to its page. `breakable` names may wrap after a dot (and at
+        hyphens) but not inside a word, for narrow table columns."""
+        if breakable and not code:
+            parts = ".<wbr>".join(mdsafe.inline(part) for part in name.split("."))
+            label = Md(f'<span class="oe-name">{parts}</span>')
+        else:
+            label = mdsafe.code(name) if code else mdsafe.inline(name)
         if self.site.registry.profile(name) is None:
             return label
         return self.link(label, self.site.profile_page(name))
