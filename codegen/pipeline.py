@@ -15,6 +15,7 @@ from pathlib import Path
 from codegen import generate
 from codegen.generate import Output, RuleCatalogues
 from codegen.registry import Registry
+from contractkit.buildcache import BuildCache
 
 
 def rule_catalogues() -> RuleCatalogues:
@@ -38,6 +39,7 @@ def rule_catalogues() -> RuleCatalogues:
                           tuple(cases) if cases is not None else None)
 
 
-def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
+         protoc_cache: BuildCache | None = None) -> list[Output]:
     """Every generated output for `registry` under `root` (see `codegen.generate.plan`)."""
-    return generate.plan(registry, root, only=only, rules=rule_catalogues())
+    return generate.plan(registry, root, only=only, rules=rule_catalogues(), protoc_cache=protoc_cache)

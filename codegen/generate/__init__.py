@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from codegen.diagnostics import NOWHERE, Loc, Severity
+from contractkit.buildcache import BuildCache
 from contractkit.rules import RuleCatalogue, RuleSpec
 from codegen.registry import Registry
 
@@ -96,6 +97,7 @@ class GenerationContext:
     outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
     cache: dict = field(default_factory=dict)
     rules: RuleCatalogues | None = None
+    protoc_cache: BuildCache | None = None   # compiles kept across runs (build/oespec-cache/protoc)
 
     def read(self, relpath: str) -> str | None:
         """A file as it will be after generation: a planned output, else what is on disk."""
@@ -134,7 +136,7 @@ class GenerationContext:
             from contractkit.protoc import ProtocError, compile_all
 
             try:
-                self.cache[key] = compile_all(sources)
+                self.cache[key] = compile_all(sources, cache=self.protoc_cache)
             except ProtocError as err:
                 raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}",
                                       problems=protoc_problems(err.message)) from None
@@ -168,10 +170,11 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
-         rules: RuleCatalogues | None = None) -> list[Output]:
+         rules: RuleCatalogues | None = None, protoc_cache: BuildCache | None = None) -> list[Output]:
     """Run the generators in memory and return every output; raises `GenerationError`.
-    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them."""
-    ctx = GenerationContext(registry, Path(root), rules=rules)
+    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them. `protoc_cache`
+    keeps the compiled protos across runs."""
+    ctx = GenerationContext(registry, Path(root), rules=rules, protoc_cache=protoc_cache)
     for name, spec in GENERATORS.items():
         if only and name not in only:
             continue
