@@ -259,6 +259,25 @@ async def serve(config: EngineConfig | ResolvedConfig, *, stop: asyncio.Event | 
     return engine
 
 
+def settle(loop: asyncio.AbstractEventLoop, *, timeout: float) -> list[asyncio.Task]:
+    """Cancel and wait out whatever is still running on `loop` once the server has stopped, then
+    close its async generators; returns the tasks that ignored cancellation within `timeout`.
+
+    A gRPC server that stops while a stream's cancellation is still in flight can leave the
+    call's tasks pending. On a closed loop they are never finished: the garbage collector
+    destroys them later, at a random moment in whatever code runs then, and gRPC logs each one
+    as an unhandled exception. Finishing them here keeps an engine's shutdown its own."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    stubborn: list[asyncio.Task] = []
+    if pending:
+        _, still = loop.run_until_complete(asyncio.wait(pending, timeout=timeout))
+        stubborn = list(still)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    return stubborn
+
+
 class RunningEngine:
     """An engine served from a background thread with its own event loop (tests, tools)."""
 
@@ -283,8 +302,11 @@ class RunningEngine:
                 self._error = err
                 self._ready.set()
 
-        self.loop.run_until_complete(main())
-        self.loop.close()
+        try:
+            self.loop.run_until_complete(main())
+        finally:
+            settle(self.loop, timeout=self._grace + 5.0)
+            self.loop.close()
 
     def _started(self, engine: EngineServer) -> None:
         self.engine = engine
