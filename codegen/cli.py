@@ -20,13 +20,17 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (with `only`) one holding just that subcommand: a command's module and
+    its imports are loaded only when it runs or when the overall help lists every command."""
     parser = argparse.ArgumentParser(
         prog="oespec",
         description="Define, check, generate and prove the OpenEngine protocol's conformance profiles.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(cmd)
@@ -34,8 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand `argv` names when it is the first argument, else None (help, a typo)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
 def run(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_named_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -15,30 +15,31 @@ from pathlib import Path
 from codegen import generate
 from codegen.generate import Output, RuleCatalogues
 from codegen.registry import Registry
+from contractkit.buildcache import BuildCache
 
 
 def rule_catalogues() -> RuleCatalogues:
-    """Every id `oespec check` can emit (its catalogue: the rules and the stage ids such as OE000
-    and OE100), every breaking rule when that stage is installed, and the runtime's validator
-    rules and conformance cases when the bindings are built."""
-    from codegen.check import catalogue as check_catalogue
+    """The catalogue entries (`RuleSpec`) the docs print, from the one catalogue every command
+    lists (`oespec rules`): every id `oespec check` can emit, the breaking rules when that stage is
+    installed, and the runtime's validator rules and conformance cases when the bindings are
+    built."""
+    from codegen.commands.rules import family_specs
 
-    try:
-        from codegen.breaking import iter_rules as breaking_rules
-    except ImportError:
-        breaking = None
-    else:
-        breaking = tuple(breaking_rules())
-    try:  # the runtime needs the Python bindings, which generation itself may be about to write
-        from openengine.conformance import all_cases
-        from openengine.validate import PYTHON_ONLY_RULES, RULES
-    except (ImportError, AttributeError):   # missing, or stale: the validators read the descriptors on import
-        validator, python_only, cases = None, frozenset(), None
-    else:
-        validator, python_only, cases = tuple(RULES.values()), frozenset(PYTHON_ONLY_RULES), tuple(all_cases())
-    return RuleCatalogues(tuple(check_catalogue().specs()), breaking, validator, python_only, cases)
+    families = family_specs()
+    breaking = families.get("breaking")
+    validator = families.get("validator")
+    cases = families.get("conformance")
+    python_only: frozenset[str] = frozenset()
+    if validator is not None:
+        from openengine.validate import PYTHON_ONLY_RULES
+
+        python_only = frozenset(PYTHON_ONLY_RULES)
+    return RuleCatalogues(tuple(families["check"]), tuple(breaking) if breaking is not None else None,
+                          tuple(validator) if validator is not None else None, python_only,
+                          tuple(cases) if cases is not None else None)
 
 
-def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
+         protoc_cache: BuildCache | None = None) -> list[Output]:
     """Every generated output for `registry` under `root` (see `codegen.generate.plan`)."""
-    return generate.plan(registry, root, only=only, rules=rule_catalogues())
+    return generate.plan(registry, root, only=only, rules=rule_catalogues(), protoc_cache=protoc_cache)

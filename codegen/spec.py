@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from codegen.diagnostics import Diagnostic, Loc, Severity
-from contractkit.rules import RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec
 
 TAGS = ("wire", "registry", "client")
 
@@ -29,7 +29,7 @@ UNKNOWN_TAG = "SPEC002"
 DUPLICATE_ID = "SPEC003"
 MISSING_TAG = "SPEC004"
 UNKNOWN_REFERENCE = "SPEC005"
-SPEC_RULES = (
+SPEC_RULES = RuleCatalogue("spec", (
     RuleSpec(MALFORMED_ID, "requirement-id", "spec", "requirements",
              "a requirement marker is a well-formed id such as REQ-LOAD-004", Severity.ERROR),
     RuleSpec(UNKNOWN_TAG, "requirement-tag", "spec", "requirements",
@@ -40,7 +40,7 @@ SPEC_RULES = (
              "every requirement carries its tag in parentheses after the id", Severity.ERROR),
     RuleSpec(UNKNOWN_REFERENCE, "requirement-reference", "spec", "references",
              "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
-)
+))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
 _ID_RE = re.compile(rf"^{ID_PATTERN}$")

@@ -4,6 +4,11 @@ Generation plans its outputs before writing anything, so compilation works on a 
 `proto/` with the planned files overlaid. protoc runs in this process (starting another Python
 for it would cost more than the compile); it writes its diagnostics to file descriptor 2, which is
 pointed at a temporary file for the call so they can be reported as findings instead of leaking.
+
+A successful compile can be kept in a `BuildCache` (`build/oespec-cache/protoc/`), keyed on the
+path and text of every source, the protoc options, the well-known include folder and protoc's
+version and binary: any change to any of them is a different key, so a stale result is never
+found. Failures are never cached (their messages are recomputed every time).
 """
 
 from __future__ import annotations
@@ -15,7 +20,12 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
+from typing import TYPE_CHECKING
+
+from contractkit.buildcache import BuildCache, digest
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 
 class ProtocError(Exception):
@@ -31,6 +41,25 @@ def well_known_include() -> str:
     import grpc_tools
 
     return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+
+
+@lru_cache(maxsize=1)
+def protoc_identity() -> str:
+    """Which protoc compiles: grpcio-tools' version and its compiler module's size and mtime, so an
+    upgrade or a rebuilt wheel gives new cache keys."""
+    from grpc_tools import _protoc_compiler, grpc_version
+
+    stat = os.stat(_protoc_compiler.__file__)
+    return f"grpcio-tools {grpc_version.VERSION} {_protoc_compiler.__file__} {stat.st_size} {stat.st_mtime_ns}"
+
+
+def cache_key(kind: str, sources: dict[str, str]) -> str:
+    """The key of one compile: what it produces (`kind` names the options), with which protoc and
+    includes, from which sources (every path and its text)."""
+    parts: list[str] = ["protoc", kind, protoc_identity(), well_known_include()]
+    for rel, text in sorted(sources.items()):
+        parts += [rel, text]
+    return digest(*parts)
 
 
 def _materialize(sources: dict[str, str], where: Path) -> list[str]:
@@ -67,8 +96,30 @@ def _run_protoc(args: list[str], cwd: Path) -> None:
         raise ProtocError(text.replace(str(cwd) + os.sep, ""))
 
 
-def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True) -> descriptor_pb2.FileDescriptorSet:
-    """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors."""
+def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
+                           cache: BuildCache | None = None) -> descriptor_pb2.FileDescriptorSet:
+    """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors.
+    With `cache`, an earlier compile of exactly these sources is reused."""
+    key = cache_key(f"descriptor-set source_info={source_info}", sources) if cache is not None else ""
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None and "set.pb" in hit:
+        data = hit["set.pb"]
+    else:
+        data = _compile_descriptor_set(sources, source_info)
+        if cache is not None:
+            cache.put(key, {"set.pb": data})
+    return _descriptor_set(data)
+
+
+def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
+    from google.protobuf import descriptor_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(data)
+    return fds
+
+
+def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes:
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
         src = Path(tmp) / "src"
         files = _materialize(sources, src)
@@ -78,14 +129,27 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True)
         if source_info:
             args.append("--include_source_info")
         _run_protoc(args + files, src)
-        fds = descriptor_pb2.FileDescriptorSet()
-        fds.ParseFromString(out.read_bytes())
-        return fds
+        return out.read_bytes()
 
 
-def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
+def compile_all(sources: dict[str, str], *, cache: BuildCache | None = None,
+                ) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
     """One protoc run for everything generation needs: the descriptor set (imports and source
-    info included) and the Python modules. Each protoc start costs more than the compile itself."""
+    info included) and the Python modules. Each protoc start costs more than the compile itself.
+    With `cache`, an earlier compile of exactly these sources is reused."""
+    key = cache_key("all", sources) if cache is not None else ""
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None and "set.pb" in hit:
+        data = hit.pop("set.pb")
+        modules = {name[len("module/"):]: body for name, body in hit.items() if name.startswith("module/")}
+    else:
+        data, modules = _compile_all(sources)
+        if cache is not None:
+            cache.put(key, {"set.pb": data, **{f"module/{rel}": body for rel, body in modules.items()}})
+    return _descriptor_set(data), modules
+
+
+def _compile_all(sources: dict[str, str]) -> tuple[bytes, dict[str, bytes]]:
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
         src = Path(tmp) / "src"
         out = Path(tmp) / "out"
@@ -95,7 +159,5 @@ def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorS
         _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
                      f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
                      f"--grpc_python_out={out}"] + files, src)
-        fds = descriptor_pb2.FileDescriptorSet()
-        fds.ParseFromString(fds_path.read_bytes())
         modules = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-        return fds, modules
+        return fds_path.read_bytes(), modules

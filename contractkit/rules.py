@@ -5,16 +5,18 @@ reference engine's faults, and the spec and marker rules (SPEC, DOC) are all des
 `RuleSpec`: an id that never changes meaning, a short name, the family and category, a severity
 (or, for breaking rules, the version bump that makes a change legal), a one-line purpose and the
 spec requirements it enforces. Each family keeps its own handler type (a check function, a case
-coroutine, a fault's hooks); what it registers in a `RuleCatalogue` is the spec, so listing,
-documenting and auditing ids is one code path. Nothing here imports the runtime or the toolkit.
+coroutine, a fault's hooks) and registers it with its spec in a `RuleCatalogue`, through the same
+`register` call or `registrar` decorator, so registering, listing, documenting and auditing ids is
+one code path. Nothing here imports the runtime or the toolkit.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
-from typing import Generic, Iterable, Iterator, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, TypeVar
 
 FAMILIES = ("check", "breaking", "validator", "conformance", "fault", "spec", "docs", "generate")
 BUMPS = ("major", "minor", "none")
@@ -56,6 +58,9 @@ class RuleSpec:
     severity: Severity | None = None         # None: decided per finding (breaking: by the bump received)
     bump: str = ""                           # breaking rules: the bump that makes the change legal
     requirements: tuple[str, ...] = ()
+    # Facts of the family that listings show, as (key, value) pairs: whom a breaking change breaks,
+    # the profile a conformance case belongs to and when it runs.
+    facts: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -65,6 +70,9 @@ class RuleSpec:
         for req in self.requirements:
             if req and not _REQ_RE.match(req):
                 raise ValueError(f"rule {self.id} cites malformed requirement id {req!r}")
+
+    def fact(self, key: str, default: str = "") -> str:
+        return dict(self.facts).get(key, default)
 
     @property
     def policy(self) -> str:
@@ -80,17 +88,28 @@ class RuleSpec:
 
 
 T = TypeVar("T")
+H = TypeVar("H")
 
 
-@dataclass
-class RuleCatalogue(Generic[T]):
-    """Rules of one family, each a spec plus the family's own payload (a handler, a case, a fault),
-    in registration order. Registering an id twice is an error at import time."""
+class RuleCatalogue(Mapping[str, T]):
+    """The rules of one family by id: each a spec plus the family's own payload (a check rule with
+    its handler, a case, a fault), in registration order. An id whose findings come from no
+    handler (the loader's verdict on unusable input, a protoc failure) is registered as a spec
+    alone. Registering an id twice, or a spec of another family, is an error at import time.
 
-    family: str
-    _entries: dict[str, tuple[RuleSpec, T | None]] = field(default_factory=dict)
+    Every family registers the same way: `register(spec, payload)` for a table of data, or the
+    decorator `registrar(spec, build)` for a handler function, which stores `build(handler)` and
+    hands the function back unchanged."""
 
-    def add(self, spec: RuleSpec, payload: T | None = None) -> T | None:
+    def __init__(self, family: str, specs: Iterable[RuleSpec] = ()):
+        if family not in FAMILIES:
+            raise ValueError(f"unknown rule family {family!r}; use one of {', '.join(FAMILIES)}")
+        self.family = family
+        self._entries: dict[str, tuple[RuleSpec, T | None]] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: RuleSpec, payload: T | None = None) -> T | None:
         if spec.family != self.family:
             raise ValueError(f"rule {spec.id} is of family {spec.family}, not {self.family}")
         if spec.id in self._entries:
@@ -98,15 +117,19 @@ class RuleCatalogue(Generic[T]):
         self._entries[spec.id] = (spec, payload)
         return payload
 
-    def extend(self, specs: Iterable[RuleSpec]) -> None:
-        for spec in specs:
-            self.add(spec)
+    def registrar(self, spec: RuleSpec, build: Callable[[H], T]) -> Callable[[H], H]:
+        """A decorator that registers `build(handler)` under `spec` and returns the handler."""
+        def register(handler: H) -> H:
+            self.register(spec, build(handler))
+            return handler
 
-    def __contains__(self, rule_id: str) -> bool:
-        return rule_id in self._entries
+        return register
 
-    def __iter__(self) -> Iterator[RuleSpec]:
-        return (spec for spec, _ in self._entries.values())
+    def __getitem__(self, rule_id: str) -> T | None:
+        return self._entries[rule_id][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -114,11 +137,15 @@ class RuleCatalogue(Generic[T]):
     def spec(self, rule_id: str) -> RuleSpec:
         return self._entries[rule_id][0]
 
-    def payload(self, rule_id: str) -> T | None:
-        return self._entries[rule_id][1]
+    def specs(self, *, by_id: bool = True) -> list[RuleSpec]:
+        """Every spec, in id or registration order."""
+        specs = [spec for spec, _ in self._entries.values()]
+        return sorted(specs, key=lambda s: s.id) if by_id else specs
 
-    def specs(self) -> list[RuleSpec]:
-        return sorted(self, key=lambda s: s.id)
+    def payloads(self, *, by_id: bool = False) -> list[T]:
+        """The payloads (specs registered alone have none), in registration or id order."""
+        entries = sorted(self._entries.items()) if by_id else self._entries.items()
+        return [payload for _, (_, payload) in entries if payload is not None]
 
 
 def merged(catalogues: Iterable[Iterable[RuleSpec]]) -> dict[str, RuleSpec]:
@@ -130,3 +157,15 @@ def merged(catalogues: Iterable[Iterable[RuleSpec]]) -> dict[str, RuleSpec]:
                 raise ValueError(f"rule id {spec.id} is claimed by {out[spec.id].family} and {spec.family}")
             out[spec.id] = spec
     return out
+
+
+def find_spec(specs: Mapping[str, RuleSpec], rule_id: str) -> RuleSpec | None:
+    """The spec of an emitted id: its own entry, or a family entry ending in `*` that stands for a
+    whole set of ids (`buf:*` for buf's wire rules, `buf:FIELD_NO_DELETE` among them)."""
+    found = specs.get(rule_id)
+    if found is not None:
+        return found
+    for spec in specs.values():
+        if spec.id.endswith("*") and rule_id.startswith(spec.id[:-1]):
+            return spec
+    return None

@@ -18,10 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Union
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
 from contractkit.locations import Loc
 
 MAX_DEPTH = 64
@@ -106,7 +102,7 @@ def _walk_duplicates(node: YNode) -> Iterator[tuple[str, Loc, Loc]]:
             yield from _walk_duplicates(child)
 
 
-def _loc(node: Node) -> Loc:
+def _loc(node) -> Loc:
     mark = node.start_mark
     return Loc(mark.line + 1, mark.column + 1)
 
@@ -116,9 +112,13 @@ _BOOL_TRUE = {"true", "True", "TRUE"}
 _BOOL_FALSE = {"false", "False", "FALSE"}
 
 
-def _scalar_value(node: ScalarNode) -> Any:
-    tag = node.tag or ""
-    text = node.value
+def _scalar_value(node) -> Any:
+    return scalar_value(node.tag or "", node.value)
+
+
+def scalar_value(tag: str, text: str) -> Any:
+    """The value of a scalar resolved to `tag`, as YAML 1.2 reads it (the text when it does not
+    parse as its tag says)."""
     if tag.endswith(":null"):
         return None
     if tag.endswith(":bool"):
@@ -153,7 +153,9 @@ class _Budget:
         self.left = limit
 
 
-def _convert(node: Node, depth: int, path: str, budget: _Budget) -> YNode:
+def _convert(node, depth: int, path: str, budget: _Budget) -> YNode:
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
     budget.left -= 1
     if budget.left < 0:
         raise SourceError(path, _loc(node), f"the document expands to more than {MAX_NODES} nodes",
@@ -198,7 +200,13 @@ def _allowed(ch: str) -> bool:
             or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF)
 
 
+# Anything outside YAML's printable set (a BOM is allowed first, and is checked one by one).
+_NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _check_characters(text: str, path: str) -> None:
+    if _NOT_PRINTABLE.search(text) is None:   # the usual case, without a Python loop per character
+        return
     for offset, ch in enumerate(text):
         if not _allowed(ch) and not (ch == "\ufeff" and offset == 0):
             what = "a NUL byte (U+0000)" if ch == "\x00" else f"the control character U+{ord(ch):04X}"
@@ -210,6 +218,8 @@ def _check_characters(text: str, path: str) -> None:
 def _check_flow_depth(text: str, path: str) -> None:
     """Flow collections (`[...]`, `{...}`) nested past MAX_DEPTH, found before the parser recurses
     into them, and reported at the bracket that goes too deep."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:   # too few brackets to nest that deep
+        return
     depth, quote, offset = 0, "", 0
     while offset < len(text):
         ch = text[offset]
@@ -234,6 +244,8 @@ def _check_flow_depth(text: str, path: str) -> None:
 
 
 def _compose(text: str) -> list:
+    from ruamel.yaml import YAML
+
     yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
     yaml.allow_duplicate_keys = True
     return list(yaml.compose_all(io.StringIO(text)))
@@ -256,6 +268,8 @@ def _unterminated_quote(text: str, failed_line: int) -> Loc | None:
         return None
     number, column, quote = candidate
     repaired = lines[: number - 1] + [lines[number - 1] + quote] + lines[number:]
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     try:
         _compose("\n".join(repaired))
     except MarkedYAMLError as err:
@@ -275,6 +289,11 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
     quoted string that never closes at its opening quote."""
     _check_characters(text, path)
     _check_flow_depth(text, path)
+    root = _compose_fast(text)
+    if root is not None:
+        return SourceFile(path, text, root)
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     try:
         nodes = _compose(text)
     except MarkedYAMLError as err:
@@ -307,6 +326,20 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
                           "write the values out instead of using aliases") from None
     return SourceFile(path, text, root)
+
+
+# Line breaks YAML 1.1 and 1.2 disagree on, a BOM, and tabs: documents holding one go to the full
+# parser, so that the fast path never has to match its reading of them.
+_FULL_PARSER_ONLY = re.compile("[\r\x85\u2028\u2029\ufeff\t]")
+
+
+def _compose_fast(text: str) -> YNode | None:
+    """The tree libyaml composes when the document is plain enough (see `contractkit.yamlfast`)."""
+    if _FULL_PARSER_ONLY.search(text):
+        return None
+    from contractkit.yamlfast import compose
+
+    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value)
 
 
 def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:

@@ -17,7 +17,7 @@ import importlib
 import json
 import pkgutil
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Iterable, Mapping
 
 from google.protobuf import descriptor as _d
@@ -258,6 +258,11 @@ class Catalogue:
                 return p.limit(reference[len(p.name) + 1:])
         return None
 
+    @cached_property
+    def combinations(self) -> "CombinationRules":
+        """The prerequisites and incompatibilities, compiled once for `combination_problems`."""
+        return compile_combinations(self)
+
 
 @dataclass(frozen=True)
 class CombinationProblem:
@@ -275,13 +280,103 @@ class CombinationProblem:
         return self.message
 
 
-def _versions(have: Any) -> list[tuple[int, int]]:
+def _versions(have: Any) -> tuple[tuple[int, int], ...]:
     """An advertised entry as versions: one (major, minor), or several (one per advertised major)."""
     if have is None:
-        return []
-    if isinstance(have, tuple) and len(have) == 2 and all(isinstance(v, int) for v in have):
-        return [have]
-    return [tuple(v) for v in have]
+        return ()
+    if type(have) is tuple and len(have) == 2 and type(have[0]) is int and type(have[1]) is int:
+        return (have,)
+    return tuple(tuple(v) for v in have)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPrerequisite:
+    """A `requires` entry with its verdict per advertised version remembered: an engine advertises
+    a handful of versions, so the range is parsed once and compared once per distinct version."""
+
+    source: Prerequisite
+    verdicts: dict = field(default_factory=dict)   # (major, minor) -> contained in the range
+
+    def satisfied_by(self, versions: tuple[tuple[int, int], ...]) -> bool:
+        verdicts = self.verdicts
+        for version in versions:
+            ok = verdicts.get(version)
+            if ok is None:
+                ok = verdicts[version] = self.source.range.contains(version)
+            if ok:
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCondition:
+    """A limit condition with its operands and the limit's contract default resolved once."""
+
+    source: LimitCondition
+    profile: str
+    limit: str
+    operator: str
+    value: Any
+    default: Any
+    holds_on_default: bool        # decided once: most engines leave most limits at their defaults
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledIncompatibility:
+    source: Incompatibility
+    other: str | None             # the other profile, when the declaration names one
+    conditions: tuple[CompiledCondition, ...]
+    gate: str | None              # a profile one of whose conditions fails on its default: when
+                                  # no limits of that profile are given, the declaration cannot apply
+
+    def values(self, advertised: Mapping[str, Any], limits: Mapping[str, Mapping[str, Any]]):
+        """The effective values the conditions read when every condition holds (the declaration
+        applies), else None. Stops at the first condition that does not hold."""
+        read = []
+        for c in self.conditions:
+            if c.profile not in advertised:
+                return None
+            own = limits.get(c.profile)
+            value = _UNSET if own is None else own.get(c.limit, _UNSET)
+            if value is _UNSET:
+                if not c.holds_on_default:
+                    return None
+                value = c.default
+            elif not condition_holds(c.operator, c.value, value):
+                return None
+            read.append(value)
+        return tuple(read)
+
+
+@dataclass(frozen=True, slots=True)
+class CombinationRules:
+    """Every profile that declares a prerequisite or an incompatibility, in contract order, with
+    what judging it needs decided once; profiles that declare neither are not visited at all."""
+
+    declared: tuple[tuple[str, tuple[CompiledPrerequisite, ...], tuple[CompiledIncompatibility, ...]], ...]
+
+
+_UNSET = object()
+_NO_LIMITS: Mapping[str, Mapping[str, Any]] = {}
+
+
+def compile_combinations(cat: Catalogue) -> CombinationRules:
+    def condition(c: LimitCondition) -> CompiledCondition:
+        info = cat.limit(c.reference)
+        default = info.default if info is not None else None
+        return CompiledCondition(c, c.profile, c.limit, c.operator, c.value, default,
+                                 condition_holds(c.operator, c.value, default))
+
+    declared = tuple(
+        (p.name, tuple(CompiledPrerequisite(req) for req in p.requires),
+         tuple(_incompatibility(inc, tuple(condition(c) for c in inc.when)) for inc in p.incompatible_with))
+        for p in cat.profiles if p.requires or p.incompatible_with)
+    return CombinationRules(declared)
+
+
+def _incompatibility(inc: Incompatibility, conditions: tuple[CompiledCondition, ...]) -> CompiledIncompatibility:
+    gate = next((c.profile for c in conditions if not c.holds_on_default), None)
+    return CompiledIncompatibility(inc, inc.profile, conditions, gate)
 
 
 def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
@@ -294,51 +389,54 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
     plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
     value; a limit left out takes its contract default, so a partial mapping (or what a capability
     message sets) is judged on effective values. The declarations come from the compiled
-    descriptors only. The reference engine's start-up and `UpdateConfig`, the validators and the
-    conformance runner all judge combinations with this one function, so what one refuses the
-    others refuse too. `cat` defaults to the compiled catalogue.
+    descriptors only, compiled once per catalogue (`Catalogue.combinations`). The reference
+    engine's start-up and `UpdateConfig`, the validators and the conformance runner all judge
+    combinations with this one function, so what one refuses the others refuse too. `cat`
+    defaults to the compiled catalogue.
     """
     cat = cat or catalogue()
-    if not isinstance(advertised, Mapping):
+    if not isinstance(advertised, dict) and not isinstance(advertised, Mapping):
         advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
-    limits = limits or {}
-
-    def effective(condition: LimitCondition) -> Any:
-        own = limits.get(condition.profile, {})
-        if condition.limit in own:
-            return own[condition.limit]
-        info = cat.limit(condition.reference)
-        return info.default if info is not None else None
-
+    limits = limits or _NO_LIMITS
     problems: list[CombinationProblem] = []
-    for profile in cat.profiles:
-        if profile.name not in advertised:
+    for name, requires, incompatible in cat.combinations.declared:
+        if name not in advertised:
             continue
-        for req in profile.requires:
-            have = _versions(advertised.get(req.profile))
-            if not have:
-                problems.append(CombinationProblem(
-                    profile.name, "requires", (),
-                    f"{profile.name} requires {req.profile} ({req.range}), which is not advertised; "
-                    f"add {req.profile} or drop {profile.name}", prerequisite=req))
-            elif not any(req.range.contains(v) for v in have):
-                shown = " and ".join(f"{m}.{n}" for m, n in have)
-                problems.append(CombinationProblem(
-                    profile.name, "requires", (),
-                    f"{profile.name} requires {req.profile} {req.range}, but {req.profile} "
-                    f"{shown} is advertised", prerequisite=req, values=tuple(have)))
-        for inc in profile.incompatible_with:
-            if inc.profile is not None and inc.profile not in advertised:
+        for req in requires:
+            have = _versions(advertised.get(req.source.profile))
+            if have and req.satisfied_by(have):
                 continue
-            if not all(c.profile in advertised and c.holds(effective(c)) for c in inc.when):
+            problems.append(_missing(name, req.source, have))
+        for inc in incompatible:
+            if inc.other is not None and inc.other not in advertised:
                 continue
-            other = f" with {inc.profile}" if inc.profile and inc.profile != profile.name else ""
-            condition = f" while {' and '.join(str(c) for c in inc.when)}" if inc.when else ""
-            problems.append(CombinationProblem(
-                profile.name, "incompatible_with", tuple(c.reference for c in inc.when),
-                f"{profile.name} cannot be served{other}{condition}: {inc.reason}",
-                incompatibility=inc, values=tuple(effective(c) for c in inc.when)))
+            if inc.gate is not None and inc.gate not in limits:
+                continue
+            values = inc.values(advertised, limits)
+            if values is not None:
+                problems.append(_forbidden(name, inc.source, values))
     return problems
+
+
+def _missing(profile: str, req: Prerequisite, have: tuple[tuple[int, int], ...]) -> CombinationProblem:
+    if not have:
+        return CombinationProblem(
+            profile, "requires", (),
+            f"{profile} requires {req.profile} ({req.range}), which is not advertised; "
+            f"add {req.profile} or drop {profile}", prerequisite=req)
+    shown = " and ".join(f"{m}.{n}" for m, n in have)
+    return CombinationProblem(
+        profile, "requires", (),
+        f"{profile} requires {req.profile} {req.range}, but {req.profile} {shown} is advertised",
+        prerequisite=req, values=have)
+
+
+def _forbidden(profile: str, inc: Incompatibility, values: tuple[Any, ...]) -> CombinationProblem:
+    other = f" with {inc.profile}" if inc.profile and inc.profile != profile else ""
+    condition = f" while {' and '.join(str(c) for c in inc.when)}" if inc.when else ""
+    return CombinationProblem(
+        profile, "incompatible_with", tuple(c.reference for c in inc.when),
+        f"{profile} cannot be served{other}{condition}: {inc.reason}", incompatibility=inc, values=values)
 
 
 def role_numbers() -> dict[str, int]:

@@ -65,28 +65,40 @@ Handler = Callable[[Pair, Context], Iterable[Change]]
 
 @dataclass(frozen=True)
 class Rule:
-    id: str
-    name: str
-    purpose: str
-    category: str
+    """A breaking rule: its catalogue entry plus who a violation breaks, the kinds of matched
+    elements its handler looks at, and the handler."""
+
+    spec: RuleSpec
     breaks: str
-    bump: str
     kinds: tuple[str, ...]
     handler: Handler | None
-    # Fixed severity for rules whose findings no bump can make legal (history, revision, reports).
-    severity: Severity | None = None
     # A catch-all that stays quiet when a more specific bump rule already spoke for the profile.
     fallback: bool = False
-    # The spec requirement (spec/versioning.md) the rule enforces.
-    requirement: str = ""
+
+    id = property(lambda self: self.spec.id)
+    name = property(lambda self: self.spec.name)
+    purpose = property(lambda self: self.spec.purpose)
+    category = property(lambda self: self.spec.category)
+    # The bump that makes a violation legal (major, minor or none).
+    bump = property(lambda self: self.spec.bump)
+    # Fixed severity for rules whose findings no bump can make legal (history, revision, reports).
+    severity = property(lambda self: self.spec.severity)
 
     @property
-    def spec(self) -> RuleSpec:
-        return RuleSpec(self.id, self.name, "breaking", self.category, self.purpose, self.severity,
-                        bump=self.bump, requirements=(self.requirement,) if self.requirement else ())
+    def requirement(self) -> str:
+        """The spec requirement (spec/versioning.md) the rule enforces."""
+        return self.spec.requirements[0] if self.spec.requirements else ""
 
 
-RULES: list[Rule] = []
+def breaking_spec(id: str, name: str, *, requirement: str, category: str, purpose: str, breaks: str, bump: str,
+                  severity: Severity | None = None) -> RuleSpec:
+    return RuleSpec(id, name, "breaking", category, purpose, severity, bump=bump,
+                    requirements=(requirement,) if requirement else (), facts=(("breaks", breaks),))
+
+
+# Every id `oespec breaking` can emit: the rules of `codegen.breaking.rules`, buf's wire findings
+# (one entry for every `buf:*` id) and the verdict on unusable input.
+CATALOGUE: RuleCatalogue[Rule] = RuleCatalogue("breaking")
 
 
 def rule(id: str, name: str, *, requirement: str, kinds: str | tuple[str, ...], category: str,
@@ -95,40 +107,29 @@ def rule(id: str, name: str, *, requirement: str, kinds: str | tuple[str, ...], 
     if breaks not in BREAKS or bump not in BUMPS:
         raise ValueError(f"rule {id}: breaks must be one of {BREAKS}, bump one of {BUMPS}")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
-
-    def register(handler: Handler) -> Handler:
-        if any(r.id == id for r in RULES):
-            raise RuntimeError(f"rule id {id} registered twice")
-        RULES.append(Rule(id, name, purpose, category, breaks, bump, kinds, handler, severity, fallback,
-                          requirement))
-        RULES.sort(key=lambda r: r.id)
-        return handler
-
-    return register
+    spec = breaking_spec(id, name, requirement=requirement, category=category, purpose=purpose, breaks=breaks,
+                         bump=bump, severity=severity)
+    return CATALOGUE.registrar(spec, lambda handler: Rule(spec, breaks, kinds, handler, fallback))
 
 
 def _load_rules() -> None:
     from codegen.breaking import rules as _rules  # noqa: F401  (registers the rules)
+    from codegen.breaking import run as _run  # noqa: F401  (registers the unusable-input id)
+    from codegen.breaking import wire as _wire  # noqa: F401  (registers buf's wire findings)
 
 
 def iter_rules() -> Iterator[Rule]:
-    """The catalogue: every registry rule in id order, then the buf pseudo-rule for wire findings."""
+    """Every registry rule in id order, then the buf pseudo-rule for wire findings."""
     _load_rules()
-    from codegen.breaking.wire import WIRE_RULE
-
-    yield from RULES
-    yield WIRE_RULE
+    rules = CATALOGUE.payloads(by_id=True)
+    yield from (r for r in rules if r.handler is not None)
+    yield from (r for r in rules if r.handler is None)
 
 
 def catalogue() -> RuleCatalogue[Rule]:
     """Every id `oespec breaking` can emit: the rules, buf's wire findings, and unusable input."""
-    from codegen.breaking.run import UNUSABLE_SPEC
-
-    cat: RuleCatalogue[Rule] = RuleCatalogue("breaking")
-    for r in iter_rules():
-        cat.add(r.spec, r)
-    cat.add(UNUSABLE_SPEC)
-    return cat
+    _load_rules()
+    return CATALOGUE
 
 
 def _next_versions(version: Version) -> tuple[Version, Version]:
@@ -173,7 +174,7 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
     _load_rules()
     path = path or current.path
     ctx = Context(baseline, current, baseline_path or path, ref)
-    selected = list(rules) if rules is not None else list(RULES)
+    selected = list(rules) if rules is not None else [r for r in iter_rules() if r.handler is not None]
     items = pairs(baseline, current)
     diags: list[Diagnostic] = []
     governed: set[str] = set()  # profiles a specific bump rule already reported
@@ -206,5 +207,5 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
 
 from codegen.breaking.run import BreakingError, check_against  # noqa: E402  (re-exported API)
 
-__all__ = ["BreakingError", "Change", "Context", "Pair", "Rule", "RULES", "check_against", "compare",
+__all__ = ["BreakingError", "CATALOGUE", "Change", "Context", "Pair", "Rule", "check_against", "compare",
            "iter_rules", "rule", "version_bump"]

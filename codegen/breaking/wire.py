@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codegen.breaking import Context, Rule
+from codegen.breaking import CATALOGUE, Context, Rule, breaking_spec
 from codegen.breaking.ownership import WireGraph, attribute, is_generated, load_graph
 from codegen.diagnostics import Diagnostic, Severity
 from codegen.registry import Registry
@@ -26,12 +26,12 @@ from codegen.registry import Registry
 BUF_CATEGORY = "FILE"
 BUF_TIMEOUT_S = 300
 
-WIRE_RULE = Rule(
-    id="buf:*", name="wire-breaking", category="wire", breaks="both", bump="major", kinds=(), handler=None,
-    requirement="REQ-VER-010",
+WIRE_RULE = Rule(breaking_spec(
+    "buf:*", "wire-breaking", category="wire", breaks="both", bump="major", requirement="REQ-VER-010",
     purpose=f"buf's {BUF_CATEGORY} breaking rules between the baseline's proto/ and the working tree's "
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
-)
+), breaks="both", kinds=(), handler=None)
+CATALOGUE.register(WIRE_RULE.spec, WIRE_RULE)
 
 
 class WireError(Exception):

@@ -2,7 +2,7 @@
 
 Each rule is data plus a function: a stable id, a name, a severity, a one-line purpose, and a
 handler that receives the resolved registry (and its source, for rules about the YAML itself) and
-yields findings. Rules live in `codegen.check.rules`; `RULES` lists them in id order.
+yields findings. Rules live in `codegen.check.rules` and register in `CATALOGUE`.
 """
 
 from __future__ import annotations
@@ -46,28 +46,35 @@ Handler = Callable[[CheckContext], Iterable[Finding]]
 
 @dataclass(frozen=True)
 class Rule:
-    id: str
-    name: str
-    severity: Severity
-    category: str
-    purpose: str
+    """A check rule: its catalogue entry plus the handler and when it can run."""
+
+    spec: RuleSpec
     handler: Handler
     # Rules about the YAML text itself run even when the schema stage failed.
     needs_model: bool = True
     # Rules that compare the registry with the compiled protos run only when those are given.
     needs_contract: bool = False
-    # The spec requirements (REQ-*) the rule enforces, wholly or in part.
-    requirements: tuple[str, ...] = ()
     # Rules that compare the working tree with the last commit run only when that is given.
     needs_head: bool = False
 
-    @property
-    def spec(self) -> RuleSpec:
-        return RuleSpec(self.id, self.name, "check", self.category, self.purpose, self.severity,
-                        requirements=self.requirements)
+    id = property(lambda self: self.spec.id)
+    name = property(lambda self: self.spec.name)
+    severity = property(lambda self: self.spec.severity)
+    category = property(lambda self: self.spec.category)
+    purpose = property(lambda self: self.spec.purpose)
+    # The spec requirements (REQ-*) the rule enforces, wholly or in part.
+    requirements = property(lambda self: self.spec.requirements)
 
 
-RULES: list[Rule] = []
+# Every id `oespec check` can emit. The rule modules register their handlers with `@rule`; the two
+# ids no handler yields are registered as specs alone: the loader's verdict on unusable input and
+# the protoc compile of the contract. They are findings like any other, so they are catalogued.
+CATALOGUE: RuleCatalogue[Rule] = RuleCatalogue("check", (
+    RuleSpec("OE000", "registry-unusable", "check", "input", "the registry file can be read and parsed as YAML "
+             "(a missing file, a YAML syntax error or a duplicate key stops the check here)", Severity.ERROR),
+    RuleSpec("OE100", "contract-compiles", "check", "contract", "the protos under proto/ compile (protoc "
+             "errors are reported at their source line)", Severity.ERROR),
+))
 
 
 def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: str, purpose: str,
@@ -75,16 +82,8 @@ def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: s
          needs_head: bool = False):
     """Register a rule handler under a stable id."""
     cited = (requirements,) if isinstance(requirements, str) else tuple(requirements)
-
-    def register(handler: Handler) -> Handler:
-        if any(r.id == id for r in RULES):
-            raise RuntimeError(f"rule id {id} registered twice")
-        RULES.append(Rule(id, name, severity, category, purpose, handler, needs_model, needs_contract, cited,
-                          needs_head))
-        RULES.sort(key=lambda r: r.id)
-        return handler
-
-    return register
+    spec = RuleSpec(id, name, "check", category, purpose, severity, requirements=cited)
+    return CATALOGUE.registrar(spec, lambda handler: Rule(spec, handler, needs_model, needs_contract, needs_head))
 
 
 def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
@@ -97,7 +96,7 @@ def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
     _register_all()
     diags = list(resolved.diagnostics)
     ctx = CheckContext(resolved.registry, resolved.source, contract, head)
-    for r in rules if rules is not None else RULES:
+    for r in rules if rules is not None else iter_rules():
         if r.needs_model and resolved.registry is None:
             continue
         if r.needs_contract and contract is None:
@@ -116,24 +115,12 @@ def _register_all() -> None:
 
 
 def iter_rules() -> Iterator[Rule]:
+    """Every rule with a handler, in id order."""
     _register_all()
-    yield from RULES
-
-
-# Ids `oespec check` reports that no rule handler yields: the loader's verdict on unusable input
-# and the protoc compile of the contract. They are findings like any other, so they are catalogued.
-STAGE_RULES = (
-    RuleSpec("OE000", "registry-unusable", "check", "input", "the registry file can be read and parsed as YAML "
-             "(a missing file, a YAML syntax error or a duplicate key stops the check here)", Severity.ERROR),
-    RuleSpec("OE100", "contract-compiles", "check", "contract", "the protos under proto/ compile (protoc "
-             "errors are reported at their source line)", Severity.ERROR),
-)
+    yield from CATALOGUE.payloads(by_id=True)
 
 
 def catalogue() -> RuleCatalogue[Rule]:
-    """Every id `oespec check` can emit: the rules with their handlers, then the stage ids."""
-    cat: RuleCatalogue[Rule] = RuleCatalogue("check")
-    for r in iter_rules():
-        cat.add(r.spec, r)
-    cat.extend(STAGE_RULES)
-    return cat
+    """Every id `oespec check` can emit: the rules with their handlers and the stage ids."""
+    _register_all()
+    return CATALOGUE

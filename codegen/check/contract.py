@@ -15,6 +15,7 @@ from codegen.diagnostics import Diagnostic, Severity
 from contractkit.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
     ALIAS_PROTO_DIR, Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
 )
+from contractkit.buildcache import BuildCache
 from contractkit.protoc import ProtocError, compile_descriptor_set
 from codegen.registry.model import Limit
 
@@ -22,13 +23,15 @@ _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>
 CONTRACT_COMPILE_RULE = "OE100"
 
 
-def load_contract(proto_root: Path | str, display_root: str | None = None) -> Contract | list[Diagnostic]:
-    """Compile every .proto under `proto_root`; descriptors, or the located compile errors."""
+def load_contract(proto_root: Path | str, display_root: str | None = None, *,
+                  cache: BuildCache | None = None) -> Contract | list[Diagnostic]:
+    """Compile every .proto under `proto_root` (reusing `cache`'s compile of the same sources);
+    descriptors, or the located compile errors."""
     root = Path(proto_root)
     shown = display_root if display_root is not None else str(proto_root)
     sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.proto"))}
     try:
-        fds = compile_descriptor_set(sources)
+        fds = compile_descriptor_set(sources, cache=cache)
     except ProtocError as err:
         return _protoc_diagnostics(err.message, shown)
     contract = Contract(shown)

@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen.registry.source import SourceError, YMap, parse_text
+from codegen.registry.source import SourceError, SourceFile, YMap, parse_text
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,11 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess | None:
         return None
 
 
-def head_state(registry: Path, proto_root: Path | None = None) -> HeadState | None:
+def head_state(registry: Path, proto_root: Path | None = None, *,
+               current: SourceFile | None = None) -> HeadState | None:
     """What differs from HEAD among the registry and (when given) the proto tree, and HEAD's
-    revision. None outside a git checkout or before the first commit."""
+    revision. None outside a git checkout or before the first commit. `current` is the registry
+    as already parsed: when HEAD holds the same text, its tree is reused instead of parsed again."""
     folder = registry.resolve().parent
     top = _git(["rev-parse", "--show-toplevel"], folder)
     if top is None or top.returncode != 0:
@@ -48,10 +50,13 @@ def head_state(registry: Path, proto_root: Path | None = None) -> HeadState | No
     changed = tuple(sorted(line[3:].strip() for line in status.stdout.splitlines() if line.strip()))
     revision = None
     if shown.returncode == 0:
-        try:
-            doc = parse_text(shown.stdout, f"HEAD:{rel}").root
-        except SourceError:
-            doc = None
+        if current is not None and current.text == shown.stdout:
+            doc = current.root
+        else:
+            try:
+                doc = parse_text(shown.stdout, f"HEAD:{rel}").root
+            except SourceError:
+                doc = None
         header = doc.get("registry") if isinstance(doc, YMap) else None
         value = header.plain().get("revision") if isinstance(header, YMap) else None
         revision = value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
-from codegen.diagnostics import PRINTERS
+from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, write
 from codegen.registry import DEFAULT_REGISTRY
 
 HELP = "compare profiles.yaml and proto/ with a git ref and report breaking changes"
@@ -23,12 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codegen.breaking import BreakingError, check_against, iter_rules
+    from codegen.breaking import BreakingError, catalogue, check_against
 
-    if args.list_rules:
-        for r in iter_rules():
-            sys.stdout.write(f"{r.id:<8} {r.category:<12} breaks {r.breaks:<8} bump {r.bump:<6} "
-                             f"{r.name}: {r.purpose}\n")
+    if args.list_rules:   # the breaking family of `oespec rules`, with whom each rule breaks
+        cat = catalogue()
+        for s in cat.specs():
+            breaks = f"breaks {cat[s.id].breaks:<8}" if cat[s.id] is not None else " " * 15
+            sys.stdout.write(f"{s.id:<8} {s.category:<12} {breaks} {s.policy:<11} {s.name}: {s.purpose}\n")
         return 0
     if not args.against:
         sys.stderr.write("oespec breaking: --against REF is required (e.g. --against origin/main)\n")
@@ -36,6 +36,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         diags = check_against(args.against, registry=args.registry, proto=args.proto)
     except BreakingError as err:
-        sys.stdout.write(PRINTERS[args.format](err.as_diagnostics()))
+        write(args.format, err.as_diagnostics())
         return EXIT_UNUSABLE
     return emit(args, diags)

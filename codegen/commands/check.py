@@ -9,6 +9,7 @@ from pathlib import Path
 from codegen.check import catalogue, run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
+from contractkit.buildcache import for_checkout
 
 HELP = "check the profile registry (schema and semantic rules)"
 
@@ -33,16 +34,21 @@ def run(args: argparse.Namespace) -> int:
             cites = f" [{', '.join(s.requirements)}]" if s.requirements else ""
             sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
         return 0
+    proto_root = Path(args.proto_root)
+    # In the repository's own layout (proto/ beside the registry) the checkout's build/ folder
+    # keeps the compiled protos and the schema's verdict on an unchanged registry.
+    beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
+    checkout = proto_root.resolve().parent
     try:
-        resolved = load_registry(args.registry)
+        resolved = load_registry(args.registry, verdicts=for_checkout(checkout, "schema") if beside else None)
     except SourceError as err:
         return emit_unusable(args, err)
     contract, compile_errors = None, []
-    proto_root = Path(args.proto_root)
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from codegen.check.contract import load_contract
 
-        loaded = load_contract(proto_root, args.proto_root.rstrip("/"))
+        cache = for_checkout(checkout, "protoc") if beside else None
+        loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded
         else:
@@ -52,6 +58,5 @@ def run(args: argparse.Namespace) -> int:
         from codegen.check.head import head_state
 
         # The protos count only when they sit beside the registry (the repository's own layout).
-        beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
-        head = head_state(Path(args.registry), proto_root if beside else None)
+        head = head_state(Path(args.registry), proto_root if beside else None, current=resolved.source)
     return emit(args, run_rules(resolved, contract=contract, head=head) + compile_errors)

@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from codegen.diagnostics import PRINTERS
+
 HELP = "run the conformance suite against an engine (--target HOST:PORT)"
 
 EXIT_USAGE = 2
@@ -19,10 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "named profile that is not advertised is forced")
     parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
                         help="run only cases whose id matches this glob (repeatable)")
-    parser.add_argument("--format", choices=["text", "json", "github", "junit"], default="text",
-                        help="report format on stdout (default: text); github and junit print each case "
-                             "that did not pass through the printers every command shares")
-    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    parser.add_argument("--format", choices=list(PRINTERS), default="text",
+                        help="report format on stdout, printed by the printers every command shares: "
+                             + ", ".join(PRINTERS) + " (default: text); each case that did not pass is a "
+                             "finding, and text and json add the counts and the verdict")
+    parser.add_argument("--junit", metavar="FILE",
+                        help="also write the full JUnit XML case report (every case, passes included)")
     parser.add_argument("--expected-failures", metavar="FILE",
                         help="YAML/JSON list of {case, reason}: those failures are reported as "
                              "xfail; one that passes is stale and fails the run")
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(err))
     from openengine.conformance import (
         ExpectedFailuresError, Options, Progress, all_cases, coverage, load_expected_failures,
-        render_json, render_junit, render_matrix, render_text, run_suite,
+        render_junit, render_matrix, run_suite,
     )
 
     try:
@@ -179,16 +183,10 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(err))
     if progress:
         progress.finish()
-        sys.stdout.write(render_text(report, include_results=progress.live))
-    elif args.format == "json":
-        sys.stdout.write(render_json(report))
-    elif args.format == "junit":
-        sys.stdout.write(render_junit(report))   # every case, passes included
-    else:
-        from codegen.diagnostics import PRINTERS
-        from openengine.conformance.report import report_diagnostics
+    from codegen.commands.common import output_context
+    from openengine.conformance.report import render_report
 
-        sys.stdout.write(PRINTERS[args.format](report_diagnostics(report)))
+    sys.stdout.write(render_report(args.format, report, output_context()))
     if args.junit:
         try:
             with open(args.junit, "w", encoding="utf-8") as fh:

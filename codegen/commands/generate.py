@@ -12,7 +12,9 @@ from codegen.check import run_rules
 from codegen.commands.common import add_output_arguments, emit, emit_unusable
 from codegen.diagnostics import Diagnostic, Severity
 from codegen.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
+from codegen.generate.plancache import PlanCache, cached_plan
 from codegen.pipeline import plan
+from contractkit.buildcache import for_checkout
 from codegen.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, schemas and docs from the registry"
@@ -37,10 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnostic]:
-    """One OE900 finding per located cause (every one, not only the first), else one for the run."""
+    """One finding per located cause (every one, not only the first), under the rule it breaks
+    (OE900 unless the cause names a more precise one, such as a DOC marker rule), else one OE900
+    for the run."""
     hint = "nothing was written; fix the cause and run again"
     if err.problems:
-        return [Diagnostic(p.path, p.loc.line, p.loc.column, "OE900", Severity.ERROR,
+        return [Diagnostic(p.path, p.loc.line, p.loc.column, p.rule_id or "OE900", Severity.ERROR,
                            f"generator {err.generator}: {p.message}", f"{p.hint}; {hint}" if p.hint else hint)
                 for p in err.problems]
     return [Diagnostic(registry, 0, 0, "OE900", Severity.ERROR, f"generator {err.generator} failed: {err.message}",
@@ -49,7 +53,7 @@ def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnost
 
 def run(args: argparse.Namespace) -> int:
     try:
-        resolved = load_registry(args.registry)
+        resolved = load_registry(args.registry, verdicts=for_checkout(args.root, "schema"))
     except SourceError as err:
         return emit_unusable(args, err)
     diags = run_rules(resolved)
@@ -57,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
         return emit(args, diags) or 1
     root = Path(args.root)
+    protoc_cache, plan_store = for_checkout(root, "protoc"), for_checkout(root, "plan")
+    plans = PlanCache(plan_store, root, Path(args.registry), args.only or []) if plan_store else None
     try:
-        outputs = plan(resolved.registry, root, only=args.only)
+        outputs = cached_plan(plans, lambda: plan(resolved.registry, root, only=args.only,
+                                                  protoc_cache=protoc_cache))
     except GenerationError as err:
         return emit(args, generation_diagnostics(err, args.registry))
     orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from contractkit.rules import FAMILIES, RuleSpec, merged
+from contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, find_spec, merged
 
 HELP = "list every rule, case and fault id the toolkit can emit"
 
@@ -17,39 +17,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
 
 
-def family_specs() -> dict[str, list[RuleSpec]]:
-    """Family -> its specs, each family read from where its rules are registered. The site's rule
-    pages and the emitted-id test read the catalogue through this one function."""
-    from codegen.breaking import catalogue as breaking_catalogue
+def family_catalogues() -> dict[str, RuleCatalogue]:
+    """Family -> its catalogue, each read from where its rules register. The runtime families
+    need the Python bindings; without them (before the first generate) the toolkit's own
+    families are still there."""
     from codegen.check import catalogue as check_catalogue
     from codegen.generate import GENERATE_RULES
     from codegen.generate.markers import MARKER_RULES
     from codegen.spec import SPEC_RULES
 
-    out = {
-        "check": check_catalogue().specs(),
-        "breaking": breaking_catalogue().specs(),
-        "generate": list(GENERATE_RULES),
-        "spec": list(SPEC_RULES),
-        "docs": list(MARKER_RULES),
-    }
-    # The runtime families need the Python bindings; without them (before the first generate)
-    # the toolkit's own families are still listed.
+    out = {"check": check_catalogue(), "generate": GENERATE_RULES, "spec": SPEC_RULES, "docs": MARKER_RULES}
+    try:   # generation, and so the site, works without the breaking stage installed
+        from codegen.breaking import catalogue as breaking_catalogue
+    except ImportError:
+        pass
+    else:
+        out["breaking"] = breaking_catalogue()
     try:
-        from openengine.conformance.cases import all_cases
+        from openengine.conformance.cases import CASES, all_cases
         from openengine.engine.faults import FAULTS
         from openengine.validate import RULES as VALIDATOR_RULES
     except (ImportError, AttributeError):
         return out
-    out["validator"] = [r.spec for r in VALIDATOR_RULES.values()]
-    out["conformance"] = [c.spec for c in all_cases()]
-    out["fault"] = [f.spec for f in FAULTS.values()]
+    all_cases()   # imports every case module, which registers its cases
+    out.update(validator=VALIDATOR_RULES, conformance=CASES, fault=FAULTS)
     return {family: out[family] for family in FAMILIES if family in out}
+
+
+# Families listed in the order they were registered: cases in the order they run, faults as
+# `--list-faults` prints them. The others are listed in id order.
+_REGISTRATION_ORDER = ("conformance", "fault")
+
+
+def family_specs() -> dict[str, list[RuleSpec]]:
+    """Family -> its specs. The site's rule pages and the emitted-id test read the catalogue
+    through this one function."""
+    return {family: cat.specs(by_id=family not in _REGISTRATION_ORDER)
+            for family, cat in family_catalogues().items()}
+
+
+_ALL_SPECS: dict[str, RuleSpec] = {}
 
 
 def all_specs() -> dict[str, RuleSpec]:
     """Every spec by id; an id claimed by two families is an error."""
     return merged(family_specs().values())
+
+
+def describe(rule_id: str) -> RuleSpec | None:
+    """The catalogue entry of an emitted id (`buf:FIELD_NO_DELETE` finds `buf:*`), read once per
+    process: what the SARIF printer lists as the rules a run used."""
+    if not _ALL_SPECS:
+        _ALL_SPECS.update(all_specs())
+    return find_spec(_ALL_SPECS, rule_id)
 
 
 def _text(specs: list[RuleSpec]) -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
-from codegen.diagnostics import PRINTERS, Diagnostic, Severity
+from codegen.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, write
+from codegen.diagnostics import Diagnostic, Severity
 
 HELP = "validate a capabilities document, a recorded WatchLoad stream or a GetLoad answer (proto3 JSON)"
 
@@ -56,11 +56,31 @@ def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
                       "", details)
 
 
-def _unusable(args, path: str, line: int, col: int, rule: str, message: str) -> int:
-    import sys
+class Unusable(Exception):
+    """A file `oespec validate` cannot judge: reported as one located finding, exit status 2."""
 
-    sys.stdout.write(PRINTERS[args.format]([Diagnostic(path, line, col, rule, Severity.ERROR, message)]))
-    return EXIT_UNUSABLE
+    def __init__(self, path: str, line: int, col: int, rule: str, message: str):
+        super().__init__(message)
+        self.diagnostic = Diagnostic(path, line, col, rule, Severity.ERROR, message)
+
+
+def _values(path: str):
+    """(line, value, key positions) of every JSON value in `path`; Unusable when it has none."""
+    from openengine.validate import iter_values
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise Unusable(path, 0, 0, "OEV001", f"cannot read {path}: {reason}") from None
+    try:
+        values = list(iter_values(text))
+    except ValueError as err:
+        line, col = (err.args[1], err.args[2]) if len(err.args) == 3 else (0, 0)
+        raise Unusable(path, line, col, "OEV001", f"not JSON: {err.args[0]}") from None
+    if not values:
+        raise Unusable(path, 0, 0, "OEV003", "the file holds no JSON value")
+    return values
 
 
 def _kind(values) -> str:
@@ -89,10 +109,11 @@ def _load_observability(args):
     if not args.capabilities:
         return None, None
     from openengine.validate import document_from_json, validate_capabilities
-    from openengine.validate import iter_values
 
-    text = Path(args.capabilities).read_text(encoding="utf-8")
-    _, value, _ = next(iter_values(text))
+    line, value, _ = _values(args.capabilities)[0]
+    if not isinstance(value, dict):
+        raise Unusable(args.capabilities, line, 1, "OEV003",
+                       "--capabilities: expected a capabilities document (a JSON object)")
     doc, _ = document_from_json(value)
     report = validate_capabilities(doc.capabilities, engine_info=doc.engine_info)
     instance = doc.engine_info.instance_id if doc.engine_info is not None else None
@@ -129,25 +150,16 @@ def _load(path: str, values) -> list[Diagnostic]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from openengine.validate import iter_values
-
-    path = args.file
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        return _unusable(args, path, 0, 0, "OEV001", f"cannot read {path}: {err}")
-    try:
-        values = list(iter_values(text))
-    except ValueError as err:
-        line, col = (err.args[1], err.args[2]) if len(err.args) == 3 else (0, 0)
-        return _unusable(args, path, line, col, "OEV001", f"not JSON: {err.args[0]}")
-    if not values:
-        return _unusable(args, path, 0, 0, "OEV003", "the file holds no JSON value")
-    kind = _kind(values) if args.kind == "auto" else args.kind
-    if kind == "capabilities":
-        diags = _capabilities(path, values)
-    elif kind == "load":
-        diags = _load(path, values)
-    else:
-        diags = _watchload(path, values, args)
+        values = _values(args.file)
+        kind = _kind(values) if args.kind == "auto" else args.kind
+        if kind == "capabilities":
+            diags = _capabilities(args.file, values)
+        elif kind == "load":
+            diags = _load(args.file, values)
+        else:
+            diags = _watchload(args.file, values, args)
+    except Unusable as err:
+        write(args.format, [err.diagnostic])
+        return EXIT_UNUSABLE
     return emit(args, diags)

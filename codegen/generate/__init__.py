@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from codegen.diagnostics import NOWHERE, Loc, Severity
-from contractkit.rules import RuleSpec
+from contractkit.buildcache import BuildCache
+from contractkit.rules import RuleCatalogue, RuleSpec
 from codegen.registry import Registry
 
 HEADER_TEXT = "generated from profiles.yaml by `oespec generate`, do not edit"
@@ -50,6 +51,7 @@ class Problem:
     loc: Loc
     message: str
     hint: str = ""
+    rule_id: str = ""   # the catalogued rule it breaks, when more precise than OE900 (a DOC marker rule)
 
 
 class GenerationError(Exception):
@@ -75,17 +77,17 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 
 @dataclass(frozen=True)
 class RuleCatalogues:
-    """The catalogues the docs print, handed in by the caller: the generate stage never imports
-    `codegen.check`, `codegen.breaking` or the runtime (`openengine`); `codegen.pipeline`, part of
-    the command-line layer, supplies them. Rule catalogues are sequences of rule records (id, name,
-    severity, category, purpose, ...)."""
+    """The catalogue entries the docs print, each a `RuleSpec` (contractkit.rules), handed in by
+    the caller: the generate stage never imports `codegen.check`, `codegen.breaking` or the runtime
+    (`openengine`); `codegen.pipeline`, part of the command-line layer, supplies them from the one
+    catalogue `oespec rules` lists."""
 
-    check: tuple = ()
-    breaking: tuple | None = None   # None: the breaking stage is not installed
+    check: tuple[RuleSpec, ...] = ()
+    breaking: tuple[RuleSpec, ...] | None = None   # None: the breaking stage is not installed
     # The runtime's catalogues; None when the runtime cannot be imported (no Python bindings yet).
-    validator: tuple | None = None                  # openengine.validate.RULES, in id order
+    validator: tuple[RuleSpec, ...] | None = None          # in id order
     python_only_validator_rules: frozenset = frozenset()   # ids a JSON Schema cannot express
-    cases: tuple | None = None                      # openengine.conformance.all_cases()
+    cases: tuple[RuleSpec, ...] | None = None              # conformance cases, in the order they run
 
 
 @dataclass
@@ -95,14 +97,17 @@ class GenerationContext:
     outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
     cache: dict = field(default_factory=dict)
     rules: RuleCatalogues | None = None
+    protoc_cache: BuildCache | None = None   # compiles kept across runs (build/oespec-cache/protoc)
 
     def read(self, relpath: str) -> str | None:
         """A file as it will be after generation: a planned output, else what is on disk."""
         for out in reversed(self.outputs):
             if out.path == relpath and isinstance(out.content, str):
                 return out.content
-        path = self.root / relpath
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+            return (self.root / relpath).read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
 
     def proto_sources(self) -> dict[str, str]:
         """Every .proto under proto/ (path relative to proto/), with planned outputs overlaid."""
@@ -133,7 +138,7 @@ class GenerationContext:
             from contractkit.protoc import ProtocError, compile_all
 
             try:
-                self.cache[key] = compile_all(sources)
+                self.cache[key] = compile_all(sources, cache=self.protoc_cache)
             except ProtocError as err:
                 raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}",
                                       problems=protoc_problems(err.message)) from None
@@ -142,14 +147,14 @@ class GenerationContext:
 
 # Ids `oespec generate` reports: a generator that cannot produce its outputs, and (with --check)
 # a committed output that differs from what generation would write.
-GENERATE_RULES = (
+GENERATE_RULES = RuleCatalogue("generate", (
     RuleSpec("OE900", "generation-failed", "generate", "generation",
              "every generator produces its outputs (a failure is reported at its cause, and nothing is written)",
              Severity.ERROR),
     RuleSpec("OE901", "generated-stale", "generate", "generation",
              "every committed generated file is what `oespec generate` writes from the current sources",
              Severity.ERROR),
-)
+))
 
 # Generator name -> "module:function", in run order. Each module adds its own line.
 GENERATORS: dict[str, str] = {
@@ -167,10 +172,11 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
-         rules: RuleCatalogues | None = None) -> list[Output]:
+         rules: RuleCatalogues | None = None, protoc_cache: BuildCache | None = None) -> list[Output]:
     """Run the generators in memory and return every output; raises `GenerationError`.
-    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them."""
-    ctx = GenerationContext(registry, Path(root), rules=rules)
+    `rules` are the catalogues the docs print; `codegen.pipeline.plan` passes them. `protoc_cache`
+    keeps the compiled protos across runs."""
+    ctx = GenerationContext(registry, Path(root), rules=rules, protoc_cache=protoc_cache)
     for name, spec in GENERATORS.items():
         if only and name not in only:
             continue

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import jinja2
 
-from codegen.generate import GenerationContext, GenerationError, Output, RuleCatalogues, header
+from codegen.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
 from codegen.generate import mdsafe
 from codegen.generate.depgraph import render_dot
 from codegen.generate.markers import MarkerError, has_markers, rewrite
@@ -37,7 +37,9 @@ from codegen.generate.mdsafe import Md
 from codegen.generate.protodoc import ProtoDocs, describe
 from codegen.generate.templating import make_environment
 from codegen.registry import Limit, Profile, Registry, Version
+from contractkit.locations import Loc
 from contractkit.naming import streaming_shape
+from contractkit.rules import RuleSpec
 
 GENERATED_DIR = "site/generated"
 SPEC_DIR = "spec"
@@ -230,30 +232,15 @@ def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
     return out, True
 
 
-def _cited(rule: Any) -> tuple[str, ...]:
-    """The requirement ids a rule says it enforces (`requirement` or `requirements`)."""
-    many = getattr(rule, "requirements", None) or ()
-    one = getattr(rule, "requirement", None)
-    return tuple(dict.fromkeys([*(str(r) for r in many), *([str(one)] if one else [])]))
-
-
-def _rule_rows(rules: Iterable[Any], extra: tuple[str, ...] = ()) -> list[RuleRow]:
-    rows = []
-    for r in rules:
-        severity = getattr(r, "severity", None)
-        rows.append(RuleRow(
-            str(r.id), str(r.name), str(severity) if severity is not None else "by version bump",
-            str(getattr(r, "category", "") or ""),
-            str(getattr(r, "purpose", "") or getattr(r, "summary", "") or ""),
-            tuple((key, str(getattr(r, key))) for key in extra if getattr(r, key, None) is not None),
-            _cited(r)))
-    return rows
+def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
+    return [RuleRow(s.id, s.name, str(s.severity) if s.severity is not None else "by version bump",
+                    s.category, s.purpose, s.facts, s.requirements) for s in specs]
 
 
 def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
     """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
-    `validator` (OEV), from the catalogues handed in (see codegen.pipeline); None when that
-    family is not available. The one place the pages read rules from."""
+    `validator` (OEV), from the catalogue entries handed in (see codegen.pipeline); None when
+    that family is not available. The one place the pages read rules from."""
     if family == "check":
         return _rule_rows(rules.check)
     if family == "breaking":
@@ -270,11 +257,12 @@ def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
 
 
 def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
-    """The conformance runner's cases as the catalogue shows them; None when not available."""
+    """The conformance runner's cases (catalogue entries of the `conformance` family) as the
+    catalogue page shows them; None when not available."""
     if rules.cases is None:
         return None
-    return [CaseRow(c.id, c.profile, tuple(c.requirements), c.title, getattr(c, "when", "advertised"),
-                    bool(getattr(c, "disruptive", False))) for c in rules.cases]
+    return [CaseRow(c.id, c.fact("profile"), c.requirements, c.purpose, c.fact("when", "advertised"),
+                    c.fact("disruptive") == "yes") for c in rules.cases]
 
 
 def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
@@ -291,17 +279,16 @@ def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
     return titles
 
 
-def _breaking_rule_rows(rules) -> list[RuleRow] | None:
-    if rules is None:
+def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | None:
+    if specs is None:
         return None
-    rules = list(rules)
+    specs = tuple(specs)
     rows = []
-    for rule, row in zip(rules, _rule_rows(rules, ("breaks", "bump"))):
-        bump = row.get("bump")
-        if getattr(rule, "severity", None) is not None:
+    for spec, row in zip(specs, _rule_rows(specs)):
+        if spec.severity is not None:
             legal = f"never: always reported ({row.severity})"
-        elif bump in ("major", "minor"):
-            legal = f"a {bump} version bump of the profile"
+        elif spec.bump in ("major", "minor"):
+            legal = f"a {spec.bump} version bump of the profile"
         else:
             legal = "any version"
         rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
@@ -364,13 +351,20 @@ def requirements_citing(site: Site, msg) -> list[Requirement]:
     field_names = {f.name for f in msg.fields}
     found = []
     for req in site.requirements:
-        spans = set()
-        for span in CODE_SPAN.findall(req.text):
-            spans.update(re.split(r"[^\w.]+", span))
-        words = {w.rsplit(".", 1)[-1] for w in spans} | spans
+        spans, words = _code_words(req.text)
         if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
             found.append(req)
     return found
+
+
+@lru_cache(maxsize=4096)
+def _code_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a requirement's code spans hold, whole and by last dotted part; computed once per
+    text, since every message page asks about every requirement."""
+    spans: set[str] = set()
+    for span in CODE_SPAN.findall(text):
+        spans.update(re.split(r"[^\w.]+", span))
+    return frozenset(spans), frozenset({w.rsplit(".", 1)[-1] for w in spans} | spans)
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -412,8 +406,14 @@ class Pages:
     def link(self, text: Md, target: str, anchor: str = "") -> Md:
         return Md(f"[{text}]({self.href(target, anchor)})")
 
-    def profile(self, name: str, *, code: bool = False) -> Md:
-        label = mdsafe.code(name) if code else mdsafe.inline(name)
+    def profile(self, name: str, *, code: bool = False, breakable: bool = False) -> Md:
+        """A profile's name, linked to its page. `breakable` names may wrap after a dot (and at
+        hyphens) but not inside a word, for narrow table columns."""
+        if breakable and not code:
+            parts = ".<wbr>".join(mdsafe.inline(part) for part in name.split("."))
+            label = Md(f'<span class="oe-name">{parts}</span>')
+        else:
+            label = mdsafe.code(name) if code else mdsafe.inline(name)
         if self.site.registry.profile(name) is None:
             return label
         return self.link(label, self.site.profile_page(name))
@@ -644,7 +644,9 @@ def generate(ctx: GenerationContext) -> list[Output]:
     if problems:
         lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
                  for d in problems]
-        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines))
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines),
+                              problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
+                                        for d in problems])
     return out
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from codegen.diagnostics import Diagnostic, Loc, Severity
-from contractkit.rules import RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec
 
 MALFORMED = "DOC001"
 UNKNOWN_REGION = "DOC002"
@@ -28,7 +28,7 @@ UNOPENED = "DOC004"
 NESTED = "DOC005"
 MISMATCHED = "DOC006"
 REPEATED = "DOC007"
-MARKER_RULES = (
+MARKER_RULES = RuleCatalogue("docs", (
     RuleSpec(MALFORMED, "marker-syntax", "docs", "markers",
              "a generated-region marker is `<!-- oespec:begin NAME -->` or `<!-- oespec:end NAME -->`", Severity.ERROR),
     RuleSpec(UNKNOWN_REGION, "marker-region", "docs", "markers", "a marker names a region the generators fill",
@@ -39,7 +39,7 @@ MARKER_RULES = (
     RuleSpec(MISMATCHED, "marker-pair", "docs", "markers", "an end marker names the region its begin opened",
              Severity.ERROR),
     RuleSpec(REPEATED, "marker-once", "docs", "markers", "each region appears once per page", Severity.ERROR),
-)
+))
 
 _MARKER_RE = re.compile(r"^\s*<!--\s*oespec:(?P<kind>begin|end)\s+(?P<name>[A-Za-z0-9_.:/-]+)\s*-->\s*$")
 # Anything that looks meant as a marker: an HTML comment whose first word starts with "oespec".

@@ -9,12 +9,11 @@ the wrong shape.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
-from typing import Any
-
-import jsonschema
+from importlib import resources, util
+from typing import TYPE_CHECKING, Any
 
 from codegen.diagnostics import Diagnostic, Loc, Severity
 from codegen.registry.model import (
@@ -22,7 +21,11 @@ from codegen.registry.model import (
     Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
 )
 from codegen.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
+from contractkit.buildcache import BuildCache, digest
 from contractkit.yamlsource import describe_path, node_at
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_RULE = "OE001"
 
@@ -227,8 +230,44 @@ def _stringify_versions(source: SourceFile) -> dict:
     return plain(source.root, None)
 
 
-def resolve(source: SourceFile) -> Resolved:
+@lru_cache(maxsize=1)
+def _validator_identity() -> str:
+    """Which validator judges: the name, size and mtime of every file of jsonschema and the
+    packages it resolves schemas with, found without importing them (an upgrade changes them)."""
+    identity = []
+    for package in ("jsonschema", "referencing", "jsonschema_specifications"):
+        spec = util.find_spec(package)
+        folder = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+        try:
+            entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns)
+                             for e in os.scandir(folder) if e.is_file())
+        except OSError:
+            entries = []
+        identity.append([folder, entries])
+    return json.dumps(identity)
+
+
+def _verdict_key(data: dict) -> str:
+    schema = resources.files("codegen.registry").joinpath("profiles.schema.json").read_text()
+    return digest("registry-schema-valid", _validator_identity(), schema, json.dumps(data))
+
+
+def resolve(source: SourceFile, *, verdicts: BuildCache | None = None) -> Resolved:
+    """Schema-check `source` and build the model. `verdicts` remembers documents the schema
+    accepted (keyed on the document, the schema and the validator), so checking an unchanged
+    registry again skips the validator; a document with problems is always validated afresh."""
     data = _stringify_versions(source)
+    key = _verdict_key(data) if verdicts is not None else ""
+    accepted = verdicts is not None and verdicts.get(key) is not None
+    diags = [] if accepted else _schema_diagnostics(source, data)
+    if not diags and verdicts is not None and not accepted:
+        verdicts.put(key, {})
+    return _build(source, diags)
+
+
+def _schema_diagnostics(source: SourceFile, data: dict) -> list[Diagnostic]:
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(registry_schema())
     diags: list[Diagnostic] = []
     for error in validator.iter_errors(data):
@@ -241,6 +280,10 @@ def resolve(source: SourceFile) -> Resolved:
                 loc = node.key_loc(extra[0])
         diags.append(Diagnostic.at(source.path, loc, SCHEMA_RULE, Severity.ERROR,
                                    _friendly_message(best), _schema_hint(best)))
+    return diags
+
+
+def _build(source: SourceFile, diags: list[Diagnostic]) -> Resolved:
     if not diags:
         diags += _check_version_texts(source)
     if diags:

@@ -1,30 +1,31 @@
-"""Report renderers (text, JSON, JUnit XML) and the live progress display."""
+"""The adapter from case results to finding records, the report's forms, and the live progress
+display.
+
+Every case result that is not a pass becomes one `Diagnostic` (`case_diagnostic`), and the report
+prints through the printers every command shares (`contractkit.diagnostics`): `report_context`
+adds what only a conformance run has (the engine, the counts, the coverage, the verdict; in JSON
+the whole report). `render_junit` is the full case report of `--junit FILE`: every case, passes
+included, with unchecked and skipped cases as JUnit `skipped`.
+"""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import sys
 from xml.etree import ElementTree as ET
 
-from contractkit.diagnostics import Diagnostic, Severity
+from contractkit.diagnostics import Context, Diagnostic, Severity
+from contractkit.diagnostics import printable as _printable
+from contractkit.diagnostics import render
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
 LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
           Outcome.XFAIL: "XFAIL", Outcome.STALE: "STALE", Outcome.UNCHECKED: "UNCHECKED"}
 
-# C0 and C1 control characters (DEL included), and the code points XML 1.0 cannot carry.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
 def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """`text` from the engine with every control character shown as an escape (`\\x1b`), so a
-    terminal never runs an ESC sequence and an XML report stays well-formed."""
-    def escape(m: re.Match) -> str:
-        return f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
-
-    out = _CONTROL.sub(escape, str(text))
+    """`text` from the engine with every control character shown as an escape (`\\x1b`), a tab
+    kept, a newline kept or shown as `\\n`."""
+    out = _printable(text, keep="\t\n")
     return out if keep_newlines else out.replace("\n", "\\n")
 
 
@@ -46,26 +47,9 @@ def result_line(r: CaseResult) -> str:
     return line
 
 
-def render_text(report: Report, *, include_results: bool = True) -> str:
-    out = []
-    e = report.engine
-    if e:
-        out.append(printable(
-            f"engine   {e.get('engine_name') or '?'} {e.get('engine_version') or ''} at "
-            f"{report.target}, role {e.get('role')}, instance {e.get('instance_id')!r}, "
-            f"revision {e.get('capability_revision')}"))
-    else:
-        out.append(f"engine   at {report.target}: not discovered")
-    if report.discovery_error:
-        out.append(f"discovery failed: {printable(report.discovery_error)}")
-    out.append("profiles " + printable(", ".join(report.advertised) or "(none)")
-               + (f"; forced: {', '.join(report.forced)}" if report.forced else ""))
-    out.append("")
-    if include_results:
-        out.extend(result_line(r) for r in report.results)
-        out.append("")
+def _summary_lines(report: Report) -> list[str]:
     counts = report.counts()
-    out.append("  ".join(f"{k} {v}" for k, v in counts.items() if v) + f"  in {report.seconds:.1f} s")
+    out = ["  ".join(f"{k} {v}" for k, v in counts.items() if v) + f"  in {report.seconds:.1f} s"]
     cov = report.coverage
     if cov and cov.wire:
         exercised = len([r for r in cov.wire if r in report.exercised()])
@@ -76,11 +60,23 @@ def render_text(report: Report, *, include_results: bool = True) -> str:
     if not report.results:
         out.append("no case ran: check --profile and --case")
     out.append(report.verdict)
-    return "\n".join(out) + "\n"
+    return out
 
 
-def render_json(report: Report) -> str:
-    return json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"
+def _engine_lines(report: Report) -> list[str]:
+    out = []
+    e = report.engine
+    if e:
+        out.append(f"engine   {e.get('engine_name') or '?'} {e.get('engine_version') or ''} at "
+                   f"{report.target}, role {e.get('role')}, instance {e.get('instance_id')!r}, "
+                   f"revision {e.get('capability_revision')}")
+    else:
+        out.append(f"engine   at {report.target}: not discovered")
+    if report.discovery_error:
+        out.append(f"discovery failed: {report.discovery_error}")
+    out.append("profiles " + (", ".join(report.advertised) or "(none)")
+               + (f"; forced: {', '.join(report.forced)}" if report.forced else ""))
+    return [printable(line) for line in out]
 
 
 # Outcome -> the severity of its record: what makes the run fail is an error, what only informs
@@ -92,18 +88,50 @@ _OUTCOME_SEVERITY = {Outcome.FAIL: Severity.ERROR, Outcome.ERROR: Severity.ERROR
 def case_diagnostic(result: CaseResult, target: str) -> Diagnostic | None:
     """The one finding record for a case result (None for a pass), so conformance prints through
     the same named printers as every other command. The case id is the rule id; the target is
-    the place."""
+    the place. Text from the engine is kept as sent; each printer escapes what its format must."""
     severity = _OUTCOME_SEVERITY.get(result.outcome)
     if severity is None:
         return None
     details = {"outcome": str(result.outcome), "requirements": ", ".join(result.requirements)}
     if result.expected_reason:
         details["expected_failure"] = result.expected_reason
-    return Diagnostic(target, 0, 0, result.id, severity, f"{result.title}: {detail(result)}", "", details)
+    return Diagnostic(target, 0, 0, result.id, severity, f"{LABELS[result.outcome]} {result.title}: {detail(result)}",
+                      "", details)
 
 
 def report_diagnostics(report: Report) -> list[Diagnostic]:
+    """The records of a report, in the order the cases ran."""
     return [d for d in (case_diagnostic(r, report.target) for r in report.results) if d is not None]
+
+
+def report_context(report: Report) -> Context:
+    """What the shared printers add to the records of a conformance run."""
+    return Context(tool="oespec conformance", preamble=tuple(_engine_lines(report)) + ("",),
+                   trailer=tuple(_summary_lines(report)), facts=report.as_dict(),
+                   properties=(("target", report.target), ("profiles", ",".join(report.advertised)),
+                               ("verdict", report.verdict)),
+                   passed=tuple(r.id for r in report.results if r.outcome is Outcome.PASS),
+                   suite="openengine-conformance")
+
+
+def render_report(fmt: str, report: Report, context: Context | None = None) -> str:
+    """The report in any of the shared formats; `context` (a command's own) is merged in."""
+    own = report_context(report)
+    if context is not None:
+        from dataclasses import replace
+
+        own = replace(context, preamble=own.preamble, trailer=own.trailer, facts=own.facts,
+                      properties=own.properties, passed=own.passed, suite=own.suite)
+    return render(fmt, report_diagnostics(report), own)
+
+
+def render_text(report: Report) -> str:
+    return render_report("text", report)
+
+
+def render_json(report: Report) -> str:
+    """The whole report (counts, verdict, coverage, every result) with its records."""
+    return render_report("json", report)
 
 
 def render_junit(report: Report) -> str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from contractkit.rules import RuleCatalogue, RuleSpec, Severity
+
 # Every hook point of the engine: name -> the value that passes through it. A test checks that
 # each is called by the engine and that every fault acts only at these.
 HOOK_POINTS: dict[str, str] = {
@@ -73,10 +75,8 @@ class Fault:
     at: Mapping[str, Act] = field(default_factory=dict)
 
     @property
-    def spec(self):
+    def spec(self) -> RuleSpec:
         """The fault as a catalogue entry: the requirements an engine with it breaks on purpose."""
-        from contractkit.rules import RuleSpec, Severity
-
         points = sorted({point.split(".", 1)[0] for point in self.at}) or ["engine"]
         return RuleSpec(self.name, self.name, "fault", ",".join(points), self.description, Severity.ERROR,
                         requirements=self.requirements)
@@ -233,7 +233,9 @@ def _skip_on_drain(skips, v1, **_):
     return skips + ("auth",) if v1.endswith("/Drain") else skips
 
 
-FAULTS: dict[str, Fault] = {f.name: f for f in (
+# Every fault by name, in the order `--list-faults` prints them.
+FAULTS: RuleCatalogue[Fault] = RuleCatalogue("fault")
+for _fault in (
     # -- compatibility aliases -----------------------------------------------------------------
     Fault("alias-unadvertised-served",
           "alias methods answer even when the profile of the v1 RPC they map to is not advertised",
@@ -418,7 +420,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "health List answers UNIMPLEMENTED",
           ("REQ-HEALTH-013",),
           at={"health.list-served": _constant(False)}),
-)}
+):
+    FAULTS.register(_fault.spec, _fault)
 
 
 def fault(name: str) -> Fault:

@@ -84,9 +84,11 @@ def _combination_checks(adv, limits, out: list[Violation]) -> None:
         out.append(violation("OEV121", path, value, "not this combination", problem.message))
 
 
-def _check(capabilities, out: list[Violation]):
-    """Every per-profile check of the table interpreter, then the combinations across profiles."""
-    adv, limits = gen.check_capabilities(capabilities, out)
+def _check(capabilities, out: list[Violation], *, complete: bool = True):
+    """Every per-profile check of the table interpreter, then the combinations across profiles.
+    `complete` false: the limits are only read here, so unset messages' defaults are left out
+    (`combination_problems` takes a left-out limit as its default)."""
+    adv, limits = gen.check_capabilities(capabilities, out, complete=complete)
     _combination_checks(adv, limits, out)
     return adv, limits
 
@@ -140,7 +142,7 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
 def check_capabilities(capabilities) -> list[Violation]:
     """Just the violations of one `Capabilities` message: the hot-path entry point."""
     out: list[Violation] = []
-    _check(capabilities, out)
+    _check(capabilities, out, complete=False)
     return out
 
 

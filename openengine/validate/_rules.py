@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contractkit.rules import RuleSpec, Severity
+from contractkit.rules import RuleCatalogue, RuleSpec, Severity
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ class Violation:
 
 _E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
-RULES: dict[str, Rule] = {r.id: r for r in (
+# Every validator rule by id.
+RULES: RuleCatalogue[Rule] = RuleCatalogue("validator")
+for _rule in (
     # Input that is not a message of the expected type.
     Rule("OEV001", "json-syntax", "", _E, "the document is not valid JSON"),
     Rule("OEV002", "json-field", "", _E, "a field is unknown, given twice, or not in the proto3 JSON form of its type"),
@@ -118,7 +120,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     Rule("OEV406", "request-ignored", "REQ-CORE-006", _W, "a request sets a field the engine ignores"),
     Rule("OEV407", "request-number-not-finite", "REQ-SVC-005", _E, "a float or double in a request is NaN or infinite"),
     Rule("OEV408", "request-number-domain", "REQ-SVC-005", _E, "a request number is outside its field's domain"),
-)}
+):
+    RULES.register(_rule.spec, _rule)
 
 
 def violation(rule_id: str, path: str, value: Any, expected: str, message: str) -> Violation:

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from contractkit import naming
 from openengine import contract
+from openengine.v1 import capabilities_pb2
 from openengine.validate._rules import violation as _v
 
 _INF = float("inf")
@@ -54,6 +55,7 @@ class ProfileRule:
     enums: tuple[LimitRule, ...]
     defaults: Mapping[str, Any]
     list_limits: tuple[str, ...]   # defaults that are lists, copied per use so callers may mutate
+    by_field: Mapping[Any, LimitRule]   # field descriptor -> its rule, for what ListFields returns
 
     def fresh_defaults(self) -> dict[str, Any]:
         eff = dict(self.defaults)
@@ -68,6 +70,7 @@ class Tables:
     by_name: Mapping[str, ProfileRule]
     with_field: tuple[ProfileRule, ...]
     model_fields: tuple[ProfileRule, ...]
+    by_capability_field: Mapping[Any, ProfileRule]   # Capabilities field descriptor -> its profile
 
 
 def _limit_rule(lim: contract.LimitInfo) -> LimitRule:
@@ -103,61 +106,65 @@ def tables() -> Tables:
             tuple(r for r in limits.values() if r.kind == _RANGE),
             tuple(n for n, r in limits.items() if r.kind == _LIST),
             tuple(r for r in limits.values() if r.kind in (_ENUM, _ENUM_LIST)), defaults,
-            tuple(n for n, rule in limits.items() if rule.kind in (_LIST, _ENUM_LIST))))
+            tuple(n for n, rule in limits.items() if rule.kind in (_LIST, _ENUM_LIST)),
+            {lim.field: limits[lim.name] for lim in p.limits}))
     by_name = {p.name: p for p in built}
     with_field = tuple(p for p in built if p.field)
-    return Tables(tuple(built), by_name, with_field, tuple(p for p in with_field if p.model_scoped))
+    fields = capabilities_pb2.Capabilities.DESCRIPTOR.fields_by_name
+    return Tables(tuple(built), by_name, with_field, tuple(p for p in with_field if p.model_scoped),
+                  {fields[p.field]: p for p in with_field})
 
 
 # -- limits ---------------------------------------------------------------------------------------
 
-def effective_limits(rule: ProfileRule, msg, path: str, out: list) -> dict[str, Any]:
+def effective_limits(rule: ProfileRule, msg, path: str, out: list, *, fresh: bool = True) -> dict[str, Any]:
     """Effective limits of one capability message (None: every default), reporting OEV111/OEV112.
-    Limits are grouped by kind when the tables are built, so each loop below does one presence
-    test (HasField, or a non-empty list) and at most one comparison per limit."""
-    eff = rule.fresh_defaults()
+
+    One `ListFields()` call yields exactly the limits the message sets (proto3 presence), so the
+    cost follows what an engine advertises, not how many limits the profile declares. With
+    `fresh` false the defaults of an unset message are the shared table itself and list defaults
+    are not copied: for callers that only read the result (`check_capabilities`)."""
     if msg is None:
-        return eff
-    has = msg.HasField
-    for name in rule.plain:
-        if has(name):
-            eff[name] = getattr(msg, name)
-    for lim in rule.ranged:
-        name = lim.name
-        if has(name):
-            v = eff[name] = getattr(msg, name)
+        return rule.fresh_defaults() if fresh else rule.defaults
+    eff = rule.fresh_defaults() if fresh else dict(rule.defaults)
+    by_field = rule.by_field
+    for fd, v in msg.ListFields():
+        lim = by_field.get(fd)
+        if lim is None:
+            continue
+        kind = lim.kind
+        if kind == _PLAIN:
+            eff[lim.name] = v
+        elif kind == _RANGE:
+            eff[lim.name] = v
             if v < lim.low or v > lim.high:
-                out.append(_v("OEV111", f"{path}.{name}", v, lim.expected,
+                out.append(_v("OEV111", f"{path}.{lim.name}", v, lim.expected,
                               f"{lim.reference} must be within {lim.expected}"))
-    for name in rule.lists:
-        v = getattr(msg, name)
-        if v:
-            eff[name] = list(v)
-    for lim in rule.enums:
-        name = lim.name
-        if lim.kind == _ENUM:
-            if has(name):
-                v = getattr(msg, name)
-                spelled = lim.enum.get(v)
-                if spelled is None:
-                    out.append(_v("OEV112", f"{path}.{name}", v, lim.expected,
-                                  f"{lim.reference} holds a value the registry does not define"))
-                else:
-                    eff[name] = spelled
-            continue
-        v = getattr(msg, name)
-        if not v:
-            continue
-        names = []
-        for i, number in enumerate(v):
-            spelled = lim.enum.get(number)
+        elif kind == _LIST:
+            eff[lim.name] = list(v)
+        elif kind == _ENUM:
+            spelled = lim.enum.get(v)
             if spelled is None:
-                out.append(_v("OEV112", f"{path}.{name}[{i}]", number, lim.expected,
+                out.append(_v("OEV112", f"{path}.{lim.name}", v, lim.expected,
                               f"{lim.reference} holds a value the registry does not define"))
             else:
-                names.append(spelled)
-        eff[name] = names
+                eff[lim.name] = spelled
+        else:
+            eff[lim.name] = _enum_list(lim, v, path, out)
     return eff
+
+
+def _enum_list(lim: LimitRule, numbers, path: str, out: list) -> list[str]:
+    names = []
+    enum = lim.enum
+    for i, number in enumerate(numbers):
+        spelled = enum.get(number)
+        if spelled is None:
+            out.append(_v("OEV112", f"{path}.{lim.name}[{i}]", number, lim.expected,
+                          f"{lim.reference} holds a value the registry does not define"))
+        else:
+            names.append(spelled)
+    return names
 
 
 REGISTRY_REVISION: int = contract.catalogue().registry_revision
@@ -166,35 +173,77 @@ REGISTRY_REVISION: int = contract.catalogue().registry_revision
 # -- the profile list -----------------------------------------------------------------------------
 
 def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, int]]]:
-    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates."""
-    known = tables().by_name
-    canonical = _canonical
+    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates.
+    What a (name, major) pair is judged to be (canonical, known, a known major) is remembered,
+    since engines advertise the same few names; only duplicates depend on the list itself."""
+    verdicts = _entry_verdicts
     adv: dict[str, list[tuple[int, int]]] = {}
     seen = set()
     for i, p in enumerate(profiles):
         name, major, minor = p.name, p.major, p.minor
-        if canonical(name) is None:
-            out.append(_v("OEV102", f"{path}[{i}].name", name, "lower-case dotted name such as openengine.load",
-                          "profile name is empty or not canonical"))
-        if major < 1:
-            out.append(_v("OEV103", f"{path}[{i}].major", major, ">= 1", "major version must be at least 1"))
         key = (name, major)
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = _entry_verdict(name, major)
+            if len(verdicts) < _VERDICTS_KEPT:
+                verdicts[key] = verdict
+        if verdict:
+            _entry_findings(verdict, ("OEV102", "OEV103"), name, major, f"{path}[{i}]", out)
         if key in seen:
             out.append(_v("OEV104", f"{path}[{i}]", f"{name} {major}", "each (name, major) once",
                           f"{name} major {major} is advertised more than once"))
-        seen.add(key)
-        adv.setdefault(name, []).append((major, minor))
-        if name.startswith(contract.STANDARD_PREFIX):
-            rule = known.get(name)
-            if rule is None:
-                out.append(_v("OEV105", f"{path}[{i}].name", name,
-                              f"a profile of registry revision {REGISTRY_REVISION}",
-                              f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
-            elif major != rule.version[0] and major >= 1:
-                out.append(_v("OEV106", f"{path}[{i}].major", major, str(rule.version[0]),
-                              f"{name} has no major version {major} in the registry "
-                              f"(known: {rule.version[0]}.{rule.version[1]})"))
+        else:
+            seen.add(key)
+        if verdict:
+            _entry_findings(verdict, ("OEV105", "OEV106"), name, major, f"{path}[{i}]", out)
+        entry = adv.get(name)
+        if entry is None:
+            adv[name] = [(major, minor)]
+        else:
+            entry.append((major, minor))
     return adv
+
+
+# (name, major) -> the rules that entry breaks on its own, bounded so hostile input cannot grow it.
+_entry_verdicts: dict[tuple[str, int], tuple[str, ...]] = {}
+_VERDICTS_KEPT = 4096
+
+
+def _entry_verdict(name: str, major: int) -> tuple[str, ...]:
+    broken = []
+    if _canonical(name) is None:
+        broken.append("OEV102")
+    if major < 1:
+        broken.append("OEV103")
+    if name.startswith(contract.STANDARD_PREFIX):
+        rule = tables().by_name.get(name)
+        if rule is None:
+            broken.append("OEV105")
+        elif major != rule.version[0] and major >= 1:
+            broken.append("OEV106")
+    return tuple(broken)
+
+
+def _entry_findings(verdict: tuple[str, ...], rules: tuple[str, ...], name: str, major: int, where: str,
+                    out: list) -> None:
+    """The findings of `verdict` among `rules`, in the order a reader meets them in the entry."""
+    for rule_id in verdict:
+        if rule_id not in rules:
+            continue
+        if rule_id == "OEV102":
+            out.append(_v("OEV102", f"{where}.name", name, "lower-case dotted name such as openengine.load",
+                          "profile name is empty or not canonical"))
+        elif rule_id == "OEV103":
+            out.append(_v("OEV103", f"{where}.major", major, ">= 1", "major version must be at least 1"))
+        elif rule_id == "OEV105":
+            out.append(_v("OEV105", f"{where}.name", name,
+                          f"a profile of registry revision {REGISTRY_REVISION}",
+                          f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
+        else:
+            rule = tables().by_name[name]
+            out.append(_v("OEV106", f"{where}.major", major, str(rule.version[0]),
+                          f"{name} has no major version {major} in the registry "
+                          f"(known: {rule.version[0]}.{rule.version[1]})"))
 
 
 _canonical = re.compile(naming.CANONICAL_NAME).match
@@ -202,20 +251,29 @@ _canonical = re.compile(naming.CANONICAL_NAME).match
 
 # -- whole messages --------------------------------------------------------------------------------
 
-def check_capabilities(caps, out: list):
-    """Judge a Capabilities message. Returns (advertised profiles, effective limits per profile)."""
+def check_capabilities(caps, out: list, *, complete: bool = True):
+    """Judge a Capabilities message. Returns (advertised profiles, effective limits per profile).
+    One `ListFields()` call finds the capability messages that are set. With `complete` false the
+    limits hold only the profiles whose message is set, with list defaults shared, not copied:
+    enough for `combination_problems`, which takes a left-out limit as its default, and for
+    callers that only want the violations."""
     t = tables()
     adv = check_profiles(caps.profiles, "profiles", out)
     if contract.CORE not in adv:
         out.append(_v("OEV101", "profiles", None, contract.CORE, f"{contract.CORE} is not advertised"))
-    has = caps.HasField
+    by_field = t.by_capability_field
     limits = {}
-    for rule in t.with_field:
-        msg = getattr(caps, rule.field) if has(rule.field) else None
-        if msg is not None and rule.name not in adv:
+    for fd, msg in caps.ListFields():     # field-number order, which is contract order
+        rule = by_field.get(fd)
+        if rule is None:
+            continue
+        if rule.name not in adv:
             out.append(_v("OEV110", rule.field, None, f"{rule.name} in profiles",
                           f"{rule.field} is set but {rule.name} is not advertised"))
-        limits[rule.name] = effective_limits(rule, msg, rule.field, out)
+        limits[rule.name] = effective_limits(rule, msg, rule.field, out, fresh=complete)
+    if complete:
+        limits = {rule.name: limits[rule.name] if rule.name in limits else rule.fresh_defaults()
+                  for rule in t.with_field}
     return adv, limits
 
 

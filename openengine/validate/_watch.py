@@ -70,13 +70,17 @@ class WatchLoadChecker:
     `instance_id` and `capability_revision` are what discovery reported (EngineInfo); when
     omitted, the settings' values are taken as the reference. `observability` holds the effective
     `openengine.load` limits; with `request` as well the settings must equal the exact effective
-    values, without it they must lie in the allowed ranges. Timing allows `tolerance` (a fraction of
-    the period) plus `slack_ms`. `clock` returns seconds on the same timeline as `received_at`.
+    values, without it they must lie in the allowed ranges. Lateness allows `tolerance` (a
+    fraction of the period) plus `slack_ms`; earliness allows `early_tolerance` (the same fraction
+    unless given) less `early_slack_ms`, so a caller on a busy machine can be strict about spacing,
+    which the server's own timestamps measure, and generous about delays. `clock` returns seconds
+    on the same timeline as `received_at`.
     """
 
     def __init__(self, *, instance_id: str | None = None, capability_revision: int | None = None,
                  observability: Mapping[str, Any] | None = None, request=None,
                  tolerance: float = 0.5, slack_ms: float = 50.0,
+                 early_tolerance: float | None = None, early_slack_ms: float = 0.0,
                  clock: Callable[[], float] = time.monotonic):
         self.violations: list[Violation] = []
         self.instance_id = instance_id or None
@@ -85,6 +89,8 @@ class WatchLoadChecker:
         self.request = request
         self.tolerance = tolerance
         self.slack_ms = slack_ms
+        self.early_tolerance = tolerance if early_tolerance is None else early_tolerance
+        self.early_slack_ms = early_slack_ms
         self.clock = clock
         self.settings = None            # the WatchLoadSettings, once received
         self.latest = None              # the latest LoadInfo
@@ -107,9 +113,61 @@ class WatchLoadChecker:
         self._late_ns = 0
         self._hb_early_ns = 0
         self._hb_late_ns = 0
+        self._quick_iid: str | None = None      # set once `feed`'s quick path may be tried
+        self._next_seq = 0
 
     # -- the hot path ---------------------------------------------------------------------------
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
+        """Judge the next message; returns the violations it adds (usually none).
+
+        Most messages of a healthy stream are snapshots that break nothing, so they are judged
+        first on a path that reads only what can change from one message to the next (sequence,
+        both timestamps, instance id, coalesced count, ranks) and asks nothing else: the kind is
+        implied, because an unset oneof member reads as an empty LoadSnapshot whose instance id
+        cannot equal the expected non-empty one. A message this path cannot clear, for any rule,
+        goes through `_judge` whole, which reports exactly what is broken; the quick path only
+        ever decides "nothing is broken", so every rule is still applied to every message."""
+        iid = self._quick_iid
+        if iid is not None:
+            seq = msg.sequence
+            if seq == self._next_seq:
+                snap = msg.snapshot
+                load = snap.load
+                if load.instance_id == iid and not snap.coalesced and not load.ranks:
+                    ts = msg.timestamp
+                    t = ts.seconds * 1_000_000_000 + ts.nanos
+                    prev = self._t
+                    hb_late = self._hb_late_ns
+                    if t and t >= prev and (not hb_late or t - prev <= hb_late):
+                        ts = load.timestamp
+                        lt = ts.seconds * 1_000_000_000 + ts.nanos
+                        gap = lt - self._load_t
+                        early = self._early_ns
+                        if lt and gap >= 0 and (not early or (gap >= early or self.snapshots < 2)
+                                                and gap <= self._late_ns):
+                            received = self.clock() if received_at is None else received_at
+                            self._last_received = self.latest_received_at = received
+                            self._silence_reported = False
+                            self.messages += 1
+                            self.snapshots += 1
+                            self._seq = seq
+                            self._next_seq = seq + 1
+                            self._t = t
+                            self._load_t = lt
+                            self._initial_pending = False
+                            self.latest = load
+                            return []
+        found = self._judge(msg, received_at)
+        # The quick path needs a stream with settings, an expected instance id and a previous
+        # message timestamp and snapshot timestamp to measure from.
+        if self.settings is not None and self.instance_id and self._t is not None and self._load_t is not None:
+            self._quick_iid = self.instance_id
+            self._next_seq = self._seq + 1
+        else:
+            self._quick_iid = None
+        return found
+
+    def _judge(self, msg, received_at: float | None) -> list[Violation]:
         out = self.violations
         before = len(out)
         self._last_received = self.clock() if received_at is None else received_at
@@ -160,14 +218,21 @@ class WatchLoadChecker:
                 if not self.heartbeat_ms:
                     out.append(violation("OEV314", "heartbeat", None, "no heartbeats",
                                          "a heartbeat on a stream whose heartbeats are off"))
-                elif t is not None and prev is not None and t - prev < self._hb_early_ns:
+                elif t is not None and prev is not None and 0 <= t - prev < self._hb_early_ns:
+                    # (a timestamp that went backwards is OEV307 alone)
                     out.append(violation("OEV313", "heartbeat", (t - prev) / _NS_PER_MS,
                                          f">= {self.heartbeat_ms} ms after the previous message",
                                          f"a heartbeat {(t - prev) / _NS_PER_MS:.0f} ms after the previous message"))
         elif kind == "settings":
-            if self.settings is not None or self.messages > 1:
+            if self.settings is not None:
                 out.append(violation("OEV302", "settings", None, "settings only first",
                                      "settings sent again after the first message"))
+            elif self.messages > 1:
+                # Late (OEV301 was reported for the first message), but the only settings the
+                # stream has: later messages are judged by them, so one fault is one finding.
+                out.append(violation("OEV302", "settings", None, "settings only first",
+                                     "settings sent after the first message"))
+                self._settings(msg.settings, out)
             else:
                 self._settings(msg.settings, out)
         else:
@@ -222,7 +287,7 @@ class WatchLoadChecker:
             out.append(violation("OEV315", "snapshot.coalesced", coalesced, "0",
                                  f"{coalesced} update(s) coalesced into this snapshot"))
         if load.ranks:   # the rank rules cost nothing on the common stream without ranks
-            if not self.per_rank:
+            if not self.per_rank and self.settings is not None:   # before settings: unknown
                 out.append(violation("OEV318", "snapshot.load.ranks", len(load.ranks), "no ranks",
                                      "per-rank breakdown present although the stream's per_rank is false"))
             out.extend(check_load(load, "snapshot.load"))
@@ -241,11 +306,12 @@ class WatchLoadChecker:
         self.heartbeat_ms = heartbeat = s.heartbeat_ms
         self.per_rank = s.per_rank
         self._initial_pending = s.initial_snapshot
-        tol = self.tolerance
-        slack = self.slack_ms * _NS_PER_MS
-        self._early_ns = int(interval * (1 - tol) * _NS_PER_MS) if interval else 0
+        tol, early_tol = self.tolerance, self.early_tolerance
+        slack, early_slack = self.slack_ms * _NS_PER_MS, self.early_slack_ms * _NS_PER_MS
+        # An early bound of 0 would switch the check off, so it is at least 1 ns.
+        self._early_ns = max(1, int(interval * (1 - early_tol) * _NS_PER_MS - early_slack)) if interval else 0
         self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
-        self._hb_early_ns = int(heartbeat * (1 - tol) * _NS_PER_MS) if heartbeat else 0
+        self._hb_early_ns = max(1, int(heartbeat * (1 - early_tol) * _NS_PER_MS - early_slack)) if heartbeat else 0
         self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
         if not s.instance_id:
             out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",

@@ -18,25 +18,27 @@ LOAD_ALL = ["load.*"]
 CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]
 
 # fault -> what to run, the cases that must fail, and the other cases allowed to fail with it.
+# `rule`: the validators' rule id the failing cases report. The WatchLoad stream rules are judged
+# by `WatchLoadChecker` alone, so a load case that computed one itself would fail without it.
 PLAN: dict[str, dict] = {
-    "watch-sequence-not-increasing": dict(run=LOAD_ALL, fails={"load.watch.sequence"}),
-    "watch-settings-not-first": dict(run=LOAD_ALL, fails={"load.watch.settings-first"},
+    "watch-sequence-not-increasing": dict(run=LOAD_ALL, fails={"load.watch.sequence"}, rule="OEV304"),
+    "watch-settings-not-first": dict(run=LOAD_ALL, fails={"load.watch.settings-first"}, rule="OEV301",
                                      also={"load.watch.initial-snapshot-on"}),
-    "watch-timestamp-backwards": dict(run=LOAD_ALL, fails={"load.watch.timestamps"},
+    "watch-timestamp-backwards": dict(run=LOAD_ALL, fails={"load.watch.timestamps"}, rule="OEV307",
                                       also={"load.watch.initial-snapshot-off", "load.watch.heartbeat-idle",
                                             "load.watch.periodic"}),
-    "watch-no-initial-snapshot": dict(run=LOAD_ALL, fails={"load.watch.initial-snapshot-on"}),
-    "watch-missing-heartbeat": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-idle"}),
-    "watch-interval-not-clamped": dict(run=LOAD_ALL, fails={"load.watch.interval-clamped"},
+    "watch-no-initial-snapshot": dict(run=LOAD_ALL, fails={"load.watch.initial-snapshot-on"}, rule="OEV317"),
+    "watch-missing-heartbeat": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-idle"}, rule="OEV312"),
+    "watch-interval-not-clamped": dict(run=LOAD_ALL, fails={"load.watch.interval-clamped"}, rule="OEV316",
                                        also={"load.watch.heartbeat-settings"}),
-    "watch-instance-id-mismatch": dict(run=LOAD_ALL, fails={"load.instance-id"},
+    "watch-instance-id-mismatch": dict(run=LOAD_ALL, fails={"load.instance-id"}, rule="OEV309",
                                        also={"load.watch.settings-effective"}),
     "watch-silent-gap": dict(run=LOAD_ALL, fails={"load.watch.slow-reader"}),
     "watch-cancel-aborts-requests": dict(run=LOAD_ALL, fails={"load.watch.cancel-only-unsubscribes"}),
     # A stream that ends after its first snapshot starves every case that reads one.
     "watch-ends-ok": dict(run=LOAD_ALL, fails={"load.watch.stays-open"}, also={"load.*"}),
     "watch-max-watchers-ignored": dict(run=LOAD_ALL, fails={"load.watch.max-watchers"}),
-    "watch-heartbeat-not-reset": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-busy"}),
+    "watch-heartbeat-not-reset": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-busy"}, rule="OEV313"),
     "watch-revision-stream-kept": dict(run=["admin.update-config", "load.watch.stays-open"],
                                        fails={"admin.update-config"}),
     "capabilities-unadvertised-submessage": dict(run=CAPS, fails={"capabilities.submessages-advertised"}),
@@ -120,6 +122,9 @@ def test_fault_is_caught_by_its_case(fault):
     assert report.results
     missing = plan["fails"] - set(bad)
     assert not missing, f"{fault}: {sorted(missing)} did not fail; failures: {bad}"
+    if "rule" in plan:
+        unnamed = {c: bad[c] for c in plan["fails"] if plan["rule"] not in bad[c]}
+        assert not unnamed, f"{fault}: not reported as the checker's {plan['rule']}: {unnamed}"
     if not plan["fails"]:
         assert bad, f"{fault}: no case failed"
     unexpected = {c: r for c, r in bad.items()

@@ -110,7 +110,7 @@ def test_expected_failures_read_the_same_case_by_case_and_in_the_summary():
     assert "STALE x.passes" in lines and "remove the entry" in lines
     assert "FAIL  x.fails" not in lines and "PASS  x.passes" not in lines
     summary = render_text(Report("t:1", {}, [], results, None))
-    assert "STALE x.passes" in summary and "remove the entry" in summary
+    assert "error x.passes: STALE" in summary and "remove the entry" in summary
     assert "DOES NOT CONFORM: 1 case(s) x.passes" in summary
 
 

@@ -107,10 +107,23 @@ def _fifteen_profiles(path) -> None:
     path.write_text(text + "".join(extra), encoding="utf-8")
 
 
+def _spec_nav() -> list:
+    """The Specification section of the repository's navigation."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    return next(entry["Specification"] for entry in config["nav"]
+                if isinstance(entry, dict) and "Specification" in entry)
+
+
 @pytest.fixture(scope="session")
 def fifteen_site(tmp_path_factory):
+    """The whole site (spec, protos, JSON Schemas) for a catalogue of fifteen profiles, built once."""
     root = tmp_path_factory.mktemp("fifteen")
     _fifteen_profiles(root / "registry.yaml")
-    config = site_from(root, root / "registry.yaml", {"index.md": "# Home\n\nSee the [profiles](reference/profiles/index.md).\n"})
+    shutil.copytree(ROOT / "proto", root / "proto")
+    shutil.copytree(ROOT / "schemas", root / "schemas")
+    (root / "codegen" / "registry").mkdir(parents=True)
+    shutil.copy(ROOT / "codegen" / "registry" / "profiles.schema.json", root / "codegen" / "registry")
+    spec = {p.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "spec").glob("*.md"))}
+    config = site_from(root, root / "registry.yaml", spec, nav_spec=_spec_nav())
     mkdocs_build(config, root / "build")
     return root / "build"

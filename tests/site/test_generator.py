@@ -158,3 +158,108 @@ def test_stability_is_on_every_profile_page_and_in_the_matrix(registry):
         assert f"| Stability | {profile.stability} |" in page
     matrix = outputs[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
     assert matrix.count('<span class="oe-vertical">') == len(registry.profiles)
+
+
+def _table_rows(page: str) -> list[list[str]]:
+    """The body rows of the page's tables, as their cells."""
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in page.splitlines()
+            if line.startswith("| <a id=")]
+
+
+def _row_id(cells: list[str]) -> str:
+    return cells[0].split("`")[1]
+
+
+def test_rule_pages_list_exactly_the_catalogue_in_its_order(registry):
+    """Each rule page and the case page is the family's catalogue (`oespec rules`), entry for entry,
+    with the requirements each entry cites."""
+    from codegen.commands.rules import family_specs
+
+    families = family_specs()
+    outputs = _docs_outputs(ROOT, registry)
+    for family, page, cited_column in (("check", docs.CHECK_RULES_PAGE, -1),
+                                       ("breaking", docs.BREAKING_RULES_PAGE, -1),
+                                       ("validator", docs.VALIDATOR_RULES_PAGE, 3),
+                                       ("conformance", docs.CASES_PAGE, 2)):
+        rows = _table_rows(outputs[f"{docs.GENERATED_DIR}/{page}"])
+        specs = families[family]
+        assert [_row_id(r) for r in rows] == [s.id for s in specs], family
+        for row, spec in zip(rows, specs):
+            cited = [c for c in row[cited_column].split("**") if c.startswith("REQ-")]
+            assert cited == list(spec.requirements), (family, spec.id, row[cited_column])
+
+
+def test_rule_pages_show_what_the_catalogue_entries_say(bare_root):
+    """The pages print the entries they are handed and nothing else: an entry added to a family
+    appears with its facts, and the requirement matrix links it."""
+    from codegen import generate
+    from codegen.generate import RuleCatalogues
+    from contractkit.rules import RuleSpec, Severity
+
+    (bare_root / "spec" / "load.md").write_text(
+        "# Load\n\n**REQ-LOAD-001** *(wire)* The first message MUST be settings.\n", encoding="utf-8")
+    catalogues = RuleCatalogues(
+        check=(RuleSpec("OE998", "made-up-check", "check", "versions", "a made-up rule", Severity.WARNING,
+                        requirements=("REQ-LOAD-001",)),),
+        breaking=(RuleSpec("OEB998", "made-up-break", "breaking", "profile", "a made-up change", None, bump="minor",
+                           requirements=("REQ-LOAD-001",), facts=(("breaks", "servers"),)),),
+        validator=(RuleSpec("OEV998", "made-up-validation", "validator", "input", "a made-up answer",
+                            Severity.ERROR),),
+        python_only_validator_rules=frozenset({"OEV998"}),
+        cases=(RuleSpec("load.made-up", "load-made-up", "conformance", "load", "a made-up case", Severity.ERROR,
+                        requirements=("REQ-LOAD-001",),
+                        facts=(("profile", "openengine.load"), ("when", "absent"), ("disruptive", "yes"))),))
+    outputs = {o.path: o.content for o in generate.plan(_registry(bare_root), bare_root, only=["docs"],
+                                                          rules=catalogues)}
+    page = lambda p: outputs[f"{docs.GENERATED_DIR}/{p}"]  # noqa: E731
+    assert _table_rows(page(docs.CHECK_RULES_PAGE)) == [[
+        '<a id="oe998"></a>`OE998`', "made-up-check", "warning", "versions", "a made-up rule",
+        "[**REQ-LOAD-001**](../load.md#req-load-001)"]]
+    assert _table_rows(page(docs.BREAKING_RULES_PAGE)) == [[
+        '<a id="oeb998"></a>`OEB998`', "made-up-break", "profile", "servers", "a minor version bump of the profile",
+        "a made-up change", "[**REQ-LOAD-001**](../load.md#req-load-001)"]]
+    validator = _table_rows(page(docs.VALIDATOR_RULES_PAGE))
+    assert [_row_id(r) for r in validator] == ["OEV998"] and validator[0][-1] == "Python validators"
+    case = _table_rows(page(docs.CASES_PAGE))
+    assert [_row_id(r) for r in case] == ["load.made-up"]
+    assert case[0][1] == "[openengine.load](profiles/load.md) (absence)" and "Disruptive" in case[0][3]
+    checks = page(docs.REQUIREMENT_CHECKS_PAGE)
+    row = next(line for line in checks.splitlines() if line.startswith("| [**REQ-LOAD-001**]"))
+    assert [c.strip() for c in row.strip("|").split(" | ")][2:] == [
+        "[`OE998`](check-rules.md#oe998)", "[`OEB998`](breaking-rules.md#oeb998)", "—",
+        "[`load.made-up`](conformance-cases.md#case-load-made-up)"]
+
+
+def test_every_generated_page_carries_the_do_not_edit_header(registry):
+    """Pages, the navigation lists and the DOT graph; spec pages with regions are hand-written and
+    keep their own first line."""
+    from codegen.generate import HEADER_TEXT
+
+    outputs = _docs_outputs(ROOT, registry)
+    generated = {path: text for path, text in outputs.items() if path.startswith(f"{docs.GENERATED_DIR}/")}
+    assert len(generated) > len(registry.profiles) + 8
+    for path, text in generated.items():
+        assert HEADER_TEXT in text.split("\n", 1)[0], path
+    for page in (docs.CHECK_RULES_PAGE, docs.BREAKING_RULES_PAGE, docs.VALIDATOR_RULES_PAGE, docs.CASES_PAGE,
+                 docs.REQUIREMENT_CHECKS_PAGE, docs.REQUIREMENTS_PAGE):
+        assert f"{docs.GENERATED_DIR}/{page}" in generated, page
+
+
+def test_a_hand_edited_rule_page_is_stale(tmp_path, registry):
+    """`make check` (`oespec generate --check`) names a rule page that no longer matches the
+    catalogue."""
+    outputs = plan(registry, ROOT, only=["docs"])
+    page = next(o for o in outputs if o.path == f"{docs.GENERATED_DIR}/{docs.CHECK_RULES_PAGE}")
+    write_outputs(tmp_path, outputs)
+    edited = tmp_path / page.path
+    edited.write_text(edited.read_text(encoding="utf-8").replace("`OE054`", "`OE054` (edited)"),
+                      encoding="utf-8")
+    assert stale_outputs(tmp_path, outputs) == [page.path]
+
+
+def test_profile_table_names_wrap_only_after_a_dot(registry):
+    matrix = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
+    assert '[<span class="oe-name">openengine.<wbr>load</span>](load.md)' in matrix
+    # Elsewhere a profile name is plain text.
+    cases = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
+    assert "<wbr>" not in cases and "[openengine.load](profiles/load.md)" in cases

@@ -8,7 +8,7 @@ def all_cases() -> list[Case]:
     from openengine.conformance.cases import (  # noqa: F401  (imported for registration)
         core, capabilities, health, load, optional, control, wire, alias,
     )
-    return list(CASES)
+    return CASES.payloads()
 
 
 __all__ = ["CASES", "Case", "Failed", "Skipped", "Unchecked", "all_cases", "case", "expect"]

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
+from contractkit.rules import RuleCatalogue, RuleSpec, Severity
+
 CaseFn = Callable[["object"], Awaitable["str | None"]]
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
@@ -55,20 +57,25 @@ class Case:
         return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
 
     @property
-    def spec(self):
-        """The case as a catalogue entry: a failed case is an error against the requirements it cites."""
-        from contractkit.rules import RuleSpec, Severity
-
-        category = self.profile[len("openengine."):] if self.profile.startswith("openengine.") else self.profile
-        return RuleSpec(self.id, self.id.replace(".", "-"), "conformance", category, self.title, Severity.ERROR,
-                        requirements=self.requirements)
+    def spec(self) -> RuleSpec:
+        return CASES.spec(self.id)
 
     @property
     def area(self) -> str:
         return self.id.split(".", 1)[0]
 
 
-CASES: list[Case] = []
+# Every case by id, in registration order (the order they run in).
+CASES: RuleCatalogue[Case] = RuleCatalogue("conformance")
+
+
+def case_spec(case_id: str, profile: str, requirements: tuple[str, ...], title: str, *, when: str,
+              disruptive: bool) -> RuleSpec:
+    """A case as a catalogue entry: a failed case is an error against the requirements it cites."""
+    category = profile[len("openengine."):] if profile.startswith("openengine.") else profile
+    return RuleSpec(case_id, case_id.replace(".", "-"), "conformance", category, title, Severity.ERROR,
+                    requirements=requirements,
+                    facts=(("profile", profile), ("when", when), ("disruptive", "yes" if disruptive else "no")))
 
 
 def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], title: str,
@@ -84,15 +91,9 @@ def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], t
             raise ValueError(f"case {case_id} cites malformed requirement id {req!r}")
     if when not in ("advertised", "absent"):
         raise ValueError(f"case {case_id}: unknown when={when!r}")
-
-    def register(fn: CaseFn) -> CaseFn:
-        if any(c.id == case_id for c in CASES):
-            raise ValueError(f"case id {case_id} registered twice")
-        CASES.append(Case(case_id, profile, tuple(requires), title, fn, when, disruptive, timeout,
-                          observes))
-        return fn
-
-    return register
+    spec = case_spec(case_id, profile, tuple(requires), title, when=when, disruptive=disruptive)
+    return CASES.registrar(spec, lambda fn: Case(case_id, profile, tuple(requires), title, fn, when, disruptive,
+                                                 timeout, observes))
 
 
 def expect(condition: bool, reason: str) -> None:

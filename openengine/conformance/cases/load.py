@@ -5,9 +5,15 @@ Intervals are taken from the engine's advertised min/max so that the cases stay 
 for tens of milliseconds and check what the engine says it made of that. Every window is a number
 of the stream's effective intervals, not a fixed time, so an engine with a long minimum interval
 is checked as thoroughly as a fast one; only when those intervals would not fit in the case
-timeout is the requirement reported `unchecked`. Timing checks use the server's own timestamps
-where the requirement is about spacing, and generous bounds where the runner's clock is
-involved, so a busy test machine does not make a conforming engine fail.
+timeout is the requirement reported `unchecked`.
+
+Every message of every stream goes to the validators' `WatchLoadChecker`, given discovery's
+instance id and revision, the effective `openengine.load` limits and the request, so the stream
+rules (settings, sequence, timestamps, kinds, spacing, heartbeats, instance ids, ranks) are
+judged by that one implementation; a case asserts on the rule ids it is about and adds only what
+its stimulus needs (a count over a window, what came after a stall). Spacing is judged on the
+server's own timestamps and strictly; lateness and silence get generous bounds, because the
+runner and the engine may share a busy machine.
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ from openengine.conformance.context import Context, Reader, read_rest, rpc_error
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1
+# How the cases' checker judges timing. Early: a message closer than the period by more than a
+# millisecond (server timestamps, so load on the runner cannot cause it). Late or silent: more
+# than four periods plus a quarter of a second, so a stalled test machine does not fail a
+# conforming engine while an engine that stops sending is still caught.
+EARLY_TOLERANCE, EARLY_SLACK_MS = 0.0, 1.0
+LATE_TOLERANCE, LATE_SLACK_MS = 3.0, 250.0
 
 
 def _ms(ts) -> float:
@@ -53,17 +65,30 @@ class Watch:
         self.reader = Reader(self.call)
         self.loop = asyncio.get_running_loop()
         self.received: list[Received] = []
-        self.checker = WatchLoadChecker(request=self.request, clock=self.loop.time)
+        info = ctx.engine_info
+        self.checker = WatchLoadChecker(
+            instance_id=info.instance_id if info is not None else None,
+            capability_revision=info.capability_revision if info is not None and info.capability_revision else None,
+            observability=_limits(ctx), request=self.request, clock=self.loop.time,
+            tolerance=LATE_TOLERANCE, slack_ms=LATE_SLACK_MS,
+            early_tolerance=EARLY_TOLERANCE, early_slack_ms=EARLY_SLACK_MS)
 
-    def broken(self, *rules: str) -> list:
-        """The checker's violations of `rules` so far, in stream order."""
-        return [v for v in self.checker.violations if v.rule_id in rules]
+    def broken(self, *rules: str, path: str | None = None) -> list:
+        """The checker's violations of `rules` so far (only at `path` when given), in stream order."""
+        return [v for v in self.checker.violations
+                if v.rule_id in rules and (path is None or v.path == path)]
 
-    def expect_none(self, *rules: str, where: str = "") -> None:
-        """Fail the case with the checker's own messages when any of `rules` was broken."""
-        found = self.broken(*rules)
+    def expect_none(self, *rules: str, path: str | None = None, where: str = "", why: str = "") -> None:
+        """Fail the case with the checker's own findings when any of `rules` was broken; `why`
+        says what the finding means for the requirement the case is about."""
+        found = self.broken(*rules, path=path)
         expect(not found, (f"{where}: " if where else "") +
-               "; ".join(f"{v.rule_id} {v.message}" for v in found[:3]))
+               "; ".join(f"{v.rule_id} {v.message}" for v in found[:3]) + (f": {why}" if why else ""))
+
+    def finish(self) -> None:
+        """The runner stops reading: the checker judges what never arrived (a silence longer
+        than the heartbeat or interval allows, a promised initial snapshot)."""
+        self.checker.finish(self.loop.time())
 
     async def read(self, timeout: float) -> Received | None:
         """The next message, or None when nothing came within `timeout`. Fails on stream end."""
@@ -80,16 +105,15 @@ class Watch:
         self.checker.feed(msg, got.at)
         return got
 
-    async def settings(self, timeout: float = 1.0, *, strict: bool = False):
-        """The stream's settings. Only `strict` callers insist they come first (REQ-LOAD-004 has
-        its own case); the others look past misplaced messages so one fault fails one case."""
+    async def settings(self, timeout: float = 1.0):
+        """The stream's settings, looking past misplaced messages so one fault fails one case
+        (the checker reports settings that do not come first, OEV301)."""
         end = self.loop.time() + timeout
         while True:
             got = await self.read(max(0.0, end - self.loop.time()))
             expect(got is not None, f"no settings within {timeout} s of opening WatchLoad")
             if got.kind == "settings":
                 return got.msg.settings
-            expect(not strict, f"the first message is {got.kind!r}, not settings")
             if len(self.received) > 8:
                 raise Failed("no settings among the first 8 messages")
 
@@ -170,16 +194,17 @@ async def load_instance(ctx: Context):
     want = ctx.engine_info.instance_id
     info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}")
-    w, settings = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
+    w, _ = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
     try:
-        expect(settings.instance_id == want,
-               f"WatchLoadSettings.instance_id {settings.instance_id!r} != {want!r}")
-        got = await w.read(1.0)
-        expect(got is not None and got.kind == "snapshot", "no snapshot after the settings")
-        got_id = got.msg.snapshot.load.instance_id
-        expect(got_id == want, f"snapshot instance_id {got_id!r} != {want!r}")
+        end = w.loop.time() + 1.0
+        while not any(r.kind == "snapshot" for r in w.received) and w.loop.time() < end:
+            await w.read(end - w.loop.time())
     finally:
         w.cancel()
+    w.expect_none("OEV309")
+    w.expect_none("OEV308", path="snapshot.load.instance_id")
+    if not any(r.kind == "snapshot" for r in w.received):
+        raise Unchecked("no snapshot came within 1 s of opening WatchLoad, so no snapshot's instance id was seen")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,18 +218,20 @@ async def settings_first(ctx: Context):
     w = Watch(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
               initial_snapshot=False)
     try:
-        settings = await w.settings(timeout=1.0, strict=True)     # the stimulus: sent at once
-        w.expect_none("OEV301", "OEV303")                           # first, with sequence 0
+        first = await w.read(1.0)
     finally:
         w.cancel()
+    w.expect_none("OEV301", "OEV303")                               # first, with sequence 0
+    expect(first is not None, "nothing within 1 s of opening WatchLoad: the settings must not wait "
+                              "for a timer")                        # the stimulus: sent at once
     w = Watch(ctx, interval_ms=_fast_interval(lim))
     try:
-        await w.settings(strict=True)
-        await w.collect(0.2)
+        await w.collect(max(0.2, 8 * _fast_interval(lim) / 1000))
     finally:
         w.cancel()
     w.expect_none("OEV301", "OEV302", "OEV303")                     # never again later
-    return f"interval {settings.interval_ms} ms"
+    expect(w.checker.settings is not None, "the second stream carried no settings")
+    return f"interval {first.msg.settings.interval_ms} ms"
 
 
 @case("load.watch.settings-effective", profile=LOAD, requires=("REQ-LOAD-005",),
@@ -212,33 +239,19 @@ async def settings_first(ctx: Context):
 async def settings_effective(ctx: Context):
     lim = _limits(ctx)
     interval = _fast_interval(lim)
-    w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=interval, initial_snapshot=False,
+    # Every setting asked for differs from its default and lies within range.
+    w, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=interval, initial_snapshot=False,
                        per_rank=True)
     w.cancel()
-    problems = []
-    if s.instance_id != ctx.engine_info.instance_id:
-        problems.append(f"instance_id {s.instance_id!r}")
-    if s.capability_revision != ctx.engine_info.capability_revision:
-        problems.append(f"capability_revision {s.capability_revision} != EngineInfo's "
-                        f"{ctx.engine_info.capability_revision}")
-    if s.interval_ms != interval:
-        problems.append(f"interval_ms {s.interval_ms}, asked {interval} (within range)")
-    if s.heartbeat_ms != interval:
-        problems.append(f"heartbeat_ms {s.heartbeat_ms}, asked {interval} (within range)")
-    if s.initial_snapshot:
-        problems.append("initial_snapshot true, asked false")
-    if s.per_rank != bool(lim["per_rank"]):
-        problems.append(f"per_rank {s.per_rank}, capability per_rank {lim['per_rank']}")
-    expect(not problems, "WatchLoadSettings: " + "; ".join(problems))
+    w.expect_none("OEV309", "OEV316", "OEV319", where="WatchLoadSettings")
 
 
 @case("load.watch.interval-default", profile=LOAD, requires=("REQ-LOAD-006",),
       title="an absent interval_ms gets default_watch_interval_ms")
 async def interval_default(ctx: Context):
-    want = int(ctx.limit(LOAD, "default_watch_interval_ms"))
-    w, s = await _open(ctx, heartbeat_ms=0, initial_snapshot=False)
+    w, _ = await _open(ctx, heartbeat_ms=0, initial_snapshot=False)
     w.cancel()
-    expect(s.interval_ms == want, f"effective interval {s.interval_ms} ms, default is {want} ms")
+    w.expect_none("OEV316", path="settings.interval_ms", where="interval_ms absent")
 
 
 @case("load.watch.interval-clamped", profile=LOAD, requires=("REQ-LOAD-006",),
@@ -246,18 +259,17 @@ async def interval_default(ctx: Context):
 async def interval_clamped(ctx: Context):
     lim = _limits(ctx)
     lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
-    asks = [(_fast_interval(lim), _fast_interval(lim))]
+    asks = [_fast_interval(lim)]
     if lo > 1:
-        asks.append((1, lo))
+        asks.append(1)
     if hi < UINT32_MAX:
-        asks.append((hi + 1, hi))
-        asks.append((UINT32_MAX, hi))
+        asks += [hi + 1, UINT32_MAX]
     problems = []
-    for asked, want in asks:
-        w, s = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
+    for asked in asks:
+        w, _ = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
         w.cancel()
-        if s.interval_ms != want:
-            problems.append(f"asked {asked} ms, got {s.interval_ms} ms, expected {want} ms")
+        problems += [f"asked {asked} ms: {v.rule_id} {v.message}"
+                     for v in w.broken("OEV316", path="settings.interval_ms")]
     expect(not problems, "; ".join(problems))
     return f"range [{lo}, {hi}] ms, {len(asks)} requests"
 
@@ -268,17 +280,14 @@ async def interval_zero(ctx: Context):
     lim = _limits(ctx)
     w, s = await _open(ctx, interval_ms=0, heartbeat_ms=0, initial_snapshot=False)
     try:
+        w.expect_none("OEV316", path="settings.interval_ms", where="interval_ms 0")
         if lim["change_driven"]:
-            expect(s.interval_ms == 0, f"change_driven engine made interval 0 into {s.interval_ms} ms")
             quiet = await w.collect(0.2)
             snaps = [r for r in quiet if r.kind == "snapshot"]
             # An idle engine has no changes, so there is nothing to send; tolerate one that was
             # already in flight.
             expect(len(snaps) <= 1, f"{len(snaps)} snapshots in 200 ms on an idle change-driven stream")
             return "change-driven"
-        want = int(lim["min_watch_interval_ms"])
-        expect(s.interval_ms == want, f"interval 0 without change_driven became {s.interval_ms} ms, "
-                                      f"expected min_watch_interval_ms {want}")
         return "clamped to the minimum"
     finally:
         w.cancel()
@@ -289,20 +298,19 @@ async def interval_zero(ctx: Context):
 async def heartbeat_settings(ctx: Context):
     lim = _limits(ctx)
     lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
-    asks: list[tuple[int | None, int]] = [(None, int(lim["default_heartbeat_ms"])), (0, 0),
-                                          (_fast_interval(lim), _fast_interval(lim))]
+    asks: list[int | None] = [None, 0, _fast_interval(lim)]
     if lo > 1:
-        asks.append((1, lo))
+        asks.append(1)
     if hi < UINT32_MAX:
-        asks.append((UINT32_MAX, hi))
+        asks.append(UINT32_MAX)
     problems = []
-    for asked, want in asks:
+    for asked in asks:
         fields = {} if asked is None else {"heartbeat_ms": asked}
-        w, s = await _open(ctx, initial_snapshot=False, interval_ms=hi, **fields)
+        w, _ = await _open(ctx, initial_snapshot=False, interval_ms=hi, **fields)
         w.cancel()
-        if s.heartbeat_ms != want:
-            shown = "absent" if asked is None else f"{asked} ms"
-            problems.append(f"asked {shown}, got {s.heartbeat_ms} ms, expected {want} ms")
+        shown = "absent" if asked is None else f"{asked} ms"
+        problems += [f"asked {shown}: {v.rule_id} {v.message}"
+                     for v in w.broken("OEV316", path="settings.heartbeat_ms")]
     expect(not problems, "; ".join(problems))
 
 
@@ -313,11 +321,11 @@ async def heartbeat_off(ctx: Context):
     w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=0,
                        initial_snapshot=False)
     try:
-        got = await w.collect(_window(ctx, 5, int(lim["min_watch_interval_ms"]), at_least=0.3))
+        await w.collect(_window(ctx, 5, int(lim["min_watch_interval_ms"]), at_least=0.3))
     finally:
         w.cancel()
-    beats = [r for r in got if r.kind == "heartbeat"]
-    expect(not beats, f"{len(beats)} heartbeats on a stream with heartbeats off")
+    w.expect_none("OEV316", path="settings.heartbeat_ms", where="heartbeat_ms 0")
+    w.expect_none("OEV314")
 
 
 @case("load.watch.initial-snapshot-on", profile=LOAD, requires=("REQ-LOAD-009",),
@@ -333,10 +341,12 @@ async def initial_on(ctx: Context):
         finally:
             w.cancel()
         shown = "initial_snapshot absent" if not fields else "initial_snapshot true"
+        w.finish()
+        w.expect_none("OEV316", path="settings.initial_snapshot", where=shown)
+        w.expect_none("OEV317", "OEV305", where=shown)
+        # The stimulus: the next periodic snapshot is far off, so only an initial one comes now.
         expect(got is not None, f"{shown}: nothing followed the settings within {wait:.2f} s "
                                 f"(interval {slow} ms)")
-        expect(got.kind == "snapshot" and got.msg.sequence == 1,
-               f"{shown}: sequence {got.msg.sequence} is a {got.kind}, not the initial snapshot")
 
 
 @case("load.watch.initial-snapshot-off", profile=LOAD, requires=("REQ-LOAD-009",),
@@ -350,6 +360,7 @@ async def initial_off(ctx: Context):
         got = await w.read(wait)
     finally:
         w.cancel()
+    w.expect_none("OEV316", path="settings.initial_snapshot", where="initial_snapshot false")
     expect(got is not None, f"no snapshot within 3 intervals ({interval} ms)")
     gap = _ms(got.msg.timestamp) - _ms(w.received[0].msg.timestamp)
     expect(gap >= interval * 0.5,
@@ -369,12 +380,12 @@ async def per_rank(ctx: Context):
             snap = await w.read(1.0)
         finally:
             w.cancel()
-        expect(s.per_rank == (asked and supported),
-               f"asked per_rank={asked}, capability {supported}, settings say {s.per_rank}")
+        w.expect_none("OEV316", path="settings.per_rank", where=f"asked per_rank={asked}")
         expect(snap is not None and snap.kind == "snapshot", "no snapshot after the settings")
-        n = len(snap.msg.snapshot.load.ranks)
-        want = dp if s.per_rank else 0
-        expect(n == want, f"per_rank={s.per_rank}: {n} rank entries, expected {want}")
+        w.expect_none("OEV318", where=f"asked per_rank={asked}")
+        if s.per_rank:   # one entry per data-parallel rank: what EngineInfo says, not a stream rule
+            n = len(snap.msg.snapshot.load.ranks)
+            expect(n == dp, f"per_rank: {n} rank entries, data_parallel_size {dp}")
 
 
 @case("load.watch.max-watchers", profile=LOAD, requires=("REQ-LOAD-011", "REQ-SVC-004"),
@@ -423,18 +434,21 @@ async def periodic(ctx: Context):
     w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0, initial_snapshot=False)
     n = s.interval_ms
     try:
+        w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {_fast_interval(lim)} ms")
         if n == 0:
-            raise Failed(f"asked for {_fast_interval(lim)} ms, the effective interval is 0")
+            raise Unchecked("the settings report change-driven updates, so there is no period to check")
         window = _window(ctx, 12, n, at_least=0.3)
         got = [r for r in await w.collect(window) if r.kind == "snapshot"]
     finally:
         w.cancel()
+    w.finish()
+    w.expect_none("OEV310", "OEV311")
+    # The stimulus: about one snapshot per interval over the window (a rate, not a spacing).
     expected = window * 1000 / n
     expect(len(got) >= expected * 0.4,
            f"{len(got)} snapshots in {window:.2f} s at interval {n} ms (expected about {expected:.0f})")
-    stamps = [_ms(r.msg.snapshot.load.timestamp) for r in got]
-    close = [(round(b - a, 1)) for a, b in zip(stamps, stamps[1:]) if b - a < n - 1]
-    expect(not close, f"consecutive periodic snapshots {close[:5]} ms apart, interval {n} ms")
+    if len(got) < 3:
+        raise Unchecked(f"{len(got)} periodic snapshots: no gap between periodic snapshots was measured")
     return f"{len(got)} snapshots"
 
 
@@ -447,23 +461,22 @@ async def heartbeat_idle(ctx: Context):
                        initial_snapshot=False)
     h = s.heartbeat_ms
     try:
+        w.expect_none("OEV316", path="settings.heartbeat_ms", where=f"asked for heartbeats every {h_req} ms")
         if h == 0:
-            raise Failed(f"asked for heartbeats every {h_req} ms, the effective heartbeat is 0 (off)")
-        window = _window(ctx, 10, h, at_least=0.35)
+            raise Unchecked("the settings report heartbeats off, so there is no heartbeat to check")
+        # Long enough that a stream with no heartbeat at all is silent for longer than the
+        # checker's bound for silence (LATE_*), which is generous for busy machines.
+        window = _window(ctx, 10, h, at_least=(h * (1 + LATE_TOLERANCE) + LATE_SLACK_MS) / 1000 + 0.25)
         got = await w.collect(window)
     finally:
         w.cancel()
+    w.finish()
+    w.expect_none("OEV312", "OEV313")
+    # The stimulus: an idle stream, so about one heartbeat per heartbeat_ms over the window.
     beats = [r for r in got if r.kind == "heartbeat"]
     expected = window * 1000 / h
     expect(len(beats) >= max(2, expected * 0.4),
            f"{len(beats)} heartbeats in {window:.2f} s with heartbeat {h} ms on an idle stream")
-    times = [w.received[0]] + got
-    stamps = [_ms(r.msg.timestamp) for r in times]
-    soon = [round(b - a, 1) for a, b in zip(stamps, stamps[1:]) if b - a < h - 1]
-    expect(not soon, f"heartbeats {soon[:5]} ms after the previous message, heartbeat is {h} ms")
-    arrivals = [r.at for r in times]
-    worst = max(b - a for a, b in zip(arrivals, arrivals[1:])) * 1000
-    expect(worst <= 4 * h + 150, f"{worst:.0f} ms without any message, heartbeat is {h} ms")
     return f"{len(beats)} heartbeats"
 
 
@@ -501,7 +514,7 @@ async def timestamps(ctx: Context):
 async def message_kinds(ctx: Context):
     w = await _fast_stream(ctx)
     w.expect_none("OEV320")
-    kinds = sorted({r.msg.WhichOneof("kind") for r in w.received})
+    kinds = sorted({r.kind or "none" for r in w.received})
     return f"{len(w.received)} messages ({', '.join(kinds)})"
 
 
@@ -540,10 +553,7 @@ async def snapshots_complete(ctx: Context):
         w.cancel()
     snaps = [r for r in w.received if r.kind == "snapshot"]
     expect(snaps, "no snapshot arrived")
-    for snap in (r.msg.snapshot for r in snaps):
-        expect(snap.HasField("load"), "a snapshot without LoadInfo")
-        expect(snap.load.HasField("timestamp"), "a snapshot whose LoadInfo has no timestamp")
-        expect(bool(snap.load.instance_id), "a snapshot whose LoadInfo has no instance_id")
+    w.expect_none("OEV308")
     # Snapshots that arrived while the request was streaming and before it ended.
     during = [r.msg.snapshot for r in snaps if running_since is not None and r.at >= running_since
               and (ended_at is None or r.at < ended_at)]
@@ -566,22 +576,18 @@ async def heartbeat_busy(ctx: Context):
                        initial_snapshot=False)
     n, h = s.interval_ms, s.heartbeat_ms
     try:
+        w.expect_none("OEV316", where=f"asked for interval {interval} ms and heartbeat {interval * 5 // 2} ms")
         if n == 0 or h == 0:
-            raise Failed(f"asked for interval {interval} ms and heartbeat {interval * 5 // 2} ms, "
-                         f"the effective ones are {n} and {h} ms")
+            raise Unchecked(f"the settings report interval {n} ms and heartbeat {h} ms: no busy stream "
+                            "with heartbeats to check")
         got = await w.collect(_window(ctx, 6, max(n, h), at_least=0.3))
     finally:
         w.cancel()
+    w.expect_none("OEV313", why="the heartbeat timer is not restarted by snapshots")
     snaps = [r for r in got if r.kind == "snapshot"]
     if len(snaps) < 3:
-        raise Failed(f"{len(snaps)} snapshots in {6 * max(n, h)} ms at interval {n} ms")
-    times = [w.received[0]] + got
-    soon = [f"{b.msg.sequence} ({_ms(b.msg.timestamp) - _ms(a.msg.timestamp):.0f} ms after "
-            f"{a.kind} {a.msg.sequence})" for a, b in zip(times, times[1:])
-            if b.kind == "heartbeat" and _ms(b.msg.timestamp) - _ms(a.msg.timestamp) < h - 1]
-    expect(not soon, f"heartbeats sooner than heartbeat_ms {h} after the previous message, at "
-                     f"sequence {', '.join(soon[:4])}: the heartbeat timer is not restarted by "
-                     "snapshots")
+        raise Unchecked(f"{len(snaps)} snapshots in {6 * max(n, h)} ms at interval {n} ms: the stream "
+                        "was not busy, so no heartbeat could follow a snapshot")
     beats = sum(1 for r in got if r.kind == "heartbeat")
     return f"interval {n} ms, heartbeat {h} ms, {len(snaps)} snapshots, {beats} heartbeats"
 
@@ -603,8 +609,9 @@ async def slow_reader(ctx: Context):
     try:
         s = await w.settings()
         n = s.interval_ms
+        w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {_clamp(10, lim)} ms")
         if n == 0:
-            raise Failed(f"asked for {_clamp(10, lim)} ms, the effective interval is 0")
+            raise Unchecked("the settings report change-driven updates: no steady rate to stall against")
         start = await w.read(1.0)
         expect(start is not None and start.kind == "snapshot", "no initial snapshot")
         stall = _window(ctx, STALL_INTERVALS, n, at_least=0.5, share=0.4)

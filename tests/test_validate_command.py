@@ -1,0 +1,98 @@
+"""`oespec validate` on input it cannot judge, or can only partly judge: never a raw Python error,
+always located findings in the chosen format, and one root finding where one cause would
+otherwise cascade."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codegen.cli import run
+from codegen.diagnostics import PRINTERS
+
+
+@pytest.fixture(autouse=True)
+def _bindings():
+    pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
+
+
+def _validate(capsys, *argv) -> tuple[int, list[dict]]:
+    code = run(["validate", *argv, "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)["diagnostics"]
+
+
+def test_a_missing_core_is_one_root_finding_not_a_cascade(capsys, tmp_path):
+    """Every other profile needs openengine.core; the report says core is missing once, and not
+    once more per profile whose prerequisite it is."""
+    doc = tmp_path / "caps.json"
+    doc.write_text(json.dumps({"profiles": [{"name": "openengine.load", "major": 1},
+                                            {"name": "openengine.admin", "major": 1},
+                                            {"name": "openengine.runtime-events", "major": 1}]}))
+    code, diags = _validate(capsys, str(doc))
+    assert code == 1
+    assert [d["rule_id"] for d in diags] == ["OEV101"]
+    assert (diags[0]["line"], diags[0]["column"]) == (1, 2)
+
+
+UNUSABLE = {
+    "missing file": (None, "OEV001", "No such file or directory"),
+    "not UTF-8": (b"\xff\xfe{}", "OEV001", "cannot read"),
+    "not JSON": (b'{"profiles": [', "OEV001", "not JSON"),
+    "empty": (b"", "OEV003", "holds no JSON value"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_an_unusable_file_is_one_finding_with_exit_status_2(case, capsys, tmp_path):
+    content, rule_id, says = UNUSABLE[case]
+    path = tmp_path / "input.json"
+    if content is not None:
+        path.write_bytes(content)
+    code, diags = _validate(capsys, str(path))
+    assert code == 2
+    assert [d["rule_id"] for d in diags] == [rule_id] and says in diags[0]["message"]
+    assert diags[0]["path"] == str(path)
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "No such file or directory"),
+    (b"[1, 2]", "expected a capabilities document"),
+    (b"", "holds no JSON value"),
+])
+def test_an_unusable_capabilities_file_for_a_stream_is_a_finding(content, says, capsys, tmp_path):
+    stream = tmp_path / "watch.jsonl"
+    stream.write_text('{"sequence": "0", "settings": {"interval_ms": 100}}\n')
+    caps = tmp_path / "caps.json"
+    if content is not None:
+        caps.write_bytes(content)
+    code, diags = _validate(capsys, str(stream), "--capabilities", str(caps))
+    assert code == 2
+    assert len(diags) == 1 and diags[0]["path"] == str(caps) and says in diags[0]["message"]
+
+
+@pytest.mark.parametrize("fmt", sorted(PRINTERS))
+def test_an_unusable_file_prints_in_every_format(fmt, capsys, tmp_path):
+    code = run(["validate", str(tmp_path / "absent.json"), "--format", fmt])
+    out = capsys.readouterr().out
+    assert code == 2 and "OEV001" in out and "Traceback" not in out
+
+
+ODD_VALUES = [
+    "null", '"a string"', "1", "[]", "{}", '{"profiles": [null]}', '{"profiles": [{"name": 5}]}',
+    '{"settings": 5}', '{"capabilities": []}', '{"engine_info": 5}', '{"model_info": [5]}',
+    '{"sequence": 1, "snapshot": {"load": 5}}', '{"ranks": [null]}', '{"runningRequests": 1e400}',
+    '[[[[[[[[[[[[]]]]]]]]]]]]', '{"a": ' * 40 + "1" + "}" * 40, '"\\u0000\\u001b[2J"',
+    '{"capabilities": {}, "engine_info": {"role": "ROLE_X"}, "model_info": [{"name": "m", "profiles": [5]}]}',
+]
+
+
+@pytest.mark.parametrize("kind", ["auto", "capabilities", "watchload", "load"])
+def test_odd_json_is_judged_never_a_crash(kind, capsys, tmp_path):
+    for i, value in enumerate(ODD_VALUES):
+        path = tmp_path / f"odd-{i}.json"
+        path.write_text(value)
+        code = run(["validate", str(path), "--kind", kind, "--format", "json"])
+        out = capsys.readouterr().out
+        assert code in (0, 1, 2), value
+        assert isinstance(json.loads(out)["diagnostics"], list), value
