@@ -26,6 +26,16 @@ def test_each_run_is_judged_against_its_goal():
     assert "1200 passed" in figures["tests.test.wall"].note and "Shared machine." in section.discussion
 
 
+def test_a_failed_run_never_meets_its_goal_and_names_what_failed():
+    failed = dict(RECORD["runs"][0], exit_status=1, pytest="1 failed, 999 passed",
+                  failures=["tests/a.py::test_x[1]", "tests/a.py::test_x[2]", "tests/b.py::test_y"])
+    section = testsuite.section(dict(RECORD, runs=[failed]))
+    wall = next(f for f in section.figures if f.name == "tests.test_fast.wall")
+    assert wall.value == 48.2 and wall.met is False
+    assert "1 failed" in wall.note and "exit 1" in wall.note
+    assert "(in tests/a.py::test_x, tests/b.py::test_y)" in wall.note
+
+
 def test_the_section_is_replaced_in_place_and_appended_once():
     base = "# Benchmark results\n\n## Fleet\n\ntext\n"
     once = testsuite.with_section(base, testsuite.section(RECORD))
