@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -69,12 +70,29 @@ def site_from(root: Path, registry_file: Path, spec_pages: dict[str, str], *,
     return config_file
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` run once per test run, even though pytest-xdist gives every worker a session
+    of its own: the first worker to ask builds under a lock, the others wait for it and reuse its
+    folder, so tests on several workers share one build."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent   # the run's folder, above each worker's own
+    folder, done = base / f"shared-{name}", base / f"shared-{name}.done"
+    with open(base / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)   # what a failed attempt left
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
-    """The repository's own site, built strictly once per test session."""
-    out = tmp_path_factory.mktemp("site") / "build"
-    mkdocs_build(ROOT / "mkdocs.yml", out)
-    return out
+    """The repository's own site, built strictly once per test run."""
+    shared = built_once(tmp_path_factory, "site", lambda folder: mkdocs_build(ROOT / "mkdocs.yml", folder / "build"))
+    return shared / "build"
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +135,10 @@ def _spec_nav() -> list:
 @pytest.fixture(scope="session")
 def fifteen_site(tmp_path_factory):
     """The whole site (spec, protos, JSON Schemas) for a catalogue of fifteen profiles, built once."""
-    root = tmp_path_factory.mktemp("fifteen")
+    return built_once(tmp_path_factory, "fifteen", _build_fifteen) / "build"
+
+
+def _build_fifteen(root: Path) -> None:
     _fifteen_profiles(root / "registry.yaml")
     shutil.copytree(ROOT / "proto", root / "proto")
     shutil.copytree(ROOT / "schemas", root / "schemas")
@@ -126,4 +147,3 @@ def fifteen_site(tmp_path_factory):
     spec = {p.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "spec").glob("*.md"))}
     config = site_from(root, root / "registry.yaml", spec, nav_spec=_spec_nav())
     mkdocs_build(config, root / "build")
-    return root / "build"

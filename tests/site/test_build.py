@@ -10,8 +10,9 @@ import pytest
 from .conftest import DATA, BuildFailed, mkdocs_build, site_from
 from .htmlscan import injected, scan
 
-# Site builds; on one xdist worker, so the session's built site is built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("site")]
+# Site builds. The built sites are shared across workers (conftest.built_once), so these tests
+# spread over the workers rather than queue behind the browser tests.
+pytestmark = pytest.mark.slow
 
 HOME = "# Home\n\nWelcome. See the [profiles](reference/profiles/index.md).\n"
 
