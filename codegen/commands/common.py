@@ -28,16 +28,21 @@ def tool_version() -> str:
         return ""
 
 
-def output_context(**given) -> Context:
+def output_context(*, with_version: bool = True, **given) -> Context:
     """The context every command prints with: the tool, its version, and the one catalogue the
     SARIF printer describes rules from (read only when a printer asks)."""
     from codegen.commands.rules import describe
 
-    return Context(tool="oespec", version=tool_version(), describe=describe, **given)
+    return Context(tool="oespec", version=tool_version() if with_version else "", describe=describe, **given)
+
+
+# Printers that name the tool's version; reading it (importlib.metadata) costs more than a whole
+# text report, so the others go without.
+VERSIONED_FORMATS = frozenset({"sarif"})
 
 
 def write(fmt: str, diags: list[Diagnostic], out=None, **context) -> None:
-    (out or sys.stdout).write(render(fmt, diags, output_context(**context)))
+    (out or sys.stdout).write(render(fmt, diags, output_context(with_version=fmt in VERSIONED_FORMATS, **context)))
 
 
 def emit(args: argparse.Namespace, diags: list[Diagnostic], out=None) -> int:
