@@ -2,6 +2,6 @@
 kept so every stage imports them from one familiar place."""
 
 from contractkit.diagnostics import (  # noqa: F401
-    NOWHERE, PRINTERS, Diagnostic, Loc, Severity, exit_code, render_github, render_json, render_junit,
-    render_text, sorted_diagnostics,
+    NO_CONTEXT, NOWHERE, PRINTERS, Context, Diagnostic, Loc, Severity, exit_code, printable, render,
+    render_github, render_json, render_junit, render_sarif, render_text, sorted_diagnostics,
 )

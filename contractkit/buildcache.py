@@ -56,11 +56,17 @@ def _unpack(blob: bytes) -> dict[str, bytes] | None:
     return entries if offset == len(body) else None
 
 
+# Entries kept per kind; the least recently written go first (each edit of a proto leaves a new
+# compile behind, and only the latest few are ever asked for again).
+MAX_ENTRIES = 32
+
+
 class BuildCache:
     """Entries of one kind (`protoc`, `plan`) under `folder`."""
 
-    def __init__(self, folder: Path | str):
+    def __init__(self, folder: Path | str, max_entries: int = MAX_ENTRIES):
         self.folder = Path(folder)
+        self.max_entries = max_entries
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.bin"
@@ -86,7 +92,16 @@ class BuildCache:
                 raise
         except OSError:
             return False
+        self._prune()
         return True
+
+    def _prune(self) -> None:
+        try:
+            entries = sorted(self.folder.glob("*.bin"), key=lambda p: p.stat().st_mtime_ns)
+            for old in entries[: max(0, len(entries) - self.max_entries)]:
+                old.unlink(missing_ok=True)
+        except OSError:   # another run pruned the same entry first
+            pass
 
 
 # Set to any non-empty value to compute everything afresh and keep nothing (timing a cold run,

@@ -9,16 +9,31 @@ descriptors through `openengine.contract`.)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from google.protobuf import descriptor_pb2
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from contractkit.locations import Loc
 from contractkit.naming import streaming_shape
 
-_FDP = descriptor_pb2.FieldDescriptorProto
-# Field type number -> proto type word (`uint32`, `string`, ...); message and enum fields are named
-# by their type instead.
-SCALAR_NAMES = {value: name.removeprefix("TYPE_").lower() for name, value in _FDP.Type.items()}
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
+
+
+@lru_cache(maxsize=1)
+def scalar_names() -> dict[int, str]:
+    """Field type number -> proto type word (`uint32`, `string`, ...); message and enum fields are
+    named by their type instead. Built on first use: a command that reuses a generation plan never
+    imports protobuf."""
+    from google.protobuf import descriptor_pb2
+
+    return {value: name.removeprefix("TYPE_").lower()
+            for name, value in descriptor_pb2.FieldDescriptorProto.Type.items()}
+
+
+def __getattr__(name: str):
+    if name == "SCALAR_NAMES":
+        return scalar_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -84,8 +99,8 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
         full = f"{prefix}.{msg.name}" if prefix else msg.name
         fields = {}
         for i, f in enumerate(msg.field):
-            ftype = f.type_name.lstrip(".") if f.type_name else SCALAR_NAMES[f.type]
-            fields[f.name] = FieldInfo(f.name, f.number, ftype, f.label == _FDP.LABEL_REPEATED,
+            ftype = f.type_name.lstrip(".") if f.type_name else scalar_names()[f.type]
+            fields[f.name] = FieldInfo(f.name, f.number, ftype, f.label == f.LABEL_REPEATED,
                                        f.proto3_optional, display, locs.get(path + (2, i), Loc(1, 1)))
         contract.messages[full] = MessageInfo(full, fields, display, locs.get(path, Loc(1, 1)))
         for j, nested in enumerate(msg.nested_type):
@@ -106,6 +121,7 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
 
 def standard_health(contract: Contract) -> None:
     """The standard health service is referenced, never redefined: take it from grpcio-health-checking."""
+    from google.protobuf import descriptor_pb2
     from grpc_health.v1 import health_pb2
 
     fdp = descriptor_pb2.FileDescriptorProto()

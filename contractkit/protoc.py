@@ -20,9 +20,12 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
+from typing import TYPE_CHECKING
 
 from contractkit.buildcache import BuildCache, digest
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 
 class ProtocError(Exception):
@@ -105,6 +108,12 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
         data = _compile_descriptor_set(sources, source_info)
         if cache is not None:
             cache.put(key, {"set.pb": data})
+    return _descriptor_set(data)
+
+
+def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
+    from google.protobuf import descriptor_pb2
+
     fds = descriptor_pb2.FileDescriptorSet()
     fds.ParseFromString(data)
     return fds
@@ -137,9 +146,7 @@ def compile_all(sources: dict[str, str], *, cache: BuildCache | None = None,
         data, modules = _compile_all(sources)
         if cache is not None:
             cache.put(key, {"set.pb": data, **{f"module/{rel}": body for rel, body in modules.items()}})
-    fds = descriptor_pb2.FileDescriptorSet()
-    fds.ParseFromString(data)
-    return fds, modules
+    return _descriptor_set(data), modules
 
 
 def _compile_all(sources: dict[str, str]) -> tuple[bytes, dict[str, bytes]]:

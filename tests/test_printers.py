@@ -130,7 +130,8 @@ def check_output(fmt: str, out: str, rule_id: str | None) -> None:
     elif fmt == "github":
         lines = out.splitlines()
         assert all(ln.startswith("::") for ln in lines)
-        assert any(f"title={rule_id}::" in ln for ln in lines) if rule_id else lines == []
+        title = (rule_id or "").replace(":", "%3A")     # a property value escapes its colons
+        assert any(f"title={title}::" in ln for ln in lines) if rule_id else lines == []
     elif fmt == "sarif":
         log = assert_valid_sarif(out)
         results = log["runs"][0]["results"]
@@ -343,3 +344,37 @@ def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys)
     if fmt == "json":
         data = json.loads(out)
         assert data["verdict"].startswith("DOES NOT CONFORM") and data["counts"]["fail"] == 1
+
+
+# -- breaking: a registry change and a wire change, compared and printed ---------------------------
+
+BREAKING_DATA = ROOT / "tests" / "data" / "breaking"
+
+
+def _breaking_findings(case: str) -> list[Diagnostic]:
+    from codegen.breaking import Context as BreakingContext
+    from codegen.breaking import compare
+    from codegen.breaking.wire import compare_protos
+    from codegen.registry import load_registry
+
+    base, cur = (load_registry(BREAKING_DATA / case / side / "profiles.yaml", display_path="profiles.yaml").registry
+                 for side in ("baseline", "current"))
+    diags = compare(base, cur, path="profiles.yaml", baseline_path="profiles.yaml", ref="baseline")
+    proto = BREAKING_DATA / case / "baseline" / "proto"
+    if proto.is_dir():
+        diags += compare_protos(BreakingContext(base, cur, "profiles.yaml", "baseline"),
+                                BREAKING_DATA / case / "current" / "proto", proto, proto_display="proto")
+    return diags
+
+
+@pytest.mark.parametrize("case, rule_id", [("OEB030-rpc-removed", "OEB030"), ("wire-field-deleted", "buf:")])
+def test_each_printer_on_breaking_findings(case, rule_id):
+    from codegen.commands.common import output_context
+
+    diags = _breaking_findings(case)
+    emitted = next(d.rule_id for d in diags if d.rule_id.startswith(rule_id))
+    for fmt in FORMATS:
+        check_output(fmt, render(fmt, diags, output_context()), emitted)
+    log = json.loads(render("sarif", diags, output_context()))
+    [result] = [r for r in log["runs"][0]["results"] if r["ruleId"] == emitted][:1]
+    assert result["properties"]["breaks"] in ("clients", "servers", "both", "none")

@@ -111,12 +111,8 @@ def _constant_ids(expr: ast.expr, function, module_globals: dict) -> set[str] | 
     return None
 
 
-def _emission_sites():
-    """(where, ids or None when computed, file, function) of every call to a record maker whose
-    rule id is not a parameter handed on. A function that hands a parameter on as the rule id is a
-    record maker too, so its own callers are scanned."""
-    import importlib
-
+def _source_modules() -> dict[str, tuple[str, ast.AST]]:
+    """dotted module name -> (file, syntax tree) of the toolkit's and the runtime's sources."""
     modules = {}
     for folder in SOURCES:
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -124,6 +120,14 @@ def _emission_sites():
             if "v1" not in rel.parts:
                 dotted = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
                 modules[dotted] = (rel.as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+    return modules
+
+
+def _emission_sites(modules: dict[str, tuple[str, ast.AST]]):
+    """(where, ids or None when computed, file, function) of every call to a record maker whose
+    rule id is not a parameter handed on. A function that hands a parameter on as the rule id is a
+    record maker too, so its own callers are scanned."""
+    import importlib
 
     def imported(tree) -> dict[str, str]:
         return {alias.asname or alias.name: node.module for node in ast.walk(tree)
@@ -181,7 +185,7 @@ def _emission_sites():
 
 def test_every_emission_site_names_a_catalogued_id():
     known = all_specs()
-    sites = _emission_sites()
+    sites = _emission_sites(_source_modules())
     assert len(sites) > 50, "the scan found too few places that make findings"
     unknown = {where: sorted(i for i in ids if find_spec(known, i) is None)
                for where, ids, _, _ in sites if ids is not None}
@@ -190,6 +194,21 @@ def test_every_emission_site_names_a_catalogued_id():
     unlisted = computed - set(COMPUTED_IDS)
     assert not unlisted, f"rule ids computed at places not listed in COMPUTED_IDS: {sorted(unlisted)}"
     assert not set(COMPUTED_IDS) - computed, "COMPUTED_IDS lists places that no longer compute an id"
+
+
+def test_the_emission_scan_follows_handed_on_ids_and_finds_computed_ones():
+    """The scan itself: a literal id, an id handed through a helper, a default, and a computed id."""
+    source = (
+        "from contractkit.diagnostics import Diagnostic\n"
+        "def literal():\n    return Diagnostic('f', 1, 1, 'OE777', 3, 'm')\n"
+        "def handed(path, rule='OE779'):\n    return Diagnostic(path, 1, 1, rule, 3, 'm')\n"
+        "def caller():\n    return handed('f', 'OE778')\n"
+        "def branch(x):\n    rule = 'OE775' if x else 'OE776'\n    return Diagnostic('f', 1, 1, rule, 3, 'm')\n"
+        "def computed(r):\n    return Diagnostic('f', 1, 1, r.id, 3, 'm')\n")
+    sites = _emission_sites({"scanned.example": ("scanned/example.py", ast.parse(source))})
+    by_function = {fn: ids for _, ids, _, fn in sites}
+    assert by_function == {"literal": {"OE777"}, "caller": {"OE778"}, "handed": {"OE779"},
+                           "branch": {"OE775", "OE776"}, "computed": None}
 
 
 def test_every_family_is_present_and_ids_are_unique():

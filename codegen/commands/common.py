@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from codegen.diagnostics import PRINTERS, Diagnostic, Severity, exit_code, sorted_diagnostics
+from codegen.diagnostics import PRINTERS, Context, Diagnostic, Severity, exit_code, render, sorted_diagnostics
 from codegen.registry import SourceError
-from contractkit.diagnostics import Context, render
 
 EXIT_UNUSABLE = 2
 

@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from contractkit.diagnostics import PRINTERS
+from codegen.diagnostics import PRINTERS
 
 HELP = "run the conformance suite against an engine (--target HOST:PORT)"
 

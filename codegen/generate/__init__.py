@@ -104,8 +104,10 @@ class GenerationContext:
         for out in reversed(self.outputs):
             if out.path == relpath and isinstance(out.content, str):
                 return out.content
-        path = self.root / relpath
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+            return (self.root / relpath).read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
 
     def proto_sources(self) -> dict[str, str]:
         """Every .proto under proto/ (path relative to proto/), with planned outputs overlaid."""

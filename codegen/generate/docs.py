@@ -351,13 +351,20 @@ def requirements_citing(site: Site, msg) -> list[Requirement]:
     field_names = {f.name for f in msg.fields}
     found = []
     for req in site.requirements:
-        spans = set()
-        for span in CODE_SPAN.findall(req.text):
-            spans.update(re.split(r"[^\w.]+", span))
-        words = {w.rsplit(".", 1)[-1] for w in spans} | spans
+        spans, words = _code_words(req.text)
         if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
             found.append(req)
     return found
+
+
+@lru_cache(maxsize=4096)
+def _code_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a requirement's code spans hold, whole and by last dotted part; computed once per
+    text, since every message page asks about every requirement."""
+    spans: set[str] = set()
+    for span in CODE_SPAN.findall(text):
+        spans.update(re.split(r"[^\w.]+", span))
+    return frozenset(spans), frozenset({w.rsplit(".", 1)[-1] for w in spans} | spans)
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -399,8 +406,14 @@ class Pages:
     def link(self, text: Md, target: str, anchor: str = "") -> Md:
         return Md(f"[{text}]({self.href(target, anchor)})")
 
-    def profile(self, name: str, *, code: bool = False) -> Md:
-        label = mdsafe.code(name) if code else mdsafe.inline(name)
+    def profile(self, name: str, *, code: bool = False, breakable: bool = False) -> Md:
+        """A profile's name, linked to its page. `breakable` names may wrap after a dot (and at
+        hyphens) but not inside a word, for narrow table columns."""
+        if breakable and not code:
+            parts = ".<wbr>".join(mdsafe.inline(part) for part in name.split("."))
+            label = Md(f'<span class="oe-name">{parts}</span>')
+        else:
+            label = mdsafe.code(name) if code else mdsafe.inline(name)
         if self.site.registry.profile(name) is None:
             return label
         return self.link(label, self.site.profile_page(name))

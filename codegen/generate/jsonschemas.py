@@ -375,10 +375,12 @@ def published_input_schemas(root) -> list[Output]:
     outputs = []
     for source, name in INPUT_SCHEMAS.items():
         path = Path(root) / source
-        if not path.is_file():   # a registry checkout without the reference runtime publishes none
-            continue
+        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue   # a registry checkout without the reference runtime publishes none
         try:
-            schema = json.loads(path.read_text(encoding="utf-8"))
+            schema = json.loads(text)
         except ValueError as err:
             raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
         published = {"$comment": HEADER_TEXT, **schema}

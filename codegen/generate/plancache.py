@@ -12,6 +12,10 @@ for installed libraries and the standard library. A later run reuses the plan on
 fingerprint still matches and every listed folder holds the same names; any edit, added or removed
 file, or upgraded library makes it plan afresh. Scratch space the plan creates (protoc's temporary
 folders) and the caches under `build/oespec-cache/` are not inputs and are not recorded.
+
+A test such as `is_file()` opens nothing and raises no audit event, so generators learn whether an
+optional file is there by opening it (the failed open is recorded). As a second net, the listing
+of every folder between the checkout and each path seen is kept as well.
 """
 
 from __future__ import annotations
@@ -121,12 +125,23 @@ def file_print(path: str, hashed: bool) -> list:
 
 
 def folder_print(path: str) -> str | None:
-    """The digest of a folder's sorted names, None when it is not a folder."""
+    """The digest of a folder's sorted names (bytecode caches aside: Python writes them on its own),
+    None when it is not a folder."""
     try:
-        names = sorted(os.listdir(path))
+        names = sorted(name for name in os.listdir(path) if name != "__pycache__")
     except OSError:
         return None
     return digest(*names)
+
+
+def _ancestors(path: str, top: str) -> Iterator[str]:
+    """The folders from `top` down to the one holding `path`, when `path` lies under `top`."""
+    folder = os.path.dirname(path)
+    while _under(folder, (top,)):
+        yield folder
+        if folder == top:
+            break
+        folder = os.path.dirname(folder)
 
 
 @dataclass(frozen=True)
@@ -151,14 +166,21 @@ def _module_files() -> Iterator[str]:
 
 
 def snapshot(recorder: InputRecorder, explicit: list[str], hashed: Callable[[str], bool],
-             ignored: tuple[str, ...]) -> Inputs:
-    """The fingerprints of everything `recorder` saw, the loaded modules and the `explicit` paths."""
+             ignored: tuple[str, ...], top: str | None = None) -> Inputs:
+    """The fingerprints of everything `recorder` saw, the loaded modules and the `explicit` paths.
+    Under `top` (the checkout) the listing of every folder on the way to a file or folder seen is
+    kept too: a check such as `is_file()` or `is_dir()` opens nothing, and a file or folder that
+    appears where the computation found none changes one of those listings."""
     skip = tuple(recorder.scratch) + ignored
     paths = {p for p in recorder.files | set(_module_files())
              if not _under(p, skip) and "__pycache__" not in p.split(os.sep)}
     files = {p: file_print(p, hashed(p)) for p in sorted(paths)}
     files.update({p: file_print(p, True) for p in explicit})
-    folders = {p: folder_print(p) for p in sorted(recorder.folders) if not _under(p, skip)}
+    listed = {p for p in recorder.folders if not _under(p, skip)}
+    if top is not None:
+        for seen in paths | listed:
+            listed.update(a for a in _ancestors(seen, top) if not _under(a, skip))
+    folders = {p: folder_print(p) for p in sorted(listed)}
     return Inputs(files, folders)
 
 
@@ -190,7 +212,8 @@ class PlanCache:
         self.ignored = (os.path.abspath(Path(root) / "build" / "oespec-cache"), str(store.folder.resolve()))
         from codegen.generate import GENERATORS
 
-        self.key = digest(FORMAT, sys.version, sys.executable, self.root, self.registry,
+        # sys.path decides which file an import finds, so a different search path is another entry.
+        self.key = digest(FORMAT, sys.version, sys.executable, json.dumps(sys.path), self.root, self.registry,
                           json.dumps(sorted(selection)), json.dumps(GENERATORS))
 
     def _hashed(self, path: str) -> bool:
@@ -218,7 +241,7 @@ class PlanCache:
             pass
 
     def save(self, recorder: InputRecorder, outputs: list[Output]) -> bool:
-        inputs = snapshot(recorder, [self.registry], self._hashed, self.ignored)
+        inputs = snapshot(recorder, [self.registry], self._hashed, self.ignored, top=self.root)
         return self.store.put(self.key, {
             "inputs": json.dumps({"files": inputs.files, "folders": inputs.folders}).encode("utf-8"),
             "outputs": _encode_outputs(outputs),

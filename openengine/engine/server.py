@@ -110,7 +110,7 @@ class EngineServer:
                 async for message in self.invoke_stream(rpc, request, context):
                     yield message
             return grpc.unary_stream_rpc_method_handler(
-                stream, request_deserializer=req_cls.FromString, response_serializer=resp_cls.SerializeToString)
+                stream, request_deserializer=req_cls.FromString, response_serializer=wire_form(resp_cls))
 
         async def unary(request, context):
             return await self.invoke_unary(rpc, request, context)
@@ -218,6 +218,16 @@ def bearer_matches(header: str, token: str) -> bool:
     return scheme_ok and token_ok
 
 
+def wire_form(cls) -> Callable[[Any], bytes]:
+    """A stream's response serializer: a message is serialized, bytes an implementation composed
+    itself (WatchLoad's shared snapshots, openengine.engine.loadwire) go out as they are."""
+    serialize = cls.SerializeToString
+
+    def to_wire(message) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+    return to_wire
+
+
 def _missing(rpc: RpcInfo) -> Refused:
     return Refused(Code.UNIMPLEMENTED, f"{rpc.name} has no implementation in the reference engine")
 
@@ -249,6 +259,25 @@ async def serve(config: EngineConfig | ResolvedConfig, *, stop: asyncio.Event | 
     return engine
 
 
+def settle(loop: asyncio.AbstractEventLoop, *, timeout: float) -> list[asyncio.Task]:
+    """Cancel and wait out whatever is still running on `loop` once the server has stopped, then
+    close its async generators; returns the tasks that ignored cancellation within `timeout`.
+
+    A gRPC server that stops while a stream's cancellation is still in flight can leave the
+    call's tasks pending. On a closed loop they are never finished: the garbage collector
+    destroys them later, at a random moment in whatever code runs then, and gRPC logs each one
+    as an unhandled exception. Finishing them here keeps an engine's shutdown its own."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    stubborn: list[asyncio.Task] = []
+    if pending:
+        _, still = loop.run_until_complete(asyncio.wait(pending, timeout=timeout))
+        stubborn = list(still)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    return stubborn
+
+
 class RunningEngine:
     """An engine served from a background thread with its own event loop (tests, tools)."""
 
@@ -273,8 +302,11 @@ class RunningEngine:
                 self._error = err
                 self._ready.set()
 
-        self.loop.run_until_complete(main())
-        self.loop.close()
+        try:
+            self.loop.run_until_complete(main())
+        finally:
+            settle(self.loop, timeout=self._grace + 5.0)
+            self.loop.close()
 
     def _started(self, engine: EngineServer) -> None:
         self.engine = engine

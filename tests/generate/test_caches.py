@@ -172,3 +172,30 @@ def test_the_recorder_sees_reads_failed_opens_and_listings_but_not_its_scratch(t
     (tmp_path / "absent.txt").unlink()
     (tmp_path / "folder" / "new").write_text("")
     assert not inputs.unchanged(lambda path: True)
+
+
+def test_only_the_latest_entries_are_kept(tmp_path: Path):
+    import os
+
+    cache = BuildCache(tmp_path / "c", max_entries=3)
+    for n in range(5):
+        assert cache.put(f"k{n}", {"n": str(n).encode()})
+        os.utime(cache.path(f"k{n}"), ns=(n * 10**9, n * 10**9))   # a strictly increasing write order
+    cache.put("k5", {"n": b"5"})
+    kept = sorted(p.stem for p in cache.folder.glob("*.bin"))
+    assert len(kept) == 3 and "k5" in kept and "k0" not in kept and "k1" not in kept
+
+
+def test_a_file_that_appears_where_the_plan_only_looked_is_seen(tree: Path, plans: list[int], capsys):
+    """The minimal tree has no runtime input schemas; the plan checks for them without opening
+    anything. Adding one must make the next run plan afresh and publish it."""
+    assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree)]) == 0
+    assert _generate_check(tree, capsys) == (0, [])
+    computed = len(plans)
+    source = tree / "openengine" / "engine" / "engine_config.schema.json"
+    assert not source.exists()
+    source.parent.mkdir(parents=True)
+    source.write_text('{"type": "object"}\n')
+    code, stale = _generate_check(tree, capsys)
+    assert len(plans) == computed + 1
+    assert code == 1 and "schemas/engine_config.schema.json" in stale

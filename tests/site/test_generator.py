@@ -228,3 +228,38 @@ def test_rule_pages_show_what_the_catalogue_entries_say(bare_root):
     assert [c.strip() for c in row.strip("|").split(" | ")][2:] == [
         "[`OE998`](check-rules.md#oe998)", "[`OEB998`](breaking-rules.md#oeb998)", "—",
         "[`load.made-up`](conformance-cases.md#case-load-made-up)"]
+
+
+def test_every_generated_page_carries_the_do_not_edit_header(registry):
+    """Pages, the navigation lists and the DOT graph; spec pages with regions are hand-written and
+    keep their own first line."""
+    from codegen.generate import HEADER_TEXT
+
+    outputs = _docs_outputs(ROOT, registry)
+    generated = {path: text for path, text in outputs.items() if path.startswith(f"{docs.GENERATED_DIR}/")}
+    assert len(generated) > len(registry.profiles) + 8
+    for path, text in generated.items():
+        assert HEADER_TEXT in text.split("\n", 1)[0], path
+    for page in (docs.CHECK_RULES_PAGE, docs.BREAKING_RULES_PAGE, docs.VALIDATOR_RULES_PAGE, docs.CASES_PAGE,
+                 docs.REQUIREMENT_CHECKS_PAGE, docs.REQUIREMENTS_PAGE):
+        assert f"{docs.GENERATED_DIR}/{page}" in generated, page
+
+
+def test_a_hand_edited_rule_page_is_stale(tmp_path, registry):
+    """`make check` (`oespec generate --check`) names a rule page that no longer matches the
+    catalogue."""
+    outputs = plan(registry, ROOT, only=["docs"])
+    page = next(o for o in outputs if o.path == f"{docs.GENERATED_DIR}/{docs.CHECK_RULES_PAGE}")
+    write_outputs(tmp_path, outputs)
+    edited = tmp_path / page.path
+    edited.write_text(edited.read_text(encoding="utf-8").replace("`OE054`", "`OE054` (edited)"),
+                      encoding="utf-8")
+    assert stale_outputs(tmp_path, outputs) == [page.path]
+
+
+def test_profile_table_names_wrap_only_after_a_dot(registry):
+    matrix = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
+    assert '[<span class="oe-name">openengine.<wbr>load</span>](load.md)' in matrix
+    # Elsewhere a profile name is plain text.
+    cases = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
+    assert "<wbr>" not in cases and "[openengine.load](profiles/load.md)" in cases

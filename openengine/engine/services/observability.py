@@ -34,7 +34,11 @@ class Observability(Base):
         return self.rt.hooks.at("load.get", self.rt.build_load(per_rank=request.per_rank))
 
     async def WatchLoad(self, request: load_pb2.WatchLoadRequest, context):
+        """Yields each message's wire bytes (openengine.engine.loadwire): a snapshot is built and
+        serialized once and shared by every stream it goes to; the server's response serializer
+        passes bytes through."""
         from openengine.engine.load import Watcher
+        from openengine.engine.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
 
         rt = self.rt
         max_watchers = rt.limit("openengine.load", "max_watchers")
@@ -47,24 +51,28 @@ class Observability(Base):
         instance_id = rt.hooks.at("watch.instance-id", rt.instance_id)
         sequence = 0
         hook = rt.hooks.at
+        now_ns = rt.clock.now_ns
         loop = asyncio.get_running_loop()
-        last_sent = loop.time()
+        alarm: asyncio.TimerHandle | None = None
 
-        def message(**kind) -> load_pb2.WatchLoadResponse:
+        def stamp() -> tuple[int, int]:
+            """The next message's sequence and timestamp (REQ-LOAD-014)."""
             nonlocal sequence
-            ts_ns = hook("watch.timestamp-ns", rt.clock.now_ns(), sequence=sequence)
-            msg = load_pb2.WatchLoadResponse(sequence=sequence, **kind)
-            msg.timestamp.seconds, msg.timestamp.nanos = divmod(ts_ns, 1_000_000_000)
-            sequence = hook("watch.next-sequence", sequence + 1, sequence=sequence)
-            return msg
+            current = sequence
+            ts_ns = hook("watch.timestamp-ns", now_ns(), sequence=current)
+            sequence = hook("watch.next-sequence", current + 1, sequence=current)
+            return current, ts_ns
 
-        def snapshot_message(info, coalesced):
-            msg = message()
-            snapshot = msg.snapshot
-            snapshot.load.CopyFrom(info)   # the one copy: the mailbox keeps its own snapshot
-            snapshot.load.instance_id = instance_id
-            snapshot.coalesced = coalesced
-            return msg
+        def build() -> Snapshot:
+            return Snapshot.of(rt.build_load(per_rank))
+
+        def snapshot(shared: Snapshot, coalesced: int) -> bytes:
+            return snapshot_message(*stamp(), shared.for_instance(instance_id), coalesced)
+
+        def ring() -> None:
+            nonlocal alarm
+            alarm = None
+            watcher.wake.set()
 
         settings = load_pb2.WatchLoadSettings(interval_ms=interval, heartbeat_ms=heartbeat,
                                               initial_snapshot=initial, per_rank=per_rank,
@@ -72,45 +80,50 @@ class Observability(Base):
         rt.load.open(watcher)
         try:
             # REQ-LOAD-004, REQ-LOAD-009: the settings first, then the initial snapshot if asked.
+            opened_at = None
             for step in rt.hooks.at("watch.opening", ("settings", "snapshot") if initial else ("settings",)):
                 if step == "settings":
-                    yield message(settings=settings)
+                    yield settings_message(*stamp(), settings)
                 else:
-                    yield snapshot_message(rt.build_load(per_rank), 0)
+                    first = build()
+                    opened_at = loop.time()
+                    yield snapshot(first, 0)
             if not rt.hooks.at("watch.keep-open", True):
                 return
+            rt.load.start_ticks(watcher, loop.time() if opened_at is None else opened_at)
             last_sent = loop.time()
             heartbeats = heartbeat > 0 and rt.hooks.at("watch.heartbeats", True)
+            beat_s = heartbeat / 1000.0
+            snapshot_restarts_beat = rt.hooks.at("watch.snapshot-restarts-heartbeat", True)
             while True:
                 if watcher.closed_with is not None:
                     code, text = watcher.closed_with
                     raise Refused(code, text)
-                taken = watcher.take(lambda: rt.build_load(per_rank))
+                taken = watcher.take(build)
                 if taken is not None:
-                    yield snapshot_message(*taken)
-                    if rt.hooks.at("watch.snapshot-restarts-heartbeat", True):
+                    yield snapshot(*taken)
+                    if snapshot_restarts_beat:
                         last_sent = loop.time()
                     continue
+                if heartbeats:
+                    due = last_sent + beat_s
+                    if loop.time() >= due:
+                        yield heartbeat_message(*stamp())
+                        last_sent = loop.time()
+                        continue
+                    # One alarm per stream, armed only when none is pending: `due` never moves
+                    # earlier, so an alarm that rings too soon just finds nothing due and re-arms.
+                    # Cheaper than arming and cancelling a timer around every wait.
+                    if alarm is None:
+                        alarm = loop.call_at(due, ring)
                 watcher.wake.clear()
-                if not heartbeats:
-                    await watcher.wake.wait()
-                    continue
-                # A timer that sets the same event, not asyncio.wait_for: wait_for starts a task
-                # per wait, which on this path would cost more than building the snapshot.
-                due = last_sent + heartbeat / 1000.0
-                alarm = loop.call_at(due, watcher.wake.set)
-                try:
-                    await watcher.wake.wait()
-                finally:
-                    alarm.cancel()
-                if loop.time() >= due and watcher.pending is None and not watcher.dirty \
-                        and watcher.closed_with is None:
-                    yield message(heartbeat=load_pb2.Heartbeat())
-                    last_sent = loop.time()
+                await watcher.wake.wait()
         except asyncio.CancelledError:
             rt.hooks.at("watch.cancelled", None, rt=rt)  # REQ-LOAD-018: nothing else stops
             raise
         finally:
+            if alarm is not None:
+                alarm.cancel()
             rt.load.close(watcher)
 
     async def SubscribeRuntimeEvents(self, request: events_pb2.SubscribeRuntimeEventsRequest, context):
