@@ -16,6 +16,10 @@ from openengine.contract import CORE, catalogue
 
 SERVICES_MD = Path(__file__).resolve().parents[2] / "spec" / "services.md"
 POOL = descriptor_pool.Default()
+# The alias protos reach the default pool when their generated modules are imported, which the
+# engine does lazily; load them here so the lookups below do not depend on which test ran first.
+for _alias in ALIASES.values():
+    _alias.descriptor
 
 METHOD_HEADING = re.compile(r"^### `([\w.]+)` method by method$")
 FIELD_HEADING = re.compile(r"^#### `([\w.]+)` (→|←) `([\w.]+)`$")
