@@ -44,9 +44,13 @@ check: setup bindings
 
 # Every test, spread over one worker per core (pytest-xdist). Tests that share a built site run on
 # one worker (`xdist_group`). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
+# Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
+# run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
+# caches each one compiles the project's modules again and pytest rewrites every test module's
+# asserts again. The caches (__pycache__/) are ignored by git.
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
-PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 test: setup bindings
 	$(PYTEST) $(PYTEST_ARGS)
 

@@ -92,9 +92,11 @@ def test_engine_started_in_another_folder_ignores_the_profiles_yaml_there(tmp_pa
 def _fresh_environment(where: Path) -> Path:
     """A new venv whose only extra path is the worktree venv's site-packages, added as a plain
     path: the dependencies import from there, but the checkout's editable install (a .pth hook in
-    that folder) is not run, so `openengine` and `codegen` can only come from the wheel."""
+    that folder) is not run, so `openengine` and `codegen` can only come from the wheel. Made
+    without pip (bootstrapping pip costs more than the rest of the test): the checkout's pip
+    installs into it with `--python`."""
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(where)], check=True, timeout=300)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(where)], check=True, timeout=300)
     python = where / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
@@ -117,8 +119,8 @@ def test_an_installed_wheel_runs_the_engine_and_the_runner_outside_the_checkout(
                     "--no-index", "-w", str(dist), str(build)], check=True, timeout=600)
     wheel = next(dist.glob("openengine_profiles-*.whl"))
     python = _fresh_environment(tmp_path / "venv")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                   check=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    "--no-index", str(wheel)], check=True, timeout=600)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     oespec = tmp_path / "venv" / "bin" / "oespec"
 

@@ -18,17 +18,36 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "generate" / "minimal"
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    """A small registry with its hand-written protos, plus the project's real options.proto."""
-    root = tmp_path / "repo"
+def _minimal_tree(root: Path) -> Path:
     shutil.copytree(DATA, root)
     shutil.copy(REPO / "proto" / "openengine" / "v1" / "options.proto", root / "proto" / "openengine" / "v1")
     return root
 
 
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small registry with its hand-written protos, plus the project's real options.proto."""
+    return _minimal_tree(tmp_path / "repo")
+
+
 def _generate(root: Path) -> int:
     return run(["generate", str(root / "profiles.yaml"), "--root", str(root)])
+
+
+@pytest.fixture(scope="module")
+def generated_once(tmp_path_factory) -> Path:
+    root = _minimal_tree(tmp_path_factory.mktemp("generated") / "repo")
+    assert _generate(root) == 0
+    return root
+
+
+@pytest.fixture
+def generated(generated_once: Path, tmp_path: Path) -> Path:
+    """`tree` after a successful `oespec generate`, for the tests that start from a generated tree
+    rather than test generating it: a copy of one generation per module."""
+    root = tmp_path / "repo"
+    shutil.copytree(generated_once, root)
+    return root
 
 
 def _check(root: Path, capsys) -> tuple[int, list[dict]]:
@@ -66,27 +85,25 @@ def test_generation_is_deterministic_and_check_sees_it_fresh(tree: Path):
     assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree), "--check"]) == 0
 
 
-def test_check_reports_a_stale_generated_file(tree: Path, capsys):
-    assert _generate(tree) == 0
-    target = tree / "proto" / "openengine" / "v1" / "capabilities.proto"
+def test_check_reports_a_stale_generated_file(generated: Path, capsys):
+    target = generated / "proto" / "openengine" / "v1" / "capabilities.proto"
     target.write_text(target.read_text() + "\n// edited by hand\n")
     capsys.readouterr()
-    assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree), "--check"]) == 1
+    assert run(["generate", str(generated / "profiles.yaml"), "--root", str(generated), "--check"]) == 1
     assert "capabilities.proto" in capsys.readouterr().out
 
 
-def test_removed_service_leaves_no_orphan(tree: Path, capsys):
-    assert _generate(tree) == 0
-    registry = tree / "profiles.yaml"
+def test_removed_service_leaves_no_orphan(generated: Path, capsys):
+    registry = generated / "profiles.yaml"
     text = registry.read_text()
     start = text.index("  - name: openengine.adapters")
     registry.write_text(text[:start])
     capsys.readouterr()
-    assert run(["generate", str(registry), "--root", str(tree), "--check"]) == 1
+    assert run(["generate", str(registry), "--root", str(generated), "--check"]) == 1
     assert "adapters_service.proto" in capsys.readouterr().out
-    assert _generate(tree) == 0
-    assert not (tree / "proto" / "openengine" / "v1" / "adapters_service.proto").exists()
-    assert not (tree / "openengine" / "v1" / "adapters_service_pb2.py").exists()
+    assert _generate(generated) == 0
+    assert not (generated / "proto" / "openengine" / "v1" / "adapters_service.proto").exists()
+    assert not (generated / "openengine" / "v1" / "adapters_service_pb2.py").exists()
 
 
 def test_a_failing_generator_writes_nothing(tree: Path, monkeypatch):
@@ -149,44 +166,40 @@ def test_missing_request_message_is_named_with_its_registry_line(tree: Path, cap
 
 # --- the cross-check between registry and compiled descriptors ---------------------------------
 
-def test_crosscheck_passes_on_fresh_generation(tree: Path, capsys):
-    assert _generate(tree) == 0
-    code, diags = _check(tree, capsys)
+def test_crosscheck_passes_on_fresh_generation(generated: Path, capsys):
+    code, diags = _check(generated, capsys)
     assert (code, diags) == (0, [])
 
 
-def test_crosscheck_fails_when_a_registry_rpc_is_missing_from_the_proto(tree: Path, capsys):
-    assert _generate(tree) == 0
-    service = tree / "proto" / "openengine" / "v1" / "observability_service.proto"
+def test_crosscheck_fails_when_a_registry_rpc_is_missing_from_the_proto(generated: Path, capsys):
+    service = generated / "proto" / "openengine" / "v1" / "observability_service.proto"
     text = service.read_text()
     start = text.index("  rpc GetLoad(")
     end = text.index("  }\n", start) + 4
     service.write_text(text[:start] + text[end:])
-    code, diags = _check(tree, capsys)
+    code, diags = _check(generated, capsys)
     assert code == 1
-    line = _line_of(tree / "profiles.yaml", "name: openengine.v1.Observability/GetLoad")
+    line = _line_of(generated / "profiles.yaml", "name: openengine.v1.Observability/GetLoad")
     assert [(d["rule_id"], d["line"]) for d in diags] == [("OE101", line)]
 
 
-def test_crosscheck_fails_when_an_rpc_belongs_to_no_profile(tree: Path, capsys):
-    assert _generate(tree) == 0
-    common = tree / "proto" / "openengine" / "v1" / "common.proto"
+def test_crosscheck_fails_when_an_rpc_belongs_to_no_profile(generated: Path, capsys):
+    common = generated / "proto" / "openengine" / "v1" / "common.proto"
     common.write_text(common.read_text() + "\nservice Rogue {\n  rpc Probe(AbortRequest) returns (AbortResponse);\n}\n")
-    code, diags = _check(tree, capsys)
+    code, diags = _check(generated, capsys)
     assert code == 1
     assert [(d["rule_id"], Path(d["path"]).name, d["line"]) for d in diags] == [
         ("OE103", "common.proto", _line_of(common, "rpc Probe"))]
 
 
-def test_crosscheck_fails_on_wrong_streaming_shape_and_limit_type(tree: Path, capsys):
-    assert _generate(tree) == 0
-    protos = tree / "proto" / "openengine" / "v1"
+def test_crosscheck_fails_on_wrong_streaming_shape_and_limit_type(generated: Path, capsys):
+    protos = generated / "proto" / "openengine" / "v1"
     inference = protos / "inference_service.proto"
     inference.write_text(inference.read_text().replace("returns (stream GenerateResponse)", "returns (GenerateResponse)"))
     caps = protos / "capabilities.proto"
     caps.write_text(caps.read_text().replace("optional uint32 max_lora_rank = 2", "optional uint64 max_lora_rank = 2"))
-    code, diags = _check(tree, capsys)
-    registry = tree / "profiles.yaml"
+    code, diags = _check(generated, capsys)
+    registry = generated / "profiles.yaml"
     assert code == 1
     assert sorted((d["rule_id"], d["line"]) for d in diags) == sorted([
         ("OE102", _line_of(registry, "streaming: server")),
@@ -203,13 +216,12 @@ def test_crosscheck_reports_protoc_errors_at_their_source_line(tree: Path):
         ("common.proto", _line_of(common, "message Broken"), "OE100")]
 
 
-def test_standard_health_is_referenced_from_grpcio_health_checking(tree: Path):
-    assert _generate(tree) == 0
-    contract = load_contract(tree / "proto")
+def test_standard_health_is_referenced_from_grpcio_health_checking(generated: Path):
+    contract = load_contract(generated / "proto")
     assert isinstance(contract, Contract)
     watch = contract.methods["grpc.health.v1.Health/Watch"]
     assert watch.server_streaming and not watch.client_streaming
-    resolved = load_registry(tree / "profiles.yaml")
+    resolved = load_registry(generated / "profiles.yaml")
     assert [d for d in run_rules(resolved, contract=contract) if d.rule_id.startswith("OE10")] == []
 
 
