@@ -47,10 +47,16 @@ def well_known_include() -> str:
 def protoc_identity() -> str:
     """Which protoc compiles: grpcio-tools' version and its compiler module's size and mtime, so an
     upgrade or a rebuilt wheel gives new cache keys."""
-    from grpc_tools import _protoc_compiler, grpc_version
+    from importlib.util import find_spec
 
-    stat = os.stat(_protoc_compiler.__file__)
-    return f"grpcio-tools {grpc_version.VERSION} {_protoc_compiler.__file__} {stat.st_size} {stat.st_mtime_ns}"
+    from grpc_tools import grpc_version
+
+    # Located, not imported: loading the compiler is only needed when something is compiled.
+    spec = find_spec("grpc_tools._protoc_compiler")
+    binary = spec.origin if spec is not None and spec.origin else ""
+    stat = os.stat(binary) if binary else None
+    size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (0, 0)
+    return f"grpcio-tools {grpc_version.VERSION} {binary} {size} {mtime}"
 
 
 def cache_key(kind: str, sources: dict[str, str]) -> str:

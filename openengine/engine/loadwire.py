@@ -14,6 +14,7 @@ seconds = 1, nanos = 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from openengine.v1 import load_pb2
 
@@ -44,10 +45,12 @@ class Snapshot:
 
     load: load_pb2.LoadInfo
     wire: bytes
+    field: bytes = b""   # LoadSnapshot.load as encoded in a snapshot: tag, length, the bytes
 
     @classmethod
     def of(cls, load: load_pb2.LoadInfo) -> "Snapshot":
-        return cls(load, load.SerializeToString())
+        wire = load.SerializeToString()
+        return cls(load, wire, _LOAD + varint(len(wire)) + wire)
 
     def for_instance(self, instance_id: str) -> "Snapshot":
         """The same snapshot reporting another instance id (only a fault asks for one)."""
@@ -59,20 +62,27 @@ class Snapshot:
         return Snapshot.of(load)
 
 
+@lru_cache(maxsize=4)
+def _seconds_field(seconds: int) -> bytes:
+    """Timestamp.seconds encoded; it changes once a second, so its encoding is kept."""
+    return _SECONDS + varint(seconds) if seconds else b""
+
+
 def _head(sequence: int, ts_ns: int) -> bytes:
     """Sequence and timestamp, the fields every message starts with."""
     seconds, nanos = divmod(ts_ns, _NS)
-    ts = (_SECONDS + varint(seconds) if seconds else b"") + (_NANOS + varint(nanos) if nanos else b"")
-    head = _TIMESTAMP + varint(len(ts)) + ts
+    ts = _seconds_field(seconds) + (_NANOS + varint(nanos) if nanos else b"")
+    head = _TIMESTAMP + _SMALL[len(ts)] + ts    # a Timestamp's encoding is under 128 bytes
     return _SEQUENCE + varint(sequence) + head if sequence else head
 
 
 def snapshot_message(sequence: int, ts_ns: int, snapshot: Snapshot, coalesced: int) -> bytes:
     """A `snapshot` message around the snapshot's shared bytes."""
-    load = snapshot.wire
-    tail = _COALESCED + varint(coalesced) if coalesced else b""
-    body_len = 1 + len(varint(len(load))) + len(load) + len(tail)
-    return b"".join((_head(sequence, ts_ns), _SNAPSHOT, varint(body_len), _LOAD, varint(len(load)), load, tail))
+    field = snapshot.field
+    if coalesced:
+        tail = _COALESCED + varint(coalesced)
+        return b"".join((_head(sequence, ts_ns), _SNAPSHOT, varint(len(field) + len(tail)), field, tail))
+    return b"".join((_head(sequence, ts_ns), _SNAPSHOT, varint(len(field)), field))
 
 
 def heartbeat_message(sequence: int, ts_ns: int) -> bytes:

@@ -4,6 +4,8 @@ translated earlier message listed once with its number, naming v1 fields that ex
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -11,11 +13,20 @@ import pytest
 from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2  # noqa: F401  (registers grpc.health.v1 messages)
 
+import openengine.v1
 from openengine.aliases import ALIASES, HEALTH_CHECK
 from openengine.contract import CORE, catalogue
 
 SERVICES_MD = Path(__file__).resolve().parents[2] / "spec" / "services.md"
 POOL = descriptor_pool.Default()
+# Protos reach the default pool when their generated modules are imported, which the runtime
+# does lazily; load the v1 and alias modules here so the lookups below do not depend on which
+# test happened to run first on this worker.
+for _module in pkgutil.iter_modules(openengine.v1.__path__):
+    if _module.name.endswith("_pb2"):
+        importlib.import_module(f"openengine.v1.{_module.name}")
+for _alias in ALIASES.values():
+    _alias.descriptor
 
 METHOD_HEADING = re.compile(r"^### `([\w.]+)` method by method$")
 FIELD_HEADING = re.compile(r"^#### `([\w.]+)` (→|←) `([\w.]+)`$")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 
 LOAD = "openengine.load"
