@@ -30,7 +30,6 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
-    pytest.mark.xdist_group("site"),
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
                                                 "(.ci/run installs it: apt-get install -y chromium)"),
 ]
