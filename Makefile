@@ -55,7 +55,11 @@ check: setup bindings
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 PYTEST_WORKERS ?= $(shell echo $$((2 * $(CORES))))
 PYTEST_ARGS ?=
-PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# PYTHONNODEBUGRANGES: Python 3.11 tracebacks re-parse each source line to place their carets, and
+# before 3.11.8 two threads parsing at once can fail with "AST constructor recursion depth
+# mismatch". An engine thread logging a traceback while pytest formats a failure then ends the run
+# as an internal error that hides the failure; without column ranges no traceback parses.
+PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 test: setup bindings
 	$(PYTEST) $(PYTEST_ARGS)
 
