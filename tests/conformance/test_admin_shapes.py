@@ -5,13 +5,13 @@ the services served there (REQ-HEALTH-002/003, REQ-ADMIN-001)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from openengine.conformance import Outcome
 
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
+from tests.engine.conftest import make_certificates
 
 # What Admin changes and what reports on it; the rest of the suite is covered elsewhere.
 ADMIN_CASES = ["admin.*", "health.*", "core.capabilities.stable", "events.*", "admin.rpcs.served"]
@@ -50,23 +50,6 @@ def test_admin_elsewhere_without_its_address_is_unchecked_with_a_hint():
     # Health on the main address leaves out Admin, which is served elsewhere.
     assert _outcomes(report)["health.check.unknown-not-found"] is Outcome.PASS
     assert report.verdict.startswith("CONFORMS, ")
-
-
-def _openssl(folder, *args):
-    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
-
-
-def make_certificates(folder) -> dict[str, str]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
-    _openssl(folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-             "/CN=conformance-ca", "-keyout", "ca.key", "-out", "ca.pem")
-    (folder / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for name in ("server", "client"):
-        _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr")
-        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "1", "-out", f"{name}.pem", "-extfile", "san.cnf")
-    return {n: str(folder / n) for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ adapter, session, task, encoder, KV and runtime-event behaviour behind it."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import grpc
 import pytest
@@ -15,7 +14,7 @@ from openengine.v1 import (
     generation_pb2, sessions_pb2, tasks_pb2,
 )
 
-from tests.engine.conftest import AUTH, running
+from tests.engine.conftest import AUTH, make_certificates, running
 
 H = health_pb2.HealthCheckResponse
 
@@ -229,20 +228,9 @@ def test_admin_on_its_own_address():
         assert "openengine.admin" in [p.name for p in stubs.caps().profiles]
 
 
-def _openssl(tmp, *args):
-    subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True)
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_admin_mtls(tmp_path):
-    _openssl(tmp_path, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
-             "-keyout", "ca.key", "-out", "ca.pem")
-    (tmp_path / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for name in ("server", "client"):
-        _openssl(tmp_path, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr")
-        _openssl(tmp_path, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "1", "-out", f"{name}.pem", "-extfile", "san.cnf")
+    make_certificates(tmp_path)
     read = lambda n: (tmp_path / n).read_bytes()  # noqa: E731
     admin = {"port": 0, "token": None, "tls_cert": str(tmp_path / "server.pem"),
              "tls_key": str(tmp_path / "server.key"), "client_ca": str(tmp_path / "ca.pem")}
