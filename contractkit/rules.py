@@ -91,6 +91,23 @@ T = TypeVar("T")
 H = TypeVar("H")
 
 
+class SpecFacts:
+    """For a family's rule record that holds its catalogue entry as `spec`: the entry's facts read
+    through, so a record never keeps a second copy of them."""
+
+    spec: RuleSpec
+
+    id = property(lambda self: self.spec.id)
+    name = property(lambda self: self.spec.name)
+    category = property(lambda self: self.spec.category)
+    purpose = property(lambda self: self.spec.purpose)
+    severity = property(lambda self: self.spec.severity)
+    # Breaking rules: the bump that makes a violation legal (major, minor or none).
+    bump = property(lambda self: self.spec.bump)
+    # The spec requirements (REQ-*) the rule enforces, wholly or in part.
+    requirements = property(lambda self: self.spec.requirements)
+
+
 class RuleCatalogue(Mapping[str, T]):
     """The rules of one family by id: each a spec plus the family's own payload (a check rule with
     its handler, a case, a fault), in registration order. An id whose findings come from no

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 from codegen.breaking.match import Pair, pairs
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from codegen.registry import Registry, Version
-from contractkit.rules import RuleCatalogue, RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec, SpecFacts
 
 BREAKS = ("clients", "servers", "both", "none")
 BUMPS = ("major", "minor", "none")
@@ -64,7 +64,7 @@ Handler = Callable[[Pair, Context], Iterable[Change]]
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(SpecFacts):
     """A breaking rule: its catalogue entry plus who a violation breaks, the kinds of matched
     elements its handler looks at, and the handler."""
 
@@ -74,15 +74,6 @@ class Rule:
     handler: Handler | None
     # A catch-all that stays quiet when a more specific bump rule already spoke for the profile.
     fallback: bool = False
-
-    id = property(lambda self: self.spec.id)
-    name = property(lambda self: self.spec.name)
-    purpose = property(lambda self: self.spec.purpose)
-    category = property(lambda self: self.spec.category)
-    # The bump that makes a violation legal (major, minor or none).
-    bump = property(lambda self: self.spec.bump)
-    # Fixed severity for rules whose findings no bump can make legal (history, revision, reports).
-    severity = property(lambda self: self.spec.severity)
 
     @property
     def requirement(self) -> str:

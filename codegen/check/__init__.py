@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from codegen.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
-from contractkit.rules import RuleCatalogue, RuleSpec
+from contractkit.rules import RuleCatalogue, RuleSpec, SpecFacts
 from codegen.registry import Registry, Resolved, SourceFile
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ Handler = Callable[[CheckContext], Iterable[Finding]]
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(SpecFacts):
     """A check rule: its catalogue entry plus the handler and when it can run."""
 
     spec: RuleSpec
@@ -56,14 +56,6 @@ class Rule:
     needs_contract: bool = False
     # Rules that compare the working tree with the last commit run only when that is given.
     needs_head: bool = False
-
-    id = property(lambda self: self.spec.id)
-    name = property(lambda self: self.spec.name)
-    severity = property(lambda self: self.spec.severity)
-    category = property(lambda self: self.spec.category)
-    purpose = property(lambda self: self.spec.purpose)
-    # The spec requirements (REQ-*) the rule enforces, wholly or in part.
-    requirements = property(lambda self: self.spec.requirements)
 
 
 # Every id `oespec check` can emit. The rule modules register their handlers with `@rule`; the two
