@@ -30,12 +30,6 @@ def scalar_names() -> dict[int, str]:
             for name, value in descriptor_pb2.FieldDescriptorProto.Type.items()}
 
 
-def __getattr__(name: str):
-    if name == "SCALAR_NAMES":
-        return scalar_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @dataclass(frozen=True)
 class MethodInfo:
     name: str                 # package.Service/Method

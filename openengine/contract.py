@@ -312,7 +312,6 @@ class CompiledPrerequisite:
 class CompiledCondition:
     """A limit condition with its operands and the limit's contract default resolved once."""
 
-    source: LimitCondition
     profile: str
     limit: str
     operator: str
@@ -364,7 +363,7 @@ def compile_combinations(cat: Catalogue) -> CombinationRules:
     def condition(c: LimitCondition) -> CompiledCondition:
         info = cat.limit(c.reference)
         default = info.default if info is not None else None
-        return CompiledCondition(c, c.profile, c.limit, c.operator, c.value, default,
+        return CompiledCondition(c.profile, c.limit, c.operator, c.value, default,
                                  condition_holds(c.operator, c.value, default))
 
     declared = tuple(
@@ -395,7 +394,7 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
     defaults to the compiled catalogue.
     """
     cat = cat or catalogue()
-    if not isinstance(advertised, dict) and not isinstance(advertised, Mapping):
+    if not isinstance(advertised, Mapping):
         advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
     limits = limits or _NO_LIMITS
     problems: list[CombinationProblem] = []

@@ -69,11 +69,13 @@ class Rule(SpecFacts):
     elements its handler looks at, and the handler."""
 
     spec: RuleSpec
-    breaks: str
     kinds: tuple[str, ...]
     handler: Handler | None
     # A catch-all that stays quiet when a more specific bump rule already spoke for the profile.
     fallback: bool = False
+
+    # Who a violation breaks (clients, servers, both, or none), a fact of the catalogue entry.
+    breaks = property(lambda self: self.spec.fact("breaks"))
 
     @property
     def requirement(self) -> str:
@@ -100,7 +102,7 @@ def rule(id: str, name: str, *, requirement: str, kinds: str | tuple[str, ...], 
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     spec = breaking_spec(id, name, requirement=requirement, category=category, purpose=purpose, breaks=breaks,
                          bump=bump, severity=severity)
-    return CATALOGUE.registrar(spec, lambda handler: Rule(spec, breaks, kinds, handler, fallback))
+    return CATALOGUE.registrar(spec, lambda handler: Rule(spec, kinds, handler, fallback))
 
 
 def _load_rules() -> None:

@@ -30,7 +30,7 @@ WIRE_RULE = Rule(breaking_spec(
     "buf:*", "wire-breaking", category="wire", breaks="both", bump="major", requirement="REQ-VER-010",
     purpose=f"buf's {BUF_CATEGORY} breaking rules between the baseline's proto/ and the working tree's "
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
-), breaks="both", kinds=(), handler=None)
+), kinds=(), handler=None)
 CATALOGUE.register(WIRE_RULE.spec, WIRE_RULE)
 
 
@@ -133,7 +133,7 @@ def fold(findings: list[dict], ctx: Context, *, proto_display: str, graph: WireG
             generated = bool(where) and is_generated(where[0])
         found = attribute(message, ctx.baseline, ctx.current, graph, generated=generated)
         profiles = sorted(found.owners)
-        details = {"breaks": "both", "bump": "major", "requirement": WIRE_RULE.requirement}
+        details = {"breaks": WIRE_RULE.breaks, "bump": WIRE_RULE.bump, "requirement": WIRE_RULE.requirement}
         if profiles:
             details["profile"] = ", ".join(profiles)
         if found.origin is not None:

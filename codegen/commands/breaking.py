@@ -25,9 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from codegen.breaking import BreakingError, catalogue, check_against
 
     if args.list_rules:   # the breaking family of `oespec rules`, with whom each rule breaks
-        cat = catalogue()
-        for s in cat.specs():
-            breaks = f"breaks {cat[s.id].breaks:<8}" if cat[s.id] is not None else " " * 15
+        for s in catalogue().specs():
+            who = s.fact("breaks")
+            breaks = f"breaks {who:<8}" if who else " " * 15
             sys.stdout.write(f"{s.id:<8} {s.category:<12} {breaks} {s.policy:<11} {s.name}: {s.purpose}\n")
         return 0
     if not args.against:

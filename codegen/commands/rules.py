@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import lru_cache
 
 from contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, find_spec, merged
 
@@ -56,9 +57,6 @@ def family_specs() -> dict[str, list[RuleSpec]]:
             for family, cat in family_catalogues().items()}
 
 
-_ALL_SPECS: dict[str, RuleSpec] = {}
-
-
 def all_specs() -> dict[str, RuleSpec]:
     """Every spec by id; an id claimed by two families is an error."""
     return merged(family_specs().values())
@@ -67,9 +65,12 @@ def all_specs() -> dict[str, RuleSpec]:
 def describe(rule_id: str) -> RuleSpec | None:
     """The catalogue entry of an emitted id (`buf:FIELD_NO_DELETE` finds `buf:*`), read once per
     process: what the SARIF printer lists as the rules a run used."""
-    if not _ALL_SPECS:
-        _ALL_SPECS.update(all_specs())
-    return find_spec(_ALL_SPECS, rule_id)
+    return find_spec(_specs_once(), rule_id)
+
+
+@lru_cache(maxsize=1)
+def _specs_once() -> dict[str, RuleSpec]:
+    return all_specs()
 
 
 def _text(specs: list[RuleSpec]) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
-from contractkit.descriptors import SCALAR_NAMES
+from contractkit.descriptors import scalar_names
 
 # Field numbers of the descriptor messages, the steps of a SourceCodeInfo location path.
 _FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
@@ -158,7 +158,7 @@ def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.Descr
            entries: dict[str, descriptor_pb2.DescriptorProto], comment: str) -> FieldDoc:
     F = descriptor_pb2.FieldDescriptorProto
     is_ref = fdesc.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-    type_name = fdesc.type_name.lstrip(".") if is_ref else SCALAR_NAMES[fdesc.type]
+    type_name = fdesc.type_name.lstrip(".") if is_ref else scalar_names()[fdesc.type]
     oneof = None
     if fdesc.HasField("oneof_index") and not fdesc.proto3_optional:
         oneof = msg.oneof_decl[fdesc.oneof_index].name
@@ -168,9 +168,9 @@ def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.Descr
         entry = entries.get(type_name)
         if entry is not None:
             key, value = entry.field[0], entry.field[1]
-            map_types = (SCALAR_NAMES[key.type],
+            map_types = (scalar_names()[key.type],
                          value.type_name.lstrip(".") if value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-                         else SCALAR_NAMES[value.type])
+                         else scalar_names()[value.type])
             label = "map"
             is_ref = value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
             type_name = map_types[1]

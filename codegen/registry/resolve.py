@@ -31,8 +31,13 @@ SCHEMA_RULE = "OE001"
 
 
 @lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return resources.files("codegen.registry").joinpath("profiles.schema.json").read_text()
+
+
+@lru_cache(maxsize=1)
 def registry_schema() -> dict:
-    return json.loads(resources.files("codegen.registry").joinpath("profiles.schema.json").read_text())
+    return json.loads(_schema_text())
 
 
 def _schema_hint(error: jsonschema.ValidationError) -> str:
@@ -248,8 +253,7 @@ def _validator_identity() -> str:
 
 
 def _verdict_key(data: dict) -> str:
-    schema = resources.files("codegen.registry").joinpath("profiles.schema.json").read_text()
-    return digest("registry-schema-valid", _validator_identity(), schema, json.dumps(data))
+    return digest("registry-schema-valid", _validator_identity(), _schema_text(), json.dumps(data))
 
 
 def resolve(source: SourceFile, *, verdicts: BuildCache | None = None) -> Resolved:

@@ -286,7 +286,7 @@ class Context:
 
         if not self.advertised("openengine.admin"):
             return
-        stub = Deadlined(_stubs()["admin"](self.channel), self.options.rpc_timeout)
+        stub = self.stub("admin", self.channel)
         try:
             await stub.UpdateConfig(admin_pb2.UpdateConfigRequest(validate_only=True))
             self.admin_on_main = True

@@ -1,6 +1,6 @@
 """The wire form of `WatchLoadResponse`, composed from parts instead of serialized per stream.
 
-A snapshot is serialized once (`Snapshot.wire`, the `LoadInfo` bytes) and shared by every stream
+A snapshot is serialized once (`Snapshot.field`, the encoded `LoadInfo`) and shared by every stream
 it is offered to; each stream then writes only what is its own, the sequence, the message
 timestamp and the coalesced count, around those bytes. Protobuf's encoding of a message is the
 concatenation of its fields' encodings, so composing the fields in field-number order gives
@@ -44,13 +44,12 @@ class Snapshot:
     offered to (a stream never changes it)."""
 
     load: load_pb2.LoadInfo
-    wire: bytes
-    field: bytes = b""   # LoadSnapshot.load as encoded in a snapshot: tag, length, the bytes
+    field: bytes   # LoadSnapshot.load as encoded in a snapshot: tag, length, the LoadInfo bytes
 
     @classmethod
     def of(cls, load: load_pb2.LoadInfo) -> "Snapshot":
         wire = load.SerializeToString()
-        return cls(load, wire, _LOAD + varint(len(wire)) + wire)
+        return cls(load, _LOAD + varint(len(wire)) + wire)
 
     def for_instance(self, instance_id: str) -> "Snapshot":
         """The same snapshot reporting another instance id (only a fault asks for one)."""

@@ -60,4 +60,4 @@ def test_a_shared_snapshot_is_copied_only_for_another_instance_id():
     assert shared.for_instance("engine-a") is shared
     other = shared.for_instance("not-engine-a")
     assert other.load.instance_id == "not-engine-a" and shared.load.instance_id == "engine-a"
-    assert L.LoadInfo.FromString(other.wire).instance_id == "not-engine-a"
+    assert L.LoadSnapshot.FromString(other.field).load.instance_id == "not-engine-a"

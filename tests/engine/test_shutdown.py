@@ -49,11 +49,12 @@ def test_stopping_finishes_what_still_runs_on_the_loop():
 
 def test_settle_reports_a_task_that_ignores_cancellation():
     loop = asyncio.new_event_loop()
+    released = asyncio.Event()
     try:
         async def stubborn():
-            while True:
+            while not released.is_set():
                 try:
-                    await asyncio.sleep(10)
+                    await released.wait()
                 except asyncio.CancelledError:
                     continue
 
@@ -61,5 +62,7 @@ def test_settle_reports_a_task_that_ignores_cancellation():
         loop.run_until_complete(asyncio.sleep(0))
         assert settle(loop, timeout=0.2) == [task]
     finally:
-        task.cancel()
+        # Let it end, so this test leaves nothing pending on a closed loop either.
+        released.set()
+        loop.run_until_complete(asyncio.wait([task], timeout=5))
         loop.close()

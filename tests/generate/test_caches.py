@@ -187,8 +187,8 @@ def test_only_the_latest_entries_are_kept(tmp_path: Path):
 
 
 def test_a_file_that_appears_where_the_plan_only_looked_is_seen(tree: Path, plans: list[int], capsys):
-    """The minimal tree has no runtime input schemas; the plan checks for them without opening
-    anything. Adding one must make the next run plan afresh and publish it."""
+    """The minimal tree has no runtime input schemas; the plan tries to open them and the failed
+    open is recorded. Adding one must make the next run plan afresh and publish it."""
     assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree)]) == 0
     assert _generate_check(tree, capsys) == (0, [])
     computed = len(plans)

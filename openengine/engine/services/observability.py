@@ -66,8 +66,13 @@ class Observability(Base):
         def build() -> Snapshot:
             return Snapshot.of(rt.build_load(per_rank))
 
+        # Built snapshots carry the engine's own instance id; only a fault makes a stream report
+        # another, so the per-snapshot copy is decided once per stream.
+        own_instance = instance_id == rt.instance_id
+
         def snapshot(shared: Snapshot, coalesced: int) -> bytes:
-            return snapshot_message(*stamp(), shared.for_instance(instance_id), coalesced)
+            return snapshot_message(*stamp(), shared if own_instance else shared.for_instance(instance_id),
+                                    coalesced)
 
         def ring() -> None:
             nonlocal alarm
