@@ -1,23 +1,52 @@
-"""Suite-wide collection order: the modules that hold slow tests run first.
+"""Suite-wide scheduling: the slow tests start first, and those that mostly wait get workers of
+their own.
 
 pytest-xdist hands tests to its workers in collection order, so a long module collected last
-would start when the other workers are already idle and set the run's wall time on its own.
-Moving whole modules keeps each module's tests together, so module-scoped fixtures (engines,
-built sites, temporary checkouts) are still set up once per worker."""
+would start when the other workers are already idle and set the run's wall time on its own: the
+modules holding slow tests move first, each keeping its tests together and in order.
+
+Slow tests are of two kinds. Most of a conformance or fault test's time is spent waiting on
+stream windows and timers (modules marked `waits`), while a site build, a browser page or a
+pull-request step keeps a core busy. Mixed in one queue, the kinds bunch: for a while every
+worker waits and the cores idle, then every worker computes and they are oversubscribed. So
+under xdist the waiting slow tests are dealt into `xdist_group`s, one per two workers: pytest-xdist
+gives each group to one worker, which works through it while the other workers take everything
+else from the queue. The groups get equal shares of each module, and each group keeps the
+collection order, so a module's tests still run together."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def slow_modules_first(items: list) -> list:
+    """Modules holding a slow test first; otherwise, and within each module, collection order."""
+    slow = {_module(item) for item in items if item.get_closest_marker("slow") is not None}
+    return [i for i in items if _module(i) in slow] + [i for i in items if _module(i) not in slow]
+
+
+def waiting_groups(items: list, count: int) -> dict[str, list]:
+    """The slow tests of modules marked `waits`, dealt in turn into `count` groups."""
+    waits = {_module(item) for item in items if item.get_closest_marker("waits") is not None}
+    waiting = [i for i in items if _module(i) in waits and i.get_closest_marker("slow") is not None]
+    groups: dict[str, list] = {f"waiting-{n}": [] for n in range(count)}
+    names = list(groups)
+    for k, item in enumerate(waiting):
+        groups[names[k % count]].append(item)
+    return {name: members for name, members in groups.items() if members}
+
+
+@pytest.hookimpl(tryfirst=True)     # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    first_seen: dict[str, int] = {}
-    slow_modules: set[str] = set()
-    for index, item in enumerate(items):
-        module = item.nodeid.split("::", 1)[0]
-        first_seen.setdefault(module, index)
-        if item.get_closest_marker("slow") is not None:
-            slow_modules.add(module)
-    order = {nodeid: index for index, nodeid in enumerate(item.nodeid for item in items)}
-    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] not in slow_modules,
-                                 first_seen[item.nodeid.split("::", 1)[0]], order[item.nodeid]))
+    items[:] = slow_modules_first(items)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers >= 2:
+        for name, members in waiting_groups(items, workers // 2).items():
+            for item in members:
+                item.add_marker(pytest.mark.xdist_group(name))

@@ -1,10 +1,16 @@
-"""The suite's collection order (tests/conftest.py): modules with slow tests first, each module's
-tests kept together and in their own order."""
+"""The suite's scheduling (tests/conftest.py): slow modules first, the waiting slow tests dealt
+into one xdist group per two workers; and, run for real, pytest-xdist keeping a group on one
+worker (a pytest release that renames test ids another way turns the groups off silently)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 _spec = importlib.util.spec_from_file_location("suite_conftest", Path(__file__).with_name("conftest.py"))
 suite_conftest = importlib.util.module_from_spec(_spec)
@@ -12,27 +18,76 @@ _spec.loader.exec_module(suite_conftest)
 
 
 class FakeItem:
-    def __init__(self, nodeid: str, slow: bool = False):
+    def __init__(self, nodeid: str, *marks: str):
         self.nodeid = nodeid
-        self.slow = slow
+        self.marks = set(marks)
+        self.groups: list[str] = []
 
     def get_closest_marker(self, name: str):
-        return object() if name == "slow" and self.slow else None
+        return object() if name in self.marks else None
+
+    def add_marker(self, mark) -> None:
+        assert mark.name == "xdist_group"
+        self.groups.append(mark.args[0])
 
 
-def test_modules_with_slow_tests_move_first_and_stay_whole():
-    items = [FakeItem("tests/a.py::one"), FakeItem("tests/a.py::two"),
-             FakeItem("tests/b.py::fast"), FakeItem("tests/b.py::slow", slow=True),
-             FakeItem("tests/c.py::only"),
-             FakeItem("tests/d.py::slow", slow=True), FakeItem("tests/d.py::fast")]
+def _schedule(items, monkeypatch, workers: int):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
     suite_conftest.pytest_collection_modifyitems(items)
-    assert [i.nodeid for i in items] == [
+    return [(i.nodeid, i.groups) for i in items]
+
+
+def test_modules_with_slow_tests_move_first_and_keep_their_order(monkeypatch):
+    items = [FakeItem("tests/a.py::one"), FakeItem("tests/a.py::two"),
+             FakeItem("tests/b.py::fast"), FakeItem("tests/b.py::slow", "slow"),
+             FakeItem("tests/c.py::only"),
+             FakeItem("tests/d.py::slow", "slow"), FakeItem("tests/d.py::fast")]
+    assert [nodeid for nodeid, _ in _schedule(items, monkeypatch, 0)] == [
         "tests/b.py::fast", "tests/b.py::slow", "tests/d.py::slow", "tests/d.py::fast",
         "tests/a.py::one", "tests/a.py::two", "tests/c.py::only"]
 
 
-def test_without_slow_tests_the_order_is_unchanged():
-    items = [FakeItem(f"tests/m{n}.py::t") for n in range(5)]
-    before = [i.nodeid for i in items]
-    suite_conftest.pytest_collection_modifyitems(items)
-    assert [i.nodeid for i in items] == before
+def test_waiting_slow_tests_are_dealt_into_one_group_per_two_workers(monkeypatch):
+    waiting = [FakeItem(f"tests/w.py::t{n}", "slow", "waits") for n in range(5)]
+    quick = FakeItem("tests/w.py::quick", "waits")       # not slow: left to the shared queue
+    computing = FakeItem("tests/c.py::t", "slow")
+    scheduled = dict(_schedule([computing, *waiting, quick], monkeypatch, 4))
+    assert [scheduled[f"tests/w.py::t{n}"] for n in range(5)] == [
+        ["waiting-0"], ["waiting-1"], ["waiting-0"], ["waiting-1"], ["waiting-0"]]
+    assert scheduled["tests/w.py::quick"] == [] and scheduled["tests/c.py::t"] == []
+
+
+def test_a_waits_mark_on_one_test_makes_its_modules_slow_tests_waiting(monkeypatch):
+    items = [FakeItem("tests/w.py::t0", "slow", "waits"), FakeItem("tests/w.py::t1", "slow")]
+    assert [groups for _, groups in _schedule(items, monkeypatch, 2)] == [["waiting-0"], ["waiting-0"]]
+
+
+def test_without_workers_nothing_is_grouped(monkeypatch):
+    items = [FakeItem("tests/w.py::t0", "slow", "waits")]
+    assert _schedule(items, monkeypatch, 0) == [("tests/w.py::t0", [])]
+
+
+GROUPED = '''
+import os, pytest
+from pathlib import Path
+
+@pytest.mark.xdist_group("together")
+@pytest.mark.parametrize("n", range(6))
+def test_grouped(n, tmp_path_factory):
+    out = Path(os.environ["GROUP_OUT"])
+    (out / f"{n}").write_text(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+'''
+
+
+@pytest.mark.slow
+def test_xdist_keeps_a_group_on_one_worker(tmp_path):
+    (tmp_path / "test_grouped.py").write_text(GROUPED, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3",
+                           "--dist", "loadgroup", str(tmp_path / "test_grouped.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GROUP_OUT": str(out)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers = {p.read_text() for p in out.iterdir()}
+    assert len(list(out.iterdir())) == 6 and len(workers) == 1, workers

@@ -19,6 +19,9 @@ from bench.run import figure_record, from_record, write_json, write_markdown
 from bench.staleness import join, quantile
 from bench.synthetic import PoissonDriver, SyntheticLoad, change_counter
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 MS = 1_000_000
 
 

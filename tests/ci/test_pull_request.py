@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import git, run
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pull-request")]
+pytestmark = pytest.mark.slow
 
 SUMMARY_TESTS = "tests/ci/test_summary.py"
 # The load tests that read a snapshot; the cancellation storm (slow) adds nothing to the verdict.

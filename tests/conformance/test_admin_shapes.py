@@ -13,6 +13,9 @@ from openengine.conformance import Outcome
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 from tests.engine.conftest import make_certificates
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 # What Admin changes and what reports on it; the rest of the suite is covered elsewhere.
 ADMIN_CASES = ["admin.*", "health.*", "core.capabilities.stable", "events.*", "admin.rpcs.served"]
 

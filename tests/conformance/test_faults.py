@@ -12,7 +12,7 @@ from openengine.engine.faults import FAULTS
 from tests.conformance.conftest import failed, reference_engine, run_suite
 
 # The fault matrix: an engine per fault (the fast lane leaves it out).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 LOAD_ALL = ["load.*"]
 CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]

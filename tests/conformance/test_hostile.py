@@ -15,6 +15,9 @@ from openengine.conformance import Outcome
 
 from tests.conformance.conftest import run_suite
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 FAST = {"rpc_timeout": 0.5, "case_timeout": 1.5}
 
 

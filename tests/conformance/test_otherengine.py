@@ -11,6 +11,9 @@ from openengine.conformance import Outcome
 from tests.conformance.conftest import failed, run_suite
 from tests.conformance.otherengine import Bugs, OtherEngine
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 
 def _run(bugs: Bugs = Bugs(), **kw):
     with OtherEngine(bugs=bugs) as engine:

@@ -20,7 +20,7 @@ from openengine.engine import ModelConfig
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 
 # Whole suites against engines (the fast lane leaves them out).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 SUBSETS = [
     dict(profiles=("all",)),

@@ -16,6 +16,9 @@ from openengine.v1 import sessions_pb2
 from tests.engine.conftest import AUTH, TOKEN, running
 from tests.engine.test_alias import ALIAS_FAULT_CHECKS
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 H = health_pb2.HealthCheckResponse
 ALL = ("load", "admin", "runtime-events", "sessions")
 

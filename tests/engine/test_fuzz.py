@@ -24,6 +24,9 @@ from openengine.contract import HEALTH_SERVICE, catalogue
 
 from tests.engine.conftest import TOKEN, Records, running
 
+# Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
+pytestmark = pytest.mark.waits
+
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 EXAMPLES = 12          # per RPC; keeps the whole module well under a minute

@@ -228,12 +228,16 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
 @pytest.mark.parametrize("request_kw", [dict(interval_ms=10, heartbeat_ms=0), dict(interval_ms=0, heartbeat_ms=20),
                                         dict(initial_snapshot=False, interval_ms=15)])
 def test_streams_pass_the_generated_watchload_checker(shared, request_kw):
+    from openengine.conformance.cases.load import LATE_SLACK_MS, LATE_TOLERANCE
     from openengine.validate import WatchLoadChecker, validate_capabilities
     _, stubs = shared
     report = validate_capabilities(stubs.caps(), engine_info=stubs.info())
     req = L.WatchLoadRequest(**request_kw)
+    # Lateness judged as the conformance runner judges it: a busy test machine may hold the
+    # engine back for a few hundred milliseconds.
     checker = WatchLoadChecker(instance_id=stubs.info().instance_id, capability_revision=stubs.info().capability_revision,
-                               observability=report.limits["openengine.load"], request=req)
+                               observability=report.limits["openengine.load"], request=req,
+                               tolerance=LATE_TOLERANCE, slack_ms=LATE_SLACK_MS)
     call = stubs.observability.WatchLoad(req, timeout=10)
     for i, msg in enumerate(call):
         checker.feed(msg)
