@@ -80,7 +80,8 @@ def section(record: dict | None) -> Section | None:
     s.discussion = (
         f"Recorded by `python -m bench.testsuite` on {record['date']} at commit {m.get('commit') or 'n/a'} "
         f"({m['cpu']}, {m['cores']} cores). `make test` is the full run, `make test-fast` leaves out the "
-        "tests marked `slow` or `browser`; both spread the tests over two pytest-xdist workers per core. "
+        "tests marked `slow` or `browser`; both spread the tests over three pytest-xdist workers per "
+        "core, the waiting slow tests dealt into groups of their own (tests/conftest.py). "
         "Goals are wall times on 2 cores: `make test` under 150 s, `make test-fast` under 60 s. "
         + record.get("conditions", ""))
     return s

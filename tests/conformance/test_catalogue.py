@@ -71,3 +71,18 @@ def test_matrix_from_a_spec_folder_reads_that_folder(tmp_path, capsys):
     assert f"{made_up}     -- NO CASE --" in out and "0/1" in out
     assert run(["conformance", "--matrix", "--spec", str(tmp_path / "nope")]) == 2
     assert "no spec folder" in capsys.readouterr().err
+
+
+def test_case_order_does_not_depend_on_which_case_module_was_imported_first():
+    """A case registers when its module is first imported; importing one module early (as a test
+    or a tool may) must not move its cases to the front of the run or the published catalogue."""
+    import subprocess
+    import sys
+
+    script = ("import sys, importlib\n"
+              "for name in sys.argv[1:]: importlib.import_module('openengine.conformance.cases.' + name)\n"
+              "from openengine.conformance.cases import all_cases\n"
+              "print(' '.join(c.id for c in all_cases()))\n")
+    orders = {subprocess.run([sys.executable, "-c", script, *first], capture_output=True, text=True,
+                             check=True).stdout for first in ([], ["load"], ["alias", "wire"])}
+    assert len(orders) == 1

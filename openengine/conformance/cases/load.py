@@ -37,9 +37,11 @@ LATE_TOLERANCE, LATE_SLACK_MS = 3.0, 250.0
 # How the cases judge a rate ("one message per period"): by the median gap between arrivals over
 # RATE_GAPS gaps, read until that many arrived or RATE_DEADLINE periods went by. A busy machine can
 # hold a conforming engine, or the runner, back for a few hundred milliseconds; that empties a
-# short fixed window, but moves only the gaps around the stall, not the median. An engine that
-# sends every other period has a median gap of two periods and fails.
-RATE_GAPS, RATE_MEDIAN_PERIODS, RATE_DEADLINE = 10, 1.5, 4 * 11
+# short fixed window, but moves only the gaps around the stall, not the median. The median may
+# exceed the period by half a period plus RATE_SLACK_MS, for the delay every message of a loaded
+# machine takes; an engine that sends every other period of more than 100 ms fails.
+RATE_GAPS, RATE_DEADLINE = 10, 4 * 11
+RATE_MEDIAN_PERIODS, RATE_SLACK_MS = 1.5, 50.0
 
 
 def _ms(ts) -> float:
@@ -172,9 +174,9 @@ def _rate_problem(arrivals: list[Received], period_ms: int, seconds: float, what
                 f"(about {seconds * 1000 / period_ms:.0f} were due)")
     gaps = sorted((b.at - a.at) * 1000 for a, b in zip(arrivals, arrivals[1:]))
     median = gaps[len(gaps) // 2]
-    if median > RATE_MEDIAN_PERIODS * period_ms:
+    if median > RATE_MEDIAN_PERIODS * period_ms + RATE_SLACK_MS:
         return (f"{what} arrived a median {median:.0f} ms apart at {period_ms} ms, more than "
-                f"{RATE_MEDIAN_PERIODS:g} periods")
+                f"{RATE_MEDIAN_PERIODS:g} periods and {RATE_SLACK_MS:g} ms")
     return None
 
 
@@ -636,20 +638,27 @@ async def slow_reader(ctx: Context):
     lim = _limits(ctx)
     channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
     w = Watch(ctx, channel=channel, interval_ms=_clamp(10, lim), heartbeat_ms=0)
+    # A watcher that keeps reading, at the same interval: the snapshots it gets are the updates
+    # the engine made, which on a busy machine can be fewer than one per interval.
+    control = Watch(ctx, interval_ms=_clamp(10, lim), heartbeat_ms=0)
     try:
         s = await w.settings()
         n = s.interval_ms
         w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {_clamp(10, lim)} ms")
         if n == 0:
             raise Unchecked("the settings report change-driven updates: no steady rate to stall against")
+        await control.settings()
         start = await w.read(1.0)
         expect(start is not None and start.kind == "snapshot", "no initial snapshot")
         stall = _window(ctx, STALL_INTERVALS, n, at_least=0.5, share=0.4)
-        await asyncio.sleep(stall)
         after = _window(ctx, 10, n, at_least=0.2, share=0.3)
+        made = asyncio.ensure_future(control.collect(stall + after + 0.1))
+        await asyncio.sleep(stall)
         got = [r for r in await w.collect(after) if r.kind == "snapshot"]
+        made = [r for r in await made if r.kind == "snapshot"]
     finally:
         w.cancel()
+        control.cancel()
     expect(got, "nothing was delivered after the stall")
     # A backlog queued during the stall would arrive as a burst far above the steady rate.
     bound = 1.5 * after * 1000 / n + 8
@@ -658,12 +667,14 @@ async def slow_reader(ctx: Context):
            f"(steady rate allows about {after * 1000 / n:.0f}): the server queued a backlog")
     first_ts = _ms(start.msg.snapshot.load.timestamp)
     last_ts = _ms(got[-1].msg.snapshot.load.timestamp)
-    updates = (last_ts - first_ts) / n
+    # The updates due: what the reading watcher got in the same span, or one per interval when
+    # it got none (an engine whose snapshots all carry one timestamp).
+    updates = sum(first_ts < _ms(r.msg.snapshot.load.timestamp) <= last_ts for r in made) or (last_ts - first_ts) / n
     delivered = len(got)
     counted = sum(r.msg.snapshot.coalesced for r in got)
     expect(delivered + counted >= 0.5 * updates,
-           f"over {last_ts - first_ts:.0f} ms at {n} ms about {updates:.0f} updates were due, "
-           f"{delivered} were delivered and only {counted} counted as coalesced: a silent gap")
+           f"over {last_ts - first_ts:.0f} ms at {n} ms a watcher that kept reading got {updates:.0f} "
+           f"updates; {delivered} were delivered and only {counted} counted as coalesced: a silent gap")
     expect(counted > 0 or delivered >= 0.8 * updates,
            "the stalled watcher neither got every update nor saw any coalesced count")
     expect(counted <= 1.5 * updates + 2,
