@@ -1,21 +1,19 @@
-"""The conformance test cases. Importing this package registers every case in `CASES`."""
+"""The conformance test cases. Importing this package registers every case in `CASES`.
+
+A case registers when its module runs, and the registration order is the order cases run in
+and are published in. So the package imports its case modules here, in that order: whichever
+module something imports first (a test, a tool), the package, and with it every case module in
+this order, comes first."""
 
 from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, Unchecked, case, expect
-
-
-# The case modules in the order their cases run. A case registers when its module is first
-# imported, and something else (a test, a tool) may import one module before the others, so the
-# order is this list's, not the registry's.
-MODULES = ("core", "capabilities", "health", "load", "optional", "control", "wire", "alias")
+from openengine.conformance.cases import (  # noqa: E402,F401  (imported for registration, in order)
+    core, capabilities, health, load, optional, control, wire, alias,
+)
 
 
 def all_cases() -> list[Case]:
-    """Every registered case: module by module in MODULES order, each module's cases in the
-    order it defines them (the order they run in)."""
-    import importlib
-
-    rank = {importlib.import_module(f"{__name__}.{name}").__name__: i for i, name in enumerate(MODULES)}
-    return sorted(CASES.payloads(), key=lambda c: rank.get(c.fn.__module__, len(rank)))
+    """Every registered case, in registration order (the order they run in)."""
+    return CASES.payloads()
 
 
 __all__ = ["CASES", "Case", "Failed", "Skipped", "Unchecked", "all_cases", "case", "expect"]
