@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RECORD = HERE / "testsuite.json"
 RESULTS = HERE / "results.md"
+LOGS = ROOT / "build" / "bench-testsuite"
 # Wall-time goals on 2 cores, in seconds.
 GOALS = {"test-fast": 60.0, "test": 150.0}
 BEGIN, END = "<!-- testsuite:begin -->", "<!-- testsuite:end -->"
@@ -48,6 +49,9 @@ def time_target(target: str) -> dict:
     proc = subprocess.run(["make", "--no-print-directory", target], cwd=ROOT, capture_output=True, text=True)
     wall = time.monotonic() - start
     after = os.times()
+    # The whole output, for the reasons behind a failure the record names only by test id.
+    LOGS.mkdir(parents=True, exist_ok=True)
+    (LOGS / f"{target}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     summary = re.findall(r"^=+ (.*(?:passed|failed|error).*) =+$", proc.stdout, re.M)
     failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
     return {"target": target, "wall_s": round(wall, 1), "failures": failures,
