@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import Figure, Section, at_most, info, machine
+from bench.figures import Section, at_most, info, machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
