@@ -26,17 +26,17 @@ def rule_catalogues() -> RuleCatalogues:
     from codegen.commands.rules import family_specs
 
     families = family_specs()
-    breaking = families.get("breaking")
-    validator = families.get("validator")
-    cases = families.get("conformance")
+
+    def family(name: str) -> tuple | None:   # None: that stage or the runtime is not installed
+        return tuple(families[name]) if name in families else None
+
     python_only: frozenset[str] = frozenset()
-    if validator is not None:
+    if "validator" in families:
         from openengine.validate import PYTHON_ONLY_RULES
 
         python_only = frozenset(PYTHON_ONLY_RULES)
-    return RuleCatalogues(tuple(families["check"]), tuple(breaking) if breaking is not None else None,
-                          tuple(validator) if validator is not None else None, python_only,
-                          tuple(cases) if cases is not None else None)
+    return RuleCatalogues(tuple(families["check"]), family("breaking"), family("validator"), python_only,
+                          family("conformance"))
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,

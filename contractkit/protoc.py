@@ -19,8 +19,7 @@ import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from contractkit.buildcache import BuildCache, digest
 
@@ -102,19 +101,28 @@ def _run_protoc(args: list[str], cwd: Path) -> None:
         raise ProtocError(text.replace(str(cwd) + os.sep, ""))
 
 
+def _through_cache(cache: BuildCache | None, kind: str, sources: dict[str, str],
+                   compile_: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
+    """`compile_()`'s entries (the descriptor set under "set.pb"), or those an earlier compile of
+    exactly these sources with the same options left in `cache`."""
+    if cache is None:
+        return compile_()
+    key = cache_key(kind, sources)
+    hit = cache.get(key)
+    if hit is not None and "set.pb" in hit:
+        return hit
+    entries = compile_()
+    cache.put(key, entries)
+    return entries
+
+
 def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
                            cache: BuildCache | None = None) -> descriptor_pb2.FileDescriptorSet:
     """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors.
     With `cache`, an earlier compile of exactly these sources is reused."""
-    key = cache_key(f"descriptor-set source_info={source_info}", sources) if cache is not None else ""
-    hit = cache.get(key) if cache is not None else None
-    if hit is not None and "set.pb" in hit:
-        data = hit["set.pb"]
-    else:
-        data = _compile_descriptor_set(sources, source_info)
-        if cache is not None:
-            cache.put(key, {"set.pb": data})
-    return _descriptor_set(data)
+    entries = _through_cache(cache, f"descriptor-set source_info={source_info}", sources,
+                             lambda: {"set.pb": _compile_descriptor_set(sources, source_info)})
+    return _descriptor_set(entries["set.pb"])
 
 
 def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
@@ -143,19 +151,13 @@ def compile_all(sources: dict[str, str], *, cache: BuildCache | None = None,
     """One protoc run for everything generation needs: the descriptor set (imports and source
     info included) and the Python modules. Each protoc start costs more than the compile itself.
     With `cache`, an earlier compile of exactly these sources is reused."""
-    key = cache_key("all", sources) if cache is not None else ""
-    hit = cache.get(key) if cache is not None else None
-    if hit is not None and "set.pb" in hit:
-        data = hit.pop("set.pb")
-        modules = {name[len("module/"):]: body for name, body in hit.items() if name.startswith("module/")}
-    else:
-        data, modules = _compile_all(sources)
-        if cache is not None:
-            cache.put(key, {"set.pb": data, **{f"module/{rel}": body for rel, body in modules.items()}})
-    return _descriptor_set(data), modules
+    entries = _through_cache(cache, "all", sources, lambda: _compile_all(sources))
+    modules = {name[len("module/"):]: body for name, body in entries.items() if name.startswith("module/")}
+    return _descriptor_set(entries["set.pb"]), modules
 
 
-def _compile_all(sources: dict[str, str]) -> tuple[bytes, dict[str, bytes]]:
+def _compile_all(sources: dict[str, str]) -> dict[str, bytes]:
+    """The descriptor set as "set.pb" and each Python module as "module/<path>"."""
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
         src = Path(tmp) / "src"
         out = Path(tmp) / "out"
@@ -165,5 +167,6 @@ def _compile_all(sources: dict[str, str]) -> tuple[bytes, dict[str, bytes]]:
         _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
                      f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
                      f"--grpc_python_out={out}"] + files, src)
-        modules = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-        return fds_path.read_bytes(), modules
+        modules = {f"module/{p.relative_to(out).as_posix()}": p.read_bytes()
+                   for p in sorted(out.rglob("*")) if p.is_file()}
+        return {"set.pb": fds_path.read_bytes(), **modules}

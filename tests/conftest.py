@@ -35,11 +35,10 @@ def waiting_groups(items: list, count: int) -> dict[str, list]:
     """The slow tests of modules marked `waits`, dealt in turn into `count` groups."""
     waits = {_module(item) for item in items if item.get_closest_marker("waits") is not None}
     waiting = [i for i in items if _module(i) in waits and i.get_closest_marker("slow") is not None]
-    groups: dict[str, list] = {f"waiting-{n}": [] for n in range(count)}
-    names = list(groups)
+    groups: dict[str, list] = {}
     for k, item in enumerate(waiting):
-        groups[names[k % count]].append(item)
-    return {name: members for name, members in groups.items() if members}
+        groups.setdefault(f"waiting-{k % count}", []).append(item)
+    return groups
 
 
 @pytest.hookimpl(tryfirst=True)     # before xdist reads the groups off the markers

@@ -1,9 +1,9 @@
 """The site as a reader meets it: a real headless Chromium on the built site, served on 127.0.0.1.
 
 Each catalogue's tests share a worker and one browser, and each catalogue's site is built once:
-the repository's own and a generated catalogue of fifteen profiles (tests/site/conftest.py). At 1280 px and at 390 px
-every checked page has a meaningful title, its main column neither overflows nor clips content,
-and the dependency picture's boxes all link to their profile's page. The reader's path (the
+the repository's own and a generated catalogue of fifteen profiles (tests/site/conftest.py). At
+1280 px and at 390 px every checked page has a meaningful title, its main column neither
+overflows nor clips content, and the dependency picture's boxes all link to their profile's page. The reader's path (the
 navigation to a profile, its limits table, the search box) is followed too. Every request the
 browser makes must go to the local server: the site works offline. Screenshots are kept in
 build/screenshots/ (one folder per catalogue) for a person to look at; CI uploads the folder.

@@ -406,7 +406,7 @@ async def initial_off(ctx: Context):
 @case("load.watch.per-rank", profile=LOAD, requires=("REQ-LOAD-010",),
       title="per_rank is honoured exactly when supported, with one entry per data-parallel rank")
 async def per_rank(ctx: Context):
-    lim = _limits(ctx)   # whether per_rank is supported: the checker judges the settings (OEV316)
+    lim = _limits(ctx)
     dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
     for asked in (False, True):
         w, s = await _open(ctx, interval_ms=_fast_interval(lim), per_rank=asked)
@@ -640,6 +640,7 @@ async def slow_reader(ctx: Context):
     # A watcher that keeps reading, at the same interval: the snapshots it gets are the updates
     # the engine made, which on a busy machine can be fewer than one per interval.
     control = Watch(ctx, interval_ms=_clamp(10, lim), heartbeat_ms=0)
+    reading = None
     try:
         s = await w.settings()
         n = s.interval_ms
@@ -651,11 +652,13 @@ async def slow_reader(ctx: Context):
         expect(start is not None and start.kind == "snapshot", "no initial snapshot")
         stall = _window(ctx, STALL_INTERVALS, n, at_least=0.5, share=0.4)
         after = _window(ctx, 10, n, at_least=0.2, share=0.3)
-        made = asyncio.ensure_future(control.collect(stall + after + 0.1))
+        reading = asyncio.ensure_future(control.collect(stall + after + 0.1))
         await asyncio.sleep(stall)
         got = [r for r in await w.collect(after) if r.kind == "snapshot"]
-        made = [r for r in await made if r.kind == "snapshot"]
+        made = [r for r in await reading if r.kind == "snapshot"]
     finally:
+        if reading is not None and not reading.done():
+            reading.cancel()
         w.cancel()
         control.cancel()
     expect(got, "nothing was delivered after the stall")
@@ -668,7 +671,8 @@ async def slow_reader(ctx: Context):
     last_ts = _ms(got[-1].msg.snapshot.load.timestamp)
     # The updates due: what the reading watcher got in the same span, or one per interval when
     # it got none (an engine whose snapshots all carry one timestamp).
-    updates = sum(first_ts < _ms(r.msg.snapshot.load.timestamp) <= last_ts for r in made) or (last_ts - first_ts) / n
+    updates = (sum(first_ts < _ms(r.msg.snapshot.load.timestamp) <= last_ts for r in made)
+               or (last_ts - first_ts) / n)
     delivered = len(got)
     counted = sum(r.msg.snapshot.coalesced for r in got)
     expect(delivered + counted >= 0.5 * updates,
