@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from bench.figures import Figure, Section, at_most, info
-from contractkit.buildcache import DISABLE_ENV
+from oespec.buildcache import DISABLE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # Commands that keep work in build/oespec-cache; their first run on a fresh checkout is also timed.

@@ -24,9 +24,9 @@ from google.protobuf import descriptor as _d
 from google.protobuf import message_factory
 
 import openengine.v1 as _v1
-from contractkit.conditions import condition_holds, condition_text
-from contractkit.naming import enum_spelling
-from contractkit.versions import VersionRange
+from openengine.contractkit.conditions import condition_holds, condition_text
+from openengine.contractkit.naming import enum_spelling
+from openengine.contractkit.versions import VersionRange
 from openengine.v1 import capabilities_pb2, common_pb2, options_pb2
 
 STANDARD_PREFIX = "openengine."

@@ -77,11 +77,11 @@ def on_startup(command: str, dirty: bool) -> None:
 
 def _regenerate(root: Path) -> None:
     """Rewrite the generated pages (and generated regions) from the current registry and protos."""
-    from codegen.check import run_rules
-    from codegen.diagnostics import Severity
-    from codegen.generate import GenerationError, write_outputs
-    from codegen.pipeline import plan
-    from codegen.registry import SourceError, load_registry
+    from oespec.check import run_rules
+    from oespec.diagnostics import Severity
+    from oespec.generate import GenerationError, write_outputs
+    from oespec.pipeline import plan
+    from oespec.registry import SourceError, load_registry
 
     try:
         resolved = load_registry(root / "profiles.yaml", display_path="profiles.yaml")
@@ -134,7 +134,7 @@ def on_files(files: Files, config) -> Files:
 
 # JSON Schemas published under /schemas/ for clients and editors in any language: the generated
 # schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
-SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("codegen/registry", "profiles.schema.json"))
+SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("oespec/registry", "profiles.schema.json"))
 
 
 def _add_schemas(files: Files, config) -> None:
@@ -150,7 +150,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
         return _drop_generated_header(markdown)
     try:
-        from codegen.spec import parse_markdown
+        from oespec.spec import parse_markdown
     except ImportError:
         return markdown
     found, _ = parse_markdown(markdown, page.file.src_uri)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import run
-from codegen.commands.rules import all_specs
-from codegen.diagnostics import PRINTERS, Diagnostic, Severity
-from contractkit.diagnostics import Context, render, render_sarif
-from contractkit.rules import RuleSpec, find_spec
+from oespec.cli import run
+from oespec.commands.rules import all_specs
+from oespec.diagnostics import PRINTERS, Diagnostic, Severity
+from openengine.contractkit.diagnostics import Context, render, render_sarif
+from openengine.contractkit.rules import RuleSpec, find_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
@@ -352,10 +352,10 @@ BREAKING_DATA = ROOT / "tests" / "data" / "breaking"
 
 
 def _breaking_findings(case: str) -> list[Diagnostic]:
-    from codegen.breaking import Context as BreakingContext
-    from codegen.breaking import compare
-    from codegen.breaking.wire import compare_protos
-    from codegen.registry import load_registry
+    from oespec.breaking import Context as BreakingContext
+    from oespec.breaking import compare
+    from oespec.breaking.wire import compare_protos
+    from oespec.registry import load_registry
 
     base, cur = (load_registry(BREAKING_DATA / case / side / "profiles.yaml", display_path="profiles.yaml").registry
                  for side in ("baseline", "current"))
@@ -369,7 +369,7 @@ def _breaking_findings(case: str) -> list[Diagnostic]:
 
 @pytest.mark.parametrize("case, rule_id", [("OEB030-rpc-removed", "OEB030"), ("wire-field-deleted", "buf:")])
 def test_each_printer_on_breaking_findings(case, rule_id):
-    from codegen.commands.common import output_context
+    from oespec.commands.common import output_context
 
     diags = _breaking_findings(case)
     emitted = next(d.rule_id for d in diags if d.rule_id.startswith(rule_id))

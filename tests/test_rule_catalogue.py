@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import run
-from codegen.commands.rules import all_specs, family_specs
-from contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity, find_spec
+from oespec.cli import run
+from oespec.commands.rules import all_specs, family_specs
+from openengine.contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity, find_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 ID_SHAPE = re.compile(r"\b(?:OEB|OEV|OE|SPEC|DOC)[0-9]{3}\b")
-SOURCES = ("codegen", "contractkit", "openengine")
+SOURCES = ("oespec", "openengine.contractkit", "openengine")
 
 
 def _literal_ids() -> dict[str, list[str]]:
@@ -55,13 +55,13 @@ RECORD_MAKERS = {"Diagnostic": (3, "rule_id"), "Diagnostic.at": (2, "rule_id"), 
 # Places whose rule id is computed from an object that is itself catalogued: (file, function) ->
 # why. A new computed id elsewhere fails the scan until it is listed here with its reason.
 COMPUTED_IDS = {
-    ("codegen/check/__init__.py", "run_rules"): "the id of a rule registered in the check catalogue",
-    ("codegen/breaking/__init__.py", "compare"): "the id of a rule registered in the breaking catalogue",
-    ("codegen/breaking/wire.py", "fold"): "buf's rule type under the catalogue's `buf:*` entry",
-    ("codegen/commands/validate.py", "_diag"): "a violation's id, made by violation() (scanned)",
-    ("codegen/commands/validate.py", "_watchload"): "a violation's id, made by violation() (scanned)",
-    ("codegen/commands/generate.py", "generation_diagnostics"): "a Problem's id (scanned), else OE900",
-    ("codegen/generate/docs.py", "generate"): "a marker finding's id (scanned in markers.py)",
+    ("oespec/check/__init__.py", "run_rules"): "the id of a rule registered in the check catalogue",
+    ("oespec/breaking/__init__.py", "compare"): "the id of a rule registered in the breaking catalogue",
+    ("oespec/breaking/wire.py", "fold"): "buf's rule type under the catalogue's `buf:*` entry",
+    ("oespec/commands/validate.py", "_diag"): "a violation's id, made by violation() (scanned)",
+    ("oespec/commands/validate.py", "_watchload"): "a violation's id, made by violation() (scanned)",
+    ("oespec/commands/generate.py", "generation_diagnostics"): "a Problem's id (scanned), else OE900",
+    ("oespec/generate/docs.py", "generate"): "a marker finding's id (scanned in markers.py)",
     ("openengine/conformance/report.py", "case_diagnostic"): "a case id: cases register in the catalogue",
 }
 
@@ -199,7 +199,7 @@ def test_every_emission_site_names_a_catalogued_id():
 def test_the_emission_scan_follows_handed_on_ids_and_finds_computed_ones():
     """The scan itself: a literal id, an id handed through a helper, a default, and a computed id."""
     source = (
-        "from contractkit.diagnostics import Diagnostic\n"
+        "from openengine.contractkit.diagnostics import Diagnostic\n"
         "def literal():\n    return Diagnostic('f', 1, 1, 'OE777', 3, 'm')\n"
         "def handed(path, rule='OE779'):\n    return Diagnostic(path, 1, 1, rule, 3, 'm')\n"
         "def caller():\n    return handed('f', 'OE778')\n"
@@ -253,9 +253,9 @@ def test_the_registrar_stores_the_familys_payload_and_returns_the_handler():
 def test_every_family_registers_through_the_one_catalogue_type():
     """Check rules, breaking rules, validator rules, conformance cases, faults, and the spec,
     docs and generate ids all live in a `RuleCatalogue`, each payload of its family's own type."""
-    from codegen.breaking import Rule as BreakingRule
-    from codegen.check import Rule as CheckRule
-    from codegen.commands.rules import family_catalogues
+    from oespec.breaking import Rule as BreakingRule
+    from oespec.check import Rule as CheckRule
+    from oespec.commands.rules import family_catalogues
     from openengine.conformance.cases import Case
     from openengine.engine.faults import Fault
     from openengine.validate import Rule as ValidatorRule

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from codegen.cli import run
-from codegen.diagnostics import PRINTERS
+from oespec.cli import run
+from oespec.diagnostics import PRINTERS
 
 
 @pytest.fixture(autouse=True)

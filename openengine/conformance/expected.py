@@ -33,7 +33,7 @@ def expected_failures_schema() -> dict:
 def load_expected_failures(path: str | Path, *, known_cases: set[str] | None = None) -> dict[str, str]:
     """Case id -> reason. Read with the located loader the registry uses, so a malformed file is
     reported as file:line:column with a hint; unknown case ids and duplicates are errors too."""
-    from contractkit.yamlsource import SourceError, YMap, YSeq, read_file, schema_problems
+    from openengine.contractkit.yamlsource import SourceError, YMap, YSeq, read_file, schema_problems
 
     p = Path(path)
     try:

@@ -2,7 +2,7 @@
 display.
 
 Every case result that is not a pass becomes one `Diagnostic` (`case_diagnostic`), and the report
-prints through the printers every command shares (`contractkit.diagnostics`): `report_context`
+prints through the printers every command shares (`openengine.contractkit.diagnostics`): `report_context`
 adds what only a conformance run has (the engine, the counts, the coverage, the verdict; in JSON
 the whole report). `render_junit` is the full case report of `--junit FILE`: every case, passes
 included, with unchecked and skipped cases as JUnit `skipped`.
@@ -14,9 +14,9 @@ import shutil
 import sys
 from xml.etree import ElementTree as ET
 
-from contractkit.diagnostics import Context, Diagnostic, Severity
-from contractkit.diagnostics import printable as _printable
-from contractkit.diagnostics import render
+from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
+from openengine.contractkit.diagnostics import printable as _printable
+from openengine.contractkit.diagnostics import render
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
 LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",

@@ -161,7 +161,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON configuration file into a plain mapping, with the located loader the
     registry uses: a syntax error or a key the schema does not know is reported as
     file:line:column, with a hint (the nearest known key for a typo)."""
-    from contractkit.yamlsource import SourceError, read_file, schema_problems
+    from openengine.contractkit.yamlsource import SourceError, read_file, schema_problems
 
     shown = str(path)
     try:

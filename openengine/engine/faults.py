@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from contractkit.rules import RuleCatalogue, RuleSpec, Severity
+from openengine.contractkit.rules import RuleCatalogue, RuleSpec, Severity
 
 # Every hook point of the engine: name -> the value that passes through it. A test checks that
 # each is called by the engine and that every fault acts only at these.

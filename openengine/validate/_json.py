@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
+from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
 from openengine.validate._rules import Violation, violation
 
 # Messages whose proto3 JSON form is not an object of their fields.
@@ -58,7 +58,7 @@ _INT_BOUNDS = {
 
 def _form_problem(field: FieldDescriptor, value: Any) -> str | None:
     """What is wrong with the form of a string the protobuf parser would take but the proto3 JSON
-    mapping (and the JSON Schemas, `contractkit.jsonforms`) does not: an integer string that is not
+    mapping (and the JSON Schemas, `openengine.contractkit.jsonforms`) does not: an integer string that is not
     plain decimal digits within the type's range, a Timestamp that is not a real RFC 3339 time."""
     values = value if field.is_repeated and isinstance(value, list) else [value]
     for item in values:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contractkit.rules import RuleCatalogue, RuleSpec, Severity
+from openengine.contractkit.rules import RuleCatalogue, RuleSpec, Severity
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from contractkit import naming
+from openengine.contractkit import naming
 from openengine import contract
 from openengine.v1 import capabilities_pb2
 from openengine.validate._rules import violation as _v

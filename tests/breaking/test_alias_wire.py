@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from codegen.breaking import Context
-from codegen.breaking.wire import compare_protos, find_buf
-from codegen.diagnostics import Severity
-from codegen.registry import load_registry
+from oespec.breaking import Context
+from oespec.breaking.wire import compare_protos, find_buf
+from oespec.diagnostics import Severity
+from oespec.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "openengine/legacy/services/openengine_service.proto"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from codegen.breaking import BREAKS, BUMPS, catalogue, iter_rules
-from codegen.cli import run
-from codegen.spec import scan_requirements
+from oespec.breaking import BREAKS, BUMPS, catalogue, iter_rules
+from oespec.cli import run
+from oespec.spec import scan_requirements
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from codegen.breaking import Context, compare, iter_rules
-from codegen.breaking.wire import compare_protos
-from codegen.check import run_rules
-from codegen.diagnostics import Severity
-from codegen.registry import load_registry
+from oespec.breaking import Context, compare, iter_rules
+from oespec.breaking.wire import compare_protos
+from oespec.check import run_rules
+from oespec.diagnostics import Severity
+from oespec.registry import load_registry
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
 CASES = sorted(d.name for d in DATA.iterdir() if (d / "expected.yaml").is_file())

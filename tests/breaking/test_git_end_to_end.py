@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import run
+from oespec.cli import run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
 BASE_REGISTRY = (DATA / "wire-field-deleted" / "baseline" / "profiles.yaml").read_text()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.breaking.match import contract_changes
-from codegen.breaking.ownership import WireGraph, attribute, owners_by_type
-from codegen.registry import load_registry
+from oespec.breaking.match import contract_changes
+from oespec.breaking.ownership import WireGraph, attribute, owners_by_type
+from oespec.registry import load_registry
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
 

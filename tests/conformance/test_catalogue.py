@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.spec import load_requirements
+from oespec.spec import load_requirements
 from openengine.conformance import all_cases, coverage, render_matrix
 from openengine.conformance.matrix import PACKAGED, packaged_requirements
 
@@ -41,7 +41,7 @@ def test_every_profile_has_a_served_and_an_absent_case():
 
 
 def test_matrix_lists_each_wire_requirement(capsys):
-    from codegen.cli import run
+    from oespec.cli import run
 
     assert run(["conformance", "--matrix"]) == 0
     out = capsys.readouterr().out
@@ -62,7 +62,7 @@ def test_the_packaged_requirement_index_is_the_spec():
 
 
 def test_matrix_from_a_spec_folder_reads_that_folder(tmp_path, capsys):
-    from codegen.cli import run
+    from oespec.cli import run
 
     made_up = "REQ-" + "TINY-001"  # split so the project's citation check does not see it
     (tmp_path / "tiny.md").write_text(f"# Tiny\n\n**{made_up}** *(wire)* An engine MUST answer.\n")

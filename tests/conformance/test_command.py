@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from codegen.cli import run
+from oespec.cli import run
 
 FAST = ["--rpc-timeout", "1", "--case-timeout", "2"]
 

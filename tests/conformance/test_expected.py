@@ -67,7 +67,7 @@ def test_xfail_passes_the_run_and_stale_fails_it():
 
 
 def test_cli_refuses_a_bad_file_with_status_2(tmp_path, capsys):
-    from codegen.cli import run
+    from oespec.cli import run
 
     p = tmp_path / "x.yaml"
     p.write_text("- case: load.watch.sequence\n")

@@ -83,7 +83,7 @@ def test_profile_option_restricts_and_forces():
 def test_command_against_a_subprocess_engine(tmp_path):
     """What `make conformance` does: an engine on a free port, the suite, a graceful stop."""
     root = Path(__file__).resolve().parents[2]
-    oespec = [sys.executable, "-m", "codegen.cli"]
+    oespec = [sys.executable, "-m", "oespec.cli"]
     engine = subprocess.Popen(oespec + ["engine", "--port", "0", "--admin-token", TOKEN],
                               cwd=root, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True)
     try:

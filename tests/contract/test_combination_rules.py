@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contractkit.conditions import condition_holds
+from openengine.contractkit.conditions import condition_holds
 from openengine.contract import catalogue, combination_problems
 from openengine.v1 import capabilities_pb2
 from openengine.validate import check_capabilities, document_from_json, validate_capabilities

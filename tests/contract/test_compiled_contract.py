@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.registry import load_registry
+from oespec.registry import load_registry
 from openengine.contract import catalogue, role_numbers, role_spelling
 from openengine.v1 import common_pb2
 

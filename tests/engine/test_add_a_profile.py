@@ -33,7 +33,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
 COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
-          "requirements.txt", "codegen", "openengine", "proto", "schemas", "site", "spec")
+          "requirements.txt", "oespec", "openengine", "proto", "schemas", "site", "spec")
 BUILD_OUTPUTS = {"__pycache__", ".pytest_cache"}
 GENERATED = "generated from profiles.yaml"
 STEP_TIMEOUT = 180

@@ -281,7 +281,7 @@ def test_schema_revision_continues_the_earlier_numbering_and_is_the_documented_o
     import re
     from pathlib import Path
 
-    from codegen.registry import load_registry
+    from oespec.registry import load_registry
 
     root = Path(__file__).resolve().parents[2]
     documented = re.search(r"^\| (\d+) \| this layout", (root / "spec" / "revisions.md").read_text(), re.M)
@@ -355,7 +355,7 @@ def test_kv_events_stream_through_either_alias(which):
 def test_alias_from_the_command_line_and_the_configuration_file(tmp_path):
     import argparse
 
-    from codegen.commands.engine import add_arguments, build_config
+    from oespec.commands.engine import add_arguments, build_config
     from openengine.engine import config_from_mapping
 
     parser = argparse.ArgumentParser()
@@ -371,7 +371,7 @@ def test_unknown_alias_on_the_command_line_is_refused_without_a_traceback():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "codegen.cli", "engine", "--port", "0", "--alias", "contrl"],
+    out = subprocess.run([sys.executable, "-m", "oespec.cli", "engine", "--port", "0", "--alias", "contrl"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "unknown alias 'contrl'" in out.stderr and "openengine.v1.Control" in out.stderr

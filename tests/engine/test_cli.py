@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from openengine.engine import FAULTS
 from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
 
-OESPEC = [sys.executable, "-m", "codegen.cli"]
+OESPEC = [sys.executable, "-m", "oespec.cli"]
 H = health_pb2.HealthCheckResponse
 
 

@@ -17,7 +17,7 @@ import pytest
 from openengine.contract import (
     Catalogue, Incompatibility, LimitCondition, Prerequisite, catalogue, combination_problems,
 )
-from contractkit.versions import VersionRange
+from openengine.contractkit.versions import VersionRange
 from openengine.engine import ConfigError, resolve_config
 from openengine.v1 import admin_pb2, capabilities_pb2, common_pb2
 from openengine.validate import check_capabilities

@@ -137,7 +137,7 @@ def test_every_fault_cites_requirements_the_spec_defines():
     spec = Path(__file__).resolve().parents[2] / "spec"
     if not spec.is_dir():
         pytest.skip("no spec/ next to the tests")
-    from codegen.spec import load_requirements
+    from oespec.spec import load_requirements
     known = {r.id for r in load_requirements(spec)}
     for fault in FAULTS.values():
         assert fault.requirements, fault.name

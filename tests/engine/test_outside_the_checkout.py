@@ -92,7 +92,7 @@ def test_engine_started_in_another_folder_ignores_the_profiles_yaml_there(tmp_pa
 def _fresh_environment(where: Path) -> Path:
     """A new venv whose only extra path is the worktree venv's site-packages, added as a plain
     path: the dependencies import from there, but the checkout's editable install (a .pth hook in
-    that folder) is not run, so `openengine` and `codegen` can only come from the wheel. Made
+    that folder) is not run, so `openengine` and `oespec` can only come from the wheel. Made
     without pip (bootstrapping pip costs more than the rest of the test): the checkout's pip
     installs into it with `--python`."""
     base = getattr(sys, "_base_executable", sys.executable)
@@ -124,8 +124,8 @@ def test_an_installed_wheel_runs_the_engine_and_the_runner_outside_the_checkout(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     oespec = tmp_path / "venv" / "bin" / "oespec"
 
-    where = subprocess.run([str(python), "-c", "import codegen, openengine, contractkit; "
-                            "print(openengine.__file__); print(codegen.__file__); print(contractkit.__file__)"],
+    where = subprocess.run([str(python), "-c", "import oespec, openengine, openengine.contractkit; "
+                            "print(openengine.__file__); print(oespec.__file__); print(openengine.contractkit.__file__)"],
                            cwd=outside, env=env, check=True, capture_output=True, text=True).stdout.split()
     assert all(Path(p).is_relative_to(tmp_path / "venv") for p in where), where
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import codegen.commands.generate as generate_command
-import contractkit.protoc as protoc
-from codegen.cli import run
-from contractkit.buildcache import BuildCache, _pack, _unpack, for_checkout
+import oespec.commands.generate as generate_command
+import oespec.protoc as protoc
+from oespec.cli import run
+from oespec.buildcache import BuildCache, _pack, _unpack, for_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "generate" / "minimal"
@@ -143,7 +143,7 @@ def test_the_recorder_sees_reads_failed_opens_and_listings_but_not_its_scratch(t
     import os
     import tempfile
 
-    from codegen.generate.plancache import recording, snapshot
+    from oespec.generate.plancache import recording, snapshot
 
     data = tmp_path / "input.txt"
     data.write_text("one")

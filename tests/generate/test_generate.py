@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from codegen.check import run_rules
-from codegen.check.contract import Contract, load_contract
-from codegen.cli import run
-from codegen.generate import GENERATORS, HEADER_TEXT, write_outputs
-from codegen.pipeline import plan
-from codegen.registry import load_registry
+from oespec.check import run_rules
+from oespec.check.contract import Contract, load_contract
+from oespec.cli import run
+from oespec.generate import GENERATORS, HEADER_TEXT, write_outputs
+from oespec.pipeline import plan
+from oespec.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "generate" / "minimal"
@@ -242,9 +242,9 @@ def test_every_missing_message_is_reported_at_once_location_first(tree: Path, ca
 
 def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
     """Renaming a value of the hand-written Role enum used to end `oespec generate` in KeyError."""
-    from codegen.generate import GenerationError
-    from codegen.generate.jsonschemas import contract_enums
-    from contractkit.protoc import compile_descriptor_set
+    from oespec.generate import GenerationError
+    from oespec.generate.jsonschemas import contract_enums
+    from oespec.protoc import compile_descriptor_set
 
     proto = REPO / "proto"
     sources = {p.relative_to(proto).as_posix(): p.read_text() for p in proto.rglob("*.proto")}
@@ -261,9 +261,9 @@ def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
 
 
 def test_generation_diagnostics_put_each_location_first():
-    from codegen.commands.generate import generation_diagnostics
-    from codegen.diagnostics import Loc
-    from codegen.generate import GenerationError, Problem
+    from oespec.commands.generate import generation_diagnostics
+    from oespec.diagnostics import Loc
+    from oespec.generate import GenerationError, Problem
 
     err = GenerationError("proto", "two problems", problems=[Problem("profiles.yaml", Loc(3, 5), "a", "h"),
                                                              Problem("proto/x.proto", Loc(9, 1), "b")])

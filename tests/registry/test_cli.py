@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.check import catalogue
-from codegen.cli import run
+from oespec.check import catalogue
+from oespec.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "registry"
@@ -159,6 +159,6 @@ def test_installed_command_never_prints_a_traceback(tmp_path):
 
 
 def test_module_entry_point_matches(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "codegen.cli", "check", "--no-contract", str(WARNING_ONLY),
+    result = subprocess.run([sys.executable, "-m", "oespec.cli", "check", "--no-contract", str(WARNING_ONLY),
                              "--fail-on", "warning"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 1 and "OE006" in result.stdout

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from codegen.check import iter_rules, run_rules
-from codegen.registry import load_registry
+from oespec.check import iter_rules, run_rules
+from oespec.registry import load_registry
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "registry"
 VALID = sorted(p.parent for p in (DATA / "valid").glob("*/profiles.yaml"))
@@ -89,4 +89,4 @@ def test_the_repository_registry_has_no_registry_findings():
 
 def test_the_repository_registry_names_its_schema():
     first = REPO_REGISTRY.read_text().splitlines()[0]
-    assert first == "# yaml-language-server: $schema=codegen/registry/profiles.schema.json"
+    assert first == "# yaml-language-server: $schema=oespec/registry/profiles.schema.json"

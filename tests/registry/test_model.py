@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.registry import Condition, LimitType, Version, VersionRange, load_registry_text
+from oespec.registry import Condition, LimitType, Version, VersionRange, load_registry_text
 
 
 def test_versions_order_numerically():

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from ruamel.yaml import YAML
 
-from codegen.check import run_rules
-from codegen.registry import SourceError, load_registry, load_registry_text, parse_text, read_file
+from oespec.check import run_rules
+from oespec.registry import SourceError, load_registry, load_registry_text, parse_text, read_file
 
 # Property tests over many generated inputs (the fast lane leaves them out).
 pytestmark = pytest.mark.slow

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from codegen.breaking import iter_rules as breaking_rules
-from codegen.check import iter_rules as check_rules
-from codegen.cli import run
-from codegen.spec import scan_requirements
+from oespec.breaking import iter_rules as breaking_rules
+from oespec.check import iter_rules as check_rules
+from oespec.cli import run
+from oespec.spec import scan_requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -129,7 +129,7 @@ def test_proto_edit_without_revision_bump_warns(repo, capsys):
 
 
 def test_outside_git_there_is_no_head_state(tmp_path):
-    from codegen.check.head import head_state
+    from oespec.check.head import head_state
 
     shutil.copy(DATA / "registry" / "valid" / "minimal" / "profiles.yaml", tmp_path / "profiles.yaml")
     assert head_state(tmp_path / "profiles.yaml") is None

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.check import iter_rules, run_rules
-from codegen.registry import load_registry_text
+from oespec.check import iter_rules, run_rules
+from oespec.registry import load_registry_text
 
 MINIMAL = (Path(__file__).resolve().parents[1] / "data" / "registry" / "valid" / "minimal" / "profiles.yaml").read_text()
 

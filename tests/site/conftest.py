@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from codegen.generate import write_outputs
-from codegen.pipeline import plan
-from codegen.registry import load_registry
+from oespec.generate import write_outputs
+from oespec.pipeline import plan
+from oespec.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "site"
@@ -142,8 +142,8 @@ def _build_fifteen(root: Path) -> None:
     _fifteen_profiles(root / "registry.yaml")
     shutil.copytree(ROOT / "proto", root / "proto")
     shutil.copytree(ROOT / "schemas", root / "schemas")
-    (root / "codegen" / "registry").mkdir(parents=True)
-    shutil.copy(ROOT / "codegen" / "registry" / "profiles.schema.json", root / "codegen" / "registry")
+    (root / "oespec" / "registry").mkdir(parents=True)
+    shutil.copy(ROOT / "oespec" / "registry" / "profiles.schema.json", root / "oespec" / "registry")
     spec = {p.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "spec").glob("*.md"))}
     config = site_from(root, root / "registry.yaml", spec, nav_spec=_spec_nav())
     mkdocs_build(config, root / "build")

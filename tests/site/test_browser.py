@@ -98,7 +98,7 @@ def server(built_site):
 def catalogue(request):
     """The repository's site, then the fifteen-profile one (tests are grouped by it, so each
     site is served once)."""
-    from codegen.registry import load_registry
+    from oespec.registry import load_registry
 
     if request.param == "repository":
         registry = request.getfixturevalue("registry")

@@ -39,7 +39,7 @@ def test_json_schemas_are_published(built_site):
     expected = {p.name for p in (ROOT / "schemas").glob("*.schema.json")} | {"profiles.schema.json"}
     assert published == expected
     for name in published:
-        source = ROOT / ("codegen/registry" if name == "profiles.schema.json" else "schemas") / name
+        source = ROOT / ("oespec/registry" if name == "profiles.schema.json" else "schemas") / name
         assert json.loads((built_site / "schemas" / name).read_text()) == json.loads(source.read_text())
     index = (built_site / "index.html").read_text(encoding="utf-8")
     assert 'href="schemas/capabilities.schema.json"' in index
@@ -129,7 +129,7 @@ def test_requirements_get_anchors_that_generated_pages_link_to(tmp_path):
 
 
 def test_fifteen_profiles_fit_the_dependency_picture_and_every_node_links_to_its_page(fifteen_site):
-    from codegen.registry import load_registry
+    from oespec.registry import load_registry
 
     registry = load_registry(fifteen_site.parent / "profiles.yaml").registry
     assert len(registry.profiles) == 15

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from codegen.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
-from codegen.pipeline import plan
-from codegen.generate import docs
-from codegen.registry import load_registry
+from oespec.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
+from oespec.pipeline import plan
+from oespec.generate import docs
+from oespec.registry import load_registry
 
 from .conftest import DATA, ROOT
 
@@ -61,13 +61,13 @@ def test_without_protos_the_reference_is_empty_but_valid(bare_root):
 
 
 def test_missing_breaking_module_is_tolerated(bare_root, monkeypatch):
-    monkeypatch.setitem(sys.modules, "codegen.breaking", None)      # import raises ImportError
+    monkeypatch.setitem(sys.modules, "oespec.breaking", None)      # import raises ImportError
     outputs = _docs_outputs(bare_root, _registry(bare_root))
     assert "not available" in outputs[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
 
 
 def test_breaking_rules_are_catalogued(registry):
-    from codegen.breaking import iter_rules
+    from oespec.breaking import iter_rules
 
     page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
     for rule in iter_rules():
@@ -92,7 +92,7 @@ def test_templates_refuse_unescaped_text():
 
 
 def _oespec(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "codegen.cli", *args], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "oespec.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.mark.slow
@@ -173,7 +173,7 @@ def _row_id(cells: list[str]) -> str:
 def test_rule_pages_list_exactly_the_catalogue_in_its_order(registry):
     """Each rule page and the case page is the family's catalogue (`oespec rules`), entry for entry,
     with the requirements each entry cites."""
-    from codegen.commands.rules import family_specs
+    from oespec.commands.rules import family_specs
 
     families = family_specs()
     outputs = _docs_outputs(ROOT, registry)
@@ -192,9 +192,9 @@ def test_rule_pages_list_exactly_the_catalogue_in_its_order(registry):
 def test_rule_pages_show_what_the_catalogue_entries_say(bare_root):
     """The pages print the entries they are handed and nothing else: an entry added to a family
     appears with its facts, and the requirement matrix links it."""
-    from codegen import generate
-    from codegen.generate import RuleCatalogues
-    from contractkit.rules import RuleSpec, Severity
+    from oespec import generate
+    from oespec.generate import RuleCatalogues
+    from openengine.contractkit.rules import RuleSpec, Severity
 
     (bare_root / "spec" / "load.md").write_text(
         "# Load\n\n**REQ-LOAD-001** *(wire)* The first message MUST be settings.\n", encoding="utf-8")
@@ -233,7 +233,7 @@ def test_rule_pages_show_what_the_catalogue_entries_say(bare_root):
 def test_every_generated_page_carries_the_do_not_edit_header(registry):
     """Pages, the navigation lists and the DOT graph; spec pages with regions are hand-written and
     keep their own first line."""
-    from codegen.generate import HEADER_TEXT
+    from oespec.generate import HEADER_TEXT
 
     outputs = _docs_outputs(ROOT, registry)
     generated = {path: text for path, text in outputs.items() if path.startswith(f"{docs.GENERATED_DIR}/")}

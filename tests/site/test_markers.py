@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codegen.generate import markers
+from oespec.generate import markers
 
 KNOWN = {"profile-table": "| a |\n| --- |\n| 1 |", "limits:openengine.load": "limits body"}
 

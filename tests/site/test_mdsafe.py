@@ -5,7 +5,7 @@ from __future__ import annotations
 import markdown
 import pytest
 
-from codegen.generate import mdsafe
+from oespec.generate import mdsafe
 
 from .htmlscan import injected, scan
 

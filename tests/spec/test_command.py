@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from codegen.cli import run
+from oespec.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.spec import (
+from oespec.spec import (
     DUPLICATE_ID,
     MALFORMED_ID,
     MISSING_TAG,
@@ -101,7 +101,7 @@ def test_spec_cites_only_defined_requirements(real):
 def test_project_cites_only_defined_requirements(real):
     """Tests, checks and the conformance runner cite ids; every cited id must exist."""
     cited: dict[str, list[str]] = {}
-    for folder in ("codegen", "openengine", "tests", "bench"):
+    for folder in ("oespec", "openengine", "tests", "bench"):
         for path in sorted((ROOT / folder).rglob("*")):
             if path.suffix not in (".py", ".md", ".yaml", ".yml", ".json", ".proto", ".txt"):
                 continue

@@ -193,7 +193,7 @@ def test_every_violation_is_reported_not_only_the_first():
 
 
 def test_every_rule_cites_a_requirement_of_the_spec():
-    from codegen.spec import load_requirements
+    from oespec.spec import load_requirements
 
     known = {r.id for r in load_requirements("spec")}
     cited = {r.requirement for r in RULES.values() if r.requirement}

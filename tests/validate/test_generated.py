@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.generate import GenerationContext
-from codegen.generate import jsonschemas
-from codegen.registry import load_registry
+from oespec.generate import GenerationContext
+from oespec.generate import jsonschemas
+from oespec.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
+from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
 
 RANGES = [(0, 2**64 - 1), (-(2**63), 2**63 - 1), (0, 2**32 - 1), (-(2**31), 2**31 - 1), (1, 4096), (0, 1024),
           (1, 2**63 - 1), (5, 5), (-7, -3), (-5, 10), (0, 0), (100, 999), (99, 1000), (1, 2**32 - 1)]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from contractkit.rules import RuleCatalogue, RuleSpec, Severity
+from openengine.contractkit.rules import RuleCatalogue, RuleSpec, Severity
 
 CaseFn = Callable[["object"], Awaitable["str | None"]]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 
-from contractkit.naming import enum_value_prefix
+from openengine.contractkit.naming import enum_value_prefix
 
 from openengine.engine.services._base import Refused
 from openengine.v1 import common_pb2, events_pb2, generation_pb2

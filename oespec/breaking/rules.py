@@ -1,0 +1,617 @@
+"""The registry breaking rules. Each handler gets one matched pair and yields `Change`s.
+
+Severity is decided by the runner from the rule's `bump` and the bump the governing profile got;
+a handler only says what changed, where, and which profile it belongs to.
+"""
+
+from __future__ import annotations
+
+from oespec.breaking import Change, Context, rule
+from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
+from oespec.diagnostics import Loc, Severity
+from oespec.registry import Limit, Profile
+
+SCOPE_WIDTH = {"role": 0, "model": 1, "engine": 2}
+
+
+def _removed_at(pair: Pair, ctx: Context) -> Loc:
+    """A removal is reported at its parent in the current file: the profile that lost the element,
+    or the registry's `profiles:` key for a removed profile."""
+    parent = pair.cur_parent
+    if parent is None:
+        return ctx.current.locs.get("profiles", ctx.current.loc)
+    return parent.loc
+
+
+def _at(element, key: str) -> Loc:
+    return element.locs.get(key, element.loc)
+
+
+def _with(key: str) -> str:
+    """An incompatibility is keyed by the profile it names, or by its conditions."""
+    return key if key.startswith("when ") else f"with {key}"
+
+
+def _owner(pair: Pair) -> str | None:
+    parent = pair.cur_parent or pair.prev_parent
+    return parent.name if parent else None
+
+
+# --- registry and history ------------------------------------------------------------------------
+
+@rule("OEB001", "revision-not-increased", requirement="REQ-VER-006", kinds="registry", category="registry",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="any change to the registry increases `registry.revision`")
+def revision_not_increased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is None or cur.revision != prev.revision:
+        return
+    if fingerprint(prev, skip=frozenset({"path", "revision"})) != fingerprint(cur, skip=frozenset({"path", "revision"})):
+        yield Change(_at(cur, "revision"), f"the registry changed but its revision did not (still {cur.revision})",
+                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+
+
+@rule("OEB002", "revision-decreased", requirement="REQ-VER-006", kinds="registry", category="registry",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="`registry.revision` never goes down")
+def revision_decreased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is not None and cur.revision < prev.revision:
+        yield Change(_at(cur, "revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
+                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+
+
+@rule("OEB003", "version-decreased", requirement="REQ-VER-004", kinds="profile", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a profile's version never goes down")
+def version_decreased(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.kept and cur.version < prev.version:
+        yield Change(_at(cur, "version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
+                     cur.name, _at(prev, "version"), hint=f"restore {prev.version} or move forward from it")
+
+
+@rule("OEB004", "history-rewritten", requirement="REQ-VER-004", kinds="history", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="published history entries are never removed or rewritten")
+def history_rewritten(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx),
+                     f"history entry {prev.version} of {pair.prev_parent.name} was removed",
+                     _owner(pair), prev.loc, hint="restore the entry; history only grows")
+    elif pair.kept and prev.changes.strip() != cur.changes.strip():
+        yield Change(_at(cur, "changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
+                     _owner(pair), _at(prev, "changes"),
+                     hint="restore the published text; describe corrections in the next version's entry")
+
+
+@rule("OEB005", "history-missing", requirement="REQ-VER-004", kinds="profile", category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a new version (or a new profile) has a history entry for that version")
+def history_missing(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if cur is None or (prev is not None and prev.version == cur.version):
+        return
+    if not any(h.version == cur.version for h in cur.history):
+        yield Change(_at(cur, "version"), f"{cur.name} {cur.version} has no history entry",
+                     cur.name, hint=f"add `- version: \"{cur.version}\"` with its changes under history")
+
+
+@rule("OEB006", "since-rewritten", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="the `since` of an existing RPC, message or limit never changes")
+def since_rewritten(pair: Pair, ctx: Context):
+    moved = pair.kind == "rpc" and pair.prev_parent and pair.cur_parent \
+        and pair.prev_parent.name != pair.cur_parent.name  # `since` is relative to the owning profile
+    if pair.kept and not moved and pair.previous.since != pair.current.since:
+        yield Change(_at(pair.current, "since"),
+                     f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
+                     _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
+
+
+@rule("OEB007", "since-not-new-version", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="an RPC, message or limit added in a new version says `since` that version")
+def since_not_new_version(pair: Pair, ctx: Context):
+    cur, parent = pair.current, pair.cur_parent
+    if not pair.added or parent is None or pair.prev_parent is None:
+        return
+    if ctx.bump(parent.name) in ("major", "minor") and cur.since != parent.version:
+        yield Change(_at(cur, "since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
+                     f"but says since {cur.since}", parent.name, hint=f"set since: \"{parent.version}\"")
+
+
+@rule("OEB008", "changed-without-version", requirement="REQ-VER-001", kinds="profile", category="profile",
+      breaks="both", bump="minor", fallback=True,
+      purpose="any change to what a profile promises comes with a version bump (editorial text excepted)")
+def changed_without_version(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if not pair.kept or prev.version != cur.version:
+        return
+    changes = contract_changes(prev, cur, ctx.baseline.package if ctx.baseline else None, ctx.current.package)
+    if changes:
+        shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
+        yield Change(_at(cur, "version"), f"what {cur.name} promises changed: {shown}", cur.name,
+                     _at(prev, "version"), details=(("changed", "; ".join(changes)),))
+
+
+@rule("OEB009", "package-changed", requirement="REQ-VER-003", kinds="registry", category="registry",
+      breaks="both", bump="major",
+      purpose="`registry.package` names every service and message on the wire: changing it breaks every "
+              "profile, so each needs a new major version")
+def package_changed(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if prev is None or prev.package == cur.package:
+        return
+    for profile in cur.profiles:
+        if prev.profile(profile.name) is not None:
+            yield Change(_at(cur, "package"), f"registry.package changed from {prev.package} to {cur.package}: "
+                         f"every RPC and message of {profile.name} has a new wire name", profile.name,
+                         _at(prev, "package"))
+
+
+# --- profiles ------------------------------------------------------------------------------------
+
+@rule("OEB010", "profile-removed", requirement="REQ-VER-009", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile disappears only after it was deprecated (its last major ends)")
+def profile_removed(pair: Pair, ctx: Context):
+    prev = pair.previous
+    if pair.removed:
+        deprecated = prev.deprecated is not None
+        yield Change(_removed_at(pair, ctx), f"profile {prev.name} {prev.version} was removed",
+                     prev.name, prev.loc,
+                     hint="deprecate the profile first (`deprecated: <why, what replaces it>`) and remove it later",
+                     severity=Severity.WARNING if deprecated else Severity.ERROR)
+
+
+@rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
+      breaks="none", bump="none",
+      purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")
+def profile_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"new profile {pair.current.name} {pair.current.version}", pair.current.name)
+
+
+# What a new profile must write out, even when empty: absence would be ambiguous.
+DECLARATION_KEYS = (("limits", "limits (each with its default)"), ("requires", "prerequisites (`requires`)"),
+                    ("incompatible_with", "incompatible combinations (`incompatible_with`)"))
+
+
+@rule("OEB012", "profile-incomplete", requirement="REQ-VER-007", kinds="profile", category="profile",
+      breaks="both", bump="none", severity=Severity.ERROR,
+      purpose="a new profile declares version, scope, limits, prerequisites and incompatibilities, "
+              "even when a list is empty")
+def profile_incomplete(pair: Pair, ctx: Context):
+    cur = pair.current
+    if not pair.added:
+        return
+    missing = [text for key, text in DECLARATION_KEYS if key not in cur.locs]
+    if missing:
+        yield Change(cur.loc, f"new profile {cur.name} does not declare {', '.join(missing)}", cur.name,
+                     hint="write each missing key, `[]` when there is nothing to declare")
+
+
+@rule("OEB013", "mandatory-changed", requirement="REQ-VER-003", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile never becomes mandatory or optional within a major")
+def mandatory_changed(pair: Pair, ctx: Context):
+    prev, cur = pair.previous, pair.current
+    if pair.kept and prev.mandatory != cur.mandatory:
+        state = "mandatory" if cur.mandatory else "optional"
+        yield Change(_at(cur, "mandatory") if "mandatory" in cur.locs else cur.loc,
+                     f"{cur.name} became {state}", cur.name, prev.loc)
+
+
+def _scope_change(prev: Profile, cur: Profile) -> tuple[bool, bool, set[str]]:
+    """(narrowed, kind widened, roles added)."""
+    before, after = SCOPE_WIDTH[prev.scope.kind], SCOPE_WIDTH[cur.scope.kind]
+    lost_roles = prev.scope.kind == cur.scope.kind == "role" and bool(set(prev.scope.roles) - set(cur.scope.roles))
+    gained = set(cur.scope.roles) - set(prev.scope.roles) if prev.scope.kind == cur.scope.kind == "role" else set()
+    return after < before or lost_roles, after > before, gained
+
+
+@rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")
+def scope_narrowed(pair: Pair, ctx: Context):
+    if pair.kept and _scope_change(pair.previous, pair.current)[0]:
+        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} narrowed from "
+                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
+      breaks="both", bump="major",
+      purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
+              "it moves where the capability is reported")
+def scope_widened(pair: Pair, ctx: Context):
+    if pair.kept and _scope_change(pair.previous, pair.current)[1]:
+        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} widened from "
+                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
+      breaks="clients", bump="minor",
+      purpose="a role-scoped profile may gain roles in a minor version")
+def roles_added(pair: Pair, ctx: Context):
+    if pair.kept:
+        gained = _scope_change(pair.previous, pair.current)[2]
+        if gained:
+            yield Change(pair.current.scope.loc, f"{pair.current.name} now applies to role "
+                         f"{', '.join(sorted(gained))}", pair.current.name, pair.previous.scope.loc)
+
+
+@rule("OEB017", "capability-changed", requirement="REQ-VER-003", kinds="capability", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile's capability field, number and message never change within a major")
+def capability_changed(pair: Pair, ctx: Context):
+    if not pair.kept:
+        return
+    for key in ("field", "number", "message"):
+        before, after = getattr(pair.previous, key), getattr(pair.current, key)
+        if before != after:
+            yield Change(_at(pair.current, key), f"capability {key} of {pair.cur_parent.name} changed from "
+                         f"{before} to {after}", _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
+      breaks="both", bump="major",
+      purpose="a profile keeps its capability message within a major")
+def capability_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(pair.cur_parent.loc, f"{pair.cur_parent.name} no longer has a capability message "
+                     f"({pair.previous.message})", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a capability message in a minor version")
+def capability_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} gained capability message {pair.current.message}",
+                     _owner(pair))
+
+
+# --- prerequisites and incompatibilities ---------------------------------------------------------
+
+@rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
+      breaks="servers", bump="major",
+      purpose="no new prerequisite within a major: servers advertising the profile may lack it")
+def prerequisite_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} now requires {pair.current.profile} "
+                     f"{pair.current.range}", _owner(pair))
+
+
+@rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
+      breaks="both", bump="major",
+      purpose="a prerequisite's version range never changes within a major")
+def prerequisite_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.range != pair.current.range:
+        yield Change(_at(pair.current, "version"), f"{pair.cur_parent.name} requirement on {pair.key} changed "
+                     f"from '{pair.previous.range}' to '{pair.current.range}'", _owner(pair),
+                     _at(pair.previous, "version"))
+
+
+@rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
+      breaks="clients", bump="minor",
+      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
+def prerequisite_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} no longer requires "
+                     f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
+      breaks="servers", bump="major",
+      purpose="no new incompatible combination within a major: servers may already advertise it")
+def incompatibility_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
+
+
+def _implies(a, b) -> bool:
+    """Does condition `a` holding guarantee that condition `b` holds (same limit)?"""
+    if a.reference != b.reference:
+        return False
+    if condition_key(a) == condition_key(b):
+        return True
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    if not (number(a.value) and number(b.value)):
+        return b.operator == "not_equals" and a.operator == "equals" and a.value != b.value
+    if b.operator == "at_least":
+        return a.operator in ("at_least", "equals") and a.value >= b.value
+    if b.operator == "at_most":
+        return a.operator in ("at_most", "equals") and a.value <= b.value
+    if b.operator == "not_equals":
+        return (a.operator == "equals" and a.value != b.value) or \
+               (a.operator == "at_least" and a.value > b.value) or (a.operator == "at_most" and a.value < b.value)
+    return False
+
+
+def _forbids_less(before, after) -> bool:
+    """Conditions are AND-ed: `after` forbids a subset of what `before` did when every old
+    condition follows from the new ones."""
+    return all(any(_implies(new, old) for new in after.when) for old in before.when)
+
+
+def incompatibility_loosened(before, after) -> bool:
+    same = {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when}
+    return not same and _forbids_less(before, after)
+
+
+def _conditions(inc) -> str:
+    return " and ".join(sorted(str(c) for c in inc.when)) or "always"
+
+
+@rule("OEB024", "incompatibility-changed", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
+      breaks="both", bump="major",
+      purpose="the conditions of an incompatibility never tighten or change within a major (their order "
+              "does not matter: they are AND-ed)")
+def incompatibility_changed(pair: Pair, ctx: Context):
+    if not pair.kept:
+        return
+    before, after = pair.previous, pair.current
+    if {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when}:
+        return
+    if incompatibility_loosened(before, after):
+        return  # OEB026
+    yield Change(after.loc, f"conditions of the incompatibility of {pair.cur_parent.name} "
+                 f"{_with(pair.key)} changed from '{_conditions(before)}' to '{_conditions(after)}'",
+                 _owner(pair), before.loc)
+
+
+@rule("OEB026", "incompatibility-loosened", requirement="REQ-VER-002", kinds="incompatibility",
+      category="combination", breaks="clients", bump="minor",
+      purpose="an incompatibility whose conditions now forbid fewer combinations (a condition added, a "
+              "threshold moved outward): like dropping it, it allows more, so servers stay conforming and "
+              "only clients that relied on the combination never occurring notice; a minor version")
+def incompatibility_loosened_rule(pair: Pair, ctx: Context):
+    if pair.kept and incompatibility_loosened(pair.previous, pair.current):
+        yield Change(pair.current.loc, f"the incompatibility of {pair.cur_parent.name} "
+                     f"{_with(pair.key)} was loosened from '{_conditions(pair.previous)}' to "
+                     f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
+      breaks="clients", bump="minor",
+      purpose="dropping an incompatibility allows a new combination: a minor version")
+def incompatibility_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} is no longer "
+                     f"incompatible {_with(pair.key)}", _owner(pair), pair.previous.loc)
+
+
+# --- RPCs and messages ---------------------------------------------------------------------------
+
+@rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+      breaks="clients", bump="major",
+      purpose="an RPC stays in its profile for the whole major")
+def rpc_removed(pair: Pair, ctx: Context):
+    if pair.removed and pair.prev_parent is not None:
+        yield Change(_removed_at(pair, ctx), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
+                     pair.prev_parent.name, pair.previous.loc)
+
+
+@rule("OEB031", "rpc-added", requirement="REQ-VER-002", kinds="rpc", category="rpc",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain an RPC in a minor version")
+def rpc_added(pair: Pair, ctx: Context):
+    moved = pair.kept and pair.prev_parent is not None and pair.cur_parent is not None \
+        and pair.prev_parent.name != pair.cur_parent.name
+    if (pair.added or moved) and ctx.baseline is not None and ctx.baseline.profile(pair.cur_parent.name):
+        yield Change(pair.current.loc, f"RPC {pair.key} was added to {pair.cur_parent.name}", pair.cur_parent.name)
+
+
+@rule("OEB032", "rpc-moved", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+      breaks="both", bump="major",
+      purpose="an RPC never moves to another profile within the major of the profile it leaves")
+def rpc_moved(pair: Pair, ctx: Context):
+    if pair.kept and pair.prev_parent and pair.cur_parent and pair.prev_parent.name != pair.cur_parent.name:
+        yield Change(pair.current.loc, f"RPC {pair.key} moved from {pair.prev_parent.name} to "
+                     f"{pair.cur_parent.name}", pair.prev_parent.name, pair.previous.loc)
+
+
+@rule("OEB033", "rpc-signature-changed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+      breaks="both", bump="major",
+      purpose="an RPC's request, response and streaming shape never change within a major")
+def rpc_signature_changed(pair: Pair, ctx: Context):
+    if not pair.kept:
+        return
+    packages = (ctx.baseline.package if ctx.baseline else None, ctx.current.package)
+    for key in ("request", "response", "streaming"):
+        before, after = getattr(pair.previous, key), getattr(pair.current, key)
+        if key != "streaming":  # the short and the package-qualified spelling name one message
+            before, after = type_name(before, packages[0]), type_name(after, packages[1])
+        if before != after:
+            yield Change(_at(pair.current, key), f"{key} of RPC {pair.key} changed from {before} to {after}",
+                         pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
+      breaks="clients", bump="major",
+      purpose="a message stays in its profile for the whole major")
+def message_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx), f"message {pair.key} was removed from "
+                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a message in a minor version")
+def message_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"message {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+
+
+# --- limits --------------------------------------------------------------------------------------
+
+@rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="clients", bump="major",
+      purpose="a limit stays in its profile for the whole major")
+def limit_removed(pair: Pair, ctx: Context):
+    if pair.removed:
+        yield Change(_removed_at(pair, ctx), f"limit {pair.key} was removed from "
+                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
+      breaks="servers", bump="minor",
+      purpose="a profile may gain a limit (with a default) in a minor version")
+def limit_added(pair: Pair, ctx: Context):
+    if pair.added:
+        yield Change(pair.current.loc, f"limit {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+
+
+def _type_shape(lim: Limit):
+    return (lim.type.base, lim.type.repeated, lim.type.enum_name)
+
+
+@rule("OEB052", "limit-type-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's type (scalar, repeated, enum name) never changes within a major")
+def limit_type_changed(pair: Pair, ctx: Context):
+    if pair.kept and _type_shape(pair.previous) != _type_shape(pair.current):
+        before, after = pair.previous.type, pair.current.type
+        name = lambda t: f"{t} {t.enum_name}" if t.enum_name else str(t)  # noqa: E731
+        yield Change(_at(pair.current, "type"), f"type of limit {pair.key} changed from {name(before)} to "
+                     f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
+
+
+@rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's field number never changes within a major")
+def limit_field_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.field != pair.current.field:
+        yield Change(_at(pair.current, "field"), f"field number of limit {pair.key} changed from "
+                     f"{pair.previous.field} to {pair.current.field}", _owner(pair), _at(pair.previous, "field"))
+
+
+@rule("OEB054", "limit-unit-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's unit never changes within a major")
+def limit_unit_changed(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.unit != pair.current.unit:
+        loc = _at(pair.current, "unit") if "unit" in pair.current.locs else pair.current.loc
+        yield Change(loc, f"unit of limit {pair.key} changed from {pair.previous.unit or '(none)'} to "
+                     f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
+
+
+@rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="a limit's default (the meaning of absence) never changes within a major")
+def limit_default_changed(pair: Pair, ctx: Context):
+    if pair.kept and fingerprint(pair.previous.default) != fingerprint(pair.current.default):
+        yield Change(_at(pair.current, "default"), f"default of limit {pair.key} changed from "
+                     f"{pair.previous.default!r} to {pair.current.default!r}", _owner(pair),
+                     _at(pair.previous, "default"))
+
+
+def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(narrowings, widenings) as (key, description) lists."""
+    narrow, wide = [], []
+    for key, tighter in (("minimum", lambda a, b: b > a), ("maximum", lambda a, b: b < a)):
+        a, b = getattr(prev, key), getattr(cur, key)
+        if a == b:
+            continue
+        if a is None:
+            narrow.append((key, f"gained {key} {b}"))
+        elif b is None:
+            wide.append((key, f"dropped {key} {a}"))
+        elif tighter(a, b):
+            narrow.append((key, f"{key} {a} -> {b}"))
+        else:
+            wide.append((key, f"{key} {a} -> {b}"))
+    lost = [v for v in prev.type.enum_values if v not in cur.type.enum_values]
+    gained = [v for v in cur.type.enum_values if v not in prev.type.enum_values]
+    if lost and _type_shape(prev) == _type_shape(cur):
+        narrow.append(("values", f"lost value{'s' if len(lost) > 1 else ''} {', '.join(lost)}"))
+    if gained and _type_shape(prev) == _type_shape(cur):
+        wide.append(("values", f"gained value{'s' if len(gained) > 1 else ''} {', '.join(gained)}"))
+    return narrow, wide
+
+
+@rule("OEB056", "limit-range-narrowed", requirement="REQ-VER-003", kinds="limit", category="limit",
+      breaks="servers", bump="major",
+      purpose="a limit's range never narrows within a major (raised minimum, lowered maximum, "
+              "a new bound, a removed enum value)")
+def limit_range_narrowed(pair: Pair, ctx: Context):
+    if pair.kept:
+        for key, text in _bound_moves(pair.previous, pair.current)[0]:
+            yield Change(_at(pair.current, key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
+                         _at(pair.previous, key))
+
+
+@rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
+      breaks="clients", bump="minor",
+      purpose="a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum "
+              "value) in a minor version")
+def limit_range_widened(pair: Pair, ctx: Context):
+    if pair.kept:
+        for key, text in _bound_moves(pair.previous, pair.current)[1]:
+            loc = _at(pair.current, key) if key in pair.current.locs else pair.current.loc
+            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), _at(pair.previous, key))
+
+
+@rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
+      breaks="both", bump="major",
+      purpose="an enum value keeps its wire number (a major may change it); a number once used never names "
+              "another value (an error no bump can make legal)")
+def limit_enum_renumbered(pair: Pair, ctx: Context):
+    if not pair.kept or pair.previous.type.base != "enum" or pair.current.type.base != "enum":
+        return
+    before, after = pair.previous.type.enum_wire, pair.current.type.enum_wire
+    owner_of = {number: value for value, number in before.items()}
+    for index, (value, number) in enumerate(after.items()):
+        loc = _at(pair.current, f"values.{value}") if pair.current.type.numbered else \
+            _at(pair.current, f"values[{index}]")
+        if value in before and before[value] != number:
+            yield Change(loc, f"enum value {value} of limit {pair.key} changed its wire number from "
+                         f"{before[value]} to {number}", _owner(pair), _at(pair.previous, "values"),
+                         hint=f"give {value} its number {before[value]} back (write `values:` as a mapping "
+                              "of value to number, so order never matters)")
+        elif value not in before and number in owner_of:
+            yield Change(loc, f"enum value {value} of limit {pair.key} reuses wire number {number}, which "
+                         f"was {owner_of[number]}; old peers would read it as {owner_of[number]}", _owner(pair),
+                         _at(pair.previous, "values"), severity=Severity.ERROR,
+                         hint=f"give {value} a number never used before (above {max(owner_of)}); like proto enum "
+                              "numbers, a number is never reused, not even in a new major")
+
+
+# --- deprecation ---------------------------------------------------------------------------------
+
+DEPRECATABLE = ("profile", "rpc", "message", "limit")
+
+
+@rule("OEB060", "deprecated", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
+      breaks="none", bump="minor", severity=Severity.WARNING,
+      purpose="deprecation is explicit and reported: an element that gains `deprecated:`")
+def deprecated(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.deprecated is None and pair.current.deprecated is not None:
+        yield Change(_at(pair.current, "deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
+                     f"{pair.current.deprecated}", _owner(pair),
+                     hint="clients should move off it before the next major removes it")
+
+
+@rule("OEB061", "removed-without-deprecation", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
+      breaks="both", bump="major", severity=Severity.WARNING,
+      purpose="nothing disappears silently: a removed element was deprecated in the baseline")
+def removed_without_deprecation(pair: Pair, ctx: Context):
+    if pair.removed and pair.previous.deprecated is None:
+        if pair.kind == "rpc" and pair.prev_parent is None:
+            return
+        yield Change(_removed_at(pair, ctx), f"{pair.kind} {pair.key} was removed without "
+                     "being deprecated first", _owner(pair), pair.previous.loc,
+                     hint="deprecate it in a minor version (`deprecated: <why, what replaces it>`), "
+                          "remove it in the next major")
+
+
+@rule("OEB062", "undeprecated", requirement="REQ-VER-008", kinds=DEPRECATABLE, category="deprecation",
+      breaks="none", bump="minor", severity=Severity.INFO,
+      purpose="withdrawing a deprecation is reported")
+def undeprecated(pair: Pair, ctx: Context):
+    if pair.kept and pair.previous.deprecated is not None and pair.current.deprecated is None:
+        yield Change(pair.current.loc, f"{pair.kind} {pair.key} is no longer deprecated", _owner(pair),
+                     _at(pair.previous, "deprecated"))

@@ -1,0 +1,135 @@
+"""The whole breaking check against a git ref: I/O at this edge, pure comparison inside."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from pathlib import Path
+
+from oespec.breaking import CATALOGUE, Context, compare
+from oespec.breaking.baseline import BaselineError, materialize, repo_root
+from oespec.breaking.wire import WireError, compare_protos
+from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from openengine.contractkit.rules import RuleSpec
+from oespec.registry import Registry, SourceError, load_registry
+from oespec.buildcache import BuildCache, for_checkout
+
+UNUSABLE_RULE = "OEB000"
+UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
+                         "the baseline ref and both registries can be read (an unknown ref, a registry "
+                         "that does not parse, or buf failing stops the comparison)", Severity.ERROR)
+CATALOGUE.register(UNUSABLE_SPEC)
+
+
+class BreakingError(Exception):
+    """The comparison cannot run (bad ref, unreadable registry, protos that do not build): exit 2."""
+
+    def __init__(self, path: str, message: str, hint: str = "", *, loc: Loc = Loc(),
+                 diagnostics: list[Diagnostic] | None = None):
+        super().__init__(message)
+        self.path = path
+        self.message = message
+        self.hint = hint
+        self.loc = loc
+        self.diagnostics = diagnostics or []
+
+    def as_diagnostics(self) -> list[Diagnostic]:
+        head = Diagnostic.at(self.path, self.loc, UNUSABLE_RULE, Severity.ERROR, self.message, self.hint)
+        return [head, *self.diagnostics]
+
+
+def _load(path: Path, display: str, what: str, verdicts: BuildCache | None = None) -> Registry:
+    try:
+        resolved = load_registry(path, display_path=display, verdicts=verdicts)
+    except SourceError as err:
+        raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
+    if resolved.registry is None:
+        raise BreakingError(display, f"{what} does not follow the registry schema",
+                            "fix it first (`oespec check`), then compare again",
+                            diagnostics=resolved.diagnostics)
+    return resolved.registry
+
+
+def _load_baseline(path: Path, display: str, ref: str,
+                   verdicts: BuildCache | None = None) -> tuple[Registry, list[Diagnostic]]:
+    """The baseline was valid under the schema of its own commit, which may be older than the
+    current one. When the current schema rejects it, compare what can still be read, and say so."""
+    what = f"the baseline registry at {ref}"
+    try:
+        resolved = load_registry(path, display_path=display, verdicts=verdicts)
+    except SourceError as err:
+        raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
+    if resolved.registry is not None:
+        return resolved.registry, []
+    registry = _read_leniently(resolved.source)
+    if registry is None:
+        raise BreakingError(display, f"{what} cannot be read with the current registry schema",
+                            "compare with a later ref, or fix the baseline's schema problems",
+                            diagnostics=resolved.diagnostics)
+    note = Diagnostic(display, 0, 0, UNUSABLE_RULE, Severity.WARNING,
+                      f"{what} does not follow the current schema ({len(resolved.diagnostics)} "
+                      f"problem{'s' if len(resolved.diagnostics) != 1 else ''}); "
+                      "it was compared as far as it could be read",
+                      "findings about the elements the schema rejects may be missing")
+    return registry, [note]
+
+
+def _read_leniently(source) -> Registry | None:
+    # The resolve stage's model builders, without its schema gate (the package re-exports a
+    # function of the same name, hence the import by module path).
+    _resolve = importlib.import_module("oespec.registry.resolve")
+
+    try:
+        root = source.root
+        header = root.get("registry")
+        plain = header.plain()
+        return Registry(path=source.path, revision=plain["revision"], package=plain["package"],
+                        profiles=tuple(_resolve._profile(p) for p in _resolve._items(root, "profiles")),
+                        loc=root.loc, locs={**_resolve._locs(header), "registry": root.key_loc("registry"),
+                                            "profiles": root.key_loc("profiles")})
+    except (AttributeError, KeyError, TypeError, ValueError, StopIteration):
+        return None
+
+
+def _relative(path: Path, root: Path, what: str) -> str:
+    try:
+        return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+    except ValueError:
+        raise BreakingError(str(path), f"{what} {path} is outside the repository at {root}") from None
+
+
+def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "proto") -> list[Diagnostic]:
+    """Every registry and wire finding between the working tree and `ref`. Raises `BreakingError`."""
+    registry_path, proto_path = Path(registry), Path(proto)
+    if not registry_path.is_file():
+        raise BreakingError(registry, f"registry {registry} not found",
+                            "run from the repository root or pass --registry")
+    # In the repository's own layout the checkout's build/ folder remembers registries the schema
+    # accepted (by content, so an unchanged baseline is judged once too).
+    beside = proto_path.resolve() == registry_path.resolve().parent / "proto"
+    verdicts = for_checkout(registry_path.resolve().parent, "schema") if beside else None
+    current = _load(registry_path, registry, "the registry", verdicts)
+    try:
+        root = repo_root(registry_path.resolve().parent)
+    except BaselineError as err:
+        raise BreakingError(registry, err.message, err.hint) from None
+    registry_rel = _relative(registry_path, root, "registry")
+    proto_rel = _relative(proto_path, root, "proto directory")
+    proto_display = proto.rstrip("/") or "."
+
+    with tempfile.TemporaryDirectory(prefix="oespec-baseline-") as tmp:
+        try:
+            base = materialize(ref, repo=root, registry_rel=registry_rel, proto_rel=proto_rel, dest=Path(tmp))
+        except BaselineError as err:
+            raise BreakingError(registry, err.message, err.hint) from None
+        baseline, notes = (_load_baseline(base.registry, f"{registry_rel} at {ref}", ref, verdicts)
+                           if base.registry else (None, []))
+        diags = notes + compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
+        ctx = Context(baseline, current, registry_rel, ref)
+        try:
+            diags += compare_protos(ctx, proto_path, base.proto, proto_display=proto_display)
+        except WireError as err:
+            raise BreakingError(proto_display, f"{err.message} (baseline {ref})", err.hint) from None
+    return sorted_diagnostics(diags)
+

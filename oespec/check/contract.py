@@ -1,0 +1,179 @@
+"""Cross-check the registry against the compiled wire contract.
+
+The service and capability protos are generated from profiles.yaml, but the descriptors are the
+truth clients see: a stale generated file, a hand-written service, or a message that lost a field
+would make the registry lie. These rules compile `proto/` and compare, element by element.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from oespec.check import CheckContext, Finding, rule
+from oespec.diagnostics import Diagnostic, Severity
+from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
+    ALIAS_PROTO_DIR, Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
+)
+from oespec.buildcache import BuildCache
+from oespec.protoc import ProtocError, compile_descriptor_set
+from oespec.registry.model import Limit
+
+_PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
+CONTRACT_COMPILE_RULE = "OE100"
+
+
+def load_contract(proto_root: Path | str, display_root: str | None = None, *,
+                  cache: BuildCache | None = None) -> Contract | list[Diagnostic]:
+    """Compile every .proto under `proto_root` (reusing `cache`'s compile of the same sources);
+    descriptors, or the located compile errors."""
+    root = Path(proto_root)
+    shown = display_root if display_root is not None else str(proto_root)
+    sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.proto"))}
+    try:
+        fds = compile_descriptor_set(sources, cache=cache)
+    except ProtocError as err:
+        return _protoc_diagnostics(err.message, shown)
+    contract = Contract(shown)
+    for fdp in fds.file:
+        if fdp.name in sources:
+            add_file(contract, fdp, f"{shown}/{fdp.name}")
+    standard_health(contract)
+    return contract
+
+
+def _protoc_diagnostics(text: str, shown: str) -> list[Diagnostic]:
+    diags = []
+    for line in text.splitlines():
+        match = _PROTOC_LOCATION.match(line.strip())
+        if match:
+            diags.append(Diagnostic(f"{shown}/{match['file']}", int(match['line']), int(match['col']),
+                                    CONTRACT_COMPILE_RULE, Severity.ERROR, match["msg"],
+                                    "fix the proto source; generated files are rewritten by `oespec generate`"))
+    # A file that fails makes every importer fail too; keep the root causes when there are any.
+    roots = [d for d in diags if "was not found or had errors" not in d.message]
+    diags = roots or diags
+    if not diags:
+        diags.append(Diagnostic(shown, 0, 0, CONTRACT_COMPILE_RULE, Severity.ERROR,
+                                f"the protos do not compile: {text.strip()}", "fix the proto sources"))
+    return diags
+
+
+def _qualified(package: str, name: str) -> str:
+    return name if "." in name else f"{package}.{name}"
+
+
+@rule("OE101", "rpc-in-contract", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
+      purpose="every RPC the registry names exists in the compiled contract")
+def rpc_in_contract(ctx: CheckContext):
+    for profile, rpc in ctx.registry.all_rpcs():
+        if rpc.name not in ctx.contract.methods:
+            yield Finding(rpc.locs.get("name", rpc.loc),
+                          f"{rpc.name} (profile {profile.name}) is not in the compiled protos",
+                          "run `oespec generate` to regenerate the service files, or fix the name")
+
+
+@rule("OE102", "rpc-shape-matches", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
+      purpose="each registry RPC has the request, response and streaming shape the protos declare")
+def rpc_shape_matches(ctx: CheckContext):
+    package = ctx.registry.package
+    for _, rpc in ctx.registry.all_rpcs():
+        method = ctx.contract.methods.get(rpc.name)
+        if method is None:
+            continue
+        if method.streaming != rpc.streaming:
+            yield Finding(rpc.locs.get("streaming", rpc.loc),
+                          f"{rpc.name} is {rpc.streaming} in the registry but {method.streaming} in "
+                          f"{method.file}:{method.loc}", "regenerate the protos or correct `streaming`")
+        for role, declared, actual in (("request", rpc.request, method.request),
+                                       ("response", rpc.response, method.response)):
+            if _qualified(package, declared) != actual:
+                yield Finding(rpc.locs.get(role, rpc.loc),
+                              f"{rpc.name} {role} is {declared} in the registry but {actual} in the protos",
+                              f"regenerate the protos or correct `{role}`")
+
+
+@rule("OE103", "rpc-has-profile", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
+      purpose="every RPC of an OpenEngine service belongs to exactly one profile")
+def rpc_has_profile(ctx: CheckContext):
+    owners: dict[str, list[str]] = {}
+    for profile, rpc in ctx.registry.all_rpcs():
+        owners.setdefault(rpc.name, []).append(profile.name)
+    prefix = ctx.registry.package + "."
+    for name, method in sorted(ctx.contract.methods.items()):
+        if not name.startswith(prefix) or method.alias:
+            continue
+        if name not in owners:
+            yield Finding(method.loc, f"{name} belongs to no profile",
+                          "add the RPC to the `rpcs` of the profile that requires it in profiles.yaml "
+                          "(service blocks are generated from there)", path=method.file)
+
+
+@rule("OE104", "message-in-contract", category="contract", needs_contract=True,
+      purpose="every message a profile requires is declared in the protos")
+def message_in_contract(ctx: CheckContext):
+    package = ctx.registry.package
+    for profile in ctx.registry.profiles:
+        for msg in profile.messages:
+            if _qualified(package, msg.name) not in ctx.contract.messages:
+                yield Finding(msg.locs.get("name", msg.loc),
+                              f"message {msg.name} (profile {profile.name}) is not declared in the protos",
+                              "declare it in the domain's .proto file or correct the name")
+
+
+def _expected_type(package: str, limit: Limit) -> str:
+    return _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
+
+
+@rule("OE105", "capability-in-contract", requirements=("REQ-ADD-006",), category="contract", needs_contract=True,
+      purpose="each profile's capability field exists in Capabilities with its message type and number")
+def capability_in_contract(ctx: CheckContext):
+    package = ctx.registry.package
+    caps = ctx.contract.messages.get(f"{package}.Capabilities")
+    for profile in ctx.registry.profiles:
+        cap = profile.capability
+        if cap is None:
+            continue
+        where = cap.locs.get("field", cap.loc)
+        found = caps.fields.get(cap.field) if caps else None
+        if found is None:
+            yield Finding(where, f"Capabilities has no field {cap.field} for {profile.name}",
+                          "run `oespec generate`")
+            continue
+        if found.number != cap.number or found.type != _qualified(package, cap.message):
+            yield Finding(where, f"Capabilities.{cap.field} is {found.type} = {found.number} in the protos, "
+                                 f"the registry says {cap.message} = {cap.number}", "run `oespec generate`")
+
+
+@rule("OE106", "limit-in-contract", requirements=("REQ-ADD-004",), category="contract", needs_contract=True,
+      purpose="every limit is a field of its capability message with the declared type, number and presence")
+def limit_in_contract(ctx: CheckContext):
+    package = ctx.registry.package
+    for profile in ctx.registry.profiles:
+        if profile.capability is None:
+            continue
+        message = ctx.contract.messages.get(_qualified(package, profile.capability.message))
+        if message is None:
+            yield Finding(profile.capability.locs.get("message", profile.capability.loc),
+                          f"capability message {profile.capability.message} is not in the protos",
+                          "run `oespec generate`")
+            continue
+        for limit in profile.limits:
+            found = message.fields.get(limit.name)
+            where = limit.locs.get("name", limit.loc)
+            if found is None:
+                yield Finding(where, f"{message.name} has no field {limit.name}", "run `oespec generate`")
+                continue
+            expected = _expected_type(package, limit)
+            problems = []
+            if found.number != limit.field:
+                problems.append(f"number {found.number} (registry: {limit.field})")
+            if found.type != expected:
+                problems.append(f"type {found.type} (registry: {expected})")
+            if found.repeated != limit.type.repeated:
+                problems.append("repeated" if found.repeated else "not repeated")
+            if not limit.type.repeated and not found.explicit_presence:
+                problems.append("no explicit presence (absence must mean the default: declare it `optional`)")
+            if problems:
+                yield Finding(where, f"{message.name}.{limit.name} differs from the registry: "
+                                     + "; ".join(problems), "run `oespec generate`")

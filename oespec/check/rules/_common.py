@@ -1,0 +1,52 @@
+"""Small helpers the rule modules share."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from oespec.diagnostics import Loc
+from oespec.registry.model import Profile, Registry
+
+
+def at(element, key: str) -> Loc:
+    """The location of `element`'s value for `key`, else of the element itself."""
+    return element.locs.get(key, element.loc)
+
+
+def profiles_by_name(registry: Registry) -> dict[str, Profile]:
+    """Name -> the first profile of that name (a duplicate is its own finding)."""
+    out: dict[str, Profile] = {}
+    for profile in registry.profiles:
+        out.setdefault(profile.name, profile)
+    return out
+
+
+def prerequisites(registry: Registry, name: str) -> set[str]:
+    """Every profile `name` requires, directly or through its prerequisites, plus the mandatory
+    core (always advertised). Unknown names are skipped; cycles terminate."""
+    by_name = profiles_by_name(registry)
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        current = by_name.get(stack.pop())
+        if current is None:
+            continue
+        for req in current.requires:
+            if req.profile not in seen and req.profile in by_name:
+                seen.add(req.profile)
+                stack.append(req.profile)
+    core = registry.core
+    if core is not None and core.name != name:
+        seen.add(core.name)
+    seen.discard(name)
+    return seen
+
+
+def versioned_elements(profile: Profile) -> Iterator[tuple[str, object]]:
+    """The versioned elements of a profile: ("rpc", rpc), ("message", msg), ("limit", limit)."""
+    for rpc in profile.rpcs:
+        yield "rpc", rpc
+    for msg in profile.messages:
+        yield "message", msg
+    for limit in profile.limits:
+        yield "limit", limit

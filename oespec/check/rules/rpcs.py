@@ -1,0 +1,40 @@
+"""RPCs: which package a profile's RPCs may live in, and how their requests are named."""
+
+from __future__ import annotations
+
+from oespec.check import CheckContext, Finding, rule
+from oespec.check.rules._common import at
+from oespec.diagnostics import Severity
+
+# Standard gRPC services (health, reflection) that standard profiles may require as they are.
+GRPC_STANDARD_PREFIX = "grpc."
+
+
+@rule("OE033", "rpc-package", requirements=("REQ-ADD-010",), category="rpcs",
+      purpose="standard profiles own RPCs of the registry package (or standard grpc.* services); "
+              "vendor profiles own none of the registry package")
+def rpc_package(ctx: CheckContext):
+    package = ctx.registry.package
+    for profile in ctx.registry.profiles:
+        for rpc in profile.rpcs:
+            if not profile.standard and rpc.package == package:
+                yield Finding(at(rpc, "name"), f"vendor profile {profile.name} owns {rpc.name} in the standard package {package}",
+                              "declare vendor RPCs in the vendor's own package, e.g. acme.v1.Turbo/Method")
+            elif profile.standard and rpc.package != package and not rpc.service.startswith(GRPC_STANDARD_PREFIX):
+                yield Finding(at(rpc, "name"), f"standard profile {profile.name} owns {rpc.name} outside {package}",
+                              f"declare the RPC in {package}, or move it to a vendor profile")
+
+
+@rule("OE034", "rpc-request-name", requirements=("REQ-ADD-010",), severity=Severity.WARNING, category="rpcs",
+      purpose="an RPC of the registry package takes a request named <Method>Request")
+def rpc_request_name(ctx: CheckContext):
+    package = ctx.registry.package
+    for profile in ctx.registry.profiles:
+        for rpc in profile.rpcs:
+            if rpc.package != package:
+                continue
+            expected = rpc.method + "Request"
+            request = rpc.request[len(package) + 1:] if rpc.request.startswith(package + ".") else rpc.request
+            if request != expected:
+                yield Finding(at(rpc, "request"), f"{rpc.name} takes {rpc.request}, not {expected}",
+                              f"name the request {expected} so each RPC can evolve its own request")

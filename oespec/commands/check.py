@@ -1,0 +1,62 @@
+"""oespec check: validate profiles.yaml against the schema and the semantic rules."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from oespec.check import catalogue, run_rules
+from oespec.commands.common import add_output_arguments, emit, emit_unusable
+from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
+from oespec.buildcache import for_checkout
+
+HELP = "check the profile registry (schema and semantic rules)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("registry", nargs="?", default=DEFAULT_REGISTRY,
+                        help="registry file (default: profiles.yaml)")
+    add_output_arguments(parser)
+    parser.add_argument("--list-rules", action="store_true", help="print every rule and exit")
+    parser.add_argument("--proto-root", default="proto",
+                        help="cross-check the registry against the protos compiled from this folder "
+                             "(default: proto, when it exists)")
+    parser.add_argument("--no-contract", action="store_true",
+                        help="check the registry alone, without compiling the protos")
+    parser.add_argument("--no-head", action="store_true",
+                        help="do not compare with the last commit (the revision-bump warning, OE053)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_rules:   # the check family of `oespec rules`, stage ids included
+        for s in catalogue().specs():
+            cites = f" [{', '.join(s.requirements)}]" if s.requirements else ""
+            sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
+        return 0
+    proto_root = Path(args.proto_root)
+    # In the repository's own layout (proto/ beside the registry) the checkout's build/ folder
+    # keeps the compiled protos and the schema's verdict on an unchanged registry.
+    beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
+    checkout = proto_root.resolve().parent
+    try:
+        resolved = load_registry(args.registry, verdicts=for_checkout(checkout, "schema") if beside else None)
+    except SourceError as err:
+        return emit_unusable(args, err)
+    contract, compile_errors = None, []
+    if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
+        from oespec.check.contract import load_contract
+
+        cache = for_checkout(checkout, "protoc") if beside else None
+        loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
+        if isinstance(loaded, list):
+            compile_errors = loaded
+        else:
+            contract = loaded
+    head = None
+    if not args.no_head and resolved.registry is not None:
+        from oespec.check.head import head_state
+
+        # The protos count only when they sit beside the registry (the repository's own layout).
+        head = head_state(Path(args.registry), proto_root if beside else None, current=resolved.source)
+    return emit(args, run_rules(resolved, contract=contract, head=head) + compile_errors)

@@ -1,0 +1,93 @@
+"""oespec generate: write every file derived from profiles.yaml (all or none), or --check them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from oespec.check import run_rules
+from oespec.commands.common import add_output_arguments, emit, emit_unusable
+from oespec.diagnostics import Diagnostic, Severity
+from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
+from oespec.generate.plancache import PlanCache, cached_plan
+from oespec.pipeline import plan
+from oespec.buildcache import for_checkout
+from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
+
+HELP = "generate protos, bindings, schemas and docs from the registry"
+
+# Set for the second run after the bindings changed, so that it does not start a third.
+_AGAIN = "OESPEC_GENERATE_AGAIN"
+# Build outputs that generation owns entirely (never committed).
+OWNED_DIRS = ("openengine/v1",)
+# Committed folders where generated files (those with the header) sit beside hand-written ones.
+MARKED_DIRS = ("proto", "site/generated")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("registry", nargs="?", default=DEFAULT_REGISTRY,
+                        help="registry file (default: profiles.yaml)")
+    parser.add_argument("--root", default=".", help="repository root to generate into (default: .)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if any committed generated file is stale")
+    parser.add_argument("--only", action="append", choices=list(GENERATORS) or None,
+                        help="run only this generator (repeatable)")
+    add_output_arguments(parser)
+
+
+def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnostic]:
+    """One finding per located cause (every one, not only the first), under the rule it breaks
+    (OE900 unless the cause names a more precise one, such as a DOC marker rule), else one OE900
+    for the run."""
+    hint = "nothing was written; fix the cause and run again"
+    if err.problems:
+        return [Diagnostic(p.path, p.loc.line, p.loc.column, p.rule_id or "OE900", Severity.ERROR,
+                           f"generator {err.generator}: {p.message}", f"{p.hint}; {hint}" if p.hint else hint)
+                for p in err.problems]
+    return [Diagnostic(registry, 0, 0, "OE900", Severity.ERROR, f"generator {err.generator} failed: {err.message}",
+                       hint)]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        resolved = load_registry(args.registry, verdicts=for_checkout(args.root, "schema"))
+    except SourceError as err:
+        return emit_unusable(args, err)
+    diags = run_rules(resolved)
+    if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
+        sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
+        return emit(args, diags) or 1
+    root = Path(args.root)
+    protoc_cache, plan_store = for_checkout(root, "protoc"), for_checkout(root, "plan")
+    plans = PlanCache(plan_store, root, Path(args.registry), args.only or []) if plan_store else None
+    try:
+        outputs = cached_plan(plans, lambda: plan(resolved.registry, root, only=args.only,
+                                                  protoc_cache=protoc_cache))
+    except GenerationError as err:
+        return emit(args, generation_diagnostics(err, args.registry))
+    orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
+    if args.check:
+        stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]
+        diags = [Diagnostic(path, 0, 0, "OE901", Severity.ERROR,
+                            "generated file is stale, missing, or no longer generated",
+                            "run `make generate` (oespec generate) and commit the result")
+                 for path in stale]
+        return emit(args, diags)
+    changed = write_outputs(root, outputs, orphans=orphans)
+    for path in changed:
+        sys.stderr.write(f"wrote {path}\n")
+    for path in orphans:
+        sys.stderr.write(f"removed {path} (no longer generated)\n")
+    sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} written, "
+                     f"{len(orphans)} removed\n")
+    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed) and not os.environ.get(_AGAIN):
+        # The reference pages list the runtime's conformance cases and validator rules, read from
+        # the bindings before this run rewrote them (a new profile's service did not exist yet).
+        # One more run in a fresh interpreter reads the new bindings; it writes only those pages.
+        sys.stderr.write("oespec generate: the bindings changed; generating once more with them\n")
+        again = [sys.executable, "-m", "oespec.cli", "generate", args.registry, "--root", args.root]
+        return subprocess.call(again, env={**os.environ, _AGAIN: "1"})
+    return 0

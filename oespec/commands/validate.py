@@ -1,0 +1,165 @@
+"""oespec validate: judge what an engine answered, pasted as proto3 JSON (as grpcurl prints it).
+
+Three kinds of input, auto-detected or chosen with --kind:
+
+- capabilities: a `Capabilities` message, or a document holding the discovery answers together,
+  `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`; several values
+  in one file are judged one by one.
+- watchload: a recorded WatchLoad stream, one `WatchLoadResponse` per line (JSON lines) or
+  concatenated as grpcurl prints a stream.
+- load: `GetLoad` answers (`LoadInfo`), each judged on its own (totals against their ranks).
+
+Every violation becomes a Diagnostic at the line of the offending key (for a stream: of the
+message), with the violation's rule id; the exit status is that of `oespec check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, write
+from oespec.diagnostics import Diagnostic, Severity
+
+HELP = "validate a capabilities document, a recorded WatchLoad stream or a GetLoad answer (proto3 JSON)"
+
+_WATCH_KEYS = {"sequence", "settings", "snapshot", "heartbeat"}
+# Fields only a LoadInfo has (proto and JSON names), to tell a GetLoad answer from the others.
+_LOAD_KEYS = {"instanceId", "instance_id", "runningRequests", "running_requests", "queuedRequests",
+              "queued_requests", "usedKvBlocks", "used_kv_blocks", "ranks"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="JSON file: capabilities document or WatchLoad stream (JSON lines)")
+    parser.add_argument("--kind", choices=["auto", "capabilities", "watchload", "load"], default="auto",
+                        help="what the file holds (default: auto-detect)")
+    parser.add_argument("--instance-id", help="WatchLoad: the instance id discovery reported")
+    parser.add_argument("--capabilities", metavar="FILE",
+                        help="WatchLoad: a capabilities document, to judge the stream's settings against")
+    parser.add_argument("--tolerance", type=float, default=0.5,
+                        help="WatchLoad: allowed timing deviation, as a fraction of the period (default: 0.5)")
+    add_output_arguments(parser)
+
+
+def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
+    from openengine.validate import locate
+
+    where = locate(keys, prefix + v.path if prefix and not v.path.startswith(("engine_info", "model_info", "capabilities"))
+                   else v.path) or (line, 1)
+    details = {"path": v.path or "(message)"}
+    if v.value is not None:
+        details["value"] = v.value
+    details["expected"] = v.expected
+    if v.requirement:
+        details["requirement"] = v.requirement
+    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message,
+                      "", details)
+
+
+class Unusable(Exception):
+    """A file `oespec validate` cannot judge: reported as one located finding, exit status 2."""
+
+    def __init__(self, path: str, line: int, col: int, rule: str, message: str):
+        super().__init__(message)
+        self.diagnostic = Diagnostic(path, line, col, rule, Severity.ERROR, message)
+
+
+def _values(path: str):
+    """(line, value, key positions) of every JSON value in `path`; Unusable when it has none."""
+    from openengine.validate import iter_values
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise Unusable(path, 0, 0, "OEV001", f"cannot read {path}: {reason}") from None
+    try:
+        values = list(iter_values(text))
+    except ValueError as err:
+        line, col = (err.args[1], err.args[2]) if len(err.args) == 3 else (0, 0)
+        raise Unusable(path, line, col, "OEV001", f"not JSON: {err.args[0]}") from None
+    if not values:
+        raise Unusable(path, 0, 0, "OEV003", "the file holds no JSON value")
+    return values
+
+
+def _kind(values) -> str:
+    first = values[0][1]
+    if isinstance(first, dict) and first.keys() & _WATCH_KEYS:
+        return "watchload"
+    if isinstance(first, dict) and first.keys() & _LOAD_KEYS and "profiles" not in first:
+        return "load"
+    return "capabilities"
+
+
+def _capabilities(path: str, values) -> list[Diagnostic]:
+    from openengine.validate import document_from_json, is_combined, validate_capabilities
+
+    diags = []
+    for line, value, keys in values:
+        doc, errors = document_from_json(value)
+        report = validate_capabilities(doc.capabilities, engine_info=doc.engine_info, model_infos=doc.model_infos)
+        prefix = "capabilities." if is_combined(value) else ""
+        diags += [_diag(path, keys, line, v) for v in errors]
+        diags += [_diag(path, keys, line, v, prefix) for v in report.violations]
+    return diags
+
+
+def _load_observability(args):
+    if not args.capabilities:
+        return None, None
+    from openengine.validate import document_from_json, validate_capabilities
+
+    line, value, _ = _values(args.capabilities)[0]
+    if not isinstance(value, dict):
+        raise Unusable(args.capabilities, line, 1, "OEV003",
+                       "--capabilities: expected a capabilities document (a JSON object)")
+    doc, _ = document_from_json(value)
+    report = validate_capabilities(doc.capabilities, engine_info=doc.engine_info)
+    instance = doc.engine_info.instance_id if doc.engine_info is not None else None
+    return report.limits["openengine.load"], instance
+
+
+def _watchload(path: str, values, args) -> list[Diagnostic]:
+    from openengine.v1 import load_pb2
+    from openengine.validate import WatchLoadChecker, message_from_json
+
+    observability, instance = _load_observability(args)
+    checker = WatchLoadChecker(instance_id=args.instance_id or instance, observability=observability,
+                               tolerance=args.tolerance, clock=lambda: 0.0)
+    diags = []
+    for line, value, keys in values:
+        msg, errors = message_from_json(value, load_pb2.WatchLoadResponse)
+        diags += [_diag(path, keys, line, v) for v in errors]
+        diags += [_diag(path, keys, line, v) for v in checker.feed(msg, received_at=0.0)]
+    last = values[-1][0] if values else 0
+    diags += [Diagnostic(path, last, 1, v.rule_id, v.severity, v.message, "",
+                         {"requirement": v.requirement}) for v in checker.finish(0.0)]
+    return diags
+
+
+def _load(path: str, values) -> list[Diagnostic]:
+    from openengine.v1 import load_pb2
+    from openengine.validate import check_load, message_from_json
+
+    diags = []
+    for line, value, keys in values:
+        msg, errors = message_from_json(value, load_pb2.LoadInfo)
+        diags += [_diag(path, keys, line, v) for v in errors + check_load(msg, "")]
+    return diags
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        values = _values(args.file)
+        kind = _kind(values) if args.kind == "auto" else args.kind
+        if kind == "capabilities":
+            diags = _capabilities(args.file, values)
+        elif kind == "load":
+            diags = _load(args.file, values)
+        else:
+            diags = _watchload(args.file, values, args)
+    except Unusable as err:
+        write(args.format, [err.diagnostic])
+        return EXIT_UNUSABLE
+    return emit(args, diags)

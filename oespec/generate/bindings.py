@@ -1,0 +1,25 @@
+"""Python bindings of the contract (`openengine/v1/*_pb2.py`, `*_pb2_grpc.py`, `.pyi`).
+
+Build outputs, not committed: compiled from the proto sources as generation will leave them, so a
+registry change and its bindings always move together.
+"""
+
+from __future__ import annotations
+
+from oespec.generate import GenerationContext, Output
+
+PACKAGE_DIR = "openengine"
+# The v1 contract, and the compatibility aliases of earlier revisions with their messages.
+BOUND_DIRS = ("openengine/v1/", "openengine/legacy/")
+INIT = '"""Python bindings of the OpenEngine v1 contract, built by `oespec generate` (not committed)."""\n'
+
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    if not any(rel.startswith("openengine/v1/") for rel in ctx.proto_sources()):
+        return []
+    _, modules = ctx.compiled("bindings")
+    outputs = [Output(f"{PACKAGE_DIR}/{rel[len('openengine/'):]}" if rel.startswith("openengine/") else rel,
+                      data, committed=False)
+               for rel, data in modules.items() if rel.startswith(BOUND_DIRS)]
+    outputs.append(Output(f"{PACKAGE_DIR}/v1/__init__.py", INIT, committed=False))
+    return outputs

@@ -1,0 +1,662 @@
+"""Docs generator: the reference pages of the site, and the generated regions of the spec pages.
+
+Everything a reader could otherwise copy by hand into the docs is produced here from the registry,
+the proto sources (through a descriptor set with source info), the spec's numbered requirements
+and the rule catalogues of `oespec check` and `oespec breaking`, so the docs cannot drift:
+
+- `site/generated/reference/...`: one page per profile, the profile matrix, the dependency
+  picture (a Graphviz graph the site build draws), the protocol reference (one page per proto
+  file), the requirements index, the requirement -> check matrix, the rule catalogues of
+  `oespec check`, `oespec breaking` and `oespec validate`, and the conformance case catalogue;
+- `site/generated/nav.yml`: the page lists the site's navigation expands (see site/hooks.py);
+- every `spec/*.md` page that holds `<!-- oespec:begin NAME -->` regions, with their contents
+  rewritten (see `oespec.generate.markers`).
+
+All text from the registry, the protos and the spec goes through `oespec.generate.mdsafe`; the
+template environment refuses any other string.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import jinja2
+
+from oespec.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
+from oespec.generate import mdsafe
+from oespec.generate.depgraph import render_dot
+from oespec.generate.markers import MarkerError, has_markers, rewrite
+from oespec.generate.mdsafe import Md
+from oespec.generate.protodoc import ProtoDocs, describe
+from oespec.generate.templating import make_environment
+from oespec.registry import Limit, Profile, Registry, Version
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.naming import streaming_shape
+from openengine.contractkit.rules import RuleSpec
+
+GENERATED_DIR = "site/generated"
+SPEC_DIR = "spec"
+# Page paths inside the site (relative to the docs root; generated ones live in GENERATED_DIR).
+PROFILES = "reference/profiles"
+PROTOCOL = "reference/protocol"
+MATRIX_PAGE = f"{PROFILES}/index.md"
+DEPENDENCIES_PAGE = f"{PROFILES}/dependencies.md"
+DEPENDENCIES_DOT = f"{PROFILES}/dependencies.dot"
+REQUIREMENTS_PAGE = "reference/requirements.md"
+REQUIREMENT_CHECKS_PAGE = "reference/requirement-checks.md"
+CHECK_RULES_PAGE = "reference/check-rules.md"
+BREAKING_RULES_PAGE = "reference/breaking-rules.md"
+VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
+CASES_PAGE = "reference/conformance-cases.md"
+NAV_FILE = "nav.yml"
+
+# Spec areas (REQ-<AREA>-NNN) that belong to each standard profile. A requirement of another area
+# that names the profile (e.g. `openengine.kv`) applies too.
+PROFILE_AREAS: dict[str, tuple[str, ...]] = {
+    "openengine.core": ("CORE", "CAP", "HEALTH", "REV"),
+    "openengine.load": ("LOAD",),
+    "openengine.kv": ("KV",),
+    "openengine.tasks": ("TASKS",),
+    "openengine.encoder": ("ENC",),
+    "openengine.sessions": ("SESS",),
+    "openengine.adapters": ("ADAPT",),
+    "openengine.runtime-events": ("EVENTS",),
+    "openengine.admin": ("ADMIN",),
+}
+
+STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
+                   "bidi": "bidirectional streaming"}
+
+
+# ----------------------------------------------------------------------------------------- model
+
+@dataclass(frozen=True)
+class Requirement:
+    """A spec requirement as the pages show it: where it is on the site."""
+
+    id: str
+    tag: str
+    text: str
+    page: str            # docs-root-relative page, e.g. `load.md`
+    line: int
+
+    @property
+    def area(self) -> str:
+        return self.id.split("-")[1]
+
+    @property
+    def anchor(self) -> str:
+        return requirement_anchor(self.id)
+
+
+def requirement_anchor(req_id: str) -> str:
+    """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
+    return req_id.lower()
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    id: str
+    name: str
+    severity: str
+    category: str
+    purpose: str
+    extra: tuple[tuple[str, str], ...] = ()
+    requirements: tuple[str, ...] = ()     # the spec requirements the rule enforces
+
+    def get(self, key: str) -> str:
+        return dict(self.extra).get(key, "")
+
+    @property
+    def anchor(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.id.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """A conformance case as the catalogue shows it."""
+
+    id: str
+    profile: str
+    requirements: tuple[str, ...]
+    title: str
+    when: str                  # advertised | absent
+    disruptive: bool
+
+    @property
+    def anchor(self) -> str:
+        return case_anchor(self.id)
+
+
+def case_anchor(case_id: str) -> str:
+    return "case-" + re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing that checks a requirement: a rule of a family, or a conformance case."""
+
+    kind: str                  # check | breaking | validator | case
+    id: str
+    page: str
+    anchor: str
+
+
+@dataclass
+class Site:
+    """Everything the pages are made of, gathered once per generation."""
+
+    registry: Registry
+    protos: ProtoDocs
+    requirements: list[Requirement]
+    spec_available: bool
+    check_rules: list[RuleRow]
+    breaking_rules: list[RuleRow] | None
+    validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
+    cases: list[CaseRow] | None = None
+    page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
+    spec_pages: frozenset[str] = frozenset()     # the spec's pages, docs-root-relative
+    type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
+    # full message or enum name -> the profiles that require it, directly or through a field
+    type_owners: dict[str, list[str]] = field(default_factory=dict)
+
+    def checks(self, req_id: str) -> list[Check]:
+        """What checks a requirement, in the order check, breaking, validator, case."""
+        found = []
+        for kind, rows, page in (("check", self.check_rules, CHECK_RULES_PAGE),
+                                 ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
+                                 ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE)):
+            found += [Check(kind, r.id, page, r.anchor) for r in rows if req_id in r.requirements]
+        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if req_id in c.requirements]
+        return found
+
+    def title_of(self, page: str) -> str:
+        return self.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
+
+    def requirement(self, req_id: str) -> Requirement | None:
+        return next((r for r in self.requirements if r.id == req_id), None)
+
+    def profile_page(self, profile: Profile | str) -> str:
+        name = profile if isinstance(profile, str) else profile.name
+        found = self.registry.profile(name)
+        return f"{PROFILES}/{(found.short_name if found else name)}.md"
+
+
+def profile_page_path(profile: Profile) -> str:
+    return f"{PROFILES}/{profile.short_name}.md"
+
+
+def protocol_page_path(proto_path: str) -> str:
+    stem = posixpath.splitext(posixpath.basename(proto_path))[0]
+    return f"{PROTOCOL}/{stem}.md"
+
+
+def type_anchor(full_name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", full_name.lower()).strip("-")
+
+
+# ---------------------------------------------------------------------------------------- inputs
+
+def _load_protos(ctx: GenerationContext) -> ProtoDocs:
+    sources = ctx.proto_sources()
+    if not sources:
+        return ProtoDocs()
+    fds, _ = ctx.compiled("docs")
+    return describe(fds, set(sources))
+
+
+def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
+    """The spec's requirements; (nothing, False) while the spec loader or the spec is absent."""
+    try:
+        spec = importlib.import_module("oespec.spec")
+    except ImportError:
+        return [], False
+    spec_dir = root / SPEC_DIR
+    if not spec_dir.is_dir():
+        return [], False
+    try:
+        found = spec.load_requirements(spec_dir)
+    except getattr(spec, "SpecError", ()) as err:
+        raise GenerationError("docs", f"the spec's requirements are malformed:\n{err}") from None
+    out = []
+    for req in found:
+        page = Path(req.file).resolve().relative_to(spec_dir.resolve()).as_posix()
+        out.append(Requirement(req.id, req.tag, req.text, page, req.line))
+    return out, True
+
+
+def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
+    return [RuleRow(s.id, s.name, str(s.severity) if s.severity is not None else "by version bump",
+                    s.category, s.purpose, s.facts, s.requirements) for s in specs]
+
+
+def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
+    """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
+    `validator` (OEV), from the catalogue entries handed in (see oespec.pipeline); None when
+    that family is not available. The one place the pages read rules from."""
+    if family == "check":
+        return _rule_rows(rules.check)
+    if family == "breaking":
+        return _breaking_rule_rows(rules.breaking)
+    if family == "validator":
+        if rules.validator is None:
+            return None
+        python_only = rules.python_only_validator_rules
+        return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
+                        (("where", "Python validators" if row.id in python_only
+                          else "Python validators and JSON Schemas"),), row.requirements)
+                for row in _rule_rows(rules.validator)]
+    raise ValueError(f"unknown rule family {family!r}")
+
+
+def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
+    """The conformance runner's cases (catalogue entries of the `conformance` family) as the
+    catalogue page shows them; None when not available."""
+    if rules.cases is None:
+        return None
+    return [CaseRow(c.id, c.fact("profile"), c.requirements, c.purpose, c.fact("when", "advertised"),
+                    c.fact("disruptive") == "yes") for c in rules.cases]
+
+
+def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
+    """Each spec page's title: its first `# ` heading."""
+    titles = {}
+    for page in sorted(set(pages)):
+        try:
+            text = (root / SPEC_DIR / page).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        heading = re.search(r"(?m)^# +(.+?)\s*#*\s*$", text)
+        if heading:
+            titles[page] = heading[1]
+    return titles
+
+
+def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | None:
+    if specs is None:
+        return None
+    specs = tuple(specs)
+    rows = []
+    for spec, row in zip(specs, _rule_rows(specs)):
+        if spec.severity is not None:
+            legal = f"never: always reported ({row.severity})"
+        elif spec.bump in ("major", "minor"):
+            legal = f"a {spec.bump} version bump of the profile"
+        else:
+            legal = "any version"
+        rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
+                            row.extra + (("legal", legal),), row.requirements))
+    return rows
+
+
+def gather(ctx: GenerationContext) -> Site:
+    if ctx.rules is None:
+        raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
+                                      "oespec.pipeline.plan (or `oespec generate`)")
+    requirements, spec_available = _load_requirements(ctx.root)
+    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
+                rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
+                validator_rules=rule_catalogue(ctx.rules, "validator"), cases=case_catalogue(ctx.rules),
+                page_titles=_page_titles(ctx.root, (r.page for r in requirements)),
+                spec_pages=frozenset(rel[len(SPEC_DIR) + 1:] for rel in _spec_pages(ctx)))
+    for f in site.protos.files:
+        page = protocol_page_path(f.path)
+        for m in f.messages:
+            site.type_pages[m.full_name] = (page, type_anchor(m.full_name))
+        for e in f.enums:
+            site.type_pages[e.full_name] = (page, type_anchor(e.full_name))
+    site.type_owners = type_owners(site)
+    return site
+
+
+def type_owners(site: Site) -> dict[str, list[str]]:
+    """Which profiles require each message or enum: those that list it or use it in an RPC, and
+    for a type only used inside others, the profiles of the messages that hold it."""
+    package = site.registry.package
+    full = lambda name: name if "." in name else f"{package}.{name}"  # noqa: E731
+    owners: dict[str, list[str]] = {}
+    for p in site.registry.profiles:
+        names = [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]
+        for name in names:
+            owners.setdefault(full(name), [])
+            if p.name not in owners[full(name)]:
+                owners[full(name)].append(p.name)
+    fields = {m.full_name: [f.type for f in m.fields if f.is_reference]
+              for f_ in site.protos.files for m in f_.messages}
+    queue = list(owners)
+    while queue:                   # breadth first, so a type takes the owners of its nearest holders
+        holder = queue.pop(0)
+        for inner in fields.get(holder, []):
+            if inner not in owners:
+                owners[inner] = list(owners[holder])
+                queue.append(inner)
+    return owners
+
+
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def requirements_citing(site: Site, msg) -> list[Requirement]:
+    """The requirements whose code spans name a message, or one of its fields when the
+    requirement applies to a profile that owns the message."""
+    owners = [site.registry.profile(n) for n in site.type_owners.get(msg.full_name, [])]
+    relevant = {r.id for p in owners if p is not None for r in requirements_for(site, p)}
+    field_names = {f.name for f in msg.fields}
+    found = []
+    for req in site.requirements:
+        spans, words = _code_words(req.text)
+        if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
+            found.append(req)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _code_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a requirement's code spans hold, whole and by last dotted part; computed once per
+    text, since every message page asks about every requirement."""
+    spans: set[str] = set()
+    for span in CODE_SPAN.findall(text):
+        spans.update(re.split(r"[^\w.]+", span))
+    return frozenset(spans), frozenset({w.rsplit(".", 1)[-1] for w in spans} | spans)
+
+
+# ------------------------------------------------------------------------------------- rendering
+
+def _finalize(value: Any) -> str:
+    """Only escaped Markdown (`Md`), numbers and versions may reach a page."""
+    if isinstance(value, Md):
+        return value
+    if isinstance(value, (bool, int, float, Version)):
+        return str(value)
+    if value is None or isinstance(value, jinja2.Undefined):    # `x if cond` without an else
+        return ""
+    raise TypeError(f"docs template emits a raw {type(value).__name__} ({str(value)[:40]!r}); "
+                    "pass it through a filter: md, cell, code or block")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = make_environment(finalize=_finalize)
+    env.filters.update(md=mdsafe.inline, cell=mdsafe.cell, block=mdsafe.block, code=mdsafe.code,
+                       value=lambda v: mdsafe.code(format_value(v)))
+    env.globals.update(header=lambda: Md(header("<!--")), STREAMING_WORDS=STREAMING_WORDS)
+    return env
+
+
+class Pages:
+    """Link and formatting helpers bound to the page being rendered (links are relative)."""
+
+    def __init__(self, site: Site, page: str):
+        self.site = site
+        self.page = page
+
+    def href(self, target: str, anchor: str = "") -> str:
+        rel = posixpath.relpath(target, posixpath.dirname(self.page) or ".")
+        if rel == posixpath.basename(self.page) and anchor and target == self.page:
+            return f"#{anchor}"
+        return rel + (f"#{anchor}" if anchor else "")
+
+    def link(self, text: Md, target: str, anchor: str = "") -> Md:
+        return Md(f"[{text}]({self.href(target, anchor)})")
+
+    def profile(self, name: str, *, code: bool = False, breakable: bool = False) -> Md:
+        """A profile's name, linked to its page. `breakable` names may wrap after a dot (and at
+        hyphens) but not inside a word, for narrow table columns."""
+        if breakable and not code:
+            parts = ".<wbr>".join(mdsafe.inline(part) for part in name.split("."))
+            label = Md(f'<span class="oe-name">{parts}</span>')
+        else:
+            label = mdsafe.code(name) if code else mdsafe.inline(name)
+        if self.site.registry.profile(name) is None:
+            return label
+        return self.link(label, self.site.profile_page(name))
+
+    def full_type(self, name: str) -> str:
+        if "." in name:
+            return name
+        return f"{self.site.registry.package}.{name}"
+
+    def type(self, name: str, *, short: bool = True) -> Md:
+        """A message or enum name, linked to its reference entry when the protos define it."""
+        full = self.full_type(name)
+        shown = name if short else full
+        found = self.site.type_pages.get(full)
+        if found is None:
+            return mdsafe.code(shown)
+        return self.link(mdsafe.code(shown), *found)
+
+    def field_type(self, f) -> Md:
+        """A proto field's type: scalars as code, messages and enums linked, maps as map<K, V>."""
+        shown = self.type(f.type, short=False) if f.is_reference else mdsafe.code(f.type)
+        if f.label == "map" and f.map_types:
+            return Md(f"{mdsafe.code('map<' + f.map_types[0] + ',')} {shown}{mdsafe.code('>')}")
+        if f.label in ("repeated", "optional"):
+            return Md(f"{f.label} {shown}")
+        return shown
+
+    def requirement(self, req: Requirement) -> Md:
+        return self.link(Md(f"**{req.id}**"), req.page, req.anchor)
+
+    def requirement_id(self, req_id: str) -> Md:
+        """A requirement id, linked to its anchor when the spec defines it."""
+        req = self.site.requirement(req_id)
+        return self.requirement(req) if req else mdsafe.code(req_id)
+
+    def check(self, c: Check) -> Md:
+        return self.link(mdsafe.code(c.id), c.page, c.anchor)
+
+    def checks(self, req_id: str, kind: str | None = None) -> Md:
+        """Links to what checks a requirement (of one kind, or all), or a dash."""
+        found = [c for c in self.site.checks(req_id) if kind is None or c.kind == kind]
+        return Md(", ".join(self.check(c) for c in found)) if found else Md("—")
+
+    def page_title(self, page: str) -> Md:
+        return self.link(mdsafe.inline(self.site.title_of(page)), page)
+
+    @staticmethod
+    def anchor(anchor_id: str) -> Md:
+        """An anchor a link can point at (ids are generated: lower-case words and hyphens)."""
+        assert re.fullmatch(r"[a-z0-9-]+", anchor_id), anchor_id
+        return Md(f'<a id="{anchor_id}"></a>')
+
+
+def format_value(value: Any) -> str:
+    """A registry value written as in the registry: JSON-like scalars and lists."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _range(limit: Limit) -> Md:
+    lo, hi = limit.minimum, limit.maximum
+    fmt = lambda v: mdsafe.inline(format_value(v))  # noqa: E731
+    if lo is not None and hi is not None:
+        return Md(f"{fmt(lo)}&nbsp;–&nbsp;{fmt(hi)}")
+    if lo is not None:
+        return Md(f"≥&nbsp;{fmt(lo)}")
+    if hi is not None:
+        return Md(f"≤&nbsp;{fmt(hi)}")
+    return Md("—")
+
+
+def _type(limit: Limit) -> Md:
+    t = limit.type
+    if t.base == "enum":
+        words = ("repeated " if t.repeated else "") + f"enum {t.enum_name or ''}".rstrip()
+        values = ", ".join(f"{mdsafe.code(v)} = {n}" for v, n in sorted(t.enum_wire.items(), key=lambda i: i[1]))
+        return Md(f"{mdsafe.code(words)} ({values})" if values else mdsafe.code(words))
+    return mdsafe.code(str(t))
+
+
+def requirements_for(site: Site, profile: Profile) -> list[Requirement]:
+    areas = PROFILE_AREAS.get(profile.name) or (re.sub(r"[^A-Z0-9]", "", profile.short_name.upper()),)
+    mention = re.compile(rf"(?<![\w.-]){re.escape(profile.name)}(?![\w-]|\.[A-Za-z])")
+    return [r for r in site.requirements if r.area in areas or mention.search(r.text)]
+
+
+def _reverse(site: Site, profile: Profile):
+    """Profiles that require this one, and incompatibilities declared by other profiles against it."""
+    required_by = [(p, req) for p in site.registry.profiles for req in p.requires if req.profile == profile.name]
+    declared_elsewhere = [(p, inc) for p in site.registry.profiles if p.name != profile.name
+                          for inc in p.incompatible_with if inc.profile == profile.name]
+    return required_by, declared_elsewhere
+
+
+def signature(rpc) -> str:
+    """The RPC as a proto declaration, with its service as a comment."""
+    stream_in = "stream " if rpc.client_streaming else ""
+    stream_out = "stream " if rpc.server_streaming else ""
+    return (f"// service {rpc.service}\n"
+            f"rpc {rpc.method}({stream_in}{rpc.request}) returns ({stream_out}{rpc.response});")
+
+
+PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements": REQUIREMENTS_PAGE,
+         "check_rules": CHECK_RULES_PAGE, "breaking_rules": BREAKING_RULES_PAGE,
+         "validator_rules": VALIDATOR_RULES_PAGE, "cases": CASES_PAGE,
+         "requirement_checks": REQUIREMENT_CHECKS_PAGE,
+         "protocol": f"{PROTOCOL}/index.md", "dependencies_dot": DEPENDENCIES_DOT}
+
+
+def method_signature(m) -> str:
+    stream_in = "stream " if m.client_streaming else ""
+    stream_out = "stream " if m.server_streaming else ""
+    return f"rpc {m.name}({stream_in}{m.request}) returns ({stream_out}{m.response});"
+
+
+def method_shape(m) -> str:
+    return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
+
+
+def rpcs_by_service(registry: Registry) -> dict[str, list]:
+    """Every RPC of the registry, by service in first-seen order, with its owning profile."""
+    out: dict[str, list] = {}
+    for owner, rpc in registry.all_rpcs():
+        out.setdefault(rpc.service, []).append((owner, rpc))
+    return out
+
+
+def services_of(profile: Profile) -> list[str]:
+    """Short names of the services a profile's RPCs belong to, in first-seen order."""
+    return list(dict.fromkeys(rpc.service_short for rpc in profile.rpcs))
+
+
+def _context(site: Site, page: str, **extra) -> dict:
+    return dict(site=site, registry=site.registry, pages=Pages(site, page), limit_type=_type,
+                limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
+                reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
+                signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
+                shape=method_shape, method_signature=method_signature, services_of=services_of, type_anchor=type_anchor,
+                requirements_citing=lambda m: requirements_citing(site, m),
+                rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
+
+
+def render(template: str, site: Site, page: str, **extra) -> str:
+    return environment().get_template(f"docs/{template}").render(**_context(site, page, **extra))
+
+
+# ---------------------------------------------------------------------------------------- regions
+
+def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
+    """`NAME -> Markdown` for the regions a spec page may embed, None for unknown names."""
+
+    def one(name: str) -> str | None:
+        kind, _, arg = name.partition(":")
+        if kind in ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                    "requirements-index") and not arg:
+            if kind == "breaking-rules" and site.breaking_rules is None:
+                return None
+            return render(f"regions/{kind}.md.j2", site, page)
+        if kind in ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities",
+                    "history", "requirements") and arg:
+            profile = site.registry.profile(arg)
+            if profile is None:
+                return None
+            return render("regions/profile-part.md.j2", site, page, part=kind, profile=profile)
+        return None
+
+    return one
+
+
+REGION_NAMES = ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                "requirements-index", "summary:PROFILE", "rpcs:PROFILE", "messages:PROFILE", "limits:PROFILE",
+                "prerequisites:PROFILE", "incompatibilities:PROFILE", "history:PROFILE",
+                "requirements:PROFILE")
+
+
+def _spec_pages(ctx: GenerationContext) -> list[str]:
+    spec_dir = ctx.root / SPEC_DIR
+    if not spec_dir.is_dir():
+        return []
+    return sorted(p.relative_to(ctx.root).as_posix() for p in spec_dir.rglob("*.md") if p.is_file())
+
+
+# --------------------------------------------------------------------------------------- generate
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    site = gather(ctx)
+    out: list[Output] = []
+
+    def page(path: str, template: str, **extra) -> None:
+        out.append(Output(f"{GENERATED_DIR}/{path}", render(template, site, path, **extra)))
+
+    for profile in site.registry.profiles:
+        page(profile_page_path(profile), "profile.md.j2", profile=profile)
+    page(MATRIX_PAGE, "profiles-index.md.j2")
+    page(DEPENDENCIES_PAGE, "dependencies.md.j2")
+    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}",
+                      render_dot(site.registry, profile_page_path, header=header("//"))))
+    page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
+    for f in site.protos.files:
+        page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
+    page(REQUIREMENTS_PAGE, "requirements.md.j2")
+    page(CHECK_RULES_PAGE, "check-rules.md.j2")
+    page(BREAKING_RULES_PAGE, "breaking-rules.md.j2")
+    page(VALIDATOR_RULES_PAGE, "validator-rules.md.j2")
+    page(CASES_PAGE, "conformance-cases.md.j2")
+    page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
+    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
+
+    problems = []
+    for rel in _spec_pages(ctx):
+        text = ctx.read(rel)
+        if text is None or not has_markers(text):
+            continue
+        page_path = rel[len(SPEC_DIR) + 1:]
+        try:
+            new = rewrite(text, rel, region_renderer(site, page_path))
+        except MarkerError as err:
+            problems.extend(err.diagnostics)
+            continue
+        out.append(Output(rel, new))
+    if problems:
+        lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
+                 for d in problems]
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines),
+                              problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
+                                        for d in problems])
+    return out
+
+
+def _nav(site: Site) -> str:
+    """The page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML."""
+    lines = [header("#").rstrip(), "# Page lists that site/hooks.py puts into the navigation."]
+    lines.append("profiles:")
+    for profile in site.registry.profiles:
+        lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
+    lines.append("protocol:" + ("" if site.protos.files else " []"))
+    for f in site.protos.files:
+        lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,405 @@
+"""Generate JSON Schemas (draft 2020-12) of the proto3 JSON mapping, under `schemas/`.
+
+So that frameworks in any language can validate what an engine answers, each schema accepts
+exactly the JSON a proto3 JSON parser accepts (lowerCamel and original field names, 64-bit and
+32-bit integers as numbers or strings, enums by name or number, null as "default") and adds what
+the registry says and a schema can express: limit ranges and enum values, the core profile
+(`contains`), capability messages only for advertised profiles (`if`/`then`) and prerequisites.
+
+What a schema cannot express is checked by the Python validators only (see
+`openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
+rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
+as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
+and times (`format: date-time` plus a pattern); the expressions are `openengine.contractkit.jsonforms`, which
+the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
+clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from openengine.contractkit.naming import enum_value_prefix
+from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
+from oespec.generate.templating import render
+from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
+from openengine.contractkit import naming
+from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
+
+SCHEMA_DIR = "schemas"
+PACKAGE = "openengine.v1"
+# Output file -> (root message, description).
+ROOTS = {
+    "capabilities.schema.json": ("Capabilities", "The answer of Discovery/GetCapabilities."),
+    "engine_info.schema.json": ("EngineInfo", "The answer of Discovery/GetEngineInfo."),
+    "model_info.schema.json": ("ModelInfo", "The answer of Discovery/GetModelInfo, with model-scoped capabilities."),
+    "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
+    "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
+}
+CANONICAL_NAME = naming.CANONICAL_NAME
+_FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
+_DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
+
+_FD = FieldDescriptor
+_INT_TYPES = {
+    _FD.TYPE_INT32: "int32", _FD.TYPE_SINT32: "int32", _FD.TYPE_SFIXED32: "int32",
+    _FD.TYPE_UINT32: "uint32", _FD.TYPE_FIXED32: "uint32",
+    _FD.TYPE_INT64: "int64", _FD.TYPE_SINT64: "int64", _FD.TYPE_SFIXED64: "int64",
+    _FD.TYPE_UINT64: "uint64", _FD.TYPE_FIXED64: "uint64",
+}
+_BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
+
+
+def _pool(fds) -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    for file in fds.file:
+        pool.Add(file)
+    return pool
+
+
+def _nullable(schema: dict) -> dict:
+    """proto3 JSON reads null as the field's default."""
+    return {"anyOf": [{"type": "null"}, schema]}
+
+
+def _integer(kind: str, minimum=None, maximum=None) -> dict:
+    lo, hi = _BOUNDS[kind]
+    lo = lo if minimum is None else max(lo, minimum)
+    hi = hi if maximum is None else min(hi, maximum)
+    # Integers may be written as strings: the pattern checks their form and their range (digit
+    # count and digit by digit), as minimum and maximum do for numbers.
+    return {"type": ["integer", "string"], "minimum": lo, "maximum": hi, "pattern": integer_pattern(lo, hi)}
+
+
+class SchemaBuilder:
+    """Builds `$defs` for every message reachable from a root, with the registry's overlays."""
+
+    def __init__(self, registry: Registry, pool):
+        self.registry = registry
+        self.pool = pool
+        self.defs: dict[str, Any] = {}
+        # capability message full name -> profile; used to overlay limits.
+        self.limit_profiles: dict[str, Profile] = {
+            f"{registry.package}.{p.capability.message}": p for p in registry.profiles if p.capability}
+
+    def ref(self, descriptor: Descriptor) -> dict:
+        if descriptor.full_name not in self.defs:
+            self.defs[descriptor.full_name] = {}   # placeholder: recursion ends here
+            self.defs[descriptor.full_name] = self.message(descriptor)
+        return {"$ref": f"#/$defs/{descriptor.full_name}"}
+
+    # -- messages -----------------------------------------------------------------------------------
+    def message(self, d: Descriptor) -> dict:
+        special = self.well_known(d)
+        if special is not None:
+            return special
+        profile = self.limit_profiles.get(d.full_name)
+        props: dict[str, Any] = {}
+        rules: list[dict] = []
+        for f in d.fields:
+            limit = profile.limit(f.name) if profile else None
+            schema = self.field(f, limit, profile)
+            for key in dict.fromkeys((f.json_name, f.name)):
+                props[key] = schema
+            if f.json_name != f.name:
+                rules.append({"not": {"required": [f.name, f.json_name]}})
+        for oneof in d.oneofs:
+            members = [f for f in oneof.fields]
+            if len(members) < 2:
+                continue   # proto3 `optional` (a synthetic oneof of one field)
+            for i, a in enumerate(members):
+                for b in members[i + 1:]:
+                    rules.append({"not": {"allOf": [_present(a), _present(b)]}})
+        out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+        if d.full_name == f"{PACKAGE}.ServiceProfile":
+            self.service_profile(out, rules)
+        elif d.full_name in (f"{PACKAGE}.Capabilities", f"{PACKAGE}.ModelCapabilities"):
+            rules += self.capability_rules(d)
+        if rules:
+            out["allOf"] = rules
+        return out
+
+    def well_known(self, d: Descriptor) -> dict | None:
+        name = d.full_name
+        if name == "google.protobuf.Timestamp":
+            return {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
+                    "description": "RFC 3339, UTC or with an offset"}
+        if name == "google.protobuf.Duration":
+            return {"type": "string", "pattern": _DURATION}
+        if name == "google.protobuf.Struct":
+            return {"type": "object"}
+        if name in ("google.protobuf.Value",):
+            return {}
+        if name == "google.protobuf.ListValue":
+            return {"type": "array"}
+        if name == "google.protobuf.Empty":
+            return {"type": "object", "additionalProperties": False}
+        return None
+
+    def service_profile(self, out: dict, rules: list[dict]) -> None:
+        """REQ-CAP-001, REQ-CAP-002: a canonical name and a positive major are required."""
+        props = out["properties"]
+        props["name"] = {"type": "string", "pattern": CANONICAL_NAME}
+        props["major"] = _integer("uint32", minimum=1)
+        out["required"] = ["name", "major"]
+
+    # -- fields -------------------------------------------------------------------------------------
+    def field(self, f: FieldDescriptor, limit: Limit | None, profile: Profile | None) -> dict:
+        sub = f.message_type
+        if sub is not None and sub.GetOptions().map_entry:
+            key, value = sub.fields_by_name["key"], sub.fields_by_name["value"]
+            schema: dict[str, Any] = {"type": "object", "additionalProperties": self.element(value, None)}
+            if key.type != _FD.TYPE_STRING and key.type != _FD.TYPE_BOOL:
+                lo, hi = _BOUNDS[_INT_TYPES[key.type]]
+                schema["propertyNames"] = {"pattern": integer_pattern(lo, hi)}
+            return _nullable(schema)
+        element = self.element(f, limit)
+        schema = {"type": "array", "items": element} if f.is_repeated else element
+        if limit is not None:
+            schema = dict(schema)
+            schema["description"] = limit.description.strip()
+            schema["default"] = self.default_json(f, limit)
+        return _nullable(schema)
+
+    def element(self, f: FieldDescriptor, limit: Limit | None) -> dict:
+        if f.message_type is not None:
+            return self.ref(f.message_type)
+        if f.enum_type is not None:
+            if limit is not None:
+                names, numbers = self.limit_enum(f, limit)
+                return {"anyOf": [{"type": "string", "enum": names}, {"type": "integer", "enum": numbers}]}
+            return {"anyOf": [{"type": "string", "enum": [v.name for v in f.enum_type.values]},
+                              _integer("int32") | {"type": "integer"}]}
+        if f.type in _INT_TYPES:
+            kind = _INT_TYPES[f.type]
+            if limit is not None:
+                return _integer(kind, limit.minimum, limit.maximum)
+            return _integer(kind)
+        if f.type == _FD.TYPE_BOOL:
+            return {"type": "boolean"}
+        if f.type == _FD.TYPE_STRING:
+            return {"type": "string"}
+        if f.type == _FD.TYPE_BYTES:
+            return {"type": "string", "contentEncoding": "base64"}
+        if f.type in (_FD.TYPE_DOUBLE, _FD.TYPE_FLOAT):
+            schema: dict[str, Any] = {"type": ["number", "string"], "pattern": _FLOAT}
+            if limit is not None and limit.minimum is not None:
+                schema["minimum"] = limit.minimum
+            if limit is not None and limit.maximum is not None:
+                schema["maximum"] = limit.maximum
+            return schema
+        raise GenerationError("jsonschemas", f"field {f.full_name} has a type the schema cannot map")
+
+    def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
+        by_name = {v.name: v.number for v in f.enum_type.values}
+        prefix = enum_value_prefix(f.enum_type.name)
+        names = [prefix + value.upper() for value in limit.type.enum_values]
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise GenerationError("jsonschemas", f"{f.enum_type.full_name} lacks {', '.join(missing)}")
+        return names, [by_name[n] for n in names]
+
+    def default_json(self, f: FieldDescriptor, limit: Limit):
+        if f.enum_type is not None:
+            prefix = enum_value_prefix(f.enum_type.name)
+            if isinstance(limit.default, list):
+                return [prefix + v.upper() for v in limit.default]
+            return prefix + str(limit.default).upper()
+        if f.type in _INT_TYPES and _INT_TYPES[f.type][0].endswith("64"):
+            return str(limit.default)   # proto3 JSON prints 64-bit integers as strings
+        return limit.default
+
+    # -- profile-level rules ----------------------------------------------------------------------
+    def capability_rules(self, d: Descriptor) -> list[dict]:
+        registry = self.registry
+        rules: list[dict] = []
+        is_root = d.full_name == f"{PACKAGE}.Capabilities"
+        if is_root:
+            core = registry.core
+            if core is not None:
+                rules.append(_advertised(core.name))
+        fields = {f.name: f for f in d.fields}
+        for p in registry.profiles:
+            if p.capability is None or p.capability.field not in fields:
+                continue
+            rules.append({"if": {"not": _advertised(p.name)},
+                          "then": {"not": _present(fields[p.capability.field])},
+                          "description": f"{p.capability.field} only when {p.name} is listed (REQ-CAP-006)"})
+        if is_root:
+            for p in registry.profiles:
+                for req in p.requires:
+                    rules.append({"if": _advertised(p.name),
+                                  "then": {"required": ["profiles"], "properties": {"profiles": {
+                                      "type": "array",
+                                      "contains": {"allOf": [_named(req.profile), _version_in(req.range)]}}}},
+                                  "description": f"{p.name} requires {req.profile} {req.range} (REQ-CAP-010)"})
+        return rules
+
+
+def _present(f: FieldDescriptor) -> dict:
+    """The field is given (under either name) with a value other than null."""
+    alternatives = [{"required": [n], "properties": {n: {"not": {"type": "null"}}}}
+                    for n in dict.fromkeys((f.json_name, f.name))]
+    return alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+
+
+def _named(name: str) -> dict:
+    return {"required": ["name"], "properties": {"name": {"const": name}}}
+
+
+def _advertised(name: str) -> dict:
+    return {"required": ["profiles"], "properties": {"profiles": {"type": "array", "contains": _named(name)}}}
+
+
+def _major(schema: dict) -> dict:
+    return {"required": ["major"], "properties": {"major": {"type": "integer"} | schema}}
+
+
+def _minor(schema: dict, zero_satisfies: bool) -> dict:
+    given = {"required": ["minor"], "properties": {"minor": {"type": "integer"} | schema}}
+    if not zero_satisfies:
+        return given
+    return {"anyOf": [{"not": {"required": ["minor"]}}, {"properties": {"minor": {"type": "null"}}}, given]}
+
+
+def _comparator(op: str, major: int, minor: int) -> dict:
+    """(major, minor) of a ServiceProfile `op` the bound, minor defaulting to 0."""
+    if op == "==":
+        return {"allOf": [_major({"const": major}), _minor({"const": minor}, minor == 0)]}
+    if op in (">=", ">"):
+        low = minor if op == ">=" else minor + 1
+        same = {"allOf": [_major({"const": major}), _minor({"minimum": low}, low <= 0)]}
+        return {"anyOf": [_major({"minimum": major + 1}), same]}
+    high = minor if op == "<=" else minor - 1
+    options = [_major({"maximum": major - 1})]
+    if high >= 0:
+        options.append({"allOf": [_major({"const": major}), _minor({"maximum": high}, True)]})
+    return {"anyOf": options}
+
+
+def _version_in(rng: VersionRange) -> dict:
+    return {"allOf": [_comparator(op, v.major, v.minor) for op, v in rng.comparators]}
+
+
+def _body(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False).replace("\n", "\n  ")
+
+
+def build_schemas(registry: Registry, pool) -> dict[str, dict]:
+    schemas = {}
+    for filename, (message, description) in ROOTS.items():
+        builder = SchemaBuilder(registry, pool)
+        try:
+            root = pool.FindMessageTypeByName(f"{PACKAGE}.{message}")
+        except KeyError:
+            raise GenerationError("jsonschemas", f"message {PACKAGE}.{message} is not in the contract") from None
+        ref = builder.ref(root)
+        schemas[filename] = {"title": f"{PACKAGE}.{message} (proto3 JSON)", "description": description,
+                             "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
+    return schemas
+
+
+def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Registry enum value -> wire number, per limit enum; and Role value name -> number. Every
+    enum value and role the registry names must exist in the compiled contract: each one missing
+    is a located problem (the runtime validators map wire numbers back to these spellings)."""
+    wire: dict[str, dict[str, int]] = {}
+    declared_in: dict[str, str] = {}
+    for f in fds.file:
+        if f.package != PACKAGE:
+            continue
+        for e in f.enum_type:
+            wire[e.name] = {v.name: v.number for v in e.value}
+            declared_in[e.name] = f"proto/{f.name}"
+    numbers: dict[str, dict[str, int]] = {}
+    problems: list[Problem] = []
+    for p in registry.profiles:
+        for lim in p.limits:
+            if lim.type.base != "enum":
+                continue
+            values = wire.get(lim.type.enum_name)
+            if values is None:
+                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
+                                        "contract", "run the proto generator too (oespec generate without --only)"))
+                continue
+            prefix = enum_value_prefix(lim.type.enum_name)
+            mapping = {}
+            for value in lim.type.enum_values:
+                number = values.get(prefix + value.upper())
+                if number is None:
+                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
+                                            "run the proto generator too (oespec generate without --only)"))
+                    continue
+                mapping[value] = number
+            numbers[lim.type.enum_name] = mapping
+    roles = wire.get("Role")
+    if roles is None:
+        problems.append(Problem(registry.path, registry.loc, "enum Role (the engine roles that role-scoped "
+                                "profiles name) is not declared by any proto of openengine.v1",
+                                "declare enum Role with ROLE_<NAME> values in proto/openengine/v1/common.proto"))
+    else:
+        where = declared_in.get("Role", "proto")
+        for p in registry.profiles:
+            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
+                if f"ROLE_{role.upper()}" not in roles:
+                    problems.append(Problem(
+                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
+                        f"(it has {', '.join(sorted(roles)) or 'no values'})",
+                        f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
+                        "or stop naming the role here"))
+    if problems:
+        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)
+    return numbers, roles
+
+
+# Hand-written schemas of the runtime's input files (the runtime validates with its packaged copy),
+# published beside the generated ones: package path -> published name.
+INPUT_SCHEMAS = {
+    "openengine/engine/engine_config.schema.json": "engine_config.schema.json",
+    "openengine/conformance/expected_failures.schema.json": "expected_failures.schema.json",
+}
+
+
+def published_input_schemas(root) -> list[Output]:
+    """Each input-file schema of the runtime in `root`, as published under schemas/: the same
+    document, marked generated."""
+    from pathlib import Path
+
+    outputs = []
+    for source, name in INPUT_SCHEMAS.items():
+        path = Path(root) / source
+        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue   # a registry checkout without the reference runtime publishes none
+        try:
+            schema = json.loads(text)
+        except ValueError as err:
+            raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
+        published = {"$comment": HEADER_TEXT, **schema}
+        # The header on the first line, as on every generated schema (`make check` looks there).
+        text = "{" + json.dumps(published, indent=2)[1:].lstrip()
+        outputs.append(Output(f"{SCHEMA_DIR}/{name}", text + "\n"))
+    return outputs
+
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    fds = ctx.compiled("jsonschemas")[0]
+    contract_enums(ctx.registry, fds)
+    pool = _pool(fds)
+    outputs = []
+    for filename, schema in build_schemas(ctx.registry, pool).items():
+        body = [(k, _body(v)) for k, v in schema.items() if k not in ("title", "description")]
+        text = render("jsonschema/schema.json.j2", comment=HEADER_TEXT, title=schema["title"],
+                      description=schema["description"] + " Generated from profiles.yaml; see "
+                      "openengine/validate/README.md for the rules only the Python validators check.",
+                      body=body)
+        outputs.append(Output(f"{SCHEMA_DIR}/{filename}", text))
+    return outputs + published_input_schemas(ctx.root)

@@ -1,0 +1,182 @@
+"""The messages, enums and services of the proto sources, with their comments, as plain data.
+
+Comments come from the descriptor set's source info (protoc `--include_source_info`), so the
+reference shows exactly what the `.proto` files say. Only files of the given sources are
+described; imports (google/protobuf/...) are referred to by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from google.protobuf import descriptor_pb2
+
+from oespec.descriptors import scalar_names
+
+# Field numbers of the descriptor messages, the steps of a SourceCodeInfo location path.
+_FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
+_MSG_FIELD, _MSG_NESTED, _MSG_ENUM, _MSG_ONEOF = 2, 3, 4, 8
+_ENUM_VALUE = 2
+_SERVICE_METHOD = 2
+
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    name: str
+    number: int
+    type: str                 # scalar name or full type name without the leading dot
+    is_reference: bool        # type names a message or enum
+    label: str                # "", "repeated", "optional", "map"
+    oneof: str | None
+    comment: str
+    deprecated: bool = False
+    map_types: tuple[str, str] | None = None    # (key, value) of a map field
+
+
+@dataclass(frozen=True)
+class EnumValueDoc:
+    name: str
+    number: int
+    comment: str
+
+
+@dataclass(frozen=True)
+class EnumDoc:
+    full_name: str
+    name: str                 # name within the package, e.g. `WatchLoadResponse.Kind`
+    comment: str
+    values: tuple[EnumValueDoc, ...]
+
+
+@dataclass(frozen=True)
+class MessageDoc:
+    full_name: str
+    name: str
+    comment: str
+    fields: tuple[FieldDoc, ...]
+
+
+@dataclass(frozen=True)
+class MethodDoc:
+    name: str
+    request: str
+    response: str
+    client_streaming: bool
+    server_streaming: bool
+    comment: str
+
+
+@dataclass(frozen=True)
+class ServiceDoc:
+    full_name: str
+    name: str
+    comment: str
+    methods: tuple[MethodDoc, ...]
+
+
+@dataclass(frozen=True)
+class FileDoc:
+    path: str
+    package: str
+    messages: tuple[MessageDoc, ...]
+    enums: tuple[EnumDoc, ...]
+    services: tuple[ServiceDoc, ...]
+
+
+@dataclass
+class ProtoDocs:
+    files: list[FileDoc] = field(default_factory=list)
+
+    def types(self) -> set[str]:
+        """Full names of every message and enum described."""
+        return {m.full_name for f in self.files for m in f.messages} | {
+            e.full_name for f in self.files for e in f.enums}
+
+    def services(self) -> dict[str, ServiceDoc]:
+        return {s.full_name: s for f in self.files for s in f.services}
+
+
+def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
+    if loc is None:
+        return ""
+    text = loc.leading_comments or loc.trailing_comments
+    lines = [line.strip() for line in text.strip("\n").splitlines()]
+    # Keep blank lines (paragraph breaks); fold the rest later when rendering.
+    return "\n".join(lines).strip()
+
+
+def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDocs:
+    """Docs for the files of `fds` whose names are in `files`, in name order."""
+    docs = ProtoDocs()
+    for fd in sorted(fds.file, key=lambda f: f.name):
+        if fd.name not in files:
+            continue
+        where = {tuple(loc.path): loc for loc in fd.source_code_info.location}
+        messages: list[MessageDoc] = []
+        enums: list[EnumDoc] = []
+        prefix = f"{fd.package}." if fd.package else ""
+
+        def walk_enum(enum: descriptor_pb2.EnumDescriptorProto, path: tuple[int, ...], scope: str) -> None:
+            values = tuple(EnumValueDoc(v.name, v.number, _comment(where.get(path + (_ENUM_VALUE, i))))
+                           for i, v in enumerate(enum.value))
+            enums.append(EnumDoc(prefix + scope + enum.name, scope + enum.name,
+                                 _comment(where.get(path)), values))
+
+        def walk_message(msg: descriptor_pb2.DescriptorProto, path: tuple[int, ...], scope: str) -> None:
+            if msg.options.map_entry:
+                return
+            entries = {f"{prefix}{scope}{msg.name}.{n.name}": n for n in msg.nested_type if n.options.map_entry}
+            fields = []
+            for i, fdesc in enumerate(msg.field):
+                fields.append(_field(fdesc, msg, entries, _comment(where.get(path + (_MSG_FIELD, i)))))
+            messages.append(MessageDoc(prefix + scope + msg.name, scope + msg.name,
+                                       _comment(where.get(path)), tuple(fields)))
+            for i, nested in enumerate(msg.nested_type):
+                walk_message(nested, path + (_MSG_NESTED, i), f"{scope}{msg.name}.")
+            for i, enum in enumerate(msg.enum_type):
+                walk_enum(enum, path + (_MSG_ENUM, i), f"{scope}{msg.name}.")
+
+        for i, msg in enumerate(fd.message_type):
+            walk_message(msg, (_FILE_MESSAGE, i), "")
+        for i, enum in enumerate(fd.enum_type):
+            walk_enum(enum, (_FILE_ENUM, i), "")
+        services = []
+        for i, svc in enumerate(fd.service):
+            methods = tuple(
+                MethodDoc(m.name, m.input_type.lstrip("."), m.output_type.lstrip("."),
+                          m.client_streaming, m.server_streaming,
+                          _comment(where.get((_FILE_SERVICE, i, _SERVICE_METHOD, j))))
+                for j, m in enumerate(svc.method))
+            services.append(ServiceDoc(prefix + svc.name, svc.name, _comment(where.get((_FILE_SERVICE, i))),
+                                       methods))
+        docs.files.append(FileDoc(fd.name, fd.package, tuple(messages), tuple(enums), tuple(services)))
+    return docs
+
+
+def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.DescriptorProto,
+           entries: dict[str, descriptor_pb2.DescriptorProto], comment: str) -> FieldDoc:
+    F = descriptor_pb2.FieldDescriptorProto
+    is_ref = fdesc.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
+    type_name = fdesc.type_name.lstrip(".") if is_ref else scalar_names()[fdesc.type]
+    oneof = None
+    if fdesc.HasField("oneof_index") and not fdesc.proto3_optional:
+        oneof = msg.oneof_decl[fdesc.oneof_index].name
+    label = ""
+    map_types = None
+    if fdesc.label == F.LABEL_REPEATED:
+        entry = entries.get(type_name)
+        if entry is not None:
+            key, value = entry.field[0], entry.field[1]
+            map_types = (scalar_names()[key.type],
+                         value.type_name.lstrip(".") if value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
+                         else scalar_names()[value.type])
+            label = "map"
+            is_ref = value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
+            type_name = map_types[1]
+        else:
+            label = "repeated"
+    elif fdesc.proto3_optional:
+        label = "optional"
+    return FieldDoc(fdesc.name, fdesc.number, type_name, is_ref, label, oneof, comment,
+                    fdesc.options.deprecated, map_types)

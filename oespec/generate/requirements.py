@@ -1,0 +1,38 @@
+"""Generate the requirement index the conformance runner ships with.
+
+`openengine/conformance/requirements.json` lists every numbered requirement of `spec/` (id, tag,
+text and the spec page it is on), so an installed runner reports requirement coverage
+(`oespec conformance --matrix`) without a checkout's `spec/` folder next to it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oespec import spec
+from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output
+
+OUTPUT = "openengine/conformance/requirements.json"
+SPEC_DIR = "spec"
+
+
+def index_document(requirements: list[spec.Requirement], spec_dir: Path) -> str:
+    """The index as JSON text: one requirement per line, in spec order."""
+    rows = [json.dumps({"id": r.id, "tag": r.tag, "text": r.text,
+                        "page": Path(r.file).resolve().relative_to(spec_dir.resolve()).as_posix()},
+                       ensure_ascii=False)
+            for r in requirements]
+    body = ",\n  ".join(rows)
+    return f'{{"$comment": {json.dumps(HEADER_TEXT)},\n "requirements": [\n  {body}\n ]}}\n'
+
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    spec_dir = ctx.root / SPEC_DIR
+    if not spec_dir.is_dir():
+        return []  # a registry without a spec (a fixture tree): nothing to index
+    try:
+        found = spec.load_requirements(spec_dir)
+    except spec.SpecError as err:
+        raise GenerationError("requirements", f"the spec's requirements are malformed:\n{err}") from None
+    return [Output(OUTPUT, index_document(found, spec_dir))]

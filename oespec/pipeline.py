@@ -1,0 +1,45 @@
+"""Generation with everything it documents.
+
+`oespec.check`, `oespec.generate` and `oespec.breaking` never import one another, and the
+toolkit never imports the runtime: the docs generator prints the check, breaking and validator
+rule catalogues and the conformance cases, so this module gathers them and hands them to the
+generate stage. Like `oespec/cli.py` and `oespec/commands/`, it belongs to the command-line
+layer, the only code that imports both the toolkit and the runtime. Everything that generates
+(the CLI, the site's live-reload hook, tests) calls `plan` here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oespec import generate
+from oespec.generate import Output, RuleCatalogues
+from oespec.registry import Registry
+from oespec.buildcache import BuildCache
+
+
+def rule_catalogues() -> RuleCatalogues:
+    """The catalogue entries (`RuleSpec`) the docs print, from the one catalogue every command
+    lists (`oespec rules`): every id `oespec check` can emit, the breaking rules when that stage is
+    installed, and the runtime's validator rules and conformance cases when the bindings are
+    built."""
+    from oespec.commands.rules import family_specs
+
+    families = family_specs()
+
+    def family(name: str) -> tuple | None:   # None: that stage or the runtime is not installed
+        return tuple(families[name]) if name in families else None
+
+    python_only: frozenset[str] = frozenset()
+    if "validator" in families:
+        from openengine.validate import PYTHON_ONLY_RULES
+
+        python_only = frozenset(PYTHON_ONLY_RULES)
+    return RuleCatalogues(tuple(families["check"]), family("breaking"), family("validator"), python_only,
+                          family("conformance"))
+
+
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
+         protoc_cache: BuildCache | None = None) -> list[Output]:
+    """Every generated output for `registry` under `root` (see `oespec.generate.plan`)."""
+    return generate.plan(registry, root, only=only, rules=rule_catalogues(), protoc_cache=protoc_cache)

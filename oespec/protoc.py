@@ -1,0 +1,172 @@
+"""Compile proto sources with the protoc bundled in grpcio-tools, from an in-memory tree.
+
+Generation plans its outputs before writing anything, so compilation works on a temporary copy of
+`proto/` with the planned files overlaid. protoc runs in this process (starting another Python
+for it would cost more than the compile); it writes its diagnostics to file descriptor 2, which is
+pointed at a temporary file for the call so they can be reported as findings instead of leaking.
+
+A successful compile can be kept in a `BuildCache` (`build/oespec-cache/protoc/`), keyed on the
+path and text of every source, the protoc options, the well-known include folder and protoc's
+version and binary: any change to any of them is a different key, so a stale result is never
+found. Failures are never cached (their messages are recomputed every time).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from oespec.buildcache import BuildCache, digest
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
+
+
+class ProtocError(Exception):
+    """protoc rejected the sources; `message` holds its located diagnostics (path:line:col)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@lru_cache(maxsize=1)
+def well_known_include() -> str:
+    import grpc_tools
+
+    return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+
+
+@lru_cache(maxsize=1)
+def protoc_identity() -> str:
+    """Which protoc compiles: grpcio-tools' version and its compiler module's size and mtime, so an
+    upgrade or a rebuilt wheel gives new cache keys."""
+    from importlib.util import find_spec
+
+    from grpc_tools import grpc_version
+
+    # Located, not imported: loading the compiler is only needed when something is compiled.
+    spec = find_spec("grpc_tools._protoc_compiler")
+    binary = spec.origin if spec is not None and spec.origin else ""
+    stat = os.stat(binary) if binary else None
+    size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (0, 0)
+    return f"grpcio-tools {grpc_version.VERSION} {binary} {size} {mtime}"
+
+
+def cache_key(kind: str, sources: dict[str, str]) -> str:
+    """The key of one compile: what it produces (`kind` names the options), with which protoc and
+    includes, from which sources (every path and its text)."""
+    parts: list[str] = ["protoc", kind, protoc_identity(), well_known_include()]
+    for rel, text in sorted(sources.items()):
+        parts += [rel, text]
+    return digest(*parts)
+
+
+def _materialize(sources: dict[str, str], where: Path) -> list[str]:
+    files = []
+    for rel, text in sorted(sources.items()):
+        target = where / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        files.append(rel)
+    return files
+
+
+_PROTOC_LOCK = threading.Lock()   # file descriptor 2 is process-wide
+
+
+def _run_protoc(args: list[str], cwd: Path) -> None:
+    """Run protoc on `args`; input files are given relative to `cwd` (the proto root)."""
+    from grpc_tools import protoc
+
+    args = [a if a.startswith("-") else str(cwd / a) for a in args]
+    with _PROTOC_LOCK, tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            code = protoc.main(["protoc", *args])
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read().decode("utf-8", "replace")
+    if code != 0:
+        text = text.strip() or f"protoc exited with {code}"
+        raise ProtocError(text.replace(str(cwd) + os.sep, ""))
+
+
+def _through_cache(cache: BuildCache | None, kind: str, sources: dict[str, str],
+                   compile_: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
+    """`compile_()`'s entries (the descriptor set under "set.pb"), or those an earlier compile of
+    exactly these sources with the same options left in `cache`."""
+    if cache is None:
+        return compile_()
+    key = cache_key(kind, sources)
+    hit = cache.get(key)
+    if hit is not None and "set.pb" in hit:
+        return hit
+    entries = compile_()
+    cache.put(key, entries)
+    return entries
+
+
+def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
+                           cache: BuildCache | None = None) -> descriptor_pb2.FileDescriptorSet:
+    """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors.
+    With `cache`, an earlier compile of exactly these sources is reused."""
+    entries = _through_cache(cache, f"descriptor-set source_info={source_info}", sources,
+                             lambda: {"set.pb": _compile_descriptor_set(sources, source_info)})
+    return _descriptor_set(entries["set.pb"])
+
+
+def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
+    from google.protobuf import descriptor_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet()
+    fds.ParseFromString(data)
+    return fds
+
+
+def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
+        src = Path(tmp) / "src"
+        files = _materialize(sources, src)
+        out = Path(tmp) / "set.pb"
+        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports",
+                f"--descriptor_set_out={out}"]
+        if source_info:
+            args.append("--include_source_info")
+        _run_protoc(args + files, src)
+        return out.read_bytes()
+
+
+def compile_all(sources: dict[str, str], *, cache: BuildCache | None = None,
+                ) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
+    """One protoc run for everything generation needs: the descriptor set (imports and source
+    info included) and the Python modules. Each protoc start costs more than the compile itself.
+    With `cache`, an earlier compile of exactly these sources is reused."""
+    entries = _through_cache(cache, "all", sources, lambda: _compile_all(sources))
+    modules = {name[len("module/"):]: body for name, body in entries.items() if name.startswith("module/")}
+    return _descriptor_set(entries["set.pb"]), modules
+
+
+def _compile_all(sources: dict[str, str]) -> dict[str, bytes]:
+    """The descriptor set as "set.pb" and each Python module as "module/<path>"."""
+    with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
+        src = Path(tmp) / "src"
+        out = Path(tmp) / "out"
+        out.mkdir()
+        fds_path = Path(tmp) / "set.pb"
+        files = _materialize(sources, src)
+        _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
+                     f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
+                     f"--grpc_python_out={out}"] + files, src)
+        modules = {f"module/{p.relative_to(out).as_posix()}": p.read_bytes()
+                   for p in sorted(out.rglob("*")) if p.is_file()}
+        return {"set.pb": fds_path.read_bytes(), **modules}

@@ -1,0 +1,30 @@
+"""The profile registry: load (YAML with locations), resolve (schema + typed model)."""
+
+from oespec.registry.model import (
+    Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
+    Registry, Requirement, Rpc, Scope, Version, VersionRange,
+)
+from oespec.registry.resolve import Resolved, resolve
+from oespec.registry.source import SourceError, SourceFile, parse_text, read_file
+from oespec.buildcache import BuildCache
+
+DEFAULT_REGISTRY = "profiles.yaml"
+
+
+def load_registry(path="profiles.yaml", *, display_path: str | None = None,
+                  verdicts: BuildCache | None = None) -> Resolved:
+    """Read, parse and resolve a registry file. Raises `SourceError` only for unusable input.
+    `verdicts` remembers registries the schema accepted (see `resolve`)."""
+    return resolve(read_file(path, display_path), verdicts=verdicts)
+
+
+def load_registry_text(text: str, path: str = "profiles.yaml") -> Resolved:
+    return resolve(parse_text(text, path))
+
+
+__all__ = [
+    "Capability", "Condition", "HistoryEntry", "Incompatibility", "Limit", "LimitType", "MessageRef",
+    "Profile", "Registry", "Requirement", "Resolved", "Rpc", "Scope", "SourceError", "SourceFile",
+    "Version", "VersionRange", "load_registry", "load_registry_text", "parse_text", "read_file",
+    "resolve", "DEFAULT_REGISTRY",
+]

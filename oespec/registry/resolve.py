@@ -1,0 +1,308 @@
+"""Resolve stage: validate the located YAML tree against the registry's JSON Schema, then build
+the typed `Registry` model.
+
+Schema problems become diagnostics (rule OE001) located at the offending key or value. The model is
+only built from a schema-valid tree, so the semantic rules in `oespec.check` never meet a value of
+the wrong shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources, util
+from typing import TYPE_CHECKING, Any
+
+from oespec.diagnostics import Diagnostic, Loc, Severity
+from oespec.registry.model import (
+    Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
+    Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
+)
+from oespec.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
+from oespec.buildcache import BuildCache, digest
+from openengine.contractkit.yamlsource import describe_path, node_at
+
+if TYPE_CHECKING:
+    import jsonschema
+
+SCHEMA_RULE = "OE001"
+
+
+@lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return resources.files("oespec.registry").joinpath("profiles.schema.json").read_text()
+
+
+@lru_cache(maxsize=1)
+def registry_schema() -> dict:
+    return json.loads(_schema_text())
+
+
+def _schema_hint(error: jsonschema.ValidationError) -> str:
+    if error.validator == "required":
+        return "add the missing key; see oespec/registry/profiles.schema.json for the layout"
+    if error.validator == "additionalProperties":
+        return "remove the key or correct its spelling"
+    if error.validator == "enum":
+        hint = "use one of: " + ", ".join(str(v) for v in error.validator_value)
+        if list(error.absolute_path)[-1:] == ["unit"]:
+            hint += ("; a quantity none of these describes gets its unit added to $defs/unit in "
+                     "oespec/registry/profiles.schema.json")
+        return hint
+    if error.validator == "pattern":
+        return f"the value must match {error.validator_value}"
+    if error.validator == "type":
+        return f"write a value of type {error.validator_value}"
+    return "see oespec/registry/profiles.schema.json"
+
+
+def _friendly_message(error: jsonschema.ValidationError) -> str:
+    where = describe_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
+    last_key = where.rsplit(".", 1)[-1]
+    if error.validator == "pattern" and last_key in ("version", "since"):
+        if error.validator_value == registry_schema()["$defs"]["versionRange"]["pattern"]:
+            return f"{where}: {error.instance!r} is not a version range such as '>= 1.0, < 2.0'"
+        return f"{where}: {error.instance!r} is not a MAJOR.MINOR version string"
+    return f"{where}: {error.message}"
+
+
+def _text(node: YNode | None) -> str:
+    if isinstance(node, YScalar):
+        return node.raw if node.tag.endswith((":float", ":int")) else ("" if node.value is None else str(node.value))
+    return ""
+
+
+def _locs(node: YMap) -> dict[str, Loc]:
+    """Location of each key's value, plus `key[i]` for the items of list values (enum values,
+    roles), so a finding about one list item can point at that item; for a mapping value (enum
+    values with numbers), `key[i]` is the i-th key and `key.<name>` its value."""
+    out: dict[str, Loc] = {}
+    for key, child in node.entries.items():
+        out[key] = child.loc
+        if isinstance(child, YSeq):
+            for index, item in enumerate(child.items):
+                out[f"{key}[{index}]"] = item.loc
+        elif isinstance(child, YMap):
+            for index, (sub, item) in enumerate(child.entries.items()):
+                out[f"{key}[{index}]"] = child.key_loc(sub)
+                out[f"{key}.{sub}"] = item.loc
+    return out
+
+
+def _version(node: YMap, key: str) -> Version:
+    return Version.parse(_text(node.get(key)))
+
+
+def _opt_str(node: YMap, key: str) -> str | None:
+    child = node.get(key)
+    return None if child is None else str(child.plain())
+
+
+def _history(node: YMap) -> HistoryEntry:
+    return HistoryEntry(_version(node, "version"), str(node.get("changes").plain()), node.loc, _locs(node))
+
+
+def _rpc(node: YMap) -> Rpc:
+    p = node.plain()
+    return Rpc(p["name"], p["request"], p["response"], p["streaming"], _version(node, "since"),
+               p["description"], p.get("deprecated"), node.loc, _locs(node))
+
+
+def _message(node: YMap) -> MessageRef:
+    p = node.plain()
+    return MessageRef(p["name"], _version(node, "since"), p["description"], p.get("deprecated"),
+                      node.loc, _locs(node))
+
+
+def _limit(node: YMap) -> Limit:
+    p = node.plain()
+    name = p["name"]
+    enum_name = p.get("enum") or "".join(w.capitalize() for w in name.split("_"))
+    ltype = LimitType.parse(p["type"], enum_name, p.get("values") or ())
+    return Limit(name=name, type=ltype, field=p["field"], default=p["default"],
+                 description=p["description"], since=_version(node, "since"),
+                 minimum=p.get("minimum"), maximum=p.get("maximum"), unit=p.get("unit"),
+                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node))
+
+
+def _condition(node: YMap) -> Condition:
+    p = node.plain()
+    reference = p["limit"]
+    profile, _, limit = reference.rpartition(".")
+    operator = next(op for op in CONDITION_OPERATORS if op in p)
+    return Condition(profile, limit, operator, p[operator], node.loc, _locs(node))
+
+
+def _incompatibility(node: YMap) -> Incompatibility:
+    when = node.get("when")
+    conditions = tuple(_condition(c) for c in when.items) if isinstance(when, YSeq) else ()
+    return Incompatibility(_opt_str(node, "profile"), conditions, str(node.get("reason").plain()),
+                           node.loc, _locs(node))
+
+
+def _requirement(node: YMap) -> Requirement:
+    text = _text(node.get("version"))
+    return Requirement(str(node.get("profile").plain()), VersionRange.parse(text), node.loc, _locs(node))
+
+
+def _items(node: YMap, key: str) -> list[YMap]:
+    child = node.get(key)
+    return [item for item in child.items if isinstance(item, YMap)] if isinstance(child, YSeq) else []
+
+
+def _profile(node: YMap) -> Profile:
+    p = node.plain()
+    cap_node = node.get("capability")
+    capability = None
+    if isinstance(cap_node, YMap):
+        c = cap_node.plain()
+        capability = Capability(c["field"], c["number"], c["message"], cap_node.loc, _locs(cap_node))
+    scope = Scope(p["scope"], tuple(p.get("roles") or ()), node.value_loc("scope"))
+    return Profile(
+        name=p["name"],
+        version=_version(node, "version"),
+        mandatory=bool(p.get("mandatory", False)),
+        scope=scope,
+        summary=p["summary"],
+        description=p["description"],
+        history=tuple(_history(h) for h in _items(node, "history")),
+        rpcs=tuple(_rpc(r) for r in _items(node, "rpcs")),
+        messages=tuple(_message(m) for m in _items(node, "messages")),
+        capability=capability,
+        limits=tuple(_limit(lim) for lim in _items(node, "limits")),
+        requires=tuple(_requirement(r) for r in _items(node, "requires")),
+        incompatible_with=tuple(_incompatibility(i) for i in _items(node, "incompatible_with")),
+        deprecated=p.get("deprecated"),
+        loc=node.loc,
+        locs=_locs(node),
+        stability_given=p.get("stability"),
+    )
+
+
+@dataclass
+class Resolved:
+    """The result of load + resolve: a model when the file was usable, and what was found."""
+
+    source: SourceFile
+    registry: Registry | None
+    diagnostics: list[Diagnostic]
+
+
+def _check_version_texts(source: SourceFile) -> list[Diagnostic]:
+    """Versions and ranges the schema judged only by pattern, parsed the way the model will parse
+    them, so that building the model can never fail on them."""
+    diags = []
+
+    def check(node: YNode | None, parse) -> None:
+        if not isinstance(node, YScalar):
+            return
+        try:
+            parse(_text(node))
+        except ValueError as err:
+            diags.append(Diagnostic.at(source.path, node.loc, SCHEMA_RULE, Severity.ERROR, str(err),
+                                       "write versions as MAJOR.MINOR (e.g. \"1.2\") and ranges as '>= 1.0'"))
+
+    root = source.root
+    for profile in _items(root, "profiles") if isinstance(root, YMap) else []:
+        check(profile.get("version"), Version.parse)
+        for entry in _items(profile, "history"):
+            check(entry.get("version"), Version.parse)
+        for key in ("rpcs", "messages", "limits"):
+            for entry in _items(profile, key):
+                check(entry.get("since"), Version.parse)
+        for entry in _items(profile, "requires"):
+            check(entry.get("version"), VersionRange.parse)
+    return diags
+
+
+def _stringify_versions(source: SourceFile) -> dict:
+    """The plain data the schema sees, with unquoted numeric versions read as their source text."""
+
+    def plain(node: YNode, key: str | None) -> Any:
+        if isinstance(node, YMap):
+            return {k: plain(child, k) for k, child in node.entries.items()}
+        if isinstance(node, YSeq):
+            return [plain(child, key) for child in node.items]
+        if key in ("version", "since") and isinstance(node, YScalar) and node.tag.endswith((":float", ":int")):
+            return node.raw
+        return node.value
+
+    return plain(source.root, None)
+
+
+@lru_cache(maxsize=1)
+def _validator_identity() -> str:
+    """Which validator judges: the name, size and mtime of every file of jsonschema and the
+    packages it resolves schemas with, found without importing them (an upgrade changes them)."""
+    identity = []
+    for package in ("jsonschema", "referencing", "jsonschema_specifications"):
+        spec = util.find_spec(package)
+        folder = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
+        try:
+            entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns)
+                             for e in os.scandir(folder) if e.is_file())
+        except OSError:
+            entries = []
+        identity.append([folder, entries])
+    return json.dumps(identity)
+
+
+def _verdict_key(data: dict) -> str:
+    return digest("registry-schema-valid", _validator_identity(), _schema_text(), json.dumps(data))
+
+
+def resolve(source: SourceFile, *, verdicts: BuildCache | None = None) -> Resolved:
+    """Schema-check `source` and build the model. `verdicts` remembers documents the schema
+    accepted (keyed on the document, the schema and the validator), so checking an unchanged
+    registry again skips the validator; a document with problems is always validated afresh."""
+    data = _stringify_versions(source)
+    key = _verdict_key(data) if verdicts is not None else ""
+    accepted = verdicts is not None and verdicts.get(key) is not None
+    diags = [] if accepted else _schema_diagnostics(source, data)
+    if not diags and verdicts is not None and not accepted:
+        verdicts.put(key, {})
+    return _build(source, diags)
+
+
+def _schema_diagnostics(source: SourceFile, data: dict) -> list[Diagnostic]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(registry_schema())
+    diags: list[Diagnostic] = []
+    for error in validator.iter_errors(data):
+        best = jsonschema.exceptions.best_match([error]) if error.context else error
+        node, parent, key = node_at(source.root, best.absolute_path)
+        loc = node.loc if node is not None else Loc(1, 1)
+        if best.validator == "additionalProperties" and isinstance(node, YMap):
+            extra = sorted(set(best.instance) - set(best.schema.get("properties", {})))
+            if extra:
+                loc = node.key_loc(extra[0])
+        diags.append(Diagnostic.at(source.path, loc, SCHEMA_RULE, Severity.ERROR,
+                                   _friendly_message(best), _schema_hint(best)))
+    return diags
+
+
+def _build(source: SourceFile, diags: list[Diagnostic]) -> Resolved:
+    if not diags:
+        diags += _check_version_texts(source)
+    if diags:
+        return Resolved(source, None, diags)
+    root = source.root
+    assert isinstance(root, YMap)
+    header = root.get("registry")
+    assert isinstance(header, YMap)
+    registry = Registry(
+        path=source.path,
+        revision=header.plain()["revision"],
+        package=header.plain()["package"],
+        profiles=tuple(_profile(p) for p in _items(root, "profiles")),
+        schema_revision=header.plain().get("schema_revision"),
+        loc=root.loc,
+        locs={**_locs(header), "registry": root.key_loc("registry"), "profiles": root.key_loc("profiles")},
+    )
+    return Resolved(source, registry, [])

@@ -1,0 +1,278 @@
+"""Numbered requirements of the normative spec (`spec/*.md`), as data.
+
+A requirement is a paragraph or a list item whose first words are `**REQ-<AREA>-<NNN>** *(tag)*`:
+
+    **REQ-LOAD-004** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`, ...
+
+The tag says how the requirement is checked: `wire` (over gRPC by the conformance runner),
+`registry` (by `oespec check` / `oespec breaking`) or `client` (behaviour of a client). Tests,
+checks and the conformance runner cite requirements by id, so the loader is strict: a marker that
+looks like a requirement but is malformed, an unknown tag and an id defined twice are all errors
+with a file and line, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.rules import RuleCatalogue, RuleSpec
+
+TAGS = ("wire", "registry", "client")
+
+# Rule ids of the findings this module reports.
+MALFORMED_ID = "SPEC001"
+UNKNOWN_TAG = "SPEC002"
+DUPLICATE_ID = "SPEC003"
+MISSING_TAG = "SPEC004"
+UNKNOWN_REFERENCE = "SPEC005"
+SPEC_RULES = RuleCatalogue("spec", (
+    RuleSpec(MALFORMED_ID, "requirement-id", "spec", "requirements",
+             "a requirement marker is a well-formed id such as REQ-LOAD-004", Severity.ERROR),
+    RuleSpec(UNKNOWN_TAG, "requirement-tag", "spec", "requirements",
+             f"a requirement's tag is one of {', '.join(TAGS)}", Severity.ERROR),
+    RuleSpec(DUPLICATE_ID, "requirement-unique", "spec", "requirements",
+             "each requirement id is defined once across spec/", Severity.ERROR),
+    RuleSpec(MISSING_TAG, "requirement-tagged", "spec", "requirements",
+             "every requirement carries its tag in parentheses after the id", Severity.ERROR),
+    RuleSpec(UNKNOWN_REFERENCE, "requirement-reference", "spec", "references",
+             "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
+))
+
+ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
+_ID_RE = re.compile(rf"^{ID_PATTERN}$")
+# Any token that is meant to be a requirement id, well-formed or not: used to find references.
+_REFERENCE_RE = re.compile(rf"\b{ID_PATTERN}\b")
+# A list marker (`- `, `* `, `+ `, `1. `) in front of a paragraph's first word.
+_LIST_MARKER_RE = re.compile(r"^(?P<indent>\s*)(?P<marker>[-*+]|[0-9]+[.)])\s+")
+# The start of a requirement: bold marker, then the italic tag in parentheses.
+_MARKER_RE = re.compile(r"^\*\*(?P<id>[^*]*)\*\*(?P<rest>.*)$")
+_TAG_RE = re.compile(r"^\s*\*\((?P<tag>[^)]*)\)\*(?P<text>.*)$")
+# What a requirement marker looks like to a careless writer: `**REQ-...`, `**req_...`, `**REQ ...`.
+# (`**REQUIRED**` and other bold words are not candidates.)
+_CANDIDATE_RE = re.compile(r"^\*\*\s*req[-_ ]", re.IGNORECASE)
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s")
+_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_EMPHASIS_RE = re.compile(r"\*+")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One numbered requirement. `text` is its sentence(s) without the id and tag markup."""
+
+    id: str
+    tag: str
+    text: str
+    file: str
+    line: int
+
+    @property
+    def area(self) -> str:
+        """`REQ-LOAD-003` -> `LOAD`."""
+        return self.id.split("-")[1]
+
+    @property
+    def number(self) -> int:
+        return int(self.id.rsplit("-", 1)[1])
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class SpecError(Exception):
+    """The spec has malformed, mis-tagged or duplicate requirements; `diagnostics` lists them all."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("\n".join(_one_line(d) for d in self.diagnostics))
+
+
+def _one_line(d: Diagnostic) -> str:
+    where = f"{d.path}:{d.line}" if d.line else d.path
+    text = f"{where}: {d.rule_id}: {d.message}"
+    return f"{text} (hint: {d.hint})" if d.hint else text
+
+
+def spec_files(spec_dir: str | Path = "spec") -> list[Path]:
+    """The markdown files of the spec, in a stable order."""
+    root = Path(spec_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no spec directory")
+    return sorted(p for p in root.rglob("*.md") if p.is_file())
+
+
+def scan_requirements(spec_dir: str | Path = "spec") -> tuple[list[Requirement], list[Diagnostic]]:
+    """Every well-formed requirement of the spec, and a finding for every problem.
+
+    Unlike `load_requirements` this never raises for content problems, so a checker can report
+    them all at once.
+    """
+    requirements: list[Requirement] = []
+    diagnostics: list[Diagnostic] = []
+    for path in spec_files(spec_dir):
+        found, problems = parse_markdown(path.read_text(encoding="utf-8"), path.as_posix())
+        requirements.extend(found)
+        diagnostics.extend(problems)
+
+    first: dict[str, Requirement] = {}
+    unique: list[Requirement] = []
+    for req in requirements:
+        if req.id in first:
+            earlier = first[req.id]
+            diagnostics.append(Diagnostic.at(
+                req.file, Loc(req.line, 1), DUPLICATE_ID, Severity.ERROR,
+                f"{req.id} is already defined at {earlier.location}",
+                "give this requirement the next free number of its area",
+                first=earlier.location))
+            continue
+        first[req.id] = req
+        unique.append(req)
+    diagnostics.sort(key=Diagnostic.sort_key)
+    return unique, diagnostics
+
+
+def load_requirements(spec_dir: str | Path = "spec") -> list[Requirement]:
+    """The spec's requirements in file and line order; raises `SpecError` on any problem."""
+    requirements, diagnostics = scan_requirements(spec_dir)
+    if diagnostics:
+        raise SpecError(diagnostics)
+    return requirements
+
+
+def requirements_by_id(requirements: Iterable[Requirement] | None = None, *,
+                       spec_dir: str | Path = "spec") -> dict[str, Requirement]:
+    """Id -> requirement, loading the spec when no requirements are given."""
+    reqs = load_requirements(spec_dir) if requirements is None else requirements
+    return {r.id: r for r in reqs}
+
+
+def referenced_ids(text: str) -> list[str]:
+    """Requirement ids mentioned in `text`, in first-seen order, without repeats."""
+    seen: dict[str, None] = {}
+    for match in _REFERENCE_RE.finditer(text):
+        seen.setdefault(match.group(0), None)
+    return list(seen)
+
+
+def unknown_references(text_or_ids: str | Iterable[str],
+                       requirements: Iterable[Requirement] | dict[str, Requirement]) -> list[str]:
+    """The ids cited in a text (or given as a list) that no requirement defines, sorted.
+
+    Tests, checks and conformance cases cite requirement ids; this keeps a citation from
+    outliving the requirement it names.
+    """
+    ids = referenced_ids(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
+    known = set(requirements) if isinstance(requirements, dict) else {r.id for r in requirements}
+    return sorted({i for i in ids if i not in known})
+
+
+def parse_markdown(text: str, file: str) -> tuple[list[Requirement], list[Diagnostic]]:
+    """Requirements and problems of one markdown document. `file` is used in locations."""
+    lines = text.splitlines()
+    found: list[Requirement] = []
+    problems: list[Diagnostic] = []
+    in_fence = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _FENCE_RE.match(line):
+            in_fence = not in_fence
+            i += 1
+            continue
+        if in_fence or not _starts_block(lines, i):
+            i += 1
+            continue
+        body, column = _strip_list_marker(line)
+        if not _CANDIDATE_RE.match(body):
+            i += 1
+            continue
+        end = _block_end(lines, i)
+        block = [body] + [ln.strip() for ln in lines[i + 1:end]]
+        req, problem = _parse_block(" ".join(block), file, i + 1, column)
+        if req:
+            found.append(req)
+        if problem:
+            problems.append(problem)
+        i = end
+    return found, problems
+
+
+def _starts_block(lines: list[str], i: int) -> bool:
+    """Is line i the first line of a paragraph or of a list item?"""
+    line = lines[i]
+    if not line.strip():
+        return False
+    if _LIST_MARKER_RE.match(line):
+        return True
+    return i == 0 or not lines[i - 1].strip() or _HEADING_RE.match(lines[i - 1]) is not None
+
+
+def _strip_list_marker(line: str) -> tuple[str, int]:
+    match = _LIST_MARKER_RE.match(line)
+    if match:
+        return line[match.end():].rstrip(), match.end() + 1
+    stripped = line.lstrip()
+    return stripped.rstrip(), len(line) - len(stripped) + 1
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """The index after the last line of the paragraph or list item starting at `start`."""
+    j = start + 1
+    while j < len(lines):
+        line = lines[j]
+        if (not line.strip() or _LIST_MARKER_RE.match(line) or _HEADING_RE.match(line)
+                or _FENCE_RE.match(line)):
+            break
+        j += 1
+    return j
+
+
+def _parse_block(block: str, file: str, line: int, column: int
+                 ) -> tuple[Requirement | None, Diagnostic | None]:
+    loc = Loc(line, column)
+    marker = _MARKER_RE.match(block)
+    if not marker or not _ID_RE.match(marker.group("id")):
+        shown = marker.group("id") if marker else block.split()[0]
+        return None, Diagnostic.at(
+            file, loc, MALFORMED_ID, Severity.ERROR,
+            f"malformed requirement id {shown!r}",
+            "write the id in bold as **REQ-<AREA>-<NNN>**: an upper-case area and three digits")
+    req_id = marker.group("id")
+    if req_id.endswith("-000"):
+        return None, Diagnostic.at(
+            file, loc, MALFORMED_ID, Severity.ERROR,
+            f"malformed requirement id {req_id!r}: numbers start at 001",
+            "give this requirement the next free number of its area")
+    tagged = _TAG_RE.match(marker.group("rest"))
+    if not tagged:
+        return None, Diagnostic.at(
+            file, loc, MISSING_TAG, Severity.ERROR,
+            f"{req_id} has no tag",
+            f"follow the id with one of {', '.join(f'*({t})*' for t in TAGS)}")
+    tag = tagged.group("tag").strip()
+    if tag not in TAGS:
+        return None, Diagnostic.at(
+            file, loc, UNKNOWN_TAG, Severity.ERROR,
+            f"{req_id} has unknown tag {tag!r}",
+            f"use one of: {', '.join(TAGS)}")
+    text = _plain(tagged.group("text"))
+    if not text:
+        return None, Diagnostic.at(
+            file, loc, MALFORMED_ID, Severity.ERROR,
+            f"{req_id} has no text", "state the requirement after the tag")
+    return Requirement(req_id, tag, text, file, line), None
+
+
+def _plain(text: str) -> str:
+    """The words of a requirement: links reduced to their text, bold and italic markers dropped,
+    whitespace collapsed. `code` spans are kept as written (they name fields and RPCs)."""
+    parts = _LINK_RE.sub(r"\1", text).split("`")
+    # Even-numbered parts are outside code spans.
+    for i in range(0, len(parts), 2):
+        parts[i] = _EMPHASIS_RE.sub("", parts[i])
+    return " ".join("`".join(parts).split())

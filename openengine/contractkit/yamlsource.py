@@ -1,0 +1,435 @@
+"""The located loader: read a YAML (or JSON) file into a tree of located nodes.
+
+The registry (`profiles.yaml`), the reference engine's configuration and the conformance
+runner's expected-failures file are all read with it, so every input file gets the same
+file:line:column errors.
+
+Every mapping, sequence and scalar keeps its 1-based line and column, so each later stage can point
+at the exact key or value it is unhappy with. Duplicate keys are collected here (YAML parsers
+usually keep the last one silently), and anything the parser rejects becomes a `SourceError` with a
+location: this stage never lets another exception escape.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Union
+
+from openengine.contractkit.locations import Loc
+
+MAX_DEPTH = 64
+# Aliases let a few lines expand into an exponential tree ("billion laughs"); a real registry is a
+# few thousand nodes, so anything far beyond this is refused rather than expanded.
+MAX_NODES = 200_000
+
+
+class SourceError(Exception):
+    """The file cannot be used at all: missing, unreadable, or not YAML. Exit status 2."""
+
+    def __init__(self, path: str, loc: Loc, message: str, hint: str = ""):
+        super().__init__(f"{path}:{loc}: {message}" if loc.line else f"{path}: {message}")
+        self.path = path
+        self.loc = loc
+        self.message = message
+        self.hint = hint
+
+
+@dataclass
+class YScalar:
+    value: Any            # str, int, float, bool or None, resolved as YAML 1.2 does
+    raw: str              # the source text, so `version: 1.10` can be read as "1.10", not 1.1
+    loc: Loc
+    tag: str = ""
+
+    def plain(self) -> Any:
+        return self.value
+
+
+@dataclass
+class YSeq:
+    items: list["YNode"]
+    loc: Loc
+
+    def plain(self) -> list:
+        return [item.plain() for item in self.items]
+
+
+@dataclass
+class YMap:
+    entries: dict[str, "YNode"]
+    key_locs: dict[str, Loc]
+    loc: Loc
+    # Keys seen more than once: (key, location of the repeat, location of the first).
+    duplicates: list[tuple[str, Loc, Loc]] = field(default_factory=list)
+
+    def plain(self) -> dict:
+        return {key: node.plain() for key, node in self.entries.items()}
+
+    def get(self, key: str) -> "YNode | None":
+        return self.entries.get(key)
+
+    def key_loc(self, key: str) -> Loc:
+        return self.key_locs.get(key, self.loc)
+
+    def value_loc(self, key: str) -> Loc:
+        node = self.entries.get(key)
+        return node.loc if node is not None else self.loc
+
+
+YNode = Union[YScalar, YSeq, YMap]
+
+
+@dataclass
+class SourceFile:
+    path: str
+    text: str
+    root: YNode
+
+    def walk_duplicates(self) -> Iterator[tuple[str, Loc, Loc]]:
+        yield from _walk_duplicates(self.root)
+
+
+def _walk_duplicates(node: YNode) -> Iterator[tuple[str, Loc, Loc]]:
+    if isinstance(node, YMap):
+        yield from node.duplicates
+        for child in node.entries.values():
+            yield from _walk_duplicates(child)
+    elif isinstance(node, YSeq):
+        for child in node.items:
+            yield from _walk_duplicates(child)
+
+
+def _loc(node) -> Loc:
+    mark = node.start_mark
+    return Loc(mark.line + 1, mark.column + 1)
+
+
+_SPECIAL_FLOATS = {".inf": float("inf"), ".nan": float("nan")}
+_BOOL_TRUE = {"true", "True", "TRUE"}
+_BOOL_FALSE = {"false", "False", "FALSE"}
+
+
+def _scalar_value(node) -> Any:
+    return scalar_value(node.tag or "", node.value)
+
+
+def scalar_value(tag: str, text: str) -> Any:
+    """The value of a scalar resolved to `tag`, as YAML 1.2 reads it (the text when it does not
+    parse as its tag says)."""
+    if tag.endswith(":null"):
+        return None
+    if tag.endswith(":bool"):
+        if text in _BOOL_TRUE:
+            return True
+        if text in _BOOL_FALSE:
+            return False
+        return text
+    if tag.endswith(":int"):
+        try:
+            cleaned = text.replace("_", "")
+            if cleaned.lower().startswith(("0x", "-0x", "+0x")):
+                return int(cleaned, 16)
+            if cleaned.lower().startswith(("0o", "-0o", "+0o")):
+                return int(cleaned, 8)
+            return int(cleaned)
+        except ValueError:
+            return text
+    if tag.endswith(":float"):
+        special = _SPECIAL_FLOATS.get(text.lstrip("+-").lower())
+        if special is not None:
+            return -special if text.startswith("-") else special
+        try:
+            return float(text.replace("_", ""))
+        except ValueError:
+            return text
+    return text
+
+
+class _Budget:
+    def __init__(self, limit: int):
+        self.left = limit
+
+
+def _convert(node, depth: int, path: str, budget: _Budget) -> YNode:
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    budget.left -= 1
+    if budget.left < 0:
+        raise SourceError(path, _loc(node), f"the document expands to more than {MAX_NODES} nodes",
+                          "write the values out instead of nesting aliases")
+    if depth > MAX_DEPTH:
+        raise SourceError(path, _loc(node), f"nesting deeper than {MAX_DEPTH} levels",
+                          "flatten the document; the registry never needs this depth")
+    if isinstance(node, ScalarNode):
+        return YScalar(_scalar_value(node), node.value, _loc(node), node.tag or "")
+    if isinstance(node, SequenceNode):
+        return YSeq([_convert(item, depth + 1, path, budget) for item in node.value], _loc(node))
+    if isinstance(node, MappingNode):
+        entries: dict[str, YNode] = {}
+        key_locs: dict[str, Loc] = {}
+        duplicates: list[tuple[str, Loc, Loc]] = []
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise SourceError(path, _loc(key_node), "mapping keys must be plain scalars",
+                                  "write the key as a simple word such as `name:`")
+            key = str(key_node.value)
+            if key == "<<":
+                raise SourceError(path, _loc(key_node), "YAML merge keys (`<<`) are not supported",
+                                  "write the merged keys out in full")
+            if key in entries:
+                duplicates.append((key, _loc(key_node), key_locs[key]))
+                continue
+            entries[key] = _convert(value_node, depth + 1, path, budget)
+            key_locs[key] = _loc(key_node)
+        return YMap(entries, key_locs, _loc(node), duplicates)
+    raise SourceError(path, _loc(node), f"unsupported YAML node {type(node).__name__}")
+
+
+def _position(text: str, offset: int) -> Loc:
+    line = text.count("\n", 0, offset) + 1
+    return Loc(line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
+
+
+def _allowed(ch: str) -> bool:
+    """YAML's printable set: tab, line breaks and printable Unicode; no other control character."""
+    code = ord(ch)
+    return (ch in "\t\n\r" or 0x20 <= code <= 0x7E or code == 0x85 or 0xA0 <= code <= 0xD7FF
+            or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF)
+
+
+# Anything outside YAML's printable set (a BOM is allowed first, and is checked one by one).
+_NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _check_characters(text: str, path: str) -> None:
+    if _NOT_PRINTABLE.search(text) is None:   # the usual case, without a Python loop per character
+        return
+    for offset, ch in enumerate(text):
+        if not _allowed(ch) and not (ch == "\ufeff" and offset == 0):
+            what = "a NUL byte (U+0000)" if ch == "\x00" else f"the control character U+{ord(ch):04X}"
+            raise SourceError(path, _position(text, offset), f"{what}: YAML does not allow it in a document",
+                              "delete it (an editor may show it as a blank or a box); only tabs and line "
+                              "breaks may appear among the control characters")
+
+
+def _check_flow_depth(text: str, path: str) -> None:
+    """Flow collections (`[...]`, `{...}`) nested past MAX_DEPTH, found before the parser recurses
+    into them, and reported at the bracket that goes too deep."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:   # too few brackets to nest that deep
+        return
+    depth, quote, offset = 0, "", 0
+    while offset < len(text):
+        ch = text[offset]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch == "#" and (offset == 0 or text[offset - 1] in " \t\n"):
+            end = text.find("\n", offset)
+            offset = len(text) if end < 0 else end
+            continue
+        elif depth and ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SourceError(path, _position(text, offset),
+                                  f"nesting deeper than {MAX_DEPTH} levels of flow collections",
+                                  "flatten the value; the registry never needs this depth (is a bracket unclosed?)")
+        elif ch in "]}" and depth:
+            depth -= 1
+        offset += 1
+
+
+def _compose(text: str) -> list:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
+    yaml.allow_duplicate_keys = True
+    return list(yaml.compose_all(io.StringIO(text)))
+
+
+def _unterminated_quote(text: str, failed_line: int) -> Loc | None:
+    """The opening quote of a quoted scalar, before `failed_line`, that does not close on its own
+    line and is the cause of the failure: closing it there lets the parser get past `failed_line`.
+    (A quoted scalar may legally span lines, so an open quote alone proves nothing.)"""
+    lines = text.split("\n")
+    candidate = None
+    for number, line in enumerate(lines[: max(failed_line - 1, 0)], 1):
+        for match in re.finditer(r"""(?:^\s*-\s+|:\s+|^\s*)(["'])""", line):
+            quote, rest = match.group(1), line[match.end():]
+            closed = (rest.replace('\\"', "").count('"') % 2 == 1) if quote == '"' else \
+                (rest.replace("''", "").count("'") % 2 == 1)
+            candidate = None if closed else (number, match.end(), quote)
+            break
+    if candidate is None:
+        return None
+    number, column, quote = candidate
+    repaired = lines[: number - 1] + [lines[number - 1] + quote] + lines[number:]
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    try:
+        _compose("\n".join(repaired))
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        if mark is None or mark.line + 1 <= failed_line:
+            return None
+    except (YAMLError, ValueError, TypeError, AttributeError, IndexError, KeyError, UnicodeError, RecursionError):
+        return None
+    return Loc(number, column)
+
+
+def parse_text(text: str, path: str = "<string>") -> SourceFile:
+    """Parse YAML text into located nodes, or raise `SourceError` (and nothing else).
+
+    Lexical problems are located where they are, not where the parser gives up: a forbidden
+    character at its own position, runaway flow nesting at the bracket that goes too deep, and a
+    quoted string that never closes at its opening quote."""
+    _check_characters(text, path)
+    _check_flow_depth(text, path)
+    root = _compose_fast(text)
+    if root is not None:
+        return SourceFile(path, text, root)
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    try:
+        nodes = _compose(text)
+    except MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        loc = Loc(mark.line + 1, mark.column + 1) if mark is not None else Loc(1, 1)
+        problem = err.problem or err.context or "invalid YAML"
+        if "quoted scalar" in str(err.context or "") and err.context_mark is not None:
+            opened = Loc(err.context_mark.line + 1, err.context_mark.column + 1)
+        else:
+            opened = _unterminated_quote(text, loc.line)
+        if opened is not None and opened.line < loc.line:
+            raise SourceError(path, opened, f"YAML syntax error: the quoted string that opens here is not closed on its line; the "
+                              f"YAML parser then failed at line {loc.line}: {problem}",
+                              "close the quote on the same line (or remove it)") from None
+        raise SourceError(path, loc, f"YAML syntax error: {problem}",
+                          "fix the YAML syntax at this position") from None
+    except (YAMLError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            UnicodeError, RecursionError) as err:
+        raise SourceError(path, Loc(1, 1), f"YAML could not be read: {err}",
+                          "check the file is valid UTF-8 YAML") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise SourceError(path, Loc(1, 1), "the file is empty", "start from the documented layout")
+    if len(nodes) > 1:
+        raise SourceError(path, _loc(nodes[1]), "the file holds more than one YAML document",
+                          "remove the `---` separator and keep a single document")
+    try:
+        root = _convert(nodes[0], 0, path, _Budget(MAX_NODES))
+    except RecursionError:
+        raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
+                          "write the values out instead of using aliases") from None
+    return SourceFile(path, text, root)
+
+
+# Line breaks YAML 1.1 and 1.2 disagree on, a BOM, and tabs: documents holding one go to the full
+# parser, so that the fast path never has to match its reading of them.
+_FULL_PARSER_ONLY = re.compile("[\r\x85\u2028\u2029\ufeff\t]")
+
+
+def _compose_fast(text: str) -> YNode | None:
+    """The tree libyaml composes when the document is plain enough (see `openengine.contractkit.yamlfast`)."""
+    if _FULL_PARSER_ONLY.search(text):
+        return None
+    from openengine.contractkit.yamlfast import compose
+
+    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value)
+
+
+def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:
+    """Read and parse a file; a missing or undecodable file is a `SourceError`."""
+    shown = display_path or str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SourceError(shown, Loc(), "no such file",
+                          "pass the path of a registry file, e.g. profiles.yaml") from None
+    except IsADirectoryError:
+        raise SourceError(shown, Loc(), "is a directory, not a file", "pass the registry file itself") from None
+    except OSError as err:
+        raise SourceError(shown, Loc(), f"cannot be read: {err.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise SourceError(shown, Loc(line, column), "the file is not valid UTF-8",
+                          "save the file as UTF-8") from None
+    return parse_text(text, shown)
+
+
+# -- schema errors at their place --------------------------------------------------------------
+
+def node_at(root: YNode, path) -> tuple[YNode | None, YMap | None, str | None]:
+    """Follow a JSON path into the located tree: (node, parent mapping, key in parent)."""
+    node: YNode | None = root
+    parent, key = None, None
+    for step in path:
+        if isinstance(node, YMap) and isinstance(step, str):
+            parent, key = node, step
+            node = node.entries.get(step)
+        elif isinstance(node, YSeq) and isinstance(step, int) and 0 <= step < len(node.items):
+            parent, key = None, None
+            node = node.items[step]
+        else:
+            break
+    return node, parent, key
+
+
+def describe_path(path) -> str:
+    """`models[0].limits` for a JSON path; `(document)` for the root."""
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+    return out or "(document)"
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    loc: Loc
+    message: str
+    hint: str
+
+
+def schema_problems(source: SourceFile, schema: dict, schema_name: str) -> list[SchemaProblem]:
+    """Every way `source` breaks the JSON Schema `schema`, each at the key or value concerned, with
+    a hint; an unknown key names the known keys closest to it (a typo's likely fix)."""
+    import difflib
+
+    import jsonschema
+
+    problems = []
+    validator = jsonschema.Draft202012Validator(schema)
+    for error in validator.iter_errors(source.root.plain()):
+        best = error
+        while best.context:   # a oneOf / anyOf: descend to the alternative that came closest
+            best = max(best.context, key=lambda e: (len(e.absolute_path), e.validator not in ("type", "oneOf")))
+        node, _parent, _key = node_at(source.root, best.absolute_path)
+        loc = node.loc if node is not None else Loc(1, 1)
+        where = describe_path(best.absolute_path)
+        if best.validator == "additionalProperties" and isinstance(node, YMap):
+            known = sorted(best.schema.get("properties", {}))
+            extra = sorted(set(best.instance) - set(known))
+            for key in extra:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = (f"did you mean {close[0]!r}? " if close else "") + f"known keys: {', '.join(known)}"
+                problems.append(SchemaProblem(node.key_loc(key), f"{where}: unknown key {key!r}", hint))
+            continue
+        if best.validator == "enum":
+            hint = "use one of: " + ", ".join(str(v) for v in best.validator_value)
+        elif best.validator == "type":
+            hint = f"write a value of type {best.validator_value}"
+        elif best.validator == "required":
+            hint = f"add the missing key; see {schema_name}"
+        elif best.validator == "not":
+            hint = f"see {schema_name}: these settings exclude each other"
+        else:
+            hint = f"see {schema_name}"
+        problems.append(SchemaProblem(loc, f"{where}: {best.message}", hint))
+    return sorted(problems, key=lambda p: (p.loc.line, p.loc.column))
