@@ -8,8 +8,8 @@ from pathlib import Path
 
 from oespec.check import catalogue, run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
-from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 from oespec.buildcache import for_checkout
+from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "check the profile registry (schema and semantic rules)"
 
@@ -35,19 +35,18 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
         return 0
     proto_root = Path(args.proto_root)
-    # In the repository's own layout (proto/ beside the registry) the checkout's build/ folder
-    # keeps the compiled protos and the schema's verdict on an unchanged registry.
+    # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
+    # compiled protos.
     beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
-    checkout = proto_root.resolve().parent
     try:
-        resolved = load_registry(args.registry, verdicts=for_checkout(checkout, "schema") if beside else None)
+        resolved = load_registry(args.registry)
     except SourceError as err:
         return emit_unusable(args, err)
     contract, compile_errors = None, []
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from oespec.check.contract import load_contract
 
-        cache = for_checkout(checkout, "protoc") if beside else None
+        cache = for_checkout(proto_root.resolve().parent, args.registry) if beside else None
         loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded

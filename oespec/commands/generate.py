@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import marshal
 import os
 import subprocess
 import sys
@@ -11,10 +12,9 @@ from pathlib import Path
 from oespec.check import run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
 from oespec.diagnostics import Diagnostic, Severity
-from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
-from oespec.generate.plancache import PlanCache, cached_plan
+from oespec.buildcache import BuildCache, for_checkout
+from oespec.generate import GENERATORS, GenerationError, Output, orphan_files, stale_outputs, write_outputs
 from oespec.pipeline import plan
-from oespec.buildcache import for_checkout
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, schemas and docs from the registry"
@@ -51,23 +51,36 @@ def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnost
                        hint)]
 
 
+def _kept_plan(cache: BuildCache | None, name: str) -> list[Output] | None:
+    data = cache.get(name) if cache is not None else None
+    return None if data is None else [Output(*fields) for fields in marshal.loads(data)]
+
+
+def _keep_plan(cache: BuildCache | None, name: str, outputs: list[Output]) -> None:
+    if cache is not None:
+        cache.put(name, marshal.dumps([(o.path, o.content, o.committed) for o in outputs]))
+
+
 def run(args: argparse.Namespace) -> int:
-    try:
-        resolved = load_registry(args.registry, verdicts=for_checkout(args.root, "schema"))
-    except SourceError as err:
-        return emit_unusable(args, err)
-    diags = run_rules(resolved)
-    if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
-        sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
-        return emit(args, diags) or 1
     root = Path(args.root)
-    protoc_cache, plan_store = for_checkout(root, "protoc"), for_checkout(root, "plan")
-    plans = PlanCache(plan_store, root, Path(args.registry), args.only or []) if plan_store else None
-    try:
-        outputs = cached_plan(plans, lambda: plan(resolved.registry, root, only=args.only,
-                                                  protoc_cache=protoc_cache))
-    except GenerationError as err:
-        return emit(args, generation_diagnostics(err, args.registry))
+    cache = for_checkout(root, args.registry) if Path(args.registry).is_file() else None
+    # A plan is kept only for a registry without errors: a hit needs neither the rules nor planning.
+    plan_name = "plan-" + "-".join(sorted(args.only or ["all"]))
+    outputs = _kept_plan(cache, plan_name)
+    if outputs is None:
+        try:
+            resolved = load_registry(args.registry)
+        except SourceError as err:
+            return emit_unusable(args, err)
+        diags = run_rules(resolved)
+        if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
+            sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
+            return emit(args, diags) or 1
+        try:
+            outputs = plan(resolved.registry, root, only=args.only)
+        except GenerationError as err:
+            return emit(args, generation_diagnostics(err, args.registry))
+        _keep_plan(cache, plan_name, outputs)
     orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
     if args.check:
         stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]

@@ -375,41 +375,49 @@ class SchemaProblem:
     loc: Loc
     message: str
     hint: str
+    path: tuple = ()       # the JSON path of the value concerned
+    keyword: str = ""      # the schema keyword it breaks (`enum`, `pattern`, ...)
 
 
-def schema_problems(source: SourceFile, schema: dict, schema_name: str) -> list[SchemaProblem]:
+def schema_problems(source: SourceFile, schema: dict, schema_name: str, *,
+                    instance: Any = None) -> list[SchemaProblem]:
     """Every way `source` breaks the JSON Schema `schema`, each at the key or value concerned, with
-    a hint; an unknown key names the known keys closest to it (a typo's likely fix)."""
+    a hint; an unknown key names the known keys closest to it (a typo's likely fix). `instance` is
+    the data judged when it is not the tree's plain values (the same shape, other scalars)."""
     import difflib
 
     import jsonschema
 
     problems = []
     validator = jsonschema.Draft202012Validator(schema)
-    for error in validator.iter_errors(source.root.plain()):
-        best = error
-        while best.context:   # a oneOf / anyOf: descend to the alternative that came closest
+    data = source.root.plain() if instance is None else instance
+    for error in validator.iter_errors(data):
+        best = jsonschema.exceptions.best_match([error])
+        while best.context:   # alternatives that tie: descend to the one that came closest
             best = max(best.context, key=lambda e: (len(e.absolute_path), e.validator not in ("type", "oneOf")))
-        node, _parent, _key = node_at(source.root, best.absolute_path)
+        path = tuple(best.absolute_path)
+        node, _parent, _key = node_at(source.root, path)
         loc = node.loc if node is not None else Loc(1, 1)
-        where = describe_path(best.absolute_path)
+        where = describe_path(path)
         if best.validator == "additionalProperties" and isinstance(node, YMap):
             known = sorted(best.schema.get("properties", {}))
-            extra = sorted(set(best.instance) - set(known))
-            for key in extra:
+            for key in sorted(set(best.instance) - set(known)):
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = (f"did you mean {close[0]!r}? " if close else "") + f"known keys: {', '.join(known)}"
-                problems.append(SchemaProblem(node.key_loc(key), f"{where}: unknown key {key!r}", hint))
+                problems.append(SchemaProblem(node.key_loc(key), f"{where}: unknown key {key!r}", hint,
+                                              (*path, key), "additionalProperties"))
             continue
         if best.validator == "enum":
             hint = "use one of: " + ", ".join(str(v) for v in best.validator_value)
         elif best.validator == "type":
             hint = f"write a value of type {best.validator_value}"
+        elif best.validator == "pattern":
+            hint = f"the value must match {best.validator_value}"
         elif best.validator == "required":
             hint = f"add the missing key; see {schema_name}"
         elif best.validator == "not":
             hint = f"see {schema_name}: these settings exclude each other"
         else:
             hint = f"see {schema_name}"
-        problems.append(SchemaProblem(loc, f"{where}: {best.message}", hint))
+        problems.append(SchemaProblem(loc, f"{where}: {best.message}", hint, path, str(best.validator)))
     return sorted(problems, key=lambda p: (p.loc.line, p.loc.column))
