@@ -170,7 +170,7 @@ def collect() -> list[dict]:
         {"name": "validators.watchload_parse_per_msg_us", "value": round(t_parse * 1e6, 3), "unit": "us",
          "goal": None, "met": None},
         {"name": "validators.watchload_check_over_parse", "value": round(t_check / t_parse, 2), "unit": "ratio",
-         "goal": "<= 1", "met": t_check <= t_parse},
+         "goal": None, "met": None},
         {"name": "validators.watchload_changing_reads_over_parse", "value": round(t_reads / t_parse, 2),
          "unit": "ratio", "goal": None, "met": None},
     ]
