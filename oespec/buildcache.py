@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import shutil
 import sys
 import tempfile
@@ -35,7 +36,7 @@ def inputs_digest(root: Path, registry: Path) -> str:
     # The toolkit that runs, and the checkout's own copy when it is another (generation reads the
     # runtime's input schemas from the checkout).
     homes = sorted({Path(__file__).resolve().parents[1], root.resolve()})
-    files = [(registry.name, registry)]
+    files = [(str(registry), registry)]   # as given: it is the path findings show
     files += [(p.relative_to(root).as_posix(), p) for name in INPUT_FOLDERS for p in _files(root / name)]
     for home in homes:
         for package in TOOLKIT_PACKAGES:
@@ -50,7 +51,8 @@ def inputs_digest(root: Path, registry: Path) -> str:
 
 
 class BuildCache:
-    """The entries (named byte strings) computed from one set of inputs."""
+    """The entries (named byte strings, or Python values pickled) computed from one set of inputs.
+    The folder is the checkout's own, trusted as its bytecode caches are."""
 
     def __init__(self, root: Path, registry: Path):
         self.base = Path(root) / "build" / "oespec-cache"
@@ -75,6 +77,18 @@ class BuildCache:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError:   # a read-only checkout, or another run pruning the same folder
             pass
+
+
+    def load(self, name: str):
+        """The value `keep` saved under `name`, or None (never kept, or unreadable)."""
+        data = self.get(name)
+        try:
+            return None if data is None else pickle.loads(data)
+        except Exception:   # noqa: BLE001 - a damaged entry is a miss, whatever it raises
+            return None
+
+    def keep(self, name: str, value) -> None:
+        self.put(name, pickle.dumps(value))
 
 
 def for_checkout(root: Path | str, registry: Path | str) -> BuildCache | None:

@@ -36,17 +36,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     proto_root = Path(args.proto_root)
     # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
-    # compiled protos.
+    # resolved registry and the compiled protos.
     beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
-    try:
-        resolved = load_registry(args.registry)
-    except SourceError as err:
-        return emit_unusable(args, err)
+    cache = for_checkout(proto_root.resolve().parent, args.registry) if beside and Path(args.registry).is_file() else None
+    resolved = cache.load("resolved-registry") if cache is not None else None
+    if resolved is None:
+        try:
+            resolved = load_registry(args.registry)
+        except SourceError as err:
+            return emit_unusable(args, err)
+        if cache is not None:
+            cache.keep("resolved-registry", resolved)
     contract, compile_errors = None, []
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from oespec.check.contract import load_contract
 
-        cache = for_checkout(proto_root.resolve().parent, args.registry) if beside else None
         loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded

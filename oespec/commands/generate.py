@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import marshal
 import os
 import subprocess
 import sys
@@ -12,8 +11,8 @@ from pathlib import Path
 from oespec.check import run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
 from oespec.diagnostics import Diagnostic, Severity
-from oespec.buildcache import BuildCache, for_checkout
-from oespec.generate import GENERATORS, GenerationError, Output, orphan_files, stale_outputs, write_outputs
+from oespec.buildcache import for_checkout
+from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
 from oespec.pipeline import plan
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
@@ -51,22 +50,12 @@ def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnost
                        hint)]
 
 
-def _kept_plan(cache: BuildCache | None, name: str) -> list[Output] | None:
-    data = cache.get(name) if cache is not None else None
-    return None if data is None else [Output(*fields) for fields in marshal.loads(data)]
-
-
-def _keep_plan(cache: BuildCache | None, name: str, outputs: list[Output]) -> None:
-    if cache is not None:
-        cache.put(name, marshal.dumps([(o.path, o.content, o.committed) for o in outputs]))
-
-
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root)
     cache = for_checkout(root, args.registry) if Path(args.registry).is_file() else None
     # A plan is kept only for a registry without errors: a hit needs neither the rules nor planning.
     plan_name = "plan-" + "-".join(sorted(args.only or ["all"]))
-    outputs = _kept_plan(cache, plan_name)
+    outputs = cache.load(plan_name) if cache is not None else None
     if outputs is None:
         try:
             resolved = load_registry(args.registry)
@@ -80,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             outputs = plan(resolved.registry, root, only=args.only)
         except GenerationError as err:
             return emit(args, generation_diagnostics(err, args.registry))
-        _keep_plan(cache, plan_name, outputs)
+        if cache is not None:
+            cache.keep(plan_name, outputs)
     orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
     if args.check:
         stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]

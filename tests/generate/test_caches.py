@@ -164,3 +164,19 @@ def test_a_file_that_appears_where_the_plan_only_looked_is_seen(tree: Path, plan
     code, stale = _generate_check(tree, capsys)
     assert len(plans) == computed + 1
     assert code == 1 and "schemas/engine_config.schema.json" in stale
+
+
+def test_check_reports_the_same_findings_from_the_kept_registry(tree: Path, capsys, monkeypatch):
+    monkeypatch.delenv("OESPEC_NO_CACHE", raising=False)
+    registry = tree / "profiles.yaml"
+    registry.write_text(registry.read_text().replace("scope: engine", "scope: engnie", 1))
+
+    def check() -> list[dict]:
+        capsys.readouterr()
+        run(["check", str(registry), "--proto-root", str(tree / "proto"), "--no-head", "--format", "json"])
+        return json.loads(capsys.readouterr().out)["diagnostics"]
+
+    first = check()
+    assert any(d["rule_id"] == "OE001" for d in first)
+    assert BuildCache(tree, registry).load("resolved-registry") is not None
+    assert check() == first
