@@ -43,7 +43,7 @@ def _registry_problem(source: SourceFile, problem: SchemaProblem) -> Diagnostic:
         else:
             message = f"{where}: {value!r} is not a MAJOR.MINOR version string"
     if problem.keyword == "enum" and problem.path[-1:] == ("unit",):
-        hint += (f"; a quantity none of these describes gets its unit added to $defs/unit in {SCHEMA_FILE}")
+        hint += f"; a quantity none of these describes gets its unit added to $defs/unit in {SCHEMA_FILE}"
     return Diagnostic.at(source.path, problem.loc, SCHEMA_RULE, Severity.ERROR, message, hint)
 
 
