@@ -162,3 +162,27 @@ def test_module_entry_point_matches(tmp_path):
     result = subprocess.run([sys.executable, "-m", "oespec.cli", "check", "--no-contract", str(WARNING_ONLY),
                              "--fail-on", "warning"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 1 and "OE006" in result.stdout
+
+
+def test_without_protos_beside_the_registry_the_check_says_the_proto_checks_did_not_run(tmp_path, capsys):
+    registry = tmp_path / "profiles.yaml"
+    shutil.copy2(ROOT / "profiles.yaml", registry)
+    code = run(["check", str(registry), "--no-head"])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out.strip().endswith("0 findings (0 errors, 0 warnings, 0 infos)")
+    assert f"no {tmp_path.as_posix()}/proto/ beside {registry}" in captured.err
+    assert "did not run" in captured.err and "--proto-root" in captured.err
+    # Given a proto root, the cross-checks run: the checkout's protos agree with its registry.
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(ROOT / "proto")])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.err == ""
+    # ... and a stale proto is found through it.
+    protos = tmp_path / "protos"
+    shutil.copytree(ROOT / "proto", protos)
+    caps = protos / "openengine/v1/capabilities.proto"
+    caps.write_text(caps.read_text().replace("GenerationCapabilities generation = 10", "GenerationCapabilities generation = 9"))
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(protos)])
+    assert code == 1 and "OE105" in capsys.readouterr().out
+    # A proto root that does not exist is unusable input.
+    assert run(["check", str(registry), "--proto-root", str(tmp_path / "missing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
