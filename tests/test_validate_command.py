@@ -96,3 +96,15 @@ def test_odd_json_is_judged_never_a_crash(kind, capsys, tmp_path):
         out = capsys.readouterr().out
         assert code in (0, 1, 2), value
         assert isinstance(json.loads(out)["diagnostics"], list), value
+
+
+def test_an_unknown_enum_value_lists_the_valid_ones(capsys, tmp_path):
+    doc = tmp_path / "caps.json"
+    doc.write_text(json.dumps({"profiles": [{"name": "openengine.core", "major": 1}],
+                               "generation": {"guidedDecodingModes": ["GUIDED_DECODING_MODE_XML"]}}))
+    code, diags = _validate(capsys, str(doc))
+    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV113"]
+    message = diags[0]["message"]
+    assert "GUIDED_DECODING_MODE_XML" in message
+    assert "valid values: GUIDED_DECODING_MODE_JSON_SCHEMA, GUIDED_DECODING_MODE_JSON_OBJECT" in message
+    assert "UNSPECIFIED" not in message

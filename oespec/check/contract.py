@@ -7,6 +7,7 @@ would make the registry lie. These rules compile `proto/` and compare, element b
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -68,9 +69,11 @@ def _qualified(package: str, name: str) -> str:
 def rpc_in_contract(ctx: CheckContext):
     for profile, rpc in ctx.registry.all_rpcs():
         if rpc.name not in ctx.contract.methods:
+            close = difflib.get_close_matches(rpc.name, list(ctx.contract.methods), n=1, cutoff=0.8)
+            hint = (f"did you mean {close[0]}? " if close else "") + \
+                "run `oespec generate` to regenerate the service files, or fix the name"
             yield Finding(rpc.locs.get("name", rpc.loc),
-                          f"{rpc.name} (profile {profile.name}) is not in the compiled protos",
-                          "run `oespec generate` to regenerate the service files, or fix the name")
+                          f"{rpc.name} (profile {profile.name}) is not in the compiled protos", hint)
 
 
 @rule("OE102", "rpc-shape-matches", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,

@@ -186,3 +186,14 @@ def test_without_protos_beside_the_registry_the_check_says_the_proto_checks_did_
     # A proto root that does not exist is unusable input.
     assert run(["check", str(registry), "--proto-root", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_a_misspelled_rpc_gets_a_did_you_mean(tmp_path, capsys):
+    registry = tmp_path / "profiles.yaml"
+    registry.write_text((ROOT / "profiles.yaml").read_text().replace(
+        "name: grpc.health.v1.Health/Watch", "name: grpc.health.v1.Health/Wacth"))
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(ROOT / "proto"), "--format", "json"])
+    diags = json.loads(capsys.readouterr().out)["diagnostics"]
+    misspelled = [d for d in diags if d["rule_id"] == "OE101"]
+    assert code == 1 and len(misspelled) == 1
+    assert misspelled[0]["hint"].startswith("did you mean grpc.health.v1.Health/Watch?")
