@@ -57,20 +57,6 @@ VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
 NAV_FILE = "nav.yml"
 
-# Spec areas (REQ-<AREA>-NNN) that belong to each standard profile. A requirement of another area
-# that names the profile (e.g. `openengine.kv`) applies too.
-PROFILE_AREAS: dict[str, tuple[str, ...]] = {
-    "openengine.core": ("CORE", "CAP", "HEALTH", "REV"),
-    "openengine.load": ("LOAD",),
-    "openengine.kv": ("KV",),
-    "openengine.tasks": ("TASKS",),
-    "openengine.encoder": ("ENC",),
-    "openengine.sessions": ("SESS",),
-    "openengine.adapters": ("ADAPT",),
-    "openengine.runtime-events": ("EVENTS",),
-    "openengine.admin": ("ADMIN",),
-}
-
 STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
                    "bidi": "bidirectional streaming"}
 
@@ -502,7 +488,7 @@ def _type(limit: Limit) -> Md:
 
 
 def requirements_for(site: Site, profile: Profile) -> list[Requirement]:
-    areas = PROFILE_AREAS.get(profile.name) or (re.sub(r"[^A-Z0-9]", "", profile.short_name.upper()),)
+    areas = profile.requirement_areas
     mention = re.compile(rf"(?<![\w.-]){re.escape(profile.name)}(?![\w-]|\.[A-Za-z])")
     return [r for r in site.requirements if r.area in areas or mention.search(r.text)]
 

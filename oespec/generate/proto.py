@@ -109,6 +109,8 @@ def _limit_comment(profile: Profile, limit: Limit) -> str:
     if limit.unit:
         facts.append(f"Unit: {limit.unit}.")
     facts.append(f"Since {profile.name} {limit.since}.")
+    if limit.updatable:
+        facts.append("UpdateConfig may change it while the engine runs.")
     if limit.type.repeated:
         facts.append("An empty list means the default.")
     else:
@@ -127,6 +129,8 @@ def _limit_field(profile: Profile, limit: Limit) -> FieldView:
     if limit.unit:
         opts.append(f"unit: {_quote(limit.unit)}")
     opts.append(f"since: {_quote(str(limit.since))}")
+    if limit.updatable:
+        opts.append("updatable: true")
     options = f"(openengine.v1.limit) = {{{', '.join(opts)}}}"
     if limit.deprecated:
         options = "deprecated = true, " + options
