@@ -17,10 +17,11 @@ from oespec.commands.rules import all_specs
 from oespec.diagnostics import PRINTERS, Diagnostic, Severity
 from openengine.contractkit.diagnostics import Context, render, render_sarif
 from openengine.contractkit.rules import RuleSpec, find_spec
+from tests.fixture_cases import breaking_side, invalid_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
-BAD_REGISTRY = ROOT / "tests" / "data" / "registry" / "invalid" / "canonical-name-undotted" / "profiles.yaml"
+BAD_REGISTRY = invalid_registry("canonical-name-undotted")
 BAD_CAPABILITIES = ROOT / "tests" / "data" / "validate" / "corpus" / "invalid-OEV111-max-logprobs.json"
 FORMATS = ("text", "json", "github", "junit", "sarif")
 
@@ -348,22 +349,19 @@ def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys)
 
 # -- breaking: a registry change and a wire change, compared and printed ---------------------------
 
-BREAKING_DATA = ROOT / "tests" / "data" / "breaking"
-
-
 def _breaking_findings(case: str) -> list[Diagnostic]:
     from oespec.breaking import Context as BreakingContext
     from oespec.breaking import compare
     from oespec.breaking.wire import compare_protos
     from oespec.registry import load_registry
 
-    base, cur = (load_registry(BREAKING_DATA / case / side / "profiles.yaml", display_path="profiles.yaml").registry
+    base, cur = (load_registry(breaking_side(case, side) / "profiles.yaml", display_path="profiles.yaml").registry
                  for side in ("baseline", "current"))
     diags = compare(base, cur, path="profiles.yaml", baseline_path="profiles.yaml", ref="baseline")
-    proto = BREAKING_DATA / case / "baseline" / "proto"
+    proto = breaking_side(case, "baseline") / "proto"
     if proto.is_dir():
         diags += compare_protos(BreakingContext(base, cur, "profiles.yaml", "baseline"),
-                                BREAKING_DATA / case / "current" / "proto", proto, proto_display="proto")
+                                breaking_side(case, "current") / "proto", proto, proto_display="proto")
     return diags
 
 

@@ -113,12 +113,9 @@ _BOOL_FALSE = {"false", "False", "FALSE"}
 
 
 def _scalar_value(node) -> Any:
-    return scalar_value(node.tag or "", node.value)
-
-
-def scalar_value(tag: str, text: str) -> Any:
-    """The value of a scalar resolved to `tag`, as YAML 1.2 reads it (the text when it does not
-    parse as its tag says)."""
+    """The value of a scalar node as YAML 1.2 reads it (the text when it does not parse as its tag
+    says)."""
+    tag, text = node.tag or "", node.value
     if tag.endswith(":null"):
         return None
     if tag.endswith(":bool"):
@@ -289,9 +286,6 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
     quoted string that never closes at its opening quote."""
     _check_characters(text, path)
     _check_flow_depth(text, path)
-    root = _compose_fast(text)
-    if root is not None:
-        return SourceFile(path, text, root)
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
@@ -326,20 +320,6 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
                           "write the values out instead of using aliases") from None
     return SourceFile(path, text, root)
-
-
-# Line breaks YAML 1.1 and 1.2 disagree on, a BOM, and tabs: documents holding one go to the full
-# parser, so that the fast path never has to match its reading of them.
-_FULL_PARSER_ONLY = re.compile("[\r\x85\u2028\u2029\ufeff\t]")
-
-
-def _compose_fast(text: str) -> YNode | None:
-    """The tree libyaml composes when the document is plain enough (see `openengine.contractkit.yamlfast`)."""
-    if _FULL_PARSER_ONLY.search(text):
-        return None
-    from openengine.contractkit.yamlfast import compose
-
-    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value)
 
 
 def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:

@@ -12,13 +12,14 @@ import pytest
 
 from oespec.check import catalogue
 from oespec.cli import run
+from tests.fixture_cases import invalid_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "registry"
 VALID = DATA / "valid" / "minimal" / "profiles.yaml"
-ERRORS = DATA / "invalid" / "duplicate-rpc-across" / "profiles.yaml"      # one error
-WARNING_ONLY = DATA / "invalid" / "summary-one-line" / "profiles.yaml"    # one warning
-SCHEMA_ERROR = DATA / "invalid" / "schema-unknown-key" / "profiles.yaml"
+ERRORS = invalid_registry("duplicate-rpc-across")      # one error
+WARNING_ONLY = invalid_registry("summary-one-line")    # one warning
+SCHEMA_ERROR = invalid_registry("schema-unknown-key")
 OESPEC = ROOT / ".venv" / "bin" / "oespec"
 
 
