@@ -198,3 +198,20 @@ def test_a_misspelled_rpc_gets_a_did_you_mean(tmp_path, capsys):
     misspelled = [d for d in diags if d["rule_id"] == "OE101"]
     assert code == 1 and len(misspelled) == 1
     assert misspelled[0]["hint"].startswith("did you mean grpc.health.v1.Health/Watch?")
+
+
+def test_a_limit_removed_while_a_request_limit_option_names_it_is_found(tmp_path, capsys):
+    """The limit leaves the registry, `oespec generate` would drop its capability field, but the
+    hand-written request message still bounds a field by it."""
+    text = (ROOT / "profiles.yaml").read_text()
+    start, end = text.index("      - name: max_logprobs\n"), text.index("      - name: max_sequences\n")
+    registry = tmp_path / "profiles.yaml"
+    registry.write_text(text[:start] + text[end:])
+    shutil.copytree(ROOT / "proto", tmp_path / "proto")
+    code = run(["check", str(registry), "--no-head", "--format", "json"])
+    diags = [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["rule_id"] == "OE107"]
+    generation = (tmp_path / "proto/openengine/v1/generation.proto").read_text().splitlines()
+    lines = [n for n, line in enumerate(generation, 1) if 'limit: "max_logprobs"' in line]
+    assert code == 1 and [d["line"] for d in diags] == lines and len(lines) == 2
+    assert all(d["path"].endswith("proto/openengine/v1/generation.proto") for d in diags)
+    assert "openengine.core.max_logprobs" in diags[0]["message"] and "restore the limit" in diags[0]["hint"]
