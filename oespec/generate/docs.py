@@ -308,6 +308,16 @@ def type_owners(site: Site) -> dict[str, list[str]]:
     package = site.registry.package
     full = lambda name: name if "." in name else f"{package}.{name}"  # noqa: E731
     owners: dict[str, list[str]] = {}
+    # A capability message and the enums of its limits belong to their own profile, not to the
+    # core whose Capabilities holds them.
+    for p in site.registry.profiles:
+        if p.capability is not None:
+            owners[full(p.capability.message)] = [p.name]
+        for limit in p.limits:
+            if limit.type.base == "enum" and limit.type.enum_name:
+                owners.setdefault(full(limit.type.enum_name), [])
+                if p.name not in owners[full(limit.type.enum_name)]:
+                    owners[full(limit.type.enum_name)].append(p.name)
     for p in site.registry.profiles:
         names = [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]
         for name in names:

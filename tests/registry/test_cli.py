@@ -211,7 +211,9 @@ def test_a_limit_removed_while_a_request_limit_option_names_it_is_found(tmp_path
     code = run(["check", str(registry), "--no-head", "--format", "json"])
     diags = [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["rule_id"] == "OE107"]
     generation = (tmp_path / "proto/openengine/v1/generation.proto").read_text().splitlines()
-    lines = [n for n, line in enumerate(generation, 1) if 'limit: "max_logprobs"' in line]
+    # Each finding sits at the option that names the limit.
+    starts = [n for n, line in enumerate(generation, 1) if "option (openengine.v1.request_limit)" in line]
+    lines = [max(s for s in starts if s < n) for n, line in enumerate(generation, 1) if 'limit: "max_logprobs"' in line]
     assert code == 1 and [d["line"] for d in diags] == lines and len(lines) == 2
     assert all(d["path"].endswith("proto/openengine/v1/generation.proto") for d in diags)
     assert "openengine.core.max_logprobs" in diags[0]["message"] and "restore the limit" in diags[0]["hint"]
