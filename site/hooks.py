@@ -3,7 +3,9 @@
 - The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
   as if they were in it (a generated page may not share a path with a spec page).
 - Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
-  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml.
+  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml;
+  `oespec:spec` is every page of the spec folder the navigation names nowhere else, in name
+  order, so a new spec page appears too.
 - The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
   `/schemas/`, so a client in any language can fetch the one it validates against.
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
@@ -111,8 +113,28 @@ def on_config(config):
     if config["nav"] is None:
         return config
     lists = yaml.safe_load(nav_file.read_text(encoding="utf-8")) if nav_file.is_file() else {}
-    config["nav"] = _expand(config["nav"], lists or {}, nav_file.as_posix())
+    lists = {**(lists or {}), "spec": unlisted_spec_pages(config["nav"], Path(config["docs_dir"]))}
+    config["nav"] = _expand(config["nav"], lists, nav_file.as_posix())
     return config
+
+
+def _named_pages(entries) -> set[str]:
+    named: set[str] = set()
+    for entry in entries:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            if isinstance(value, list):
+                named |= _named_pages(value)
+            elif isinstance(value, str) and not value.startswith(NAV_PREFIX):
+                named.add(value)
+    return named
+
+
+def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
+    """The pages of the docs dir (`spec/`) that the navigation names nowhere, in name order."""
+    named = _named_pages(nav)
+    pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md") if p.is_file())
+    return [page for page in pages if page not in named]
 
 
 def on_files(files: Files, config) -> Files:
