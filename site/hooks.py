@@ -16,6 +16,8 @@
 - The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
   Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
   (a docs-relative page) becomes a link relative to the page that shows it.
+- An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
+  so it wraps there and never inside a word.
 - Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
   show each row as a labelled block instead of a table wider than the screen.
 
@@ -282,9 +284,20 @@ def label_cells(table: str) -> str:
     return ROW.sub(row, table)
 
 
+# An identifier in a table cell may wrap after a dot, underscore or slash (a hyphen already is a
+# break opportunity), never inside a word.
+CELL_CODE = re.compile(r"<code>([^<]*)</code>")
+IDENTIFIER_BREAK = re.compile(r"(?<=[._/])(?=[^\s._/])")
+
+
+def identifier_breaks(table: str) -> str:
+    """`<wbr>` after each dot, underscore and slash inside the code spans of a table's cells."""
+    return CELL_CODE.sub(lambda m: "<code>" + IDENTIFIER_BREAK.sub("<wbr>", m[1]) + "</code>", table)
+
+
 def on_page_content(page_html: str, page, config, files) -> str:
     if "oe-depgraph" in page_html:
         page_html = _depgraph(page_html, page, config, files)
     # The profile matrix keeps its grid on a phone (it scrolls inside its frame): not labelled.
     page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
-    return TABLE.sub(lambda m: label_cells(m[0]), page_html)
+    return TABLE.sub(lambda m: label_cells(identifier_breaks(m[0])), page_html)

@@ -34,6 +34,7 @@ from oespec.generate import mdsafe
 from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
+from oespec.descriptors import ALIAS_PROTO_DIR
 from oespec.generate.protodoc import ProtoDocs, describe
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
@@ -653,6 +654,13 @@ def _nav(site: Site) -> str:
     for profile in site.registry.profiles:
         lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
     lines.append("protocol:" + ("" if site.protos.files else " []"))
-    for f in site.protos.files:
+    current = [f for f in site.protos.files if not f.path.startswith(ALIAS_PROTO_DIR)]
+    earlier = [f for f in site.protos.files if f.path.startswith(ALIAS_PROTO_DIR)]
+    # The current layout first; the earlier layouts' files after it, in a section of their own.
+    for f in current:
         lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
+    if earlier:
+        lines.append('  - "Earlier layouts":')
+        for f in earlier:
+            lines.append(f"      - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
     return "\n".join(lines) + "\n"
