@@ -512,12 +512,17 @@ def _reverse(site: Site, profile: Profile):
     return required_by, declared_elsewhere
 
 
+SIGNATURE_WIDTH = 72
+
+
 def signature(rpc) -> str:
     """The RPC as a proto declaration, with its service as a comment."""
     stream_in = "stream " if rpc.client_streaming else ""
     stream_out = "stream " if rpc.server_streaming else ""
-    return (f"// service {rpc.service}\n"
-            f"rpc {rpc.method}({stream_in}{rpc.request}) returns ({stream_out}{rpc.response});")
+    call, result = f"rpc {rpc.method}({stream_in}{rpc.request})", f"returns ({stream_out}{rpc.response});"
+    # A long declaration continues on a second line, so the block fits the page's column.
+    joined = f"{call} {result}" if len(call) + len(result) < SIGNATURE_WIDTH else f"{call}\n    {result}"
+    return f"// service {rpc.service}\n{joined}"
 
 
 PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements": REQUIREMENTS_PAGE,
