@@ -263,7 +263,7 @@ def test_removing_the_profile_again_the_first_make_passes(generated: Path):
     assert list((root / "openengine/v1").glob("speculative*"))       # the stale bindings are still there
     _make(root)
     generated_pages = [p.relative_to(root).as_posix() for p in (root / "site/generated").rglob("*")
-                       if p.is_file() and "speculative" in p.read_text(encoding="utf-8")]
+                       if p.is_file() and "openengine.speculative" in p.read_text(encoding="utf-8")]
     assert generated_pages == []
     assert not list((root / "openengine/v1").glob("speculative*"))
 
