@@ -41,6 +41,7 @@ check: setup bindings
 	$(OESPEC) generate --check
 	$(OESPEC) spec
 	$(BIN)/buf lint
+	$(BIN)/buf format -d --exit-code proto
 
 # Every test, spread over three workers per core (pytest-xdist): much of the suite waits on stream
 # windows, engines and subprocesses rather than computes. tests/conftest.py deals the slow tests

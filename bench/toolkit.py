@@ -81,8 +81,37 @@ def run(repeats: int = 5) -> Section:
             note = what + ("" if code_ours in (0, 1) else f" (oespec exited {code_ours})")
             section.figures.append(at_most(f"toolkit.{name}.ratio", round(ratio, 2), goal, group="toolkit",
                                            note=note))
+        section.figures += scaling_figures(Path(tmp), repeats)
     section.discussion = discussion(repeats)
     return section
+
+
+def _synthetic_registry(path: Path, profiles: int) -> Path:
+    """The checkout's registry plus `profiles` vendor profiles, each with one RPC and requiring the core."""
+    entries = [(ROOT / "profiles.yaml").read_text(encoding="utf-8").rstrip("\n"), ""]
+    for i in range(profiles):
+        entries.append(
+            f"  - name: vendor.p{i}\n    version: \"1.0\"\n    scope: engine\n    summary: Synthetic {i}.\n"
+            f"    description: Synthetic.\n    history:\n      - version: \"1.0\"\n        changes: First version.\n"
+            f"    rpcs:\n      - name: vendor.v1.S{i}/Call\n        request: Call{i}Request\n"
+            f"        response: Call{i}Response\n        streaming: unary\n        since: \"1.0\"\n"
+            f"        description: A call.\n    requires:\n      - profile: openengine.core\n"
+            f"        version: \">= 1.0\"\n")
+    path.write_text("\n".join(entries), encoding="utf-8")
+    return path
+
+
+def scaling_figures(tmp: Path, repeats: int) -> list:
+    """oespec check on 2,000 added profiles against 1,000: linear rules keep the ratio near 2."""
+    oespec = str(BIN / "oespec")
+    seconds = {}
+    for count in (1000, 2000):
+        registry = _synthetic_registry(tmp / f"profiles-{count}.yaml", count)
+        seconds[count], _ = _time([oespec, "check", str(registry), "--no-contract", "--no-head"], tmp, repeats)
+    return [info("toolkit.check.profiles_1000_s", round(seconds[1000], 3), "s", group="toolkit"),
+            info("toolkit.check.profiles_2000_s", round(seconds[2000], 3), "s", group="toolkit"),
+            at_most("toolkit.check.scaling_ratio", round(seconds[2000] / seconds[1000], 2), 2.0, group="toolkit",
+                    note="oespec check of a registry with 2,000 added profiles against one with 1,000")]
 
 
 def discussion(repeats: int) -> str:

@@ -30,6 +30,9 @@ UNKNOWN_TAG = "SPEC002"
 DUPLICATE_ID = "SPEC003"
 MISSING_TAG = "SPEC004"
 UNKNOWN_REFERENCE = "SPEC005"
+WIRE_WITHOUT_CASE = "SPEC006"
+# Where the conformance runner's cases are written, for the hint of SPEC006.
+CASES_DIR = "openengine/conformance/cases/"
 SPEC_RULES = RuleCatalogue("spec", (
     RuleSpec(MALFORMED_ID, "requirement-id", "spec", "requirements",
              "a requirement marker is a well-formed id such as REQ-LOAD-004", Severity.ERROR),
@@ -41,6 +44,8 @@ SPEC_RULES = RuleCatalogue("spec", (
              "every requirement carries its tag in parentheses after the id", Severity.ERROR),
     RuleSpec(UNKNOWN_REFERENCE, "requirement-reference", "spec", "references",
              "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
+    RuleSpec(WIRE_WITHOUT_CASE, "wire-requirement-has-case", "spec", "coverage",
+             "every wire requirement is cited by at least one conformance case", Severity.ERROR),
 ))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"

@@ -49,6 +49,7 @@ class LimitInfo:
     minimum: int | float | None
     maximum: int | float | None
     unit: str
+    updatable: bool = False   # UpdateConfig may change it while the engine runs
 
     @property
     def reference(self) -> str:
@@ -257,6 +258,11 @@ class Catalogue:
             if reference.startswith(p.name + "."):
                 return p.limit(reference[len(p.name) + 1:])
         return None
+
+    @property
+    def updatable_limits(self) -> frozenset[str]:
+        """References (`openengine.core.max_running_requests`) of the limits UpdateConfig may change."""
+        return frozenset(lim.reference for p in self.profiles for lim in p.limits if lim.updatable)
 
     @cached_property
     def combinations(self) -> "CombinationRules":
@@ -520,7 +526,7 @@ def catalogue() -> Catalogue:
                 continue
             lo = fo.Extensions[options_pb2.limit]
             limits.append(LimitInfo(cp.profile, f.name, f, _parse_default(lo.default, f),
-                                    _parse_bound(lo.minimum), _parse_bound(lo.maximum), lo.unit))
+                                    _parse_bound(lo.minimum), _parse_bound(lo.maximum), lo.unit, lo.updatable))
         entry = profiles.setdefault(cp.profile, dict(
             name=cp.profile, version=parse_version(cp.version), scope=cp.scope, roles=tuple(cp.roles), rpcs=[]))
         entry.update(capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))

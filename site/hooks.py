@@ -3,7 +3,9 @@
 - The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
   as if they were in it (a generated page may not share a path with a spec page).
 - Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
-  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml.
+  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml;
+  `oespec:spec` is every page of the spec folder the navigation names nowhere else, in name
+  order, so a new spec page appears too.
 - The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
   `/schemas/`, so a client in any language can fetch the one it validates against.
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
@@ -14,6 +16,8 @@
 - The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
   Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
   (a docs-relative page) becomes a link relative to the page that shows it.
+- An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
+  so it wraps there and never inside a word.
 - Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
   show each row as a labelled block instead of a table wider than the screen.
 
@@ -111,8 +115,28 @@ def on_config(config):
     if config["nav"] is None:
         return config
     lists = yaml.safe_load(nav_file.read_text(encoding="utf-8")) if nav_file.is_file() else {}
-    config["nav"] = _expand(config["nav"], lists or {}, nav_file.as_posix())
+    lists = {**(lists or {}), "spec": unlisted_spec_pages(config["nav"], Path(config["docs_dir"]))}
+    config["nav"] = _expand(config["nav"], lists, nav_file.as_posix())
     return config
+
+
+def _named_pages(entries) -> set[str]:
+    named: set[str] = set()
+    for entry in entries:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            if isinstance(value, list):
+                named |= _named_pages(value)
+            elif isinstance(value, str) and not value.startswith(NAV_PREFIX):
+                named.add(value)
+    return named
+
+
+def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
+    """The pages of the docs dir (`spec/`) that the navigation names nowhere, in name order."""
+    named = _named_pages(nav)
+    pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md") if p.is_file())
+    return [page for page in pages if page not in named]
 
 
 def on_files(files: Files, config) -> Files:
@@ -260,9 +284,20 @@ def label_cells(table: str) -> str:
     return ROW.sub(row, table)
 
 
+# An identifier in a table cell may wrap after a dot, underscore or slash (a hyphen already is a
+# break opportunity), never inside a word.
+CELL_CODE = re.compile(r"<code>([^<]*)</code>")
+IDENTIFIER_BREAK = re.compile(r"(?<=[._/])(?=[^\s._/])")
+
+
+def identifier_breaks(table: str) -> str:
+    """`<wbr>` after each dot, underscore and slash inside the code spans of a table's cells."""
+    return CELL_CODE.sub(lambda m: "<code>" + IDENTIFIER_BREAK.sub("<wbr>", m[1]) + "</code>", table)
+
+
 def on_page_content(page_html: str, page, config, files) -> str:
     if "oe-depgraph" in page_html:
         page_html = _depgraph(page_html, page, config, files)
     # The profile matrix keeps its grid on a phone (it scrolls inside its frame): not labelled.
     page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
-    return TABLE.sub(lambda m: label_cells(m[0]), page_html)
+    return TABLE.sub(lambda m: label_cells(identifier_breaks(m[0])), page_html)

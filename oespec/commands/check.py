@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from oespec.check import catalogue, run_rules
-from oespec.commands.common import add_output_arguments, emit, emit_unusable
+from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, emit_unusable
 from oespec.buildcache import for_checkout
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
@@ -19,9 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="registry file (default: profiles.yaml)")
     add_output_arguments(parser)
     parser.add_argument("--list-rules", action="store_true", help="print every rule and exit")
-    parser.add_argument("--proto-root", default="proto",
+    parser.add_argument("--proto-root",
                         help="cross-check the registry against the protos compiled from this folder "
-                             "(default: proto, when it exists)")
+                             "(default: proto/ beside the registry; without it the proto checks do "
+                             "not run, and the command says so)")
     parser.add_argument("--no-contract", action="store_true",
                         help="check the registry alone, without compiling the protos")
     parser.add_argument("--no-head", action="store_true",
@@ -34,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
             cites = f" [{', '.join(s.requirements)}]" if s.requirements else ""
             sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
         return 0
-    proto_root = Path(args.proto_root)
+    proto_root = Path(args.proto_root) if args.proto_root else Path(args.registry).parent / "proto"
+    if args.proto_root and not proto_root.is_dir():
+        sys.stderr.write(f"oespec check: --proto-root {args.proto_root}: no such folder\n")
+        return EXIT_UNUSABLE
     # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
     # resolved registry and the compiled protos.
     beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
@@ -51,11 +55,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from oespec.check.contract import load_contract
 
-        loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
+        loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded
         else:
             contract = loaded
+    elif not args.no_contract and resolved.registry is not None:
+        # Never a silent skip: a clean verdict must not read as if the protos were checked too.
+        sys.stderr.write(f"oespec check: no {proto_root.as_posix()}/ beside {args.registry}: the checks against "
+                         "the compiled protos (OE100-OE1xx) did not run; give --proto-root DIR, or "
+                         "--no-contract to check the registry alone\n")
     head = None
     if not args.no_head and resolved.registry is not None:
         from oespec.check.head import head_state

@@ -71,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
             return emit(args, generation_diagnostics(err, args.registry))
         if cache is not None:
             cache.keep(plan_name, outputs)
-    orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
+    # The bindings own their folder: generating them alone (`make bindings`, the first step of
+    # `make generate`) also removes the modules of a service that is gone, so the runtime the
+    # next step imports to list its cases no longer sees the removed profile.
+    owns_bindings = not args.only or "bindings" in args.only
+    orphans = orphan_files(root, outputs, owned_dirs=OWNED_DIRS if owns_bindings else (),
+                           marked_dirs=() if args.only else MARKED_DIRS)
     if args.check:
         stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]
         diags = [Diagnostic(path, 0, 0, "OE901", Severity.ERROR,
@@ -86,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"removed {path} (no longer generated)\n")
     sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} written, "
                      f"{len(orphans)} removed\n")
-    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed) and not os.environ.get(_AGAIN):
+    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed + orphans) \
+            and not os.environ.get(_AGAIN):
         # The reference pages list the runtime's conformance cases and validator rules, read from
         # the bindings before this run rewrote them (a new profile's service did not exist yet).
         # One more run in a fresh interpreter reads the new bindings; it writes only those pages.

@@ -103,7 +103,8 @@ def _limit(node: YMap) -> Limit:
     return Limit(name=name, type=ltype, field=p["field"], default=p["default"],
                  description=p["description"], since=_version(node, "since"),
                  minimum=p.get("minimum"), maximum=p.get("maximum"), unit=p.get("unit"),
-                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node))
+                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node),
+                 updatable=bool(p.get("updatable", False)))
 
 
 def _condition(node: YMap) -> Condition:
@@ -157,6 +158,7 @@ def _profile(node: YMap) -> Profile:
         loc=node.loc,
         locs=_locs(node),
         stability_given=p.get("stability"),
+        requirement_areas_given=tuple(p.get("requirement_areas") or ()),
     )
 
 

@@ -240,11 +240,33 @@ def _check_flow_depth(text: str, path: str) -> None:
         offset += 1
 
 
+def _alias_composer():
+    """ruamel's composer, except that an alias (`*name`) is located where it is written, not at
+    its anchor: a repeat made through an alias is reported at the repeat. Its content (and the
+    locations inside it) stays the anchor's."""
+    import copy
+
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class AliasLocatingComposer(Composer):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if not self.parser.check_event(AliasEvent):
+                return super().compose_node(parent, index)
+            mark = self.parser.peek_event().start_mark
+            node = copy.copy(super().compose_node(parent, index))
+            node.start_mark = mark
+            return node
+
+    return AliasLocatingComposer
+
+
 def _compose(text: str) -> list:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
     yaml.allow_duplicate_keys = True
+    yaml.Composer = _alias_composer()
     return list(yaml.compose_all(io.StringIO(text)))
 
 

@@ -139,6 +139,24 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
                             capabilities.revision)
 
 
+def check_engine_info(engine_info) -> list[Violation]:
+    """The rules a `GetEngineInfo` answer keeps on its own (role, instance id, capability
+    revision); those spanning it and the capabilities need both (`validate_capabilities`)."""
+    out: list[Violation] = []
+    _engine_checks({}, engine_info, 0, out)
+    return out
+
+
+def check_model_info(model_info, path: str = "capabilities") -> list[Violation]:
+    """The rules a `GetModelInfo` answer keeps on its own: its model-scoped capability messages,
+    judged against the profiles the model lists (whether the engine advertises those needs its
+    `Capabilities`: `validate_capabilities(model_infos=...)`)."""
+    out: list[Violation] = []
+    listed = {p.name for p in model_info.capabilities.profiles}
+    gen.check_model_capabilities(model_info.capabilities, path, listed, out)
+    return out
+
+
 def check_capabilities(capabilities) -> list[Violation]:
     """Just the violations of one `Capabilities` message: the hot-path entry point."""
     out: list[Violation] = []

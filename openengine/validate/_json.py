@@ -38,6 +38,11 @@ def _short_error(err: Exception) -> str:
     return text.split(" at ", 1)[0].rstrip(".") if " at " in text else text.rstrip(".")
 
 
+def _enum_names(enum) -> list[str]:
+    """The names an enum field accepts in proto3 JSON, the UNSPECIFIED zero value left out."""
+    return [v.name for v in enum.values if v.number != 0]
+
+
 def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
     keys: dict[str, FieldDescriptor] = {}
     for f in descriptor.fields:
@@ -142,6 +147,8 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
             problem = _short_error(err)
         if problem is not None:
             rule = "OEV113" if _is_limit(field) else "OEV002"
+            if field.enum_type is not None:
+                problem = f"{problem}; valid values: " + ", ".join(_enum_names(field.enum_type))
             type_name = (field.enum_type.name if field.enum_type else
                          sub.full_name if sub else _TYPE_NAMES.get(field.type, "value"))
             out.append(violation(rule, fpath, value, ("list of " if field.is_repeated
