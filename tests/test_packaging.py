@@ -99,6 +99,15 @@ def test_a_missing_project_module_is_not_blamed_on_the_toolkit(tmp_path, monkeyp
         run(["check"])
 
 
+def test_missing_bindings_are_named_with_the_command_that_builds_them(tmp_path, monkeypatch, capsys):
+    (tmp_path / "needs_bindings.py").write_text("import openengine.v1.not_built_pb2\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(COMMANDS, "engine", "needs_bindings")
+    assert run(["engine"]) == 2
+    assert capsys.readouterr().err == ("oespec engine: the contract's Python bindings (openengine.v1.not_built_pb2) "
+                                       "are missing; in a checkout, run `make bindings`\n")
+
+
 def test_the_readme_lists_every_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^oespec ([a-z]+)\b", readme, re.M))

@@ -213,7 +213,7 @@ def fresh_environment(where: Path, requirement: str) -> Path:
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "OESPEC_NO_CACHE")}
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 @pytest.fixture(scope="module")
