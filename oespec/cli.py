@@ -1,9 +1,10 @@
 """`oespec`: the one command-line entry point. Each subcommand is a module in `oespec.commands`
 with `HELP`, `add_arguments(parser)` and `run(args) -> int`; `main` returns the exit code.
 
-The runtime install (`pip install openengine-profiles`) runs `engine`, `conformance` and
-`validate`; the registry commands need the libraries of the toolkit extra. A command that reaches
-for one that is not installed says, in one line, how to install it (exit status 2)."""
+The runtime install (`pip install openengine-profiles`) runs `engine`, `conformance`, `validate`,
+`spec` and `rules`; `check`, `generate` and `breaking` need the libraries of the toolkit extra. A
+command that reaches for one that is not installed says, in one line, how to install it (exit
+status 2)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if message is None:
                 raise
             # Listed all the same, and any arguments taken, so the run says what to install.
-            cmd = sub.add_parser(name, help=f"(not installed: {TOOLKIT_INSTALL})", description=message)
+            cmd = sub.add_parser(name, help=message, description=message)
             cmd.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
             cmd.set_defaults(_run=_unavailable(message))
             continue
