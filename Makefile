@@ -16,7 +16,7 @@ all: setup generate check site
 
 # Idempotent: reinstalls only when requirements.txt or pyproject.toml changed.
 setup: $(STAMP) system-packages
-$(STAMP): requirements.txt pyproject.toml setup.py
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
