@@ -17,7 +17,7 @@ import importlib
 import json
 import pkgutil
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from google.protobuf import descriptor as _d
@@ -258,10 +258,6 @@ class Catalogue:
                 return p.limit(reference[len(p.name) + 1:])
         return None
 
-    @cached_property
-    def combinations(self) -> "CombinationRules":
-        """The prerequisites and incompatibilities, compiled once for `combination_problems`."""
-        return compile_combinations(self)
 
 
 @dataclass(frozen=True)
@@ -289,93 +285,7 @@ def _versions(have: Any) -> tuple[tuple[int, int], ...]:
     return tuple(tuple(v) for v in have)
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledPrerequisite:
-    """A `requires` entry with its verdict per advertised version remembered: an engine advertises
-    a handful of versions, so the range is parsed once and compared once per distinct version."""
-
-    source: Prerequisite
-    verdicts: dict = field(default_factory=dict)   # (major, minor) -> contained in the range
-
-    def satisfied_by(self, versions: tuple[tuple[int, int], ...]) -> bool:
-        verdicts = self.verdicts
-        for version in versions:
-            ok = verdicts.get(version)
-            if ok is None:
-                ok = verdicts[version] = self.source.range.contains(version)
-            if ok:
-                return True
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledCondition:
-    """A limit condition with its operands and the limit's contract default resolved once."""
-
-    profile: str
-    limit: str
-    operator: str
-    value: Any
-    default: Any
-    holds_on_default: bool        # decided once: most engines leave most limits at their defaults
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledIncompatibility:
-    source: Incompatibility
-    other: str | None             # the other profile, when the declaration names one
-    conditions: tuple[CompiledCondition, ...]
-    gate: str | None              # a profile one of whose conditions fails on its default: when
-                                  # no limits of that profile are given, the declaration cannot apply
-
-    def values(self, advertised: Mapping[str, Any], limits: Mapping[str, Mapping[str, Any]]):
-        """The effective values the conditions read when every condition holds (the declaration
-        applies), else None. Stops at the first condition that does not hold."""
-        read = []
-        for c in self.conditions:
-            if c.profile not in advertised:
-                return None
-            own = limits.get(c.profile)
-            value = _UNSET if own is None else own.get(c.limit, _UNSET)
-            if value is _UNSET:
-                if not c.holds_on_default:
-                    return None
-                value = c.default
-            elif not condition_holds(c.operator, c.value, value):
-                return None
-            read.append(value)
-        return tuple(read)
-
-
-@dataclass(frozen=True, slots=True)
-class CombinationRules:
-    """Every profile that declares a prerequisite or an incompatibility, in contract order, with
-    what judging it needs decided once; profiles that declare neither are not visited at all."""
-
-    declared: tuple[tuple[str, tuple[CompiledPrerequisite, ...], tuple[CompiledIncompatibility, ...]], ...]
-
-
-_UNSET = object()
 _NO_LIMITS: Mapping[str, Mapping[str, Any]] = {}
-
-
-def compile_combinations(cat: Catalogue) -> CombinationRules:
-    def condition(c: LimitCondition) -> CompiledCondition:
-        info = cat.limit(c.reference)
-        default = info.default if info is not None else None
-        return CompiledCondition(c.profile, c.limit, c.operator, c.value, default,
-                                 condition_holds(c.operator, c.value, default))
-
-    declared = tuple(
-        (p.name, tuple(CompiledPrerequisite(req) for req in p.requires),
-         tuple(_incompatibility(inc, tuple(condition(c) for c in inc.when)) for inc in p.incompatible_with))
-        for p in cat.profiles if p.requires or p.incompatible_with)
-    return CombinationRules(declared)
-
-
-def _incompatibility(inc: Incompatibility, conditions: tuple[CompiledCondition, ...]) -> CompiledIncompatibility:
-    gate = next((c.profile for c in conditions if not c.holds_on_default), None)
-    return CompiledIncompatibility(inc, inc.profile, conditions, gate)
 
 
 def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
@@ -388,7 +298,7 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
     plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
     value; a limit left out takes its contract default, so a partial mapping (or what a capability
     message sets) is judged on effective values. The declarations come from the compiled
-    descriptors only, compiled once per catalogue (`Catalogue.combinations`). The reference
+    descriptors only. The reference
     engine's start-up and `UpdateConfig`, the validators and the conformance runner all judge
     combinations with this one function, so what one refuses the others refuse too. `cat`
     defaults to the compiled catalogue.
@@ -398,23 +308,40 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
         advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
     limits = limits or _NO_LIMITS
     problems: list[CombinationProblem] = []
-    for name, requires, incompatible in cat.combinations.declared:
-        if name not in advertised:
+    for profile in cat.profiles:
+        if profile.name not in advertised:
             continue
-        for req in requires:
-            have = _versions(advertised.get(req.source.profile))
-            if have and req.satisfied_by(have):
+        for req in profile.requires:
+            have = _versions(advertised.get(req.profile))
+            if not any(req.range.contains(version) for version in have):
+                problems.append(_missing(profile.name, req, have))
+        for inc in profile.incompatible_with:
+            if inc.profile is not None and inc.profile not in advertised:
                 continue
-            problems.append(_missing(name, req.source, have))
-        for inc in incompatible:
-            if inc.other is not None and inc.other not in advertised:
-                continue
-            if inc.gate is not None and inc.gate not in limits:
-                continue
-            values = inc.values(advertised, limits)
+            values = _condition_values(inc.when, advertised, limits, cat)
             if values is not None:
-                problems.append(_forbidden(name, inc.source, values))
+                problems.append(_forbidden(profile.name, inc, values))
     return problems
+
+
+def _condition_values(conditions: tuple[LimitCondition, ...], advertised: Mapping[str, Any],
+                      limits: Mapping[str, Mapping[str, Any]], cat: Catalogue) -> tuple[Any, ...] | None:
+    """The effective values `conditions` read when every one holds, else None. A limit the caller
+    left out takes its contract default."""
+    read = []
+    for condition in conditions:
+        if condition.profile not in advertised:
+            return None
+        given = limits.get(condition.profile) or {}
+        if condition.limit in given:
+            value = given[condition.limit]
+        else:
+            info = cat.limit(condition.reference)
+            value = info.default if info is not None else None
+        if not condition.holds(value):
+            return None
+        read.append(value)
+    return tuple(read)
 
 
 def _missing(profile: str, req: Prerequisite, have: tuple[tuple[int, int], ...]) -> CombinationProblem:

@@ -49,10 +49,6 @@ class ProfileRule:
     roles: tuple[int, ...]         # Role numbers that may advertise it (role-scoped profiles only)
     role_text: str                 # `role prefill or decode`
     limits: Mapping[str, LimitRule]
-    plain: tuple[str, ...]          # the limits grouped by how they are judged
-    ranged: tuple[LimitRule, ...]
-    lists: tuple[str, ...]
-    enums: tuple[LimitRule, ...]
     defaults: Mapping[str, Any]
     list_limits: tuple[str, ...]   # defaults that are lists, copied per use so callers may mutate
     by_field: Mapping[Any, LimitRule]   # field descriptor -> its rule, for what ListFields returns
@@ -101,11 +97,7 @@ def tables() -> Tables:
         role_numbers = tuple(roles[r] for r in p.roles) if p.scope == "role" else ()
         built.append(ProfileRule(
             p.name, p.version, p.capability_field, p.scope == "model", role_numbers,
-            "role " + " or ".join(p.roles), limits,
-            tuple(n for n, r in limits.items() if r.kind == _PLAIN),
-            tuple(r for r in limits.values() if r.kind == _RANGE),
-            tuple(n for n, r in limits.items() if r.kind == _LIST),
-            tuple(r for r in limits.values() if r.kind in (_ENUM, _ENUM_LIST)), defaults,
+            "role " + " or ".join(p.roles), limits, defaults,
             tuple(n for n, rule in limits.items() if rule.kind in (_LIST, _ENUM_LIST)),
             {lim.field: limits[lim.name] for lim in p.limits}))
     by_name = {p.name: p for p in built}
@@ -173,20 +165,13 @@ REGISTRY_REVISION: int = contract.catalogue().registry_revision
 # -- the profile list -----------------------------------------------------------------------------
 
 def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, int]]]:
-    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates.
-    What a (name, major) pair is judged to be (canonical, known, a known major) is remembered,
-    since engines advertise the same few names; only duplicates depend on the list itself."""
-    verdicts = _entry_verdicts
+    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates."""
     adv: dict[str, list[tuple[int, int]]] = {}
     seen = set()
     for i, p in enumerate(profiles):
         name, major, minor = p.name, p.major, p.minor
         key = (name, major)
-        verdict = verdicts.get(key)
-        if verdict is None:
-            verdict = _entry_verdict(name, major)
-            if len(verdicts) < _VERDICTS_KEPT:
-                verdicts[key] = verdict
+        verdict = _entry_verdict(name, major)
         if verdict:
             _entry_findings(verdict, ("OEV102", "OEV103"), name, major, f"{path}[{i}]", out)
         if key in seen:
@@ -196,17 +181,8 @@ def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, 
             seen.add(key)
         if verdict:
             _entry_findings(verdict, ("OEV105", "OEV106"), name, major, f"{path}[{i}]", out)
-        entry = adv.get(name)
-        if entry is None:
-            adv[name] = [(major, minor)]
-        else:
-            entry.append((major, minor))
+        adv.setdefault(name, []).append((major, minor))
     return adv
-
-
-# (name, major) -> the rules that entry breaks on its own, bounded so hostile input cannot grow it.
-_entry_verdicts: dict[tuple[str, int], tuple[str, ...]] = {}
-_VERDICTS_KEPT = 4096
 
 
 def _entry_verdict(name: str, major: int) -> tuple[str, ...]:

@@ -1,7 +1,6 @@
 """A stateful checker for WatchLoad streams, fed one message at a time.
 
-It sits in a watcher's receive loop, so `feed` does the least work that judges a message:
-a handful of attribute reads and integer comparisons, no allocation unless something is wrong.
+It sits in a watcher's receive loop, so `feed` allocates nothing unless something is wrong.
 Timing is judged two ways: spacing between messages from the server's own timestamps, and
 silence from the caller's clock (`tick(now)` / `finish(now)`), because a missing heartbeat is a
 message that never arrives.
@@ -113,61 +112,9 @@ class WatchLoadChecker:
         self._late_ns = 0
         self._hb_early_ns = 0
         self._hb_late_ns = 0
-        self._quick_iid: str | None = None      # set once `feed`'s quick path may be tried
-        self._next_seq = 0
 
-    # -- the hot path ---------------------------------------------------------------------------
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
-        """Judge the next message; returns the violations it adds (usually none).
-
-        Most messages of a healthy stream are snapshots that break nothing, so they are judged
-        first on a path that reads only what can change from one message to the next (sequence,
-        both timestamps, instance id, coalesced count, ranks) and asks nothing else: the kind is
-        implied, because an unset oneof member reads as an empty LoadSnapshot whose instance id
-        cannot equal the expected non-empty one. A message this path cannot clear, for any rule,
-        goes through `_judge` whole, which reports exactly what is broken; the quick path only
-        ever decides "nothing is broken", so every rule is still applied to every message."""
-        iid = self._quick_iid
-        if iid is not None:
-            seq = msg.sequence
-            if seq == self._next_seq:
-                snap = msg.snapshot
-                load = snap.load
-                if load.instance_id == iid and not snap.coalesced and not load.ranks:
-                    ts = msg.timestamp
-                    t = ts.seconds * 1_000_000_000 + ts.nanos
-                    prev = self._t
-                    hb_late = self._hb_late_ns
-                    if t and t >= prev and (not hb_late or t - prev <= hb_late):
-                        ts = load.timestamp
-                        lt = ts.seconds * 1_000_000_000 + ts.nanos
-                        gap = lt - self._load_t
-                        early = self._early_ns
-                        if lt and gap >= 0 and (not early or (gap >= early or self.snapshots < 2)
-                                                and gap <= self._late_ns):
-                            received = self.clock() if received_at is None else received_at
-                            self._last_received = self.latest_received_at = received
-                            self._silence_reported = False
-                            self.messages += 1
-                            self.snapshots += 1
-                            self._seq = seq
-                            self._next_seq = seq + 1
-                            self._t = t
-                            self._load_t = lt
-                            self._initial_pending = False
-                            self.latest = load
-                            return []
-        found = self._judge(msg, received_at)
-        # The quick path needs a stream with settings, an expected instance id and a previous
-        # message timestamp and snapshot timestamp to measure from.
-        if self.settings is not None and self.instance_id and self._t is not None and self._load_t is not None:
-            self._quick_iid = self.instance_id
-            self._next_seq = self._seq + 1
-        else:
-            self._quick_iid = None
-        return found
-
-    def _judge(self, msg, received_at: float | None) -> list[Violation]:
+        """Judge the next message; returns the violations it adds (usually none)."""
         out = self.violations
         before = len(out)
         self._last_received = self.clock() if received_at is None else received_at
