@@ -1,6 +1,5 @@
 """A stateful checker for WatchLoad streams, fed one message at a time.
 
-It sits in a watcher's receive loop, so `feed` allocates nothing unless something is wrong.
 Timing is judged two ways: spacing between messages from the server's own timestamps, and
 silence from the caller's clock (`tick(now)` / `finish(now)`), because a missing heartbeat is a
 message that never arrives.
@@ -9,6 +8,7 @@ message that never arrives.
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Mapping
 
 from openengine.validate._rules import Violation, violation
@@ -64,7 +64,7 @@ def check_load(load, path: str = "load") -> list[Violation]:
 class WatchLoadChecker:
     """Judge one WatchLoad stream. Feed every `WatchLoadResponse` in order; call `tick(now)` while
     waiting and `finish(now)` when the stream ends. Violations accumulate in `violations`; each
-    call also returns the ones it found.
+    call also returns the ones it found; `keep` bounds how many `violations` holds (the latest).
 
     `instance_id` and `capability_revision` are what discovery reported (EngineInfo); when
     omitted, the settings' values are taken as the reference. `observability` holds the effective
@@ -80,8 +80,9 @@ class WatchLoadChecker:
                  observability: Mapping[str, Any] | None = None, request=None,
                  tolerance: float = 0.5, slack_ms: float = 50.0,
                  early_tolerance: float | None = None, early_slack_ms: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic):
-        self.violations: list[Violation] = []
+                 clock: Callable[[], float] = time.monotonic, keep: int | None = None):
+        # The latest `keep` violations (all when None): a long-lived stream must not grow memory.
+        self.violations: list[Violation] | deque[Violation] = [] if keep is None else deque(maxlen=keep)
         self.instance_id = instance_id or None
         self.capability_revision = capability_revision
         self.observability = observability
@@ -115,8 +116,7 @@ class WatchLoadChecker:
 
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
         """Judge the next message; returns the violations it adds (usually none)."""
-        out = self.violations
-        before = len(out)
+        out: list[Violation] = []
         self._last_received = self.clock() if received_at is None else received_at
         self._silence_reported = False
         self.messages += 1
@@ -187,7 +187,9 @@ class WatchLoadChecker:
                                  "the message carries neither settings, snapshot nor heartbeat"))
         if t is not None and (prev is None or t >= prev):
             self._t = t
-        return out[before:] if len(out) != before else []
+        if out:
+            self.violations.extend(out)
+        return out
 
     def _snapshot(self, snap, t, out) -> None:
         self._initial_pending = False
@@ -327,9 +329,10 @@ class WatchLoadChecker:
             self.violations.append(v)
             found = found + [v]
         elif self._initial_pending:
-            before = len(self.violations)
-            self._missing_initial(self.violations, None)
-            found = found + self.violations[before:]
+            missing: list[Violation] = []
+            self._missing_initial(missing, None)
+            self.violations.extend(missing)
+            found = found + missing
         return found
 
     @property
