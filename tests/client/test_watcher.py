@@ -341,7 +341,7 @@ def test_the_async_watcher_ends_on_an_earlier_layout_too():
     async def main(address):
         async with grpc.aio.insecure_channel(address) as channel:
             async with AsyncLoadWatcher(channel, backoff=FAST) as watcher:
-                assert await watcher.wait_for_snapshot(timeout=None) is None
+                assert await watcher.wait_for_snapshot(timeout=30) is None
                 return watcher
 
     with earlier_server(control_health=True) as address:
