@@ -499,3 +499,60 @@ def _service_rank(service, rpcs, profiles):
     names = [p.name for p in profiles]
     ranks = [names.index(r.profile) for r in rpcs if r.service == service and r.profile in names]
     return (min(ranks) if ranks else len(names), service)
+
+
+@dataclass(frozen=True)
+class NumberDomain:
+    """The values a number field of a request may hold, as its `number_domain` option declares
+    them: between `low` and `high` (None: unbounded), each end included unless marked open; on a
+    map field, the values. `token_id_keys`: the map's keys are token ids, each below the model's
+    vocabulary size. Every float and double field must be finite in any case (REQ-SVC-005)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    token_id_keys: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            return False
+        return True
+
+    def outside(self) -> tuple[float, ...]:
+        """The nearest values just outside each bounded end: the open end itself, or one beyond
+        a closed end."""
+        below = () if self.low is None else (self.low if self.low_open else self.low - 1,)
+        above = () if self.high is None else (self.high if self.high_open else self.high + 1,)
+        return below + above
+
+    def __str__(self) -> str:
+        low = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
+        high = "+inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
+        return f"{low}, {high}"
+
+
+@lru_cache(maxsize=1)
+def number_domains() -> dict[str, NumberDomain]:
+    """Full field name (`openengine.v1.SamplingParams.top_p`) -> its `number_domain` option, for
+    every field of every request message (and the messages they hold) that declares one."""
+    found: dict[str, NumberDomain] = {}
+    seen: set[str] = set()
+    pending = [rpc.method.input_type for rpc in catalogue().rpcs]
+    while pending:
+        message = pending.pop()
+        if message.full_name in seen:
+            continue
+        seen.add(message.full_name)
+        for f in message.fields:
+            options = f.GetOptions()
+            if options.HasExtension(options_pb2.number_domain):
+                d = options.Extensions[options_pb2.number_domain]
+                found[f.full_name] = NumberDomain(
+                    d.minimum if d.HasField("minimum") else None, d.maximum if d.HasField("maximum") else None,
+                    d.minimum_exclusive, d.maximum_exclusive, d.token_id_keys)
+            if f.message_type is not None:
+                pending.append(f.message_type)
+    return found

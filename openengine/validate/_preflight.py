@@ -12,12 +12,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from openengine.contract import RequestLimit, catalogue
+from openengine.contract import NumberDomain, RequestLimit, catalogue, number_domains
 from openengine.validate._capabilities import CapabilityReport
 from openengine.validate._tables import MODEL_SCOPED
 from openengine.validate._rules import Severity, Violation, violation
@@ -94,44 +93,13 @@ def _model_token_limits(request, model, report: CapabilityReport) -> Iterator[Vi
                             f"of {info.max_context_tokens} tokens of model {model!r}")
 
 
-@dataclass(frozen=True)
-class NumberDomain:
-    """The values a number field may hold: between `low` and `high` (None: unbounded), each end
-    included unless marked open. Every float and double field must be finite in any case."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def contains(self, value: float) -> bool:
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
-            return False
-        return True
-
-    def __str__(self) -> str:
-        low = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
-        high = "+inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
-        return f"{low}, {high}"
-
-
-# The domains of the request numbers that have one (REQ-SVC-005), by the field's full name; for a
-# map field the domain is that of its values. Every other float or double field of a request is
-# only required to be finite.
-NUMBER_DOMAINS: dict[str, NumberDomain] = {
-    "openengine.v1.SamplingParams.temperature": NumberDomain(low=0),
-    "openengine.v1.SamplingParams.top_p": NumberDomain(0, 1, low_open=True),
-    "openengine.v1.SamplingParams.min_p": NumberDomain(0, 1),
-    "openengine.v1.SamplingParams.presence_penalty": NumberDomain(-2, 2),
-    "openengine.v1.SamplingParams.frequency_penalty": NumberDomain(-2, 2),
-    "openengine.v1.SamplingParams.repetition_penalty": NumberDomain(low=0, low_open=True),
-    "openengine.v1.SamplingParams.logit_bias": NumberDomain(-100, 100),
-}
+# The domains of the request numbers that have one (REQ-SVC-005), by the field's full name, from
+# the fields' `number_domain` options; for a map field the domain is that of its values. Every
+# other float or double field of a request is only required to be finite.
+NUMBER_DOMAINS: dict[str, NumberDomain] = number_domains()
 
 # Map fields whose keys are token ids: each must be below the model's vocabulary size.
-TOKEN_ID_KEYS = frozenset({"openengine.v1.SamplingParams.logit_bias"})
+TOKEN_ID_KEYS = frozenset(name for name, domain in NUMBER_DOMAINS.items() if domain.token_id_keys)
 
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
 
