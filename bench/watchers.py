@@ -51,31 +51,31 @@ class Watchers:
         return channel
 
     def _call(self, channel):
-        a = self.args
-        if a.kind == "watchload":
+        args = self.args
+        if args.kind == "watchload":
             stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=a.interval_ms, heartbeat_ms=a.heartbeat_ms))
+            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=args.interval_ms, heartbeat_ms=args.heartbeat_ms))
         method = channel.unary_stream(BARE_METHOD)
-        return method(BARE_REQUEST.pack(a.interval_ms, a.size))
+        return method(BARE_REQUEST.pack(args.interval_ms, args.size))
 
     async def open(self, **_) -> dict:
-        a = self.args
-        healthy = a.count - a.stalled
+        args = self.args
+        healthy = args.count - args.stalled
         first_reads = []
-        for j in range(a.stalled):
-            call = self._call(self._channel(j // STREAMS_PER_CHANNEL, True))
+        for index in range(args.stalled):
+            call = self._call(self._channel(index // STREAMS_PER_CHANNEL, True))
             self._stalled_calls.append(call)
             first_reads.append(call.read())     # the first message: the stream is open; then it stalls
         channel = None
         ready = []
-        for j in range(healthy):
-            if j % STREAMS_PER_CHANNEL == 0:
-                channel = self._channel(j // STREAMS_PER_CHANNEL, False)
+        for index in range(healthy):
+            if index % STREAMS_PER_CHANNEL == 0:
+                channel = self._channel(index // STREAMS_PER_CHANNEL, False)
             started = asyncio.Event()
             ready.append(started)
             self._tasks.append(asyncio.ensure_future(self._read(self._call(channel), started)))
         await asyncio.wait_for(asyncio.gather(*first_reads, *(e.wait() for e in ready)), 60)
-        return {"healthy": healthy, "stalled": a.stalled}
+        return {"healthy": healthy, "stalled": args.stalled}
 
     async def _read(self, call, started: asyncio.Event) -> None:
         offset = self.args.clock_offset_ns
@@ -127,8 +127,8 @@ class Watchers:
     async def close(self) -> None:
         for call in self._stalled_calls:
             call.cancel()
-        for t in self._tasks:
-            t.cancel()
+        for task in self._tasks:
+            task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self._channels), return_exceptions=True)
 
@@ -143,12 +143,12 @@ def _summary(sorted_lags: list[int]) -> dict:
 
 
 async def amain(args) -> None:
-    w = Watchers(args)
+    watchers = Watchers(args)
     reply(pid=_pid())
     try:
-        await serve_commands({"open": w.open, "go": w.go, "stop": w.stop})
+        await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
-        await w.close()
+        await watchers.close()
 
 
 def _pid() -> int:

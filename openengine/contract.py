@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
-from google.protobuf import descriptor as _d
+from google.protobuf import descriptor
 from google.protobuf import message_factory
 
-import openengine.v1 as _v1
+import openengine.v1 as v1_package
 from openengine.contractkit.conditions import condition_holds, condition_text
 from openengine.contractkit.naming import enum_spelling
 from openengine.contractkit.versions import VersionRange
@@ -44,7 +44,7 @@ class LimitInfo:
 
     profile: str
     name: str
-    field: _d.FieldDescriptor
+    field: descriptor.FieldDescriptor
     default: Any
     minimum: int | float | None
     maximum: int | float | None
@@ -59,22 +59,22 @@ class LimitInfo:
         return self.field.is_repeated
 
     @property
-    def enum(self) -> _d.EnumDescriptor | None:
+    def enum(self) -> descriptor.EnumDescriptor | None:
         return self.field.enum_type
 
     @property
     def kind(self) -> str:
-        t = self.field.type
+        field_type = self.field.type
         if self.enum is not None:
             base = "enum"
-        elif t == _d.FieldDescriptor.TYPE_BOOL:
+        elif field_type == descriptor.FieldDescriptor.TYPE_BOOL:
             base = "bool"
-        elif t == _d.FieldDescriptor.TYPE_STRING:
+        elif field_type == descriptor.FieldDescriptor.TYPE_STRING:
             base = "string"
-        elif t in (_d.FieldDescriptor.TYPE_DOUBLE, _d.FieldDescriptor.TYPE_FLOAT):
+        elif field_type in (descriptor.FieldDescriptor.TYPE_DOUBLE, descriptor.FieldDescriptor.TYPE_FLOAT):
             base = "double"
-        elif t in (_d.FieldDescriptor.TYPE_INT32, _d.FieldDescriptor.TYPE_INT64,
-                   _d.FieldDescriptor.TYPE_SINT32, _d.FieldDescriptor.TYPE_SINT64):
+        elif field_type in (descriptor.FieldDescriptor.TYPE_INT32, descriptor.FieldDescriptor.TYPE_INT64,
+                            descriptor.FieldDescriptor.TYPE_SINT32, descriptor.FieldDescriptor.TYPE_SINT64):
             base = "int"
         else:
             base = "uint"
@@ -92,7 +92,7 @@ class RpcInfo:
     """One RPC of the contract, with the profile that carries it and the version it came in."""
 
     service: str          # full service name, e.g. openengine.v1.Observability
-    method: _d.MethodDescriptor
+    method: descriptor.MethodDescriptor
     profile: str
     since: str            # `1.0`
 
@@ -171,7 +171,7 @@ class ProfileInfo:
     scope: str
     roles: tuple[str, ...]
     capability_field: str | None
-    capability_message: _d.Descriptor | None
+    capability_message: descriptor.Descriptor | None
     limits: tuple[LimitInfo, ...]
     rpcs: tuple[RpcInfo, ...] = ()
     mandatory: bool = False
@@ -228,7 +228,7 @@ class Catalogue:
     """Profiles in contract order, the services and RPCs that carry them."""
 
     profiles: tuple[ProfileInfo, ...]
-    services: dict[str, _d.ServiceDescriptor] = field(default_factory=dict)
+    services: dict[str, descriptor.ServiceDescriptor] = field(default_factory=dict)
     rpcs: tuple[RpcInfo, ...] = ()
     core: str = ""
     registry_revision: int = 0    # registry.revision the contract was generated from
@@ -384,7 +384,7 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(major or 0), int(minor or 0)
 
 
-def _parse_default(text: str, lim_field: _d.FieldDescriptor) -> Any:
+def _parse_default(text: str, lim_field: descriptor.FieldDescriptor) -> Any:
     """A limit option's default (registry spelling, JSON) as a Python value."""
     if text == "":
         return [] if lim_field.is_repeated else None
@@ -401,9 +401,9 @@ def _parse_bound(text: str):
 
 
 def _service_modules():
-    for info in pkgutil.iter_modules(_v1.__path__):
+    for info in pkgutil.iter_modules(v1_package.__path__):
         if info.name.endswith("_service_pb2"):
-            yield importlib.import_module(f"{_v1.__name__}.{info.name}")
+            yield importlib.import_module(f"{v1_package.__name__}.{info.name}")
 
 
 def _registry_contract() -> options_pb2.RegistryContract:
@@ -436,35 +436,37 @@ def catalogue() -> Catalogue:
                    **_declared_facts(decl))
         for name, decl in declarations.items()}
     for msg in capabilities_pb2.DESCRIPTOR.message_types_by_name.values():
-        opts = msg.GetOptions()
-        if not opts.HasExtension(options_pb2.capability_profile):
+        options = msg.GetOptions()
+        if not options.HasExtension(options_pb2.capability_profile):
             continue
-        cp = opts.Extensions[options_pb2.capability_profile]
+        capability_profile = options.Extensions[options_pb2.capability_profile]
         limits = []
         for f in msg.fields:
-            fo = f.GetOptions()
-            if not fo.HasExtension(options_pb2.limit):
+            field_options = f.GetOptions()
+            if not field_options.HasExtension(options_pb2.limit):
                 continue
-            lo = fo.Extensions[options_pb2.limit]
-            limits.append(LimitInfo(cp.profile, f.name, f, _parse_default(lo.default, f),
-                                    _parse_bound(lo.minimum), _parse_bound(lo.maximum), lo.unit))
-        entry = profiles.setdefault(cp.profile, dict(
-            name=cp.profile, version=parse_version(cp.version), scope=cp.scope, roles=tuple(cp.roles), rpcs=[]))
+            limit_options = field_options.Extensions[options_pb2.limit]
+            limits.append(LimitInfo(capability_profile.profile, f.name, f, _parse_default(limit_options.default, f),
+                                    _parse_bound(limit_options.minimum), _parse_bound(limit_options.maximum),
+                                    limit_options.unit))
+        entry = profiles.setdefault(capability_profile.profile, dict(
+            name=capability_profile.profile, version=parse_version(capability_profile.version),
+            scope=capability_profile.scope, roles=tuple(capability_profile.roles), rpcs=[]))
         entry.update(capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
-    services: dict[str, _d.ServiceDescriptor] = {}
+    services: dict[str, descriptor.ServiceDescriptor] = {}
     rpcs: list[RpcInfo] = []
     for module in _service_modules():
         for svc in module.DESCRIPTOR.services_by_name.values():
             services[svc.full_name] = svc
             for method in svc.methods:
-                mo = method.GetOptions()
-                if not mo.HasExtension(options_pb2.method_profile):
+                method_options = method.GetOptions()
+                if not method_options.HasExtension(options_pb2.method_profile):
                     continue
-                mp = mo.Extensions[options_pb2.method_profile]
-                rpc = RpcInfo(svc.full_name, method, mp.profile, mp.since)
+                method_profile = method_options.Extensions[options_pb2.method_profile]
+                rpc = RpcInfo(svc.full_name, method, method_profile.profile, method_profile.since)
                 rpcs.append(rpc)
-                entry = profiles.setdefault(mp.profile, dict(
-                    name=mp.profile, version=parse_version(mp.since), scope="engine", roles=(),
+                entry = profiles.setdefault(method_profile.profile, dict(
+                    name=method_profile.profile, version=parse_version(method_profile.since), scope="engine", roles=(),
                     capability_field=None, capability_message=None, limits=(), rpcs=[]))
                 entry["rpcs"].append(rpc)
     built = []
@@ -480,7 +482,7 @@ def catalogue() -> Catalogue:
                      contract.schema_revision, _request_limits(ordered_services.values()))
 
 
-def _request_limits(services: Iterable[_d.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
+def _request_limits(services: Iterable[descriptor.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
     """The `request_limit` options of every RPC's request message, in contract order."""
     seen: dict[str, tuple[RequestLimit, ...]] = {}
     for svc in services:

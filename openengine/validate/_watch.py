@@ -19,20 +19,20 @@ _NS_PER_MS = 1_000_000
 def effective_watch_settings(observability: Mapping[str, Any], request=None) -> dict[str, Any]:
     """The settings a server must report for `request` (a WatchLoadRequest, or None for an empty
     one) given the effective `openengine.load` limits (REQ-LOAD-005..010)."""
-    lo = observability["min_watch_interval_ms"]
-    hi = observability["max_watch_interval_ms"]
+    least = observability["min_watch_interval_ms"]
+    most = observability["max_watch_interval_ms"]
     has = request.HasField if request is not None else (lambda _name: False)
     if has("interval_ms"):
         asked = request.interval_ms
         if asked == 0:
-            interval = 0 if observability["change_driven"] else lo
+            interval = 0 if observability["change_driven"] else least
         else:
-            interval = min(max(asked, lo), hi)
+            interval = min(max(asked, least), most)
     else:
         interval = observability["default_watch_interval_ms"]
     if has("heartbeat_ms"):
         asked = request.heartbeat_ms
-        heartbeat = 0 if asked == 0 else min(max(asked, lo), hi)
+        heartbeat = 0 if asked == 0 else min(max(asked, least), most)
     else:
         heartbeat = observability["default_heartbeat_ms"]
     initial = request.initial_snapshot if has("initial_snapshot") else True
@@ -140,8 +140,8 @@ class WatchLoadChecker:
             self._seq = seq
         # Presence is asked only when the value reads as zero: an unset Timestamp reads as the
         # epoch, which no engine sends, so the common path is two integer reads.
-        ts = msg.timestamp
-        t = ts.seconds * 1_000_000_000 + ts.nanos
+        stamp = msg.timestamp
+        t = stamp.seconds * 1_000_000_000 + stamp.nanos
         if t or msg.HasField("timestamp"):
             prev = self._t
             if prev is not None:
@@ -195,20 +195,20 @@ class WatchLoadChecker:
         self._initial_pending = False
         self.snapshots += 1
         load = snap.load
-        ts = load.timestamp
-        lt = ts.seconds * 1_000_000_000 + ts.nanos
-        if not lt and not snap.HasField("load"):   # presence asked only when it reads as empty
+        stamp = load.timestamp
+        load_t = stamp.seconds * 1_000_000_000 + stamp.nanos
+        if not load_t and not snap.HasField("load"):   # presence asked only when it reads as empty
             out.append(violation("OEV308", "snapshot.load", None, "a LoadInfo", "the snapshot has no load"))
             return
         coalesced = snap.coalesced
-        if lt or load.HasField("timestamp"):
+        if load_t or load.HasField("timestamp"):
             prev = self._load_t
             if prev is not None:
-                if lt < prev:
-                    out.append(violation("OEV307", "snapshot.load.timestamp", lt, f">= {prev}",
+                if load_t < prev:
+                    out.append(violation("OEV307", "snapshot.load.timestamp", load_t, f">= {prev}",
                                          "the snapshot's load timestamp goes backwards"))
                 elif self._early_ns:
-                    gap = lt - prev
+                    gap = load_t - prev
                     if gap < self._early_ns and self.snapshots > 2:
                         out.append(violation("OEV310", "snapshot.load.timestamp", gap / _NS_PER_MS,
                                              f">= {self.interval_ms} ms",
@@ -219,8 +219,8 @@ class WatchLoadChecker:
                                              f"<= {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
-            if prev is None or lt >= prev:
-                self._load_t = lt
+            if prev is None or load_t >= prev:
+                self._load_t = load_t
         else:
             out.append(violation("OEV308", "snapshot.load.timestamp", None, "a timestamp",
                                  "the snapshot's load has no timestamp"))
@@ -249,12 +249,12 @@ class WatchLoadChecker:
                              "the settings promised an initial snapshot, but the next message is "
                              f"{kind or 'missing'}"))
 
-    def _settings(self, s, out) -> None:
-        self.settings = s
-        self.interval_ms = interval = s.interval_ms
-        self.heartbeat_ms = heartbeat = s.heartbeat_ms
-        self.per_rank = s.per_rank
-        self._initial_pending = s.initial_snapshot
+    def _settings(self, settings, out) -> None:
+        self.settings = settings
+        self.interval_ms = interval = settings.interval_ms
+        self.heartbeat_ms = heartbeat = settings.heartbeat_ms
+        self.per_rank = settings.per_rank
+        self._initial_pending = settings.initial_snapshot
         tol, early_tol = self.tolerance, self.early_tolerance
         slack, early_slack = self.slack_ms * _NS_PER_MS, self.early_slack_ms * _NS_PER_MS
         # An early bound of 0 would switch the check off, so it is at least 1 ns.
@@ -262,43 +262,43 @@ class WatchLoadChecker:
         self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
         self._hb_early_ns = max(1, int(heartbeat * (1 - early_tol) * _NS_PER_MS - early_slack)) if heartbeat else 0
         self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
-        if not s.instance_id:
+        if not settings.instance_id:
             out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",
                                  "the settings carry no instance id"))
         elif self.instance_id is None:
-            self.instance_id = s.instance_id
-        elif s.instance_id != self.instance_id:
-            out.append(violation("OEV309", "settings.instance_id", s.instance_id, self.instance_id,
-                                 f"settings instance id {s.instance_id!r} differs from discovery's {self.instance_id!r}"))
-        if self.capability_revision is not None and s.capability_revision != self.capability_revision:
-            out.append(violation("OEV319", "settings.capability_revision", s.capability_revision,
+            self.instance_id = settings.instance_id
+        elif settings.instance_id != self.instance_id:
+            out.append(violation("OEV309", "settings.instance_id", settings.instance_id, self.instance_id,
+                                 f"settings instance id {settings.instance_id!r} differs from discovery's {self.instance_id!r}"))
+        if self.capability_revision is not None and settings.capability_revision != self.capability_revision:
+            out.append(violation("OEV319", "settings.capability_revision", settings.capability_revision,
                                  str(self.capability_revision),
-                                 f"the stream opened under capability revision {s.capability_revision}, "
+                                 f"the stream opened under capability revision {settings.capability_revision}, "
                                  f"discovery reported {self.capability_revision}"))
-        obs = self.observability
-        if obs is None:
+        load_limits = self.observability
+        if load_limits is None:
             return
-        actual = {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": s.initial_snapshot,
-                  "per_rank": s.per_rank}
+        actual = {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": settings.initial_snapshot,
+                  "per_rank": settings.per_rank}
         if self.request is not None:
-            expected = effective_watch_settings(obs, self.request)
+            expected = effective_watch_settings(load_limits, self.request)
             for key, want in expected.items():
                 if actual[key] != want:
                     out.append(violation("OEV316", f"settings.{key}", actual[key], str(want),
                                          f"effective {key} should be {want}, the settings say {actual[key]}"))
             return
-        lo, hi = obs["min_watch_interval_ms"], obs["max_watch_interval_ms"]
+        least, most = load_limits["min_watch_interval_ms"], load_limits["max_watch_interval_ms"]
         if interval == 0:
-            if not obs["change_driven"]:
-                out.append(violation("OEV316", "settings.interval_ms", 0, f"{lo}..{hi}",
+            if not load_limits["change_driven"]:
+                out.append(violation("OEV316", "settings.interval_ms", 0, f"{least}..{most}",
                                      "interval 0 (change-driven) but the engine does not advertise change_driven"))
-        elif not lo <= interval <= hi and interval != obs["default_watch_interval_ms"]:
-            out.append(violation("OEV316", "settings.interval_ms", interval, f"{lo}..{hi}",
-                                 f"interval {interval} ms is outside the clamping range {lo}..{hi}"))
-        if heartbeat and not lo <= heartbeat <= hi and heartbeat != obs["default_heartbeat_ms"]:
-            out.append(violation("OEV316", "settings.heartbeat_ms", heartbeat, f"0 or {lo}..{hi}",
-                                 f"heartbeat {heartbeat} ms is outside the clamping range {lo}..{hi}"))
-        if s.per_rank and not obs["per_rank"]:
+        elif not least <= interval <= most and interval != load_limits["default_watch_interval_ms"]:
+            out.append(violation("OEV316", "settings.interval_ms", interval, f"{least}..{most}",
+                                 f"interval {interval} ms is outside the clamping range {least}..{most}"))
+        if heartbeat and not least <= heartbeat <= most and heartbeat != load_limits["default_heartbeat_ms"]:
+            out.append(violation("OEV316", "settings.heartbeat_ms", heartbeat, f"0 or {least}..{most}",
+                                 f"heartbeat {heartbeat} ms is outside the clamping range {least}..{most}"))
+        if settings.per_rank and not load_limits["per_rank"]:
             out.append(violation("OEV316", "settings.per_rank", True, "false",
                                  "per_rank is true but the engine does not advertise per_rank"))
 
