@@ -188,6 +188,7 @@ class _Watcher:
         previous = self._view
         self._view = view
         self._refresh_needed = False
+        self._rouse_events()
         if previous is not None and previous.instance_id != view.instance_id:
             restart = Restart(previous.instance_id, view.instance_id, self._clock())
             self._restarts.append(restart)
@@ -213,6 +214,18 @@ class _Watcher:
     def _stopping(self) -> bool:
         raise NotImplementedError
 
+    def _rouse_events(self) -> None:
+        """Wake the events loop, which waits for a view that advertises runtime events: a new view
+        came, or the watcher ends."""
+
+    def _watchdog_period(self) -> float:
+        """Seconds between silence checks: a quarter of the tolerance the stream's period allows
+        (a heartbeat of 1 s: every 125 ms at tolerance 0.5), never more often than
+        `watchdog_interval`."""
+        checker = self._checker
+        period_ms = (checker.heartbeat_ms or checker.interval_ms) if checker is not None else 0
+        return max(self._watchdog_interval, period_ms * self._tolerance / 4000.0)
+
     def _notify(self) -> None:
         with self._changed:
             self._changed.notify_all()
@@ -229,6 +242,7 @@ class _Watcher:
         if error is not None:
             self._last_error = error
         self._set_mode(UNAVAILABLE)
+        self._rouse_events()
 
     def _end_on(self, err: Exception) -> None:
         """The loop met an error it cannot recover from."""
@@ -352,12 +366,16 @@ class LoadWatcher(_Watcher):
     """
 
     def __init__(self, channel, **options):
-        super().__init__(channel, **options)
         self._stop = threading.Event()
+        self._adopted = threading.Event()
         self._threads: list[threading.Thread] = []
+        super().__init__(channel, **options)
 
     def _stopping(self) -> bool:
         return self._stop.is_set()
+
+    def _rouse_events(self) -> None:
+        self._adopted.set()
 
     def wait_for_snapshot(self, timeout: float | None = None):
         """Block until a snapshot newer than the call arrives and return it; None as soon as it is
@@ -377,6 +395,7 @@ class LoadWatcher(_Watcher):
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._adopted.set()
         self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
@@ -446,8 +465,8 @@ class LoadWatcher(_Watcher):
         delays = self._backoff.delays()
         while self._running:
             if not self._events_advertised:
-                if self._stop.wait(self._watchdog_interval * 4):
-                    return
+                self._adopted.wait()
+                self._adopted.clear()
                 continue
             self._events_call = call = self._stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
             try:
@@ -466,7 +485,7 @@ class LoadWatcher(_Watcher):
 
     def _watchdog(self) -> None:
         """Cancel a stream that went silent for longer than its heartbeat allows; it reopens."""
-        while not self._stop.wait(self._watchdog_interval) and self._mode != UNAVAILABLE:
+        while not self._stop.wait(self._watchdog_period()) and self._mode != UNAVAILABLE:
             call = self._silent_call()
             if call is not None:
                 call.cancel()
@@ -482,23 +501,30 @@ class AsyncLoadWatcher(_Watcher):
     """
 
     def __init__(self, channel, **options):
-        super().__init__(channel, **options)
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
         self._woken: asyncio.Event | None = None
+        self._adopted: asyncio.Event | None = None
+        super().__init__(channel, **options)
 
     def _stopping(self) -> bool:
         return self._stopped
 
+    def _rouse_events(self) -> None:
+        if self._adopted is not None:
+            self._adopted.set()
+
     async def start(self) -> "AsyncLoadWatcher":
         self._woken = woken = asyncio.Event()
         self._wake = woken.set   # called on the loop: the watcher's own tasks
+        self._adopted = asyncio.Event()
         self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
                        asyncio.create_task(self._events())]
         return self
 
     async def stop(self) -> None:
         self._stopped = True
+        self._rouse_events()
         self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
@@ -586,7 +612,8 @@ class AsyncLoadWatcher(_Watcher):
         delays = self._backoff.delays()
         while self._running:
             if not self._events_advertised:
-                await asyncio.sleep(self._watchdog_interval * 4)
+                await self._adopted.wait()
+                self._adopted.clear()
                 continue
             self._events_call = call = self._stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
             try:
@@ -604,7 +631,7 @@ class AsyncLoadWatcher(_Watcher):
 
     async def _watchdog(self) -> None:
         while not self._stopping() and self._mode != UNAVAILABLE:
-            await asyncio.sleep(self._watchdog_interval)
+            await asyncio.sleep(self._watchdog_period())
             call = self._silent_call()
             if call is not None:
                 call.cancel()
