@@ -314,7 +314,7 @@ def client_cpu(args) -> dict:
     with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
         limits = CapabilityView.fetch(channel).report.limits["openengine.load"]
     messages = asyncio.run(_recorded_stream(args, request, 300))
-    readers = (("bare", lambda: asyncio.run(_bare_round(args, request))),
+    readers = (("bare_aio", lambda: asyncio.run(_bare_round(args, request))),
                ("async_watcher", lambda: asyncio.run(_async_watcher_round(args, request))),
                ("bare_sync", lambda: _bare_sync_round(args, request)),
                ("watcher", lambda: _sync_watcher_round(args, request)))
@@ -329,6 +329,65 @@ def client_cpu(args) -> dict:
     return {"us_per_update": {name: median(values) for name, values in rounds.items()}, "rounds_us": rounds,
             "received": received,
             "streams": args.count, "interval_ms": args.interval_ms, "violations": VIOLATIONS}
+
+
+def section(quick: bool) -> "Section":
+    """`make bench`'s client-CPU figures: one engine process, one client process reading its
+    streams every way in interleaved rounds; each goal is the median over rounds of a ratio of
+    two figures taken back to back."""
+    from statistics import median
+
+    from bench.control import Child
+    from bench.figures import Section, at_most, info
+
+    streams, interval_ms = 20, 10
+    rounds, seconds = (2, 0.5) if quick else (7, 1.5)
+    with Child("bench.hosts", "engines", "--count", "1", "--max-watchers", str(streams + 16),
+               name="client-cpu engine") as server:
+        port = server.read(60)["ports"][0]
+        with Child("bench.watchers", "--port", str(port), "--client-cpu", "--count", str(streams),
+                   "--interval-ms", str(interval_ms), "--seconds", str(seconds), "--rounds", str(rounds),
+                   name="client-cpu readers") as client:
+            result = client.read(60 + rounds * 4 * (seconds + 5))
+    each = result["rounds_us"]
+
+    def ratio(top: str, bottom: str) -> float:
+        return round(median(a / b for a, b in zip(each[top], each[bottom])), 3)
+
+    def added(reader: str) -> float:
+        """What validating adds to a watcher's CPU per update: the check over the rest."""
+        return round(median(f / (w - f) for f, w in zip(each["feed"], each[reader])), 3)
+
+    group = "client CPU per update"
+    names = {"bare_aio": "bare grpc.aio reader", "async_watcher": "AsyncLoadWatcher", "bare_sync": "bare synchronous reader",
+             "watcher": "LoadWatcher", "feed": "WatchLoadChecker.feed"}
+    figures = [info(f"watchers.{name}.client_us_per_update", round(result["us_per_update"][name], 2), "us",
+                    group=group, note=f"{names[name]}, median of {rounds} rounds")
+               for name in names]
+    figures += [
+        at_most("watchers.async_watcher_over_bare_aio", ratio("async_watcher", "bare_aio"), 1.15, group=group,
+                note="AsyncLoadWatcher / bare grpc.aio reader of the same streams, CPU per update"),
+        at_most("watchers.watcher_over_bare_sync", ratio("watcher", "bare_sync"), 1.15, group=group,
+                note="LoadWatcher / bare synchronous reader of the same streams, CPU per update"),
+        info("watchers.watcher_over_bare_aio", ratio("watcher", "bare_aio"), "ratio", group=group,
+             note="LoadWatcher / bare grpc.aio reader: synchronous gRPC's own cost per message included"),
+        info("watchers.bare_sync_over_bare_aio", ratio("bare_sync", "bare_aio"), "ratio", group=group,
+             note="the two floors: synchronous gRPC / grpc.aio, CPU per update"),
+        at_most("watchers.async_watcher_validation_added", added("async_watcher"), 0.10, group=group,
+                note="feed's CPU per message / the rest of AsyncLoadWatcher's CPU per update"),
+        at_most("watchers.watcher_validation_added", added("watcher"), 0.10, group=group,
+                note="feed's CPU per message / the rest of LoadWatcher's CPU per update"),
+    ]
+    violations = ", ".join(f"{count} {rule}" for rule, count in sorted(result["violations"].items())) or "none"
+    discussion = (
+        f"bench/watchers.py --client-cpu: one reference engine process streams WatchLoad at {interval_ms} ms "
+        f"to {streams} readers in one client process, read in turn by a bare grpc.aio reader, "
+        f"`AsyncLoadWatcher`, a bare synchronous reader (a thread per stream) and `LoadWatcher`, "
+        f"{rounds} rounds of {seconds:g} s each; the client process's CPU time over a window divided by the "
+        f"updates it received. `WatchLoadChecker.feed` is timed in the same rounds on a recorded stream of the "
+        f"same engine. Violations the watchers reported (a loaded machine delays and coalesces snapshots): "
+        f"{violations}.")
+    return Section("Watchers: client CPU per streamed update", figures, discussion)
 
 
 async def amain(args) -> None:
