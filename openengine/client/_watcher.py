@@ -78,7 +78,14 @@ class Restart:
 
 class _Watcher:
     """What both watchers share: the constructor, the latest snapshot, the stream checker, the
-    counters and every decision about what to do next; the subclasses only run the loops."""
+    counters and every decision about what to do next; the subclasses only run the loops.
+
+    Options: `view` (discovery's answers; read first when omitted), `request` (the
+    WatchLoadRequest), `backoff`, `tolerance` (lateness allowed, a fraction of the period),
+    `poll_interval` (seconds between GetLoad polls; default from min_watch_interval_ms),
+    `watchdog_interval` (the shortest time between silence checks), `on_snapshot(load)`,
+    `on_revision_change(revision)`, `on_restart(Restart)`, `violations_kept` (the ring's size) and
+    `clock`."""
 
     def __init__(self, channel, *, view: CapabilityView | None = None, request=None,
                  backoff: Backoff | None = None, tolerance: float = 0.5, poll_interval: float | None = None,
@@ -264,8 +271,9 @@ class _Watcher:
         return self._checker
 
     def _record(self, found: list[Violation]) -> None:
-        self._violations.extend(found)
-        self._violation_counts.update(v.rule_id for v in found)
+        with self._changed:     # the stream loop and the watchdog both record
+            self._violations.extend(found)
+            self._violation_counts.update(v.rule_id for v in found)
 
     def _on_message(self, msg) -> bool:
         """Judge and keep one stream message; False when the stream must be reopened at once

@@ -371,3 +371,26 @@ def test_bounded_backoff_says_why_it_gave_up():
             assert watcher.wait_for_snapshot(timeout=None) is None
     assert watcher.end_reason.startswith("gave up after 2 failed attempts") and "UNAVAILABLE" in watcher.end_reason
 
+
+
+def test_the_reference_engine_restarted_on_its_port_is_followed():
+    """The reference engine stopped and started again on the same port: a new instance id, one
+    restart, and the new instance's stream validated without a violation."""
+    from openengine.engine import EngineConfig, RunningEngine
+
+    request = load_pb2.WatchLoadRequest(interval_ms=20)
+    with RunningEngine(EngineConfig(port=0, profiles=("load",))) as engine:
+        port = engine.engine.port
+        channel = grpc.insecure_channel(engine.address)
+        watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=request, backoff=FAST).start()
+        first = watcher.wait_for_snapshot(timeout=10).instance_id
+    try:
+        with RunningEngine(EngineConfig(port=port, profiles=("load",))):
+            assert wait_until(lambda: watcher.restarts)
+            assert watcher.wait_for_snapshot(timeout=10).instance_id == watcher.restarts[0].current != first
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+    finally:
+        watcher.stop()
+        channel.close()
+    assert [r.previous for r in watcher.restarts] == [first]
+    assert errors(watcher) == []
