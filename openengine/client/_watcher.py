@@ -278,22 +278,26 @@ class _Watcher:
     def _on_message(self, msg) -> bool:
         """Judge and keep one stream message; False when the stream must be reopened at once
         because it speaks for an instance discovery has not named yet."""
-        kind = msg.WhichOneof("kind")
-        seen = msg.snapshot.load.instance_id if kind == "snapshot" else \
-            msg.settings.instance_id if kind == "settings" else ""
-        expected = self._view.instance_id
-        if seen and expected and seen != expected and seen != self._questioned_instance:
-            # Perhaps a restart: discovery decides, before anything is judged against the old one.
-            self._questioned_instance = seen
-            self._refresh_needed = True
-            return False
         found = self._checker.feed(msg)
         if found:
+            if self._new_instance_suspected(found):
+                return False
             self._record(found)
             if any(v.rule_id == "OEV319" for v in found):
                 self._revision_change(msg.settings.capability_revision)
-        if kind == "snapshot" and msg.snapshot.HasField("load"):
+        if msg.WhichOneof("kind") == "snapshot" and msg.snapshot.HasField("load"):
             self._store(msg.snapshot.load)
+        return True
+
+    def _new_instance_suspected(self, found: list[Violation]) -> bool:
+        """An instance id that differs from discovery's (OEV309) may be a restart: discovery is
+        re-read before anything is judged against the old instance. Only an id discovery was
+        already asked about, and did not confirm, stays a violation."""
+        seen = next((v.value for v in found if v.rule_id == "OEV309" and v.value), None)
+        if seen is None or seen == self._questioned_instance:
+            return False
+        self._questioned_instance = seen
+        self._refresh_needed = True
         return True
 
     def _store(self, load) -> None:
