@@ -174,3 +174,14 @@ def test_totals_must_be_the_sums_of_the_ranks():
     assert ids(run([settings(per_rank=True), msg])) == ["OEV321"]
     # Without ranks there is nothing to add up.
     assert check_load(load_pb2.LoadInfo(used_kv_blocks=7)) == []
+
+
+def test_keep_bounds_the_violations_a_checker_holds():
+    """A stream watched for days: the checker holds the latest `keep`, and still returns each."""
+    checker = WatchLoadChecker(instance_id="e1", keep=3, clock=lambda: 0.0)
+    assert checker.feed(settings(interval=100), 0.0) == []
+    returned = []
+    for seq in range(1, 11):
+        returned += checker.feed(snapshot(seq, seq * 100, coalesced=seq), 0.0)
+    assert [v.rule_id for v in returned] == ["OEV315"] * 10
+    assert [v.value for v in checker.violations] == [8, 9, 10]
