@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "toolkit", "validators")
+SECTIONS = ("fleet", "fanout", "toolkit", "validators", "watchers")
 
 
 def _finite(v):
@@ -230,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(toolkit_section(args.quick))
         elif name == "validators":
             sections.append(validators_section(args.quick))
+        elif name == "watchers":
+            from bench import watchers
+
+            sections.append(watchers.section(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = _loadavg()

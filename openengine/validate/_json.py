@@ -28,7 +28,7 @@ _LIMIT_OPTION = "openengine.v1.limit"
 
 def _is_limit(field: FieldDescriptor) -> bool:
     options = field.GetOptions()
-    return any(fd.full_name == _LIMIT_OPTION for fd, _ in options.ListFields())
+    return any(field_descriptor.full_name == _LIMIT_OPTION for field_descriptor, _ in options.ListFields())
 
 
 def _short_error(err: Exception) -> str:
@@ -74,9 +74,9 @@ def _form_problem(field: FieldDescriptor, value: Any) -> str | None:
                 return (f"{item!r} is not an RFC 3339 time (YYYY-MM-DDThh:mm:ss[.fraction]Z or an offset, "
                         "with a real date and time of day)")
         elif field.enum_type is None and field.type in _INT_BOUNDS:
-            lo, hi = _INT_BOUNDS[field.type]
-            if not matches(integer_pattern(lo, hi), item):
-                return f"{item!r} is not a decimal integer within {lo}..{hi}"
+            low, high = _INT_BOUNDS[field.type]
+            if not matches(integer_pattern(low, high), item):
+                return f"{item!r} is not a decimal integer within {low}..{high}"
     return None
 
 
