@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
     # resolved registry and the compiled protos.
-    beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
+    # Only a checkout's layout (its proto/ folder beside the registry) gets a cache in build/.
+    beside = proto_root.is_dir() and proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
     cache = for_checkout(proto_root.resolve().parent, args.registry) if beside and Path(args.registry).is_file() else None
     resolved = cache.load("resolved-registry") if cache is not None else None
     if resolved is None:
