@@ -153,7 +153,7 @@ def check_model_info(model_info, path: str = "capabilities") -> list[Violation]:
     `Capabilities`: `validate_capabilities(model_infos=...)`)."""
     out: list[Violation] = []
     listed = {p.name for p in model_info.capabilities.profiles}
-    gen.check_model_capabilities(model_info.capabilities, path, listed, out)
+    tables.check_model_capabilities(model_info.capabilities, path, listed, out)
     return out
 
 
