@@ -13,9 +13,12 @@ from openengine.serve.backend import (
     FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
     Tokenizer,
 )
+from openengine.serve.profiles import CannotServe
+from openengine.serve.server import AdminAccess, RunningServer, ServeConfig, Server, serve
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
     "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
+    "AdminAccess", "CannotServe", "RunningServer", "ServeConfig", "Server", "serve",
 ]

@@ -169,13 +169,17 @@ GenerateOutput = Union[Chunk, Final, Failure]
 
 
 class RefusalCode(enum.Enum):
-    """The status a request refused before acceptance gets (gRPC status names)."""
+    """The status a call refused before acceptance (or a stream the engine ends) gets: gRPC
+    status names."""
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     UNAVAILABLE = "UNAVAILABLE"
+    ABORTED = "ABORTED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
     # A feature the engine does not have, asked for by one request although the capabilities
     # cannot say so (a request field no limit covers).
     UNIMPLEMENTED = "UNIMPLEMENTED"
