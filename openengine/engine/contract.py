@@ -18,5 +18,8 @@ from openengine.contract import (  # noqa: F401  (re-exported: the engine's view
 
 from openengine.serve.limits import coerce, to_wire  # noqa: F401  (re-exported)
 
+INFERENCE = "openengine.v1.Inference"
+ADMIN = "openengine.v1.Admin"
+
 # Role spelling -> Role enum number, read from the enum.
 ROLE_NAMES = role_numbers()
