@@ -83,6 +83,20 @@ class Inference:
         self.state = state
         self.admission = Admission(state)
 
+    async def watch_stalls(self, limit: float) -> None:
+        """The stalled-consumer policy: a request whose client has not taken a message for
+        `limit` seconds is aborted in the backend and leaves the load; its stream, if the client
+        ever reads again, ends with a retryable ABORTED error."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(limit / 4)
+            for flight in self.state.stalled(loop.time(), limit):
+                log.warning("request %s: the client took no message for %gs; aborting it",
+                            flight.request.request_id, limit)
+                self.state.in_flight.pop(flight.request.request_id, None)
+                self.state.abort(flight, AbortReason.STALLED_CONSUMER)
+                self.state.load_changed()
+
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         """Admit, run the backend's iterator and stream what it yields. A stream ends with one
         final per sequence, or one terminal error (REQ-SVC-002); a client that goes away has its
@@ -94,6 +108,7 @@ class Inference:
         state.load_changed()
         outputs = state.backend.generate(admitted)
         unfinished = admitted.sequences
+        clock = asyncio.get_running_loop().time
         ended = False
         started = False
         try:
@@ -104,10 +119,14 @@ class Inference:
                         break
                     kind = type(output)
                     if kind is Chunk:
+                        flight.writing_since = clock()
                         yield chunk_message(output)
+                        flight.writing_since = None
                     elif kind is Final:
                         unfinished -= 1
+                        flight.writing_since = clock()
                         yield final_message(output)
+                        flight.writing_since = None
                     elif kind is Failure:
                         ended = True
                         yield failure_message(output)
@@ -137,7 +156,8 @@ class Inference:
                 yield _error(common_pb2.ERROR_CODE_INTERNAL,
                              f"the engine ended the stream with {unfinished} sequence(s) unfinished")
         finally:
-            state.in_flight.pop(admitted.request_id, None)
+            if state.in_flight.get(admitted.request_id) is flight:
+                del state.in_flight[admitted.request_id]
             if not ended:
                 state.abort(flight, AbortReason.CLIENT_CANCELLED)
             close = getattr(outputs, "aclose", None)

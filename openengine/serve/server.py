@@ -31,6 +31,7 @@ from openengine.serve.wire import WirePolicy
 log = logging.getLogger("openengine.serve")
 
 ADMIN = "openengine.v1.Admin"
+INFERENCE = "openengine.v1.Inference"
 # The protocol's own services, implemented by the SDK for every backend.
 PROTOCOL_CLASSES = (Discovery, Inference, Lifecycle, Observability)
 
@@ -63,6 +64,9 @@ class ServeConfig:
     profiles: tuple[str, ...] | None = None
     instance_id: str | None = None
     admin: AdminAccess = field(default_factory=AdminAccess)
+    # The stalled-consumer policy: abort a request whose client takes no message for this many
+    # seconds (None: wait as long as the client keeps the call open).
+    stall_timeout_s: float | None = None
 
 
 class Server:
@@ -98,6 +102,7 @@ class Server:
         self.address = ""
         self.admin_address = ""
         self._stopped = False
+        self._stall_watch: asyncio.Task | None = None
 
     # -- what is implemented ---------------------------------------------------------------------
 
@@ -219,6 +224,8 @@ class Server:
         if separate:
             self.servers.append(self._admin_server())
         self.backend.attach(state)
+        if config.stall_timeout_s:
+            self._stall_watch = asyncio.ensure_future(self._impls[INFERENCE].watch_stalls(config.stall_timeout_s))
         await self.health.update(self._statuses())
         if self.admin_health is not None:
             await self.admin_health.update({ADMIN: SERVING, "": SERVING} if state.has_service(ADMIN) else {"": SERVING})
@@ -269,6 +276,8 @@ class Server:
         state = self.state
         log.info("stopping: health NOT_SERVING")
         state.accepting = False
+        if self._stall_watch is not None:
+            self._stall_watch.cancel()
         await self.health.shutdown()
         if self.admin_health is not None:
             await self.admin_health.shutdown()

@@ -24,6 +24,7 @@ class InFlight:
 
     request: GenerateRequest
     aborted: AbortReason | None = None
+    writing_since: float | None = None   # loop time a message was handed to gRPC, until it is taken
 
     @property
     def kv_session(self) -> str:
@@ -93,6 +94,11 @@ class ServingState:
         """Hold a reference to a background task until it ends."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def stalled(self, now: float, limit: float) -> list[InFlight]:
+        """Requests whose client has not taken a message for `limit` seconds."""
+        return [f for f in self.in_flight.values()
+                if f.aborted is None and f.writing_since is not None and now - f.writing_since >= limit]
 
     def abort(self, flight: InFlight, reason: AbortReason) -> None:
         """Mark a request aborted and tell the backend to stop it (the call ends it on the stream)."""
