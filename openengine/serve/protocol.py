@@ -16,7 +16,7 @@ from openengine.serve.admission import Admission
 from openengine.serve.backend import AbortReason, Chunk, ErrorCode, Failure, Final, Refusal, RefusalCode
 from openengine.serve.discovery import capabilities, engine_info, model_info
 from openengine.serve.load import Watcher
-from openengine.serve.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+from openengine.serve.loadwire import Framer, Snapshot
 from openengine.serve.state import InFlight, ServingState
 from openengine.v1 import common_pb2, generation_pb2, lifecycle_pb2, load_pb2
 from openengine.validate import effective_watch_settings
@@ -216,6 +216,7 @@ class Observability:
         interval, heartbeat = effective["interval_ms"], effective["heartbeat_ms"]
         initial, per_rank = effective["initial_snapshot"], effective["per_rank"]
         watcher = Watcher(interval, heartbeat, per_rank, state.revision)
+        framer = Framer()
         sequence = 0
         now_ns = state.clock.now_ns
         loop = asyncio.get_running_loop()
@@ -240,12 +241,12 @@ class Observability:
                                               capability_revision=state.revision)
         state.load.open(watcher)
         try:
-            yield settings_message(*stamp(), settings)
+            yield framer.settings(*stamp(), settings)
             opened_at = loop.time()
             if initial:
                 first = build()
                 opened_at = loop.time()
-                yield snapshot_message(*stamp(), first, 0)
+                yield framer.snapshot(*stamp(), first, 0)
             state.load.start_ticks(watcher, opened_at)
             last_sent = loop.time()
             beat_s = heartbeat / 1000.0
@@ -255,13 +256,13 @@ class Observability:
                 taken = watcher.take(build)
                 if taken is not None:
                     shared, coalesced = taken
-                    yield snapshot_message(*stamp(), shared, coalesced)
+                    yield framer.snapshot(*stamp(), shared, coalesced)
                     last_sent = loop.time()
                     continue
                 if heartbeat:
                     due = last_sent + beat_s
                     if loop.time() >= due:
-                        yield heartbeat_message(*stamp())
+                        yield framer.heartbeat(*stamp())
                         last_sent = loop.time()
                         continue
                     # One alarm per stream, armed only when none is pending: `due` never moves

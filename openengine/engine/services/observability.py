@@ -38,7 +38,7 @@ class Observability(Base):
         serialized once and shared by every stream it goes to; the server's response serializer
         passes bytes through."""
         from openengine.serve.load import Watcher
-        from openengine.serve.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+        from openengine.serve.loadwire import Framer, Snapshot
 
         rt = self.rt
         max_watchers = rt.limit("openengine.load", "max_watchers")
@@ -50,6 +50,7 @@ class Observability(Base):
                           count_coalesced=rt.hooks.at("watch.count-coalesced", True))
         instance_id = rt.hooks.at("watch.instance-id", rt.instance_id)
         sequence = 0
+        framer = Framer()
         hook = rt.hooks.at
         now_ns = rt.clock.now_ns
         loop = asyncio.get_running_loop()
@@ -71,7 +72,7 @@ class Observability(Base):
         own_instance = instance_id == rt.instance_id
 
         def snapshot(shared: Snapshot, coalesced: int) -> bytes:
-            return snapshot_message(*stamp(), shared if own_instance else _for_instance(shared, instance_id),
+            return framer.snapshot(*stamp(), shared if own_instance else _for_instance(shared, instance_id),
                                     coalesced)
 
         def ring() -> None:
@@ -88,7 +89,7 @@ class Observability(Base):
             opened_at = None
             for step in rt.hooks.at("watch.opening", ("settings", "snapshot") if initial else ("settings",)):
                 if step == "settings":
-                    yield settings_message(*stamp(), settings)
+                    yield framer.settings(*stamp(), settings)
                 else:
                     first = build()
                     opened_at = loop.time()
@@ -113,7 +114,7 @@ class Observability(Base):
                 if heartbeats:
                     due = last_sent + beat_s
                     if loop.time() >= due:
-                        yield heartbeat_message(*stamp())
+                        yield framer.heartbeat(*stamp())
                         last_sent = loop.time()
                         continue
                     # One alarm per stream, armed only when none is pending: `due` never moves
