@@ -29,6 +29,7 @@ _ABORTED = {
     AbortReason.CLIENT_CANCELLED: ("the client cancelled the call", False),
     AbortReason.STALLED_CONSUMER: ("the client stopped reading the stream", True),
     AbortReason.PAUSED: ("generation paused", True),
+    AbortReason.DRAIN_DEADLINE: ("the drain deadline passed", True),
     AbortReason.SHUTDOWN: ("the engine is shutting down", True),
 }
 
