@@ -10,25 +10,21 @@ from openengine.v1 import events_pb2, load_pb2
 
 class Observability(Base):
     def settings(self, request: load_pb2.WatchLoadRequest) -> tuple[int, int, bool, bool]:
+        """The effective settings, computed by the one function clients and the runner use too
+        (`openengine.validate.effective_watch_settings`); a requested value that was clamped
+        passes the `watch.clamped` hook point."""
+        from openengine.validate import effective_watch_settings
+
         rt = self.rt
-        lim = lambda name: rt.limit("openengine.load", name)  # noqa: E731
-        lo, hi = lim("min_watch_interval_ms"), lim("max_watch_interval_ms")
-        clamp = lambda v: rt.hooks.at("watch.clamped", max(lo, min(hi, v)), requested=v)  # noqa: E731
-        if not request.HasField("interval_ms"):
-            interval = lim("default_watch_interval_ms")
-        elif request.interval_ms == 0:
-            interval = 0 if lim("change_driven") else lo
-        else:
-            interval = clamp(request.interval_ms)
-        if not request.HasField("heartbeat_ms"):
-            heartbeat = lim("default_heartbeat_ms")
-        elif request.heartbeat_ms == 0:
-            heartbeat = 0
-        else:
-            heartbeat = clamp(request.heartbeat_ms)
-        initial = request.initial_snapshot if request.HasField("initial_snapshot") else True
-        per_rank = bool(request.per_rank and lim("per_rank"))
-        return interval, heartbeat, initial, per_rank
+        effective = effective_watch_settings(
+            {lim.name: rt.limit("openengine.load", lim.name) for lim in rt.catalogue.profile("openengine.load").limits},
+            request)
+        interval, heartbeat = effective["interval_ms"], effective["heartbeat_ms"]
+        if request.HasField("interval_ms") and request.interval_ms:
+            interval = rt.hooks.at("watch.clamped", interval, requested=request.interval_ms)
+        if request.HasField("heartbeat_ms") and request.heartbeat_ms:
+            heartbeat = rt.hooks.at("watch.clamped", heartbeat, requested=request.heartbeat_ms)
+        return interval, heartbeat, effective["initial_snapshot"], effective["per_rank"]
 
     async def GetLoad(self, request: load_pb2.GetLoadRequest, context):
         return self.rt.hooks.at("load.get", self.rt.build_load(per_rank=request.per_rank))
