@@ -260,6 +260,10 @@ class EngineHandle(Protocol):
     def address(self) -> str:
         """host:port the engine serves on (a KV producer's `remote_address`)."""
 
+    @property
+    def revision(self) -> int:
+        """The capability revision the engine advertises now."""
+
 
 # -- the backend ------------------------------------------------------------------------------------
 
