@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from openengine.serve.admission import Admission
-from openengine.serve.backend import AbortReason, Chunk, ErrorCode, Failure, Final, Refusal, RefusalCode
+from openengine.serve.backend import AbortReason, Chunk, Failure, Final, Refusal, RefusalCode
 from openengine.serve.discovery import capabilities, engine_info, model_info
 from openengine.serve.load import Watcher
 from openengine.serve.loadwire import Framer, Snapshot

@@ -4,7 +4,6 @@ guard Admin, serve standard health and reflection, apply the wire policy, shut d
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import inspect
 import logging
