@@ -59,15 +59,16 @@ class _Unsupported(Exception):
     """The document needs the full loader."""
 
 
-def compose(text: str, max_depth: int, max_nodes: int, scalar_value):
-    """The located tree of `text` (YMap / YSeq / YScalar), or None when the full loader must read
-    it. `scalar_value(tag, text)` turns a resolved scalar into its value."""
+def compose(text: str, max_depth: int, max_nodes: int, scalar_value, nodes):
+    """The located tree of `text`, or None when the full loader must read it. `scalar_value(tag,
+    text)` turns a resolved scalar into its value; `nodes` is the (YMap, YScalar, YSeq) classes of
+    `openengine.contractkit.yamlsource`, passed in so that module alone imports this one."""
     try:
         from yaml import _yaml
         from yaml import events as ev
     except ImportError:   # PyYAML without libyaml: the full loader does everything
         return None
-    from openengine.contractkit.yamlsource import YMap, YScalar, YSeq
+    YMap, YScalar, YSeq = nodes
 
     if _GLUED_HEADER_COMMENT.search(text):
         return None

@@ -339,7 +339,7 @@ def _compose_fast(text: str) -> YNode | None:
         return None
     from openengine.contractkit.yamlfast import compose
 
-    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value)
+    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value, (YMap, YScalar, YSeq))
 
 
 def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:

@@ -34,11 +34,11 @@ class Observability(Base):
         return self.rt.hooks.at("load.get", self.rt.build_load(per_rank=request.per_rank))
 
     async def WatchLoad(self, request: load_pb2.WatchLoadRequest, context):
-        """Yields each message's wire bytes (openengine.engine.loadwire): a snapshot is built and
+        """Yields each message's wire bytes (openengine.serve.loadwire): a snapshot is built and
         serialized once and shared by every stream it goes to; the server's response serializer
         passes bytes through."""
-        from openengine.engine.load import Watcher
-        from openengine.engine.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+        from openengine.serve.load import Watcher
+        from openengine.serve.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
 
         rt = self.rt
         max_watchers = rt.limit("openengine.load", "max_watchers")
@@ -71,7 +71,7 @@ class Observability(Base):
         own_instance = instance_id == rt.instance_id
 
         def snapshot(shared: Snapshot, coalesced: int) -> bytes:
-            return snapshot_message(*stamp(), shared if own_instance else shared.for_instance(instance_id),
+            return snapshot_message(*stamp(), shared if own_instance else _for_instance(shared, instance_id),
                                     coalesced)
 
         def ring() -> None:
@@ -160,3 +160,13 @@ class Observability(Base):
                 await sub.wake.wait()
         finally:
             rt.runtime_events.subscribers.discard(sub)
+
+
+def _for_instance(shared, instance_id: str):
+    """The same snapshot reporting another instance id (only a fault asks for one)."""
+    from openengine.serve.loadwire import Snapshot
+
+    load = load_pb2.LoadInfo()
+    load.CopyFrom(shared.load)
+    load.instance_id = instance_id
+    return Snapshot.of(load)

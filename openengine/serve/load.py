@@ -28,7 +28,7 @@ from typing import Callable
 
 from google.protobuf import timestamp_pb2
 
-from openengine.engine.loadwire import Snapshot
+from openengine.serve.loadwire import Snapshot
 from openengine.v1 import load_pb2
 
 # A little past the interval, so consecutive periodic snapshots are never closer than it.

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import grpc
 from grpc._cython import cygrpc
 
-log = logging.getLogger("openengine.engine")
+log = logging.getLogger("openengine.serve")
 
 UNDECODABLE = "undecodable request"
 UNEXPECTED = "unexpected exception"

@@ -1,0 +1,102 @@
+"""What one served engine holds between calls: what it advertises (profiles, limits, models, the
+capability revision), the requests in flight, the load watchers and whether it takes work."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from openengine.contract import Catalogue, ProfileInfo
+from openengine.serve.discovery import load_info
+from openengine.serve.backend import AbortReason, Backend, EngineDescription, GenerateRequest, Model
+from openengine.serve.load import Clock, LoadPublisher
+from openengine.serve.profiles import Selection
+
+log = logging.getLogger("openengine.serve")
+
+
+@dataclass(eq=False)
+class InFlight:
+    """One accepted Generate call, from admission to its stream's end."""
+
+    request: GenerateRequest
+    aborted: AbortReason | None = None
+
+    @property
+    def kv_session(self) -> str:
+        message = self.request.message
+        return message.kv_transfer.session_id if message.HasField("kv_transfer") else ""
+
+
+@dataclass(eq=False)
+class ServingState:
+    catalogue: Catalogue
+    backend: Backend
+    description: EngineDescription
+    selection: Selection
+    instance_id: str = field(default_factory=lambda: f"engine-{uuid.uuid4().hex[:12]}")
+    revision: int = 1
+    address: str = ""
+    accepting: bool = True
+    clock: Clock = field(default_factory=Clock)
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
+    _tasks: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.models: dict[str, Model] = {m.name: m for m in self.description.models}
+        self.load = LoadPublisher(self.build_load_info)
+
+    # -- what is advertised ----------------------------------------------------------------------
+
+    @property
+    def advertised(self) -> tuple[ProfileInfo, ...]:
+        return self.selection.advertised
+
+    def has(self, profile: str) -> bool:
+        return profile in self.selection.limits
+
+    def limit(self, profile: str, name: str) -> Any:
+        return self.selection.limits[profile][name]
+
+    def advertised_services(self) -> list[str]:
+        return self.catalogue.services_of(p.name for p in self.advertised)
+
+    def has_service(self, service: str) -> bool:
+        return service in self.advertised_services()
+
+    @property
+    def default_model(self) -> str:
+        return self.description.models[0].name
+
+    def model_profiles(self, model: str) -> list[ProfileInfo]:
+        """The advertised model-scoped profiles `model` lists."""
+        listed = {self.catalogue.lookup(p).name for p in self.models[model].profiles}
+        return [p for p in self.advertised if p.scope == "model" and p.name in listed]
+
+    def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
+        return {**self.selection.limits[profile], **self.selection.model_limits.get(model, {}).get(profile, {})}
+
+    # -- load --------------------------------------------------------------------------------------
+
+    def build_load_info(self, per_rank: bool = False):
+        return load_info(self, per_rank)
+
+    def load_changed(self) -> None:
+        self.load.changed()
+
+    # -- background work ---------------------------------------------------------------------------
+
+    def keep(self, task: asyncio.Task) -> None:
+        """Hold a reference to a background task until it ends."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def abort(self, flight: InFlight, reason: AbortReason) -> None:
+        """Mark a request aborted and tell the backend to stop it (the call ends it on the stream)."""
+        if flight.aborted is not None:
+            return
+        flight.aborted = reason
+        self.keep(asyncio.ensure_future(self.backend.abort(flight.request.request_id, reason)))
