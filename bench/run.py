@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "toolkit", "validators")
+SECTIONS = ("fleet", "fanout", "toolkit", "validators", "llama")
 
 
 def _finite(v):
@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(toolkit_section(args.quick))
         elif name == "validators":
             sections.append(validators_section(args.quick))
+        elif name == "llama":
+            from bench import llama
+            sections.append(llama.run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = _loadavg()

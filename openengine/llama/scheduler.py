@@ -87,6 +87,13 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class Started:
+    """A queued request got a sequence id and runs from the next step on."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
 class Emitted:
     """New tokens of one request and the text they complete."""
 
@@ -118,7 +125,7 @@ class Errored:
     message: str
 
 
-Event = Union[Emitted, Finished, Errored]
+Event = Union[Started, Emitted, Finished, Errored]
 
 
 @dataclass(frozen=True)
@@ -348,7 +355,11 @@ class Scheduler:
             if closing:
                 return
             if self._running and not self._paused:
-                self._step()
+                try:
+                    self._step()
+                except Exception as err:   # a failed step fails its requests, not the scheduler
+                    logger.exception("a llama.cpp step failed")
+                    self._fail(list(self._running.values()), f"the step failed ({type(err).__name__}: {err})")
 
     def _settle(self) -> list[Event]:
         """Under the lock: drop cancelled requests, then give free ids to queued requests."""
@@ -368,6 +379,7 @@ class Scheduler:
             seq_id = self._free_ids.pop()
             chain = _sampler_chain(request.sampling, self._vocab_size, self.config.context_tokens)
             self._running[request.request_id] = _Sequence(request, seq_id, chain, self._vocab_size)
+            events.append(Started(request.request_id))
         return events
 
     def _abort_everything(self) -> list[Event]:

@@ -1,0 +1,83 @@
+"""`oespec engine --backend llama` serving the tiny model conforms: the whole conformance suite,
+shutdown included, with nothing unchecked that its profiles (core and load) make checkable."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+OESPEC = Path(sys.executable).parent / "oespec"
+
+pytestmark = pytest.mark.waits
+
+
+def start_engine(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([str(OESPEC), "engine", "--backend", "llama", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        found = re.search(r"serving .* on (\S+) \(instance", line)
+        if found:
+            return proc, found.group(1)
+    proc.wait()
+    raise AssertionError("the llama engine did not start:\n" + "".join(seen))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_llama_engine_conforms(tiny_model_path):
+    proc, address = start_engine("--model", str(tiny_model_path), "--limit", "core.max_running_requests=4")
+    try:
+        result = subprocess.run(
+            [str(OESPEC), "conformance", "--target", address, "--format", "json",
+             "--shutdown-command", f"kill -TERM {proc.pid}"],
+            capture_output=True, text=True, timeout=200)
+        report = json.loads(result.stdout)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert report["verdict"].startswith("CONFORMS"), report["verdict"]
+    assert report["counts"]["fail"] == 0 and report["counts"]["error"] == 0
+    assert report["unchecked_requirements"] == []
+    unchecked = {r["id"]: r["reason"] for r in report["results"] if r["outcome"] == "unchecked"}
+    assert unchecked == {}
+    passed = {r["id"] for r in report["results"] if r["outcome"] == "pass"}
+    assert {"core.shutdown.graceful", "core.generate.client-cancel", "core.abort.by-id",
+            "core.generate.limits", "load.watch.periodic"} <= passed
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), "--backend llama needs --model FILE.gguf"),
+    (("--model", "/nonexistent/model.gguf"), "/nonexistent/model.gguf: no such model file"),
+    (("--model", "m.gguf", "--fault", "x"), "--fault: only the reference engine takes this flag"),
+    (("--model", "m.gguf", "--limit", "core.max_sequences=2"),
+     "the llama backend sets core.max_running_requests=N"),
+    (("--model", "m.gguf", "--limit", "core.max_running_requests=300"),
+     "max_running_requests 300: must be 1..256"),
+])
+def test_what_cannot_be_served_is_said_without_a_traceback(args, says):
+    result = subprocess.run([str(OESPEC), "engine", "--backend", "llama", "--port", "0", *args],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_file_that_is_not_a_model_is_refused_with_llama_cpps_reason(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    result = subprocess.run([str(OESPEC), "engine", "--backend", "llama", "--port", "0", "--model", str(bad)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"{bad}: llama.cpp cannot load this model (" in result.stderr
+    assert "Traceback" not in result.stderr
