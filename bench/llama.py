@@ -15,7 +15,6 @@ while B long requests stream; the median of each.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import statistics
 import subprocess
@@ -75,12 +74,12 @@ def direct_rate(model_path: Path, batch: int, tokens: int, threads: int) -> floa
     return batch * tokens / elapsed
 
 
-def start_engine(model_path: Path) -> tuple[subprocess.Popen, str]:
+def start_engine(model_path: Path, threads: int) -> tuple[subprocess.Popen, str]:
     oespec = Path(sys.executable).parent / "oespec"
     proc = subprocess.Popen(
         [str(oespec), "engine", "--backend", "llama", "--model", str(model_path), "--port", "0",
          "--profiles", "core,load", "--limit", f"core.max_running_requests={MAX_RUNNING}",
-         "--log-level", "info"],
+         "--threads", str(threads), "--log-level", "info"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in proc.stderr:
         found = re.search(r"serving .* on (\S+) \(instance", line)
@@ -132,13 +131,13 @@ def run(quick: bool = False) -> Section:
     from openengine.llama.tinymodel import write_tiny_model
 
     section = Section("llama.cpp through OpenEngine")
-    threads = os.cpu_count() or 1
+    threads = 1   # the engine's default (LlamaConfig.threads), on both sides
     batches = (1, 4) if quick else (1, 4, 8)
     tokens = 64 if quick else 256
     probes = 5 if quick else 15
     with tempfile.TemporaryDirectory() as folder:
         model_path = write_tiny_model(Path(folder) / "tiny.gguf")
-        proc, address = start_engine(model_path)
+        proc, address = start_engine(model_path, threads)
         try:
             for batch in batches:
                 direct = direct_rate(model_path, batch, tokens, threads)

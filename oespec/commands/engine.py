@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "llama.cpp (`make llama` installs it; --limit core.max_running_requests=N, "
                              "core.max_batch_tokens=N, core.max_logprobs=N)")
     parser.add_argument("--model", metavar="FILE", help="the GGUF file --backend llama serves")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp threads per step for --backend llama (default: 1)")
 
 
 def run(args: argparse.Namespace) -> int:

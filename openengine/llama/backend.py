@@ -11,7 +11,6 @@ no prompt log-probabilities, and advertises neither.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +31,13 @@ LARGEST_SEED = 0xFFFFFFFE   # llama.cpp seeds are 32-bit; 0xFFFFFFFF asks for a 
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """How the backend runs a model. Zero means "from the model file or the machine":
-    `context_tokens` the model's training context, `max_output_tokens` half the context (so a
-    request asking for the longest output still has room for its prompt), `threads` the CPU count."""
+    """How the backend runs a model. Zero means "from the model file": `context_tokens` the
+    model's training context, `max_output_tokens` half the context (so a request asking for the
+    longest output still has room for its prompt).
+
+    `threads` is llama.cpp's threads per step. More speed up a large model on cores nobody else
+    uses; but they wait for each other by spinning, so more threads than free cores make every
+    step slower (on a busy 2-core machine, hundreds of times slower), hence one by default."""
 
     model_path: str
     model_name: str = ""              # the served name; default: the file's general.name
@@ -44,7 +47,7 @@ class LlamaConfig:
     context_tokens: int = 0
     max_output_tokens: int = 0
     max_logprobs: int = 20
-    threads: int = 0
+    threads: int = 1
 
     def problems(self) -> list[str]:
         """What is wrong with the numbers, each naming the setting and the range it needs."""
@@ -57,9 +60,11 @@ class LlamaConfig:
         if self.max_batch_tokens < self.max_running_requests:
             found.append(f"max_batch_tokens {self.max_batch_tokens}: must be at least "
                          f"max_running_requests ({self.max_running_requests}), one token per running request")
-        for name in ("context_tokens", "max_output_tokens", "threads", "max_logprobs"):
+        for name in ("context_tokens", "max_output_tokens", "max_logprobs"):
             if getattr(self, name) < 0:
                 found.append(f"{name} {getattr(self, name)}: must be 0 or more")
+        if self.threads < 1:
+            found.append(f"threads {self.threads}: must be 1 or more")
         return found
 
 
@@ -85,7 +90,7 @@ class LlamaBackend:
             max_queued_requests=config.max_queued_requests,
             max_batch_tokens=config.max_batch_tokens,
             context_tokens=self.context_tokens,
-            threads=config.threads or os.cpu_count() or 1), self._from_scheduler)
+            threads=config.threads), self._from_scheduler)
 
     # -- Backend ------------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 The command's flags that describe the server (address, profiles, instance id, admin access, log
 level) mean what they mean for the reference engine; `--limit` sets the limits the llama backend
-has (`LIMITS`); the flags of the reference engine's stand-in model (faults, aliases, role, token
-delay, configuration file) are refused, naming the flag.
+has (`LIMITS`) and `--threads` llama.cpp's threads; the flags of the reference engine's stand-in
+model (faults, aliases, role, token delay, configuration file) are refused, naming the flag.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def llama_config(args: argparse.Namespace):
             values[field] = int(value)
         except ValueError:
             raise UsageError(f"--limit {item!r}: {value!r} is not a whole number") from None
+    if args.threads is not None:
+        values["threads"] = args.threads
     config = LlamaConfig(model_path=args.model, **values)
     problems = config.problems()
     if problems:
