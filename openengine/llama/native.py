@@ -84,6 +84,13 @@ class LlamaModel:
         self.path = path
         self.pointer = pointer
         self.vocab = llama_cpp.llama_model_get_vocab(pointer)
+        # The vocabulary read once: each token's bytes and the tokens that end generation. The
+        # scheduler looks these up for every token it samples, without a call into llama.cpp
+        # (each such call gives up Python's lock and must wait to take it back).
+        count = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.pieces: tuple[bytes, ...] = tuple(self._read_piece(token) for token in range(count))
+        self.end_of_generation: frozenset[int] = frozenset(
+            token for token in range(count) if llama_cpp.llama_vocab_is_eog(self.vocab, token))
         self.facts = ModelFacts(
             name=self._meta("general.name") or path.stem,
             context_length=int(llama_cpp.llama_model_n_ctx_train(pointer)),
@@ -120,6 +127,9 @@ class LlamaModel:
 
     def piece(self, token: int) -> bytes:
         """The bytes one token stands for (control tokens stand for none)."""
+        return self.pieces[token]
+
+    def _read_piece(self, token: int) -> bytes:
         buffer = ctypes.create_string_buffer(32)
         size = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
         if size < 0:
@@ -128,7 +138,7 @@ class LlamaModel:
         return buffer.raw[:size]
 
     def is_end_of_generation(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return token in self.end_of_generation
 
     def new_context(self, *, sequences: int, context_per_sequence: int, batch_tokens: int,
                     threads: int):
