@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "toolkit", "validators", "llama")
+SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "llama")
 
 
 def _finite(v):
@@ -272,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(fleet_section(args.quick, plots))
         elif name == "fanout":
             sections += fanout_sections(args.quick, plots)
+        elif name == "sdk":
+            from bench import sdk
+
+            sections.append(sdk.run(args.quick))
         elif name == "toolkit":
             sections.append(toolkit_section(args.quick))
         elif name == "validators":

@@ -14,6 +14,10 @@
 - The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
   Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
   (a docs-relative page) becomes a link relative to the page that shows it.
+- `<!-- signatures: MODULE -->` on a line of its own becomes the public classes of that Python
+  module (`openengine.serve.backend`), as code: fields with their types and defaults, methods with
+  their signatures and the first line of their docstrings, read from the module when the site
+  is built, so the page never shows an interface the code does not have.
 - Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
   show each row as a labelled block instead of a table wider than the screen.
 
@@ -149,6 +153,7 @@ def _add_schemas(files: Files, config) -> None:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
         return _drop_generated_header(markdown)
+    markdown = SIGNATURES.sub(lambda m: _signatures(m["module"], page.file.src_uri), markdown)
     try:
         from oespec.spec import parse_markdown
     except ImportError:
@@ -266,3 +271,51 @@ def on_page_content(page_html: str, page, config, files) -> str:
     # The profile matrix keeps its grid on a phone (it scrolls inside its frame): not labelled.
     page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
     return TABLE.sub(lambda m: label_cells(m[0]), page_html)
+
+
+# ------------------------------------------------------------------------- signatures
+
+SIGNATURES = re.compile(r"^<!-- signatures: (?P<module>[\w.]+) -->$", re.M)
+
+
+def _signatures(module_name: str, where: str) -> str:
+    import dataclasses
+    import enum
+    import importlib
+    import inspect
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(f"{where}: cannot import {module_name} for its signatures: {err}") from None
+
+    def first_line(obj) -> str:
+        doc = inspect.getdoc(obj) or ""
+        return doc.split("\n\n")[0].replace("\n", " ")
+
+    def one(cls) -> str:
+        bases = [b.__name__ for b in cls.__bases__ if b is not object]
+        head = f"class {cls.__name__}({', '.join(bases)}):" if bases else f"class {cls.__name__}:"
+        lines = (["@dataclass"] if dataclasses.is_dataclass(cls) else []) + [head, f'    """{first_line(cls)}"""']
+        if dataclasses.is_dataclass(cls):
+            for f in dataclasses.fields(cls):
+                if f.name.startswith("_"):
+                    continue
+                default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
+                if f.default_factory is not dataclasses.MISSING:
+                    default = " = ..."
+                lines.append(f"    {f.name}: {f.type}{default}")
+        elif issubclass(cls, enum.Enum):
+            lines += [f"    {member.name} = {member.value!r}" for member in cls]
+        for name, member in vars(cls).items():
+            if name.startswith("_") or not callable(member) or isinstance(member, type):
+                continue
+            prefix = "async def" if inspect.iscoroutinefunction(member) else "def"
+            lines.append(f"    {prefix} {name}{inspect.signature(member)}:")
+            lines.append(f'        """{first_line(member)}"""')
+        return "\n".join(lines)
+
+    classes = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+               if obj.__module__ == module.__name__ and not obj.__name__.startswith("_")]
+    classes.sort(key=lambda c: inspect.getsourcelines(c)[1])
+    return "```python\n" + "\n\n\n".join(one(c) for c in classes) + "\n```"

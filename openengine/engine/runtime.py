@@ -20,7 +20,7 @@ from openengine.contract import WORK_SERVICES
 from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
 from openengine.engine.contract import ADMIN, INFERENCE  # noqa: F401  (INFERENCE re-exported)
 from openengine.engine.faults import Hooks
-from openengine.engine.state import RunState, transition
+from openengine.serve.runstate import RunState, transition
 from openengine.serve.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
 from openengine.validate._watch import RANK_SUMMED_FIELDS

@@ -202,7 +202,8 @@ class AbortReason(enum.Enum):
     ABORT_RPC = "abort"                # Lifecycle/Abort named it
     CLIENT_CANCELLED = "cancelled"     # the client went away (REQ-CORE-011)
     STALLED_CONSUMER = "stalled"       # the client stopped reading for longer than the stall limit
-    PAUSED = "paused"                  # Admin PauseGeneration with mode abort
+    PAUSED = "paused"                  # Admin PauseGeneration with mode abort (or wait, past its timeout)
+    DRAIN_DEADLINE = "drain"           # Admin Drain's deadline passed with the request still running
     SHUTDOWN = "shutdown"              # the engine is stopping
 
 
@@ -258,6 +259,10 @@ class EngineHandle(Protocol):
     @property
     def address(self) -> str:
         """host:port the engine serves on (a KV producer's `remote_address`)."""
+
+    @property
+    def revision(self) -> int:
+        """The capability revision the engine advertises now."""
 
 
 # -- the backend ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from openengine.serve.admission import Admission
 from openengine.serve.backend import AbortReason, Chunk, ErrorCode, Failure, Final, Refusal, RefusalCode
 from openengine.serve.discovery import capabilities, engine_info, model_info
 from openengine.serve.load import Watcher
-from openengine.serve.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+from openengine.serve.loadwire import Framer, Snapshot
 from openengine.serve.state import InFlight, ServingState
 from openengine.v1 import common_pb2, generation_pb2, lifecycle_pb2, load_pb2
 from openengine.validate import effective_watch_settings
@@ -29,6 +29,7 @@ _ABORTED = {
     AbortReason.CLIENT_CANCELLED: ("the client cancelled the call", False),
     AbortReason.STALLED_CONSUMER: ("the client stopped reading the stream", True),
     AbortReason.PAUSED: ("generation paused", True),
+    AbortReason.DRAIN_DEADLINE: ("the drain deadline passed", True),
     AbortReason.SHUTDOWN: ("the engine is shutting down", True),
 }
 
@@ -83,6 +84,20 @@ class Inference:
         self.state = state
         self.admission = Admission(state)
 
+    async def watch_stalls(self, limit: float) -> None:
+        """The stalled-consumer policy: a request whose client has not taken a message for
+        `limit` seconds is aborted in the backend and leaves the load; its stream, if the client
+        ever reads again, ends with a retryable ABORTED error."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(limit / 4)
+            for flight in self.state.stalled(loop.time(), limit):
+                log.warning("request %s: the client took no message for %gs; aborting it",
+                            flight.request.request_id, limit)
+                self.state.in_flight.pop(flight.request.request_id, None)
+                self.state.abort(flight, AbortReason.STALLED_CONSUMER)
+                self.state.load_changed()
+
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         """Admit, run the backend's iterator and stream what it yields. A stream ends with one
         final per sequence, or one terminal error (REQ-SVC-002); a client that goes away has its
@@ -94,6 +109,7 @@ class Inference:
         state.load_changed()
         outputs = state.backend.generate(admitted)
         unfinished = admitted.sequences
+        clock = asyncio.get_running_loop().time
         ended = False
         started = False
         try:
@@ -104,10 +120,14 @@ class Inference:
                         break
                     kind = type(output)
                     if kind is Chunk:
+                        flight.writing_since = clock()
                         yield chunk_message(output)
+                        flight.writing_since = None
                     elif kind is Final:
                         unfinished -= 1
+                        flight.writing_since = clock()
                         yield final_message(output)
+                        flight.writing_since = None
                     elif kind is Failure:
                         ended = True
                         yield failure_message(output)
@@ -137,7 +157,8 @@ class Inference:
                 yield _error(common_pb2.ERROR_CODE_INTERNAL,
                              f"the engine ended the stream with {unfinished} sequence(s) unfinished")
         finally:
-            state.in_flight.pop(admitted.request_id, None)
+            if state.in_flight.get(admitted.request_id) is flight:
+                del state.in_flight[admitted.request_id]
             if not ended:
                 state.abort(flight, AbortReason.CLIENT_CANCELLED)
             close = getattr(outputs, "aclose", None)
@@ -196,6 +217,7 @@ class Observability:
         interval, heartbeat = effective["interval_ms"], effective["heartbeat_ms"]
         initial, per_rank = effective["initial_snapshot"], effective["per_rank"]
         watcher = Watcher(interval, heartbeat, per_rank, state.revision)
+        framer = Framer()
         sequence = 0
         now_ns = state.clock.now_ns
         loop = asyncio.get_running_loop()
@@ -220,12 +242,12 @@ class Observability:
                                               capability_revision=state.revision)
         state.load.open(watcher)
         try:
-            yield settings_message(*stamp(), settings)
+            yield framer.settings(*stamp(), settings)
             opened_at = loop.time()
             if initial:
                 first = build()
                 opened_at = loop.time()
-                yield snapshot_message(*stamp(), first, 0)
+                yield framer.snapshot(*stamp(), first, 0)
             state.load.start_ticks(watcher, opened_at)
             last_sent = loop.time()
             beat_s = heartbeat / 1000.0
@@ -235,13 +257,13 @@ class Observability:
                 taken = watcher.take(build)
                 if taken is not None:
                     shared, coalesced = taken
-                    yield snapshot_message(*stamp(), shared, coalesced)
+                    yield framer.snapshot(*stamp(), shared, coalesced)
                     last_sent = loop.time()
                     continue
                 if heartbeat:
                     due = last_sent + beat_s
                     if loop.time() >= due:
-                        yield heartbeat_message(*stamp())
+                        yield framer.heartbeat(*stamp())
                         last_sent = loop.time()
                         continue
                     # One alarm per stream, armed only when none is pending: `due` never moves

@@ -24,6 +24,7 @@ from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode,
 from openengine.serve.discovery import advertised_report
 from openengine.serve.health import SERVING, Health, HealthServicer, desired_statuses
 from openengine.serve.profiles import CannotServe, select
+from openengine.serve.admin import Admin
 from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
 from openengine.serve.state import ServingState
 from openengine.serve.wire import WirePolicy
@@ -31,8 +32,9 @@ from openengine.serve.wire import WirePolicy
 log = logging.getLogger("openengine.serve")
 
 ADMIN = "openengine.v1.Admin"
+INFERENCE = "openengine.v1.Inference"
 # The protocol's own services, implemented by the SDK for every backend.
-PROTOCOL_CLASSES = (Discovery, Inference, Lifecycle, Observability)
+PROTOCOL_CLASSES = (Admin, Discovery, Inference, Lifecycle, Observability)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,9 @@ class ServeConfig:
     profiles: tuple[str, ...] | None = None
     instance_id: str | None = None
     admin: AdminAccess = field(default_factory=AdminAccess)
+    # The stalled-consumer policy: abort a request whose client takes no message for this many
+    # seconds (None: wait as long as the client keeps the call open).
+    stall_timeout_s: float | None = None
 
 
 class Server:
@@ -84,7 +89,8 @@ class Server:
         self.state = ServingState(self.catalogue, backend, self.description, selection)
         if config.instance_id:
             self.state.instance_id = config.instance_id
-        self._impls = {name: cls(self.state) for name, cls in self._protocol.items()}
+        self._impls = {name: cls(self.state) for name, cls in self._protocol.items()
+                       if isinstance(backend, getattr(cls, "needs", object))}
         report = advertised_report(self.state)
         if report.errors:
             raise CannotServe([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])
@@ -98,6 +104,7 @@ class Server:
         self.address = ""
         self.admin_address = ""
         self._stopped = False
+        self._stall_watch: asyncio.Task | None = None
 
     # -- what is implemented ---------------------------------------------------------------------
 
@@ -108,6 +115,8 @@ class Server:
             candidates = [self._health_servicer]
         else:
             cls = self._protocol.get(rpc.service)
+            if cls is not None and not isinstance(self.backend, getattr(cls, "needs", object)):
+                cls = None   # the SDK serves it only with the backend part it needs
             candidates = [cls, self._provided.get(rpc.service)]
         for owner in candidates:
             found = getattr(owner, rpc.method.name, None) if owner is not None else None
@@ -219,6 +228,9 @@ class Server:
         if separate:
             self.servers.append(self._admin_server())
         self.backend.attach(state)
+        state.health_changed = lambda: self.health.update(self._statuses())
+        if config.stall_timeout_s:
+            self._stall_watch = asyncio.ensure_future(self._impls[INFERENCE].watch_stalls(config.stall_timeout_s))
         await self.health.update(self._statuses())
         if self.admin_health is not None:
             await self.admin_health.update({ADMIN: SERVING, "": SERVING} if state.has_service(ADMIN) else {"": SERVING})
@@ -268,7 +280,9 @@ class Server:
         self._stopped = True
         state = self.state
         log.info("stopping: health NOT_SERVING")
-        state.accepting = False
+        await state.transition("stop", "shutdown")
+        if self._stall_watch is not None:
+            self._stall_watch.cancel()
         await self.health.shutdown()
         if self.admin_health is not None:
             await self.admin_health.shutdown()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from openengine.serve.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+from openengine.serve.loadwire import Framer, Snapshot
 from openengine.v1 import load_pb2
 
 L = load_pb2
@@ -30,7 +30,7 @@ def _response(sequence: int, ts_ns: int, **kind) -> L.WatchLoadResponse:
 def test_snapshot_message_is_the_serialized_response(sequence, ts_ns, coalesced):
     load = _load()
     expected = _response(sequence, ts_ns, snapshot=L.LoadSnapshot(load=load, coalesced=coalesced))
-    composed = snapshot_message(sequence, ts_ns, Snapshot.of(load), coalesced)
+    composed = Framer().snapshot(sequence, ts_ns, Snapshot.of(load), coalesced)
     assert L.WatchLoadResponse.FromString(composed) == expected
     if not coalesced:
         assert composed == expected.SerializeToString()
@@ -40,14 +40,24 @@ def test_a_large_snapshot_needs_a_multi_byte_length():
     load = _load()
     load.attributes["padding"] = "x" * 500
     expected = _response(3, 77, snapshot=L.LoadSnapshot(load=load, coalesced=2))
-    assert L.WatchLoadResponse.FromString(snapshot_message(3, 77, Snapshot.of(load), 2)) == expected
-    assert snapshot_message(3, 77, Snapshot.of(load), 0) == _response(
+    assert L.WatchLoadResponse.FromString(Framer().snapshot(3, 77, Snapshot.of(load), 2)) == expected
+    assert Framer().snapshot(3, 77, Snapshot.of(load), 0) == _response(
         3, 77, snapshot=L.LoadSnapshot(load=load)).SerializeToString()
 
 
 def test_heartbeat_and_settings_messages():
-    assert heartbeat_message(9, 1_234_567_890_123) == _response(
+    assert Framer().heartbeat(9, 1_234_567_890_123) == _response(
         9, 1_234_567_890_123, heartbeat=L.Heartbeat()).SerializeToString()
     settings = L.WatchLoadSettings(interval_ms=100, heartbeat_ms=1000, initial_snapshot=True, instance_id="a",
                                    capability_revision=4)
-    assert settings_message(0, 42, settings) == _response(0, 42, settings=settings).SerializeToString()
+    assert Framer().settings(0, 42, settings) == _response(0, 42, settings=settings).SerializeToString()
+
+
+def test_one_framer_frames_a_streams_messages_one_after_another():
+    framer, load = Framer(), _load()
+    shared = Snapshot.of(load)
+    first = framer.snapshot(5, 1_000_000_001, shared, 3)
+    second = framer.heartbeat(6, 2_000_000_000)
+    assert L.WatchLoadResponse.FromString(first) == _response(5, 1_000_000_001,
+                                                              snapshot=L.LoadSnapshot(load=load, coalesced=3))
+    assert second == _response(6, 2_000_000_000, heartbeat=L.Heartbeat()).SerializeToString()
