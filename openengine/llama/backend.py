@@ -4,8 +4,9 @@ SDK's `Backend` interface.
 What it advertises comes from the model file and the configuration: the context length and
 vocabulary from the GGUF file, the limits from `LlamaConfig`. It serves the core (one output
 sequence per request, sampling with temperature, top-k, top-p, min-p, seed, penalties and logit
-bias, stop strings and stop token ids, log-probabilities) and load; it has no guided decoding and
-no prompt log-probabilities, and advertises neither.
+bias, stop strings and stop token ids, log-probabilities), load, and admin (pause in every mode,
+sleep level 1 that frees the KV cache); it has no guided decoding, no prompt log-probabilities
+and no updatable limits, and advertises none of them.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class LlamaBackend:
                              "min_p": True, "logit_bias": True, "prompt_logprobs": False,
                              "max_running_requests": self.config.max_running_requests,
                              "max_batch_tokens": self.config.max_batch_tokens},
-                    "load": {"change_driven": True}})
+                    "load": {"change_driven": True},
+                    "admin": {"pause_modes": ["abort", "wait", "keep"], "max_sleep_level": 1}})
 
     def attach(self, engine: EngineHandle) -> None:
         self._engine = engine
@@ -143,6 +145,33 @@ class LlamaBackend:
                     used_kv_blocks=now.kv_cells_used, total_kv_blocks=now.kv_cells_total,
                     running_tokens=now.running_tokens, waiting_tokens=now.waiting_tokens,
                     prefill_batch_size=now.prefill_batch_size, decode_batch_size=now.decode_batch_size)
+
+    # -- AdminOperations (openengine.admin; the SDK keeps the run state and aborts requests) ----------
+
+    async def pause(self, mode: str) -> None:
+        """`abort` and `keep` stop the steps (kept requests hold their KV cells); `wait` lets
+        the running requests finish, as the SDK refuses new ones meanwhile."""
+        if mode != "wait":
+            self.scheduler.pause()
+
+    async def resume(self) -> None:
+        self.scheduler.resume()
+
+    async def sleep(self, level: int, tags: frozenset[str]) -> int:
+        """Level 1, the only one advertised: free the KV cache; the weights stay loaded."""
+        return self.scheduler.sleep()
+
+    async def wake(self, tags: frozenset[str]) -> None:
+        self.scheduler.wake()
+
+    async def reset_prefix_cache(self) -> int | None:
+        """Nothing to drop: a finished request's KV cells are freed at once, so no prefix is
+        kept for another request."""
+        return 0
+
+    def update_limits(self, limits) -> None:
+        """Never called with a change: no limit is advertised as updatable (every one sizes the
+        llama.cpp context made at start)."""
 
     def close(self) -> None:
         """Stop the scheduler (what runs ends ABORTED) and free the model."""

@@ -140,6 +140,14 @@ class LlamaModel:
     def is_end_of_generation(self, token: int) -> bool:
         return token in self.end_of_generation
 
+    def kv_bytes_per_cell(self) -> int:
+        """Bytes one KV cell takes (keys and values of every layer, in the default F16 type)."""
+        layers = int(llama_cpp.llama_model_n_layer(self.pointer))
+        heads = int(llama_cpp.llama_model_n_head(self.pointer))
+        kv_width = int(llama_cpp.llama_model_n_embd(self.pointer)) // heads * int(
+            llama_cpp.llama_model_n_head_kv(self.pointer))
+        return layers * 2 * kv_width * 2
+
     def new_context(self, *, sequences: int, context_per_sequence: int, batch_tokens: int,
                     threads: int):
         """A context with one KV stream of `context_per_sequence` cells for each of `sequences`

@@ -258,12 +258,8 @@ class Scheduler:
         self.model = model
         self.config = config
         self._emit = emit
-        self._context = model.new_context(
-            sequences=config.max_running_requests, context_per_sequence=config.context_tokens,
-            batch_tokens=config.max_batch_tokens, threads=config.threads)
-        self._memory = llama_cpp.llama_get_memory(self._context)
+        self._open_context()
         self._cells_total = int(llama_cpp.llama_n_ctx(self._context))
-        self._batch = llama_cpp.llama_batch_init(config.max_batch_tokens, 0, 1)
         self._vocab_size = model.facts.vocab_size
         self._lock = threading.Condition()
         self._waiting: deque[SequenceRequest] = deque()
@@ -271,6 +267,7 @@ class Scheduler:
         self._free_ids = list(range(config.max_running_requests - 1, -1, -1))
         self._cancelled: set[str] = set()
         self._paused = False
+        self._asleep = False
         self._closing = False
         self._last_sizes = (0, 0)
         self._thread = threading.Thread(target=self._run, name="llama-scheduler", daemon=True)
@@ -311,6 +308,27 @@ class Scheduler:
             self._paused = False
             self._lock.notify()
 
+    def sleep(self) -> int:
+        """Free the KV cache (the llama.cpp context) while nothing runs or waits; returns the
+        bytes released. Requests submitted meanwhile wait for `wake`."""
+        with self._lock:
+            if self._running or self._waiting:
+                raise RuntimeError("requests are running or queued; the KV cache is in use")
+            if self._asleep:
+                return 0
+            self._asleep = True
+            self._close_context()
+        return self._cells_total * self.model.kv_bytes_per_cell()
+
+    def wake(self) -> None:
+        """Make the KV cache again after `sleep` and go on."""
+        with self._lock:
+            if not self._asleep:
+                return
+            self._open_context()
+            self._asleep = False
+            self._lock.notify()
+
     def load(self) -> SchedulerLoad:
         with self._lock:
             running = list(self._running.values())
@@ -334,8 +352,21 @@ class Scheduler:
             self._closing = True
             self._lock.notify()
         self._thread.join()
+        if not self._asleep:
+            self._close_context()
+
+    def _open_context(self) -> None:
+        config = self.config
+        self._context = self.model.new_context(
+            sequences=config.max_running_requests, context_per_sequence=config.context_tokens,
+            batch_tokens=config.max_batch_tokens, threads=config.threads)
+        self._memory = llama_cpp.llama_get_memory(self._context)
+        self._batch = llama_cpp.llama_batch_init(config.max_batch_tokens, 0, 1)
+
+    def _close_context(self) -> None:
         llama_cpp.llama_batch_free(self._batch)
         llama_cpp.llama_free(self._context)
+        self._context = self._memory = self._batch = None
 
     # -- the scheduler's thread -------------------------------------------------------------------
 
@@ -344,7 +375,7 @@ class Scheduler:
             with self._lock:
                 while True:
                     events = self._settle()
-                    if events or self._closing or (self._running and not self._paused):
+                    if events or self._closing or (self._running and not self._paused and not self._asleep):
                         break
                     self._lock.wait()
                 closing = self._closing
@@ -354,7 +385,7 @@ class Scheduler:
                 self._emit(events)
             if closing:
                 return
-            if self._running and not self._paused:
+            if self._running and not self._paused and not self._asleep:
                 try:
                     self._step()
                 except Exception as err:   # a failed step fails its requests, not the scheduler
@@ -374,7 +405,7 @@ class Scheduler:
                 events.append(Finished(request_id, FinishReason.ABORTED,
                                        len(sequence.request.prompt), len(sequence.generated)))
             self._cancelled.clear()
-        while self._waiting and self._free_ids and not self._paused:
+        while self._waiting and self._free_ids and not self._paused and not self._asleep:
             request = self._waiting.popleft()
             seq_id = self._free_ids.pop()
             chain = _sampler_chain(request.sampling, self._vocab_size, self.config.context_tokens)

@@ -51,7 +51,9 @@ def tokens_of(responses) -> list[int]:
 def test_it_advertises_what_the_model_file_and_configuration_say(channel, tiny_model):
     stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
     caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    assert sorted(p.name for p in caps.profiles) == ["openengine.core", "openengine.load"]
+    assert sorted(p.name for p in caps.profiles) == ["openengine.admin", "openengine.core", "openengine.load"]
+    assert list(caps.admin.pause_modes) == [1, 2, 3] and caps.admin.max_sleep_level == 1
+    assert not caps.admin.updatable_limits
     assert caps.generation.max_running_requests == MAX_RUNNING
     assert caps.generation.max_logprobs == 5
     assert caps.generation.min_p and caps.generation.logit_bias and not caps.generation.prompt_logprobs

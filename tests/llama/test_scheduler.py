@@ -158,6 +158,22 @@ def test_a_paused_scheduler_starts_nothing_until_resumed(tiny_model, make_schedu
     assert collector.finished("held").completion_tokens == 5
 
 
+def test_sleep_frees_the_kv_cache_and_wake_brings_it_back(tiny_model, direct, make_scheduler, collector):
+    scheduler = make_scheduler(max_running_requests=2)
+    released = scheduler.sleep()
+    # 2 sequences x 512 cells, each cell 2 layers of keys and values 64 wide in F16.
+    assert released == 2 * 512 * (2 * 2 * 64 * 2)
+    scheduler.submit(request(tiny_model, "after", PROMPTS[3], max_tokens=16))
+    assert scheduler.load().queued_requests == 1   # waits: there is no KV cache to run it in
+    scheduler.wake()
+    collector.finished("after")
+    assert collector.tokens("after") == direct(tiny_model.tokenize(PROMPTS[3]), 16)
+    with pytest.raises(RuntimeError, match="requests are running or queued"):
+        scheduler.submit(request(tiny_model, "busy", PROMPTS[0], max_tokens=200))
+        collector.wait(lambda: collector.events["busy"])
+        scheduler.sleep()
+
+
 def test_cancelling_a_queued_request_ends_it_without_running(tiny_model, make_scheduler, collector):
     scheduler = make_scheduler(max_running_requests=1)
     scheduler.pause()
