@@ -27,8 +27,8 @@ $(STAMP): requirements.txt pyproject.toml
 system-packages:
 	@.ci/system-packages --if-possible graphviz
 
-# The optional llama.cpp backend (openengine.llama), pinned in requirements-llama.txt. `make test`
-# and `make bench` need it; plain `make` does not. llama-cpp-python compiles llama.cpp from source
+# The optional llama.cpp backend (openengine.llama), pinned in requirements-llama.txt. `make test`,
+# `make test-fast` and `make bench` need it; plain `make` does not. llama-cpp-python compiles llama.cpp from source
 # (about 5 minutes on 2 cores the first time; pip keeps the built wheel, so a later install takes
 # seconds) with portable flags: no -march=native (AVX2 and FMA, as any x86-64 CPU of the last
 # decade has), no multimodal library, ggml's own thread pool instead of OpenMP.
@@ -81,7 +81,7 @@ test: setup bindings llama
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The fast lane: every test not marked slow or browser (see pyproject.toml), in under a minute.
-test-fast: setup bindings
+test-fast: setup bindings llama
 	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)
 
 # What the working tree breaks compared with BASE (a git ref): `make breaking BASE=origin/main`.
