@@ -58,6 +58,9 @@ def direct_rate(model_path: Path, batch: int, tokens: int, threads: int) -> tupl
         assert llama_cpp.llama_decode(context, llama_batch) == 0
 
     try:
+        # A context's first decode sets up its compute graph; the engine's context has done so.
+        decode([(0, t, pos, False) for pos, t in enumerate(prompt)])
+        llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
         start, cpu = time.perf_counter(), time.process_time()
         decode([(seq, t, pos, pos == len(prompt) - 1) for seq in range(batch) for pos, t in enumerate(prompt)])
         last = [llama_cpp.llama_sampler_sample(samplers[seq], context, (seq + 1) * len(prompt) - 1)

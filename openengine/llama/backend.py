@@ -12,6 +12,7 @@ and no updatable limits, and advertises none of them.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,8 @@ class LlamaBackend:
         self._loop = asyncio.get_running_loop()
         self._engine: EngineHandle | None = None
         self._streams: dict[str, _Stream] = {}
+        self._inbox: list[sched.Event] = []
+        self._inbox_lock = threading.Lock()
         self.scheduler = sched.Scheduler(self.model, sched.SchedulerConfig(
             max_running_requests=config.max_running_requests,
             max_queued_requests=config.max_queued_requests,
@@ -241,10 +244,17 @@ class LlamaBackend:
     # -- events from the scheduler's thread ---------------------------------------------------------
 
     def _from_scheduler(self, events: list[sched.Event]) -> None:
-        if not self._loop.is_closed():   # after the server's loop ends, no stream is left to tell
-            self._loop.call_soon_threadsafe(self._deliver, events)
+        """From the scheduler's thread: queue the events for the event loop, waking it only when
+        it has no delivery pending (a loop that lags behind takes several steps at once)."""
+        with self._inbox_lock:
+            wake = not self._inbox
+            self._inbox += events
+        if wake and not self._loop.is_closed():   # after the loop ends no stream is left to tell
+            self._loop.call_soon_threadsafe(self._deliver)
 
-    def _deliver(self, events: list[sched.Event]) -> None:
+    def _deliver(self) -> None:
+        with self._inbox_lock:
+            events, self._inbox = self._inbox, []
         started = False
         for event in events:
             if isinstance(event, sched.Started):
