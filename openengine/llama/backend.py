@@ -126,6 +126,9 @@ class LlamaBackend:
         except sched.QueueFull as full:
             del self._streams[request.request_id]
             raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"the engine is full: {full}; retry later") from None
+        except sched.SchedulerClosed:
+            del self._streams[request.request_id]
+            raise Refusal(RefusalCode.UNAVAILABLE, "the engine is stopping; retry on another engine") from None
         try:
             while True:
                 out = stream.take(await stream.wait())

@@ -16,7 +16,6 @@ KV cells used and allocated (llama.cpp keeps one cell per token).
 from __future__ import annotations
 
 import codecs
-import ctypes
 import enum
 import logging
 import threading
@@ -196,11 +195,10 @@ class _Text:
 class _Sequence:
     """A running request: its sequence id, sampler chain, position and output so far."""
 
-    def __init__(self, request: SequenceRequest, seq_id: int, chain, vocab_size: int):
+    def __init__(self, request: SequenceRequest, seq_id: int, chain):
         self.request = request
         self.seq_id = seq_id
         self.chain = chain
-        self.vocab_size = vocab_size
         self.prompt_read = 0          # prompt tokens already in the KV cache
         self.position = 0             # next position to write
         self.last_token: int | None = None
@@ -280,7 +278,7 @@ class Scheduler:
         with self._lock:
             if self._closing:
                 raise SchedulerClosed("the scheduler is closed")
-            if not self._free_ids and len(self._waiting) >= self.config.max_queued_requests:
+            if len(self._waiting) >= self.config.max_queued_requests + len(self._free_ids):
                 raise QueueFull(f"{len(self._running)} requests run and {len(self._waiting)} wait "
                                 f"(max_queued_requests {self.config.max_queued_requests})")
             self._waiting.append(request)
@@ -341,10 +339,6 @@ class Scheduler:
                 kv_cells_total=self._cells_total,
                 prefill_batch_size=self._last_sizes[0],
                 decode_batch_size=self._last_sizes[1])
-
-    @property
-    def kv_cells_total(self) -> int:
-        return self._cells_total
 
     def close(self) -> None:
         """Abort what runs and waits, stop the thread and free the context."""
@@ -409,7 +403,7 @@ class Scheduler:
             request = self._waiting.popleft()
             seq_id = self._free_ids.pop()
             chain = _sampler_chain(request.sampling, self._vocab_size, self.config.context_tokens)
-            self._running[request.request_id] = _Sequence(request, seq_id, chain, self._vocab_size)
+            self._running[request.request_id] = _Sequence(request, seq_id, chain)
             events.append(Started(request.request_id))
         return events
 
