@@ -48,7 +48,7 @@ class CountingBackend:
         return EngineDescription(
             engine_name="counting-engine", engine_version="1.0", models=(model,),
             limits={"core": {"max_sequences": 1, "max_logprobs": 0, "max_running_requests": self.slots},
-                    "load": {"min_watch_interval_ms": 20, "change_driven": True}})
+                    "load": {"min_watch_interval_ms": 100, "change_driven": True}})
 
     def attach(self, engine: EngineHandle) -> None:
         self.engine = engine
