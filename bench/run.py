@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers")
+SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama")
 
 
 def _finite(v):
@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import watchers
 
             sections.append(watchers.section(args.quick))
+        elif name == "llama":
+            from bench import llama
+
+            sections.append(llama.run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = _loadavg()
