@@ -21,9 +21,12 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def pinned() -> dict[str, Version]:
-    """requirements.txt: distribution -> the exact version the development venv installs."""
+    """requirements.txt and requirements-llama.txt: distribution -> the exact version the
+    development venv installs."""
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+    lines = [line for name in ("requirements.txt", "requirements-llama.txt")
+             for line in (ROOT / name).read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         line = line.split("#", 1)[0].strip()
         if line:
             name, _, version = line.partition("==")

@@ -66,17 +66,7 @@ def _sources() -> list[Path]:
     return [p for p in files if not p.relative_to(ROOT).as_posix().startswith(BUILD_OUTPUTS)]
 
 
-def _param(path: Path):
-    rel = path.relative_to(ROOT).as_posix()
-    if rel == "openengine/engine/config.py":
-        # The engine's configuration still keeps its own set of updatable limits; reading
-        # `catalogue().updatable_limits` instead turns this case into a pass, and strict makes
-        # that pass fail until this mark is removed.
-        return pytest.param(path, id=rel, marks=pytest.mark.xfail(strict=True, reason="reads _UPDATABLE"))
-    return pytest.param(path, id=rel)
-
-
-@pytest.mark.parametrize("path", [_param(p) for p in _sources()])
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_contract_fact_is_a_hand_table(path: Path):
     assert hand_tables(path.read_text(encoding="utf-8"), str(path)) == []
 
