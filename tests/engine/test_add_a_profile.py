@@ -37,7 +37,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
 COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
-          "requirements.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests")
+          "requirements.txt", "requirements-llama.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests")
 BUILD_OUTPUTS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 GENERATED = "generated from profiles.yaml"
 STEP_TIMEOUT = 300
@@ -191,7 +191,7 @@ def test_only_the_engines_service_module_is_hand_written_python(generated: Path)
 
 
 def test_the_checks_of_make_test_that_read_the_registry_pass_on_the_copy(generated: Path):
-    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "test", "PYTEST_WORKERS=0",
+    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "-o", ".venv/.llama-installed", "test", "PYTEST_WORKERS=0",
                            "PYTEST_ARGS=" + " ".join(("-p", "no:cacheprovider", "-q") + REGISTRY_FACT_TESTS)],
                           cwd=generated, env=_env(generated), capture_output=True, text=True,
                           timeout=3 * STEP_TIMEOUT)
