@@ -53,9 +53,13 @@ def test_the_example_conforms_from_outside_the_checkout(tmp_path):
             cwd=tmp_path, capture_output=True, text=True, timeout=150)
         report = json.loads(result.stdout)
     finally:
-        if proc.poll() is None:
+        # The runner's shutdown case has already sent SIGTERM: let that graceful stop finish
+        # before signalling again, so a second signal cannot cut it short.
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
+            proc.wait(10)
     assert result.returncode == 0, result.stdout[-3000:]
     assert report["verdict"].startswith("CONFORMS"), report["verdict"]
     assert report["counts"]["fail"] == 0 and report["counts"]["error"] == 0
