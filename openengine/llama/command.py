@@ -15,6 +15,7 @@ import sys
 
 # --limit name -> LlamaConfig field.
 LIMITS = {"core.max_running_requests": "max_running_requests",
+          "core.max_queued_requests": "max_queued_requests",
           "core.max_batch_tokens": "max_batch_tokens",
           "core.max_logprobs": "max_logprobs"}
 REFERENCE_ONLY = {"fault": "--fault", "alias": "--alias", "role": "--role",

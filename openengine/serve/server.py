@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
 
 from openengine.contract import HEALTH_SERVICE, RpcInfo, catalogue
 from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode, ServiceProvider
@@ -27,6 +30,7 @@ from openengine.serve.admin import Admin
 from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
 from openengine.serve.state import ServingState
 from openengine.serve.wire import WirePolicy
+from openengine.v1 import common_pb2
 
 log = logging.getLogger("openengine.serve")
 
@@ -166,7 +170,8 @@ class Server:
         request_class, response_class = rpc.request, rpc.response
 
         async def refuse(refusal: Refusal, context):
-            await context.abort(grpc.StatusCode[refusal.code.value], refusal.message)
+            status = refusal_status(refusal)
+            await context.abort(status.code, status.details, status.trailing_metadata)
 
         if rpc.method.server_streaming:
             async def stream(request, context):
@@ -303,6 +308,26 @@ def bearer_matches(header: str, token: str) -> bool:
     scheme_ok = scheme.lower() == "bearer"
     token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
     return scheme_ok and token_ok
+
+
+def refusal_status(refusal: Refusal) -> grpc.Status:
+    """The status a refused call ends with. A retryable refusal carries its `EngineError` (code,
+    message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
+    `grpc-status-details-bin` trailer), which every gRPC language can read."""
+    code = grpc.StatusCode[refusal.code.value]
+    details = []
+    if refusal.retryable:
+        error = common_pb2.EngineError(code=_ERROR_CODES.get(refusal.code, common_pb2.ERROR_CODE_INTERNAL),
+                                       message=refusal.message, retryable=True)
+        packed = any_pb2.Any()
+        packed.Pack(error)
+        details.append(packed)
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=details))
+
+
+_ERROR_CODES = {RefusalCode.RESOURCE_EXHAUSTED: common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED,
+                RefusalCode.UNAVAILABLE: common_pb2.ERROR_CODE_UNAVAILABLE,
+                RefusalCode.ABORTED: common_pb2.ERROR_CODE_ABORTED}
 
 
 def wire_form(cls) -> Callable[[Any], bytes]:

@@ -21,8 +21,10 @@ from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import any_pb2, timestamp_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health, health_pb2
+from grpc_status import rpc_status
 
 from openengine.contract import number_domains
 from openengine.v1 import (
@@ -48,6 +50,7 @@ class Bugs:
     heartbeat_from_last_heartbeat: bool = False   # timer not reset by snapshots (REQ-LOAD-013)
     load_major: int = 1                    # major version advertised for openengine.load
     health_says_yes: bool = False          # Check answers SERVING for any name (REQ-HEALTH-003)
+    overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-013)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Timing:
     default_heartbeat_ms: int = 2000
     max_watchers: int = 8
     max_running_requests: int = 8
+    max_queued_requests: int = 4
     max_sequences: int = 2
     max_logprobs: int = 5
 
@@ -127,6 +131,7 @@ class State:
     jobs: dict = field(default_factory=dict)        # request id -> Job, queued or running
     running: set = field(default_factory=set)
     watchers: int = 0
+    rejected: int = 0
 
     def __post_init__(self):
         self.slots = threading.Semaphore(self.timing.max_running_requests)
@@ -136,7 +141,7 @@ class State:
             running = len(self.running)
             queued = len(self.jobs) - running
         return load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
-                                 running_requests=running, queued_requests=queued)
+                                 running_requests=running, queued_requests=queued, rejected_requests=self.rejected)
 
 
 # -- discovery -------------------------------------------------------------------------------------
@@ -144,11 +149,12 @@ class State:
 def capabilities(st: State) -> caps_pb.Capabilities:
     t = st.timing
     out = caps_pb.Capabilities(revision=1, profiles=[
-        common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
+        common_pb2.ServiceProfile(name="openengine.core", major=1, minor=1),
         common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)])
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
+    out.generation.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
     out.observability.max_watch_interval_ms = t.max_watch_interval_ms
     out.observability.default_watch_interval_ms = t.default_watch_interval_ms
@@ -216,6 +222,10 @@ def generate(st: State, request, context):
     with st.lock:
         if request_id in st.jobs:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
+        full = len(st.jobs) >= st.timing.max_running_requests + st.timing.max_queued_requests
+        if full and not st.bugs.overfill:
+            st.rejected += 1
+            context.abort_with_status(full_status())
         st.jobs[request_id] = job
 
     def started(j):
@@ -246,6 +256,13 @@ def generate(st: State, request, context):
             yield gen_pb.GenerateResponse(final=gen_pb.GenerateFinal(
                 index=index, token_ids=[token], finish_reason=reason,
                 usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made)))
+
+
+def full_status() -> grpc.Status:
+    error = any_pb2.Any()
+    error.Pack(common_pb2.EngineError(code=common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED, message="full", retryable=True))
+    return rpc_status.to_status(status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                                                  message="queue full", details=[error]))
 
 
 def abort(st: State, request, context):
