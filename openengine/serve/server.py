@@ -350,8 +350,10 @@ class Server:
 
     async def stop(self, grace: float = 1.0) -> None:
         """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
-        Watch streams get it, then WatchLoad streams end with UNAVAILABLE, requests in flight are
-        aborted (retryable) and the server stops."""
+        Watch streams get it, then WatchLoad streams end with status UNAVAILABLE, every accepted
+        Generate stream (running or queued) ends with its terminal error, ABORTED and retryable,
+        and status OK (REQ-SVC-002: it was accepted, so its failure is in the stream), and the
+        server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
         if self._stopped:
             return
         self._stopped = True

@@ -157,3 +157,14 @@ def test_the_policy_is_written_as_grpc_server_arguments():
         "grpc.http2.max_pings_without_data": 0, "grpc.http2.min_ping_interval_without_data_ms": 7000,
         "grpc.keepalive_permit_without_calls": 1, "grpc.server_max_unrequested_time_in_server": 45}
     assert dict(ConnectionPolicy(idle_timeout_s=90).options())["grpc.max_connection_idle_ms"] == 90000
+
+
+def test_oespec_engine_flags_set_the_policy():
+    from oespec.cli import build_parser
+    from oespec.commands.engine import connection_policy
+
+    args = build_parser("engine").parse_args(["engine", "--backend", "llama", "--handshake-timeout-s", "3",
+                                              "--idle-timeout-s", "0", "--keepalive-time-s", "15"])
+    assert connection_policy(args) == ConnectionPolicy(handshake_timeout_s=3, idle_timeout_s=None,
+                                                       keepalive_time_s=15)
+    assert connection_policy(build_parser("engine").parse_args(["engine"])) == ConnectionPolicy()

@@ -159,3 +159,21 @@ def test_only_a_retryable_refusal_carries_an_engine_error():
     assert [key for key, _ in status.trailing_metadata] == ["grpc-status-details-bin"]
     plain = refusal_status(Refusal(RefusalCode.INVALID_ARGUMENT, "sampling.top_p: 2 is outside (0, 1]"))
     assert plain.code == grpc.StatusCode.INVALID_ARGUMENT and not plain.trailing_metadata
+
+
+def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_aborted_error_and_ok():
+    """What the SDK's Server.stop and the spec (health.md, after REQ-HEALTH-010) say."""
+    engine = RunningServer(lambda: Gate(running=1, queued=2), ServeConfig(port=0)).start()
+    client = Client(engine.address)
+    try:
+        client.hold(3)
+        client.wait_accepted(3)
+        engine.stop()
+        ends = []
+        for call in client.calls:
+            messages = list(call)   # raises on a non-OK status
+            ends.append((messages[-1].error.code, messages[-1].error.retryable, call.code()))
+        assert ends == [(common_pb2.ERROR_CODE_ABORTED, True, grpc.StatusCode.OK)] * 3
+    finally:
+        client.channel.close()
+        engine.stop()
