@@ -55,11 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads per step for --backend llama (default: 1)")
     connections = parser.add_argument_group(
-        "connections", "how long a connection is kept, in seconds (openengine.serve.ConnectionPolicy); "
+        "connections", "how long a connection is kept, in seconds, and how many calls may wait for the "
+        "event loop (openengine.serve.ConnectionPolicy); "
         "set for --backend llama, while the reference engine keeps the defaults")
     for name, text in CONNECTION_FLAGS.items():
-        connections.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=None,
-                                 metavar="S", help=f"{text} (default: {_policy_default(name)})")
+        counted = name == "max_pending_calls"
+        connections.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int if counted else float,
+                                 default=None, metavar="N" if counted else "S",
+                                 help=f"{text} (default: {_policy_default(name)})")
 
 
 # ConnectionPolicy field -> what its flag sets.
@@ -70,6 +73,7 @@ CONNECTION_FLAGS = {
     "keepalive_timeout_s": "close a connection whose ping is not answered within this",
     "min_client_ping_interval_s": "shortest keepalive interval a client may use",
     "unrequested_call_timeout_s": "cancel a call the server could not start within this",
+    "max_pending_calls": "calls received but not yet started beyond which gRPC cancels arriving ones",
 }
 
 

@@ -2,10 +2,11 @@
 
 Every check runs here, in order, before the backend sees the request: the engine takes work, the
 model is served, the shared preflight (`openengine.validate.preflight`) against what the engine
-itself advertises finds nothing wrong, token ids fit the model's vocabulary, the request id
-is not in flight, and there is room: with `max_queued_requests` above 0, a request that would make
-the accepted requests more than `max_running_requests + max_queued_requests` is refused with a
-retryable RESOURCE_EXHAUSTED and counted (LoadInfo.rejected_requests, REQ-CORE-013).
+itself advertises finds nothing wrong, token ids fit the model's vocabulary, and the request id
+is not in flight. Right after the first check comes room: with `max_queued_requests` above 0, a
+request that would make the accepted requests more than `max_running_requests +
+max_queued_requests` is refused with a retryable RESOURCE_EXHAUSTED and counted
+(LoadInfo.rejected_requests, REQ-CORE-013).
 
 Room is counted on the SDK's in-flight table, not on the backend's `load()`: every accepted call
 is in it from admission to its stream's end, so the count is exact at the moment of the decision
@@ -44,6 +45,7 @@ class Admission:
         if not state.accepting:
             raise Refusal(RefusalCode.UNAVAILABLE, "openengine.v1.Inference is not taking work now; "
                                                    "retry later or on another engine", retryable=True)
+        self.check_room()
         model = message.model or state.default_model
         if model not in state.models:
             raise Refusal(RefusalCode.NOT_FOUND,
@@ -72,11 +74,13 @@ class Admission:
         request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if request_id in state.in_flight:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")
-        self.check_room()
         return GenerateRequest(request_id=request_id, model=model, message=message)
 
     def check_room(self) -> None:
-        """Refuse, retryable, when the running requests and the queue are full; count the refusal."""
+        """Refuse, retryable, when the running requests and the queue are full; count the refusal.
+        Checked before the request is read any further: under overload the refusal is the engine's
+        cheapest answer. The count reaches watchers with the next snapshot, not a change-driven one
+        of its own, so a flood of refused calls does not become a flood of snapshots."""
         state = self.state
         queued = state.limit(CORE, "max_queued_requests")
         if not queued:
@@ -84,7 +88,6 @@ class Admission:
         running = state.limit(CORE, "max_running_requests")
         if len(state.in_flight) >= running + queued:
             state.rejected_requests += 1
-            state.load_changed()
             raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
                           f"the engine is full: {len(state.in_flight)} requests accepted, max_running_requests "
                           f"{running} + max_queued_requests {queued}; retry later or on another engine",

@@ -76,6 +76,13 @@ class ConnectionPolicy:
     - `min_client_ping_interval_s` (`grpc.http2.min_ping_interval_without_data_ms`): the shortest
       keepalive interval a client may use; a client pinging more often, twice, gets GOAWAY
       (`too_many_pings`). Clients may ping with no call open (`grpc.keepalive_permit_without_calls`).
+    - `max_pending_calls` (`grpc.server.max_pending_requests`, twice it
+      `grpc.server.max_pending_requests_hard_limit`): calls gRPC received that the event loop has
+      not started yet. Beyond it gRPC cancels arriving calls at random, all of them beyond twice
+      it, and their clients see CANCELLED with nothing saying to retry (gRPC's own defaults, 1,000
+      and 3,000, are what a burst of 2,000 calls runs into). Set above any burst the engine should
+      answer itself: a call the SDK starts is refused, when the engine is full, with the
+      retryable RESOURCE_EXHAUSTED of `max_queued_requests`.
     - `unrequested_call_timeout_s` (`grpc.server_max_unrequested_time_in_server`): a call the
       server received but could not start within this time (its event loop too busy to take it)
       is cancelled, and its client sees CANCELLED; a bounded queue (`max_queued_requests`) keeps
@@ -87,6 +94,7 @@ class ConnectionPolicy:
     keepalive_time_s: float = 60.0
     keepalive_timeout_s: float = 20.0
     min_client_ping_interval_s: float = 10.0
+    max_pending_calls: int = 10_000
     unrequested_call_timeout_s: float = 30.0
 
     def problems(self) -> list[str]:
@@ -97,6 +105,8 @@ class ConnectionPolicy:
             value = getattr(self, name)
             if value is not None and not 0.001 <= value <= MAX_POLICY_SECONDS:
                 found.append(f"{name} {value}: must be between 0.001 and {MAX_POLICY_SECONDS} seconds")
+        if not 1 <= self.max_pending_calls <= MAX_PENDING_CALLS:
+            found.append(f"max_pending_calls {self.max_pending_calls}: must be between 1 and {MAX_PENDING_CALLS}")
         if self.unrequested_call_timeout_s < 1:
             found.append(f"unrequested_call_timeout_s {self.unrequested_call_timeout_s}: gRPC counts it in "
                          "whole seconds, so it must be at least 1")
@@ -113,6 +123,8 @@ class ConnectionPolicy:
                ("grpc.http2.max_pings_without_data", 0),
                ("grpc.http2.min_ping_interval_without_data_ms", ms(self.min_client_ping_interval_s)),
                ("grpc.keepalive_permit_without_calls", 1),
+               ("grpc.server.max_pending_requests", self.max_pending_calls),
+               ("grpc.server.max_pending_requests_hard_limit", 2 * self.max_pending_calls),
                ("grpc.server_max_unrequested_time_in_server", int(self.unrequested_call_timeout_s))]
         if self.idle_timeout_s is not None:
             out.append(("grpc.max_connection_idle_ms", ms(self.idle_timeout_s)))
@@ -121,6 +133,8 @@ class ConnectionPolicy:
 
 # gRPC core takes these in milliseconds as a C int.
 MAX_POLICY_SECONDS = 2_000_000.0
+# Twice it is still a C int.
+MAX_PENDING_CALLS = 1_000_000_000
 
 
 @dataclass(frozen=True)

@@ -150,12 +150,13 @@ def test_values_grpc_cannot_take_are_refused_at_start():
 def test_the_policy_is_written_as_grpc_server_arguments():
     options = dict(ConnectionPolicy(handshake_timeout_s=2, idle_timeout_s=None, keepalive_time_s=30,
                                     keepalive_timeout_s=5, min_client_ping_interval_s=7,
-                                    unrequested_call_timeout_s=45).options())
+                                    max_pending_calls=500, unrequested_call_timeout_s=45).options())
     assert options == {
         "grpc.server_handshake_timeout_ms": 2000, "grpc.keepalive_time_ms": 30000,
         "grpc.keepalive_timeout_ms": 5000, "grpc.http2.ping_timeout_ms": 5000,
         "grpc.http2.max_pings_without_data": 0, "grpc.http2.min_ping_interval_without_data_ms": 7000,
-        "grpc.keepalive_permit_without_calls": 1, "grpc.server_max_unrequested_time_in_server": 45}
+        "grpc.keepalive_permit_without_calls": 1, "grpc.server.max_pending_requests": 500,
+        "grpc.server.max_pending_requests_hard_limit": 1000, "grpc.server_max_unrequested_time_in_server": 45}
     assert dict(ConnectionPolicy(idle_timeout_s=90).options())["grpc.max_connection_idle_ms"] == 90000
 
 

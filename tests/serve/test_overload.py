@@ -177,3 +177,38 @@ def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_aborted_err
     finally:
         client.channel.close()
         engine.stop()
+
+
+@pytest.mark.slow
+def test_a_burst_of_2000_calls_is_answered_by_the_engine_none_cancelled_by_grpc():
+    """gRPC core cancels calls it holds beyond `grpc.server.max_pending_requests` (its default,
+    1,000) at random: their clients saw CANCELLED with no retry hint. With the connection policy's
+    max_pending_calls every call reaches admission: each is taken or refused retryable."""
+    from openengine.v1 import generation_pb2 as gen
+
+    async def burst(address: str, count: int) -> dict[str, int]:
+        channels = [grpc.aio.insecure_channel(address) for _ in range(4)]
+        stubs = [inference_grpc.InferenceStub(c) for c in channels]
+        ends: dict[str, int] = {}
+
+        async def one(i: int) -> None:
+            request = gen.GenerateRequest(request_id=f"burst-{i}", text="x")
+            try:
+                async for _ in stubs[i % 4].Generate(request, timeout=120):
+                    pass
+                ends["OK"] = ends.get("OK", 0) + 1
+            except grpc.aio.AioRpcError as err:
+                ends[err.code().name] = ends.get(err.code().name, 0) + 1
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+        for channel in channels:
+            await channel.close()
+        return ends
+
+    class Quick(Gate):
+        async def generate(self, request):
+            yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
+
+    with RunningServer(lambda: Quick(running=4, queued=12), ServeConfig(port=0)) as engine:
+        ends = asyncio.run(burst(engine.address, 2000))
+    assert set(ends) <= {"OK", "RESOURCE_EXHAUSTED"}, ends
