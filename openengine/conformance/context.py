@@ -425,6 +425,32 @@ class Context:
                 return False
             await asyncio.sleep(0.02)
 
+    async def busy(self) -> tuple[int, int] | None:
+        """(running, queued) requests as GetLoad counts them now; None when the engine does not
+        advertise openengine.load or GetLoad fails (whether it is idle cannot be seen)."""
+        from openengine.v1 import load_pb2
+
+        if not self.advertised("openengine.load"):
+            return None
+        try:
+            info = await self.observability.GetLoad(load_pb2.GetLoadRequest())
+        except grpc.aio.AioRpcError:
+            return None
+        return info.running_requests, info.queued_requests
+
+    async def wait_idle(self, within: float) -> tuple[int, int] | None:
+        """Wait, at most `within` seconds, until GetLoad counts no running or queued request.
+        None once idle (or when idleness cannot be seen), else the last counts seen."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within
+        while True:
+            counts = await self.busy()
+            if counts is None or counts == (0, 0):
+                return None
+            if loop.time() >= end:
+                return counts
+            await asyncio.sleep(0.02)
+
     def generate_request(self, *, max_tokens: int = 8, prompt: str = "conformance says hello",
                          request_id: str | None = None, **sampling):
         from openengine.v1 import generation_pb2
@@ -476,8 +502,38 @@ class Reader:
     def cancel(self) -> None:
         self.call.cancel()
         if self._pending is not None:
-            self._pending.cancel()
+            settle(self._pending)
             self._pending = None
+
+
+def settle(task: asyncio.Future) -> None:
+    """Cancel a task that is still running, and mark the outcome of one that already ended as
+    seen, so an exception nobody awaits is not printed by asyncio when the task is collected."""
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+    else:
+        task.cancel()
+
+
+async def together(*awaitables):
+    """Await several things at once and return their results in order. When one fails, the
+    others are cancelled and awaited before its exception is raised, so no task is left running
+    or holding an exception nobody reads (asyncio.gather leaves the others running)."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
+        if failed is not None or any(not t.done() for t in tasks):
+            for t in tasks:
+                settle(t)
+            await asyncio.wait(tasks)
+            for t in tasks:
+                settle(t)
+    if failed is not None:
+        raise failed.exception()
+    return [t.result() for t in tasks]
 
 
 async def read_rest(call) -> list:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import logging
 
 import pytest
 
@@ -37,3 +39,22 @@ def failed(report) -> dict[str, str]:
 @pytest.fixture(scope="session", autouse=True)
 def _bindings():
     pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
+
+
+def tracebacks(records: list[logging.LogRecord]) -> list[str]:
+    """Log records that would print a Python traceback into a run's output: an exception logged
+    with its stack, or asyncio's report of a task whose exception nobody retrieved."""
+    return [r.getMessage() for r in records
+            if r.exc_info or "never retrieved" in r.getMessage() or "Traceback" in r.getMessage()]
+
+
+@pytest.fixture(autouse=True)
+def _no_traceback_in_the_output(caplog):
+    """Every conformance run of every test (each fault, each variant) is checked: the runner's
+    output never holds a traceback. Tasks are collected first, so one left holding an exception
+    reports it now rather than in another test."""
+    caplog.set_level(logging.WARNING)
+    yield
+    gc.collect()
+    found = tracebacks(caplog.get_records("call") + caplog.records)
+    assert not found, "a traceback reached the output: " + found[0]

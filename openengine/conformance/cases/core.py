@@ -17,6 +17,8 @@ from openengine.conformance.contract import CORE, RpcInfo, load_contract
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
 DISRUPTIVE_METHODS = {"Drain", "PauseGeneration", "Sleep"}
+# How long a probe waits for a stream's first message or status when silence proves nothing
+# either way (a served stream may stay quiet); where an answer must come, it waits the RPC deadline.
 STREAM_PROBE_SECONDS = 0.5
 
 
@@ -37,8 +39,10 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
     return req
 
 
-async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None) -> tuple[grpc.StatusCode | None, object]:
-    """Call one RPC; the status it ended with (None: a stream that stays open) and its answer."""
+async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
+                 wait: float = STREAM_PROBE_SECONDS) -> tuple[grpc.StatusCode | None, object]:
+    """Call one RPC; the status it ended with (None: a stream that stays open for `wait`
+    seconds) and its answer."""
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
     if not rpc.server_streaming:
         try:
@@ -46,7 +50,7 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None) -> tuple[grpc.Sta
         except grpc.aio.AioRpcError as err:
             return err.code(), None
     try:
-        first = await asyncio.wait_for(call.read(), STREAM_PROBE_SECONDS)
+        first = await asyncio.wait_for(call.read(), wait)
     except asyncio.TimeoutError:
         call.cancel()
         return None, None
@@ -111,7 +115,8 @@ def _absent_case(profile: str):
         answered = []
         for rpc in ctx.contract.profiles[profile].rpcs:
             # Never with credentials: an unadvertised Admin must refuse before looking at them.
-            code, answer = await _probe(ctx, rpc)
+            # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
+            code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
             await _undo_probe(ctx, rpc, answer)
             if code != grpc.StatusCode.UNIMPLEMENTED:
                 shown = "kept the stream open" if code is None else f"answered {status_name(code)}"
