@@ -47,6 +47,9 @@ class Bugs:
     heartbeat_from_last_heartbeat: bool = False   # timer not reset by snapshots (REQ-LOAD-013)
     load_major: int = 1                    # major version advertised for openengine.load
     health_says_yes: bool = False          # Check answers SERVING for any name (REQ-HEALTH-003)
+    watch_ends_after: float = 0.0          # seconds after which WatchLoad ends with OK (REQ-LOAD-019)
+    heartbeat_off_ignored: bool = False    # heartbeat_ms 0 reported, default heartbeats sent (REQ-LOAD-008)
+    snapshots_at_double_interval: bool = False   # one snapshot every two intervals (REQ-LOAD-012)
 
 
 @dataclass(frozen=True)
@@ -301,12 +304,16 @@ def watch_load(st: State, request, context):
             sequence += 1
             yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
                                              snapshot=load_pb2.LoadSnapshot(load=st.load()))
-        period = settings.interval_ms / 1000
+        period = settings.interval_ms / 1000 * (2 if st.bugs.snapshots_at_double_interval else 1)
         beat = settings.heartbeat_ms / 1000
+        if st.bugs.heartbeat_off_ignored and not beat:
+            beat = st.timing.default_heartbeat_ms / 1000
         next_tick = time.monotonic() + period
-        last_message = last_heartbeat = time.monotonic()
+        last_message = last_heartbeat = opened = time.monotonic()
         while context.is_active():
             now = time.monotonic()
+            if st.bugs.watch_ends_after and now - opened >= st.bugs.watch_ends_after:
+                return
             beat_from = last_heartbeat if st.bugs.heartbeat_from_last_heartbeat else last_message
             beat_due = beat_from + beat if beat else float("inf")
             wake = min(next_tick, beat_due)
