@@ -39,6 +39,19 @@ class Options:
     admin_cert: str | None = None
     admin_key: str | None = None
     admin_ca: str | None = None
+    # TLS on the main address: the CA that signed its certificate (the system's roots when not
+    # given), a client certificate and key when the server asks for one, and the name to check
+    # the certificate against when it is not the target's host.
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+    @property
+    def main_tls(self) -> bool:
+        """The main address is reached over TLS (--tls, or any option that only TLS uses)."""
+        return bool(self.tls or self.ca or self.cert or self.server_name)
 
     @property
     def admin_tls(self) -> bool:
@@ -130,6 +143,24 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
 
 
+def main_credentials(options: Options) -> grpc.ChannelCredentials:
+    """TLS credentials for the main address (with the client certificate when given)."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_pem(options.ca, "CA certificate (--ca)"),
+        private_key=_read_pem(options.key, "client key (--key)"),
+        certificate_chain=_read_pem(options.cert, "client certificate (--cert)"))
+
+
+def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
+    """A new channel to the main address, over TLS when the options ask for it."""
+    opts = channel_options(options.max_message_bytes, window_bytes=window_bytes)
+    if not options.main_tls:
+        return grpc.aio.insecure_channel(options.target, options=opts)
+    if options.server_name:
+        opts.append(("grpc.ssl_target_name_override", options.server_name))
+    return grpc.aio.secure_channel(options.target, main_credentials(options), options=opts)
+
+
 def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
     """TLS credentials for the admin address (client certificate when given), or None."""
     if not options.admin_tls:
@@ -167,8 +198,7 @@ class Context:
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:
-        opts = channel_options(self.options.max_message_bytes)
-        self._channel = grpc.aio.insecure_channel(self.options.target, options=opts)
+        self._channel = main_channel(self.options)
         if self.options.admin_elsewhere:
             self._admin_channel = self.admin_address_channel()
         s = _stubs()
@@ -237,9 +267,7 @@ class Context:
 
     async def new_channel(self, *, window_bytes: int | None = None) -> grpc.aio.Channel:
         """A separate connection (for a watcher that must not share flow control)."""
-        ch = grpc.aio.insecure_channel(
-            self.options.target,
-            options=channel_options(self.options.max_message_bytes, window_bytes=window_bytes))
+        ch = main_channel(self.options, window_bytes=window_bytes)
         self._extra_channels.append(ch)
         return ch
 

@@ -27,7 +27,8 @@ def run_suite(target: str, **kw):
 
     opts = {k: kw.pop(k) for k in list(kw) if k in (
         "rpc_timeout", "case_timeout", "admin_token", "shutdown_command", "max_message_bytes",
-        "admin_target", "admin_cert", "admin_key", "admin_ca", "destructive")}
+        "admin_target", "admin_cert", "admin_key", "admin_ca", "destructive", "tls", "ca", "cert",
+        "key", "server_name")}
     opts.setdefault("admin_token", TOKEN)
     return asyncio.run(run(Options(target=target, **opts), **kw))
 

@@ -392,9 +392,13 @@ def _stream(fn, req_cls, resp_cls):
 
 
 class OtherEngine:
-    """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`"""
+    """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`
 
-    def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing()):
+    `tls=(key_pem, certificate_pem)` serves over TLS only, as an engine behind TLS does;
+    `client_ca` (PEM) then also requires a client certificate it signed."""
+
+    def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
+                 tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None):
         self.state = State(bugs, timing)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
@@ -432,7 +436,12 @@ class OtherEngine:
         }
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            creds = grpc.ssl_server_credentials([tls], root_certificates=client_ca,
+                                                require_client_auth=client_ca is not None)
+            self.port = self.server.add_secure_port("127.0.0.1:0", creds)
 
     @property
     def address(self) -> str:
