@@ -241,6 +241,37 @@ async def getload_complete(ctx: Context):
         expect(not ranked.ranks, f"per_rank is not supported but {len(ranked.ranks)} ranks came")
 
 
+@case("load.getload.current", profile=LOAD, requires=("REQ-LOAD-001",),
+      title="GetLoad describes the engine when it answers: a request that has streamed is counted, "
+            "and each answer is a new snapshot")
+async def getload_current(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    idle = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    call = ctx.inference.Generate(ctx.long_request(prompt="conformance is counted now"),
+                                  timeout=ctx.options.case_timeout + 5)
+    try:
+        first = await call.read()
+        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
+        busy = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+        if first.HasField("final") or first.HasField("error"):
+            raise Unchecked("the longest request the model allows ended at its first message, so "
+                            "no running request could be counted")
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, "Generate") from None
+    finally:
+        call.cancel()
+    counted = busy.running_requests + busy.queued_requests
+    expect(counted >= 1, f"GetLoad, called after a request's stream sent its first message, counted "
+                         f"{busy.running_requests} running and {busy.queued_requests} queued: it "
+                         "describes an earlier moment, not the engine when it answers")
+    expect(_ms(busy.timestamp) > _ms(idle.timestamp),
+           f"two GetLoad answers, the second after a request started, carry timestamps "
+           f"{_ms(idle.timestamp):.0f} and {_ms(busy.timestamp):.0f} ms: each answer must be a "
+           "snapshot taken when it is asked for, not a kept one")
+    return f"{counted} counted"
+
+
 @case("load.instance-id", profile=LOAD, requires=("REQ-LOAD-002",),
       title="GetLoad, WatchLoad settings and snapshots carry EngineInfo.instance_id")
 async def load_instance(ctx: Context):
@@ -729,6 +760,11 @@ async def slow_reader(ctx: Context):
         w.cancel()
         control.cancel()
     expect(got, "only heartbeats were delivered after the stall")
+    # The coalesced stream keeps every stream rule: one sequence number per message sent,
+    # timestamps that never go back, complete snapshots.
+    w.expect_none("OEV303", "OEV304", "OEV305", "OEV306", "OEV307", "OEV308",
+                  where="the stream of a watcher that stalled",
+                  why="a snapshot that replaced others is one message, numbered and stamped as such")
     # A backlog queued during the stall would arrive as a burst far above the steady rate.
     bound = 1.5 * after * 1000 / n + 8
     expect(len(got) <= bound,
