@@ -195,6 +195,8 @@ class Context:
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
+        # GetLoad failed once: whether the engine is idle is not read from it again.
+        self.load_unreadable = False
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:
@@ -458,11 +460,13 @@ class Context:
         advertise openengine.load or GetLoad fails (whether it is idle cannot be seen)."""
         from openengine.v1 import load_pb2
 
-        if not self.advertised("openengine.load"):
+        if not self.advertised("openengine.load") or self.load_unreadable:
             return None
         try:
             info = await self.observability.GetLoad(load_pb2.GetLoadRequest())
         except grpc.aio.AioRpcError:
+            # Its own cases report a GetLoad that fails; the run stops relying on it.
+            self.load_unreadable = True
             return None
         return info.running_requests, info.queued_requests
 

@@ -4,8 +4,10 @@ catch everything per case, apply the expected failures, and return a report."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import fnmatch
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -253,6 +255,24 @@ async def _residue(ctx: Context, c: Case) -> str | None:
             "engine did not free them (REQ-CORE-010, REQ-CORE-011)")
 
 
+class _DeserializeFailures(logging.Filter):
+    """grpc logs a reply that does not parse with its stack before failing the call; the case
+    reports the failed call, so the stack would only put a traceback into the run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "deserializing" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_deserialize_failures():
+    logger, quiet = logging.getLogger("grpc._common"), _DeserializeFailures()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _engine_summary(ctx: Context) -> dict:
     info = ctx.engine_info
     if info is None:
@@ -266,15 +286,20 @@ def _engine_summary(ctx: Context) -> dict:
             "served_models": list(info.served_models)}
 
 
-async def run_suite(options: Options, *, profiles: list[str] | None = None,
-                    patterns: list[str] | None = None, expected: dict[str, str] | None = None,
-                    progress: ProgressFn | None = None,
-                    requirements: Sequence[SpecRequirement] | None = None,
-                    requirements_source: str | None = None) -> Report:
+async def run_suite(options: Options, **kw) -> Report:
     """Run the conformance suite against `options.target` and return the report.
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
+    with _quiet_deserialize_failures():
+        return await _run_suite(options, **kw)
+
+
+async def _run_suite(options: Options, *, profiles: list[str] | None = None,
+                     patterns: list[str] | None = None, expected: dict[str, str] | None = None,
+                     progress: ProgressFn | None = None,
+                     requirements: Sequence[SpecRequirement] | None = None,
+                     requirements_source: str | None = None) -> Report:
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None

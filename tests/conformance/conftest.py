@@ -49,13 +49,34 @@ def tracebacks(records: list[logging.LogRecord]) -> list[str]:
             if r.exc_info or "never retrieved" in r.getMessage() or "Traceback" in r.getMessage()]
 
 
-@pytest.fixture(autouse=True)
-def _no_traceback_in_the_output(caplog):
-    """Every conformance run of every test (each fault, each variant) is checked: the runner's
-    output never holds a traceback. Tasks are collected first, so one left holding an exception
-    reports it now rather than in another test."""
-    caplog.set_level(logging.WARNING)
-    yield
-    gc.collect()
-    found = tracebacks(caplog.get_records("call") + caplog.records)
-    assert not found, "a traceback reached the output: " + found[0]
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "prints_traceback: the test makes a traceback on purpose")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Every conformance run of every test (each fault, each variant) is checked: its output
+    never holds a traceback. Tasks are collected at the end of the test, so one left holding an
+    exception reports it now rather than in another test; what a test's own fixtures print when
+    they stop their servers is not the run's output and is not looked at."""
+    handler = _Records()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        result = yield
+        gc.collect()
+    finally:
+        root.removeHandler(handler)
+    found = tracebacks(handler.records)
+    if found and item.get_closest_marker("prints_traceback") is None:
+        raise AssertionError("a traceback reached the output: " + found[0])
+    return result

@@ -128,6 +128,7 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_otherwise()
     assert len(plain.getvalue().splitlines()) >= len(report.results)
 
 
+@pytest.mark.prints_traceback
 def test_a_task_exception_nobody_retrieved_counts_as_a_traceback(caplog):
     """The check every conformance test ends with (tests/conformance/conftest.py) sees the
     "Task exception was never retrieved" report asyncio prints when such a task is collected."""

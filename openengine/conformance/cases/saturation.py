@@ -18,8 +18,9 @@ from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, settle, status_name, together
 from openengine.conformance.contract import CORE
 
-# The most slots the cases fill; an engine with more is left unchecked rather than flooded.
-MAX_SLOTS = 64
+# The most slots the cases fill (the registry's default max_running_requests); an engine with
+# more is left unchecked rather than flooded.
+MAX_SLOTS = 256
 
 
 class Stream:
@@ -134,9 +135,9 @@ async def saturate(ctx: Context) -> Saturated:
             await together(*waits)
         except asyncio.TimeoutError:
             silent = sum(1 for s in running if not s.messages)
-            raise Failed(f"{silent} of {slots} requests (max_running_requests) sent nothing within "
-                         f"{ctx.options.rpc_timeout:g} s: the engine did not run as many requests as "
-                         "it advertises") from None
+            raise Failed(f"{silent} of {slots} requests started together (max_running_requests "
+                         f"is {slots}) did not answer within {ctx.options.rpc_timeout:g} s: the "
+                         "engine did not run as many requests at once as it advertises") from None
         done = [s for s in running if s.ended]
         if done:
             raise Unchecked(f"a request of {ctx.long_generation_tokens()} tokens (the model's "
