@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import threading
 
 import pytest
 
@@ -66,9 +67,10 @@ def pytest_configure(config):
 def pytest_runtest_call(item):
     """Every conformance run of every test (each fault, each variant) is checked: its output
     never holds a traceback. Tasks are collected at the end of the test, so one left holding an
-    exception reports it now rather than in another test; what a test's own fixtures print when
-    they stop their servers is not the run's output and is not looked at."""
-    handler = _Records()
+    exception reports it now rather than in another test. Only the test's own thread, where the
+    runner runs, is heard: engines serving in other threads of the process keep their own logs."""
+    handler, runner_thread = _Records(), threading.get_ident()
+    handler.addFilter(lambda record: record.thread == runner_thread)
     root = logging.getLogger()
     root.addHandler(handler)
     try:
