@@ -863,7 +863,7 @@ async def cancel_only(ctx: Context):
 
 # A stream is held this share of the case timeout (and at least STAYS_OPEN_HEARTBEATS heartbeats):
 # an engine that ends streams after a few seconds is caught, not only one that ends them at once.
-STAYS_OPEN_SHARE, STAYS_OPEN_HEARTBEATS = 0.3, 4
+STAYS_OPEN_SHARE, STAYS_OPEN_HEARTBEATS = 0.2, 4
 
 
 @case("load.watch.stays-open", profile=LOAD, requires=("REQ-LOAD-019",),
