@@ -186,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     with burners(args.burners):
         results = [soak(e, args.runs, args.case, log=lambda line: print(line, flush=True))
                    for e in engines]
+        load_end = _loadavg()     # while the burners still run
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
-              "load_start": load_start, "load_end": _loadavg(),
+              "load_start": load_start, "load_end": load_end,
               "engines": [asdict(r) for r in results]}
     print(section(record))
     if not args.no_record:
