@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 BASE ?= origin/main
 
 .DEFAULT_GOAL := all
-.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean
+.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean llama
 
 all: setup generate check site
 
@@ -27,6 +27,22 @@ $(STAMP): requirements.txt pyproject.toml
 system-packages:
 	@.ci/system-packages --if-possible graphviz
 
+# The optional llama.cpp backend (openengine.llama), pinned in requirements-llama.txt. `make test`,
+# `make test-fast` and `make bench` need it; plain `make` does not. llama-cpp-python compiles llama.cpp from source
+# (about 5 minutes on 2 cores the first time; pip keeps the built wheel, so a later install takes
+# seconds) with portable flags: no -march=native (AVX2 and FMA, as any x86-64 CPU of the last
+# decade has), no multimodal library, ggml's own thread pool instead of OpenMP.
+LLAMA_STAMP := $(VENV)/.llama-installed
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_OPENMP=OFF
+llama: $(LLAMA_STAMP)
+$(LLAMA_STAMP): requirements-llama.txt $(STAMP)
+	@.ci/system-packages --if-possible cmake ninja-build g++
+	@echo "installing requirements-llama.txt (compiling llama.cpp the first time: minutes)" >&2
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $$(grep '^scikit-build-core==' requirements-llama.txt)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	  --no-build-isolation -r requirements-llama.txt
+	touch $@
+
 # Every file derived from profiles.yaml (committed sources and the Python bindings). The bindings
 # come first: the reference pages list the runtime's validator rules and conformance cases.
 generate: setup bindings
@@ -41,6 +57,7 @@ check: setup bindings
 	$(OESPEC) generate --check
 	$(OESPEC) spec
 	$(BIN)/buf lint
+	$(BIN)/buf format -d --exit-code proto
 
 # Every test, spread over three workers per core (pytest-xdist): much of the suite waits on stream
 # windows, engines and subprocesses rather than computes. tests/conftest.py deals the slow tests
@@ -61,11 +78,11 @@ PYTEST_ARGS ?=
 # mismatch". An engine thread logging a traceback while pytest formats a failure then ends the run
 # as an internal error that hides the failure; without column ranges no traceback parses.
 PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
-test: setup bindings
+test: setup bindings llama
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The fast lane: every test not marked slow or browser (see pyproject.toml), in under a minute.
-test-fast: setup bindings
+test-fast: setup bindings llama
 	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)
 
 # What the working tree breaks compared with BASE (a git ref): `make breaking BASE=origin/main`.
@@ -132,7 +149,7 @@ conformance: setup
 # Writes bench/results.md, bench/results.json and bench/plots/ (a few minutes on 2 cores).
 # BENCH_ARGS picks sections or a smoke run, e.g. `make bench BENCH_ARGS="--only fleet --quick"`.
 BENCH_ARGS ?=
-bench: setup bindings
+bench: setup bindings llama
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:

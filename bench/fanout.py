@@ -49,6 +49,8 @@ def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 10
             warmup_s: float = 1.5, idle_s: float = 1.0, size: int = 100) -> FanoutRun:
     if kind == "watchload":
         server_args = ["engines", "--count", "1", "--max-watchers", str(max(64, watchers + 16))]
+    elif kind == "sdk":
+        server_args = ["sdk", "--max-watchers", str(max(64, watchers + 16))]
     else:
         server_args = ["bare"]
     with Child("bench.hosts", *server_args, name=f"{kind} server") as server:
@@ -59,7 +61,8 @@ def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 10
         i1 = server.ask("mark")["usage"]
         idle_rate = (i1["cpu_s"] - i0["cpu_s"]) / ((i1["mono_ns"] - i0["mono_ns"]) / 1e9)
         args = ["--port", str(port), "--count", str(watchers), "--stalled", str(stalled),
-                "--interval-ms", str(interval_ms), "--kind", kind, "--size", str(size),
+                "--interval-ms", str(interval_ms), "--kind", "bare" if kind == "bare" else "watchload",
+                "--size", str(size),
                 "--clock-offset-ns", str(hello["clock_offset_ns"])]
         with Child("bench.watchers", *args, name=f"{watchers} {kind} watchers") as client:
             client.read(60)

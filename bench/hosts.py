@@ -2,11 +2,15 @@
 
     python -m bench.hosts engines --count 200 --rate 4    # 200 reference engines, one port each
     python -m bench.hosts bare                             # the gRPC floor: a bare streaming RPC
+    python -m bench.hosts sdk                              # one engine on the SDK (openengine.serve)
 
 `engines` hosts N reference engines (`openengine.engine.EngineServer`, the same object
 `oespec engine` runs) in one event loop, each on its own 127.0.0.1 port, with Poisson load changes
 (bench/synthetic.py). `bare` is a grpc.aio server with one generic server-streaming method and
-no engine behind it, which sends a fixed-size byte string per interval."""
+no engine behind it, which sends a fixed-size byte string per interval, and a Generate-shaped
+method that streams the same messages an engine would, built per token. `sdk` serves one backend
+through `openengine.serve`: a load that stays put and a Generate that streams one token per
+message as fast as the client takes them, so what is measured is the SDK's own cost."""
 
 from __future__ import annotations
 
@@ -83,6 +87,63 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         await asyncio.gather(*(e.stop(0.2) for e in engines), return_exceptions=True)
 
 
+class BenchBackend:
+    """The least an engine can be: a fixed load, and `max_tokens` one-token chunks then a final."""
+
+    def describe(self):
+        from openengine.serve import EngineDescription, Model, Tokenizer
+
+        model = Model("bench", max_context_tokens=1 << 20, max_output_tokens=1 << 19,
+                      tokenizer=Tokenizer("bytes", 256))
+        return EngineDescription("bench-sdk", "1", (model,), limits=self.limits)
+
+    def __init__(self, max_watchers: int):
+        self.limits = {"load": {"max_watchers": max_watchers}, "core": {"max_logprobs": 0}}
+
+    def attach(self, engine):
+        self.engine = engine
+
+    async def generate(self, request):
+        from openengine.serve import Chunk, Final, FinishReason
+
+        count = request.sampling.max_tokens
+        for _ in range(count - 1):
+            yield Chunk((65,), text="A")
+        yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=count, token_ids=(65,), text="A")
+
+    async def abort(self, request_id, reason):
+        return None
+
+    def load(self):
+        from openengine.serve import Load
+
+        return Load(running_requests=3, queued_requests=1, used_kv_blocks=812, total_kv_blocks=4096,
+                    running_tokens=1500, waiting_tokens=200, decode_batch_size=3,
+                    attributes={"model": "bench", "state": "ENGINE_STATE_SERVING"})
+
+
+async def host_sdk(max_watchers: int) -> None:
+    from openengine.serve import ServeConfig, Server
+
+    server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
+    await server.start()
+    offset = server.state.clock.now_ns() - time.monotonic_ns()
+    reply(ports=[int(server.address.rsplit(":", 1)[1])], pid=_pid(), clock_offset_ns=offset)
+
+    def mark(**_):
+        return {"usage": usage().as_dict()}
+
+    def state(**_):
+        watchers = list(server.state.load.watchers)
+        return {"watchers": len(watchers), "coalescing": sum(1 for w in watchers if w.coalesced > 0),
+                "rss_kib": rss_kib()}
+
+    try:
+        await serve_commands({"mark": mark, "state": state})
+    finally:
+        await server.stop(0.2)
+
+
 async def host_bare() -> None:
     async def stream(request: bytes, context):
         interval_ms, size = BARE_REQUEST.unpack(request)
@@ -92,8 +153,22 @@ async def host_bare() -> None:
             await asyncio.sleep(interval_ms / 1000.0)
             yield STAMP.pack(time.monotonic_ns()) + pad
 
+    from openengine.v1 import generation_pb2
+
+    async def generate(request, context):
+        # What a hand-written servicer streams: one message per token, built as it goes.
+        count = request.sampling.max_tokens
+        for _ in range(count - 1):
+            yield generation_pb2.GenerateResponse(chunk=generation_pb2.GenerateChunk(token_ids=(65,), text="A"))
+        yield generation_pb2.GenerateResponse(final=generation_pb2.GenerateFinal(
+            token_ids=(65,), text="A", finish_reason=generation_pb2.FINISH_REASON_LENGTH,
+            usage=generation_pb2.Usage(prompt_tokens=1, completion_tokens=count)))
+
     handler = grpc.method_handlers_generic_handler("bench.Bare", {
-        "Stream": grpc.unary_stream_rpc_method_handler(stream)})
+        "Stream": grpc.unary_stream_rpc_method_handler(stream),
+        "Generate": grpc.unary_stream_rpc_method_handler(
+            generate, request_deserializer=generation_pb2.GenerateRequest.FromString,
+            response_serializer=generation_pb2.GenerateResponse.SerializeToString)})
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers([handler])
     port = server.add_insecure_port("127.0.0.1:0")
@@ -126,11 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--seed", type=int, default=1)
     e.add_argument("--max-watchers", type=int, default=64)
     sub.add_parser("bare")
+    s = sub.add_parser("sdk")
+    s.add_argument("--max-watchers", type=int, default=64)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         if args.what == "engines":
             asyncio.run(host_engines(args.count, args.rate, args.seed, args.max_watchers))
+        elif args.what == "sdk":
+            asyncio.run(host_sdk(args.max_watchers))
         else:
             asyncio.run(host_bare())
     except KeyboardInterrupt:

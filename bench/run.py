@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "toolkit", "validators")
+SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama")
 
 
 def _finite(v):
@@ -120,55 +120,9 @@ def validators_section(quick: bool) -> Section:
 
     section = Section("Validators")
     section.figures = [from_record(d, "validators") for d in validators.collect()]
-    section.discussion = (
-        "From bench/validators.py: the capability validators against general-purpose JSON Schema "
-        "validators on the same documents, and the WatchLoad stream checker against parsing the same "
-        "messages. Each capability measurement keeps the best of batches within a fixed time budget; the "
-        "WatchLoad figures are CPU time per message of the check, the parse and the bare reads measured "
-        "interleaved round by round (median round), so a load spike on a shared machine cannot favour "
-        "one side of the ratio.\n\n"
-        "The capability validators are no longer generated code: every limit's type, default, range and "
-        "enum values, and each profile's version, scope and roles are tables read once from the compiled "
-        "descriptors, applied by a small interpreter; prerequisites and incompatibilities are judged by the "
-        "contract's `combination_problems`, the one function the reference engine's start-up and "
-        "`UpdateConfig`, the validators (OEV120/OEV121) and the conformance runner share. That function now "
-        "compiles the declarations once per catalogue (`Catalogue.combinations`): only profiles that declare "
-        "something are visited, each condition's verdict on its limit's default is decided once (most engines "
-        "leave most limits at their defaults), a declaration whose failing-on-default condition reads a "
-        "profile with no limits given is skipped without evaluating anything, and a prerequisite remembers "
-        "its verdict per advertised version instead of re-comparing the range. The interpreter finds the set "
-        "capability messages and the set limits with one `ListFields()` call each instead of a presence test "
-        "per declared field, remembers what a (name, major) profile entry is (canonical, known, a known major), "
-        "and on the violations-only path (`check_capabilities`) neither copies defaults nor builds limits for "
-        "unset messages. Measured side by side in one process on the corpus (old and new modules interleaved, "
-        "nine to eleven repeats, CPU time, median): 29.5 against 14.2 us per document in one run, 19.8 against 8.4 "
-        "in a quieter one, 2.1x to 2.4x. Switching the combination "
-        "step off, measured the same way, splits the time: the combinations went from 8.7 to 2.4 us per "
-        "document (44% of the old time, 29% of the new) and the per-profile interpreter from 11.1 to 6.0 us; "
-        "what remains is mostly reading the profile list and the set limits from the message.\n\n"
-        "The WatchLoad checker's `feed` now judges a healthy snapshot on a quick path: it reads only what "
-        "can change from one message to the next (sequence, the message's and the snapshot's timestamps, "
-        "instance id, coalesced count, ranks) and infers the kind (an unset oneof member reads as an empty "
-        "snapshot, whose instance id cannot equal the expected one); anything it cannot clear, for any rule, "
-        "is judged whole by the general code, so every rule is still applied to every message and a "
-        "property test holds both paths to the same findings. Side by side in one process on the benchmark's "
-        "stream (old and new checker and `ParseFromString` interleaved, fifteen repeats, CPU time, median, on "
-        "a machine at load 15): the old `feed` cost 6.2x the parse (4.8 against 0.78 us), the new one 4.9x "
-        "(3.8 us), about 21% less.\n\n"
-        "Where the rest goes, measured the same way: the reads alone cost 3.3x the parse, and only reading "
-        "the three values that change with every message (sequence and the two timestamps, no rule applied) "
-        "already costs 1.8x to 2.4x (the figure `validators.watchload_changing_reads_over_parse` measures it "
-        "in every run). Each nested field is a Python-level access that builds a wrapper object for a upb "
-        "sub-message (the timestamp, the snapshot, its load, the load's timestamp, the ranks list), while "
-        "`ParseFromString` decodes the whole message in one C call. Two bytes-level designs were measured "
-        "as well, for an entry point that would receive the raw bytes a watcher already has: walking the "
-        "wire format with slices and varint arithmetic (about 7.7x the parse), and decoding every varint at once "
-        "with masks on one big integer (2x the parse before any rule is applied, and the layout it relies on "
-        "changes whenever a nanosecond field changes length, several times a second); a compiled regular "
-        "expression over the message costs 2x the parse on its own. So the goal of checking at no more than "
-        "the cost of parsing is not met and cannot be met by a checker written in Python that reads each "
-        "message; it would take a checker in C (or one judging the bytes inside the parser), which this "
-        "project does not ship.")
+    section.discussion = ("The capability validators against general-purpose JSON Schema validators on the "
+                          "same documents, and the WatchLoad checker against parsing the same messages "
+                          "(bench/validators.py; method and earlier findings in bench/NOTES.md).")
     section.discussion += "\n\n" + goal_summary(section)
     return section
 
@@ -272,10 +226,22 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(fleet_section(args.quick, plots))
         elif name == "fanout":
             sections += fanout_sections(args.quick, plots)
+        elif name == "sdk":
+            from bench import sdk
+
+            sections.append(sdk.run(args.quick))
         elif name == "toolkit":
             sections.append(toolkit_section(args.quick))
         elif name == "validators":
             sections.append(validators_section(args.quick))
+        elif name == "watchers":
+            from bench import watchers
+
+            sections.append(watchers.section(args.quick))
+        elif name == "llama":
+            from bench import llama
+
+            sections.append(llama.run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = _loadavg()

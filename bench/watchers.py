@@ -8,6 +8,14 @@ the engine built it), both on CLOCK_MONOTONIC (the engine's wall-anchored clock 
 the offset the server process reported).
 
     python -m bench.watchers --port P --count 100 --stalled 10 --interval-ms 100 --kind watchload
+
+With `--client-cpu` it measures instead what a client spends per streamed update, reading the same
+engine's WatchLoad streams four ways in turn, round after round: a bare grpc.aio reader (the
+floor: the stub parses each message and nothing else happens), `AsyncLoadWatcher`, a bare
+synchronous reader (one thread per stream) and `LoadWatcher`; and, in the same rounds, what `WatchLoadChecker.feed` costs per message of a
+recorded stream. It prints one JSON line with the medians and exits.
+
+    python -m bench.watchers --port P --client-cpu --count 50 --interval-ms 10 --seconds 2 --rounds 5
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import threading
 import time
 
 import grpc
@@ -51,31 +60,31 @@ class Watchers:
         return channel
 
     def _call(self, channel):
-        a = self.args
-        if a.kind == "watchload":
+        args = self.args
+        if args.kind == "watchload":
             stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=a.interval_ms, heartbeat_ms=a.heartbeat_ms))
+            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=args.interval_ms, heartbeat_ms=args.heartbeat_ms))
         method = channel.unary_stream(BARE_METHOD)
-        return method(BARE_REQUEST.pack(a.interval_ms, a.size))
+        return method(BARE_REQUEST.pack(args.interval_ms, args.size))
 
     async def open(self, **_) -> dict:
-        a = self.args
-        healthy = a.count - a.stalled
+        args = self.args
+        healthy = args.count - args.stalled
         first_reads = []
-        for j in range(a.stalled):
-            call = self._call(self._channel(j // STREAMS_PER_CHANNEL, True))
+        for index in range(args.stalled):
+            call = self._call(self._channel(index // STREAMS_PER_CHANNEL, True))
             self._stalled_calls.append(call)
             first_reads.append(call.read())     # the first message: the stream is open; then it stalls
         channel = None
         ready = []
-        for j in range(healthy):
-            if j % STREAMS_PER_CHANNEL == 0:
-                channel = self._channel(j // STREAMS_PER_CHANNEL, False)
+        for index in range(healthy):
+            if index % STREAMS_PER_CHANNEL == 0:
+                channel = self._channel(index // STREAMS_PER_CHANNEL, False)
             started = asyncio.Event()
             ready.append(started)
             self._tasks.append(asyncio.ensure_future(self._read(self._call(channel), started)))
         await asyncio.wait_for(asyncio.gather(*first_reads, *(e.wait() for e in ready)), 60)
-        return {"healthy": healthy, "stalled": a.stalled}
+        return {"healthy": healthy, "stalled": args.stalled}
 
     async def _read(self, call, started: asyncio.Event) -> None:
         offset = self.args.clock_offset_ns
@@ -127,8 +136,8 @@ class Watchers:
     async def close(self) -> None:
         for call in self._stalled_calls:
             call.cancel()
-        for t in self._tasks:
-            t.cancel()
+        for task in self._tasks:
+            task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self._channels), return_exceptions=True)
 
@@ -142,13 +151,252 @@ def _summary(sorted_lags: list[int]) -> dict:
             "max": float(sorted_lags[-1])}
 
 
+# -- client CPU per streamed update ------------------------------------------------------------------
+
+def _cpu_s() -> float:
+    return usage().cpu_s
+
+
+async def _bare_round(args, request) -> tuple[float, int]:
+    """CPU seconds and messages of `args.count` bare grpc.aio readers over `args.seconds`."""
+    received = 0
+    counting = False
+
+    async def read(call):
+        nonlocal received
+        async for _ in call:
+            if counting:
+                received += 1
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        calls = [stub.WatchLoad(request) for _ in range(args.count)]
+        tasks = [asyncio.ensure_future(read(call)) for call in calls]
+        await asyncio.sleep(args.warmup)
+        counting, start = True, _cpu_s()
+        await asyncio.sleep(args.seconds)
+        spent, counting = _cpu_s() - start, False
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return spent, received
+
+
+async def _async_watcher_round(args, request) -> tuple[float, int]:
+    from openengine.client import AsyncLoadWatcher, CapabilityView
+
+    received = 0
+    counting = False
+
+    def count(_load):
+        nonlocal received
+        if counting:
+            received += 1
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        view = await CapabilityView.afetch(channel)
+        watchers = [await AsyncLoadWatcher(channel, view=view, request=request, on_snapshot=count).start()
+                    for _ in range(args.count)]
+        await asyncio.sleep(args.warmup)
+        counting, start = True, _cpu_s()
+        await asyncio.sleep(args.seconds)
+        spent, counting = _cpu_s() - start, False
+        await asyncio.gather(*(w.stop() for w in watchers))
+    _tally(watchers)
+    return spent, received
+
+
+# Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
+VIOLATIONS: dict[str, int] = {}
+
+
+def _tally(watchers) -> None:
+    for watcher in watchers:
+        for rule, count in watcher.violation_counts.items():
+            VIOLATIONS[rule] = VIOLATIONS.get(rule, 0) + count
+
+
+def _bare_sync_round(args, request) -> tuple[float, int]:
+    """As `_bare_round` with synchronous gRPC: one thread per stream, the floor of `LoadWatcher`."""
+    received = 0
+    counting = False
+    lock = threading.Lock()
+
+    def read(call):
+        nonlocal received
+        try:
+            for _ in call:
+                if counting:
+                    with lock:
+                        received += 1
+        except grpc.RpcError:
+            pass        # cancelled at the end of the window
+
+    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        calls = [stub.WatchLoad(request) for _ in range(args.count)]
+        threads = [threading.Thread(target=read, args=(call,), daemon=True) for call in calls]
+        for thread in threads:
+            thread.start()
+        time.sleep(args.warmup)
+        counting, start = True, _cpu_s()
+        time.sleep(args.seconds)
+        spent, counting = _cpu_s() - start, False
+        for call in calls:
+            call.cancel()
+        for thread in threads:
+            thread.join(5)
+    return spent, received
+
+
+def _sync_watcher_round(args, request) -> tuple[float, int]:
+    from openengine.client import CapabilityView, LoadWatcher
+
+    received = 0
+    counting = False
+    lock = threading.Lock()
+
+    def count(_load):
+        nonlocal received
+        if counting:
+            with lock:
+                received += 1
+
+    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        view = CapabilityView.fetch(channel)
+        watchers = [LoadWatcher(channel, view=view, request=request, on_snapshot=count).start()
+                    for _ in range(args.count)]
+        time.sleep(args.warmup)
+        counting, start = True, _cpu_s()
+        time.sleep(args.seconds)
+        spent, counting = _cpu_s() - start, False
+        for watcher in watchers:
+            watcher.stop()
+    _tally(watchers)
+    return spent, received
+
+
+async def _recorded_stream(args, request, count: int) -> list:
+    """`count` messages of one stream, as a watcher receives them, to judge again and again."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        call = stub.WatchLoad(request)
+        messages = []
+        async for msg in call:
+            messages.append(msg)
+            if len(messages) == count:
+                break
+        call.cancel()
+    return messages
+
+
+def _feed_cost_s(messages, request, limits) -> float:
+    """CPU seconds per message of `WatchLoadChecker.feed` over the recorded stream."""
+    from openengine.validate import WatchLoadChecker
+
+    instance = messages[0].settings.instance_id
+    passes = 20
+    start = time.process_time()
+    for _ in range(passes):
+        checker = WatchLoadChecker(instance_id=instance, observability=limits, request=request,
+                                   clock=lambda: 0.0, keep=0)
+        for msg in messages:
+            checker.feed(msg, 0.0)
+    return (time.process_time() - start) / (passes * len(messages))
+
+
+def client_cpu(args) -> dict:
+    from statistics import median
+
+    from openengine.client import CapabilityView
+
+    request = load_pb2.WatchLoadRequest(interval_ms=args.interval_ms)
+    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        limits = CapabilityView.fetch(channel).report.limits["openengine.load"]
+    messages = asyncio.run(_recorded_stream(args, request, 300))
+    readers = (("bare_aio", lambda: asyncio.run(_bare_round(args, request))),
+               ("async_watcher", lambda: asyncio.run(_async_watcher_round(args, request))),
+               ("bare_sync", lambda: _bare_sync_round(args, request)),
+               ("watcher", lambda: _sync_watcher_round(args, request)))
+    rounds: dict[str, list[float]] = {name: [] for name, _ in readers} | {"feed": []}
+    received: dict[str, int] = {name: 0 for name, _ in readers}
+    for _ in range(args.rounds):
+        for name, measure in readers:
+            spent, count = measure()
+            rounds[name].append(spent / max(count, 1) * 1e6)
+            received[name] += count
+        rounds["feed"].append(_feed_cost_s(messages, request, limits) * 1e6)
+    return {"us_per_update": {name: median(values) for name, values in rounds.items()}, "rounds_us": rounds,
+            "received": received,
+            "streams": args.count, "interval_ms": args.interval_ms, "violations": VIOLATIONS}
+
+
+def section(quick: bool) -> "Section":
+    """`make bench`'s client-CPU figures: one engine process, one client process reading its
+    streams every way in interleaved rounds; each goal is the median over rounds of a ratio of
+    two figures taken back to back."""
+    from statistics import median
+
+    from bench.control import Child
+    from bench.figures import Section, at_most, info
+
+    streams, interval_ms = 20, 10
+    rounds, seconds = (2, 0.5) if quick else (7, 1.5)
+    with Child("bench.hosts", "engines", "--count", "1", "--max-watchers", str(streams + 16),
+               name="client-cpu engine") as server:
+        port = server.read(60)["ports"][0]
+        with Child("bench.watchers", "--port", str(port), "--client-cpu", "--count", str(streams),
+                   "--interval-ms", str(interval_ms), "--seconds", str(seconds), "--rounds", str(rounds),
+                   name="client-cpu readers") as client:
+            result = client.read(60 + rounds * 4 * (seconds + 5))
+    each = result["rounds_us"]
+
+    def ratio(top: str, bottom: str) -> float:
+        return round(median(a / b for a, b in zip(each[top], each[bottom])), 3)
+
+    def added(reader: str) -> float:
+        """What validating adds to a watcher's CPU per update: the check over the rest."""
+        return round(median(f / (w - f) for f, w in zip(each["feed"], each[reader])), 3)
+
+    group = "client CPU per update"
+    names = {"bare_aio": "bare grpc.aio reader", "async_watcher": "AsyncLoadWatcher", "bare_sync": "bare synchronous reader",
+             "watcher": "LoadWatcher", "feed": "WatchLoadChecker.feed"}
+    figures = [info(f"watchers.{name}.client_us_per_update", round(result["us_per_update"][name], 2), "us",
+                    group=group, note=f"{names[name]}, median of {rounds} rounds")
+               for name in names]
+    figures += [
+        at_most("watchers.async_watcher_over_bare_aio", ratio("async_watcher", "bare_aio"), 1.15, group=group,
+                note="AsyncLoadWatcher / bare grpc.aio reader of the same streams, CPU per update"),
+        at_most("watchers.watcher_over_bare_sync", ratio("watcher", "bare_sync"), 1.15, group=group,
+                note="LoadWatcher / bare synchronous reader of the same streams, CPU per update"),
+        info("watchers.watcher_over_bare_aio", ratio("watcher", "bare_aio"), "ratio", group=group,
+             note="LoadWatcher / bare grpc.aio reader: synchronous gRPC's own cost per message included"),
+        info("watchers.bare_sync_over_bare_aio", ratio("bare_sync", "bare_aio"), "ratio", group=group,
+             note="the two floors: synchronous gRPC / grpc.aio, CPU per update"),
+        at_most("watchers.async_watcher_validation_added", added("async_watcher"), 0.10, group=group,
+                note="feed's CPU per message / the rest of AsyncLoadWatcher's CPU per update"),
+        at_most("watchers.watcher_validation_added", added("watcher"), 0.10, group=group,
+                note="feed's CPU per message / the rest of LoadWatcher's CPU per update"),
+    ]
+    violations = ", ".join(f"{count} {rule}" for rule, count in sorted(result["violations"].items())) or "none"
+    discussion = (
+        f"bench/watchers.py --client-cpu: one reference engine process streams WatchLoad at {interval_ms} ms "
+        f"to {streams} readers in one client process, read in turn by a bare grpc.aio reader, "
+        f"`AsyncLoadWatcher`, a bare synchronous reader (a thread per stream) and `LoadWatcher`, "
+        f"{rounds} rounds of {seconds:g} s each; the client process's CPU time over a window divided by the "
+        f"updates it received. `WatchLoadChecker.feed` is timed in the same rounds on a recorded stream of the "
+        f"same engine. Violations the watchers reported (a loaded machine delays and coalesces snapshots): "
+        f"{violations}.")
+    return Section("Watchers: client CPU per streamed update", figures, discussion)
+
+
 async def amain(args) -> None:
-    w = Watchers(args)
+    watchers = Watchers(args)
     reply(pid=_pid())
     try:
-        await serve_commands({"open": w.open, "go": w.go, "stop": w.stop})
+        await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
-        await w.close()
+        await watchers.close()
 
 
 def _pid() -> int:
@@ -166,8 +414,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", choices=("watchload", "bare"), default="watchload")
     parser.add_argument("--size", type=int, default=100, help="bare message size in bytes")
     parser.add_argument("--clock-offset-ns", type=int, default=0)
+    parser.add_argument("--client-cpu", action="store_true", help="measure client CPU per update, print, exit")
+    parser.add_argument("--seconds", type=float, default=2.0, help="--client-cpu: window per reader and round")
+    parser.add_argument("--warmup", type=float, default=0.5, help="--client-cpu: seconds before each window")
+    parser.add_argument("--rounds", type=int, default=5, help="--client-cpu: rounds, the median is kept")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if args.client_cpu:
+        reply(**client_cpu(args))
+        return 0
     asyncio.run(amain(args))
     return 0
 

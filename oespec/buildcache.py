@@ -1,117 +1,96 @@
-"""A content-addressed store of build results under `build/` (never committed).
+"""The toolkit's one cache: results computed from a checkout's contract inputs, kept under
+`build/oespec-cache/` (never committed) in a folder named by the digest of those inputs.
 
-An entry is a set of named byte strings saved under the hex digest of everything that produced
-it, so a changed input gives a different key and the old entry is simply never asked for again.
-Entries are written to a temporary sibling and renamed into place (concurrent runs, such as
-parallel tests on one checkout, never see half an entry); each carries the digest of its own
-bytes, so a truncated or damaged entry reads as a miss and the caller recomputes. A cache that
-cannot be written (read-only checkout, full disk) only costs speed.
+The inputs are an explicit list: the registry, every file under `proto/` and `spec/`, and the
+toolkit's version, which is the text of the `oespec` and `openengine` packages (the templates are
+among them, and so are the runtime's rule and case catalogues the generated pages list, with the
+bindings they are read through), `requirements.txt` (the pinned libraries) and the Python
+version. Any change to any of them is another key, so a result is never
+reused for other inputs. Entries are written to a temporary file and renamed, so parallel runs
+never see half an entry; a checkout that cannot be written only loses the speed.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import pickle
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-FORMAT = b"oespec-cache 1\n"
+# Set to any non-empty value to compute everything afresh and keep nothing.
+DISABLE_ENV = "OESPEC_NO_CACHE"
+INPUT_FOLDERS = ("proto", "spec")
+TOOLKIT_PACKAGES = ("oespec", "openengine")
+KEPT = 8                      # keys kept; an edit leaves the previous key's folder behind
 
 
-def digest(*parts: bytes | str) -> str:
-    """One key from several parts; each is length-prefixed, so no two part lists collide."""
-    h = hashlib.sha256()
-    for part in parts:
-        data = part.encode("utf-8") if isinstance(part, str) else part
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.hexdigest()
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-def _pack(entries: dict[str, bytes]) -> bytes:
-    names = sorted(entries)
-    index = json.dumps([[name, len(entries[name])] for name in names]).encode("utf-8")
-    body = b"".join(entries[name] for name in names)
-    check = hashlib.sha256(index + b"\n" + body).hexdigest().encode("ascii")
-    return FORMAT + check + b"\n" + index + b"\n" + body
-
-
-def _unpack(blob: bytes) -> dict[str, bytes] | None:
-    if not blob.startswith(FORMAT):
-        return None
-    rest = blob[len(FORMAT):]
-    check, _, rest = rest.partition(b"\n")
-    if hashlib.sha256(rest).hexdigest().encode("ascii") != check:
-        return None
-    index_text, _, body = rest.partition(b"\n")
-    try:
-        index = json.loads(index_text)
-    except ValueError:
-        return None
-    entries, offset = {}, 0
-    for name, size in index:
-        entries[name] = body[offset:offset + size]
-        offset += size
-    return entries if offset == len(body) else None
-
-
-# Entries kept per kind; the least recently written go first (each edit of a proto leaves a new
-# compile behind, and only the latest few are ever asked for again).
-MAX_ENTRIES = 32
+def inputs_digest(root: Path, registry: Path) -> str:
+    """The digest of every input named above, each file by its path and bytes."""
+    # The toolkit that runs, and the checkout's own copy when it is another (generation reads the
+    # runtime's input schemas from the checkout).
+    homes = sorted({Path(__file__).resolve().parents[1], root.resolve()})
+    files = [(str(registry), registry)]   # as given: it is the path findings show
+    files += [(p.relative_to(root).as_posix(), p) for name in INPUT_FOLDERS for p in _files(root / name)]
+    for home in homes:
+        for package in TOOLKIT_PACKAGES:
+            files += [(p.relative_to(home).as_posix(), p) for p in _files(home / package)]
+        files.append(("requirements.txt", home / "requirements.txt"))
+    digest = hashlib.sha256(sys.version.encode())
+    for name, path in files:
+        data = path.read_bytes() if path.is_file() else b""
+        for part in (name.encode(), data):
+            digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()
 
 
 class BuildCache:
-    """Entries of one kind (`protoc`, `plan`) under `folder`."""
+    """The entries (named byte strings, or Python values pickled) computed from one set of inputs.
+    The folder is the checkout's own, trusted as its bytecode caches are."""
 
-    def __init__(self, folder: Path | str, max_entries: int = MAX_ENTRIES):
-        self.folder = Path(folder)
-        self.max_entries = max_entries
+    def __init__(self, root: Path, registry: Path):
+        self.base = Path(root) / "build" / "oespec-cache"
+        self.folder = self.base / inputs_digest(Path(root), Path(registry))
 
-    def path(self, key: str) -> Path:
-        return self.folder / f"{key}.bin"
-
-    def get(self, key: str) -> dict[str, bytes] | None:
+    def get(self, name: str) -> bytes | None:
         try:
-            blob = self.path(key).read_bytes()
+            return (self.folder / name).read_bytes()
         except OSError:
             return None
-        return _unpack(blob)
 
-    def put(self, key: str, entries: dict[str, bytes]) -> bool:
-        """Save an entry; False when the folder cannot be written (the result is simply not kept)."""
+    def put(self, name: str, data: bytes) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key[:16]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(_pack(entries))
-                os.replace(tmp, self.path(key))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError:
-            return False
-        self._prune()
-        return True
-
-    def _prune(self) -> None:
-        try:
-            entries = sorted(self.folder.glob("*.bin"), key=lambda p: p.stat().st_mtime_ns)
-            for old in entries[: max(0, len(entries) - self.max_entries)]:
-                old.unlink(missing_ok=True)
-        except OSError:   # another run pruned the same entry first
+            os.utime(self.folder)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{name}.")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self.folder / name)
+            keys = sorted(self.base.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+            for old in keys[:-KEPT]:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:   # a read-only checkout, or another run pruning the same folder
             pass
 
 
-# Set to any non-empty value to compute everything afresh and keep nothing (timing a cold run,
-# or ruling the cache out when something looks wrong).
-DISABLE_ENV = "OESPEC_NO_CACHE"
+    def load(self, name: str):
+        """The value `keep` saved under `name`, or None (never kept, or unreadable)."""
+        data = self.get(name)
+        try:
+            return None if data is None else pickle.loads(data)
+        except Exception:   # noqa: BLE001 - a damaged entry is a miss, whatever it raises
+            return None
+
+    def keep(self, name: str, value) -> None:
+        self.put(name, pickle.dumps(value))
 
 
-def for_checkout(root: Path | str, kind: str) -> BuildCache | None:
-    """The cache of `kind` in the checkout at `root` (`build/oespec-cache/<kind>/`), or None when
-    $OESPEC_NO_CACHE is set."""
-    if os.environ.get(DISABLE_ENV):
-        return None
-    return BuildCache(Path(root) / "build" / "oespec-cache" / kind)
+def for_checkout(root: Path | str, registry: Path | str) -> BuildCache | None:
+    """The cache of the checkout at `root` for `registry`, or None when $OESPEC_NO_CACHE is set."""
+    return None if os.environ.get(DISABLE_ENV) else BuildCache(Path(root), Path(registry))

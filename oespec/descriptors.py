@@ -77,6 +77,8 @@ class Contract:
     methods: dict[str, MethodInfo] = field(default_factory=dict)
     messages: dict[str, MessageInfo] = field(default_factory=dict)
     services: dict[str, tuple[str, Loc]] = field(default_factory=dict)
+    # The request_limit options of request messages (filled by the check stage's loader).
+    request_limits: list = field(default_factory=list)
 
 
 def _locations(fdp: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], Loc]:

@@ -15,7 +15,6 @@ from pathlib import Path
 from oespec import generate
 from oespec.generate import Output, RuleCatalogues
 from oespec.registry import Registry
-from oespec.buildcache import BuildCache
 
 
 def rule_catalogues() -> RuleCatalogues:
@@ -39,7 +38,6 @@ def rule_catalogues() -> RuleCatalogues:
                           family("conformance"))
 
 
-def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
-         protoc_cache: BuildCache | None = None) -> list[Output]:
+def plan(registry: Registry, root: Path, *, only: list[str] | None = None) -> list[Output]:
     """Every generated output for `registry` under `root` (see `oespec.generate.plan`)."""
-    return generate.plan(registry, root, only=only, rules=rule_catalogues(), protoc_cache=protoc_cache)
+    return generate.plan(registry, root, only=only, rules=rule_catalogues())

@@ -5,10 +5,8 @@ Generation plans its outputs before writing anything, so compilation works on a 
 for it would cost more than the compile); it writes its diagnostics to file descriptor 2, which is
 pointed at a temporary file for the call so they can be reported as findings instead of leaking.
 
-A successful compile can be kept in a `BuildCache` (`build/oespec-cache/protoc/`), keyed on the
-path and text of every source, the protoc options, the well-known include folder and protoc's
-version and binary: any change to any of them is a different key, so a stale result is never
-found. Failures are never cached (their messages are recomputed every time).
+`oespec check` keeps the descriptor set of the checkout's `proto/` in the checkout's cache
+(`oespec.buildcache`, whose inputs include that folder); failures are never kept.
 """
 
 from __future__ import annotations
@@ -19,9 +17,9 @@ import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from oespec.buildcache import BuildCache, digest
+from oespec.buildcache import BuildCache
 
 if TYPE_CHECKING:
     from google.protobuf import descriptor_pb2
@@ -40,31 +38,6 @@ def well_known_include() -> str:
     import grpc_tools
 
     return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-
-
-@lru_cache(maxsize=1)
-def protoc_identity() -> str:
-    """Which protoc compiles: grpcio-tools' version and its compiler module's size and mtime, so an
-    upgrade or a rebuilt wheel gives new cache keys."""
-    from importlib.util import find_spec
-
-    from grpc_tools import grpc_version
-
-    # Located, not imported: loading the compiler is only needed when something is compiled.
-    spec = find_spec("grpc_tools._protoc_compiler")
-    binary = spec.origin if spec is not None and spec.origin else ""
-    stat = os.stat(binary) if binary else None
-    size, mtime = (stat.st_size, stat.st_mtime_ns) if stat else (0, 0)
-    return f"grpcio-tools {grpc_version.VERSION} {binary} {size} {mtime}"
-
-
-def cache_key(kind: str, sources: dict[str, str]) -> str:
-    """The key of one compile: what it produces (`kind` names the options), with which protoc and
-    includes, from which sources (every path and its text)."""
-    parts: list[str] = ["protoc", kind, protoc_identity(), well_known_include()]
-    for rel, text in sorted(sources.items()):
-        parts += [rel, text]
-    return digest(*parts)
 
 
 def _materialize(sources: dict[str, str], where: Path) -> list[str]:
@@ -101,28 +74,17 @@ def _run_protoc(args: list[str], cwd: Path) -> None:
         raise ProtocError(text.replace(str(cwd) + os.sep, ""))
 
 
-def _through_cache(cache: BuildCache | None, kind: str, sources: dict[str, str],
-                   compile_: Callable[[], dict[str, bytes]]) -> dict[str, bytes]:
-    """`compile_()`'s entries (the descriptor set under "set.pb"), or those an earlier compile of
-    exactly these sources with the same options left in `cache`."""
-    if cache is None:
-        return compile_()
-    key = cache_key(kind, sources)
-    hit = cache.get(key)
-    if hit is not None and "set.pb" in hit:
-        return hit
-    entries = compile_()
-    cache.put(key, entries)
-    return entries
-
-
 def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
                            cache: BuildCache | None = None) -> descriptor_pb2.FileDescriptorSet:
     """Every file of `sources` (paths relative to the proto root) with its imports, as descriptors.
-    With `cache`, an earlier compile of exactly these sources is reused."""
-    entries = _through_cache(cache, f"descriptor-set source_info={source_info}", sources,
-                             lambda: {"set.pb": _compile_descriptor_set(sources, source_info)})
-    return _descriptor_set(entries["set.pb"])
+    `cache` is the checkout's cache, given only when `sources` are that checkout's `proto/`."""
+    name = f"descriptors-source-info-{source_info}.pb"
+    data = cache.get(name) if cache is not None else None
+    if data is None:
+        data = _compile_descriptor_set(sources, source_info)
+        if cache is not None:
+            cache.put(name, data)
+    return _descriptor_set(data)
 
 
 def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
@@ -146,12 +108,10 @@ def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes
         return out.read_bytes()
 
 
-def compile_all(sources: dict[str, str], *, cache: BuildCache | None = None,
-                ) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
+def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
     """One protoc run for everything generation needs: the descriptor set (imports and source
-    info included) and the Python modules. Each protoc start costs more than the compile itself.
-    With `cache`, an earlier compile of exactly these sources is reused."""
-    entries = _through_cache(cache, "all", sources, lambda: _compile_all(sources))
+    info included) and the Python modules. Each protoc start costs more than the compile itself."""
+    entries = _compile_all(sources)
     modules = {name[len("module/"):]: body for name, body in entries.items() if name.startswith("module/")}
     return _descriptor_set(entries["set.pb"]), modules
 

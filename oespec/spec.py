@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from oespec.diagnostics import Diagnostic, Loc, Severity
+from oespec.fences import fenced_lines
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 TAGS = ("wire", "registry", "client")
@@ -29,6 +30,9 @@ UNKNOWN_TAG = "SPEC002"
 DUPLICATE_ID = "SPEC003"
 MISSING_TAG = "SPEC004"
 UNKNOWN_REFERENCE = "SPEC005"
+WIRE_WITHOUT_CASE = "SPEC006"
+# Where the conformance runner's cases are written, for the hint of SPEC006.
+CASES_DIR = "openengine/conformance/cases/"
 SPEC_RULES = RuleCatalogue("spec", (
     RuleSpec(MALFORMED_ID, "requirement-id", "spec", "requirements",
              "a requirement marker is a well-formed id such as REQ-LOAD-004", Severity.ERROR),
@@ -40,6 +44,8 @@ SPEC_RULES = RuleCatalogue("spec", (
              "every requirement carries its tag in parentheses after the id", Severity.ERROR),
     RuleSpec(UNKNOWN_REFERENCE, "requirement-reference", "spec", "references",
              "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
+    RuleSpec(WIRE_WITHOUT_CASE, "wire-requirement-has-case", "spec", "coverage",
+             "every wire requirement is cited by at least one conformance case", Severity.ERROR),
 ))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
@@ -54,7 +60,6 @@ _TAG_RE = re.compile(r"^\s*\*\((?P<tag>[^)]*)\)\*(?P<text>.*)$")
 # What a requirement marker looks like to a careless writer: `**REQ-...`, `**req_...`, `**REQ ...`.
 # (`**REQUIRED**` and other bold words are not candidates.)
 _CANDIDATE_RE = re.compile(r"^\*\*\s*req[-_ ]", re.IGNORECASE)
-_FENCE_RE = re.compile(r"^\s*(```|~~~)")
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s")
 _LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _EMPHASIS_RE = re.compile(r"\*+")
@@ -176,22 +181,18 @@ def parse_markdown(text: str, file: str) -> tuple[list[Requirement], list[Diagno
     lines = text.splitlines()
     found: list[Requirement] = []
     problems: list[Diagnostic] = []
-    in_fence = False
+    fenced = fenced_lines(text)
     i = 0
     while i < len(lines):
         line = lines[i]
-        if _FENCE_RE.match(line):
-            in_fence = not in_fence
-            i += 1
-            continue
-        if in_fence or not _starts_block(lines, i):
+        if i + 1 in fenced or not _starts_block(lines, i):
             i += 1
             continue
         body, column = _strip_list_marker(line)
         if not _CANDIDATE_RE.match(body):
             i += 1
             continue
-        end = _block_end(lines, i)
+        end = _block_end(lines, i, fenced)
         block = [body] + [ln.strip() for ln in lines[i + 1:end]]
         req, problem = _parse_block(" ".join(block), file, i + 1, column)
         if req:
@@ -220,13 +221,13 @@ def _strip_list_marker(line: str) -> tuple[str, int]:
     return stripped.rstrip(), len(line) - len(stripped) + 1
 
 
-def _block_end(lines: list[str], start: int) -> int:
+def _block_end(lines: list[str], start: int, fenced: frozenset[int]) -> int:
     """The index after the last line of the paragraph or list item starting at `start`."""
     j = start + 1
     while j < len(lines):
         line = lines[j]
         if (not line.strip() or _LIST_MARKER_RE.match(line) or _HEADING_RE.match(line)
-                or _FENCE_RE.match(line)):
+                or j + 1 in fenced):
             break
         j += 1
     return j

@@ -17,13 +17,13 @@ import importlib
 import json
 import pkgutil
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
-from google.protobuf import descriptor as _d
+from google.protobuf import descriptor
 from google.protobuf import message_factory
 
-import openengine.v1 as _v1
+import openengine.v1 as v1_package
 from openengine.contractkit.conditions import condition_holds, condition_text
 from openengine.contractkit.naming import enum_spelling
 from openengine.contractkit.versions import VersionRange
@@ -44,11 +44,12 @@ class LimitInfo:
 
     profile: str
     name: str
-    field: _d.FieldDescriptor
+    field: descriptor.FieldDescriptor
     default: Any
     minimum: int | float | None
     maximum: int | float | None
     unit: str
+    updatable: bool = False   # UpdateConfig may change it while the engine runs
 
     @property
     def reference(self) -> str:
@@ -59,22 +60,22 @@ class LimitInfo:
         return self.field.is_repeated
 
     @property
-    def enum(self) -> _d.EnumDescriptor | None:
+    def enum(self) -> descriptor.EnumDescriptor | None:
         return self.field.enum_type
 
     @property
     def kind(self) -> str:
-        t = self.field.type
+        field_type = self.field.type
         if self.enum is not None:
             base = "enum"
-        elif t == _d.FieldDescriptor.TYPE_BOOL:
+        elif field_type == descriptor.FieldDescriptor.TYPE_BOOL:
             base = "bool"
-        elif t == _d.FieldDescriptor.TYPE_STRING:
+        elif field_type == descriptor.FieldDescriptor.TYPE_STRING:
             base = "string"
-        elif t in (_d.FieldDescriptor.TYPE_DOUBLE, _d.FieldDescriptor.TYPE_FLOAT):
+        elif field_type in (descriptor.FieldDescriptor.TYPE_DOUBLE, descriptor.FieldDescriptor.TYPE_FLOAT):
             base = "double"
-        elif t in (_d.FieldDescriptor.TYPE_INT32, _d.FieldDescriptor.TYPE_INT64,
-                   _d.FieldDescriptor.TYPE_SINT32, _d.FieldDescriptor.TYPE_SINT64):
+        elif field_type in (descriptor.FieldDescriptor.TYPE_INT32, descriptor.FieldDescriptor.TYPE_INT64,
+                            descriptor.FieldDescriptor.TYPE_SINT32, descriptor.FieldDescriptor.TYPE_SINT64):
             base = "int"
         else:
             base = "uint"
@@ -92,7 +93,7 @@ class RpcInfo:
     """One RPC of the contract, with the profile that carries it and the version it came in."""
 
     service: str          # full service name, e.g. openengine.v1.Observability
-    method: _d.MethodDescriptor
+    method: descriptor.MethodDescriptor
     profile: str
     since: str            # `1.0`
 
@@ -171,7 +172,7 @@ class ProfileInfo:
     scope: str
     roles: tuple[str, ...]
     capability_field: str | None
-    capability_message: _d.Descriptor | None
+    capability_message: descriptor.Descriptor | None
     limits: tuple[LimitInfo, ...]
     rpcs: tuple[RpcInfo, ...] = ()
     mandatory: bool = False
@@ -228,7 +229,7 @@ class Catalogue:
     """Profiles in contract order, the services and RPCs that carry them."""
 
     profiles: tuple[ProfileInfo, ...]
-    services: dict[str, _d.ServiceDescriptor] = field(default_factory=dict)
+    services: dict[str, descriptor.ServiceDescriptor] = field(default_factory=dict)
     rpcs: tuple[RpcInfo, ...] = ()
     core: str = ""
     registry_revision: int = 0    # registry.revision the contract was generated from
@@ -258,10 +259,10 @@ class Catalogue:
                 return p.limit(reference[len(p.name) + 1:])
         return None
 
-    @cached_property
-    def combinations(self) -> "CombinationRules":
-        """The prerequisites and incompatibilities, compiled once for `combination_problems`."""
-        return compile_combinations(self)
+    @property
+    def updatable_limits(self) -> frozenset[str]:
+        """References (`openengine.core.max_running_requests`) of the limits UpdateConfig may change."""
+        return frozenset(lim.reference for p in self.profiles for lim in p.limits if lim.updatable)
 
 
 @dataclass(frozen=True)
@@ -289,93 +290,7 @@ def _versions(have: Any) -> tuple[tuple[int, int], ...]:
     return tuple(tuple(v) for v in have)
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledPrerequisite:
-    """A `requires` entry with its verdict per advertised version remembered: an engine advertises
-    a handful of versions, so the range is parsed once and compared once per distinct version."""
-
-    source: Prerequisite
-    verdicts: dict = field(default_factory=dict)   # (major, minor) -> contained in the range
-
-    def satisfied_by(self, versions: tuple[tuple[int, int], ...]) -> bool:
-        verdicts = self.verdicts
-        for version in versions:
-            ok = verdicts.get(version)
-            if ok is None:
-                ok = verdicts[version] = self.source.range.contains(version)
-            if ok:
-                return True
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledCondition:
-    """A limit condition with its operands and the limit's contract default resolved once."""
-
-    profile: str
-    limit: str
-    operator: str
-    value: Any
-    default: Any
-    holds_on_default: bool        # decided once: most engines leave most limits at their defaults
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledIncompatibility:
-    source: Incompatibility
-    other: str | None             # the other profile, when the declaration names one
-    conditions: tuple[CompiledCondition, ...]
-    gate: str | None              # a profile one of whose conditions fails on its default: when
-                                  # no limits of that profile are given, the declaration cannot apply
-
-    def values(self, advertised: Mapping[str, Any], limits: Mapping[str, Mapping[str, Any]]):
-        """The effective values the conditions read when every condition holds (the declaration
-        applies), else None. Stops at the first condition that does not hold."""
-        read = []
-        for c in self.conditions:
-            if c.profile not in advertised:
-                return None
-            own = limits.get(c.profile)
-            value = _UNSET if own is None else own.get(c.limit, _UNSET)
-            if value is _UNSET:
-                if not c.holds_on_default:
-                    return None
-                value = c.default
-            elif not condition_holds(c.operator, c.value, value):
-                return None
-            read.append(value)
-        return tuple(read)
-
-
-@dataclass(frozen=True, slots=True)
-class CombinationRules:
-    """Every profile that declares a prerequisite or an incompatibility, in contract order, with
-    what judging it needs decided once; profiles that declare neither are not visited at all."""
-
-    declared: tuple[tuple[str, tuple[CompiledPrerequisite, ...], tuple[CompiledIncompatibility, ...]], ...]
-
-
-_UNSET = object()
 _NO_LIMITS: Mapping[str, Mapping[str, Any]] = {}
-
-
-def compile_combinations(cat: Catalogue) -> CombinationRules:
-    def condition(c: LimitCondition) -> CompiledCondition:
-        info = cat.limit(c.reference)
-        default = info.default if info is not None else None
-        return CompiledCondition(c.profile, c.limit, c.operator, c.value, default,
-                                 condition_holds(c.operator, c.value, default))
-
-    declared = tuple(
-        (p.name, tuple(CompiledPrerequisite(req) for req in p.requires),
-         tuple(_incompatibility(inc, tuple(condition(c) for c in inc.when)) for inc in p.incompatible_with))
-        for p in cat.profiles if p.requires or p.incompatible_with)
-    return CombinationRules(declared)
-
-
-def _incompatibility(inc: Incompatibility, conditions: tuple[CompiledCondition, ...]) -> CompiledIncompatibility:
-    gate = next((c.profile for c in conditions if not c.holds_on_default), None)
-    return CompiledIncompatibility(inc, inc.profile, conditions, gate)
 
 
 def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
@@ -388,7 +303,7 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
     plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
     value; a limit left out takes its contract default, so a partial mapping (or what a capability
     message sets) is judged on effective values. The declarations come from the compiled
-    descriptors only, compiled once per catalogue (`Catalogue.combinations`). The reference
+    descriptors only. The reference
     engine's start-up and `UpdateConfig`, the validators and the conformance runner all judge
     combinations with this one function, so what one refuses the others refuse too. `cat`
     defaults to the compiled catalogue.
@@ -398,23 +313,40 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
         advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
     limits = limits or _NO_LIMITS
     problems: list[CombinationProblem] = []
-    for name, requires, incompatible in cat.combinations.declared:
-        if name not in advertised:
+    for profile in cat.profiles:
+        if profile.name not in advertised:
             continue
-        for req in requires:
-            have = _versions(advertised.get(req.source.profile))
-            if have and req.satisfied_by(have):
+        for req in profile.requires:
+            have = _versions(advertised.get(req.profile))
+            if not any(req.range.contains(version) for version in have):
+                problems.append(_missing(profile.name, req, have))
+        for inc in profile.incompatible_with:
+            if inc.profile is not None and inc.profile not in advertised:
                 continue
-            problems.append(_missing(name, req.source, have))
-        for inc in incompatible:
-            if inc.other is not None and inc.other not in advertised:
-                continue
-            if inc.gate is not None and inc.gate not in limits:
-                continue
-            values = inc.values(advertised, limits)
+            values = _condition_values(inc.when, advertised, limits, cat)
             if values is not None:
-                problems.append(_forbidden(name, inc.source, values))
+                problems.append(_forbidden(profile.name, inc, values))
     return problems
+
+
+def _condition_values(conditions: tuple[LimitCondition, ...], advertised: Mapping[str, Any],
+                      limits: Mapping[str, Mapping[str, Any]], cat: Catalogue) -> tuple[Any, ...] | None:
+    """The effective values `conditions` read when every one holds, else None. A limit the caller
+    left out takes its contract default."""
+    read = []
+    for condition in conditions:
+        if condition.profile not in advertised:
+            return None
+        given = limits.get(condition.profile) or {}
+        if condition.limit in given:
+            value = given[condition.limit]
+        else:
+            info = cat.limit(condition.reference)
+            value = info.default if info is not None else None
+        if not condition.holds(value):
+            return None
+        read.append(value)
+    return tuple(read)
 
 
 def _missing(profile: str, req: Prerequisite, have: tuple[tuple[int, int], ...]) -> CombinationProblem:
@@ -457,7 +389,7 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(major or 0), int(minor or 0)
 
 
-def _parse_default(text: str, lim_field: _d.FieldDescriptor) -> Any:
+def _parse_default(text: str, lim_field: descriptor.FieldDescriptor) -> Any:
     """A limit option's default (registry spelling, JSON) as a Python value."""
     if text == "":
         return [] if lim_field.is_repeated else None
@@ -474,9 +406,9 @@ def _parse_bound(text: str):
 
 
 def _service_modules():
-    for info in pkgutil.iter_modules(_v1.__path__):
+    for info in pkgutil.iter_modules(v1_package.__path__):
         if info.name.endswith("_service_pb2"):
-            yield importlib.import_module(f"{_v1.__name__}.{info.name}")
+            yield importlib.import_module(f"{v1_package.__name__}.{info.name}")
 
 
 def _registry_contract() -> options_pb2.RegistryContract:
@@ -509,35 +441,37 @@ def catalogue() -> Catalogue:
                    **_declared_facts(decl))
         for name, decl in declarations.items()}
     for msg in capabilities_pb2.DESCRIPTOR.message_types_by_name.values():
-        opts = msg.GetOptions()
-        if not opts.HasExtension(options_pb2.capability_profile):
+        options = msg.GetOptions()
+        if not options.HasExtension(options_pb2.capability_profile):
             continue
-        cp = opts.Extensions[options_pb2.capability_profile]
+        capability_profile = options.Extensions[options_pb2.capability_profile]
         limits = []
         for f in msg.fields:
-            fo = f.GetOptions()
-            if not fo.HasExtension(options_pb2.limit):
+            field_options = f.GetOptions()
+            if not field_options.HasExtension(options_pb2.limit):
                 continue
-            lo = fo.Extensions[options_pb2.limit]
-            limits.append(LimitInfo(cp.profile, f.name, f, _parse_default(lo.default, f),
-                                    _parse_bound(lo.minimum), _parse_bound(lo.maximum), lo.unit))
-        entry = profiles.setdefault(cp.profile, dict(
-            name=cp.profile, version=parse_version(cp.version), scope=cp.scope, roles=tuple(cp.roles), rpcs=[]))
+            limit_options = field_options.Extensions[options_pb2.limit]
+            limits.append(LimitInfo(capability_profile.profile, f.name, f, _parse_default(limit_options.default, f),
+                                    _parse_bound(limit_options.minimum), _parse_bound(limit_options.maximum),
+                                    limit_options.unit, limit_options.updatable))
+        entry = profiles.setdefault(capability_profile.profile, dict(
+            name=capability_profile.profile, version=parse_version(capability_profile.version),
+            scope=capability_profile.scope, roles=tuple(capability_profile.roles), rpcs=[]))
         entry.update(capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
-    services: dict[str, _d.ServiceDescriptor] = {}
+    services: dict[str, descriptor.ServiceDescriptor] = {}
     rpcs: list[RpcInfo] = []
     for module in _service_modules():
         for svc in module.DESCRIPTOR.services_by_name.values():
             services[svc.full_name] = svc
             for method in svc.methods:
-                mo = method.GetOptions()
-                if not mo.HasExtension(options_pb2.method_profile):
+                method_options = method.GetOptions()
+                if not method_options.HasExtension(options_pb2.method_profile):
                     continue
-                mp = mo.Extensions[options_pb2.method_profile]
-                rpc = RpcInfo(svc.full_name, method, mp.profile, mp.since)
+                method_profile = method_options.Extensions[options_pb2.method_profile]
+                rpc = RpcInfo(svc.full_name, method, method_profile.profile, method_profile.since)
                 rpcs.append(rpc)
-                entry = profiles.setdefault(mp.profile, dict(
-                    name=mp.profile, version=parse_version(mp.since), scope="engine", roles=(),
+                entry = profiles.setdefault(method_profile.profile, dict(
+                    name=method_profile.profile, version=parse_version(method_profile.since), scope="engine", roles=(),
                     capability_field=None, capability_message=None, limits=(), rpcs=[]))
                 entry["rpcs"].append(rpc)
     built = []
@@ -553,7 +487,7 @@ def catalogue() -> Catalogue:
                      contract.schema_revision, _request_limits(ordered_services.values()))
 
 
-def _request_limits(services: Iterable[_d.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
+def _request_limits(services: Iterable[descriptor.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
     """The `request_limit` options of every RPC's request message, in contract order."""
     seen: dict[str, tuple[RequestLimit, ...]] = {}
     for svc in services:
@@ -572,3 +506,60 @@ def _service_rank(service, rpcs, profiles):
     names = [p.name for p in profiles]
     ranks = [names.index(r.profile) for r in rpcs if r.service == service and r.profile in names]
     return (min(ranks) if ranks else len(names), service)
+
+
+@dataclass(frozen=True)
+class NumberDomain:
+    """The values a number field of a request may hold, as its `number_domain` option declares
+    them: between `low` and `high` (None: unbounded), each end included unless marked open; on a
+    map field, the values. `token_id_keys`: the map's keys are token ids, each below the model's
+    vocabulary size. Every float and double field must be finite in any case (REQ-SVC-005)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    token_id_keys: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            return False
+        return True
+
+    def outside(self) -> tuple[float, ...]:
+        """The nearest values just outside each bounded end: the open end itself, or one beyond
+        a closed end."""
+        below = () if self.low is None else (self.low if self.low_open else self.low - 1,)
+        above = () if self.high is None else (self.high if self.high_open else self.high + 1,)
+        return below + above
+
+    def __str__(self) -> str:
+        low = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
+        high = "+inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
+        return f"{low}, {high}"
+
+
+@lru_cache(maxsize=1)
+def number_domains() -> dict[str, NumberDomain]:
+    """Full field name (`openengine.v1.SamplingParams.top_p`) -> its `number_domain` option, for
+    every field of every request message (and the messages they hold) that declares one."""
+    found: dict[str, NumberDomain] = {}
+    seen: set[str] = set()
+    pending = [rpc.method.input_type for rpc in catalogue().rpcs]
+    while pending:
+        message = pending.pop()
+        if message.full_name in seen:
+            continue
+        seen.add(message.full_name)
+        for f in message.fields:
+            options = f.GetOptions()
+            if options.HasExtension(options_pb2.number_domain):
+                d = options.Extensions[options_pb2.number_domain]
+                found[f.full_name] = NumberDomain(
+                    d.minimum if d.HasField("minimum") else None, d.maximum if d.HasField("maximum") else None,
+                    d.minimum_exclusive, d.maximum_exclusive, d.token_id_keys)
+            if f.message_type is not None:
+                pending.append(f.message_type)
+    return found

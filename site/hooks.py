@@ -3,7 +3,9 @@
 - The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
   as if they were in it (a generated page may not share a path with a spec page).
 - Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
-  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml.
+  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml;
+  `oespec:spec` is every page of the spec folder the navigation names nowhere else, in name
+  order, so a new spec page appears too.
 - The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
   `/schemas/`, so a client in any language can fetch the one it validates against.
 - Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
@@ -14,6 +16,12 @@
 - The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
   Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
   (a docs-relative page) becomes a link relative to the page that shows it.
+- An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
+  so it wraps there and never inside a word.
+- `<!-- signatures: MODULE -->` on a line of its own becomes the public classes of that Python
+  module (`openengine.serve.backend`), as code: fields with their types and defaults, methods with
+  their signatures and the first line of their docstrings, read from the module when the site
+  is built, so the page never shows an interface the code does not have.
 - Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
   show each row as a labelled block instead of a table wider than the screen.
 
@@ -111,8 +119,28 @@ def on_config(config):
     if config["nav"] is None:
         return config
     lists = yaml.safe_load(nav_file.read_text(encoding="utf-8")) if nav_file.is_file() else {}
-    config["nav"] = _expand(config["nav"], lists or {}, nav_file.as_posix())
+    lists = {**(lists or {}), "spec": unlisted_spec_pages(config["nav"], Path(config["docs_dir"]))}
+    config["nav"] = _expand(config["nav"], lists, nav_file.as_posix())
     return config
+
+
+def _named_pages(entries) -> set[str]:
+    named: set[str] = set()
+    for entry in entries:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            if isinstance(value, list):
+                named |= _named_pages(value)
+            elif isinstance(value, str) and not value.startswith(NAV_PREFIX):
+                named.add(value)
+    return named
+
+
+def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
+    """The pages of the docs dir (`spec/`) that the navigation names nowhere, in name order."""
+    named = _named_pages(nav)
+    pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md") if p.is_file())
+    return [page for page in pages if page not in named]
 
 
 def on_files(files: Files, config) -> Files:
@@ -149,6 +177,7 @@ def _add_schemas(files: Files, config) -> None:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
         return _drop_generated_header(markdown)
+    markdown = SIGNATURES.sub(lambda m: _signatures(m["module"], page.file.src_uri), markdown)
     try:
         from oespec.spec import parse_markdown
     except ImportError:
@@ -260,9 +289,68 @@ def label_cells(table: str) -> str:
     return ROW.sub(row, table)
 
 
+# An identifier in a table cell may wrap after a dot, underscore or slash (a hyphen already is a
+# break opportunity), never inside a word.
+CELL_CODE = re.compile(r"<code>([^<]*)</code>")
+IDENTIFIER_BREAK = re.compile(r"(?<=[._/])(?=[^\s._/])")
+
+
+def identifier_breaks(table: str) -> str:
+    """`<wbr>` after each dot, underscore and slash inside the code spans of a table's cells."""
+    return CELL_CODE.sub(lambda m: "<code>" + IDENTIFIER_BREAK.sub("<wbr>", m[1]) + "</code>", table)
+
+
 def on_page_content(page_html: str, page, config, files) -> str:
     if "oe-depgraph" in page_html:
         page_html = _depgraph(page_html, page, config, files)
     # The profile matrix keeps its grid on a phone (it scrolls inside its frame): not labelled.
     page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
-    return TABLE.sub(lambda m: label_cells(m[0]), page_html)
+    return TABLE.sub(lambda m: label_cells(identifier_breaks(m[0])), page_html)
+
+
+# ------------------------------------------------------------------------- signatures
+
+SIGNATURES = re.compile(r"^<!-- signatures: (?P<module>[\w.]+) -->$", re.M)
+
+
+def _signatures(module_name: str, where: str) -> str:
+    import dataclasses
+    import enum
+    import importlib
+    import inspect
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(f"{where}: cannot import {module_name} for its signatures: {err}") from None
+
+    def first_line(obj) -> str:
+        doc = inspect.getdoc(obj) or ""
+        return doc.split("\n\n")[0].replace("\n", " ")
+
+    def one(cls) -> str:
+        bases = [b.__name__ for b in cls.__bases__ if b is not object]
+        head = f"class {cls.__name__}({', '.join(bases)}):" if bases else f"class {cls.__name__}:"
+        lines = (["@dataclass"] if dataclasses.is_dataclass(cls) else []) + [head, f'    """{first_line(cls)}"""']
+        if dataclasses.is_dataclass(cls):
+            for f in dataclasses.fields(cls):
+                if f.name.startswith("_"):
+                    continue
+                default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
+                if f.default_factory is not dataclasses.MISSING:
+                    default = " = ..."
+                lines.append(f"    {f.name}: {f.type}{default}")
+        elif issubclass(cls, enum.Enum):
+            lines += [f"    {member.name} = {member.value!r}" for member in cls]
+        for name, member in vars(cls).items():
+            if name.startswith("_") or not callable(member) or isinstance(member, type):
+                continue
+            prefix = "async def" if inspect.iscoroutinefunction(member) else "def"
+            lines.append(f"    {prefix} {name}{inspect.signature(member)}:")
+            lines.append(f'        """{first_line(member)}"""')
+        return "\n".join(lines)
+
+    classes = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+               if obj.__module__ == module.__name__ and not obj.__name__.startswith("_")]
+    classes.sort(key=lambda c: inspect.getsourcelines(c)[1])
+    return "```python\n" + "\n\n\n".join(one(c) for c in classes) + "\n```"

@@ -17,10 +17,11 @@ from oespec.commands.rules import all_specs
 from oespec.diagnostics import PRINTERS, Diagnostic, Severity
 from openengine.contractkit.diagnostics import Context, render, render_sarif
 from openengine.contractkit.rules import RuleSpec, find_spec
+from tests.fixture_cases import breaking_side, invalid_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
-BAD_REGISTRY = ROOT / "tests" / "data" / "registry" / "invalid" / "canonical-name-undotted" / "profiles.yaml"
+BAD_REGISTRY = invalid_registry("canonical-name-undotted")
 BAD_CAPABILITIES = ROOT / "tests" / "data" / "validate" / "corpus" / "invalid-OEV111-max-logprobs.json"
 FORMATS = ("text", "json", "github", "junit", "sarif")
 
@@ -125,8 +126,10 @@ def check_output(fmt: str, out: str, rule_id: str | None) -> None:
         assert (rule_id in ids) if rule_id else ids == []
     elif fmt == "junit":
         doc = assert_valid_junit(out)
-        classes = [tc.get("classname") for tc in doc.iter("testcase") if len(tc)]
-        assert (rule_id in classes) if rule_id else classes == []
+        # A finding is a testcase of its rule; a conformance case is a testcase named by its id.
+        failing = [tc for tc in doc.iter("testcase") if tc.find("failure") is not None or tc.find("error") is not None]
+        reported = {tc.get("classname") for tc in doc.iter("testcase") if len(tc)} | {tc.get("name") for tc in failing}
+        assert (rule_id in reported) if rule_id else not any(len(tc) for tc in doc.iter("testcase"))
     elif fmt == "github":
         lines = out.splitlines()
         assert all(ln.startswith("::") for ln in lines)
@@ -272,7 +275,7 @@ def test_case_results_become_records_passes_excluded():
         assert by_id[f"x.case-{o.value}"].severity is Severity.ERROR
     for o in (Outcome.SKIP, Outcome.UNCHECKED, Outcome.XFAIL):
         assert by_id[f"x.case-{o.value}"].severity is Severity.INFO
-    assert by_id["x.case-fail"].details["requirements"] == "REQ-CORE-001"
+    assert by_id["x.case-fail"].details["requirements"] == ["REQ-CORE-001"]
     assert by_id["x.case-unchecked"].message.startswith("UNCHECKED the title: because unchecked")
 
 
@@ -339,8 +342,18 @@ def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys)
         [result] = [r for r in log["runs"][0]["results"] if r["ruleId"] == "capabilities.limits-in-range"]
         assert result["level"] == "error" and result["properties"]["outcome"] == "fail"
         [rule] = [r for r in log["runs"][0]["tool"]["driver"]["rules"] if r["id"] == result["ruleId"]]
-        assert rule["properties"]["requirements"] == ["REQ-CAP-008"]
-        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        # One type for one property: the requirements are an array in the rule and in the result.
+        assert rule["properties"]["requirements"] == result["properties"]["requirements"] == ["REQ-CAP-008"]
+        assert log["runs"][0]["tool"]["driver"]["informationUri"].startswith("https://")
+        # A place a code-scanning tool can open: the requirement's line in the spec, and the case
+        # against the engine as a logical location (the engine's address is no file).
+        [location] = result["locations"]
+        physical = location["physicalLocation"]
+        page = ROOT / physical["artifactLocation"]["uri"]
+        assert physical["artifactLocation"]["uri"].startswith("spec/") and page.is_file()
+        assert "**REQ-CAP-008**" in page.read_text().splitlines()[physical["region"]["startLine"] - 1]
+        assert location["logicalLocations"][0]["fullyQualifiedName"] == \
+            f"{faulty_engine.address}/capabilities.limits-in-range"
     if fmt == "json":
         data = json.loads(out)
         assert data["verdict"].startswith("DOES NOT CONFORM") and data["counts"]["fail"] == 1
@@ -348,22 +361,19 @@ def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys)
 
 # -- breaking: a registry change and a wire change, compared and printed ---------------------------
 
-BREAKING_DATA = ROOT / "tests" / "data" / "breaking"
-
-
 def _breaking_findings(case: str) -> list[Diagnostic]:
     from oespec.breaking import Context as BreakingContext
     from oespec.breaking import compare
     from oespec.breaking.wire import compare_protos
     from oespec.registry import load_registry
 
-    base, cur = (load_registry(BREAKING_DATA / case / side / "profiles.yaml", display_path="profiles.yaml").registry
+    base, cur = (load_registry(breaking_side(case, side) / "profiles.yaml", display_path="profiles.yaml").registry
                  for side in ("baseline", "current"))
     diags = compare(base, cur, path="profiles.yaml", baseline_path="profiles.yaml", ref="baseline")
-    proto = BREAKING_DATA / case / "baseline" / "proto"
+    proto = breaking_side(case, "baseline") / "proto"
     if proto.is_dir():
         diags += compare_protos(BreakingContext(base, cur, "profiles.yaml", "baseline"),
-                                BREAKING_DATA / case / "current" / "proto", proto, proto_display="proto")
+                                breaking_side(case, "current") / "proto", proto, proto_display="proto")
     return diags
 
 
@@ -378,3 +388,18 @@ def test_each_printer_on_breaking_findings(case, rule_id):
     log = json.loads(render("sarif", diags, output_context()))
     [result] = [r for r in log["runs"][0]["results"] if r["ruleId"] == emitted][:1]
     assert result["properties"]["breaks"] in ("clients", "servers", "both", "none")
+
+
+def test_conformance_junit_on_stdout_and_in_the_file_is_one_document(faulty_engine, tmp_path, capsys):
+    """`--format junit` and `--junit FILE` of one run print the same full case report: every case,
+    passes included, skipped and unchecked cases as `skipped`, classname the profile, with times."""
+    written = tmp_path / "report.xml"
+    code = run(["conformance", "--target", faulty_engine.address, "--case", "capabilities.*", "--case", "core.*",
+                "--format", "junit", "--junit", str(written)])
+    out = capsys.readouterr().out
+    assert code == 1 and out == written.read_text(encoding="utf-8")
+    suite = assert_valid_junit(out)
+    cases = list(suite.iter("testcase"))
+    assert len(cases) == int(suite.get("tests")) and any(tc.find("failure") is not None for tc in cases)
+    assert {tc.get("classname") for tc in cases} == {"openengine.core"}    # the cases' profile
+    assert int(suite.get("skipped")) == sum(1 for tc in cases if tc.find("skipped") is not None)

@@ -63,6 +63,7 @@ COMPUTED_IDS = {
     ("oespec/commands/generate.py", "generation_diagnostics"): "a Problem's id (scanned), else OE900",
     ("oespec/generate/docs.py", "generate"): "a marker finding's id (scanned in markers.py)",
     ("openengine/conformance/report.py", "case_diagnostic"): "a case id: cases register in the catalogue",
+    ("openengine/validate/_preflight.py", "capped"): "the id of a violation left out, made by violation() (scanned)",
 }
 
 

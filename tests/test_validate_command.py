@@ -96,3 +96,85 @@ def test_odd_json_is_judged_never_a_crash(kind, capsys, tmp_path):
         out = capsys.readouterr().out
         assert code in (0, 1, 2), value
         assert isinstance(json.loads(out)["diagnostics"], list), value
+
+
+def test_an_unknown_enum_value_lists_the_valid_ones(capsys, tmp_path):
+    doc = tmp_path / "caps.json"
+    doc.write_text(json.dumps({"profiles": [{"name": "openengine.core", "major": 1}],
+                               "generation": {"guidedDecodingModes": ["GUIDED_DECODING_MODE_XML"]}}))
+    code, diags = _validate(capsys, str(doc))
+    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV113"]
+    message = diags[0]["message"]
+    assert "GUIDED_DECODING_MODE_XML" in message
+    assert "valid values: GUIDED_DECODING_MODE_JSON_SCHEMA, GUIDED_DECODING_MODE_JSON_OBJECT" in message
+    assert "UNSPECIFIED" not in message
+
+
+# -- every discovery answer as grpcurl prints it, from a running reference engine ------------------
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory):
+    """The proto3 JSON of each discovery and load answer of a reference engine, one file each."""
+    import grpc
+    from google.protobuf.json_format import MessageToJson
+
+    from openengine.engine import EngineConfig, RunningEngine
+    from openengine.v1 import (
+        discovery_pb2, discovery_service_pb2_grpc, load_pb2, observability_service_pb2_grpc,
+    )
+
+    folder = tmp_path_factory.mktemp("answers")
+    with RunningEngine(EngineConfig(port=0, profiles=("all",))) as engine, \
+            grpc.insecure_channel(engine.address) as channel:
+        discovery = discovery_service_pb2_grpc.DiscoveryStub(channel)
+        observability = observability_service_pb2_grpc.ObservabilityStub(channel)
+        info = discovery.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=10)
+        got = {"engine-info": [info],
+               "model-info": [discovery.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=10)
+                              for m in info.served_models],
+               "capabilities": [discovery.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=10)],
+               "load": [observability.GetLoad(load_pb2.GetLoadRequest(), timeout=10)]}
+        stream = observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=20), timeout=10)
+        got["watchload"] = [next(stream) for _ in range(3)]
+        stream.cancel()
+    files = {}
+    for kind, messages in got.items():
+        files[kind] = folder / f"{kind}.json"
+        files[kind].write_text("\n".join(MessageToJson(m, indent=2 if kind != "watchload" else None)
+                                         .replace("\n", "" if kind == "watchload" else "\n") for m in messages))
+    return files
+
+
+@pytest.mark.parametrize("kind", ["capabilities", "engine-info", "model-info", "load", "watchload"])
+def test_every_answer_is_read_as_its_kind_and_judged_clean(answers, kind, capsys):
+    code = run(["validate", str(answers[kind]), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["kind"], doc["diagnostics"]) == (0, kind, [])
+    run(["validate", str(answers[kind])])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"{answers[kind]}: read as ") and "(detected; --kind chooses)" in first
+
+
+def test_a_named_kind_is_read_as_named(answers, capsys):
+    code = run(["validate", str(answers["engine-info"]), "--kind", "capabilities", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["kind"] == "capabilities"
+    assert {d["rule_id"] for d in doc["diagnostics"]} >= {"OEV002"}    # EngineInfo's fields are unknown there
+
+
+def test_an_engine_info_answer_is_judged_on_its_own(capsys, tmp_path):
+    doc = tmp_path / "info.json"
+    doc.write_text(json.dumps({"instanceId": "", "engineName": "e", "role": "ROLE_DECODE",
+                               "capabilityRevision": "0", "servedModels": ["m"]}, indent=2))
+    code, diags = _validate(capsys, str(doc))
+    assert code == 1
+    assert sorted((d["rule_id"], d["line"]) for d in diags) == [("OEV135", 5), ("OEV136", 2)]
+
+
+def test_a_model_info_answer_is_judged_on_its_own(capsys, tmp_path):
+    doc = tmp_path / "model.json"
+    doc.write_text(json.dumps({"model": "m", "maxContextTokens": 4096, "maxOutputTokens": 64,
+                               "capabilities": {"profiles": [{"name": "openengine.load", "major": 1}]}},
+                              indent=2))
+    code, diags = _validate(capsys, str(doc))
+    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV133"]

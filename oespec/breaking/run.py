@@ -13,7 +13,6 @@ from oespec.breaking.wire import WireError, compare_protos
 from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleSpec
 from oespec.registry import Registry, SourceError, load_registry
-from oespec.buildcache import BuildCache, for_checkout
 
 UNUSABLE_RULE = "OEB000"
 UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
@@ -39,9 +38,9 @@ class BreakingError(Exception):
         return [head, *self.diagnostics]
 
 
-def _load(path: Path, display: str, what: str, verdicts: BuildCache | None = None) -> Registry:
+def _load(path: Path, display: str, what: str) -> Registry:
     try:
-        resolved = load_registry(path, display_path=display, verdicts=verdicts)
+        resolved = load_registry(path, display_path=display)
     except SourceError as err:
         raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
     if resolved.registry is None:
@@ -51,13 +50,12 @@ def _load(path: Path, display: str, what: str, verdicts: BuildCache | None = Non
     return resolved.registry
 
 
-def _load_baseline(path: Path, display: str, ref: str,
-                   verdicts: BuildCache | None = None) -> tuple[Registry, list[Diagnostic]]:
+def _load_baseline(path: Path, display: str, ref: str) -> tuple[Registry, list[Diagnostic]]:
     """The baseline was valid under the schema of its own commit, which may be older than the
     current one. When the current schema rejects it, compare what can still be read, and say so."""
     what = f"the baseline registry at {ref}"
     try:
-        resolved = load_registry(path, display_path=display, verdicts=verdicts)
+        resolved = load_registry(path, display_path=display)
     except SourceError as err:
         raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
     if resolved.registry is not None:
@@ -105,11 +103,7 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
     if not registry_path.is_file():
         raise BreakingError(registry, f"registry {registry} not found",
                             "run from the repository root or pass --registry")
-    # In the repository's own layout the checkout's build/ folder remembers registries the schema
-    # accepted (by content, so an unchanged baseline is judged once too).
-    beside = proto_path.resolve() == registry_path.resolve().parent / "proto"
-    verdicts = for_checkout(registry_path.resolve().parent, "schema") if beside else None
-    current = _load(registry_path, registry, "the registry", verdicts)
+    current = _load(registry_path, registry, "the registry")
     try:
         root = repo_root(registry_path.resolve().parent)
     except BaselineError as err:
@@ -123,7 +117,7 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
             base = materialize(ref, repo=root, registry_rel=registry_rel, proto_rel=proto_rel, dest=Path(tmp))
         except BaselineError as err:
             raise BreakingError(registry, err.message, err.hint) from None
-        baseline, notes = (_load_baseline(base.registry, f"{registry_rel} at {ref}", ref, verdicts)
+        baseline, notes = (_load_baseline(base.registry, f"{registry_rel} at {ref}", ref)
                            if base.registry else (None, []))
         diags = notes + compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
         ctx = Context(baseline, current, registry_rel, ref)

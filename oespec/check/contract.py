@@ -7,11 +7,13 @@ would make the registry lie. These rules compile `proto/` and compare, element b
 
 from __future__ import annotations
 
+import difflib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.diagnostics import Diagnostic, Severity
+from oespec.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
     ALIAS_PROTO_DIR, Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
 )
@@ -39,7 +41,50 @@ def load_contract(proto_root: Path | str, display_root: str | None = None, *,
         if fdp.name in sources:
             add_file(contract, fdp, f"{shown}/{fdp.name}")
     standard_health(contract)
+    contract.request_limits = _request_limits(fds, sources, shown)
     return contract
+
+
+@dataclass(frozen=True)
+class RequestLimitOption:
+    """One `(openengine.v1.request_limit)` option of a request message, where it is written."""
+
+    message: str
+    field: str
+    profile: str
+    limit: str
+    path: str
+    loc: Loc
+
+
+def _request_limits(fds, sources: dict[str, str], shown: str) -> list[RequestLimitOption]:
+    """Every request_limit option of the compiled files under the proto root, read through the
+    option's own declaration in the compiled set (the toolkit has no generated bindings)."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    pool = descriptor_pool.DescriptorPool()
+    for fdp in fds.file:
+        pool.Add(fdp)
+    try:
+        extension = pool.FindExtensionByName("openengine.v1.request_limit")
+    except KeyError:
+        return []
+    options_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("google.protobuf.MessageOptions"))
+    found = []
+    for fdp in fds.file:
+        if fdp.name not in sources:
+            continue
+        spans = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
+                 for loc in fdp.source_code_info.location if len(loc.span) >= 2}
+        for i, msg in enumerate(fdp.message_type):
+            if not msg.options.ByteSize():
+                continue
+            options = options_class.FromString(msg.options.SerializeToString())
+            for k, option in enumerate(options.Extensions[extension]):
+                loc = spans.get((4, i, 7, extension.number, k), spans.get((4, i), Loc(1, 1)))
+                found.append(RequestLimitOption(f"{fdp.package}.{msg.name}", option.field, option.profile,
+                                                option.limit, f"{shown}/{fdp.name}", loc))
+    return found
 
 
 def _protoc_diagnostics(text: str, shown: str) -> list[Diagnostic]:
@@ -68,9 +113,11 @@ def _qualified(package: str, name: str) -> str:
 def rpc_in_contract(ctx: CheckContext):
     for profile, rpc in ctx.registry.all_rpcs():
         if rpc.name not in ctx.contract.methods:
+            close = difflib.get_close_matches(rpc.name, list(ctx.contract.methods), n=1, cutoff=0.8)
+            hint = (f"did you mean {close[0]}? " if close else "") + \
+                "run `oespec generate` to regenerate the service files, or fix the name"
             yield Finding(rpc.locs.get("name", rpc.loc),
-                          f"{rpc.name} (profile {profile.name}) is not in the compiled protos",
-                          "run `oespec generate` to regenerate the service files, or fix the name")
+                          f"{rpc.name} (profile {profile.name}) is not in the compiled protos", hint)
 
 
 @rule("OE102", "rpc-shape-matches", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
@@ -177,3 +224,23 @@ def limit_in_contract(ctx: CheckContext):
             if problems:
                 yield Finding(where, f"{message.name}.{limit.name} differs from the registry: "
                                      + "; ".join(problems), "run `oespec generate`")
+
+
+@rule("OE107", "request-limit-known", requirements=("REQ-ADD-004",), category="contract", needs_contract=True,
+      purpose="every `request_limit` option of a request names a profile of the registry and, when it names a "
+              "limit, a limit of that profile (a limit removed or renamed leaves no option behind)")
+def request_limit_known(ctx: CheckContext):
+    by_name = {p.name: p for p in ctx.registry.profiles}
+    for option in ctx.contract.request_limits:
+        profile = by_name.get(option.profile)
+        subject = f"{option.message.rsplit('.', 1)[-1]} option request_limit on {option.field or '(the request)'!r}"
+        if profile is None:
+            yield Finding(option.loc, f"{subject} names profile {option.profile!r}, which is not in the registry",
+                          f"remove the option from {option.path}, or name a profile of profiles.yaml", option.path)
+        elif option.limit and profile.limit(option.limit) is None:
+            close = difflib.get_close_matches(option.limit, [lim.name for lim in profile.limits], n=1, cutoff=0.8)
+            yield Finding(option.loc, f"{subject} names limit {option.profile}.{option.limit}, which the "
+                                      f"registry does not declare",
+                          (f"did you mean {close[0]}? " if close else "") +
+                          f"restore the limit in profiles.yaml, or remove or change the option in {option.path}",
+                          option.path)

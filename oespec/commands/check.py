@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from oespec.check import catalogue, run_rules
-from oespec.commands.common import add_output_arguments, emit, emit_unusable
-from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
+from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, emit_unusable
 from oespec.buildcache import for_checkout
+from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "check the profile registry (schema and semantic rules)"
 
@@ -19,9 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="registry file (default: profiles.yaml)")
     add_output_arguments(parser)
     parser.add_argument("--list-rules", action="store_true", help="print every rule and exit")
-    parser.add_argument("--proto-root", default="proto",
+    parser.add_argument("--proto-root",
                         help="cross-check the registry against the protos compiled from this folder "
-                             "(default: proto, when it exists)")
+                             "(default: proto/ beside the registry; without it the proto checks do "
+                             "not run, and the command says so)")
     parser.add_argument("--no-contract", action="store_true",
                         help="check the registry alone, without compiling the protos")
     parser.add_argument("--no-head", action="store_true",
@@ -34,25 +35,37 @@ def run(args: argparse.Namespace) -> int:
             cites = f" [{', '.join(s.requirements)}]" if s.requirements else ""
             sys.stdout.write(f"{s.id}  {s.policy:<7}  {s.category:<12} {s.name}: {s.purpose}{cites}\n")
         return 0
-    proto_root = Path(args.proto_root)
-    # In the repository's own layout (proto/ beside the registry) the checkout's build/ folder
-    # keeps the compiled protos and the schema's verdict on an unchanged registry.
-    beside = proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
-    checkout = proto_root.resolve().parent
-    try:
-        resolved = load_registry(args.registry, verdicts=for_checkout(checkout, "schema") if beside else None)
-    except SourceError as err:
-        return emit_unusable(args, err)
+    proto_root = Path(args.proto_root) if args.proto_root else Path(args.registry).parent / "proto"
+    if args.proto_root and not proto_root.is_dir():
+        sys.stderr.write(f"oespec check: --proto-root {args.proto_root}: no such folder\n")
+        return EXIT_UNUSABLE
+    # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
+    # resolved registry and the compiled protos.
+    # Only a checkout's layout (its proto/ folder beside the registry) gets a cache in build/.
+    beside = proto_root.is_dir() and proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
+    cache = for_checkout(proto_root.resolve().parent, args.registry) if beside and Path(args.registry).is_file() else None
+    resolved = cache.load("resolved-registry") if cache is not None else None
+    if resolved is None:
+        try:
+            resolved = load_registry(args.registry)
+        except SourceError as err:
+            return emit_unusable(args, err)
+        if cache is not None:
+            cache.keep("resolved-registry", resolved)
     contract, compile_errors = None, []
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from oespec.check.contract import load_contract
 
-        cache = for_checkout(checkout, "protoc") if beside else None
-        loaded = load_contract(proto_root, args.proto_root.rstrip("/"), cache=cache)
+        loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache)
         if isinstance(loaded, list):
             compile_errors = loaded
         else:
             contract = loaded
+    elif not args.no_contract and resolved.registry is not None:
+        # Never a silent skip: a clean verdict must not read as if the protos were checked too.
+        sys.stderr.write(f"oespec check: no {proto_root.as_posix()}/ beside {args.registry}: the checks against "
+                         "the compiled protos (OE100-OE1xx) did not run; give --proto-root DIR, or "
+                         "--no-contract to check the registry alone\n")
     head = None
     if not args.no_head and resolved.registry is not None:
         from oespec.check.head import head_state

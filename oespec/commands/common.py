@@ -27,12 +27,24 @@ def tool_version() -> str:
         return ""
 
 
+def tool_homepage() -> str:
+    """The project's home page as pyproject.toml declares it (`[project.urls] Homepage`)."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("openengine-profiles").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return ""
+    return next((url.split(",", 1)[1].strip() for url in urls if url.lower().startswith("homepage,")), "")
+
+
 def output_context(*, with_version: bool = True, **given) -> Context:
-    """The context every command prints with: the tool, its version, and the one catalogue the
-    SARIF printer describes rules from (read only when a printer asks)."""
+    """The context every command prints with: the tool, its version and home page, and the one
+    catalogue the SARIF printer describes rules from (read only when a printer asks)."""
     from oespec.commands.rules import describe
 
-    return Context(tool="oespec", version=tool_version() if with_version else "", describe=describe, **given)
+    return Context(tool="oespec", version=tool_version() if with_version else "",
+                   information_uri=tool_homepage() if with_version else "", describe=describe, **given)
 
 
 # Printers that name the tool's version; reading it (importlib.metadata) costs more than a whole

@@ -47,9 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-config", action="store_true",
                         help="check the configuration, print what would be served, and exit")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--backend", choices=["reference", "llama"], default="reference",
+                        help="reference: the stand-in model; llama: the GGUF model --model names, run by "
+                             "llama.cpp (`make llama` installs it; --limit core.max_running_requests=N, "
+                             "core.max_batch_tokens=N, core.max_logprobs=N)")
+    parser.add_argument("--model", metavar="FILE", help="the GGUF file --backend llama serves")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp threads per step for --backend llama (default: 1)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend == "llama":
+        from openengine.llama.command import run as run_llama
+        return run_llama(args)
     from openengine.engine import FAULTS
 
     if args.list_faults:

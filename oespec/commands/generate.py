@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from oespec.buildcache import for_checkout
 from oespec.check import run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
 from oespec.diagnostics import Diagnostic, Severity
 from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
-from oespec.generate.plancache import PlanCache, cached_plan
 from oespec.pipeline import plan
-from oespec.buildcache import for_checkout
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, schemas and docs from the registry"
@@ -52,23 +51,32 @@ def generation_diagnostics(err: GenerationError, registry: str) -> list[Diagnost
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        resolved = load_registry(args.registry, verdicts=for_checkout(args.root, "schema"))
-    except SourceError as err:
-        return emit_unusable(args, err)
-    diags = run_rules(resolved)
-    if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
-        sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
-        return emit(args, diags) or 1
     root = Path(args.root)
-    protoc_cache, plan_store = for_checkout(root, "protoc"), for_checkout(root, "plan")
-    plans = PlanCache(plan_store, root, Path(args.registry), args.only or []) if plan_store else None
-    try:
-        outputs = cached_plan(plans, lambda: plan(resolved.registry, root, only=args.only,
-                                                  protoc_cache=protoc_cache))
-    except GenerationError as err:
-        return emit(args, generation_diagnostics(err, args.registry))
-    orphans = [] if args.only else orphan_files(root, outputs, owned_dirs=OWNED_DIRS, marked_dirs=MARKED_DIRS)
+    cache = for_checkout(root, args.registry) if Path(args.registry).is_file() else None
+    # A plan is kept only for a registry without errors: a hit needs neither the rules nor planning.
+    plan_name = "plan-" + "-".join(sorted(args.only or ["all"]))
+    outputs = cache.load(plan_name) if cache is not None else None
+    if outputs is None:
+        try:
+            resolved = load_registry(args.registry)
+        except SourceError as err:
+            return emit_unusable(args, err)
+        diags = run_rules(resolved)
+        if resolved.registry is None or any(d.severity >= Severity.ERROR for d in diags):
+            sys.stderr.write("oespec generate: the registry has errors; nothing was written\n")
+            return emit(args, diags) or 1
+        try:
+            outputs = plan(resolved.registry, root, only=args.only)
+        except GenerationError as err:
+            return emit(args, generation_diagnostics(err, args.registry))
+        if cache is not None:
+            cache.keep(plan_name, outputs)
+    # The bindings own their folder: generating them alone (`make bindings`, the first step of
+    # `make generate`) also removes the modules of a service that is gone, so the runtime the
+    # next step imports to list its cases no longer sees the removed profile.
+    owns_bindings = not args.only or "bindings" in args.only
+    orphans = orphan_files(root, outputs, owned_dirs=OWNED_DIRS if owns_bindings else (),
+                           marked_dirs=() if args.only else MARKED_DIRS)
     if args.check:
         stale = stale_outputs(root, outputs) + [p for p in orphans if not p.startswith(OWNED_DIRS)]
         diags = [Diagnostic(path, 0, 0, "OE901", Severity.ERROR,
@@ -83,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"removed {path} (no longer generated)\n")
     sys.stderr.write(f"oespec generate: {len(outputs)} outputs, {len(changed)} written, "
                      f"{len(orphans)} removed\n")
-    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed) and not os.environ.get(_AGAIN):
+    if not args.only and any(path.startswith(OWNED_DIRS) for path in changed + orphans) \
+            and not os.environ.get(_AGAIN):
         # The reference pages list the runtime's conformance cases and validator rules, read from
         # the bindings before this run rewrote them (a new profile's service did not exist yet).
         # One more run in a fresh interpreter reads the new bindings; it writes only those pages.

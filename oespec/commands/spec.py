@@ -9,7 +9,7 @@ from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
 from oespec.diagnostics import Diagnostic, Loc, Severity
-from oespec.spec import UNKNOWN_REFERENCE, referenced_ids, scan_requirements
+from oespec.spec import CASES_DIR, UNKNOWN_REFERENCE, WIRE_WITHOUT_CASE, referenced_ids, scan_requirements
 
 HELP = "check the spec's numbered requirements (ids, tags, duplicates) and citations of them"
 
@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-dir", default="spec", help="the spec folder (default: spec)")
     parser.add_argument("--list", action="store_true",
                         help="print the requirements (id, tag, location, text) instead of findings")
+    parser.add_argument("--no-cases", action="store_true",
+                        help="do not match wire requirements with the conformance runner's cases (SPEC006)")
     add_output_arguments(parser)
 
 
@@ -36,7 +38,29 @@ def run(args: argparse.Namespace) -> int:
     sources = sorted(Path(args.spec_dir).rglob("*.md")) + _files(args.paths)
     for path in sources:
         diags.extend(_unknown_citations(path, known))
+    if not args.no_cases:
+        diags.extend(_wire_without_case(requirements, Path(args.spec_dir)))
     return emit(args, diags)
+
+
+def _wire_without_case(requirements, spec_dir: Path) -> list[Diagnostic]:
+    """A wire requirement no conformance case cites, at its line: the runner's own coverage
+    (`openengine.conformance.coverage`) of the requirements found in `spec_dir`."""
+    try:
+        from openengine.conformance import all_cases, coverage
+        from openengine.conformance.matrix import SpecRequirement
+    except ImportError:   # the bindings are not built: `make bindings` (make check builds them)
+        sys.stderr.write("oespec spec: the conformance cases cannot be loaded (run `make bindings`); "
+                         "wire requirements were not matched with cases\n")
+        return []
+    given = [SpecRequirement(r.id, r.tag, r.text, Path(r.file).name, r.line) for r in requirements]
+    uncovered = set(coverage(all_cases(), given, source=spec_dir.as_posix()).uncovered)
+    return [Diagnostic(r.file, r.line, 1, WIRE_WITHOUT_CASE, Severity.ERROR,
+                       f"{r.id} is a wire requirement but no conformance case cites it",
+                       f"write a case in {CASES_DIR} that cites it (`@case(..., requires=(\"{r.id}\",))`; "
+                       "the module of its area, or optional.py for a profile's own cases), or tag it "
+                       "`registry` or `client` when the wire cannot show it")
+            for r in requirements if r.id in uncovered]
 
 
 def _list(requirements, fmt: str) -> int:

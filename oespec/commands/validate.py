@@ -1,14 +1,18 @@
 """oespec validate: judge what an engine answered, pasted as proto3 JSON (as grpcurl prints it).
 
-Three kinds of input, auto-detected or chosen with --kind:
+Every discovery answer and load signal, auto-detected or chosen with --kind, and the report says
+which kind it read:
 
-- capabilities: a `Capabilities` message, or a document holding the discovery answers together,
-  `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`; several values
-  in one file are judged one by one.
+- capabilities: a `GetCapabilities` answer (`Capabilities`), or a document holding the discovery
+  answers together, `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`.
+- engine-info: a `GetEngineInfo` answer (`EngineInfo`).
+- model-info: a `GetModelInfo` answer (`ModelInfo`).
+- load: a `GetLoad` answer (`LoadInfo`), totals against their ranks.
 - watchload: a recorded WatchLoad stream, one `WatchLoadResponse` per line (JSON lines) or
   concatenated as grpcurl prints a stream.
-- load: `GetLoad` answers (`LoadInfo`), each judged on its own (totals against their ranks).
 
+Several values in one file are judged one by one (a stream as one stream). Detection compares the
+keys of the first value with the fields of each message, read from the compiled descriptors.
 Every violation becomes a Diagnostic at the line of the offending key (for a stream: of the
 message), with the violation's rule id; the exit status is that of `oespec check`.
 """
@@ -16,23 +20,30 @@ message), with the violation's rule id; the exit status is that of `oespec check
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
-from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, write
-from oespec.diagnostics import Diagnostic, Severity
+from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, write
+from oespec.diagnostics import Diagnostic, Severity, exit_code, sorted_diagnostics
 
-HELP = "validate a capabilities document, a recorded WatchLoad stream or a GetLoad answer (proto3 JSON)"
+HELP = "validate a discovery answer, a GetLoad answer or a recorded WatchLoad stream (proto3 JSON)"
 
-_WATCH_KEYS = {"sequence", "settings", "snapshot", "heartbeat"}
-# Fields only a LoadInfo has (proto and JSON names), to tell a GetLoad answer from the others.
-_LOAD_KEYS = {"instanceId", "instance_id", "runningRequests", "running_requests", "queuedRequests",
-              "queued_requests", "usedKvBlocks", "used_kv_blocks", "ranks"}
+# Each kind: the message it holds and the RPC that answers with it, in the order a tie is decided.
+KINDS = {"capabilities": ("capabilities_pb2", "Capabilities", "GetCapabilities"),
+         "engine-info": ("discovery_pb2", "EngineInfo", "GetEngineInfo"),
+         "model-info": ("discovery_pb2", "ModelInfo", "GetModelInfo"),
+         "load": ("load_pb2", "LoadInfo", "GetLoad"),
+         "watchload": ("load_pb2", "WatchLoadResponse", "WatchLoad")}
+
+
+# The keys of a document holding the discovery answers together.
+_COMBINED_KEYS = {"capabilities", "engine_info", "engineInfo", "model_info", "modelInfo"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="JSON file: capabilities document or WatchLoad stream (JSON lines)")
-    parser.add_argument("--kind", choices=["auto", "capabilities", "watchload", "load"], default="auto",
-                        help="what the file holds (default: auto-detect)")
+    parser.add_argument("file", help="JSON file: a discovery or GetLoad answer, or a WatchLoad stream (JSON lines)")
+    parser.add_argument("--kind", choices=["auto", *KINDS], default="auto",
+                        help="what the file holds (default: auto-detect from the keys of its first value)")
     parser.add_argument("--instance-id", help="WatchLoad: the instance id discovery reported")
     parser.add_argument("--capabilities", metavar="FILE",
                         help="WatchLoad: a capabilities document, to judge the stream's settings against")
@@ -83,13 +94,34 @@ def _values(path: str):
     return values
 
 
+def _message_class(kind: str):
+    import importlib
+
+    module, name, _ = KINDS[kind]
+    return getattr(importlib.import_module(f"openengine.v1.{module}"), name)
+
+
 def _kind(values) -> str:
+    """The kind whose message has every key of the first value (proto or JSON names), else the one
+    with the most of them; a tie goes to the earlier kind, a combined document is capabilities."""
     first = values[0][1]
-    if isinstance(first, dict) and first.keys() & _WATCH_KEYS:
-        return "watchload"
-    if isinstance(first, dict) and first.keys() & _LOAD_KEYS and "profiles" not in first:
-        return "load"
-    return "capabilities"
+    if not isinstance(first, dict):
+        return "capabilities"
+    keys = set(first)
+    if "capabilities" in keys and keys <= _COMBINED_KEYS:   # ModelInfo has a `capabilities` field too
+        return "capabilities"
+
+    def known(kind: str) -> int:
+        fields = _message_class(kind).DESCRIPTOR.fields
+        return len(keys & ({f.name for f in fields} | {f.json_name for f in fields}))
+
+    return max(KINDS, key=lambda kind: (known(kind) == len(keys), known(kind), -list(KINDS).index(kind)))
+
+
+def _read_as(path: str, kind: str, detected: bool) -> str:
+    _, message, rpc = KINDS[kind]
+    how = "detected; --kind chooses" if detected else "--kind"
+    return f"{path}: read as {message}, the answer of {rpc} ({how})"
 
 
 def _capabilities(path: str, values) -> list[Diagnostic]:
@@ -138,6 +170,32 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
     return diags
 
 
+def _engine_info(path: str, values) -> list[Diagnostic]:
+    from openengine.v1 import discovery_pb2
+    from openengine.validate import check_engine_info, message_from_json
+
+    diags = []
+    for line, value, keys in values:
+        msg, errors = message_from_json(value, discovery_pb2.EngineInfo)
+        unreadable = {v.path for v in errors}
+        # The checks name fields as within a combined document (`engine_info.role`); this one is bare.
+        checked = [replace(v, path=v.path.removeprefix("engine_info.")) for v in check_engine_info(msg)]
+        diags += [_diag(path, keys, line, v) for v in errors]
+        diags += [_diag(path, keys, line, v) for v in checked if v.path not in unreadable]
+    return diags
+
+
+def _model_info(path: str, values) -> list[Diagnostic]:
+    from openengine.v1 import discovery_pb2
+    from openengine.validate import check_model_info, message_from_json
+
+    diags = []
+    for line, value, keys in values:
+        msg, errors = message_from_json(value, discovery_pb2.ModelInfo)
+        diags += [_diag(path, keys, line, v) for v in errors + check_model_info(msg)]
+    return diags
+
+
 def _load(path: str, values) -> list[Diagnostic]:
     from openengine.v1 import load_pb2
     from openengine.validate import check_load, message_from_json
@@ -153,13 +211,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         values = _values(args.file)
         kind = _kind(values) if args.kind == "auto" else args.kind
-        if kind == "capabilities":
-            diags = _capabilities(args.file, values)
-        elif kind == "load":
-            diags = _load(args.file, values)
-        else:
+        if kind == "watchload":
             diags = _watchload(args.file, values, args)
+        else:
+            judge = {"capabilities": _capabilities, "engine-info": _engine_info, "model-info": _model_info,
+                     "load": _load}[kind]
+            diags = judge(args.file, values)
     except Unusable as err:
         write(args.format, [err.diagnostic])
         return EXIT_UNUSABLE
-    return emit(args, diags)
+    diags = sorted_diagnostics(diags)
+    write(args.format, diags, preamble=(_read_as(args.file, kind, args.kind == "auto"),),
+          facts={"kind": kind, "message": KINDS[kind][1]})
+    return exit_code(diags, Severity.parse(args.fail_on))

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from oespec.diagnostics import NOWHERE, Loc, Severity
-from oespec.buildcache import BuildCache
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.registry import Registry
 
@@ -97,14 +96,13 @@ class GenerationContext:
     outputs: list[Output] = field(default_factory=list)   # what earlier generators produced
     cache: dict = field(default_factory=dict)
     rules: RuleCatalogues | None = None
-    protoc_cache: BuildCache | None = None   # compiles kept across runs (build/oespec-cache/protoc)
 
     def read(self, relpath: str) -> str | None:
         """A file as it will be after generation: a planned output, else what is on disk."""
         for out in reversed(self.outputs):
             if out.path == relpath and isinstance(out.content, str):
                 return out.content
-        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+        try:
             return (self.root / relpath).read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
@@ -138,7 +136,7 @@ class GenerationContext:
             from oespec.protoc import ProtocError, compile_all
 
             try:
-                self.cache[key] = compile_all(sources, cache=self.protoc_cache)
+                self.cache[key] = compile_all(sources)
             except ProtocError as err:
                 raise GenerationError(generator, f"the proto sources do not compile:\n{err.message}",
                                       problems=protoc_problems(err.message)) from None
@@ -172,11 +170,10 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
 
 
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
-         rules: RuleCatalogues | None = None, protoc_cache: BuildCache | None = None) -> list[Output]:
+         rules: RuleCatalogues | None = None) -> list[Output]:
     """Run the generators in memory and return every output; raises `GenerationError`.
-    `rules` are the catalogues the docs print; `oespec.pipeline.plan` passes them. `protoc_cache`
-    keeps the compiled protos across runs."""
-    ctx = GenerationContext(registry, Path(root), rules=rules, protoc_cache=protoc_cache)
+    `rules` are the catalogues the docs print; `oespec.pipeline.plan` passes them."""
+    ctx = GenerationContext(registry, Path(root), rules=rules)
     for name, spec in GENERATORS.items():
         if only and name not in only:
             continue

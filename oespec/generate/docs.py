@@ -34,6 +34,7 @@ from oespec.generate import mdsafe
 from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
+from oespec.descriptors import ALIAS_PROTO_DIR
 from oespec.generate.protodoc import ProtoDocs, describe
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
@@ -56,20 +57,6 @@ BREAKING_RULES_PAGE = "reference/breaking-rules.md"
 VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
 NAV_FILE = "nav.yml"
-
-# Spec areas (REQ-<AREA>-NNN) that belong to each standard profile. A requirement of another area
-# that names the profile (e.g. `openengine.kv`) applies too.
-PROFILE_AREAS: dict[str, tuple[str, ...]] = {
-    "openengine.core": ("CORE", "CAP", "HEALTH", "REV"),
-    "openengine.load": ("LOAD",),
-    "openengine.kv": ("KV",),
-    "openengine.tasks": ("TASKS",),
-    "openengine.encoder": ("ENC",),
-    "openengine.sessions": ("SESS",),
-    "openengine.adapters": ("ADAPT",),
-    "openengine.runtime-events": ("EVENTS",),
-    "openengine.admin": ("ADMIN",),
-}
 
 STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
                    "bidi": "bidirectional streaming"}
@@ -322,6 +309,16 @@ def type_owners(site: Site) -> dict[str, list[str]]:
     package = site.registry.package
     full = lambda name: name if "." in name else f"{package}.{name}"  # noqa: E731
     owners: dict[str, list[str]] = {}
+    # A capability message and the enums of its limits belong to their own profile, not to the
+    # core whose Capabilities holds them.
+    for p in site.registry.profiles:
+        if p.capability is not None:
+            owners[full(p.capability.message)] = [p.name]
+        for limit in p.limits:
+            if limit.type.base == "enum" and limit.type.enum_name:
+                owners.setdefault(full(limit.type.enum_name), [])
+                if p.name not in owners[full(limit.type.enum_name)]:
+                    owners[full(limit.type.enum_name)].append(p.name)
     for p in site.registry.profiles:
         names = [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]
         for name in names:
@@ -502,7 +499,7 @@ def _type(limit: Limit) -> Md:
 
 
 def requirements_for(site: Site, profile: Profile) -> list[Requirement]:
-    areas = PROFILE_AREAS.get(profile.name) or (re.sub(r"[^A-Z0-9]", "", profile.short_name.upper()),)
+    areas = profile.requirement_areas
     mention = re.compile(rf"(?<![\w.-]){re.escape(profile.name)}(?![\w-]|\.[A-Za-z])")
     return [r for r in site.requirements if r.area in areas or mention.search(r.text)]
 
@@ -515,12 +512,17 @@ def _reverse(site: Site, profile: Profile):
     return required_by, declared_elsewhere
 
 
+SIGNATURE_WIDTH = 72
+
+
 def signature(rpc) -> str:
     """The RPC as a proto declaration, with its service as a comment."""
     stream_in = "stream " if rpc.client_streaming else ""
     stream_out = "stream " if rpc.server_streaming else ""
-    return (f"// service {rpc.service}\n"
-            f"rpc {rpc.method}({stream_in}{rpc.request}) returns ({stream_out}{rpc.response});")
+    call, result = f"rpc {rpc.method}({stream_in}{rpc.request})", f"returns ({stream_out}{rpc.response});"
+    # A long declaration continues on a second line, so the block fits the page's column.
+    joined = f"{call} {result}" if len(call) + len(result) < SIGNATURE_WIDTH else f"{call}\n    {result}"
+    return f"// service {rpc.service}\n{joined}"
 
 
 PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements": REQUIREMENTS_PAGE,
@@ -657,6 +659,13 @@ def _nav(site: Site) -> str:
     for profile in site.registry.profiles:
         lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
     lines.append("protocol:" + ("" if site.protos.files else " []"))
-    for f in site.protos.files:
+    current = [f for f in site.protos.files if not f.path.startswith(ALIAS_PROTO_DIR)]
+    earlier = [f for f in site.protos.files if f.path.startswith(ALIAS_PROTO_DIR)]
+    # The current layout first; the earlier layouts' files after it, in a section of their own.
+    for f in current:
         lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
+    if earlier:
+        lines.append('  - "Earlier layouts":')
+        for f in earlier:
+            lines.append(f"      - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
     return "\n".join(lines) + "\n"

@@ -375,7 +375,7 @@ def published_input_schemas(root) -> list[Output]:
     outputs = []
     for source, name in INPUT_SCHEMAS.items():
         path = Path(root) / source
-        try:   # opened, not tested with is_file(): the plan cache records a missing file this way
+        try:
             text = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             continue   # a registry checkout without the reference runtime publishes none

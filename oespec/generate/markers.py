@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from oespec.diagnostics import Diagnostic, Loc, Severity
+from oespec.fences import fenced_lines
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 MALFORMED = "DOC001"
@@ -44,7 +45,6 @@ MARKER_RULES = RuleCatalogue("docs", (
 _MARKER_RE = re.compile(r"^\s*<!--\s*oespec:(?P<kind>begin|end)\s+(?P<name>[A-Za-z0-9_.:/-]+)\s*-->\s*$")
 # Anything that looks meant as a marker: an HTML comment whose first word starts with "oespec".
 _CANDIDATE_RE = re.compile(r"<!--\s*oespec\b", re.IGNORECASE)
-_FENCE_RE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True)
@@ -80,18 +80,10 @@ def scan(text: str, file: str, *, known: Callable[[str], bool] = lambda name: Tr
     regions: list[Region] = []
     problems: list[Diagnostic] = []
     open_region: tuple[str, int] | None = None
-    fence: str | None = None
+    fenced = fenced_lines(text)
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        fence_match = _FENCE_RE.match(line)
-        if fence_match:
-            mark = fence_match.group(1)
-            if fence is None:
-                fence = mark
-            elif mark[0] == fence[0] and len(mark) >= len(fence):
-                fence = None
-            continue
-        if fence is not None or not _CANDIDATE_RE.search(line):
+        if number in fenced or not _CANDIDATE_RE.search(line):
             continue
         marker = _MARKER_RE.match(line)
         if not marker:

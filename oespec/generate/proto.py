@@ -1,18 +1,21 @@
 """Generate the parts of the wire contract the registry knows: the `Capabilities` message with
 one typed capability message per profile, and one service definition per service.
 
-The view model (`MessageView`, `ServiceView`, ...) is computed by pure functions from the
-registry; the templates in `templates/proto/` only print it.
+Pure functions build each file as the one proto view model (`oespec.generate.protodoc`: `FileDoc`,
+`MessageDoc`, ...) that the reference pages also read back from the compiled descriptors; the
+template `templates/proto/file.proto.j2` only prints it, laid out as `buf format` does.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 
 from oespec.diagnostics import NOWHERE, Loc
 from oespec.generate import GenerationContext, GenerationError, Output, Problem
+from oespec.generate.protodoc import (
+    EnumDoc, EnumValueDoc, FieldDoc, FileDoc, Literal, MessageDoc, MethodDoc, Option, ServiceDoc,
+)
 from oespec.generate.templating import render
 from oespec.registry.model import Condition, Limit, Profile, Registry
 from openengine.contractkit.naming import enum_value_name, snake_case
@@ -25,63 +28,38 @@ RESERVED_CAPABILITY_FIELDS = {"profiles": 1, "revision": 2}
 _TOP_LEVEL_TYPE = re.compile(r"^(?:message|enum)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class FieldView:
-    label: str          # "", "optional " or "repeated "
-    type: str
-    name: str
-    number: int
-    comment: str
-    options: str = ""
+LIMIT_OPTION = "(openengine.v1.limit)"
 
 
-@dataclass(frozen=True)
-class EnumView:
-    name: str
-    comment: str
-    values: tuple[tuple[str, int, str], ...]
+def text_literal(value: "str | Literal", indent: str = "") -> str:
+    """A text-format value as `buf format` lays it out: a scalar as written, a literal of one
+    scalar field on one line, any other literal one field per line, indented under `indent`."""
+    if isinstance(value, str):
+        return value
+    if not value:
+        return "{}"
+    if len(value) == 1 and isinstance(value[0][1], str):
+        return f"{{{value[0][0]}: {value[0][1]}}}"
+    inner = indent + "  "
+    lines = [f"{inner}{key}: {text_literal(item, inner)}" for key, item in value]
+    return "{\n" + "\n".join(lines) + f"\n{indent}}}"
 
 
-@dataclass(frozen=True)
-class MessageView:
-    name: str
-    comment: str
-    fields: tuple[FieldView, ...]
-    option: str = ""
+def option_statement(option: Option, indent: str = "") -> str:
+    """`option NAME = VALUE;` at `indent`."""
+    return f"{indent}option {option.name} = {text_literal(option.value, indent)};"
 
 
-@dataclass(frozen=True)
-class MethodView:
-    name: str
-    request: str
-    response: str
-    client_streaming: bool
-    server_streaming: bool
-    comment: str
-    profile: str
-    since: str
-    deprecated: bool
-
-
-@dataclass(frozen=True)
-class ServiceView:
-    name: str
-    file: str
-    comment: str
-    profiles: tuple[str, ...]
-    methods: tuple[MethodView, ...]
-    imports: tuple[str, ...]
-
-
-@dataclass
-class CapabilitiesView:
-    package: str
-    imports: tuple[str, ...]
-    capabilities: MessageView
-    model_capabilities: MessageView
-    messages: list[MessageView] = field(default_factory=list)
-    enums: list[EnumView] = field(default_factory=list)
-    file_option: str = ""
+def field_options(options: tuple[Option, ...], deprecated: bool, indent: str = "") -> str:
+    """A field's ` [...]`: one option on the field's line, several one per line (as `buf format`)."""
+    written = ((Option("deprecated", "true"),) if deprecated else ()) + tuple(options)
+    if not written:
+        return ""
+    if len(written) == 1:
+        return f" [{written[0].name} = {text_literal(written[0].value, indent)}]"
+    inner = indent + "  "
+    lines = [f"{inner}{o.name} = {text_literal(o.value, inner)}" for o in written]
+    return " [\n" + ",\n".join(lines) + f"\n{indent}]"
 
 
 def _quote(text: str) -> str:
@@ -109,6 +87,8 @@ def _limit_comment(profile: Profile, limit: Limit) -> str:
     if limit.unit:
         facts.append(f"Unit: {limit.unit}.")
     facts.append(f"Since {profile.name} {limit.since}.")
+    if limit.updatable:
+        facts.append("UpdateConfig may change it while the engine runs.")
     if limit.type.repeated:
         facts.append("An empty list means the default.")
     else:
@@ -118,44 +98,44 @@ def _limit_comment(profile: Profile, limit: Limit) -> str:
     return f"{limit.description.strip()}\n\n{' '.join(facts)}"
 
 
-def _limit_field(profile: Profile, limit: Limit) -> FieldView:
-    opts = [f"default: {_quote(_registry_text(limit.default))}"]
+def _limit_field(profile: Profile, limit: Limit) -> FieldDoc:
+    literal: list[tuple[str, str]] = [("default", _quote(_registry_text(limit.default)))]
     if limit.minimum is not None:
-        opts.append(f"minimum: {_quote(_registry_text(limit.minimum))}")
+        literal.append(("minimum", _quote(_registry_text(limit.minimum))))
     if limit.maximum is not None:
-        opts.append(f"maximum: {_quote(_registry_text(limit.maximum))}")
+        literal.append(("maximum", _quote(_registry_text(limit.maximum))))
     if limit.unit:
-        opts.append(f"unit: {_quote(limit.unit)}")
-    opts.append(f"since: {_quote(str(limit.since))}")
-    options = f"(openengine.v1.limit) = {{{', '.join(opts)}}}"
-    if limit.deprecated:
-        options = "deprecated = true, " + options
-    return FieldView("repeated " if limit.type.repeated else "optional ", limit_proto_type(limit),
-                     limit.name, limit.field, _limit_comment(profile, limit), options)
+        literal.append(("unit", _quote(limit.unit)))
+    literal.append(("since", _quote(str(limit.since))))
+    if limit.updatable:
+        literal.append(("updatable", "true"))
+    return FieldDoc(limit.name, limit.field, limit_proto_type(limit), limit.type.base == "enum",
+                    "repeated" if limit.type.repeated else "optional", None, _limit_comment(profile, limit),
+                    bool(limit.deprecated), options=(Option(LIMIT_OPTION, tuple(literal)),))
 
 
-def _capability_message(profile: Profile) -> MessageView:
+def _capability_message(registry: Registry, profile: Profile) -> MessageDoc:
     assert profile.capability is not None
-    roles = "".join(f" roles: {_quote(r)}" for r in profile.scope.roles)
-    option = (f"option (openengine.v1.capability_profile) = {{profile: {_quote(profile.name)} "
-              f"version: {_quote(str(profile.version))} scope: {_quote(profile.scope.kind)}{roles}}};")
+    literal = (("profile", _quote(profile.name)), ("version", _quote(str(profile.version))),
+               ("scope", _quote(profile.scope.kind)), *(("roles", _quote(r)) for r in profile.scope.roles))
     comment = (f"Typed limits of the {profile.name} profile ({profile.version}, {profile.scope} scope). "
                f"{profile.summary.strip()}\n\nValid only when {profile.name} is advertised.")
     fields = tuple(_limit_field(profile, lim) for lim in sorted(profile.limits, key=lambda l: l.field))
-    return MessageView(profile.capability.message, comment, fields, option)
+    return MessageDoc(f"{registry.package}.{profile.capability.message}", profile.capability.message, comment,
+                      fields, (Option("(openengine.v1.capability_profile)", literal),))
 
 
-def _enums(registry: Registry) -> list[EnumView]:
-    enums: dict[str, EnumView] = {}
+def _enums(registry: Registry) -> list[EnumDoc]:
+    enums: dict[str, EnumDoc] = {}
     for profile in registry.profiles:
         for limit in profile.limits:
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
-            values = ((enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + tuple(
-                (enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
-                for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
-            view = EnumView(name, f"Values of {profile.name} limit {limit.name}.", values)
+            values = (EnumValueDoc(enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + \
+                tuple(EnumValueDoc(enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
+                      for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
+            view = EnumDoc(f"{registry.package}.{name}", name, f"Values of {profile.name} limit {limit.name}.", values)
             if name in enums and enums[name].values != view.values:
                 raise GenerationError("proto", f"enum {name} is declared twice with different values", problems=[
                     Problem(registry.path, limit.locs.get("values", limit.loc),
@@ -165,86 +145,83 @@ def _enums(registry: Registry) -> list[EnumView]:
     return list(enums.values())
 
 
-def _condition_text(condition: Condition) -> str:
-    return (f"{{profile: {_quote(condition.profile)} limit: {_quote(condition.limit)} "
-            f"operator: {_quote(condition.operator)} value: {_quote(json.dumps(condition.value))}}}")
+def _condition_literal(condition: Condition) -> Literal:
+    return (("profile", _quote(condition.profile)), ("limit", _quote(condition.limit)),
+            ("operator", _quote(condition.operator)), ("value", _quote(json.dumps(condition.value))))
 
 
-def _profile_declaration(profile: Profile) -> list[str]:
-    """The `profiles` entry of the registry_contract file option, one text-format line each."""
-    lines = [f"name: {_quote(profile.name)}", f"version: {_quote(str(profile.version))}"]
+def _profile_declaration(profile: Profile) -> Literal:
+    """The `profiles` entry of the registry_contract file option."""
+    fields: list[tuple[str, str | Literal]] = [("name", _quote(profile.name)),
+                                               ("version", _quote(str(profile.version)))]
     if profile.mandatory:
-        lines.append("mandatory: true")
+        fields.append(("mandatory", "true"))
     if profile.deprecated:
-        lines.append(f"deprecated: {_quote(profile.deprecated.strip())}")
-    lines.append(f"scope: {_quote(profile.scope.kind)}")
-    lines += [f"roles: {_quote(role)}" for role in profile.scope.roles]
-    lines += [f"requires: {{profile: {_quote(req.profile)} version_range: {_quote(str(req.range))}}}"
-              for req in profile.requires]
+        fields.append(("deprecated", _quote(profile.deprecated.strip())))
+    fields.append(("scope", _quote(profile.scope.kind)))
+    fields += [("roles", _quote(role)) for role in profile.scope.roles]
+    fields += [("requires", (("profile", _quote(req.profile)), ("version_range", _quote(str(req.range)))))
+               for req in profile.requires]
     for inc in profile.incompatible_with:
-        lines.append("incompatible_with: {")
-        if inc.profile:
-            lines.append(f"  profile: {_quote(inc.profile)}")
-        lines += [f"  when: {_condition_text(c)}" for c in inc.when]
-        lines += [f"  reason: {_quote(inc.reason.strip())}", "}"]
-    return lines
+        entry: list[tuple[str, str | Literal]] = [("profile", _quote(inc.profile))] if inc.profile else []
+        entry += [("when", _condition_literal(c)) for c in inc.when]
+        entry.append(("reason", _quote(inc.reason.strip())))
+        fields.append(("incompatible_with", tuple(entry)))
+    return tuple(fields)
 
 
-def registry_contract_option(registry: Registry) -> str:
+def registry_contract_option(registry: Registry) -> Option:
     """`option (openengine.v1.registry_contract) = {...};`: what the runtime reads about the
     registry beyond message fields (revision, mandatory, deprecation, prerequisites and
     incompatible combinations), so no runtime code needs profiles.yaml."""
-    lines = ["option (openengine.v1.registry_contract) = {", f"  revision: {registry.revision}"]
+    fields: list[tuple[str, str | Literal]] = [("revision", str(registry.revision))]
     if registry.schema_revision is not None:
-        lines.append(f"  schema_revision: {registry.schema_revision}")
-    for profile in registry.profiles:
-        lines.append("  profiles: {")
-        lines += [f"    {line}" for line in _profile_declaration(profile)]
-        lines.append("  }")
-    lines.append("};")
-    return "\n".join(lines)
+        fields.append(("schema_revision", str(registry.schema_revision)))
+    fields += [("profiles", _profile_declaration(profile)) for profile in registry.profiles]
+    return Option("(openengine.v1.registry_contract)", tuple(fields))
 
 
-def capabilities_view(registry: Registry) -> CapabilitiesView:
-    owned = [p for p in registry.profiles if p.capability is not None]
+def _plain_field(label: str, type_name: str, name: str, number: int, comment: str) -> FieldDoc:
+    return FieldDoc(name, number, type_name, type_name[:1].isupper(), label, None, comment)
+
+
+def capabilities_file(registry: Registry) -> FileDoc:
+    owned = sorted((p for p in registry.profiles if p.capability is not None), key=lambda p: p.capability.number)
     cap_fields = [
-        FieldView("repeated ", "ServiceProfile", "profiles", 1,
-                  "Every profile this engine serves, core included. An optional profile that is not "
-                  "listed is unsupported, not temporarily unavailable."),
-        FieldView("", "uint64", "revision", 2,
-                  "Capability revision of the current configuration epoch; equals "
-                  "EngineInfo.capability_revision and increases whenever what requests are legal changes."),
+        _plain_field("repeated", "ServiceProfile", "profiles", 1,
+                     "Every profile this engine serves, core included. An optional profile that is not "
+                     "listed is unsupported, not temporarily unavailable."),
+        _plain_field("", "uint64", "revision", 2,
+                     "Capability revision of the current configuration epoch; equals "
+                     "EngineInfo.capability_revision and increases whenever what requests are legal changes."),
     ]
     model_fields = [
-        FieldView("repeated ", "ServiceProfile", "profiles", 1,
-                  "The model-scoped profiles this model supports; each is also advertised in Capabilities."),
+        _plain_field("repeated", "ServiceProfile", "profiles", 1,
+                     "The model-scoped profiles this model supports; each is also advertised in Capabilities."),
     ]
-    for p in sorted(owned, key=lambda p: p.capability.number):
+    for p in owned:
         cap = p.capability
         scope_note = " Engine-wide values; each model may narrow them in ModelInfo.capabilities." \
             if p.scope.kind == "model" else ""
         comment = f"Limits of {p.name}; set only when {p.name} is advertised.{scope_note}"
-        cap_fields.append(FieldView("", cap.message, cap.field, cap.number, comment))
+        cap_fields.append(_plain_field("", cap.message, cap.field, cap.number, comment))
         if p.scope.kind == "model":
-            model_fields.append(FieldView("", cap.message, cap.field, cap.number,
-                                          f"Limits of {p.name} for this model; set only when this model "
-                                          f"lists {p.name}."))
-    capabilities = MessageView(
-        "Capabilities",
+            model_fields.append(_plain_field("", cap.message, cap.field, cap.number,
+                                             f"Limits of {p.name} for this model; set only when this model "
+                                             f"lists {p.name}."))
+    package = registry.package
+    capabilities = MessageDoc(
+        f"{package}.Capabilities", "Capabilities",
         "What this engine serves: its profiles and their typed limits. Stable within a configuration "
         "epoch (see revision).", tuple(cap_fields))
-    model_caps = MessageView(
-        "ModelCapabilities",
+    model_caps = MessageDoc(
+        f"{package}.ModelCapabilities", "ModelCapabilities",
         "Model-scoped capabilities of one served model, carried by ModelInfo.", tuple(model_fields))
-    return CapabilitiesView(
-        package=registry.package,
-        imports=("openengine/v1/common.proto", "openengine/v1/options.proto"),
-        capabilities=capabilities,
-        model_capabilities=model_caps,
-        messages=[_capability_message(p) for p in sorted(owned, key=lambda p: p.capability.number)],
-        enums=_enums(registry),
-        file_option=registry_contract_option(registry),
-    )
+    return FileDoc(CAPABILITIES_FILE, package,
+                   (capabilities, model_caps, *(_capability_message(registry, p) for p in owned)),
+                   tuple(_enums(registry)), (),
+                   imports=("openengine/v1/common.proto", "openengine/v1/options.proto"),
+                   options=(registry_contract_option(registry),))
 
 
 def declared_types(sources: dict[str, str]) -> dict[str, str]:
@@ -263,8 +240,8 @@ def _local_name(registry: Registry, type_name: str) -> str | None:
     return None if "." in type_name else type_name
 
 
-def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceView]:
-    views, missing = [], []
+def service_files(registry: Registry, declared: dict[str, str]) -> list[FileDoc]:
+    files, missing = [], []
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
         file = f"openengine/v1/{snake_case(short)}_service.proto"
@@ -286,17 +263,21 @@ def services_view(registry: Registry, declared: dict[str, str]) -> list[ServiceV
             comment = rpc.description.strip() + f"\n\nProfile {profile.name}, since {rpc.since}."
             if rpc.deprecated:
                 comment += f" Deprecated: {rpc.deprecated}"
-            methods.append(MethodView(rpc.method, types[0], types[1], rpc.client_streaming,
-                                      rpc.server_streaming, comment, profile.name, str(rpc.since),
-                                      bool(rpc.deprecated)))
+            method_profile = Option("(openengine.v1.method_profile)",
+                                    (("profile", _quote(profile.name)), ("since", _quote(str(rpc.since)))))
+            methods.append(MethodDoc(rpc.method, types[0], types[1], rpc.client_streaming, rpc.server_streaming,
+                                     comment, bool(rpc.deprecated), (method_profile,)))
         imports.discard(file)
         comment = (f"The {short} service. Sibling services are policy and security boundaries; this one "
                    f"carries RPCs of {', '.join(profiles)}.")
-        views.append(ServiceView(short, file, comment, tuple(profiles), tuple(methods), tuple(sorted(imports))))
+        served = Option("(openengine.v1.service_profiles)", tuple(("profiles", _quote(p)) for p in profiles))
+        files.append(FileDoc(file, registry.package, (), (),
+                             (ServiceDoc(service, short, comment, tuple(methods), (served,)),),
+                             imports=tuple(sorted(imports))))
     if missing:
         raise GenerationError("proto", f"{len(missing)} request or response message"
                                        f"{'s are' if len(missing) > 1 else ' is'} not declared", problems=missing)
-    return views
+    return files
 
 
 def _declaration_loc(text: str, name: str) -> Loc:
@@ -314,9 +295,8 @@ def generate(ctx: GenerationContext) -> list[Output]:
             Problem(registry.path, registry.locs.get("package", registry.loc),
                     f"package {registry.package} is not supported; the contract lives in openengine.v1",
                     "set registry.package to openengine.v1")])
-    caps = capabilities_view(registry)
-    outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}",
-                      render("proto/capabilities.proto.j2", view=caps))]
+    caps = capabilities_file(registry)
+    outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}", render_file(caps))]
     generated = {o.path[len(PROTO_DIR) + 1:] for o in outputs}
     # Only the v1 package's own files: the compatibility aliases under openengine/legacy/ reuse
     # earlier names (GenerationCapabilities, ...) in packages of their own.
@@ -324,7 +304,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
                     if rel not in generated and not rel.endswith("_service.proto")
                     and rel.startswith(V1_DIR)}
     declared = declared_types(hand_written)
-    for name in ("Capabilities", "ModelCapabilities", *(m.name for m in caps.messages), *(e.name for e in caps.enums)):
+    for name in (*(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:
             rel = declared[name]
             raise GenerationError("proto", f"{rel} declares {name}", problems=[
@@ -332,7 +312,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
                         f"{name} is generated from profiles.yaml but declared by hand here",
                         "remove the hand-written declaration")])
         declared[name] = CAPABILITIES_FILE
-    for service in services_view(registry, declared):
-        outputs.append(Output(f"{PROTO_DIR}/{service.file}",
-                              render("proto/service.proto.j2", service=service, package=registry.package)))
+    for service in service_files(registry, declared):
+        outputs.append(Output(f"{PROTO_DIR}/{service.path}", render_file(service)))
     return outputs
+
+
+def render_file(file: FileDoc) -> str:
+    """A generated `.proto` file, laid out as `buf format` lays it out."""
+    return render("proto/file.proto.j2", file=file, option_statement=option_statement, field_options=field_options)

@@ -1,8 +1,10 @@
-"""The messages, enums and services of the proto sources, with their comments, as plain data.
+"""The proto files as plain data: the one view model of the protos.
 
-Comments come from the descriptor set's source info (protoc `--include_source_info`), so the
-reference shows exactly what the `.proto` files say. Only files of the given sources are
-described; imports (google/protobuf/...) are referred to by name.
+The generator builds it from the registry and prints it as `.proto` text (`oespec.generate.proto`);
+`describe` reads it back from a compiled descriptor set for the reference pages, with the comments
+from the source info (protoc `--include_source_info`), so the reference shows exactly what the
+`.proto` files say. Only files of the given sources are described; imports (google/protobuf/...)
+are referred to by name.
 """
 
 from __future__ import annotations
@@ -20,18 +22,31 @@ _ENUM_VALUE = 2
 _SERVICE_METHOD = 2
 
 
+# A text-format message literal as (field, value) pairs; a value is the literal text of a scalar
+# (`"1.0"`, `true`, `2`) or a nested literal.
+Literal = tuple[tuple[str, "str | Literal"], ...]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A custom option as the generator writes it: `(openengine.v1.limit) = {...}`."""
+
+    name: str
+    value: "str | Literal"
+
 
 @dataclass(frozen=True)
 class FieldDoc:
     name: str
     number: int
-    type: str                 # scalar name or full type name without the leading dot
+    type: str                 # scalar name or type name (full, without the leading dot, when described)
     is_reference: bool        # type names a message or enum
     label: str                # "", "repeated", "optional", "map"
     oneof: str | None
     comment: str
     deprecated: bool = False
     map_types: tuple[str, str] | None = None    # (key, value) of a map field
+    options: tuple[Option, ...] = ()            # generated files: the field's custom options
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,7 @@ class MessageDoc:
     name: str
     comment: str
     fields: tuple[FieldDoc, ...]
+    options: tuple[Option, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,8 @@ class MethodDoc:
     client_streaming: bool
     server_streaming: bool
     comment: str
+    deprecated: bool = False
+    options: tuple[Option, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,7 @@ class ServiceDoc:
     name: str
     comment: str
     methods: tuple[MethodDoc, ...]
+    options: tuple[Option, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,8 @@ class FileDoc:
     messages: tuple[MessageDoc, ...]
     enums: tuple[EnumDoc, ...]
     services: tuple[ServiceDoc, ...]
+    imports: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
 
 
 @dataclass
@@ -146,7 +167,7 @@ def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDoc
             methods = tuple(
                 MethodDoc(m.name, m.input_type.lstrip("."), m.output_type.lstrip("."),
                           m.client_streaming, m.server_streaming,
-                          _comment(where.get((_FILE_SERVICE, i, _SERVICE_METHOD, j))))
+                          _comment(where.get((_FILE_SERVICE, i, _SERVICE_METHOD, j))), m.options.deprecated)
                 for j, m in enumerate(svc.method))
             services.append(ServiceDoc(prefix + svc.name, svc.name, _comment(where.get((_FILE_SERVICE, i))),
                                        methods))

@@ -6,16 +6,13 @@ from oespec.registry.model import (
 )
 from oespec.registry.resolve import Resolved, resolve
 from oespec.registry.source import SourceError, SourceFile, parse_text, read_file
-from oespec.buildcache import BuildCache
 
 DEFAULT_REGISTRY = "profiles.yaml"
 
 
-def load_registry(path="profiles.yaml", *, display_path: str | None = None,
-                  verdicts: BuildCache | None = None) -> Resolved:
-    """Read, parse and resolve a registry file. Raises `SourceError` only for unusable input.
-    `verdicts` remembers registries the schema accepted (see `resolve`)."""
-    return resolve(read_file(path, display_path), verdicts=verdicts)
+def load_registry(path="profiles.yaml", *, display_path: str | None = None) -> Resolved:
+    """Read, parse and resolve a registry file. Raises `SourceError` only for unusable input."""
+    return resolve(read_file(path, display_path))
 
 
 def load_registry_text(text: str, path: str = "profiles.yaml") -> Resolved:

@@ -7,6 +7,7 @@ rules can point at the exact line a maintainer has to change.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +163,7 @@ class Limit:
     deprecated: str | None = None
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
+    updatable: bool = False    # UpdateConfig may change it while the engine runs
 
     def in_range(self, value: Any) -> bool:
         values = value if isinstance(value, list) else [value]
@@ -260,6 +262,13 @@ class Profile:
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
     stability_given: str | None = None     # `stability:` as written; see `stability`
+    requirement_areas_given: tuple[str, ...] = ()   # `requirement_areas:` as written; see `requirement_areas`
+
+    @property
+    def requirement_areas(self) -> tuple[str, ...]:
+        """The spec areas (REQ-<AREA>-NNN) that belong to this profile: as written, else its short
+        name in capitals without punctuation."""
+        return self.requirement_areas_given or (re.sub(r"[^A-Z0-9]", "", self.short_name.upper()),)
 
     @property
     def stability(self) -> str:

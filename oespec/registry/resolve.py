@@ -9,11 +9,10 @@ the wrong shape.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources, util
-from typing import TYPE_CHECKING, Any
+from importlib import resources
+from typing import Any
 
 from oespec.diagnostics import Diagnostic, Loc, Severity
 from oespec.registry.model import (
@@ -21,54 +20,31 @@ from oespec.registry.model import (
     Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
 )
 from oespec.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
-from oespec.buildcache import BuildCache, digest
-from openengine.contractkit.yamlsource import describe_path, node_at
-
-if TYPE_CHECKING:
-    import jsonschema
+from openengine.contractkit.yamlsource import SchemaProblem, describe_path, node_at, schema_problems
 
 SCHEMA_RULE = "OE001"
-
-
-@lru_cache(maxsize=1)
-def _schema_text() -> str:
-    return resources.files("oespec.registry").joinpath("profiles.schema.json").read_text()
+SCHEMA_FILE = "oespec/registry/profiles.schema.json"
 
 
 @lru_cache(maxsize=1)
 def registry_schema() -> dict:
-    return json.loads(_schema_text())
+    return json.loads(resources.files("oespec.registry").joinpath("profiles.schema.json").read_text())
 
 
-def _schema_hint(error: jsonschema.ValidationError) -> str:
-    if error.validator == "required":
-        return "add the missing key; see oespec/registry/profiles.schema.json for the layout"
-    if error.validator == "additionalProperties":
-        return "remove the key or correct its spelling"
-    if error.validator == "enum":
-        hint = "use one of: " + ", ".join(str(v) for v in error.validator_value)
-        if list(error.absolute_path)[-1:] == ["unit"]:
-            hint += ("; a quantity none of these describes gets its unit added to $defs/unit in "
-                     "oespec/registry/profiles.schema.json")
-        return hint
-    if error.validator == "pattern":
-        return f"the value must match {error.validator_value}"
-    if error.validator == "type":
-        return f"write a value of type {error.validator_value}"
-    return "see oespec/registry/profiles.schema.json"
-
-
-def _friendly_message(error: jsonschema.ValidationError) -> str:
-    where = describe_path(error.absolute_path)
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
-    last_key = where.rsplit(".", 1)[-1]
-    if error.validator == "pattern" and last_key in ("version", "since"):
-        if error.validator_value == registry_schema()["$defs"]["versionRange"]["pattern"]:
-            return f"{where}: {error.instance!r} is not a version range such as '>= 1.0, < 2.0'"
-        return f"{where}: {error.instance!r} is not a MAJOR.MINOR version string"
-    return f"{where}: {error.message}"
+def _registry_problem(source: SourceFile, problem: SchemaProblem) -> Diagnostic:
+    """A schema problem as a finding, worded for the registry where it has more to say: versions
+    and ranges by example, and where an unknown unit is added."""
+    message, hint = problem.message, problem.hint
+    where = describe_path(problem.path)
+    if problem.keyword == "pattern" and problem.path and problem.path[-1] in ("version", "since"):
+        value = _text(node_at(source.root, problem.path)[0])
+        if "requires" in problem.path:
+            message = f"{where}: {value!r} is not a version range such as '>= 1.0, < 2.0'"
+        else:
+            message = f"{where}: {value!r} is not a MAJOR.MINOR version string"
+    if problem.keyword == "enum" and problem.path[-1:] == ("unit",):
+        hint += f"; a quantity none of these describes gets its unit added to $defs/unit in {SCHEMA_FILE}"
+    return Diagnostic.at(source.path, problem.loc, SCHEMA_RULE, Severity.ERROR, message, hint)
 
 
 def _text(node: YNode | None) -> str:
@@ -127,7 +103,8 @@ def _limit(node: YMap) -> Limit:
     return Limit(name=name, type=ltype, field=p["field"], default=p["default"],
                  description=p["description"], since=_version(node, "since"),
                  minimum=p.get("minimum"), maximum=p.get("maximum"), unit=p.get("unit"),
-                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node))
+                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node),
+                 updatable=bool(p.get("updatable", False)))
 
 
 def _condition(node: YMap) -> Condition:
@@ -181,6 +158,7 @@ def _profile(node: YMap) -> Profile:
         loc=node.loc,
         locs=_locs(node),
         stability_given=p.get("stability"),
+        requirement_areas_given=tuple(p.get("requirement_areas") or ()),
     )
 
 
@@ -235,56 +213,10 @@ def _stringify_versions(source: SourceFile) -> dict:
     return plain(source.root, None)
 
 
-@lru_cache(maxsize=1)
-def _validator_identity() -> str:
-    """Which validator judges: the name, size and mtime of every file of jsonschema and the
-    packages it resolves schemas with, found without importing them (an upgrade changes them)."""
-    identity = []
-    for package in ("jsonschema", "referencing", "jsonschema_specifications"):
-        spec = util.find_spec(package)
-        folder = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
-        try:
-            entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns)
-                             for e in os.scandir(folder) if e.is_file())
-        except OSError:
-            entries = []
-        identity.append([folder, entries])
-    return json.dumps(identity)
-
-
-def _verdict_key(data: dict) -> str:
-    return digest("registry-schema-valid", _validator_identity(), _schema_text(), json.dumps(data))
-
-
-def resolve(source: SourceFile, *, verdicts: BuildCache | None = None) -> Resolved:
-    """Schema-check `source` and build the model. `verdicts` remembers documents the schema
-    accepted (keyed on the document, the schema and the validator), so checking an unchanged
-    registry again skips the validator; a document with problems is always validated afresh."""
-    data = _stringify_versions(source)
-    key = _verdict_key(data) if verdicts is not None else ""
-    accepted = verdicts is not None and verdicts.get(key) is not None
-    diags = [] if accepted else _schema_diagnostics(source, data)
-    if not diags and verdicts is not None and not accepted:
-        verdicts.put(key, {})
-    return _build(source, diags)
-
-
-def _schema_diagnostics(source: SourceFile, data: dict) -> list[Diagnostic]:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(registry_schema())
-    diags: list[Diagnostic] = []
-    for error in validator.iter_errors(data):
-        best = jsonschema.exceptions.best_match([error]) if error.context else error
-        node, parent, key = node_at(source.root, best.absolute_path)
-        loc = node.loc if node is not None else Loc(1, 1)
-        if best.validator == "additionalProperties" and isinstance(node, YMap):
-            extra = sorted(set(best.instance) - set(best.schema.get("properties", {})))
-            if extra:
-                loc = node.key_loc(extra[0])
-        diags.append(Diagnostic.at(source.path, loc, SCHEMA_RULE, Severity.ERROR,
-                                   _friendly_message(best), _schema_hint(best)))
-    return diags
+def resolve(source: SourceFile) -> Resolved:
+    """Schema-check `source` and build the model."""
+    problems = schema_problems(source, registry_schema(), SCHEMA_FILE, instance=_stringify_versions(source))
+    return _build(source, [_registry_problem(source, problem) for problem in problems])
 
 
 def _build(source: SourceFile, diags: list[Diagnostic]) -> Resolved:

@@ -6,13 +6,24 @@ its age, reopens the stream with bounded, jittered backoff, treats a silent stre
 discovery's, the stream ends with ABORTED, or, when the engine advertises
 openengine.runtime-events, a CapabilityRevisionChanged event arrives; REQ-REV-006, REQ-REV-008).
 
+Engines in a fleet restart: a new instance behind the same address is the normal case, not a
+fault. Before reopening a stream the watcher re-reads discovery, and an instance id in the
+settings or a snapshot that differs from discovery's makes it re-read discovery at once; when
+discovery names a new instance the watcher reports a `Restart` and validates the new instance from
+then on. Only when discovery still names the old instance is the differing id a violation.
+
 It never calls an RPC of a profile the engine does not advertise (REQ-CORE-004): without a view
 it reads discovery first; an engine without openengine.load makes it `unavailable` at once. When
 WatchLoad answers UNIMPLEMENTED although openengine.load is advertised it polls GetLoad (the same
-profile; REQ-LOAD-020), never faster than min_watch_interval_ms.
+profile; REQ-LOAD-020), never faster than min_watch_interval_ms. On an error it cannot recover
+from (a server of an earlier layout, bounded backoff exhausted, nothing left to call) it ends:
+the mode becomes `unavailable`, `end_reason` says why, and waiters return at once.
 
-`LoadWatcher` runs in a background thread over a grpc.Channel; `AsyncLoadWatcher` is an asyncio
-task over a grpc.aio.Channel. Both expose the same properties.
+Violations are kept in a ring of the latest `violations_kept`, with a count per rule id over the
+watcher's life, so a faulty engine watched for days costs a fixed amount of memory.
+
+`LoadWatcher` runs in background threads over a grpc.Channel; `AsyncLoadWatcher` runs asyncio
+tasks over a grpc.aio.Channel. Both share one base and expose the same properties.
 """
 
 from __future__ import annotations
@@ -21,14 +32,17 @@ import asyncio
 import random
 import threading
 import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import grpc
 
+from openengine.client._view import CapabilityView, EarlierLayoutError
 from openengine.validate import Violation, WatchLoadChecker
 
 WATCH, POLL, UNAVAILABLE = "watch", "poll", "unavailable"
+RESTARTS_KEPT = 100
 
 
 @dataclass(frozen=True)
@@ -53,178 +67,335 @@ class Backoff:
             delay = min(self.maximum, delay * self.multiplier)
 
 
-class _State:
-    """What both watchers share: the latest snapshot, the stream checker, the counters."""
+@dataclass(frozen=True)
+class Restart:
+    """A new engine instance noticed behind the watched address."""
 
-    def __init__(self, view, request, backoff: Backoff, tolerance: float, poll_interval: float | None,
-                 on_snapshot, on_revision_change, clock):
-        from openengine.v1 import load_pb2
+    previous: str | None      # the instance id validated until then
+    current: str | None       # the new instance's id, as its discovery reports it
+    at: float                 # when it was noticed, on the watcher's clock
 
-        self.view = view
-        self.request = request if request is not None else load_pb2.WatchLoadRequest()
-        self.backoff = backoff
-        self.tolerance = tolerance
-        self.on_snapshot = on_snapshot
-        self.on_revision_change = on_revision_change
-        self.clock = clock
-        self.latest = None
-        self.latest_at: float | None = None
-        self.violations: list[Violation] = []
-        self.reconnects = 0
-        self.revision_changed = False
-        self.refresh_needed = False
-        self.failures = 0
-        self.last_error: grpc.RpcError | None = None
-        self.checker: WatchLoadChecker | None = None
-        self.snapshots = 0                  # snapshots stored so far
-        self.changed = threading.Condition()  # notified on every snapshot and when the mode settles
-        self.on_change: Callable[[], None] | None = None  # the async watcher's wake-up
-        self._poll_interval = poll_interval
-        self.mode = WATCH
-        self.poll_interval = poll_interval if poll_interval is not None else 0.1
+
+class _Watcher:
+    """What both watchers share: the constructor, the latest snapshot, the stream checker, the
+    counters and every decision about what to do next; the subclasses only run the loops.
+
+    Options: `view` (discovery's answers; read first when omitted), `request` (the
+    WatchLoadRequest), `backoff`, `tolerance` (lateness allowed, a fraction of the period),
+    `poll_interval` (seconds between GetLoad polls; default from min_watch_interval_ms),
+    `watchdog_interval` (the shortest time between silence checks), `on_snapshot(load)`,
+    `on_revision_change(revision)`, `on_restart(Restart)`, `violations_kept` (the ring's size) and
+    `clock`."""
+
+    def __init__(self, channel, *, view: CapabilityView | None = None, request=None,
+                 backoff: Backoff | None = None, tolerance: float = 0.5, poll_interval: float | None = None,
+                 watchdog_interval: float = 0.05, on_snapshot: Callable | None = None,
+                 on_revision_change: Callable | None = None, on_restart: Callable[[Restart], None] | None = None,
+                 violations_kept: int = 1000, clock: Callable[[], float] = time.monotonic):
+        from openengine.v1 import load_pb2, observability_service_pb2_grpc
+
+        self._channel = channel
+        self._stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        self._request = request if request is not None else load_pb2.WatchLoadRequest()
+        self._backoff = backoff or Backoff()
+        self._tolerance = tolerance
+        self._asked_poll_interval = poll_interval
+        self._watchdog_interval = watchdog_interval
+        self._on_snapshot = on_snapshot
+        self._on_revision_change = on_revision_change
+        self._on_restart = on_restart
+        self._clock = clock
+        self._view: CapabilityView | None = None
+        self._latest = None
+        self._latest_at: float | None = None
+        self._snapshots = 0                       # snapshots stored so far
+        self._violations: deque[Violation] = deque(maxlen=violations_kept)
+        self._violation_counts: Counter[str] = Counter()
+        self._restarts: deque[Restart] = deque(maxlen=RESTARTS_KEPT)
+        self._reconnects = 0
+        self._revision_changed = False
+        self._refresh_needed = False              # re-read discovery before the next stream
+        self._questioned_instance: str | None = None   # a differing id discovery was asked about
+        self._delays: Iterator[float] | None = None
+        self._last_error: BaseException | None = None
+        self._end_reason: str | None = None
+        self._checker: WatchLoadChecker | None = None
+        self._call = None
+        self._events_call = None
+        self._mode = WATCH
+        self._poll_interval = poll_interval if poll_interval is not None else 0.1
+        self._changed = threading.Condition()     # notified on every snapshot and when the watcher ends
+        self._wake: Callable[[], None] | None = None   # the async watcher's wake-up
         if view is not None:
-            self.adopt(view)
+            self._adopt(view)
 
-    def adopt(self, view) -> None:
-        """Take a (new) discovery view: what is advertised decides what may be called."""
-        self.view = view
-        if not view.supports("openengine.load"):
-            self.set_mode(UNAVAILABLE)
-            return
-        least = view.limit("openengine.load", "min_watch_interval_ms")
-        self.poll_interval = self._poll_interval if self._poll_interval is not None \
-            else max(0.1, (least or 100) / 1000.0)
-
+    # -- what callers read ---------------------------------------------------------------------
     @property
-    def events_advertised(self) -> bool:
-        return self.view is not None and self.view.supports("openengine.runtime-events")
-
-    def set_mode(self, mode: str) -> None:
-        with self.changed:
-            self.mode = mode
-            self.changed.notify_all()
-        if self.on_change is not None:
-            self.on_change()
-
-    def settled(self, since: int) -> bool:
-        """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
-        return self.snapshots > since or self.mode == UNAVAILABLE
+    def latest(self):
+        """The latest complete LoadInfo, or None."""
+        return self._latest
 
     @property
     def age(self) -> float | None:
         """Seconds since the latest snapshot arrived (None before the first)."""
-        return None if self.latest_at is None else self.clock() - self.latest_at
+        return None if self._latest_at is None else self._clock() - self._latest_at
 
-    def new_checker(self) -> WatchLoadChecker:
-        view = self.view
-        obs = view.report.limits.get("openengine.load") if view is not None else None
-        self.checker = WatchLoadChecker(
-            instance_id=view.instance_id if view is not None else None,
-            capability_revision=view.revision if view is not None and view.engine_info is not None else None,
-            observability=obs if view is not None and view.supports("openengine.load") else None,
-            request=self.request, tolerance=self.tolerance, clock=self.clock)
-        return self.checker
+    @property
+    def mode(self) -> str:
+        """watch, poll, or unavailable."""
+        return self._mode
 
-    def on_message(self, msg) -> None:
-        found = self.checker.feed(msg)
+    @property
+    def view(self) -> CapabilityView | None:
+        """Discovery's answers for the instance being watched."""
+        return self._view
+
+    @property
+    def instance_id(self) -> str | None:
+        return self._view.instance_id if self._view is not None else None
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        """The latest stream violations, oldest first (at most `violations_kept`)."""
+        return tuple(self._violations)
+
+    @property
+    def violation_counts(self) -> dict[str, int]:
+        """Rule id -> violations of that rule seen over the watcher's life."""
+        return dict(self._violation_counts)
+
+    @property
+    def restarts(self) -> tuple[Restart, ...]:
+        """New instances noticed, oldest first (the latest RESTARTS_KEPT)."""
+        return tuple(self._restarts)
+
+    @property
+    def reconnects(self) -> int:
+        """Streams reopened after a failure."""
+        return self._reconnects
+
+    @property
+    def revision_changed(self) -> bool:
+        """True once the engine's capability revision changed."""
+        return self._revision_changed
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the watcher ended (None while it runs or after `stop`)."""
+        return self._end_reason
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The latest failed call, or the error that ended the watcher."""
+        return self._last_error
+
+    # -- decisions both loops share -----------------------------------------------------------------
+    def _adopt(self, view: CapabilityView) -> None:
+        """Take a (new) discovery view: what is advertised decides what may be called."""
+        previous = self._view
+        self._view = view
+        self._refresh_needed = False
+        self._rouse_events()
+        if previous is not None and previous.instance_id != view.instance_id:
+            restart = Restart(previous.instance_id, view.instance_id, self._clock())
+            self._restarts.append(restart)
+            if self._mode == POLL:
+                self._mode = WATCH      # the new instance may serve WatchLoad
+            if self._on_restart is not None:
+                self._on_restart(restart)
+        if not view.supports("openengine.load"):
+            self._end("the engine does not advertise openengine.load")
+            return
+        least = view.limit("openengine.load", "min_watch_interval_ms")
+        self._poll_interval = self._asked_poll_interval if self._asked_poll_interval is not None \
+            else max(0.1, (least or 100) / 1000.0)
+
+    @property
+    def _events_advertised(self) -> bool:
+        return self._view is not None and self._view.supports("openengine.runtime-events")
+
+    @property
+    def _running(self) -> bool:
+        return self._mode != UNAVAILABLE and not self._stopping()
+
+    def _stopping(self) -> bool:
+        raise NotImplementedError
+
+    def _rouse_events(self) -> None:
+        """Wake the events loop, which waits for a view that advertises runtime events: a new view
+        came, or the watcher ends."""
+
+    def _watchdog_period(self) -> float:
+        """Seconds between silence checks: a quarter of the tolerance the stream's period allows
+        (a heartbeat of 1 s: every 125 ms at tolerance 0.5), never more often than
+        `watchdog_interval`."""
+        checker = self._checker
+        period_ms = (checker.heartbeat_ms or checker.interval_ms) if checker is not None else 0
+        return max(self._watchdog_interval, period_ms * self._tolerance / 4000.0)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+        if self._wake is not None:
+            self._wake()
+
+    def _set_mode(self, mode: str) -> None:
+        self._mode = mode
+        self._notify()
+
+    def _end(self, reason: str, error: BaseException | None = None) -> None:
+        """Nothing is left to try: say why, and release every waiter."""
+        self._end_reason = reason
+        if error is not None:
+            self._last_error = error
+        self._set_mode(UNAVAILABLE)
+        self._rouse_events()
+
+    def _end_on(self, err: Exception) -> None:
+        """The loop met an error it cannot recover from."""
+        if isinstance(err, EarlierLayoutError):
+            self._end(str(err), err)
+        else:
+            self._end(f"the watcher failed: {type(err).__name__}: {err}", err)
+
+    def _settled(self, since: int) -> bool:
+        """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
+        return self._snapshots > since or self._mode == UNAVAILABLE or self._stopping()
+
+    def _new_checker(self) -> WatchLoadChecker:
+        view = self._view
+        self._checker = WatchLoadChecker(
+            instance_id=view.instance_id, capability_revision=view.revision if view.engine_info is not None else None,
+            observability=view.report.limits.get("openengine.load"), request=self._request,
+            tolerance=self._tolerance, clock=self._clock, keep=0)
+        return self._checker
+
+    def _record(self, found: list[Violation]) -> None:
+        with self._changed:     # the stream loop and the watchdog both record
+            self._violations.extend(found)
+            self._violation_counts.update(v.rule_id for v in found)
+
+    def _on_message(self, msg) -> bool:
+        """Judge and keep one stream message; False when the stream must be reopened at once
+        because it speaks for an instance discovery has not named yet."""
+        found = self._checker.feed(msg)
         if found:
-            self.violations.extend(found)
+            if self._new_instance_suspected(found):
+                return False
+            self._record(found)
             if any(v.rule_id == "OEV319" for v in found):
-                self.revision_change(msg.settings.capability_revision)
+                self._revision_change(msg.settings.capability_revision)
         if msg.WhichOneof("kind") == "snapshot" and msg.snapshot.HasField("load"):
-            self.store(msg.snapshot.load)
-        self.failures = 0
+            self._store(msg.snapshot.load)
+        return True
 
-    def store(self, load) -> None:
-        with self.changed:
-            self.latest = load
-            self.latest_at = self.clock()
-            self.snapshots += 1
-            self.changed.notify_all()
-        if self.on_change is not None:
-            self.on_change()
-        if self.on_snapshot is not None:
-            self.on_snapshot(load)
+    def _new_instance_suspected(self, found: list[Violation]) -> bool:
+        """An instance id that differs from discovery's (OEV309) may be a restart: discovery is
+        re-read before anything is judged against the old instance. Only an id discovery was
+        already asked about, and did not confirm, stays a violation."""
+        seen = next((v.value for v in found if v.rule_id == "OEV309" and v.value), None)
+        if seen is None or seen == self._questioned_instance:
+            return False
+        self._questioned_instance = seen
+        self._refresh_needed = True
+        return True
 
-    def on_event(self, msg) -> bool:
+    def _store(self, load) -> None:
+        with self._changed:
+            self._latest = load
+            self._latest_at = self._clock()
+            self._snapshots += 1
+            self._delays = None           # a working stream: the next failure starts backoff afresh
+            self._changed.notify_all()
+        if self._wake is not None:
+            self._wake()
+        if self._on_snapshot is not None:
+            self._on_snapshot(load)
+
+    def _on_event(self, msg) -> bool:
         """A runtime event; True when it announces a new capability revision."""
         if msg.event.WhichOneof("kind") != "capability_revision_changed":
             return False
-        self.revision_change(msg.event.capability_revision_changed.revision)
+        self._revision_change(msg.event.capability_revision_changed.revision)
         return True
 
-    def revision_change(self, revision: int | None) -> None:
-        self.revision_changed = True
-        self.refresh_needed = self.view is not None
-        if self.on_revision_change is not None:
-            self.on_revision_change(revision)
+    def _revision_change(self, revision: int | None) -> None:
+        self._revision_changed = True
+        self._refresh_needed = True
+        if self._on_revision_change is not None:
+            self._on_revision_change(revision)
 
-    def on_error(self, err: grpc.RpcError) -> bool:
-        """Handle a failed stream or poll; False when there is nothing left to try."""
-        self.last_error = err
-        code = err.code() if hasattr(err, "code") else None
-        if self.view is None:
-            # Discovery itself failed: an engine without v1 discovery offers nothing to call.
-            if code == grpc.StatusCode.UNIMPLEMENTED:
-                self.set_mode(UNAVAILABLE)
-                return False
-            return True
+    def _on_error(self, err: grpc.RpcError) -> bool:
+        """Handle a failed call; False when there is nothing left to try (the watcher ended)."""
+        self._last_error = err
+        code = err.code()
         if code == grpc.StatusCode.UNIMPLEMENTED:
-            if self.mode == WATCH:
-                self.set_mode(POLL)
+            if self._view is None:
+                self._end("the engine answers discovery with UNIMPLEMENTED")
+                return False
+            if self._mode == WATCH:
+                self._set_mode(POLL)
                 return True
-            self.set_mode(UNAVAILABLE)
+            self._end("WatchLoad and GetLoad answer UNIMPLEMENTED although openengine.load is advertised")
             return False
-        if code == grpc.StatusCode.ABORTED and self.mode == WATCH:
-            self.revision_change(None)
+        if code == grpc.StatusCode.ABORTED and self._mode == WATCH:
+            self._revision_change(None)
         return True
 
-    def next_delay(self, delays: Iterator[float]) -> float | None:
-        self.failures += 1
-        return next(delays, None)
+    def _next_delay(self) -> float | None:
+        """The wait before the next attempt, or None (the watcher ended) when backoff is exhausted.
+        Discovery is re-read before the next stream: the engine may have restarted meanwhile."""
+        if self._delays is None:
+            self._delays = self._backoff.delays()
+        delay = next(self._delays, None)
+        if delay is None:
+            error = self._last_error
+            self._end(f"gave up after {self._backoff.attempts} failed attempts in a row"
+                      + (f": {error.code().name} {error.details()}" if isinstance(error, grpc.RpcError) else ""))
+            return None
+        self._reconnects += 1
+        self._refresh_needed = self._view is not None
+        return delay
+
+    def _silent_call(self):
+        """The stream to cancel because it went silent for longer than its heartbeat allows."""
+        checker, call = self._checker, self._call
+        if checker is None or call is None or self._mode != WATCH:
+            return None
+        found = checker.tick()
+        if not found:
+            return None
+        self._record(found)
+        return call
 
 
-class LoadWatcher:
-    """Watch load from a background thread.
+class LoadWatcher(_Watcher):
+    """Watch load from background threads over a grpc.Channel.
 
         with LoadWatcher(channel, view=CapabilityView.fetch(channel)) as watcher:
             load = watcher.wait_for_snapshot(timeout=5)
-            watcher.latest, watcher.age, watcher.mode, watcher.violations
+            watcher.latest, watcher.age, watcher.mode, watcher.violations, watcher.restarts
     """
 
-    def __init__(self, channel, *, view=None, request=None, backoff: Backoff | None = None,
-                 tolerance: float = 0.5, poll_interval: float | None = None, watchdog_interval: float = 0.05,
-                 on_snapshot: Callable | None = None, on_revision_change: Callable | None = None,
-                 clock: Callable[[], float] = time.monotonic):
-        from openengine.v1 import observability_service_pb2_grpc
-
-        self._channel = channel
-        self._stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-        self._state = _State(view, request, backoff or Backoff(), tolerance, poll_interval, on_snapshot,
-                             on_revision_change, clock)
+    def __init__(self, channel, **options):
         self._stop = threading.Event()
-        self._call = None
-        self._events_call = None
-        self._watchdog_interval = watchdog_interval
+        self._adopted = threading.Event()
         self._threads: list[threading.Thread] = []
+        super().__init__(channel, **options)
 
-    # -- what callers read -------------------------------------------------------------------------
-    latest = property(lambda self: self._state.latest, doc="The latest complete LoadInfo, or None.")
-    age = property(lambda self: self._state.age, doc="Seconds since the latest snapshot arrived.")
-    mode = property(lambda self: self._state.mode, doc="watch, poll, or unavailable.")
-    violations = property(lambda self: self._state.violations, doc="Stream violations seen so far.")
-    reconnects = property(lambda self: self._state.reconnects, doc="Streams reopened after a failure.")
-    revision_changed = property(lambda self: self._state.revision_changed,
-                                doc="True once the engine's capability revision changed.")
+    def _stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _rouse_events(self) -> None:
+        self._adopted.set()
 
     def wait_for_snapshot(self, timeout: float | None = None):
         """Block until a snapshot newer than the call arrives and return it; None as soon as it is
-        known that none will (the watcher is unavailable or stopped), or on timeout."""
-        state = self._state
-        with state.changed:
-            since = state.snapshots
-            state.changed.wait_for(lambda: state.settled(since) or self._stop.is_set(), timeout)
-            return state.latest if state.snapshots > since else None
+        known that none will (the watcher ended or stopped), or on timeout."""
+        with self._changed:
+            since = self._snapshots
+            self._changed.wait_for(lambda: self._settled(since), timeout)
+            return self._latest if self._snapshots > since else None
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> "LoadWatcher":
@@ -236,8 +407,8 @@ class LoadWatcher:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        with self._state.changed:
-            self._state.changed.notify_all()
+        self._adopted.set()
+        self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
                 call.cancel()
@@ -252,109 +423,88 @@ class LoadWatcher:
 
     # -- the loops -------------------------------------------------------------------------------------
     def _run(self) -> None:
-        state = self._state
-        delays = state.backoff.delays()
-        while not self._stop.is_set() and state.mode != UNAVAILABLE:
-            try:
-                if state.view is None:   # discovery first: only then is it known what may be called
-                    from openengine.client._view import CapabilityView
-
-                    state.adopt(CapabilityView.fetch(self._channel))
+        try:
+            while self._running:
+                if self._attempt():
                     continue
-                if state.mode == WATCH:
-                    self._watch_once()
-                else:
-                    self._poll_once()
-                    delays = state.backoff.delays()
-                    if self._stop.wait(state.poll_interval):
-                        return
-                    continue
-            except grpc.RpcError as err:
-                if self._stop.is_set():
+                delay = self._next_delay()
+                if delay is None or self._stop.wait(delay):
                     return
-                if not state.on_error(err):
-                    return
-                if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    continue
-            if self._stop.is_set():
-                return
-            delay = state.next_delay(delays)
-            if delay is None:
-                state.set_mode(UNAVAILABLE)
-                return
-            state.reconnects += 1
-            if self._stop.wait(delay):
-                return
+        except Exception as err:   # ends the watcher with a reason instead of a dead thread
+            if not self._stopping():
+                self._end_on(err)
 
-    def _watch_once(self) -> None:
-        state = self._state
-        if state.refresh_needed:   # re-read discovery under the new revision before reopening
-            from openengine.client._view import CapabilityView
+    def _attempt(self) -> bool:
+        """One step: read discovery, a stream or a poll. True to go on at once, False to back off."""
+        try:
+            if self._view is None or self._refresh_needed:
+                self._adopt(CapabilityView.fetch(self._channel))
+                return True
+            if self._mode == WATCH:
+                return self._watch_once()
+            self._poll_once()
+            self._stop.wait(self._poll_interval)
+            return True
+        except grpc.RpcError as err:
+            if self._stopping() or not self._on_error(err):
+                return True
+            return err.code() == grpc.StatusCode.UNIMPLEMENTED
 
-            state.adopt(CapabilityView.fetch(self._channel))
-            state.refresh_needed = False
-            if state.mode != WATCH:
-                return
-        state.new_checker()
-        self._call = call = self._stub.WatchLoad(state.request)
+    def _watch_once(self) -> bool:
+        self._new_checker()
+        self._call = call = self._stub.WatchLoad(self._request)
         try:
             for msg in call:
-                state.on_message(msg)
+                if not self._on_message(msg):
+                    return True
                 if self._stop.is_set():
                     break
         finally:
             self._call = None
             call.cancel()
+        return self._stopping()
 
     def _poll_once(self) -> None:
         from openengine.v1 import load_pb2
 
-        load = self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._state.request.per_rank), timeout=10)
-        self._state.store(load)
-        self._state.failures = 0
+        self._store(self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank), timeout=10))
 
     def _events(self) -> None:
         """When runtime events are advertised, a CapabilityRevisionChanged event is the earliest
         word of a new revision: re-read discovery and reopen the load stream under it."""
-        from openengine.v1 import events_pb2, observability_service_pb2_grpc
+        from openengine.v1 import events_pb2
 
-        state = self._state
-        stub = observability_service_pb2_grpc.ObservabilityStub(self._channel)
-        delays = state.backoff.delays()
-        while not self._stop.is_set() and state.mode != UNAVAILABLE:
-            if not state.events_advertised:
-                if self._stop.wait(self._watchdog_interval * 4):
-                    return
+        delays = self._backoff.delays()
+        while self._running:
+            if not self._events_advertised:
+                self._adopted.wait()
+                self._adopted.clear()
                 continue
-            self._events_call = call = stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+            self._events_call = call = self._stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
             try:
                 for msg in call:
-                    delays = state.backoff.delays()
-                    if state.on_event(msg) and self._call is not None:
+                    delays = self._backoff.delays()
+                    if self._on_event(msg) and self._call is not None:
                         self._call.cancel()
             except grpc.RpcError as err:
-                if self._stop.is_set() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                if self._stopping() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
                     return
             finally:
                 self._events_call = None
                 call.cancel()
-            if self._stop.wait(next(delays, state.backoff.maximum)):
+            if self._stop.wait(next(delays, self._backoff.maximum)):
                 return
 
     def _watchdog(self) -> None:
         """Cancel a stream that went silent for longer than its heartbeat allows; it reopens."""
-        while not self._stop.wait(self._watchdog_interval):
-            checker, call = self._state.checker, self._call
-            if checker is None or call is None or self._state.mode != WATCH:
-                continue
-            found = checker.tick()
-            if found:
-                self._state.violations.extend(found)
+        while not self._stop.wait(self._watchdog_period()) and self._mode != UNAVAILABLE:
+            call = self._silent_call()
+            if call is not None:
                 call.cancel()
 
 
-class AsyncLoadWatcher:
-    """Watch load from an asyncio task over a grpc.aio.Channel.
+class AsyncLoadWatcher(_Watcher):
+    """Watch load from asyncio tasks over a grpc.aio.Channel.
 
         watcher = AsyncLoadWatcher(channel, view=await CapabilityView.afetch(channel))
         await watcher.start()
@@ -362,41 +512,32 @@ class AsyncLoadWatcher:
         await watcher.stop()
     """
 
-    def __init__(self, channel, *, view=None, request=None, backoff: Backoff | None = None,
-                 tolerance: float = 0.5, poll_interval: float | None = None, watchdog_interval: float = 0.05,
-                 on_snapshot: Callable | None = None, on_revision_change: Callable | None = None,
-                 clock: Callable[[], float] = time.monotonic):
-        from openengine.v1 import observability_service_pb2_grpc
-
-        self._channel = channel
-        self._stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-        self._state = _State(view, request, backoff or Backoff(), tolerance, poll_interval, on_snapshot,
-                             on_revision_change, clock)
-        self._call = None
-        self._events_call = None
+    def __init__(self, channel, **options):
         self._tasks: list[asyncio.Task] = []
-        self._stopping = False
-        self._watchdog_interval = watchdog_interval
-        self._changed: asyncio.Event | None = None
+        self._stopped = False
+        self._woken: asyncio.Event | None = None
+        self._adopted: asyncio.Event | None = None
+        super().__init__(channel, **options)
 
-    latest = LoadWatcher.latest
-    age = LoadWatcher.age
-    mode = LoadWatcher.mode
-    violations = LoadWatcher.violations
-    reconnects = LoadWatcher.reconnects
-    revision_changed = LoadWatcher.revision_changed
+    def _stopping(self) -> bool:
+        return self._stopped
+
+    def _rouse_events(self) -> None:
+        if self._adopted is not None:
+            self._adopted.set()
 
     async def start(self) -> "AsyncLoadWatcher":
-        self._changed = changed = asyncio.Event()
-        self._state.on_change = changed.set   # called on the loop: the watcher's own tasks
+        self._woken = woken = asyncio.Event()
+        self._wake = woken.set   # called on the loop: the watcher's own tasks
+        self._adopted = asyncio.Event()
         self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
                        asyncio.create_task(self._events())]
         return self
 
     async def stop(self) -> None:
-        self._stopping = True
-        if self._changed is not None:
-            self._changed.set()
+        self._stopped = True
+        self._rouse_events()
+        self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
                 call.cancel()
@@ -413,103 +554,96 @@ class AsyncLoadWatcher:
 
     async def wait_for_snapshot(self, timeout: float | None = None):
         """The next snapshot; None as soon as it is known that none will come, or on timeout."""
-        state = self._state
-        since = state.snapshots
+        since = self._snapshots
 
         async def settled():
-            while not (state.settled(since) or self._stopping):
-                self._changed.clear()
-                await self._changed.wait()
+            while not self._settled(since):
+                self._woken.clear()
+                await self._woken.wait()
 
         try:
             await asyncio.wait_for(settled(), timeout)
         except asyncio.TimeoutError:
             return None
-        return state.latest if state.snapshots > since else None
+        return self._latest if self._snapshots > since else None
 
     async def _run(self) -> None:
-        from openengine.v1 import load_pb2
-
-        state = self._state
-        delays = state.backoff.delays()
-        while not self._stopping and state.mode != UNAVAILABLE:
-            try:
-                if state.view is None or state.refresh_needed:
-                    from openengine.client._view import CapabilityView
-
-                    state.adopt(await CapabilityView.afetch(self._channel))
-                    state.refresh_needed = False
+        try:
+            while self._running:
+                if await self._attempt():
                     continue
-                if state.mode == WATCH:
-                    state.new_checker()
-                    self._call = call = self._stub.WatchLoad(state.request)
-                    try:
-                        async for msg in call:
-                            state.on_message(msg)
-                    except asyncio.CancelledError:
-                        # The watchdog or a revision event cancelled the stream to reopen it;
-                        # only stop() ends the watcher itself.
-                        if self._stopping or not call.cancelled():
-                            raise
-                    finally:
-                        self._call = None
-                        call.cancel()
-                else:
-                    load = await self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=state.request.per_rank),
-                                                    timeout=10)
-                    state.store(load)
-                    state.failures = 0
-                    delays = state.backoff.delays()
-                    await asyncio.sleep(state.poll_interval)
-                    continue
-            except grpc.RpcError as err:
-                if self._stopping:
+                delay = self._next_delay()
+                if delay is None:
                     return
-                if not state.on_error(err):
-                    return
-                if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    continue
-            if self._stopping:
-                return
-            delay = state.next_delay(delays)
-            if delay is None:
-                state.set_mode(UNAVAILABLE)
-                return
-            state.reconnects += 1
-            await asyncio.sleep(delay)
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:   # ends the watcher with a reason instead of a dead task
+            if not self._stopping():
+                self._end_on(err)
+
+    async def _attempt(self) -> bool:
+        try:
+            if self._view is None or self._refresh_needed:
+                self._adopt(await CapabilityView.afetch(self._channel))
+                return True
+            if self._mode == WATCH:
+                return await self._watch_once()
+            from openengine.v1 import load_pb2
+
+            self._store(await self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank),
+                                                 timeout=10))
+            await asyncio.sleep(self._poll_interval)
+            return True
+        except grpc.RpcError as err:
+            if self._stopping() or not self._on_error(err):
+                return True
+            return err.code() == grpc.StatusCode.UNIMPLEMENTED
+
+    async def _watch_once(self) -> bool:
+        self._new_checker()
+        self._call = call = self._stub.WatchLoad(self._request)
+        try:
+            async for msg in call:
+                if not self._on_message(msg):
+                    return True
+        except asyncio.CancelledError:
+            # The watchdog or a revision event cancelled the stream to reopen it; only stop()
+            # ends the watcher itself.
+            if self._stopping() or not call.cancelled():
+                raise
+        finally:
+            self._call = None
+            call.cancel()
+        return self._stopping()
 
     async def _events(self) -> None:
         """As LoadWatcher._events, on the loop."""
-        from openengine.v1 import events_pb2, observability_service_pb2_grpc
+        from openengine.v1 import events_pb2
 
-        state = self._state
-        stub = observability_service_pb2_grpc.ObservabilityStub(self._channel)
-        delays = state.backoff.delays()
-        while not self._stopping and state.mode != UNAVAILABLE:
-            if not state.events_advertised:
-                await asyncio.sleep(self._watchdog_interval * 4)
+        delays = self._backoff.delays()
+        while self._running:
+            if not self._events_advertised:
+                await self._adopted.wait()
+                self._adopted.clear()
                 continue
-            self._events_call = call = stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+            self._events_call = call = self._stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
             try:
                 async for msg in call:
-                    delays = state.backoff.delays()
-                    if state.on_event(msg) and self._call is not None:
+                    delays = self._backoff.delays()
+                    if self._on_event(msg) and self._call is not None:
                         self._call.cancel()
             except grpc.RpcError as err:
-                if self._stopping or err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                if self._stopping() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
                     return
             finally:
                 self._events_call = None
                 call.cancel()
-            await asyncio.sleep(next(delays, state.backoff.maximum))
+            await asyncio.sleep(next(delays, self._backoff.maximum))
 
     async def _watchdog(self) -> None:
-        while not self._stopping:
-            await asyncio.sleep(self._watchdog_interval)
-            checker, call = self._state.checker, self._call
-            if checker is None or call is None or self._state.mode != WATCH:
-                continue
-            found = checker.tick()
-            if found:
-                self._state.violations.extend(found)
+        while not self._stopping() and self._mode != UNAVAILABLE:
+            await asyncio.sleep(self._watchdog_period())
+            call = self._silent_call()
+            if call is not None:
                 call.cancel()

@@ -27,6 +27,7 @@ class SpecRequirement:
     tag: str
     text: str
     page: str
+    line: int = 0     # where on its page the requirement is written; 0 when the index does not say
 
 
 @lru_cache(maxsize=1)
@@ -37,7 +38,7 @@ def packaged_requirements() -> tuple[SpecRequirement, ...]:
         text = resources.files(__package__).joinpath(INDEX).read_text(encoding="utf-8")
     except (FileNotFoundError, ModuleNotFoundError):
         return ()
-    return tuple(SpecRequirement(r["id"], r["tag"], r["text"], r["page"])
+    return tuple(SpecRequirement(r["id"], r["tag"], r["text"], r["page"], r.get("line", 0))
                  for r in json.loads(text)["requirements"])
 
 

@@ -92,7 +92,7 @@ def case_diagnostic(result: CaseResult, target: str) -> Diagnostic | None:
     severity = _OUTCOME_SEVERITY.get(result.outcome)
     if severity is None:
         return None
-    details = {"outcome": str(result.outcome), "requirements": ", ".join(result.requirements)}
+    details: dict = {"outcome": str(result.outcome), "requirements": list(result.requirements)}
     if result.expected_reason:
         details["expected_failure"] = result.expected_reason
     return Diagnostic(target, 0, 0, result.id, severity, f"{LABELS[result.outcome]} {result.title}: {detail(result)}",
@@ -111,17 +111,38 @@ def report_context(report: Report) -> Context:
                    properties=(("target", report.target), ("profiles", ",".join(report.advertised)),
                                ("verdict", report.verdict)),
                    passed=tuple(r.id for r in report.results if r.outcome is Outcome.PASS),
-                   suite="openengine-conformance")
+                   suite="openengine-conformance", sarif_location=sarif_location)
+
+
+def sarif_location(d: Diagnostic) -> dict:
+    """Where a code-scanning tool shows a case's finding: the spec requirement the case checks
+    (its page and line, from the packaged index), and the case against the engine as a logical
+    location. The engine's address is no file."""
+    from openengine.conformance.matrix import packaged_requirements
+
+    location: dict = {"logicalLocations": [{"name": d.rule_id, "fullyQualifiedName": f"{d.path}/{d.rule_id}"}]}
+    written = {r.id: r for r in packaged_requirements()}
+    cited = [written[rid] for rid in d.details.get("requirements", ()) if rid in written]
+    if cited:
+        physical: dict = {"artifactLocation": {"uri": f"spec/{cited[0].page}"}}
+        if cited[0].line:
+            physical["region"] = {"startLine": cited[0].line}
+        location["physicalLocation"] = physical
+    return location
 
 
 def render_report(fmt: str, report: Report, context: Context | None = None) -> str:
-    """The report in any of the shared formats; `context` (a command's own) is merged in."""
+    """The report in any of the shared formats; `context` (a command's own) is merged in. JUnit is
+    the full case report (`render_junit`), the same document `--junit FILE` writes."""
+    if fmt == "junit":
+        return render_junit(report)
     own = report_context(report)
     if context is not None:
         from dataclasses import replace
 
         own = replace(context, preamble=own.preamble, trailer=own.trailer, facts=own.facts,
-                      properties=own.properties, passed=own.passed, suite=own.suite)
+                      properties=own.properties, passed=own.passed, suite=own.suite,
+                      sarif_location=own.sarif_location)
     return render(fmt, report_diagnostics(report), own)
 
 

@@ -101,7 +101,8 @@ class Report:
             return f"DOES NOT CONFORM: {len(bad)} case(s) " + ", ".join(r.id for r in bad)
         unchecked = self.unchecked_requirements()
         if unchecked:
-            return f"CONFORMS, {len(unchecked)} requirements unchecked: " + ", ".join(unchecked)
+            noun = "requirement" if len(unchecked) == 1 else "requirements"
+            return f"CONFORMS, {len(unchecked)} {noun} unchecked: " + ", ".join(unchecked)
         return "CONFORMS"
 
     def exercised(self) -> set[str]:

@@ -78,6 +78,10 @@ class Context:
     properties: tuple[tuple[str, str], ...] = ()             # junit: suite properties
     passed: tuple[str, ...] = ()               # junit: checks that ran and found nothing
     suite: str = "oespec"                      # junit: the suite's name
+    information_uri: str = ""                  # sarif: where the tool is documented
+    # sarif: the location of a finding whose path is no file (a conformance case's requirement
+    # in the spec, or a logical location); None keeps the finding's own path and line.
+    sarif_location: Callable[[Diagnostic], dict | None] | None = None
 
 
 NO_CONTEXT = Context()
@@ -104,6 +108,20 @@ def printable(text: str, *, keep: str = "") -> str:
     return _CONTROL.sub(escape, str(text))
 
 
+def _detail_text(value: Any) -> str:
+    """A detail as text: a list reads as its items joined by commas."""
+    return ", ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _sarif_property(value: Any) -> Any:
+    """A detail as a SARIF property: scalars and lists of scalars as they are, the rest as text."""
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float, bool)) for v in value):
+        return list(value)
+    return str(value)
+
+
 def _position(d: Diagnostic) -> str:
     if d.line:
         return f"{d.path}:{d.line}:{d.column}"
@@ -117,7 +135,7 @@ def render_text(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
         if d.hint:
             lines.append(printable(f"    hint: {d.hint}", keep="\n"))
         for key, value in d.details.items():
-            lines.append(printable(f"    {key}: {value}", keep="\n"))
+            lines.append(printable(f"    {key}: {_detail_text(value)}", keep="\n"))
     counts = {s: sum(1 for d in diags if d.severity == s) for s in Severity}
     summary = ", ".join(f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}"
                         for s in (Severity.ERROR, Severity.WARNING, Severity.INFO))
@@ -185,7 +203,7 @@ def render_junit(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
         tc = ET.SubElement(root, "testcase", {"classname": xml_text(d.rule_id),
                                               "name": xml_text(f"{d.rule_id} {_position(d)}"), "time": "0"})
         body = d.message + (f"\nhint: {d.hint}" if d.hint else "") + \
-            "".join(f"\n{key}: {value}" for key, value in d.details.items())
+            "".join(f"\n{key}: {_detail_text(value)}" for key, value in d.details.items())
         if d.severity >= Severity.WARNING:
             ET.SubElement(tc, "failure", {"message": xml_text(d.message), "type": str(d.severity)}).text = \
                 xml_text(f"{_position(d)}: {body}")
@@ -245,18 +263,22 @@ def render_sarif(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
         text = d.message + (f" (hint: {d.hint})" if d.hint else "")
         result: dict[str, Any] = {"ruleId": d.rule_id, "ruleIndex": index[d.rule_id],
                                   "level": _SARIF_LEVEL[d.severity], "message": {"text": printable(text, keep="\n")}}
-        if d.path:
+        located = context.sarif_location(d) if context.sarif_location is not None else None
+        if located is not None:
+            result["locations"] = [located]
+        elif d.path:
             physical: dict[str, Any] = {"artifactLocation": {"uri": _sarif_uri(d.path)}}
             if d.line:
                 physical["region"] = {"startLine": d.line, "startColumn": max(1, d.column)}
             result["locations"] = [{"physicalLocation": physical}]
         if d.details:
-            result["properties"] = {key: value if isinstance(value, (str, int, float, bool)) else str(value)
-                                    for key, value in d.details.items()}
+            result["properties"] = {key: _sarif_property(value) for key, value in d.details.items()}
         results.append(result)
     driver: dict[str, Any] = {"name": context.tool}
     if context.version:
         driver["version"] = context.version
+    if context.information_uri:
+        driver["informationUri"] = context.information_uri
     driver["rules"] = rules
     log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION,
            "runs": [{"tool": {"driver": driver}, "results": results}]}

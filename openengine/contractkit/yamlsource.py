@@ -113,12 +113,9 @@ _BOOL_FALSE = {"false", "False", "FALSE"}
 
 
 def _scalar_value(node) -> Any:
-    return scalar_value(node.tag or "", node.value)
-
-
-def scalar_value(tag: str, text: str) -> Any:
-    """The value of a scalar resolved to `tag`, as YAML 1.2 reads it (the text when it does not
-    parse as its tag says)."""
+    """The value of a scalar node as YAML 1.2 reads it (the text when it does not parse as its tag
+    says)."""
+    tag, text = node.tag or "", node.value
     if tag.endswith(":null"):
         return None
     if tag.endswith(":bool"):
@@ -243,11 +240,33 @@ def _check_flow_depth(text: str, path: str) -> None:
         offset += 1
 
 
+def _alias_composer():
+    """ruamel's composer, except that an alias (`*name`) is located where it is written, not at
+    its anchor: a repeat made through an alias is reported at the repeat. Its content (and the
+    locations inside it) stays the anchor's."""
+    import copy
+
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class AliasLocatingComposer(Composer):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if not self.parser.check_event(AliasEvent):
+                return super().compose_node(parent, index)
+            mark = self.parser.peek_event().start_mark
+            node = copy.copy(super().compose_node(parent, index))
+            node.start_mark = mark
+            return node
+
+    return AliasLocatingComposer
+
+
 def _compose(text: str) -> list:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="safe", pure=True)  # composing only: no comment gathering
     yaml.allow_duplicate_keys = True
+    yaml.Composer = _alias_composer()
     return list(yaml.compose_all(io.StringIO(text)))
 
 
@@ -289,9 +308,6 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
     quoted string that never closes at its opening quote."""
     _check_characters(text, path)
     _check_flow_depth(text, path)
-    root = _compose_fast(text)
-    if root is not None:
-        return SourceFile(path, text, root)
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     try:
@@ -326,20 +342,6 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
                           "write the values out instead of using aliases") from None
     return SourceFile(path, text, root)
-
-
-# Line breaks YAML 1.1 and 1.2 disagree on, a BOM, and tabs: documents holding one go to the full
-# parser, so that the fast path never has to match its reading of them.
-_FULL_PARSER_ONLY = re.compile("[\r\x85\u2028\u2029\ufeff\t]")
-
-
-def _compose_fast(text: str) -> YNode | None:
-    """The tree libyaml composes when the document is plain enough (see `openengine.contractkit.yamlfast`)."""
-    if _FULL_PARSER_ONLY.search(text):
-        return None
-    from openengine.contractkit.yamlfast import compose
-
-    return compose(text, MAX_DEPTH, MAX_NODES, scalar_value)
 
 
 def read_file(path: Path | str, display_path: str | None = None) -> SourceFile:
@@ -395,41 +397,49 @@ class SchemaProblem:
     loc: Loc
     message: str
     hint: str
+    path: tuple = ()       # the JSON path of the value concerned
+    keyword: str = ""      # the schema keyword it breaks (`enum`, `pattern`, ...)
 
 
-def schema_problems(source: SourceFile, schema: dict, schema_name: str) -> list[SchemaProblem]:
+def schema_problems(source: SourceFile, schema: dict, schema_name: str, *,
+                    instance: Any = None) -> list[SchemaProblem]:
     """Every way `source` breaks the JSON Schema `schema`, each at the key or value concerned, with
-    a hint; an unknown key names the known keys closest to it (a typo's likely fix)."""
+    a hint; an unknown key names the known keys closest to it (a typo's likely fix). `instance` is
+    the data judged when it is not the tree's plain values (the same shape, other scalars)."""
     import difflib
 
     import jsonschema
 
     problems = []
     validator = jsonschema.Draft202012Validator(schema)
-    for error in validator.iter_errors(source.root.plain()):
-        best = error
-        while best.context:   # a oneOf / anyOf: descend to the alternative that came closest
+    data = source.root.plain() if instance is None else instance
+    for error in validator.iter_errors(data):
+        best = jsonschema.exceptions.best_match([error])
+        while best.context:   # alternatives that tie: descend to the one that came closest
             best = max(best.context, key=lambda e: (len(e.absolute_path), e.validator not in ("type", "oneOf")))
-        node, _parent, _key = node_at(source.root, best.absolute_path)
+        path = tuple(best.absolute_path)
+        node, _parent, _key = node_at(source.root, path)
         loc = node.loc if node is not None else Loc(1, 1)
-        where = describe_path(best.absolute_path)
+        where = describe_path(path)
         if best.validator == "additionalProperties" and isinstance(node, YMap):
             known = sorted(best.schema.get("properties", {}))
-            extra = sorted(set(best.instance) - set(known))
-            for key in extra:
+            for key in sorted(set(best.instance) - set(known)):
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = (f"did you mean {close[0]!r}? " if close else "") + f"known keys: {', '.join(known)}"
-                problems.append(SchemaProblem(node.key_loc(key), f"{where}: unknown key {key!r}", hint))
+                problems.append(SchemaProblem(node.key_loc(key), f"{where}: unknown key {key!r}", hint,
+                                              (*path, key), "additionalProperties"))
             continue
         if best.validator == "enum":
             hint = "use one of: " + ", ".join(str(v) for v in best.validator_value)
         elif best.validator == "type":
             hint = f"write a value of type {best.validator_value}"
+        elif best.validator == "pattern":
+            hint = f"the value must match {best.validator_value}"
         elif best.validator == "required":
             hint = f"add the missing key; see {schema_name}"
         elif best.validator == "not":
             hint = f"see {schema_name}: these settings exclude each other"
         else:
             hint = f"see {schema_name}"
-        problems.append(SchemaProblem(loc, f"{where}: {best.message}", hint))
+        problems.append(SchemaProblem(loc, f"{where}: {best.message}", hint, path, str(best.validator)))
     return sorted(problems, key=lambda p: (p.loc.line, p.loc.column))

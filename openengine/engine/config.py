@@ -329,7 +329,7 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
     if "openengine.admin" in limits and "updatable_limits" in limits["openengine.admin"] \
             and not _configured(config, cat, "openengine.admin", "updatable_limits"):
         limits["openengine.admin"]["updatable_limits"] = [
-            lim.reference for p in advertised for lim in p.limits if lim.reference in _UPDATABLE]
+            lim.reference for p in advertised for lim in p.limits if lim.updatable]
 
     if not problems:
         problems += combination_refusals(advertised, limits, {m.name: m.profiles for m in models},
@@ -516,16 +516,6 @@ def _coerce_limits(profile, values: dict, where: str, problems: list[str]) -> di
         except ValueError as err:
             problems.append(f"{where}: {err}")
     return out
-
-
-# Limits the reference engine can change while it runs (the rest need a restart).
-_UPDATABLE = {
-    "openengine.core.max_running_requests", "openengine.core.max_sequences", "openengine.core.max_logprobs",
-    "openengine.load.min_watch_interval_ms", "openengine.load.default_watch_interval_ms",
-    "openengine.load.default_heartbeat_ms", "openengine.load.max_watchers",
-    "openengine.adapters.max_loras", "openengine.adapters.max_cpu_loras",
-    "openengine.sessions.max_sessions", "openengine.tasks.max_inputs_per_request",
-}
 
 
 def _configured(config: EngineConfig, cat: Catalogue, profile: str, limit: str) -> bool:

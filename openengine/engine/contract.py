@@ -9,73 +9,17 @@ from the compiled descriptors, like every other contract fact.
 
 from __future__ import annotations
 
-from typing import Any
+
 
 from openengine.contract import (  # noqa: F401  (re-exported: the engine's view of the contract)
     HEALTH_SERVICE, STANDARD_PREFIX, Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue, combination_problems,
     role_numbers,
 )
 
+from openengine.serve.limits import coerce, to_wire  # noqa: F401  (re-exported)
+
+INFERENCE = "openengine.v1.Inference"
+ADMIN = "openengine.v1.Admin"
+
 # Role spelling -> Role enum number, read from the enum.
 ROLE_NAMES = role_numbers()
-
-
-# --- configured values -------------------------------------------------------------------------
-
-def coerce(lim: LimitInfo, value: Any) -> Any:
-    """Check a configured value against the limit's type and range; return it normalised
-    (enum values as registry spellings). Raises ValueError naming the problem."""
-    if lim.repeated:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{lim.reference} takes a list, got {value!r}")
-        return [_coerce_one(lim, v) for v in value]
-    return _coerce_one(lim, value)
-
-
-def _coerce_one(lim: LimitInfo, value: Any) -> Any:
-    kind = lim.kind
-    if kind == "bool":
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        if not isinstance(value, bool):
-            raise ValueError(f"{lim.reference} takes true or false, got {value!r}")
-        return value
-    if kind in ("uint", "int"):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{lim.reference} takes an integer, got {value!r}")
-        if kind == "uint" and value < 0:
-            raise ValueError(f"{lim.reference} takes a non-negative integer, got {value}")
-        _check_range(lim, value)
-        return value
-    if kind == "double":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{lim.reference} takes a number, got {value!r}")
-        _check_range(lim, value)
-        return float(value)
-    if kind == "enum":
-        spellings = lim.enum_spellings()
-        if value not in spellings:
-            raise ValueError(f"{lim.reference}: {value!r} is not one of {', '.join(spellings)}")
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"{lim.reference} takes a string, got {value!r}")
-    return value
-
-
-def _check_range(lim: LimitInfo, value) -> None:
-    if lim.minimum is not None and value < lim.minimum:
-        raise ValueError(f"{lim.reference} = {value} is below its minimum {lim.minimum}")
-    if lim.maximum is not None and value > lim.maximum:
-        raise ValueError(f"{lim.reference} = {value} is above its maximum {lim.maximum}")
-
-
-def to_wire(lim: LimitInfo, value: Any) -> Any:
-    """A normalised value as the capability message field takes it."""
-    if lim.kind == "enum":
-        spellings = lim.enum_spellings()
-        return [spellings[v] for v in value] if lim.repeated else spellings[value]
-    return value

@@ -18,9 +18,10 @@ from grpc_health.v1.health import aio as health_aio
 
 from openengine.contract import WORK_SERVICES
 from openengine.engine.config import ResolvedConfig, ResolvedModel, combination_refusals
+from openengine.engine.contract import ADMIN, INFERENCE  # noqa: F401  (INFERENCE re-exported)
 from openengine.engine.faults import Hooks
-from openengine.engine.state import RunState, transition
-from openengine.engine.load import Clock, LoadPublisher
+from openengine.serve.runstate import RunState, transition
+from openengine.serve.load import Clock, LoadPublisher
 from openengine.v1 import events_pb2, kv_pb2, load_pb2
 from openengine.validate._watch import RANK_SUMMED_FIELDS
 
@@ -30,8 +31,6 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 HEALTH_LIST_CAP = 100  # the upstream health protocol's List limit
 
-INFERENCE = "openengine.v1.Inference"
-ADMIN = "openengine.v1.Admin"
 
 ES = events_pb2
 

@@ -22,7 +22,7 @@ from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, 
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import Refused, instantiate
-from openengine.engine.wire import WirePolicy
+from openengine.serve.wire import WirePolicy
 
 log = logging.getLogger("openengine.engine")
 Code = grpc.StatusCode
@@ -220,7 +220,7 @@ def bearer_matches(header: str, token: str) -> bool:
 
 def wire_form(cls) -> Callable[[Any], bytes]:
     """A stream's response serializer: a message is serialized, bytes an implementation composed
-    itself (WatchLoad's shared snapshots, openengine.engine.loadwire) go out as they are."""
+    itself (WatchLoad's shared snapshots, openengine.serve.loadwire) go out as they are."""
     serialize = cls.SerializeToString
 
     def to_wire(message) -> bytes:

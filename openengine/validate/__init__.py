@@ -17,21 +17,22 @@ violations too. Rule ids are listed in `RULES`.
 """
 
 from openengine.validate._capabilities import (
-    CapabilityReport, ModelReport, check_capabilities, effective_limits, validate_capabilities,
+    CapabilityReport, ModelReport, check_capabilities, check_engine_info, check_model_info, effective_limits,
+    validate_capabilities,
 )
 from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
 from openengine.validate._tables import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
 from openengine.validate._json import message_from_json
 from openengine.validate._locate import iter_values, locate
 from openengine.validate._preflight import (
-    NUMBER_DOMAINS, REQUEST_LIMITS, NumberDomain, RequestLimit, number_violations, preflight,
+    NUMBER_DOMAINS, PROBLEMS_LISTED, REQUEST_LIMITS, NumberDomain, RequestLimit, number_violations, preflight,
 )
 from openengine.validate._rules import PYTHON_ONLY_RULES, RULES, Rule, Severity, Violation
 from openengine.validate._watch import RANK_SUMMED_FIELDS, WatchLoadChecker, check_load, effective_watch_settings
 
 __all__ = [
     "CapabilityDocument", "CapabilityReport", "DEFAULTS", "KNOWN_PROFILES", "MODEL_SCOPED", "ModelReport",
-    "NUMBER_DOMAINS", "NumberDomain", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
-    "WatchLoadChecker", "check_capabilities", "check_load", "document_from_json", "effective_limits",
+    "NUMBER_DOMAINS", "NumberDomain", "PROBLEMS_LISTED", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
+    "WatchLoadChecker", "check_capabilities", "check_engine_info", "check_load", "check_model_info", "document_from_json", "effective_limits",
     "effective_watch_settings", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "validate_capabilities",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from openengine.contract import catalogue, combination_problems, role_spelling
-from openengine.validate import _tables as gen
+from openengine.validate import _tables as tables
 from openengine.validate._rules import Severity, Violation, violation
 
 
@@ -61,16 +61,16 @@ class CapabilityReport:
         return self.limits[profile][limit]
 
 
-def _combination_checks(adv, limits, out: list[Violation]) -> None:
+def _combination_checks(advertised, limits, out: list[Violation]) -> None:
     """Prerequisites (OEV120) and incompatible combinations (OEV121), judged by the contract's one
     `combination_problems`, the same function the reference engine refuses configurations with.
     A prerequisite on the mandatory core is not reported when the core is absent: that absence is
     the one root finding (OEV101), not one more per dependant."""
     cat = catalogue()
-    for problem in combination_problems(adv, limits):
+    for problem in combination_problems(advertised, limits):
         if problem.prerequisite is not None:
             req = problem.prerequisite
-            if req.profile == cat.core and cat.core not in adv:
+            if req.profile == cat.core and cat.core not in advertised:
                 continue
             out.append(violation("OEV120", "profiles", [f"{m}.{n}" for m, n in problem.values],
                                  f"{req.profile} {req.range}", problem.message))
@@ -80,7 +80,7 @@ def _combination_checks(adv, limits, out: list[Violation]) -> None:
         if owner is not None and owner.capability_field:
             path, value = f"{owner.capability_field}.{first.limit}", list(problem.values)
         else:
-            path, value = "profiles", sorted(adv)
+            path, value = "profiles", sorted(advertised)
         out.append(violation("OEV121", path, value, "not this combination", problem.message))
 
 
@@ -88,12 +88,12 @@ def _check(capabilities, out: list[Violation], *, complete: bool = True):
     """Every per-profile check of the table interpreter, then the combinations across profiles.
     `complete` false: the limits are only read here, so unset messages' defaults are left out
     (`combination_problems` takes a left-out limit as its default)."""
-    adv, limits = gen.check_capabilities(capabilities, out, complete=complete)
-    _combination_checks(adv, limits, out)
-    return adv, limits
+    advertised, limits = tables.check_capabilities(capabilities, out, complete=complete)
+    _combination_checks(advertised, limits, out)
+    return advertised, limits
 
 
-def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> None:
+def _engine_checks(advertised, engine_info, revision: int, out: list[Violation]) -> None:
     role = engine_info.role
     role_name = role_spelling(role)
     if role == 0:
@@ -101,7 +101,7 @@ def _engine_checks(adv, engine_info, revision: int, out: list[Violation]) -> Non
     if not engine_info.instance_id:
         out.append(violation("OEV136", "engine_info.instance_id", "", "a non-empty id",
                              "EngineInfo.instance_id is empty"))
-    gen.check_role(adv, role, role_name, out)
+    tables.check_role(advertised, role, role_name, out)
     if engine_info.capability_revision == 0:
         out.append(violation("OEV135", "engine_info.capability_revision", 0, ">= 1",
                              "EngineInfo.capability_revision is never zero"))
@@ -118,25 +118,43 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
     When `model_infos` covers every model in `engine_info.served_models`, a model-scoped profile
     advertised engine-wide but listed by no model is reported too."""
     out: list[Violation] = []
-    adv, limits = _check(capabilities, out)
+    advertised, limits = _check(capabilities, out)
     if engine_info is not None:
-        _engine_checks(adv, engine_info, capabilities.revision, out)
+        _engine_checks(advertised, engine_info, capabilities.revision, out)
     models: dict[str, ModelReport] = {}
     listed: set[str] = set()
     for i, info in enumerate(model_infos):
         path = f"model_info[{i}].capabilities"
-        madv, mlimits = gen.check_model_capabilities(info.capabilities, path, adv, out)
-        listed.update(madv)
-        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in madv.items()}, mlimits,
+        model_advertised, mlimits = tables.check_model_capabilities(info.capabilities, path, advertised, out)
+        listed.update(model_advertised)
+        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in model_advertised.items()}, mlimits,
                                          info.max_context_tokens, info.max_output_tokens,
                                          info.tokenizer.vocab_size if info.HasField("tokenizer") else 0)
     if engine_info is not None and model_infos and engine_info.served_models \
             and set(engine_info.served_models) <= set(models):
-        for name in sorted(gen.MODEL_SCOPED & set(adv) - listed):
+        for name in sorted(tables.MODEL_SCOPED & set(advertised) - listed):
             out.append(violation("OEV134", "profiles", name, "listed by at least one served model",
                                  f"{name} is advertised but no served model lists it"))
-    return CapabilityReport(tuple(out), {k: tuple(v) for k, v in adv.items()}, limits, models,
+    return CapabilityReport(tuple(out), {k: tuple(v) for k, v in advertised.items()}, limits, models,
                             capabilities.revision)
+
+
+def check_engine_info(engine_info) -> list[Violation]:
+    """The rules a `GetEngineInfo` answer keeps on its own (role, instance id, capability
+    revision); those spanning it and the capabilities need both (`validate_capabilities`)."""
+    out: list[Violation] = []
+    _engine_checks({}, engine_info, 0, out)
+    return out
+
+
+def check_model_info(model_info, path: str = "capabilities") -> list[Violation]:
+    """The rules a `GetModelInfo` answer keeps on its own: its model-scoped capability messages,
+    judged against the profiles the model lists (whether the engine advertises those needs its
+    `Capabilities`: `validate_capabilities(model_infos=...)`)."""
+    out: list[Violation] = []
+    listed = {p.name for p in model_info.capabilities.profiles}
+    tables.check_model_capabilities(model_info.capabilities, path, listed, out)
+    return out
 
 
 def check_capabilities(capabilities) -> list[Violation]:
@@ -149,4 +167,4 @@ def check_capabilities(capabilities) -> list[Violation]:
 def effective_limits(capabilities) -> dict[str, dict[str, Any]]:
     """Effective limits of every standard profile in `capabilities` (defaults for what is unset),
     whether or not the profile is advertised; violations are ignored."""
-    return gen.check_capabilities(capabilities, [])[1]
+    return tables.check_capabilities(capabilities, [])[1]

@@ -28,7 +28,7 @@ _LIMIT_OPTION = "openengine.v1.limit"
 
 def _is_limit(field: FieldDescriptor) -> bool:
     options = field.GetOptions()
-    return any(fd.full_name == _LIMIT_OPTION for fd, _ in options.ListFields())
+    return any(field_descriptor.full_name == _LIMIT_OPTION for field_descriptor, _ in options.ListFields())
 
 
 def _short_error(err: Exception) -> str:
@@ -36,6 +36,11 @@ def _short_error(err: Exception) -> str:
     while text.startswith("Failed to parse ") and " field: " in text:
         text = text.split(" field: ", 1)[1]
     return text.split(" at ", 1)[0].rstrip(".") if " at " in text else text.rstrip(".")
+
+
+def _enum_names(enum) -> list[str]:
+    """The names an enum field accepts in proto3 JSON, the UNSPECIFIED zero value left out."""
+    return [v.name for v in enum.values if v.number != 0]
 
 
 def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
@@ -69,9 +74,9 @@ def _form_problem(field: FieldDescriptor, value: Any) -> str | None:
                 return (f"{item!r} is not an RFC 3339 time (YYYY-MM-DDThh:mm:ss[.fraction]Z or an offset, "
                         "with a real date and time of day)")
         elif field.enum_type is None and field.type in _INT_BOUNDS:
-            lo, hi = _INT_BOUNDS[field.type]
-            if not matches(integer_pattern(lo, hi), item):
-                return f"{item!r} is not a decimal integer within {lo}..{hi}"
+            low, high = _INT_BOUNDS[field.type]
+            if not matches(integer_pattern(low, high), item):
+                return f"{item!r} is not a decimal integer within {low}..{high}"
     return None
 
 
@@ -142,6 +147,8 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
             problem = _short_error(err)
         if problem is not None:
             rule = "OEV113" if _is_limit(field) else "OEV002"
+            if field.enum_type is not None:
+                problem = f"{problem}; valid values: " + ", ".join(_enum_names(field.enum_type))
             type_name = (field.enum_type.name if field.enum_type else
                          sub.full_name if sub else _TYPE_NAMES.get(field.type, "value"))
             out.append(violation(rule, fpath, value, ("list of " if field.is_repeated

@@ -9,16 +9,17 @@ through a `CapabilityReport`.
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
-from typing import Any, Iterator
+from collections import Counter
+from typing import Any, Iterable, Iterator
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from openengine.contract import RequestLimit, catalogue
+from openengine.contract import NumberDomain, RequestLimit, catalogue, number_domains
 from openengine.validate._capabilities import CapabilityReport
 from openengine.validate._tables import MODEL_SCOPED
-from openengine.validate._rules import Violation, violation
+from openengine.validate._rules import Severity, Violation, violation
 
 
 # The rows live on the request messages (the `request_limit` option), read by the contract.
@@ -70,7 +71,7 @@ def _model_of(request, report: CapabilityReport) -> str | None:
     return model
 
 
-def _model_token_limits(request, model, report: CapabilityReport, out: list[Violation]) -> None:
+def _model_token_limits(request, model, report: CapabilityReport) -> Iterator[Violation]:
     """A GenerateRequest against the model's own token limits (ModelInfo, not a profile limit)."""
     info = report.models.get(model) if model is not None else None
     if info is None or request.DESCRIPTOR.name != "GenerateRequest":
@@ -78,58 +79,27 @@ def _model_token_limits(request, model, report: CapabilityReport, out: list[Viol
     sampling = request.sampling
     asked = sampling.max_tokens if sampling.HasField("max_tokens") else None
     if asked is not None and info.max_output_tokens and asked > info.max_output_tokens:
-        out.append(violation("OEV401", "sampling.max_tokens", asked,
-                             f"<= {info.max_output_tokens} (ModelInfo.max_output_tokens of {model})",
-                             f"sampling.max_tokens is {asked}, above the output limit "
-                             f"{info.max_output_tokens} of model {model!r}"))
+        yield violation("OEV401", "sampling.max_tokens", asked,
+                        f"<= {info.max_output_tokens} (ModelInfo.max_output_tokens of {model})",
+                        f"sampling.max_tokens is {asked}, above the output limit "
+                        f"{info.max_output_tokens} of model {model!r}")
     if request.WhichOneof("prompt") == "token_ids" and info.max_context_tokens:
         prompt = len(request.token_ids.ids)
         total = prompt + (asked or 0)
         if total > info.max_context_tokens:
-            out.append(violation("OEV401", "token_ids", total,
-                                 f"<= {info.max_context_tokens} (ModelInfo.max_context_tokens of {model})",
-                                 f"{prompt} prompt tokens plus {asked or 0} output tokens exceed the context "
-                                 f"of {info.max_context_tokens} tokens of model {model!r}"))
+            yield violation("OEV401", "token_ids", total,
+                            f"<= {info.max_context_tokens} (ModelInfo.max_context_tokens of {model})",
+                            f"{prompt} prompt tokens plus {asked or 0} output tokens exceed the context "
+                            f"of {info.max_context_tokens} tokens of model {model!r}")
 
 
-@dataclass(frozen=True)
-class NumberDomain:
-    """The values a number field may hold: between `low` and `high` (None: unbounded), each end
-    included unless marked open. Every float and double field must be finite in any case."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def contains(self, value: float) -> bool:
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
-            return False
-        return True
-
-    def __str__(self) -> str:
-        low = "(-inf" if self.low is None else f"{'(' if self.low_open else '['}{self.low:g}"
-        high = "+inf)" if self.high is None else f"{self.high:g}{')' if self.high_open else ']'}"
-        return f"{low}, {high}"
-
-
-# The domains of the request numbers that have one (REQ-SVC-005), by the field's full name; for a
-# map field the domain is that of its values. Every other float or double field of a request is
-# only required to be finite.
-NUMBER_DOMAINS: dict[str, NumberDomain] = {
-    "openengine.v1.SamplingParams.temperature": NumberDomain(low=0),
-    "openengine.v1.SamplingParams.top_p": NumberDomain(0, 1, low_open=True),
-    "openengine.v1.SamplingParams.min_p": NumberDomain(0, 1),
-    "openengine.v1.SamplingParams.presence_penalty": NumberDomain(-2, 2),
-    "openengine.v1.SamplingParams.frequency_penalty": NumberDomain(-2, 2),
-    "openengine.v1.SamplingParams.repetition_penalty": NumberDomain(low=0, low_open=True),
-    "openengine.v1.SamplingParams.logit_bias": NumberDomain(-100, 100),
-}
+# The domains of the request numbers that have one (REQ-SVC-005), by the field's full name, from
+# the fields' `number_domain` options; for a map field the domain is that of its values. Every
+# other float or double field of a request is only required to be finite.
+NUMBER_DOMAINS: dict[str, NumberDomain] = number_domains()
 
 # Map fields whose keys are token ids: each must be below the model's vocabulary size.
-TOKEN_ID_KEYS = frozenset({"openengine.v1.SamplingParams.logit_bias"})
+TOKEN_ID_KEYS = frozenset(name for name, domain in NUMBER_DOMAINS.items() if domain.token_id_keys)
 
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
 
@@ -143,10 +113,11 @@ def _numbers(msg, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor, Any,
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
             for key in value:
+                shown = key[:SHOWN_CHARS] + "..." if isinstance(key, str) and len(key) > SHOWN_CHARS else key
                 if field.full_name in TOKEN_ID_KEYS or value_field.type in _FLOATS:
-                    yield f"{path}[{key}]", field, key, value[key]
+                    yield f"{path}[{shown}]", field, key, value[key]
                 elif value_field.message_type is not None:
-                    yield from _numbers(value[key], f"{path}[{key}].")
+                    yield from _numbers(value[key], f"{path}[{shown}].")
         elif field.type in _FLOATS:
             if field.is_repeated:
                 for i, item in enumerate(value):
@@ -164,37 +135,80 @@ def _numbers(msg, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor, Any,
 def number_violations(request, *, vocab_size: int = 0) -> list[Violation]:
     """Every number in `request` (any request message) that no engine may accept (REQ-SVC-005): a
     float or double that is NaN or infinite, a value outside its field's domain (NUMBER_DOMAINS),
-    and a token-id key at or above `vocab_size` (0: the vocabulary size is not known)."""
-    out: list[Violation] = []
+    and a token-id key at or above `vocab_size` (0: the vocabulary size is not known). At most
+    PROBLEMS_LISTED are listed, then one violation counting the rest."""
+    return capped(_number_problems(request, vocab_size))
+
+
+def _number_problems(request, vocab_size: int) -> Iterator[Violation]:
     for path, field, key, value in _numbers(request):
         if key is not None and field.full_name in TOKEN_ID_KEYS and vocab_size and key >= vocab_size:
-            out.append(violation("OEV408", path, key, f"a token id below {vocab_size} (the vocabulary size)",
-                                 f"{path}: token id {key} is outside the vocabulary of {vocab_size} tokens"))
+            yield violation("OEV408", path, key, f"a token id below {vocab_size} (the vocabulary size)",
+                       f"{path}: token id {key} is outside the vocabulary of {vocab_size} tokens")
         if not isinstance(value, float):
             continue
         if not math.isfinite(value):
-            out.append(violation("OEV407", path, str(value), "a finite number",
-                                 f"{path} is {value}; every number in a request must be finite"))
+            yield violation("OEV407", path, str(value), "a finite number",
+                       f"{path} is {value}; every number in a request must be finite")
             continue
         domain = NUMBER_DOMAINS.get(field.full_name)
         if domain is not None and not domain.contains(value):
-            out.append(violation("OEV408", path, value, f"within {domain}",
-                                 f"{path} is {value:g}, outside its domain {domain}"))
-    return out
+            yield violation("OEV408", path, value, f"within {domain}",
+                       f"{path} is {value:g}, outside its domain {domain}")
+
+
+# A refusal lists this many problems and counts the rest, so what a client is told (and what an
+# engine sends back) does not grow with the request.
+PROBLEMS_LISTED = 8
+SHOWN_CHARS = 64
+
+
+def capped(found: Iterable[Violation]) -> list[Violation]:
+    """The first PROBLEMS_LISTED of `found`, then, when there are more, one violation counting
+    them per rule (with the rule, path and expectation of the first error among them)."""
+    listed: list[Violation] = []
+    more: Counter[str] = Counter()
+    first_more: Violation | None = None
+    for v in found:
+        if len(listed) < PROBLEMS_LISTED:
+            listed.append(v)
+            continue
+        more[v.rule_id] += 1
+        if first_more is None or (first_more.severity is not Severity.ERROR and v.severity is Severity.ERROR):
+            first_more = v
+    if first_more is not None:
+        total = sum(more.values())
+        rules = ", ".join(f"{count} x {rule}" for rule, count in sorted(more.items()))
+        listed.append(violation(first_more.rule_id, first_more.path, total, first_more.expected,
+                                f"and {total} more problems not listed ({rules}); the first is at "
+                                f"{first_more.path}"))
+    return listed
+
+
+def _shown(value: Any) -> Any:
+    """A request's own text, shortened so a message quoting it stays small."""
+    if isinstance(value, (str, bytes)) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} long)"
+    return repr(value) if isinstance(value, (str, bytes)) else value
 
 
 def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     """Every reason the engine described by `capabilities` would refuse `request` (a
     GenerateRequest, EmbedRequest, ClassifyRequest, ScoreRequest or EncodeRequest), each naming
     the field and the limit, and every number no engine may accept (`number_violations`). An
-    empty list means: send it."""
+    empty list means: send it. At most PROBLEMS_LISTED are listed, then one violation counting
+    the rest."""
     report = getattr(capabilities, "report", capabilities)
-    rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
     model = _model_of(request, report)
-    out: list[Violation] = []
     info = report.models.get(model) if model is not None else None
-    out += number_violations(request, vocab_size=getattr(info, "vocab_size", 0))
-    _model_token_limits(request, model, report, out)
+    return capped(itertools.chain(_number_problems(request, getattr(info, "vocab_size", 0)),
+                                  _model_token_limits(request, model, report),
+                                  _limit_problems(request, model, report)))
+
+
+def _limit_problems(request, model: str | None, report: CapabilityReport) -> Iterator[Violation]:
+    """The request against its `request_limit` rows."""
+    rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
     refused_profiles: set[str] = set()
     for row in rows:
         values = _values(request, row.field)
@@ -205,14 +219,14 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
             continue
         if not report.advertised(row.profile):
             refused_profiles.add(row.profile)
-            out.append(violation("OEV403", path, None, f"{row.profile} advertised",
-                                 f"{path} needs {row.profile}, which the engine does not advertise"))
+            yield violation("OEV403", path, None, f"{row.profile} advertised",
+                            f"{path} needs {row.profile}, which the engine does not advertise")
             continue
         if row.profile in MODEL_SCOPED and model is not None and model in report.models \
                 and row.profile not in report.models[model].profiles:
             refused_profiles.add(row.profile)
-            out.append(violation("OEV405", path, model, f"{row.profile} listed by model {model}",
-                                 f"{path} needs {row.profile}, which model {model!r} does not list"))
+            yield violation("OEV405", path, model, f"{row.profile} listed by model {model}",
+                            f"{path} needs {row.profile}, which model {model!r} does not list")
             continue
         if row.check == "profile":
             continue
@@ -221,33 +235,32 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
         for value in values:
             if row.check == "at_most":
                 if value > limit:
-                    out.append(violation("OEV401", path, value, f"<= {limit} ({name})",
-                                         f"{path} is {value}, above {name} = {limit}"))
+                    yield violation("OEV401", path, value, f"<= {limit} ({name})",
+                                    f"{path} is {value}, above {name} = {limit}")
             elif row.check == "count_at_most":
                 if len(value) > limit:
-                    out.append(violation("OEV401", path, len(value), f"<= {limit} ({name})",
-                                         f"{path} has {len(value)} elements, above {name} = {limit}"))
+                    yield violation("OEV401", path, len(value), f"<= {limit} ({name})",
+                                    f"{path} has {len(value)} elements, above {name} = {limit}")
             elif row.check == "enabled":
                 if (row.when is None or value == row.when) and not limit:
                     shown = row.when or value
-                    out.append(violation("OEV402", path, shown, f"{name} = true",
-                                         f"{path} needs {name}, which the engine advertises as false"))
+                    yield violation("OEV402", path, shown, f"{name} = true",
+                                    f"{path} needs {name}, which the engine advertises as false")
             elif row.check == "ignored":
                 if not limit:
-                    out.append(violation("OEV406", path, value, f"{name} = true",
-                                         f"{path} is ignored: the engine advertises {name} = false"))
+                    yield violation("OEV406", path, value, f"{name} = true",
+                                    f"{path} is ignored: the engine advertises {name} = false")
             elif row.check == "member":
                 wanted = row.when or value
                 if wanted not in limit:
-                    out.append(violation("OEV404", path, wanted, f"one of {limit} ({name})",
-                                         f"{path} uses {wanted!r}, which {name} does not list"))
+                    yield violation("OEV404", path, _shown(wanted), f"one of {limit} ({name})",
+                                    f"{path} uses {_shown(wanted)}, which {name} does not list")
             elif row.check == "below_needs":
                 native = limit
                 needed = f"{row.profile}.{row.when}"
                 if native and value > native:
-                    out.append(violation("OEV401", path, value, f"<= {native} ({name})",
-                                         f"{path} is {value}, above {name} = {native}"))
+                    yield violation("OEV401", path, value, f"<= {native} ({name})",
+                                    f"{path} is {value}, above {name} = {native}")
                 elif native and value < native and not report.effective(row.profile, row.when, model=model):
-                    out.append(violation("OEV402", path, value, f"{needed} = true",
-                                         f"{path} below the native size {native} needs {needed}"))
-    return out
+                    yield violation("OEV402", path, value, f"{needed} = true",
+                                    f"{path} below the native size {native} needs {needed}")

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from openengine.contractkit import naming
 from openengine import contract
 from openengine.v1 import capabilities_pb2
-from openengine.validate._rules import violation as _v
+from openengine.validate._rules import violation
 
 _INF = float("inf")
 # Limit kinds, decided once per field so the per-message loop is one comparison.
@@ -49,19 +49,15 @@ class ProfileRule:
     roles: tuple[int, ...]         # Role numbers that may advertise it (role-scoped profiles only)
     role_text: str                 # `role prefill or decode`
     limits: Mapping[str, LimitRule]
-    plain: tuple[str, ...]          # the limits grouped by how they are judged
-    ranged: tuple[LimitRule, ...]
-    lists: tuple[str, ...]
-    enums: tuple[LimitRule, ...]
     defaults: Mapping[str, Any]
     list_limits: tuple[str, ...]   # defaults that are lists, copied per use so callers may mutate
     by_field: Mapping[Any, LimitRule]   # field descriptor -> its rule, for what ListFields returns
 
     def fresh_defaults(self) -> dict[str, Any]:
-        eff = dict(self.defaults)
+        effective = dict(self.defaults)
         for name in self.list_limits:
-            eff[name] = list(eff[name])
-        return eff
+            effective[name] = list(effective[name])
+        return effective
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +97,7 @@ def tables() -> Tables:
         role_numbers = tuple(roles[r] for r in p.roles) if p.scope == "role" else ()
         built.append(ProfileRule(
             p.name, p.version, p.capability_field, p.scope == "model", role_numbers,
-            "role " + " or ".join(p.roles), limits,
-            tuple(n for n, r in limits.items() if r.kind == _PLAIN),
-            tuple(r for r in limits.values() if r.kind == _RANGE),
-            tuple(n for n, r in limits.items() if r.kind == _LIST),
-            tuple(r for r in limits.values() if r.kind in (_ENUM, _ENUM_LIST)), defaults,
+            "role " + " or ".join(p.roles), limits, defaults,
             tuple(n for n, rule in limits.items() if rule.kind in (_LIST, _ENUM_LIST)),
             {lim.field: limits[lim.name] for lim in p.limits}))
     by_name = {p.name: p for p in built}
@@ -126,32 +118,32 @@ def effective_limits(rule: ProfileRule, msg, path: str, out: list, *, fresh: boo
     are not copied: for callers that only read the result (`check_capabilities`)."""
     if msg is None:
         return rule.fresh_defaults() if fresh else rule.defaults
-    eff = rule.fresh_defaults() if fresh else dict(rule.defaults)
+    effective = rule.fresh_defaults() if fresh else dict(rule.defaults)
     by_field = rule.by_field
-    for fd, v in msg.ListFields():
-        lim = by_field.get(fd)
+    for field, v in msg.ListFields():
+        lim = by_field.get(field)
         if lim is None:
             continue
         kind = lim.kind
         if kind == _PLAIN:
-            eff[lim.name] = v
+            effective[lim.name] = v
         elif kind == _RANGE:
-            eff[lim.name] = v
+            effective[lim.name] = v
             if v < lim.low or v > lim.high:
-                out.append(_v("OEV111", f"{path}.{lim.name}", v, lim.expected,
-                              f"{lim.reference} must be within {lim.expected}"))
+                out.append(violation("OEV111", f"{path}.{lim.name}", v, lim.expected,
+                                     f"{lim.reference} must be within {lim.expected}"))
         elif kind == _LIST:
-            eff[lim.name] = list(v)
+            effective[lim.name] = list(v)
         elif kind == _ENUM:
             spelled = lim.enum.get(v)
             if spelled is None:
-                out.append(_v("OEV112", f"{path}.{lim.name}", v, lim.expected,
-                              f"{lim.reference} holds a value the registry does not define"))
+                out.append(violation("OEV112", f"{path}.{lim.name}", v, lim.expected,
+                                     f"{lim.reference} holds a value the registry does not define"))
             else:
-                eff[lim.name] = spelled
+                effective[lim.name] = spelled
         else:
-            eff[lim.name] = _enum_list(lim, v, path, out)
-    return eff
+            effective[lim.name] = _enum_list(lim, v, path, out)
+    return effective
 
 
 def _enum_list(lim: LimitRule, numbers, path: str, out: list) -> list[str]:
@@ -160,8 +152,8 @@ def _enum_list(lim: LimitRule, numbers, path: str, out: list) -> list[str]:
     for i, number in enumerate(numbers):
         spelled = enum.get(number)
         if spelled is None:
-            out.append(_v("OEV112", f"{path}.{lim.name}[{i}]", number, lim.expected,
-                          f"{lim.reference} holds a value the registry does not define"))
+            out.append(violation("OEV112", f"{path}.{lim.name}[{i}]", number, lim.expected,
+                                 f"{lim.reference} holds a value the registry does not define"))
         else:
             names.append(spelled)
     return names
@@ -173,40 +165,24 @@ REGISTRY_REVISION: int = contract.catalogue().registry_revision
 # -- the profile list -----------------------------------------------------------------------------
 
 def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, int]]]:
-    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates.
-    What a (name, major) pair is judged to be (canonical, known, a known major) is remembered,
-    since engines advertise the same few names; only duplicates depend on the list itself."""
-    verdicts = _entry_verdicts
-    adv: dict[str, list[tuple[int, int]]] = {}
+    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates."""
+    advertised: dict[str, list[tuple[int, int]]] = {}
     seen = set()
     for i, p in enumerate(profiles):
         name, major, minor = p.name, p.major, p.minor
         key = (name, major)
-        verdict = verdicts.get(key)
-        if verdict is None:
-            verdict = _entry_verdict(name, major)
-            if len(verdicts) < _VERDICTS_KEPT:
-                verdicts[key] = verdict
+        verdict = _entry_verdict(name, major)
         if verdict:
             _entry_findings(verdict, ("OEV102", "OEV103"), name, major, f"{path}[{i}]", out)
         if key in seen:
-            out.append(_v("OEV104", f"{path}[{i}]", f"{name} {major}", "each (name, major) once",
-                          f"{name} major {major} is advertised more than once"))
+            out.append(violation("OEV104", f"{path}[{i}]", f"{name} {major}", "each (name, major) once",
+                                 f"{name} major {major} is advertised more than once"))
         else:
             seen.add(key)
         if verdict:
             _entry_findings(verdict, ("OEV105", "OEV106"), name, major, f"{path}[{i}]", out)
-        entry = adv.get(name)
-        if entry is None:
-            adv[name] = [(major, minor)]
-        else:
-            entry.append((major, minor))
-    return adv
-
-
-# (name, major) -> the rules that entry breaks on its own, bounded so hostile input cannot grow it.
-_entry_verdicts: dict[tuple[str, int], tuple[str, ...]] = {}
-_VERDICTS_KEPT = 4096
+        advertised.setdefault(name, []).append((major, minor))
+    return advertised
 
 
 def _entry_verdict(name: str, major: int) -> tuple[str, ...]:
@@ -231,19 +207,19 @@ def _entry_findings(verdict: tuple[str, ...], rules: tuple[str, ...], name: str,
         if rule_id not in rules:
             continue
         if rule_id == "OEV102":
-            out.append(_v("OEV102", f"{where}.name", name, "lower-case dotted name such as openengine.load",
-                          "profile name is empty or not canonical"))
+            out.append(violation("OEV102", f"{where}.name", name, "lower-case dotted name such as openengine.load",
+                                 "profile name is empty or not canonical"))
         elif rule_id == "OEV103":
-            out.append(_v("OEV103", f"{where}.major", major, ">= 1", "major version must be at least 1"))
+            out.append(violation("OEV103", f"{where}.major", major, ">= 1", "major version must be at least 1"))
         elif rule_id == "OEV105":
-            out.append(_v("OEV105", f"{where}.name", name,
-                          f"a profile of registry revision {REGISTRY_REVISION}",
-                          f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
+            out.append(violation("OEV105", f"{where}.name", name,
+                                 f"a profile of registry revision {REGISTRY_REVISION}",
+                                 f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
         else:
             rule = tables().by_name[name]
-            out.append(_v("OEV106", f"{where}.major", major, str(rule.version[0]),
-                          f"{name} has no major version {major} in the registry "
-                          f"(known: {rule.version[0]}.{rule.version[1]})"))
+            out.append(violation("OEV106", f"{where}.major", major, str(rule.version[0]),
+                                 f"{name} has no major version {major} in the registry "
+                                 f"(known: {rule.version[0]}.{rule.version[1]})"))
 
 
 _canonical = re.compile(naming.CANONICAL_NAME).match
@@ -257,64 +233,65 @@ def check_capabilities(caps, out: list, *, complete: bool = True):
     limits hold only the profiles whose message is set, with list defaults shared, not copied:
     enough for `combination_problems`, which takes a left-out limit as its default, and for
     callers that only want the violations."""
-    t = tables()
-    adv = check_profiles(caps.profiles, "profiles", out)
-    if contract.CORE not in adv:
-        out.append(_v("OEV101", "profiles", None, contract.CORE, f"{contract.CORE} is not advertised"))
-    by_field = t.by_capability_field
+    table = tables()
+    advertised = check_profiles(caps.profiles, "profiles", out)
+    if contract.CORE not in advertised:
+        out.append(violation("OEV101", "profiles", None, contract.CORE, f"{contract.CORE} is not advertised"))
+    by_field = table.by_capability_field
     limits = {}
-    for fd, msg in caps.ListFields():     # field-number order, which is contract order
-        rule = by_field.get(fd)
+    for field, msg in caps.ListFields():     # field-number order, which is contract order
+        rule = by_field.get(field)
         if rule is None:
             continue
-        if rule.name not in adv:
-            out.append(_v("OEV110", rule.field, None, f"{rule.name} in profiles",
-                          f"{rule.field} is set but {rule.name} is not advertised"))
+        if rule.name not in advertised:
+            out.append(violation("OEV110", rule.field, None, f"{rule.name} in profiles",
+                                 f"{rule.field} is set but {rule.name} is not advertised"))
         limits[rule.name] = effective_limits(rule, msg, rule.field, out, fresh=complete)
     if complete:
         limits = {rule.name: limits[rule.name] if rule.name in limits else rule.fresh_defaults()
-                  for rule in t.with_field}
-    return adv, limits
+                  for rule in table.with_field}
+    return advertised, limits
 
 
-def check_model_capabilities(mc, path: str, adv, out: list):
+def check_model_capabilities(model_capabilities, path: str, advertised, out: list):
     """Judge one ModelInfo.capabilities against the engine's advertised profiles. Returns (profiles
     the model lists, effective limits of the model-scoped messages it sets)."""
-    t = tables()
-    madv = check_profiles(mc.profiles, path + ".profiles", out)
-    for i, p in enumerate(mc.profiles):
+    table = tables()
+    model_advertised = check_profiles(model_capabilities.profiles, path + ".profiles", out)
+    for i, p in enumerate(model_capabilities.profiles):
         name = p.name
-        rule = t.by_name.get(name)
+        rule = table.by_name.get(name)
         if rule is not None and not rule.model_scoped:
-            out.append(_v("OEV133", f"{path}.profiles[{i}].name", name, "a model-scoped profile",
-                          f"{name} is not model-scoped and belongs in Capabilities only"))
-        if name not in adv:
-            out.append(_v("OEV131", f"{path}.profiles[{i}].name", name, "also in Capabilities.profiles",
-                          f"the model lists {name} but the engine does not advertise it"))
-    eff = {}
-    for rule in t.model_fields:
-        if not mc.HasField(rule.field):
+            out.append(violation("OEV133", f"{path}.profiles[{i}].name", name, "a model-scoped profile",
+                                 f"{name} is not model-scoped and belongs in Capabilities only"))
+        if name not in advertised:
+            out.append(violation("OEV131", f"{path}.profiles[{i}].name", name, "also in Capabilities.profiles",
+                                 f"the model lists {name} but the engine does not advertise it"))
+    effective = {}
+    for rule in table.model_fields:
+        if not model_capabilities.HasField(rule.field):
             continue
-        if rule.name not in madv:
-            out.append(_v("OEV132", f"{path}.{rule.field}", None, f"{rule.name} in the model's profiles",
-                          f"{rule.field} is set but the model does not list {rule.name}"))
-        eff[rule.name] = effective_limits(rule, getattr(mc, rule.field), f"{path}.{rule.field}", out)
-    return madv, eff
+        if rule.name not in model_advertised:
+            out.append(violation("OEV132", f"{path}.{rule.field}", None, f"{rule.name} in the model's profiles",
+                                 f"{rule.field} is set but the model does not list {rule.name}"))
+        effective[rule.name] = effective_limits(rule, getattr(model_capabilities, rule.field),
+                                                f"{path}.{rule.field}", out)
+    return model_advertised, effective
 
 
-def check_role(adv, role: int, role_name: str, out: list) -> None:
+def check_role(advertised, role: int, role_name: str, out: list) -> None:
     """Role-scoped profiles advertised by an engine whose EngineInfo.role does not allow them."""
     for rule in tables().profiles:
-        if rule.roles and rule.name in adv and role not in rule.roles:
-            out.append(_v("OEV130", "profiles", role_name, rule.role_text,
-                          f"{rule.name} is advertised by an engine whose role is {role_name}"))
+        if rule.roles and rule.name in advertised and role not in rule.roles:
+            out.append(violation("OEV130", "profiles", role_name, rule.role_text,
+                                 f"{rule.name} is advertised by an engine whose role is {role_name}"))
 
 
 # -- the public constants, derived from the same tables -------------------------------------------
 
-_T = tables()
-KNOWN_PROFILES: dict[str, tuple[int, int]] = {p.name: p.version for p in _T.profiles}
-CAPABILITY_FIELDS: dict[str, str] = {p.name: p.field for p in _T.with_field}
-MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _T.profiles if p.model_scoped)
-ROLE_SCOPED: dict[str, tuple[int, ...]] = {p.name: p.roles for p in _T.profiles if p.roles}
-DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.fresh_defaults() for p in _T.profiles}
+_TABLES = tables()
+KNOWN_PROFILES: dict[str, tuple[int, int]] = {p.name: p.version for p in _TABLES.profiles}
+CAPABILITY_FIELDS: dict[str, str] = {p.name: p.field for p in _TABLES.with_field}
+MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _TABLES.profiles if p.model_scoped)
+ROLE_SCOPED: dict[str, tuple[int, ...]] = {p.name: p.roles for p in _TABLES.profiles if p.roles}
+DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.fresh_defaults() for p in _TABLES.profiles}

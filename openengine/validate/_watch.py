@@ -1,7 +1,5 @@
 """A stateful checker for WatchLoad streams, fed one message at a time.
 
-It sits in a watcher's receive loop, so `feed` does the least work that judges a message:
-a handful of attribute reads and integer comparisons, no allocation unless something is wrong.
 Timing is judged two ways: spacing between messages from the server's own timestamps, and
 silence from the caller's clock (`tick(now)` / `finish(now)`), because a missing heartbeat is a
 message that never arrives.
@@ -10,6 +8,7 @@ message that never arrives.
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Mapping
 
 from openengine.validate._rules import Violation, violation
@@ -20,20 +19,20 @@ _NS_PER_MS = 1_000_000
 def effective_watch_settings(observability: Mapping[str, Any], request=None) -> dict[str, Any]:
     """The settings a server must report for `request` (a WatchLoadRequest, or None for an empty
     one) given the effective `openengine.load` limits (REQ-LOAD-005..010)."""
-    lo = observability["min_watch_interval_ms"]
-    hi = observability["max_watch_interval_ms"]
+    least = observability["min_watch_interval_ms"]
+    most = observability["max_watch_interval_ms"]
     has = request.HasField if request is not None else (lambda _name: False)
     if has("interval_ms"):
         asked = request.interval_ms
         if asked == 0:
-            interval = 0 if observability["change_driven"] else lo
+            interval = 0 if observability["change_driven"] else least
         else:
-            interval = min(max(asked, lo), hi)
+            interval = min(max(asked, least), most)
     else:
         interval = observability["default_watch_interval_ms"]
     if has("heartbeat_ms"):
         asked = request.heartbeat_ms
-        heartbeat = 0 if asked == 0 else min(max(asked, lo), hi)
+        heartbeat = 0 if asked == 0 else min(max(asked, least), most)
     else:
         heartbeat = observability["default_heartbeat_ms"]
     initial = request.initial_snapshot if has("initial_snapshot") else True
@@ -65,7 +64,7 @@ def check_load(load, path: str = "load") -> list[Violation]:
 class WatchLoadChecker:
     """Judge one WatchLoad stream. Feed every `WatchLoadResponse` in order; call `tick(now)` while
     waiting and `finish(now)` when the stream ends. Violations accumulate in `violations`; each
-    call also returns the ones it found.
+    call also returns the ones it found; `keep` bounds how many `violations` holds (the latest).
 
     `instance_id` and `capability_revision` are what discovery reported (EngineInfo); when
     omitted, the settings' values are taken as the reference. `observability` holds the effective
@@ -81,8 +80,9 @@ class WatchLoadChecker:
                  observability: Mapping[str, Any] | None = None, request=None,
                  tolerance: float = 0.5, slack_ms: float = 50.0,
                  early_tolerance: float | None = None, early_slack_ms: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic):
-        self.violations: list[Violation] = []
+                 clock: Callable[[], float] = time.monotonic, keep: int | None = None):
+        # The latest `keep` violations (all when None): a long-lived stream must not grow memory.
+        self.violations: list[Violation] | deque[Violation] = [] if keep is None else deque(maxlen=keep)
         self.instance_id = instance_id or None
         self.capability_revision = capability_revision
         self.observability = observability
@@ -113,63 +113,10 @@ class WatchLoadChecker:
         self._late_ns = 0
         self._hb_early_ns = 0
         self._hb_late_ns = 0
-        self._quick_iid: str | None = None      # set once `feed`'s quick path may be tried
-        self._next_seq = 0
 
-    # -- the hot path ---------------------------------------------------------------------------
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
-        """Judge the next message; returns the violations it adds (usually none).
-
-        Most messages of a healthy stream are snapshots that break nothing, so they are judged
-        first on a path that reads only what can change from one message to the next (sequence,
-        both timestamps, instance id, coalesced count, ranks) and asks nothing else: the kind is
-        implied, because an unset oneof member reads as an empty LoadSnapshot whose instance id
-        cannot equal the expected non-empty one. A message this path cannot clear, for any rule,
-        goes through `_judge` whole, which reports exactly what is broken; the quick path only
-        ever decides "nothing is broken", so every rule is still applied to every message."""
-        iid = self._quick_iid
-        if iid is not None:
-            seq = msg.sequence
-            if seq == self._next_seq:
-                snap = msg.snapshot
-                load = snap.load
-                if load.instance_id == iid and not snap.coalesced and not load.ranks:
-                    ts = msg.timestamp
-                    t = ts.seconds * 1_000_000_000 + ts.nanos
-                    prev = self._t
-                    hb_late = self._hb_late_ns
-                    if t and t >= prev and (not hb_late or t - prev <= hb_late):
-                        ts = load.timestamp
-                        lt = ts.seconds * 1_000_000_000 + ts.nanos
-                        gap = lt - self._load_t
-                        early = self._early_ns
-                        if lt and gap >= 0 and (not early or (gap >= early or self.snapshots < 2)
-                                                and gap <= self._late_ns):
-                            received = self.clock() if received_at is None else received_at
-                            self._last_received = self.latest_received_at = received
-                            self._silence_reported = False
-                            self.messages += 1
-                            self.snapshots += 1
-                            self._seq = seq
-                            self._next_seq = seq + 1
-                            self._t = t
-                            self._load_t = lt
-                            self._initial_pending = False
-                            self.latest = load
-                            return []
-        found = self._judge(msg, received_at)
-        # The quick path needs a stream with settings, an expected instance id and a previous
-        # message timestamp and snapshot timestamp to measure from.
-        if self.settings is not None and self.instance_id and self._t is not None and self._load_t is not None:
-            self._quick_iid = self.instance_id
-            self._next_seq = self._seq + 1
-        else:
-            self._quick_iid = None
-        return found
-
-    def _judge(self, msg, received_at: float | None) -> list[Violation]:
-        out = self.violations
-        before = len(out)
+        """Judge the next message; returns the violations it adds (usually none)."""
+        out: list[Violation] = []
         self._last_received = self.clock() if received_at is None else received_at
         self._silence_reported = False
         self.messages += 1
@@ -193,8 +140,8 @@ class WatchLoadChecker:
             self._seq = seq
         # Presence is asked only when the value reads as zero: an unset Timestamp reads as the
         # epoch, which no engine sends, so the common path is two integer reads.
-        ts = msg.timestamp
-        t = ts.seconds * 1_000_000_000 + ts.nanos
+        stamp = msg.timestamp
+        t = stamp.seconds * 1_000_000_000 + stamp.nanos
         if t or msg.HasField("timestamp"):
             prev = self._t
             if prev is not None:
@@ -240,26 +187,28 @@ class WatchLoadChecker:
                                  "the message carries neither settings, snapshot nor heartbeat"))
         if t is not None and (prev is None or t >= prev):
             self._t = t
-        return out[before:] if len(out) != before else []
+        if out:
+            self.violations.extend(out)
+        return out
 
     def _snapshot(self, snap, t, out) -> None:
         self._initial_pending = False
         self.snapshots += 1
         load = snap.load
-        ts = load.timestamp
-        lt = ts.seconds * 1_000_000_000 + ts.nanos
-        if not lt and not snap.HasField("load"):   # presence asked only when it reads as empty
+        stamp = load.timestamp
+        load_t = stamp.seconds * 1_000_000_000 + stamp.nanos
+        if not load_t and not snap.HasField("load"):   # presence asked only when it reads as empty
             out.append(violation("OEV308", "snapshot.load", None, "a LoadInfo", "the snapshot has no load"))
             return
         coalesced = snap.coalesced
-        if lt or load.HasField("timestamp"):
+        if load_t or load.HasField("timestamp"):
             prev = self._load_t
             if prev is not None:
-                if lt < prev:
-                    out.append(violation("OEV307", "snapshot.load.timestamp", lt, f">= {prev}",
+                if load_t < prev:
+                    out.append(violation("OEV307", "snapshot.load.timestamp", load_t, f">= {prev}",
                                          "the snapshot's load timestamp goes backwards"))
                 elif self._early_ns:
-                    gap = lt - prev
+                    gap = load_t - prev
                     if gap < self._early_ns and self.snapshots > 2:
                         out.append(violation("OEV310", "snapshot.load.timestamp", gap / _NS_PER_MS,
                                              f">= {self.interval_ms} ms",
@@ -270,8 +219,8 @@ class WatchLoadChecker:
                                              f"<= {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
-            if prev is None or lt >= prev:
-                self._load_t = lt
+            if prev is None or load_t >= prev:
+                self._load_t = load_t
         else:
             out.append(violation("OEV308", "snapshot.load.timestamp", None, "a timestamp",
                                  "the snapshot's load has no timestamp"))
@@ -300,12 +249,12 @@ class WatchLoadChecker:
                              "the settings promised an initial snapshot, but the next message is "
                              f"{kind or 'missing'}"))
 
-    def _settings(self, s, out) -> None:
-        self.settings = s
-        self.interval_ms = interval = s.interval_ms
-        self.heartbeat_ms = heartbeat = s.heartbeat_ms
-        self.per_rank = s.per_rank
-        self._initial_pending = s.initial_snapshot
+    def _settings(self, settings, out) -> None:
+        self.settings = settings
+        self.interval_ms = interval = settings.interval_ms
+        self.heartbeat_ms = heartbeat = settings.heartbeat_ms
+        self.per_rank = settings.per_rank
+        self._initial_pending = settings.initial_snapshot
         tol, early_tol = self.tolerance, self.early_tolerance
         slack, early_slack = self.slack_ms * _NS_PER_MS, self.early_slack_ms * _NS_PER_MS
         # An early bound of 0 would switch the check off, so it is at least 1 ns.
@@ -313,43 +262,43 @@ class WatchLoadChecker:
         self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
         self._hb_early_ns = max(1, int(heartbeat * (1 - early_tol) * _NS_PER_MS - early_slack)) if heartbeat else 0
         self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
-        if not s.instance_id:
+        if not settings.instance_id:
             out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",
                                  "the settings carry no instance id"))
         elif self.instance_id is None:
-            self.instance_id = s.instance_id
-        elif s.instance_id != self.instance_id:
-            out.append(violation("OEV309", "settings.instance_id", s.instance_id, self.instance_id,
-                                 f"settings instance id {s.instance_id!r} differs from discovery's {self.instance_id!r}"))
-        if self.capability_revision is not None and s.capability_revision != self.capability_revision:
-            out.append(violation("OEV319", "settings.capability_revision", s.capability_revision,
+            self.instance_id = settings.instance_id
+        elif settings.instance_id != self.instance_id:
+            out.append(violation("OEV309", "settings.instance_id", settings.instance_id, self.instance_id,
+                                 f"settings instance id {settings.instance_id!r} differs from discovery's {self.instance_id!r}"))
+        if self.capability_revision is not None and settings.capability_revision != self.capability_revision:
+            out.append(violation("OEV319", "settings.capability_revision", settings.capability_revision,
                                  str(self.capability_revision),
-                                 f"the stream opened under capability revision {s.capability_revision}, "
+                                 f"the stream opened under capability revision {settings.capability_revision}, "
                                  f"discovery reported {self.capability_revision}"))
-        obs = self.observability
-        if obs is None:
+        load_limits = self.observability
+        if load_limits is None:
             return
-        actual = {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": s.initial_snapshot,
-                  "per_rank": s.per_rank}
+        actual = {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": settings.initial_snapshot,
+                  "per_rank": settings.per_rank}
         if self.request is not None:
-            expected = effective_watch_settings(obs, self.request)
+            expected = effective_watch_settings(load_limits, self.request)
             for key, want in expected.items():
                 if actual[key] != want:
                     out.append(violation("OEV316", f"settings.{key}", actual[key], str(want),
                                          f"effective {key} should be {want}, the settings say {actual[key]}"))
             return
-        lo, hi = obs["min_watch_interval_ms"], obs["max_watch_interval_ms"]
+        least, most = load_limits["min_watch_interval_ms"], load_limits["max_watch_interval_ms"]
         if interval == 0:
-            if not obs["change_driven"]:
-                out.append(violation("OEV316", "settings.interval_ms", 0, f"{lo}..{hi}",
+            if not load_limits["change_driven"]:
+                out.append(violation("OEV316", "settings.interval_ms", 0, f"{least}..{most}",
                                      "interval 0 (change-driven) but the engine does not advertise change_driven"))
-        elif not lo <= interval <= hi and interval != obs["default_watch_interval_ms"]:
-            out.append(violation("OEV316", "settings.interval_ms", interval, f"{lo}..{hi}",
-                                 f"interval {interval} ms is outside the clamping range {lo}..{hi}"))
-        if heartbeat and not lo <= heartbeat <= hi and heartbeat != obs["default_heartbeat_ms"]:
-            out.append(violation("OEV316", "settings.heartbeat_ms", heartbeat, f"0 or {lo}..{hi}",
-                                 f"heartbeat {heartbeat} ms is outside the clamping range {lo}..{hi}"))
-        if s.per_rank and not obs["per_rank"]:
+        elif not least <= interval <= most and interval != load_limits["default_watch_interval_ms"]:
+            out.append(violation("OEV316", "settings.interval_ms", interval, f"{least}..{most}",
+                                 f"interval {interval} ms is outside the clamping range {least}..{most}"))
+        if heartbeat and not least <= heartbeat <= most and heartbeat != load_limits["default_heartbeat_ms"]:
+            out.append(violation("OEV316", "settings.heartbeat_ms", heartbeat, f"0 or {least}..{most}",
+                                 f"heartbeat {heartbeat} ms is outside the clamping range {least}..{most}"))
+        if settings.per_rank and not load_limits["per_rank"]:
             out.append(violation("OEV316", "settings.per_rank", True, "false",
                                  "per_rank is true but the engine does not advertise per_rank"))
 
@@ -380,9 +329,10 @@ class WatchLoadChecker:
             self.violations.append(v)
             found = found + [v]
         elif self._initial_pending:
-            before = len(self.violations)
-            self._missing_initial(self.violations, None)
-            found = found + self.violations[before:]
+            missing: list[Violation] = []
+            self._missing_initial(missing, None)
+            self.violations.extend(missing)
+            found = found + missing
         return found
 
     @property

@@ -77,7 +77,7 @@ def test_nearest_rank_quantiles():
 
 def test_synthetic_changes_are_visible_in_snapshots_and_wake_change_driven_watchers():
     from openengine.engine import EngineConfig, resolve_config
-    from openengine.engine.load import Watcher
+    from openengine.serve.load import Watcher
     from openengine.engine.runtime import Runtime
 
     async def main():

@@ -1,4 +1,5 @@
-"""Fixture pairs: tests/data/breaking/<case>/{baseline,current}/profiles.yaml (+ proto/) and expected.yaml.
+"""Fixture pairs: tests/data/breaking/<case>/ holds the edits that make its baseline and current sides
+(see tests/data/breaking/README.md) and expected.yaml.
 
 Each case lists every error and warning it must produce (rule id, file, line, severity) and the
 informational findings it must produce; nothing else may reach warning or error.
@@ -7,7 +8,6 @@ informational findings it must produce; nothing else may reach warning or error.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
@@ -17,8 +17,9 @@ from oespec.breaking.wire import compare_protos
 from oespec.check import run_rules
 from oespec.diagnostics import Severity
 from oespec.registry import load_registry
+from tests.fixture_cases import BREAKING, breaking_side
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
+DATA = BREAKING
 CASES = sorted(d.name for d in DATA.iterdir() if (d / "expected.yaml").is_file())
 REGISTRY = "profiles.yaml"
 
@@ -29,7 +30,7 @@ def _expected(case: str) -> list[dict]:
 
 
 def _registry(case: str, side: str):
-    resolved = load_registry(DATA / case / side / REGISTRY, display_path=REGISTRY)
+    resolved = load_registry(breaking_side(case, side) / REGISTRY, display_path=REGISTRY)
     assert resolved.registry is not None, resolved.diagnostics
     return resolved
 
@@ -39,9 +40,9 @@ def findings(case: str):
     base = _registry(case, "baseline").registry
     cur = _registry(case, "current").registry
     diags = compare(base, cur, path=REGISTRY, baseline_path=REGISTRY, ref="baseline")
-    proto = DATA / case / "baseline" / "proto"
+    proto = breaking_side(case, "baseline") / "proto"
     if proto.is_dir():
-        diags += compare_protos(Context(base, cur, REGISTRY, "baseline"), DATA / case / "current" / "proto",
+        diags += compare_protos(Context(base, cur, REGISTRY, "baseline"), breaking_side(case, "current") / "proto",
                                 proto, proto_display="proto")
     return diags
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from oespec.cli import run
+from tests.fixture_cases import breaking_side
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
-BASE_REGISTRY = (DATA / "wire-field-deleted" / "baseline" / "profiles.yaml").read_text()
-BASE_PROTO = DATA / "wire-field-deleted" / "baseline" / "proto"
-CURRENT_PROTO = DATA / "wire-field-deleted" / "current" / "proto"
+BASE_REGISTRY = (breaking_side("wire-field-deleted", "baseline") / "profiles.yaml").read_text()
+BASE_PROTO = breaking_side("wire-field-deleted", "baseline") / "proto"
+CURRENT_PROTO = breaking_side("wire-field-deleted", "current") / "proto"
 # A repository-level buf.yaml the baseline does not have: the check must not depend on either.
 BUF_YAML = "version: v2\nmodules:\n  - path: proto\n"
 

@@ -3,20 +3,18 @@ finding on a generated file."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from oespec.breaking.match import contract_changes
 from oespec.breaking.ownership import WireGraph, attribute, owners_by_type
 from oespec.registry import load_registry
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "breaking"
+from tests.fixture_cases import breaking_side
 
 
 @pytest.fixture(scope="module")
 def registry():
-    path = DATA / "wire-transitive-message" / "baseline" / "profiles.yaml"
+    path = breaking_side("wire-transitive-message", "baseline") / "profiles.yaml"
     return load_registry(path, display_path="profiles.yaml").registry
 
 

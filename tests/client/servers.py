@@ -3,6 +3,7 @@ answers, WatchLoad behaviour and runtime events each test scripts."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -146,14 +147,15 @@ def good_stream(instance_id="engine-1", revision=1, interval=None, heartbeat=Non
 
 
 class Server:
-    """A grpc.server on 127.0.0.1:0 serving `engine`; usable as a context manager."""
+    """A grpc.server on 127.0.0.1:`port` (0: any free port) serving `engine`; usable as a context
+    manager."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, port: int = 0):
         self.engine = engine
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         discovery_service_pb2_grpc.add_DiscoveryServicer_to_server(Discovery(engine), self.server)
         observability_service_pb2_grpc.add_ObservabilityServicer_to_server(Observability(engine), self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
 
     def __enter__(self):
@@ -162,3 +164,32 @@ class Server:
 
     def __exit__(self, *exc):
         self.server.stop(grace=None).wait()
+
+
+@contextlib.contextmanager
+def earlier_server(*, health_for: tuple[str, ...] = (), control_health: bool = False, port: int = 0):
+    """A server of an earlier layout: no v1 services; optionally standard health reporting
+    `health_for`, and optionally revision 3's Control/Health method."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from openengine.legacy.rev3.v1 import control_pb2
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    if health_for:
+        servicer = health.HealthServicer()
+        for name in health_for:
+            servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    if control_health:
+        handler = grpc.unary_unary_rpc_method_handler(
+            lambda request, context: control_pb2.HealthResponse(state=control_pb2.HEALTH_STATE_READY),
+            request_deserializer=control_pb2.HealthRequest.FromString,
+            response_serializer=control_pb2.HealthResponse.SerializeToString)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "openengine.v1.Control", {"Health": handler})])
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    try:
+        yield f"127.0.0.1:{bound}"
+    finally:
+        server.stop(None)

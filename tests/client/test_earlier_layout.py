@@ -4,41 +4,17 @@ earlier layout it speaks (alias and schema revision) instead of failing with a r
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from concurrent import futures
+import sys
+from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from openengine.client import CapabilityView, EarlierLayoutError
-from openengine.engine import EngineConfig, RunningEngine
-from openengine.legacy.rev3.v1 import control_pb2
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import earlier_server  # noqa: E402
 
-
-@contextlib.contextmanager
-def earlier_server(*, health_for: tuple[str, ...] = (), control_health: bool = False):
-    """A server of an earlier layout: no v1 services; optionally standard health reporting
-    `health_for`, and optionally revision 3's Control/Health method."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    if health_for:
-        servicer = health.HealthServicer()
-        for name in health_for:
-            servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    if control_health:
-        handler = grpc.unary_unary_rpc_method_handler(
-            lambda request, context: control_pb2.HealthResponse(state=control_pb2.HEALTH_STATE_READY),
-            request_deserializer=control_pb2.HealthRequest.FromString,
-            response_serializer=control_pb2.HealthResponse.SerializeToString)
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-            "openengine.v1.Control", {"Health": handler})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.stop(None)
+from openengine.client import CapabilityView, EarlierLayoutError  # noqa: E402
+from openengine.engine import EngineConfig, RunningEngine  # noqa: E402
 
 
 def fetch_error(address) -> EarlierLayoutError:

@@ -13,9 +13,11 @@ import grpc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from servers import Engine, Server, capabilities, good_stream, now_ts  # noqa: E402
+from servers import Engine, Server, capabilities, earlier_server, good_stream, now_ts  # noqa: E402
 
-from openengine.client import POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, CapabilityView, LoadWatcher  # noqa: E402
+from openengine.client import (  # noqa: E402
+    POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, CapabilityView, LoadWatcher, Restart,
+)
 from openengine.v1 import load_pb2  # noqa: E402
 
 FAST_STREAM = load_pb2.WatchLoadRequest(interval_ms=20)
@@ -244,3 +246,151 @@ def test_async_watcher_and_fallback():
     with Server(engine) as server:
         watcher = asyncio.run(main(server.address))
     assert errors(watcher) == []
+
+
+# -- a fleet: restarts, earlier layouts, bounded memory -------------------------------------------
+
+def _instance(instance_id):
+    return Engine(caps=capabilities("openengine.load"), instance_id=instance_id,
+                  watch=good_stream(instance_id=instance_id))
+
+
+def test_a_restarted_engine_is_followed_as_a_new_instance_not_reported():
+    """The engine dies and a new instance starts on the same port: the watcher re-reads discovery,
+    reports one restart, and validates the new instance without a violation."""
+    restarts = []
+    first = _instance("engine-1")
+    with Server(first) as server, grpc.insecure_channel(server.address) as channel:
+        port = server.port
+        watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=FAST_STREAM, backoff=FAST,
+                              on_restart=restarts.append).start()
+        try:
+            assert watcher.wait_for_snapshot(timeout=10).instance_id == "engine-1"
+            server.__exit__(None, None, None)      # killed: no goodbye on the stream
+            with Server(_instance("engine-2"), port=port):
+                assert wait_until(lambda: watcher.latest.instance_id == "engine-2")
+                for _ in range(3):
+                    assert watcher.wait_for_snapshot(timeout=10).instance_id == "engine-2"
+        finally:
+            watcher.stop()
+    assert [(r.previous, r.current) for r in watcher.restarts] == [("engine-1", "engine-2")]
+    assert restarts == list(watcher.restarts) and isinstance(restarts[0], Restart)
+    assert watcher.instance_id == "engine-2" and watcher.mode == WATCH
+    assert errors(watcher) == []
+
+
+def test_the_async_watcher_follows_a_restart_too():
+    first = _instance("engine-1")
+
+    async def main(server):
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            view = await CapabilityView.afetch(channel)
+            async with AsyncLoadWatcher(channel, view=view, request=FAST_STREAM, backoff=FAST) as watcher:
+                assert (await watcher.wait_for_snapshot(timeout=10)).instance_id == "engine-1"
+                server.__exit__(None, None, None)
+                with Server(_instance("engine-2"), port=server.port):
+                    for _ in range(200):
+                        load = await watcher.wait_for_snapshot(timeout=10)
+                        if load is not None and load.instance_id == "engine-2":
+                            break
+                    assert (await watcher.wait_for_snapshot(timeout=10)).instance_id == "engine-2"
+            return watcher
+
+    with Server(first) as server:
+        watcher = asyncio.run(main(server))
+    assert [(r.previous, r.current) for r in watcher.restarts] == [("engine-1", "engine-2")]
+    assert errors(watcher) == []
+
+
+def test_an_instance_id_discovery_does_not_confirm_is_a_violation():
+    """A stream naming another instance than discovery does, discovery re-read once and unchanged:
+    no restart, OEV309 reported."""
+    engine = Engine(caps=capabilities("openengine.load"), watch=good_stream(instance_id="impostor"))
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        with LoadWatcher(channel, view=CapabilityView.fetch(channel), request=FAST_STREAM, backoff=FAST) as watcher:
+            assert wait_until(lambda: watcher.violation_counts.get("OEV309", 0) >= 3)
+    assert watcher.restarts == ()
+    assert engine.discoveries >= 2        # asked once more before judging
+
+
+def test_violations_are_a_bounded_ring_with_counts_per_rule():
+    def coalescing(request, n):
+        for msg in good_stream(interval=1)(request, n):
+            if not isinstance(msg, float) and msg.WhichOneof("kind") == "snapshot":
+                msg.snapshot.coalesced = 1          # a warning on every snapshot
+            yield msg
+
+    engine = Engine(caps=capabilities("openengine.load"), watch=coalescing)
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        with LoadWatcher(channel, view=CapabilityView.fetch(channel), backoff=FAST, violations_kept=5) as watcher:
+            assert wait_until(lambda: watcher.violation_counts.get("OEV315", 0) >= 50)
+            kept = watcher.violations
+    assert len(kept) == 5 and {v.rule_id for v in kept} == {"OEV315"}
+
+
+def test_a_server_of_an_earlier_layout_ends_the_watcher_with_the_reason():
+    """No thread dies silently: the watcher ends, says why, and a waiter returns None at once."""
+    with earlier_server(control_health=True) as address, grpc.insecure_channel(address) as channel:
+        with LoadWatcher(channel, backoff=FAST) as watcher:
+            assert wait_until(lambda: watcher.mode == UNAVAILABLE)
+            assert watcher.wait_for_snapshot(timeout=None) is None
+    assert "openengine.v1.Control" in watcher.end_reason and "revision 3" in watcher.end_reason
+
+
+def test_the_async_watcher_ends_on_an_earlier_layout_too():
+    async def main(address):
+        async with grpc.aio.insecure_channel(address) as channel:
+            async with AsyncLoadWatcher(channel, backoff=FAST) as watcher:
+                assert await watcher.wait_for_snapshot(timeout=30) is None
+                return watcher
+
+    with earlier_server(control_health=True) as address:
+        watcher = asyncio.run(main(address))
+    assert watcher.mode == UNAVAILABLE and "openengine.v1.Control" in watcher.end_reason
+
+
+def test_an_engine_replaced_by_an_earlier_layout_ends_the_watcher():
+    with Server(_instance("engine-1")) as server, grpc.insecure_channel(server.address) as channel:
+        watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=FAST_STREAM, backoff=FAST).start()
+        try:
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+            server.__exit__(None, None, None)
+            with earlier_server(control_health=True, port=server.port):
+                assert wait_until(lambda: watcher.mode == UNAVAILABLE)
+                assert watcher.wait_for_snapshot(timeout=None) is None
+        finally:
+            watcher.stop()
+    assert "revision 3" in watcher.end_reason
+
+
+def test_bounded_backoff_says_why_it_gave_up():
+    engine = Engine(caps=capabilities("openengine.load"), watch_error=grpc.StatusCode.UNAVAILABLE)
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        backoff = Backoff(initial=0.01, maximum=0.02, attempts=2, rng=random.Random(3))
+        with LoadWatcher(channel, backoff=backoff) as watcher:
+            assert watcher.wait_for_snapshot(timeout=None) is None
+    assert watcher.end_reason.startswith("gave up after 2 failed attempts") and "UNAVAILABLE" in watcher.end_reason
+
+
+
+def test_the_reference_engine_restarted_on_its_port_is_followed():
+    """The reference engine stopped and started again on the same port: a new instance id, one
+    restart, and the new instance's stream validated without a violation."""
+    from openengine.engine import EngineConfig, RunningEngine
+
+    request = load_pb2.WatchLoadRequest(interval_ms=20)
+    with RunningEngine(EngineConfig(port=0, profiles=("load",))) as engine:
+        port = engine.engine.port
+        channel = grpc.insecure_channel(engine.address)
+        watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=request, backoff=FAST).start()
+        first = watcher.wait_for_snapshot(timeout=10).instance_id
+    try:
+        with RunningEngine(EngineConfig(port=port, profiles=("load",))):
+            assert wait_until(lambda: watcher.restarts)
+            assert watcher.wait_for_snapshot(timeout=10).instance_id == watcher.restarts[0].current != first
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+    finally:
+        watcher.stop()
+        channel.close()
+    assert [r.previous for r in watcher.restarts] == [first]
+    assert "OEV309" not in watcher.violation_counts   # (a loaded machine may add timing findings)

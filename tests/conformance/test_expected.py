@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
+import jsonschema
 import pytest
 
 from openengine.conformance import ExpectedFailuresError, Outcome, load_expected_failures
+from openengine.conformance.expected import document_entries, entry_problems
+from openengine.contractkit.yamlsource import parse_text
 
 from tests.conformance.conftest import reference_engine, run_suite
 
@@ -47,6 +51,37 @@ def test_a_typo_in_a_key_gets_the_known_key_as_hint(tmp_path):
     with pytest.raises(ExpectedFailuresError) as exc:
         load_expected_failures(p, known_cases=KNOWN)
     assert f"{p}:3:5:" in str(exc.value) and "did you mean 'reason'" in str(exc.value)
+
+
+def test_a_key_given_twice_is_refused_at_the_repeat(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("- case: load.watch.sequence\n  reason: a\n  reason: b\n")
+    with pytest.raises(ExpectedFailuresError, match="'reason' is given twice") as exc:
+        load_expected_failures(p, known_cases=KNOWN)
+    assert str(exc.value).startswith(f"{p}:3:3:")
+
+
+@pytest.mark.parametrize("text", [
+    "null", "[]", "expected_failures:\n", "expected_failures: []", "- {case: a.b, reason: x}",
+    "expected_failures:\n  - {case: load.watch-x.y1, reason: ' r '}\n  - {case: a-, reason: x}",
+    '{"expected_failures": [{"case": "core.generate.stream", "reason": "later"}]}',
+    "42", "'text'", "{other: 1}", "expected_failures: 3", "expected_failures: {case: a}",
+    "{expected_failures: [], other: 1}", "- 1", "- null", "- []", "- {case: a}", "- {reason: r}",
+    "- {case: A.b, reason: r}", "- {case: a..b, reason: r}", "- {case: a., reason: r}",
+    "- {case: '-a', reason: r}", "- {case: 7, reason: r}", "- {case: a, reason: ''}",
+    "- {case: a, reason: ' '}", "- {case: a, reason: true}", "- {case: a, reason: [x]}",
+    "- {case: a, reason: r, x: 1}", "[[]]", "- {case: a, reason: r}\n- {case: b}",
+])
+def test_the_format_check_gives_the_published_schemas_verdict(text):
+    """The runtime checks the file's shape without a JSON Schema library; the schema published for
+    editors (and shipped beside the module) must accept and refuse exactly the same documents."""
+    schema = json.loads(resources.files("openengine.conformance").joinpath("expected_failures.schema.json")
+                        .read_text("utf-8"))
+    root = parse_text(text, "x.yaml").root
+    entries, problems = document_entries(root)
+    problems += [p for where, node in entries for p in entry_problems(node, where)]
+    schema_errors = list(jsonschema.Draft202012Validator(schema).iter_errors(root.plain()))
+    assert bool(problems) == bool(schema_errors), (problems, [e.message for e in schema_errors])
 
 
 def test_xfail_passes_the_run_and_stale_fails_it():

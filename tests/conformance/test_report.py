@@ -89,8 +89,10 @@ def test_verdict_counts_unchecked_requirements():
                             None)
     assert only_unchecked.ok and only_unchecked.exit_code == 0
     assert only_unchecked.unchecked_requirements() == ["REQ-CORE-002"]
-    assert only_unchecked.verdict == "CONFORMS, 1 requirements unchecked: REQ-CORE-002"
+    assert only_unchecked.verdict == "CONFORMS, 1 requirement unchecked: REQ-CORE-002"
     assert render_text(only_unchecked).rstrip().endswith("REQ-CORE-002")
+    two = Report("t:1", {}, [], [result("a.c", Outcome.UNCHECKED, ("REQ-CORE-002", "REQ-CORE-001"))], None)
+    assert two.verdict == "CONFORMS, 2 requirements unchecked: REQ-CORE-001, REQ-CORE-002"
     clean = Report("t:1", {}, [], [result("a.b", Outcome.PASS, ("REQ-CORE-001",))], None)
     assert clean.verdict == "CONFORMS"
 

@@ -1,11 +1,14 @@
 """Adding a profile is a workflow, not a research project (README "Add a profile",
 spec/additions.md): in a copy of the repository, add the fixture profile `openengine.speculative`
-(one RPC with its hand-written messages, two limits, a prerequisite, an incompatibility with
-openengine.tasks), bump `registry.revision`, add the engine's implementation of the RPC, and every
-step passes: `make generate`, `make check`, `make site`, the engine with `--profiles all` and
-`make conformance`. The profile then shows up in the capability messages, the validators, the JSON
-Schemas, the site and the conformance cases, and the only Python written by hand is the engine's
-service module.
+(one RPC with its hand-written messages, two limits, a prerequisite on `openengine.load`, an
+incompatibility with openengine.tasks, a spec page with numbered requirements, the next free
+capability number), bump `registry.revision`, add the engine's implementation of the RPC, and
+every step passes: `make generate`, `make check`, `make site`, the engine with `--profiles all`,
+`make conformance`, and the checks of `make test` that read the registry's facts (spec areas,
+coverage, combinations, hand tables). The profile then shows up in the capability messages, the
+validators, the JSON Schemas, the site (its requirements on its page) and the conformance cases,
+and the only Python written by hand is the engine's service module. Removing the profile again,
+the first `make` passes.
 
 The copy reuses this checkout's virtual environment (PYTHONPATH points at the copy, so the copy's
 code runs) and `make -o .venv/.installed` keeps make from reinstalling anything.
@@ -26,17 +29,25 @@ from pathlib import Path
 import pytest
 
 # One copy for the module: its tests stay on one worker under pytest-xdist.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile")]
+# Each test runs whole make steps in the copy (a site build, a suite): more than the default timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile"), pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
 COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
-          "requirements.txt", "oespec", "openengine", "proto", "schemas", "site", "spec")
-BUILD_OUTPUTS = {"__pycache__", ".pytest_cache"}
+          "requirements.txt", "requirements-llama.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests")
+BUILD_OUTPUTS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 GENERATED = "generated from profiles.yaml"
-STEP_TIMEOUT = 180
+STEP_TIMEOUT = 300
+# The checks of `make test` that read the registry's facts, and failed on an added profile before
+# those facts came from the registry and the spec: spec areas, case coverage, combinations, tables.
+REGISTRY_FACT_TESTS = ("tests/spec/test_spec.py", "tests/conformance/test_catalogue.py",
+                       "tests/engine/test_combinations.py", "tests/registry/test_contract_facts.py")
+# Where the walk-through puts each file of the fixture.
+ADDED = {"speculative.proto": "proto/openengine/v1/speculative.proto", "speculative.md": "spec/speculative.md"}
+ENGINE_MODULE = "openengine/engine/services/speculative.py"
 
 
 def _ignore(directory: str, entries: list[str]) -> set[str]:
@@ -47,6 +58,11 @@ def _ignore(directory: str, entries: list[str]) -> set[str]:
     if rel == "site":
         skip |= {"build"} & set(entries)
     return skip
+
+
+def next_capability_number(registry_text: str) -> int:
+    """The next free capability number, as the walk-through says to take it."""
+    return max(int(n) for n in re.findall(r"^      number: (\d+)$", registry_text, re.M)) + 1
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +80,12 @@ def workdir(tmp_path_factory) -> Path:
     # The walk-through of spec/additions.md, step by step.
     registry = (root / "profiles.yaml").read_text()
     revision = int(re.search(r"^  revision: (\d+)$", registry, re.M).group(1))
+    number = next_capability_number(registry)
     registry = re.sub(r"^  revision: \d+$", f"  revision: {revision + 1}", registry, count=1, flags=re.M)
-    (root / "profiles.yaml").write_text(registry.rstrip("\n") + "\n\n" + (FIXTURE / "profile.yaml").read_text())
-    shutil.copy2(FIXTURE / "speculative.proto", root / "proto/openengine/v1/speculative.proto")
+    profile = (FIXTURE / "profile.yaml").read_text().replace("{capability_number}", str(number))
+    (root / "profiles.yaml").write_text(registry.rstrip("\n") + "\n\n" + profile)
+    for name, target in ADDED.items():
+        shutil.copy2(FIXTURE / name, root / target)
     return root
 
 
@@ -111,7 +130,7 @@ def generated(workdir: Path) -> Path:
     assert "leaves out openengine.speculative: this engine has no implementation of " \
            "openengine.v1.Speculative/VerifyDraft" in every.stdout, every.stdout
     # ... and the implementation is the one Python file written for the new profile.
-    shutil.copy2(FIXTURE / "speculative.py", workdir / "openengine/engine/services/speculative.py")
+    shutil.copy2(FIXTURE / "speculative.py", workdir / ENGINE_MODULE)
     return workdir
 
 
@@ -120,7 +139,8 @@ def test_generate_check_and_site_pass_and_carry_the_new_profile(generated: Path)
     _make(root, "check")
     # Capability messages and the service.
     caps = (root / "proto/openengine/v1/capabilities.proto").read_text()
-    assert re.search(r"SpeculativeCapabilities speculative = 19\b", caps), caps[-2000:]
+    number = next_capability_number((REPO / "profiles.yaml").read_text())
+    assert re.search(rf"SpeculativeCapabilities speculative = {number}\b", caps), caps[-2000:]
     service = (root / "proto/openengine/v1/speculative_service.proto").read_text()
     assert service.startswith("// " + GENERATED) and "rpc VerifyDraft(VerifyDraftRequest)" in service
     # JSON Schemas: the limits with their ranges.
@@ -146,6 +166,11 @@ def test_generate_check_and_site_pass_and_carry_the_new_profile(generated: Path)
     assert "VerifyDraft" in (build / "reference/protocol/speculative_service/index.html").read_text()
     assert "SpeculativeCapabilities" in (build / "reference/protocol/capabilities/index.html").read_text()
     assert "openengine.speculative" in (build / "profiles/index.html").read_text()
+    # The spec page is in the navigation, and its requirements are on the profile's page (the
+    # profile's `requirement_areas`).
+    assert 'href="speculative/"' in (build / "index.html").read_text()
+    profile_page = (build / "reference/profiles/speculative/index.html").read_text()
+    assert "REQ-SPEC-001" in profile_page and "REQ-SPEC-002" in profile_page
     # Conformance cases: the generic ones exist for the new profile.
     listed = _run(root, str(VENV / "bin" / "oespec"), "conformance", "--list").stdout
     assert re.search(r"^speculative\.rpcs\.served\s", listed, re.M), listed
@@ -162,7 +187,15 @@ def test_only_the_engines_service_module_is_hand_written_python(generated: Path)
         if not original.exists() or original.read_bytes() != path.read_bytes():
             changed.append(rel.as_posix())
     hand_written = [p for p in changed if GENERATED not in (generated / p).read_text()[:200]]
-    assert hand_written == ["openengine/engine/services/speculative.py"], changed
+    assert hand_written == [ENGINE_MODULE], changed
+
+
+def test_the_checks_of_make_test_that_read_the_registry_pass_on_the_copy(generated: Path):
+    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "-o", ".venv/.llama-installed", "test", "PYTEST_WORKERS=0",
+                           "PYTEST_ARGS=" + " ".join(("-p", "no:cacheprovider", "-q") + REGISTRY_FACT_TESTS)],
+                          cwd=generated, env=_env(generated), capture_output=True, text=True,
+                          timeout=3 * STEP_TIMEOUT)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 
 
 def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
@@ -180,7 +213,7 @@ def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
     outcome = {r["id"]: r["outcome"] for r in report["results"]}
     assert outcome["speculative.absent.unimplemented"] == "pass"
     # Named explicitly, it is served: advertised with its capability message, its RPC answers.
-    with _engine(root, "--profiles", "speculative") as (address, log):
+    with _engine(root, "--profiles", "load,speculative") as (address, log):
         assert "openengine.speculative 1.0" in log
         caps = json.loads(_python(root, (
             "import grpc, json\n"
@@ -189,13 +222,50 @@ def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
             f"stub = discovery_service_pb2_grpc.DiscoveryStub(grpc.insecure_channel({address!r}))\n"
             "caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=10)\n"
             "print(json.dumps(MessageToDict(caps, always_print_fields_with_no_presence=True)))\n")))
-        assert [p["name"] for p in caps["profiles"]] == ["openengine.core", "openengine.speculative"]
+        assert [p["name"] for p in caps["profiles"]] == ["openengine.core", "openengine.load",
+                                                         "openengine.speculative"]
         assert caps["speculative"] == {"maxDraftTokens": 4, "treeDrafts": False}
         served = _run(root, oespec, "conformance", "--target", address, "--profile", "speculative",
                       "--format", "json")
         report = _json_document(served.stdout)
         assert served.returncode == 0 and report["ok"], served.stdout + served.stderr
         assert {r["id"]: r["outcome"] for r in report["results"]} == {"speculative.rpcs.served": "pass"}
+
+
+def _as_committed(root: Path) -> None:
+    """What `git stash -u` (or switching back to a branch without the profile) leaves: every file
+    git tracks as this checkout has it, files git does not know removed, ignored build outputs
+    (the bindings, build/) left as they are."""
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                                 check=True).stdout.splitlines())
+    untracked = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or path.is_symlink() or rel.split("/", 1)[0] not in COPIED:
+            continue
+        if rel not in tracked:
+            untracked.append(rel)
+        elif path.read_bytes() != (REPO / rel).read_bytes():
+            shutil.copy2(REPO / rel, path)
+    ignored = set(subprocess.run(["git", "check-ignore", "--stdin"], cwd=REPO, input="\n".join(untracked),
+                                 capture_output=True, text=True).stdout.splitlines())
+    for rel in untracked:
+        if rel not in ignored:
+            (root / rel).unlink()
+
+
+def test_removing_the_profile_again_the_first_make_passes(generated: Path):
+    """Last in the module: the copy goes back to the committed files, as `git stash -u` or a switch
+    back to a branch without the profile would, and `make` (generate, check, site) passes at once."""
+    root = generated
+    _as_committed(root)
+    assert not (root / ENGINE_MODULE).exists() and not (root / "proto/openengine/v1/speculative.proto").exists()
+    assert list((root / "openengine/v1").glob("speculative*"))       # the stale bindings are still there
+    _make(root)
+    generated_pages = [p.relative_to(root).as_posix() for p in (root / "site/generated").rglob("*")
+                       if p.is_file() and "openengine.speculative" in p.read_text(encoding="utf-8")]
+    assert generated_pages == []
+    assert not list((root / "openengine/v1").glob("speculative*"))
 
 
 class _engine:

@@ -52,6 +52,12 @@ def _setting(profile, inc: Incompatibility) -> tuple[str, tuple[str, ...]]:
     names = {profile.name, *(c.profile for c in inc.when), "openengine.admin"}
     if inc.profile:
         names.add(inc.profile)
+    pending = list(names)
+    while pending:             # and every prerequisite of those, so the declaration alone is refused
+        for req in CAT.profile(pending.pop()).requires:
+            if req.profile not in names:
+                names.add(req.profile)
+                pending.append(req.profile)
     roles = [CAT.profile(n).roles for n in names if CAT.profile(n).scope == "role"]
     role = roles[0][0] if roles else "aggregated"
     return role, tuple(sorted(names))
@@ -88,10 +94,11 @@ def test_every_declared_incompatibility_is_refused_at_start_and_by_update_config
     assert message.startswith(f"{profile.name} cannot be served")
     assert all(str(c) in message for c in inc.when) and "while :" not in message
 
-    admin = {"updatable_limits": sorted(values)}
-    with running(role=role, profiles=profiles, limits={"openengine.admin": admin}) as (engine, stubs):
-        assert message in _refusal_at_run_time(engine, stubs, values)
-        assert engine.runtime.revision == 1  # nothing applied
+    if inc.when:   # an unconditional declaration has no limits to update: no engine serves both
+        admin = {"updatable_limits": sorted(values)}
+        with running(role=role, profiles=profiles, limits={"openengine.admin": admin}) as (engine, stubs):
+            assert message in _refusal_at_run_time(engine, stubs, values)
+            assert engine.runtime.revision == 1  # nothing applied
 
     # A client's validators judge the same combination in a Capabilities message the same way.
     assert message in [v.message for v in check_capabilities(_capabilities(profiles, values)) if v.rule_id == "OEV121"]

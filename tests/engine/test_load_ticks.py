@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from openengine.engine.load import LoadPublisher, Watcher, phase_slack
+from openengine.serve.load import LoadPublisher, Watcher, phase_slack
 from openengine.v1 import load_pb2
 
 from tests.engine.conftest import running

@@ -1,10 +1,11 @@
-"""The composed wire form of WatchLoadResponse is byte for byte what protobuf serializes."""
+"""The composed wire form of WatchLoadResponse parses as the message it stands for, and is byte for
+byte what protobuf serializes whenever no update was coalesced."""
 
 from __future__ import annotations
 
 import pytest
 
-from openengine.engine.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message, varint
+from openengine.serve.loadwire import Framer, Snapshot
 from openengine.v1 import load_pb2
 
 L = load_pb2
@@ -24,40 +25,39 @@ def _response(sequence: int, ts_ns: int, **kind) -> L.WatchLoadResponse:
     return msg
 
 
-@pytest.mark.parametrize("n", [1, 127, 128, 300, 1 << 32, (1 << 64) - 1])
-def test_varint_matches_protobuf(n):
-    assert b"\x08" + varint(n) == L.WatchLoadResponse(sequence=n).SerializeToString()
-    assert varint(0) == b"\x00"
-
-
 @pytest.mark.parametrize("sequence, ts_ns, coalesced", [
     (1, 1_700_000_000_000_000_001, 0), (0, 5, 7), (12345, 1_000_000_000, 1), (1 << 40, 999, 300)])
 def test_snapshot_message_is_the_serialized_response(sequence, ts_ns, coalesced):
     load = _load()
     expected = _response(sequence, ts_ns, snapshot=L.LoadSnapshot(load=load, coalesced=coalesced))
-    composed = snapshot_message(sequence, ts_ns, Snapshot.of(load), coalesced)
-    assert composed == expected.SerializeToString()
+    composed = Framer().snapshot(sequence, ts_ns, Snapshot.of(load), coalesced)
     assert L.WatchLoadResponse.FromString(composed) == expected
+    if not coalesced:
+        assert composed == expected.SerializeToString()
 
 
 def test_a_large_snapshot_needs_a_multi_byte_length():
     load = _load()
     load.attributes["padding"] = "x" * 500
     expected = _response(3, 77, snapshot=L.LoadSnapshot(load=load, coalesced=2))
-    assert snapshot_message(3, 77, Snapshot.of(load), 2) == expected.SerializeToString()
+    assert L.WatchLoadResponse.FromString(Framer().snapshot(3, 77, Snapshot.of(load), 2)) == expected
+    assert Framer().snapshot(3, 77, Snapshot.of(load), 0) == _response(
+        3, 77, snapshot=L.LoadSnapshot(load=load)).SerializeToString()
 
 
 def test_heartbeat_and_settings_messages():
-    assert heartbeat_message(9, 1_234_567_890_123) == _response(
+    assert Framer().heartbeat(9, 1_234_567_890_123) == _response(
         9, 1_234_567_890_123, heartbeat=L.Heartbeat()).SerializeToString()
     settings = L.WatchLoadSettings(interval_ms=100, heartbeat_ms=1000, initial_snapshot=True, instance_id="a",
                                    capability_revision=4)
-    assert settings_message(0, 42, settings) == _response(0, 42, settings=settings).SerializeToString()
+    assert Framer().settings(0, 42, settings) == _response(0, 42, settings=settings).SerializeToString()
 
 
-def test_a_shared_snapshot_is_copied_only_for_another_instance_id():
-    shared = Snapshot.of(_load())
-    assert shared.for_instance("engine-a") is shared
-    other = shared.for_instance("not-engine-a")
-    assert other.load.instance_id == "not-engine-a" and shared.load.instance_id == "engine-a"
-    assert L.LoadSnapshot.FromString(other.field).load.instance_id == "not-engine-a"
+def test_one_framer_frames_a_streams_messages_one_after_another():
+    framer, load = Framer(), _load()
+    shared = Snapshot.of(load)
+    first = framer.snapshot(5, 1_000_000_001, shared, 3)
+    second = framer.heartbeat(6, 2_000_000_000)
+    assert L.WatchLoadResponse.FromString(first) == _response(5, 1_000_000_001,
+                                                              snapshot=L.LoadSnapshot(load=load, coalesced=3))
+    assert second == _response(6, 2_000_000_000, heartbeat=L.Heartbeat()).SerializeToString()

@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from openengine.engine.wire import VANISHED
+from openengine.serve.wire import VANISHED
 from openengine.v1 import generation_pb2, inference_service_pb2_grpc, load_pb2, observability_service_pb2_grpc
 
 from tests.engine.conftest import Records, running

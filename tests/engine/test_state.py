@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from openengine.engine.state import (
+from openengine.serve.runstate import (
     DRAINING, PAUSED, SERVING, SLEEPING, STOPPING, TRANSITIONS, IllegalTransition, RunState, allowed, transition,
 )
 from openengine.v1 import admin_pb2

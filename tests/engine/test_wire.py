@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from openengine.engine.alias import served as served_aliases
 from openengine.engine.contract import HEALTH_SERVICE
 from openengine.engine.server import bearer_matches
-from openengine.engine.wire import UNDECODABLE, UNEXPECTED, CauseCounter, WirePolicy
+from openengine.serve.wire import UNDECODABLE, UNEXPECTED, CauseCounter, WirePolicy
 from openengine.v1 import admin_pb2, generation_pb2
 
 from tests.engine.conftest import TOKEN, running
@@ -100,7 +100,7 @@ def _generate_method(methods):
 
 
 def test_cause_counter_logs_once_per_interval_with_the_count(caplog):
-    caplog.set_level(logging.DEBUG, logger="openengine.engine")
+    caplog.set_level(logging.DEBUG, logger="openengine.serve")
     now = [0.0]
     counter = CauseCounter(interval=10.0, clock=lambda: now[0])
     for i in range(50):

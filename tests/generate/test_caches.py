@@ -1,5 +1,5 @@
-"""The build caches on the command path: a compile or a plan is reused only while every input is
-unchanged, and any edit makes the next run compute afresh and see it."""
+"""The toolkit's one cache: a compile or a plan is reused only while every input is unchanged, and
+any edit makes the next run compute afresh and see it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 import oespec.commands.generate as generate_command
 import oespec.protoc as protoc
+from oespec.buildcache import KEPT, BuildCache, for_checkout, inputs_digest
 from oespec.cli import run
-from oespec.buildcache import BuildCache, _pack, _unpack, for_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "generate" / "minimal"
@@ -48,54 +48,66 @@ def _generate_check(root: Path, capsys) -> tuple[int, list[str]]:
     return code, [d["path"] for d in json.loads(capsys.readouterr().out)["diagnostics"]]
 
 
-def test_entries_round_trip_and_a_damaged_entry_is_a_miss(tmp_path: Path):
-    cache = BuildCache(tmp_path / "c")
-    assert cache.put("k", {"a": b"one", "b": b""})
-    assert cache.get("k") == {"a": b"one", "b": b""}
-    blob = cache.path("k").read_bytes()
-    cache.path("k").write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))   # one flipped bit
-    assert cache.get("k") is None
-    cache.path("k").write_bytes(blob[: len(blob) // 2])               # truncated
-    assert cache.get("k") is None
-    assert cache.get("missing") is None
-    assert _unpack(_pack({"x": b"1"})) == {"x": b"1"}
-
-
-def test_the_cache_can_be_turned_off(tmp_path: Path, monkeypatch):
+def test_an_entry_round_trips_and_the_cache_can_be_turned_off(tree: Path, monkeypatch):
+    cache = BuildCache(tree, tree / "profiles.yaml")
+    assert cache.get("plan-all") is None
+    cache.put("plan-all", b"one")
+    assert cache.get("plan-all") == b"one"
+    assert cache.folder.parent == tree / "build" / "oespec-cache"
     monkeypatch.setenv("OESPEC_NO_CACHE", "1")
-    assert for_checkout(tmp_path, "protoc") is None
-    monkeypatch.delenv("OESPEC_NO_CACHE")
-    assert for_checkout(tmp_path, "protoc").folder == tmp_path / "build" / "oespec-cache" / "protoc"
+    assert for_checkout(tree, tree / "profiles.yaml") is None
 
 
-def test_a_compile_is_reused_only_for_the_same_sources(tree: Path, monkeypatch):
-    cache = BuildCache(tree / "build" / "oespec-cache" / "protoc")
+@pytest.mark.parametrize("edit", ["profiles.yaml", "proto/openengine/v1/extra.proto", "spec/new.md",
+                                  "openengine/engine/engine_config.schema.json"])
+def test_every_listed_input_is_part_of_the_key(tree: Path, edit: str):
+    before = inputs_digest(tree, tree / "profiles.yaml")
+    path = tree / edit
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((path.read_text() if path.exists() else "") + "\n")
+    assert inputs_digest(tree, tree / "profiles.yaml") != before
+
+
+def test_a_compile_is_reused_only_for_the_same_checkout(tree: Path, monkeypatch):
     sources = {p.relative_to(tree / "proto").as_posix(): p.read_text() for p in (tree / "proto").rglob("*.proto")}
-    first = protoc.compile_descriptor_set(sources, cache=cache)
+    first = protoc.compile_descriptor_set(sources, cache=BuildCache(tree, tree / "profiles.yaml"))
 
     def no_protoc(*args, **kwargs):
         raise AssertionError("protoc ran although the same sources were compiled before")
 
     monkeypatch.setattr(protoc, "_compile_descriptor_set", no_protoc)
-    assert protoc.compile_descriptor_set(sources, cache=cache) == first
+    assert protoc.compile_descriptor_set(sources, cache=BuildCache(tree, tree / "profiles.yaml")) == first
 
     monkeypatch.undo()
-    edited = dict(sources)
+    common = tree / COMMON
+    common.write_text(common.read_text().replace("message EngineError { string message = 1; }",
+                                                 "message EngineError { string message = 1; uint32 code = 2; }"))
+    edited = {p.relative_to(tree / "proto").as_posix(): p.read_text() for p in (tree / "proto").rglob("*.proto")}
+    fds = protoc.compile_descriptor_set(edited, cache=BuildCache(tree, tree / "profiles.yaml"))
     rel = COMMON[len("proto/"):]
-    edited[rel] = edited[rel].replace("message EngineError { string message = 1; }",
-                                      "message EngineError { string message = 1; uint32 code = 2; }")
-    fds = protoc.compile_descriptor_set(edited, cache=cache)
-    common = next(f for f in fds.file if f.name == rel)
-    error = next(m for m in common.message_type if m.name == "EngineError")
+    error = next(m for f in fds.file if f.name == rel for m in f.message_type if m.name == "EngineError")
     assert [f.name for f in error.field] == ["message", "code"]
-    assert len(list(cache.folder.glob("*.bin"))) == 2
 
 
-def test_a_failed_compile_is_never_cached(tree: Path):
-    cache = BuildCache(tree / "build" / "oespec-cache" / "protoc")
+def test_a_failed_compile_is_never_kept(tree: Path):
+    cache = BuildCache(tree, tree / "profiles.yaml")
     with pytest.raises(protoc.ProtocError):
         protoc.compile_descriptor_set({"broken.proto": 'syntax = "proto3"; message {'}, cache=cache)
-    assert not list(cache.folder.glob("*.bin")) if cache.folder.is_dir() else True
+    assert not cache.folder.exists()
+
+
+def test_only_the_latest_keys_are_kept(tree: Path):
+    import os
+
+    registry = tree / "profiles.yaml"
+    for n in range(KEPT + 2):
+        registry.write_text(registry.read_text() + "\n")
+        cache = BuildCache(tree, registry)
+        cache.put("entry", str(n).encode())
+        os.utime(cache.folder, ns=(n * 10**9, n * 10**9))   # a strictly increasing write order
+    BuildCache(tree, registry).put("other", b"")
+    kept = list((tree / "build" / "oespec-cache").iterdir())
+    assert len(kept) == KEPT and cache.folder in kept
 
 
 def test_a_plan_is_reused_until_a_proto_changes(tree: Path, plans: list[int], capsys):
@@ -139,56 +151,9 @@ def test_a_registry_edit_is_seen(tree: Path, plans: list[int], capsys):
     assert len(plans) == computed + 1
 
 
-def test_the_recorder_sees_reads_failed_opens_and_listings_but_not_its_scratch(tmp_path: Path):
-    import os
-    import tempfile
-
-    from oespec.generate.plancache import recording, snapshot
-
-    data = tmp_path / "input.txt"
-    data.write_text("one")
-    (tmp_path / "folder").mkdir()
-    with recording() as seen:
-        data.read_text()
-        (tmp_path / "missing.txt").exists()          # a stat: not an open
-        with pytest.raises(FileNotFoundError):
-            (tmp_path / "absent.txt").read_text()
-        os.listdir(tmp_path / "folder")
-        with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
-            (Path(scratch) / "x").write_text("scratch")
-            (Path(scratch) / "x").read_text()
-    inputs = snapshot(seen, [], lambda path: True, ())
-    assert inputs.files[str(data)][0] == "sha"
-    assert inputs.files[str(tmp_path / "absent.txt")] == ["absent"]
-    assert not any("scratch" in path or path.endswith("/x") for path in inputs.files)
-    assert str(tmp_path / "folder") in inputs.folders
-    assert inputs.unchanged(lambda path: True)
-
-    data.write_text("two")
-    assert not inputs.unchanged(lambda path: True)
-    data.write_text("one")
-    (tmp_path / "absent.txt").write_text("now here")
-    assert not inputs.unchanged(lambda path: True)
-    (tmp_path / "absent.txt").unlink()
-    (tmp_path / "folder" / "new").write_text("")
-    assert not inputs.unchanged(lambda path: True)
-
-
-def test_only_the_latest_entries_are_kept(tmp_path: Path):
-    import os
-
-    cache = BuildCache(tmp_path / "c", max_entries=3)
-    for n in range(5):
-        assert cache.put(f"k{n}", {"n": str(n).encode()})
-        os.utime(cache.path(f"k{n}"), ns=(n * 10**9, n * 10**9))   # a strictly increasing write order
-    cache.put("k5", {"n": b"5"})
-    kept = sorted(p.stem for p in cache.folder.glob("*.bin"))
-    assert len(kept) == 3 and "k5" in kept and "k0" not in kept and "k1" not in kept
-
-
 def test_a_file_that_appears_where_the_plan_only_looked_is_seen(tree: Path, plans: list[int], capsys):
-    """The minimal tree has no runtime input schemas; the plan tries to open them and the failed
-    open is recorded. Adding one must make the next run plan afresh and publish it."""
+    """The minimal tree has no runtime input schemas; adding one must make the next run plan afresh
+    and publish it."""
     assert run(["generate", str(tree / "profiles.yaml"), "--root", str(tree)]) == 0
     assert _generate_check(tree, capsys) == (0, [])
     computed = len(plans)
@@ -199,3 +164,19 @@ def test_a_file_that_appears_where_the_plan_only_looked_is_seen(tree: Path, plan
     code, stale = _generate_check(tree, capsys)
     assert len(plans) == computed + 1
     assert code == 1 and "schemas/engine_config.schema.json" in stale
+
+
+def test_check_reports_the_same_findings_from_the_kept_registry(tree: Path, capsys, monkeypatch):
+    monkeypatch.delenv("OESPEC_NO_CACHE", raising=False)
+    registry = tree / "profiles.yaml"
+    registry.write_text(registry.read_text().replace("scope: engine", "scope: engnie", 1))
+
+    def check() -> list[dict]:
+        capsys.readouterr()
+        run(["check", str(registry), "--proto-root", str(tree / "proto"), "--no-head", "--format", "json"])
+        return json.loads(capsys.readouterr().out)["diagnostics"]
+
+    first = check()
+    assert any(d["rule_id"] == "OE001" for d in first)
+    assert BuildCache(tree, registry).load("resolved-registry") is not None
+    assert check() == first

@@ -270,3 +270,34 @@ def test_generation_diagnostics_put_each_location_first():
     diags = generation_diagnostics(err, "profiles.yaml")
     assert [(d.path, d.line, d.column, d.rule_id) for d in diags] == \
         [("profiles.yaml", 3, 5, "OE900"), ("proto/x.proto", 9, 1, "OE900")]
+
+
+def test_generated_and_hand_written_protos_are_laid_out_as_buf_format_lays_them_out(generated: Path):
+    """`make check` runs `buf format -d --exit-code proto`: the generator writes what buf format
+    writes (options one field per line, several field options one per line), and the checkout's
+    hand-written protos are formatted."""
+    import subprocess
+    import sys
+
+    buf = Path(sys.executable).parent / "buf"
+    written = sorted(str(p.relative_to(generated)) for p in (generated / "proto").rglob("*.proto")
+                     if HEADER_TEXT in p.read_text().splitlines()[0])
+    assert written
+    only = [arg for path in written for arg in ("--path", path)]
+    for root, paths in ((generated, ["proto", *only]), (REPO, ["proto"])):
+        done = subprocess.run([str(buf), "format", "-d", "--exit-code", *paths], cwd=root,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout[:3000] + done.stderr
+
+
+def test_a_deprecated_limit_puts_its_options_one_per_line():
+    from oespec.generate.proto import LIMIT_OPTION, field_options
+    from oespec.generate.protodoc import Option
+
+    limit = Option(LIMIT_OPTION, (("default", '"1"'), ("since", '"1.0"')))
+    assert field_options((limit,), False, "  ") == \
+        ' [(openengine.v1.limit) = {\n    default: "1"\n    since: "1.0"\n  }]'
+    assert field_options((limit,), True, "  ") == (
+        ' [\n    deprecated = true,\n    (openengine.v1.limit) = {\n      default: "1"\n      since: "1.0"\n    }\n  ]')
+    assert field_options((Option(LIMIT_OPTION, (("default", '"1"'),)),), False) == \
+        ' [(openengine.v1.limit) = {default: "1"}]'

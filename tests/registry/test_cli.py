@@ -12,13 +12,14 @@ import pytest
 
 from oespec.check import catalogue
 from oespec.cli import run
+from tests.fixture_cases import invalid_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "registry"
 VALID = DATA / "valid" / "minimal" / "profiles.yaml"
-ERRORS = DATA / "invalid" / "duplicate-rpc-across" / "profiles.yaml"      # one error
-WARNING_ONLY = DATA / "invalid" / "summary-one-line" / "profiles.yaml"    # one warning
-SCHEMA_ERROR = DATA / "invalid" / "schema-unknown-key" / "profiles.yaml"
+ERRORS = invalid_registry("duplicate-rpc-across")      # one error
+WARNING_ONLY = invalid_registry("summary-one-line")    # one warning
+SCHEMA_ERROR = invalid_registry("schema-unknown-key")
 OESPEC = ROOT / ".venv" / "bin" / "oespec"
 
 
@@ -162,3 +163,57 @@ def test_module_entry_point_matches(tmp_path):
     result = subprocess.run([sys.executable, "-m", "oespec.cli", "check", "--no-contract", str(WARNING_ONLY),
                              "--fail-on", "warning"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 1 and "OE006" in result.stdout
+
+
+def test_without_protos_beside_the_registry_the_check_says_the_proto_checks_did_not_run(tmp_path, capsys):
+    registry = tmp_path / "profiles.yaml"
+    shutil.copy2(ROOT / "profiles.yaml", registry)
+    code = run(["check", str(registry), "--no-head"])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.out.strip().endswith("0 findings (0 errors, 0 warnings, 0 infos)")
+    assert f"no {tmp_path.as_posix()}/proto/ beside {registry}" in captured.err
+    assert "did not run" in captured.err and "--proto-root" in captured.err
+    # Given a proto root, the cross-checks run: the checkout's protos agree with its registry.
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(ROOT / "proto")])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.err == ""
+    # ... and a stale proto is found through it.
+    protos = tmp_path / "protos"
+    shutil.copytree(ROOT / "proto", protos)
+    caps = protos / "openengine/v1/capabilities.proto"
+    caps.write_text(caps.read_text().replace("GenerationCapabilities generation = 10", "GenerationCapabilities generation = 9"))
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(protos)])
+    assert code == 1 and "OE105" in capsys.readouterr().out
+    # A proto root that does not exist is unusable input.
+    assert run(["check", str(registry), "--proto-root", str(tmp_path / "missing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_a_misspelled_rpc_gets_a_did_you_mean(tmp_path, capsys):
+    registry = tmp_path / "profiles.yaml"
+    registry.write_text((ROOT / "profiles.yaml").read_text().replace(
+        "name: grpc.health.v1.Health/Watch", "name: grpc.health.v1.Health/Wacth"))
+    code = run(["check", str(registry), "--no-head", "--proto-root", str(ROOT / "proto"), "--format", "json"])
+    diags = json.loads(capsys.readouterr().out)["diagnostics"]
+    misspelled = [d for d in diags if d["rule_id"] == "OE101"]
+    assert code == 1 and len(misspelled) == 1
+    assert misspelled[0]["hint"].startswith("did you mean grpc.health.v1.Health/Watch?")
+
+
+def test_a_limit_removed_while_a_request_limit_option_names_it_is_found(tmp_path, capsys):
+    """The limit leaves the registry, `oespec generate` would drop its capability field, but the
+    hand-written request message still bounds a field by it."""
+    text = (ROOT / "profiles.yaml").read_text()
+    start, end = text.index("      - name: max_logprobs\n"), text.index("      - name: max_sequences\n")
+    registry = tmp_path / "profiles.yaml"
+    registry.write_text(text[:start] + text[end:])
+    shutil.copytree(ROOT / "proto", tmp_path / "proto")
+    code = run(["check", str(registry), "--no-head", "--format", "json"])
+    diags = [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["rule_id"] == "OE107"]
+    generation = (tmp_path / "proto/openengine/v1/generation.proto").read_text().splitlines()
+    # Each finding sits at the option that names the limit.
+    starts = [n for n, line in enumerate(generation, 1) if "option (openengine.v1.request_limit)" in line]
+    lines = [max(s for s in starts if s < n) for n, line in enumerate(generation, 1) if 'limit: "max_logprobs"' in line]
+    assert code == 1 and [d["line"] for d in diags] == lines and len(lines) == 2
+    assert all(d["path"].endswith("proto/openengine/v1/generation.proto") for d in diags)
+    assert "openengine.core.max_logprobs" in diags[0]["message"] and "restore the limit" in diags[0]["hint"]

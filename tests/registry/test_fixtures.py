@@ -1,5 +1,6 @@
 """Every registry fixture, checked: valid ones have no finding at all, invalid ones have exactly
-the findings their expected.yaml lists (rule id and position; never message wording)."""
+the findings their expected.yaml lists (rule id and position; never message wording). An invalid
+case is an edit of the minimal valid registry (tests/data/registry/invalid/README.md)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from ruamel.yaml import YAML
 
 from oespec.check import iter_rules, run_rules
 from oespec.registry import load_registry
+from tests.fixture_cases import invalid_registry
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "registry"
 VALID = sorted(p.parent for p in (DATA / "valid").glob("*/profiles.yaml"))
-INVALID = sorted(p.parent for p in (DATA / "invalid").glob("*/profiles.yaml"))
+INVALID = sorted(p.parent for p in (DATA / "invalid").glob("*/expected.yaml"))
 REPO_REGISTRY = Path(__file__).resolve().parents[2] / "profiles.yaml"
 
 
@@ -37,7 +39,7 @@ def test_valid_fixture_has_no_findings(case):
 @pytest.mark.parametrize("case", INVALID, ids=[c.name for c in INVALID])
 def test_invalid_fixture_has_exactly_the_expected_findings(case):
     expected = _expected(case)
-    findings = _findings(case / "profiles.yaml")
+    findings = _findings(invalid_registry(case.name))
     with_column = all("column" in e for e in expected)
     got = Counter((d.rule_id, d.line, d.column) if with_column else (d.rule_id, d.line) for d in findings)
     want = Counter((e["rule"], e["line"], e["column"]) if with_column else (e["rule"], e["line"])
@@ -65,7 +67,7 @@ def test_expected_files_name_known_rules():
 
 def test_every_finding_has_a_position_and_a_hint():
     for case in INVALID:
-        for d in _findings(case / "profiles.yaml"):
+        for d in _findings(invalid_registry(case.name)):
             assert d.line >= 1 and d.column >= 1, (case.name, d)
             assert d.hint, (case.name, d.rule_id)
 

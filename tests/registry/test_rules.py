@@ -41,3 +41,35 @@ def test_a_subset_of_rules_can_be_run():
     only = [r for r in iter_rules() if r.id == "OE022"]
     assert [d.rule_id for d in run_rules(resolved, rules=only)] == ["OE022"]
     assert sorted(d.rule_id for d in run_rules(resolved)) == ["OE005", "OE022"]
+
+
+class _CountedProfiles(tuple):
+    """The registry's profiles, counting every profile any rule visits."""
+
+    visited = 0
+
+    def __iter__(self):
+        for profile in tuple.__iter__(self):
+            type(self).visited += 1
+            yield profile
+
+
+def _profiles_visited(extra: int) -> int:
+    from dataclasses import replace
+
+    from oespec.registry import Resolved
+
+    chain = "".join(_profile(f"openengine.p{i}", "openengine.core") for i in range(extra))
+    resolved = load_registry_text(MINIMAL + chain)
+    assert resolved.registry is not None
+    _CountedProfiles.visited = 0
+    counted = replace(resolved.registry, profiles=_CountedProfiles(resolved.registry.profiles))
+    run_rules(Resolved(resolved.source, counted, []))
+    return _CountedProfiles.visited
+
+
+def test_the_rules_visit_each_profile_a_bounded_number_of_times():
+    """Linear in the number of profiles: doubling them at most doubles the profiles visited (a
+    rule that looks every profile up again for each profile visits four times as many)."""
+    small, large = _profiles_visited(40), _profiles_visited(80)
+    assert large <= 2.2 * small, (small, large)

@@ -206,6 +206,8 @@ PAGES = [
 ]
 # Checked in the repository's catalogue only: their content does not grow with the profiles.
 MORE_PAGES = [
+    ("core", "reference/profiles/core/", "openengine.core"),
+    ("capabilities", "reference/protocol/capabilities/", "capabilities.proto"),
     ("requirements", "reference/requirements/", "Requirements index"),
     ("cases", "reference/conformance-cases/", "Conformance cases"),
     ("check-rules", "reference/check-rules/", "Registry check rules"),
@@ -251,9 +253,26 @@ LAYOUT = """(scrollable) => {
           docScroll: document.documentElement.scrollWidth, viewport: window.innerWidth,
           clipped, outside, tables};
 }"""
-# What may scroll sideways inside its own frame on a phone: the profile matrix (it keeps its grid),
-# a picture too wide to shrink further, and code blocks. At 1280 px nothing may.
-PHONE_SCROLLABLE = [".oe-matrix", "figure.oe-depgraph", "pre"]
+# What may scroll sideways inside its own frame on a phone: the profile matrix (it keeps its grid)
+# and code blocks. The dependency picture fits the column whole. At 1280 px nothing may.
+PHONE_SCROLLABLE = [".oe-matrix", "pre"]
+
+# Words of table cells that the layout broke inside the word (between two letters or digits),
+# as `before|after`: a name wraps after a dot, underscore or slash, or at a hyphen, never mid-word.
+MID_WORD_BREAKS = """() => [...document.querySelectorAll('article td')].flatMap(td => {
+  const out = [], walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const text = n.textContent; let previous = null;
+    for (let i = 0; i < text.length; i++) {
+      const range = document.createRange(); range.setStart(n, i); range.setEnd(n, i + 1);
+      const box = range.getClientRects()[0]; if (!box) continue;
+      if (previous !== null && box.top > previous + 2 && /[A-Za-z0-9]/.test(text[i - 1]) && /[A-Za-z0-9]/.test(text[i]))
+        out.push(text.slice(Math.max(0, i - 12), i) + '|' + text.slice(i, i + 8));
+      previous = box.top;
+    }
+  }
+  return out;
+})"""
 
 
 def _check_layout(page, where) -> None:
@@ -267,6 +286,7 @@ def _check_layout(page, where) -> None:
         # the profile matrix keeps its grid and scrolls inside its frame.
         if where[1] == "desktop" or not table["matrix"]:
             assert table["width"] <= table["room"] + 1, (where, table)
+    assert page.evaluate(MID_WORD_BREAKS) == [], where
 
 
 def _check_title(page, path: str, expected: str, where) -> None:
@@ -298,9 +318,13 @@ def _check_picture(page, registry, where) -> None:
     page.locator("article figure.oe-depgraph svg").wait_for()
     nodes = page.evaluate(NODES)
     assert sorted(n["name"] for n in nodes) == sorted(p.name for p in registry.profiles), where
+    fits = page.evaluate("() => { const f = document.querySelector('article figure.oe-depgraph');"
+                         " return f.scrollWidth <= f.clientWidth + 1; }")
+    assert fits, where                                     # whole, never cut off at the screen's edge
     for node in nodes:
         assert node["inside"], (where, node)
-        assert node["font"] >= 11, (where, node)           # on a phone the figure scrolls sideways instead
+        if where[1] == "desktop":
+            assert node["font"] >= 11, (where, node)
         profile = registry.profile(node["name"])
         assert node["href"] and node["href"].endswith(f"/reference/profiles/{profile.short_name}/"), (where, node)
         response = page.request.get(node["href"])
@@ -433,3 +457,16 @@ def test_requirement_pages_show_titles_and_link_what_checks_each_requirement(pag
         ids = {attrs["id"] for _, attrs in scan(served).elements if attrs.get("id")}
         missing = targets.get(url, set()) - ids
         assert missing == set(), (url, sorted(missing)[:5])
+
+
+@REPOSITORY
+def test_the_protocol_sidebar_lists_the_current_layout_first(page, server):
+    """The files of v1 come first; the earlier layouts' files follow in a section of their own."""
+    page.goto(server + "reference/protocol/")
+    names = page.evaluate("() => [...document.querySelectorAll('.md-nav--primary .md-nav__link')]"
+                          ".map(a => a.textContent.trim())")
+    protos = [n for n in names if n.endswith(".proto") or n == "Earlier layouts"]
+    assert "capabilities.proto" in protos and "Earlier layouts" in protos, protos
+    split = protos.index("Earlier layouts")
+    assert "capabilities.proto" in protos[:split] and "openengine.proto" in protos[split:], protos
+    assert "control.proto" not in protos[:split], protos

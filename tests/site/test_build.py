@@ -163,3 +163,12 @@ def test_fifteen_profiles_each_get_a_matrix_column_with_their_stability(fifteen_
     headers = re.findall(r'<th[^>]*>(.*?)</th>', matrix[:matrix.index("</thead>")], re.S)
     assert len(headers) == 16
     assert any("experimental" in h for h in headers) and any("deprecated" in h for h in headers)
+
+
+def test_a_new_spec_page_enters_the_navigation_without_editing_mkdocs_yml(tmp_path):
+    """`oespec:spec` in the Specification section stands for every spec page named nowhere else."""
+    spec = {"index.md": HOME, "structured-output.md": "# Structured output\n\nA new profile's page.\n"}
+    config = site_from(tmp_path, DATA / "hostile-profiles.yaml", spec, nav_spec=["oespec:spec"])
+    mkdocs_build(config, tmp_path / "build")        # strict: a page left out of the nav fails it
+    home = (tmp_path / "build" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'href="structured-output/"[^>]*>\s*(<span[^>]*>\s*)?Structured output', home), home[:2000]

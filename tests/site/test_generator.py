@@ -263,3 +263,16 @@ def test_profile_table_names_wrap_only_after_a_dot(registry):
     # Elsewhere a profile name is plain text.
     cases = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
     assert "<wbr>" not in cases and "[openengine.load](profiles/load.md)" in cases
+
+
+def test_each_capability_message_names_its_own_profile(registry):
+    """Capabilities holds every capability message, but each belongs to its profile, not the core."""
+    import re
+
+    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.PROTOCOL}/capabilities.md"]
+    for profile in registry.profiles:
+        if profile.capability is None:
+            continue
+        section = page.split(f"\n## {profile.capability.message}\n", 1)[1].split("\n## ", 1)[0]
+        assert re.search(rf"^Profile: \[`{re.escape(profile.name)}`\]\([^)]*\)\.$", section, re.M), \
+            (profile.name, section[:400])

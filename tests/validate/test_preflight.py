@@ -265,3 +265,48 @@ def test_preflight_reports_numbers_with_the_models_vocabulary():
     req = gen(temperature=NAN)
     req.sampling.logit_bias[999] = 1.0
     assert sorted(found(req, rep)) == [("OEV407", "sampling.temperature"), ("OEV408", "sampling.logit_bias[999]")]
+
+
+# -- bounded refusals ---------------------------------------------------------------------------------
+
+def test_a_request_with_100000_bad_entries_gets_a_refusal_of_fixed_size():
+    """Each out-of-range logit_bias id and value is a problem; the refusal lists the first few and
+    counts the rest, so its size does not follow the request's."""
+    from openengine.validate import PROBLEMS_LISTED, number_violations
+
+    model = discovery_pb2.ModelInfo(model="m")
+    model.tokenizer.vocab_size = 1000
+    rep = report(models=[model], logit_bias=True)
+    sizes = []
+    for entries in (1_000, 100_000):
+        request = generation_pb2.GenerateRequest(model="m", text="hi")
+        request.sampling.logit_bias.update({1000 + token: 500.0 for token in range(entries)})  # id and value out
+        judged = [preflight(request, rep)] + ([number_violations(request, vocab_size=1000)] if entries < 10_000 else [])
+        for found in judged:
+            assert len(found) == PROBLEMS_LISTED + 1
+            assert [v.rule_id for v in found] == ["OEV408"] * (PROBLEMS_LISTED + 1)
+            assert found[-1].value == 2 * entries - PROBLEMS_LISTED
+            assert f"{2 * entries - PROBLEMS_LISTED} more problems" in found[-1].message
+            sizes.append(sum(len(f"{v.message} {v.expected} {v.path} {v.value}") for v in found))
+    assert max(sizes) < 2500 and sizes[0] <= sizes[-1] <= sizes[0] + 10   # grows by a digit or two, no more
+
+
+def test_the_count_names_the_first_error_among_what_is_left_out():
+    from openengine.validate import PROBLEMS_LISTED
+
+    request = generation_pb2.GenerateRequest(text="hi", priority=1, adapter="a")
+    for token in range(PROBLEMS_LISTED):
+        request.sampling.logit_bias[token] = float("nan")
+    found = preflight(request, report(logit_bias=True))
+    assert [v.rule_id for v in found[:PROBLEMS_LISTED]] == ["OEV407"] * PROBLEMS_LISTED
+    last = found[-1]     # left out: the priority warning (OEV406), then the adapter error (OEV403)
+    assert last.rule_id == "OEV403" and last.path == "adapter" and last.value == 2
+    assert "1 x OEV403, 1 x OEV406" in last.message
+
+
+def test_a_long_string_from_the_request_is_quoted_short():
+    rep = report("openengine.kv")
+    request = generation_pb2.GenerateRequest(text="hi")
+    request.kv_transfer.backend = "x" * 100_000
+    found = [v for v in preflight(request, rep) if v.rule_id == "OEV404"]
+    assert found and len(found[0].message) < 400 and "(100000 long)" in found[0].message

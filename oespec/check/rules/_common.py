@@ -21,10 +21,11 @@ def profiles_by_name(registry: Registry) -> dict[str, Profile]:
     return out
 
 
-def prerequisites(registry: Registry, name: str) -> set[str]:
+def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | None = None) -> set[str]:
     """Every profile `name` requires, directly or through its prerequisites, plus the mandatory
-    core (always advertised). Unknown names are skipped; cycles terminate."""
-    by_name = profiles_by_name(registry)
+    core (always advertised). Unknown names are skipped; cycles terminate. A rule asking for many
+    profiles passes `by_name` (`profiles_by_name`) once, so the whole rule stays linear."""
+    by_name = profiles_by_name(registry) if by_name is None else by_name
     seen: set[str] = set()
     stack = [name]
     while stack:

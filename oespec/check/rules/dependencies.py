@@ -189,7 +189,7 @@ def incompatible_contradicts_requires(ctx: CheckContext):
     by_name = profiles_by_name(registry)
     blocked: dict[int, tuple[object, str, list[str]]] = {}   # id(entry) -> (entry, owner, blocked profiles)
     for name in by_name:
-        together = {name} | prerequisites(registry, name)
+        together = {name} | prerequisites(registry, name, by_name)
         for member in sorted(together):
             for entry in by_name[member].incompatible_with:
                 # Conditional incompatibilities can be avoided by configuration, so they contradict nothing.

@@ -161,6 +161,35 @@ def limit_unit(ctx: CheckContext):
                               "remove `unit:`; it describes quantities only")
 
 
+# Name endings that spell a unit other than the unit itself (`timeout_s`, `ttl_secs`).
+_UNIT_SPELLINGS = {"s": "seconds", "sec": "seconds", "secs": "seconds", "second": "seconds",
+                   "millis": "ms", "msec": "ms", "byte": "bytes", "token": "tokens", "block": "blocks"}
+
+
+def _unit_named(limit: Limit) -> str | None:
+    """The unit a limit's name ends in (`default_heartbeat_ms` -> ms), if it ends in one."""
+    from oespec.registry.resolve import registry_schema
+
+    units = set(registry_schema()["$defs"]["unit"]["enum"])
+    last = limit.name.rsplit("_", 1)[-1]
+    named = _UNIT_SPELLINGS.get(last, last)
+    return named if "_" in limit.name and named in units else None
+
+
+@rule("OE055", "limit-unit-matches-name", requirements=("REQ-ADD-004",), category="limits",
+      purpose="a limit whose name ends in a unit (`*_ms`, `*_seconds`, `*_bytes`, ...) declares that unit")
+def limit_unit_matches_name(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        for limit in profile.limits:
+            named = _unit_named(limit)
+            if named is not None and limit.unit is not None and limit.unit != named:
+                yield Finding(at(limit, "unit"),
+                              f"{profile.name}: limit {limit.name} is named in {named} but declares unit "
+                              f"{limit.unit!r}",
+                              f"write `unit: {named}`, or rename the limit after its unit (clients read the "
+                              "name and the unit alike)")
+
+
 @rule("OE045", "enum-value-number-unique", category="limits", requirements=("REQ-VER-012",),
       purpose="each value of an enum limit has its own wire number (never 0, which is UNSPECIFIED)")
 def enum_value_number_unique(ctx: CheckContext):

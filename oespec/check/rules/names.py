@@ -77,3 +77,18 @@ def summary_one_line(ctx: CheckContext):
         if profile.summary.strip() and "\n" in profile.summary.strip():
             yield Finding(at(profile, "summary"), f"{profile.name}: the summary spans several lines",
                           "keep the summary to one sentence; move the rest to description")
+
+
+@rule("OE056", "requirement-area-owned-once", category="names", requirements=("REQ-ADD-001",),
+      purpose="each spec requirement area (`requirement_areas`, or the default from the short name) belongs "
+              "to one profile, so each requirement is listed on one profile's page")
+def requirement_area_owned_once(ctx: CheckContext):
+    owner: dict[str, str] = {}
+    for profile in ctx.registry.profiles:
+        for index, area in enumerate(profile.requirement_areas):
+            if area in owner and owner[area] != profile.name:
+                where = profile.locs.get(f"requirement_areas[{index}]", profile.locs.get("name", profile.loc))
+                yield Finding(where, f"{profile.name}: requirement area {area} already belongs to {owner[area]}",
+                              "give the profile an area of its own in `requirement_areas` (REQ-<AREA>-NNN "
+                              "in its spec page)")
+            owner.setdefault(area, profile.name)

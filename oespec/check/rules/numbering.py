@@ -28,9 +28,21 @@ def _repeats(items, key, first_of):
 @rule("OE017", "duplicate-profile", requirements=("REQ-ADD-001",), category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
-    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: at(p, "name").line):
-        yield Finding(at(profile, "name"), f"profile {profile.name} is declared again (first at line {line})",
-                      "merge the two declarations into one profile")
+    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, _written_at):
+        yield Finding(profile.loc if _aliased(profile) else at(profile, "name"),
+                      f"profile {profile.name} is declared again (first at line {line})"
+                      + (" through a YAML alias" if _aliased(profile) else ""),
+                      "merge the two declarations into one profile" if not _aliased(profile) else
+                      "remove the alias: a profile is listed once")
+
+
+def _aliased(profile) -> bool:
+    """A profile repeated through a YAML alias sits after its own keys (they are the anchor's)."""
+    return profile.loc.line > at(profile, "name").line
+
+
+def _written_at(profile) -> int:
+    return profile.loc.line if _aliased(profile) else at(profile, "name").line
 
 
 @rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",

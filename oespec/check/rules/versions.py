@@ -134,10 +134,10 @@ def _name_pattern(names: tuple[str, ...], prefix: str = "") -> re.Pattern:
     return re.compile(prefix + r"(?<![\w.])(?:" + alternatives + r")(?![\w])", re.IGNORECASE if prefix else 0)
 
 
-def _mentions(text: str, names: tuple[str, ...]) -> list[str]:
-    """The sentences of `text` that name the element."""
+def _mentions(text: str, names: tuple[str, ...] | re.Pattern) -> list[str]:
+    """The sentences of `text` that name the element (its names, or their `_name_pattern`)."""
     sentences = re.split(r"(?<=[.;])\s+|\n+", text)
-    pattern = _name_pattern(names)
+    pattern = names if isinstance(names, re.Pattern) else _name_pattern(names)
     return [s for s in sentences if pattern.search(s)]
 
 
@@ -151,9 +151,12 @@ def _says_added(sentence: str, names: tuple[str, ...]) -> bool:
               "mentioned before it existed, nor said to be added in another version)")
 def history_contradicts_since(ctx: CheckContext):
     for profile in ctx.registry.profiles:
+        # One pattern per element, not per element and entry: the rule stays linear in the registry.
+        patterns = [(kind, element, _name_pattern(_mention_names(kind, element)))
+                    for kind, element in versioned_elements(profile)]
         for entry in profile.history:
-            for kind, element in versioned_elements(profile):
-                for sentence in _mentions(entry.changes, _mention_names(kind, element)):
+            for kind, element, pattern in patterns:
+                for sentence in _mentions(entry.changes, pattern):
                     if entry.version < element.since:
                         why = f"mentions {kind} {element.name}, which is since {element.since}"
                     elif entry.version > element.since and _says_added(sentence, _mention_names(kind, element)):

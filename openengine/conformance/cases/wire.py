@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, status_name
 from openengine.conformance.contract import CORE
+from openengine.contract import number_domains
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")
@@ -39,10 +40,12 @@ async def _refused_each(ctx: Context, tries: list[tuple[str, object]]) -> list[s
     return problems
 
 
-def _sampling_tries(ctx: Context, values: dict[str, tuple[float, ...]]) -> list[tuple[str, object]]:
+def _sampling_tries(ctx: Context, fields: tuple[str, ...]) -> list[tuple[str, object]]:
+    """NaN, both infinities and the nearest values outside each field's declared domain."""
     tries = []
-    for field, bad in values.items():
-        for value in bad:
+    for field in fields:
+        domain = number_domains()[f"openengine.v1.SamplingParams.{field}"]
+        for value in (NAN, INF, -INF) + domain.outside():
             req = ctx.generate_request(max_tokens=1)
             setattr(req.sampling, field, value)
             tries.append((f"sampling.{field} = {value}", req))
@@ -52,17 +55,15 @@ def _sampling_tries(ctx: Context, values: dict[str, tuple[float, ...]]) -> list[
 @case("core.numbers.sampling", profile=CORE, requires=("REQ-SVC-005",),
       title="temperature, top_p and min_p that are NaN, infinite or out of domain fail INVALID_ARGUMENT")
 async def numbers_sampling(ctx: Context):
-    problems = await _refused_each(ctx, _sampling_tries(ctx, {
-        "temperature": (NAN, INF, -INF, -1.0), "top_p": (NAN, INF, 0.0, 7.0), "min_p": (NAN, -INF, 1.5)}))
+    problems = await _refused_each(ctx, _sampling_tries(ctx, ("temperature", "top_p", "min_p")))
     expect(not problems, "; ".join(problems))
 
 
 @case("core.numbers.penalties", profile=CORE, requires=("REQ-SVC-005",),
       title="presence, frequency and repetition penalties that are NaN, infinite or out of domain fail")
 async def numbers_penalties(ctx: Context):
-    problems = await _refused_each(ctx, _sampling_tries(ctx, {
-        "presence_penalty": (NAN, -INF, 3.0), "frequency_penalty": (NAN, INF, -3.0),
-        "repetition_penalty": (NAN, -INF, -3.0, 0.0)}))
+    problems = await _refused_each(ctx, _sampling_tries(
+        ctx, ("presence_penalty", "frequency_penalty", "repetition_penalty")))
     expect(not problems, "; ".join(problems))
 
 
@@ -72,8 +73,9 @@ async def numbers_logit_bias(ctx: Context):
     info = ctx.discovery.models.get(ctx.model)
     vocab = info.tokenizer.vocab_size if info is not None and info.HasField("tokenizer") else 0
     tries = []
-    for label, key, value in (("a NaN value", 1, NAN), ("an infinite value", 1, INF), ("value 1000", 1, 1000.0)) \
-            + ((("key vocab_size", vocab, 1.0),) if vocab else ()):
+    outside = number_domains()["openengine.v1.SamplingParams.logit_bias"].outside()
+    for label, key, value in (("a NaN value", 1, NAN), ("an infinite value", 1, INF)) \
+            + tuple((f"value {bad:g}", 1, bad) for bad in outside) + ((("key vocab_size", vocab, 1.0),) if vocab else ()):
         req = ctx.generate_request(max_tokens=1)
         req.sampling.logit_bias[key] = value
         tries.append((f"logit_bias with {label}", req))

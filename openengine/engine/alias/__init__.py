@@ -17,8 +17,8 @@ from google.protobuf import descriptor as _d
 from google.protobuf import message_factory
 
 from openengine.aliases import ALIASES, HEALTH_CHECK, AliasMethod, AliasService, lookup
-from openengine.engine.runtime import ADMIN
-from openengine.engine.services._base import Refused
+from openengine.engine.contract import ADMIN
+from openengine.engine.refusal import Refused
 
 if TYPE_CHECKING:
     from openengine.engine.runtime import Runtime

@@ -9,7 +9,7 @@ import grpc
 
 from openengine.contractkit.naming import enum_value_prefix
 
-from openengine.engine.services._base import Refused
+from openengine.engine.refusal import Refused
 from openengine.v1 import common_pb2, events_pb2, generation_pb2
 
 Code = grpc.StatusCode

@@ -9,7 +9,7 @@ from google.protobuf import struct_pb2
 
 from openengine.engine.alias import kv
 from openengine.engine.alias._common import AliasBase, Code, enum_by_suffix, health_state, not_translated
-from openengine.engine.services._base import Refused
+from openengine.engine.refusal import Refused
 from openengine.legacy.rev3.v1 import control_pb2 as r3
 from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2, load_pb2
 

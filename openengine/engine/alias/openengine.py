@@ -9,7 +9,7 @@ from __future__ import annotations
 from openengine.engine.alias import kv
 from openengine.engine.alias._common import (AliasBase, Code, enum_by_suffix, error_code, finish_reason,
                                              health_state, not_translated)
-from openengine.engine.services._base import Refused
+from openengine.engine.refusal import Refused
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
 from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
                            load_pb2)

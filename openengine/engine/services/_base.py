@@ -1,4 +1,4 @@
-"""What every service shares: the refusal type, error replies and the Base class."""
+"""What every service shares: refusals, error replies and the Base class."""
 
 from __future__ import annotations
 
@@ -6,21 +6,17 @@ import logging
 
 import grpc
 
-from openengine.engine.runtime import Runtime
+from typing import TYPE_CHECKING
+
+from openengine.engine.refusal import Refused
 from openengine.v1 import common_pb2, events_pb2, generation_pb2
+
+if TYPE_CHECKING:
+    from openengine.engine.runtime import Runtime
 
 log = logging.getLogger("openengine.engine")
 ES = events_pb2
 Code = grpc.StatusCode
-
-
-class Refused(Exception):
-    """A request refused before acceptance: its status and a message naming field and limit."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def invalid(field: str, message: str) -> Refused:
@@ -81,7 +77,7 @@ class Base:
 
         rt = self.rt
         if rt.admission is None or rt.admission[0] != rt.revision:
-            from openengine.engine.services.discovery import advertised_report
+            from openengine.engine.messages import advertised_report
 
             rt.admission = (rt.revision, advertised_report(rt))
         if getattr(request, "model", None) == "" and len(rt.models) > 1:

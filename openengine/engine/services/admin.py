@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from openengine.engine.contract import coerce
-from openengine.engine.state import DRAINING, PAUSED, SLEEPING, IllegalTransition, RunState
+from openengine.serve.runstate import DRAINING, PAUSED, SLEEPING, IllegalTransition, RunState
 from openengine.engine.services._base import Base, Code, Refused, invalid, refuse_bad_numbers
 from openengine.v1 import admin_pb2
 

@@ -10,35 +10,31 @@ from openengine.v1 import events_pb2, load_pb2
 
 class Observability(Base):
     def settings(self, request: load_pb2.WatchLoadRequest) -> tuple[int, int, bool, bool]:
+        """The effective settings, computed by the one function clients and the runner use too
+        (`openengine.validate.effective_watch_settings`); a requested value that was clamped
+        passes the `watch.clamped` hook point."""
+        from openengine.validate import effective_watch_settings
+
         rt = self.rt
-        lim = lambda name: rt.limit("openengine.load", name)  # noqa: E731
-        lo, hi = lim("min_watch_interval_ms"), lim("max_watch_interval_ms")
-        clamp = lambda v: rt.hooks.at("watch.clamped", max(lo, min(hi, v)), requested=v)  # noqa: E731
-        if not request.HasField("interval_ms"):
-            interval = lim("default_watch_interval_ms")
-        elif request.interval_ms == 0:
-            interval = 0 if lim("change_driven") else lo
-        else:
-            interval = clamp(request.interval_ms)
-        if not request.HasField("heartbeat_ms"):
-            heartbeat = lim("default_heartbeat_ms")
-        elif request.heartbeat_ms == 0:
-            heartbeat = 0
-        else:
-            heartbeat = clamp(request.heartbeat_ms)
-        initial = request.initial_snapshot if request.HasField("initial_snapshot") else True
-        per_rank = bool(request.per_rank and lim("per_rank"))
-        return interval, heartbeat, initial, per_rank
+        effective = effective_watch_settings(
+            {lim.name: rt.limit("openengine.load", lim.name) for lim in rt.catalogue.profile("openengine.load").limits},
+            request)
+        interval, heartbeat = effective["interval_ms"], effective["heartbeat_ms"]
+        if request.HasField("interval_ms") and request.interval_ms:
+            interval = rt.hooks.at("watch.clamped", interval, requested=request.interval_ms)
+        if request.HasField("heartbeat_ms") and request.heartbeat_ms:
+            heartbeat = rt.hooks.at("watch.clamped", heartbeat, requested=request.heartbeat_ms)
+        return interval, heartbeat, effective["initial_snapshot"], effective["per_rank"]
 
     async def GetLoad(self, request: load_pb2.GetLoadRequest, context):
         return self.rt.hooks.at("load.get", self.rt.build_load(per_rank=request.per_rank))
 
     async def WatchLoad(self, request: load_pb2.WatchLoadRequest, context):
-        """Yields each message's wire bytes (openengine.engine.loadwire): a snapshot is built and
+        """Yields each message's wire bytes (openengine.serve.loadwire): a snapshot is built and
         serialized once and shared by every stream it goes to; the server's response serializer
         passes bytes through."""
-        from openengine.engine.load import Watcher
-        from openengine.engine.loadwire import Snapshot, heartbeat_message, settings_message, snapshot_message
+        from openengine.serve.load import Watcher
+        from openengine.serve.loadwire import Framer, Snapshot
 
         rt = self.rt
         max_watchers = rt.limit("openengine.load", "max_watchers")
@@ -50,6 +46,7 @@ class Observability(Base):
                           count_coalesced=rt.hooks.at("watch.count-coalesced", True))
         instance_id = rt.hooks.at("watch.instance-id", rt.instance_id)
         sequence = 0
+        framer = Framer()
         hook = rt.hooks.at
         now_ns = rt.clock.now_ns
         loop = asyncio.get_running_loop()
@@ -71,7 +68,7 @@ class Observability(Base):
         own_instance = instance_id == rt.instance_id
 
         def snapshot(shared: Snapshot, coalesced: int) -> bytes:
-            return snapshot_message(*stamp(), shared if own_instance else shared.for_instance(instance_id),
+            return framer.snapshot(*stamp(), shared if own_instance else _for_instance(shared, instance_id),
                                     coalesced)
 
         def ring() -> None:
@@ -88,7 +85,7 @@ class Observability(Base):
             opened_at = None
             for step in rt.hooks.at("watch.opening", ("settings", "snapshot") if initial else ("settings",)):
                 if step == "settings":
-                    yield settings_message(*stamp(), settings)
+                    yield framer.settings(*stamp(), settings)
                 else:
                     first = build()
                     opened_at = loop.time()
@@ -113,7 +110,7 @@ class Observability(Base):
                 if heartbeats:
                     due = last_sent + beat_s
                     if loop.time() >= due:
-                        yield heartbeat_message(*stamp())
+                        yield framer.heartbeat(*stamp())
                         last_sent = loop.time()
                         continue
                     # One alarm per stream, armed only when none is pending: `due` never moves
@@ -160,3 +157,13 @@ class Observability(Base):
                 await sub.wake.wait()
         finally:
             rt.runtime_events.subscribers.discard(sub)
+
+
+def _for_instance(shared, instance_id: str):
+    """The same snapshot reporting another instance id (only a fault asks for one)."""
+    from openengine.serve.loadwire import Snapshot
+
+    load = load_pb2.LoadInfo()
+    load.CopyFrom(shared.load)
+    load.instance_id = instance_id
+    return Snapshot.of(load)

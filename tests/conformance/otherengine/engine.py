@@ -24,6 +24,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 from grpc_health.v1 import health, health_pb2
 
+from openengine.contract import number_domains
 from openengine.v1 import (
     capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, generation_pb2 as gen_pb,
     lifecycle_pb2, load_pb2,
@@ -235,14 +236,13 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     for name, used in switches.items():
         if used and name not in lax:
             return bad, f"sampling.{name}: not supported by this engine"
-    domains = {"temperature": lambda v: v >= 0, "top_p": lambda v: 0 < v <= 1,
-               "min_p": lambda v: 0 <= v <= 1, "presence_penalty": lambda v: -2 <= v <= 2,
-               "frequency_penalty": lambda v: -2 <= v <= 2, "repetition_penalty": lambda v: v > 0}
-    for name, fits in domains.items():
-        if s.HasField(name) and not (math.isfinite(getattr(s, name)) and fits(getattr(s, name))):
+    domains = {f.name: number_domains()[f.full_name] for f in s.DESCRIPTOR.fields if f.full_name in number_domains()}
+    for name, domain in domains.items():
+        if name != "logit_bias" and s.HasField(name) and not (
+                math.isfinite(getattr(s, name)) and domain.contains(getattr(s, name))):
             return bad, f"sampling.{name}: {getattr(s, name)} is not a usable value"
     for token, bias in s.logit_bias.items():
-        if not (math.isfinite(bias) and -100 <= bias <= 100) or token >= VOCAB_SIZE:
+        if not (math.isfinite(bias) and domains["logit_bias"].contains(bias)) or token >= VOCAB_SIZE:
             return bad, f"sampling.logit_bias[{token}]: {bias} is not usable"
     if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS \
             and not (st.bugs.max_output_unchecked and s.max_tokens > MAX_OUTPUT_TOKENS):

@@ -1,0 +1,24 @@
+"""The OpenEngine server SDK: serve an engine over the OpenEngine protocol by writing a backend.
+
+    from openengine.serve import Backend, serve
+    asyncio.run(serve(MyBackend(), ServeConfig(port=50051)))
+
+The backend interface and its types are in `openengine.serve.backend`; the SDK does the
+protocol (discovery, health, load, admission, Abort, cancellation, the admin guard, the wire
+policy, reflection, shutdown).
+"""
+
+from openengine.serve.backend import (
+    AbortReason, AdminOperations, Backend, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final,
+    FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
+    Tokenizer,
+)
+from openengine.serve.profiles import CannotServe
+from openengine.serve.server import AdminAccess, RunningServer, ServeConfig, Server, serve
+
+__all__ = [
+    "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
+    "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
+    "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
+    "AdminAccess", "CannotServe", "RunningServer", "ServeConfig", "Server", "serve",
+]

@@ -1,0 +1,67 @@
+"""Admission: whether a Generate call is taken, and as which `GenerateRequest`.
+
+Every check runs here, in order, before the backend sees the request: the engine takes work, the
+model is served, the shared preflight (`openengine.validate.preflight`) against what the engine
+itself advertises finds nothing wrong, token ids fit the model's vocabulary, and the request id
+is not in flight. A bounded queue (an advertised queue limit refused with RESOURCE_EXHAUSTED)
+would be one more check at the end of `admit`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode
+from openengine.serve.discovery import advertised_report
+from openengine.v1 import generation_pb2
+from openengine.validate import Severity, number_violations, preflight
+
+
+@dataclass
+class Admission:
+    """Admits against the capability revision it last read; a new revision is read afresh."""
+
+    state: object
+    _report: tuple[int, object] | None = None
+
+    def report(self):
+        state = self.state
+        if self._report is None or self._report[0] != state.revision:
+            self._report = (state.revision, advertised_report(state))
+        return self._report[1]
+
+    def admit(self, message: generation_pb2.GenerateRequest) -> GenerateRequest:
+        state = self.state
+        if not state.accepting:
+            raise Refusal(RefusalCode.UNAVAILABLE, "openengine.v1.Inference is not taking work now; "
+                                                   "retry later or on another engine")
+        model = message.model or state.default_model
+        if model not in state.models:
+            raise Refusal(RefusalCode.NOT_FOUND,
+                          f"model: no served model {message.model!r}; served: {', '.join(state.models)}")
+        if message.WhichOneof("prompt") is None:
+            raise Refusal(RefusalCode.INVALID_ARGUMENT, "prompt: set text or token_ids")
+        routed = message
+        if not message.model and len(state.models) > 1:
+            routed = generation_pb2.GenerateRequest()
+            routed.CopyFrom(message)
+            routed.model = model
+        tokenizer = state.models[model].tokenizer
+        if message.WhichOneof("prompt") == "text" and not tokenizer.text_input:
+            raise Refusal(RefusalCode.INVALID_ARGUMENT,
+                          f"text: model {model!r} takes token_ids only (ModelInfo.tokenizer.text_input is false)")
+        if message.WhichOneof("prompt") == "token_ids":
+            outside = next((t for t in message.token_ids.ids if t >= tokenizer.vocab_size), None)
+            if outside is not None:
+                raise Refusal(RefusalCode.INVALID_ARGUMENT, f"token_ids: token id {outside} is outside the "
+                              f"vocabulary of model {model!r} ({tokenizer.vocab_size} tokens)")
+        violations = preflight(routed, self.report()) + number_violations(message, vocab_size=tokenizer.vocab_size)
+        errors = list(dict.fromkeys(
+            f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
+        if errors:
+            raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
+        request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
+        if request_id in state.in_flight:
+            raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")
+        return GenerateRequest(request_id=request_id, model=model, message=message)

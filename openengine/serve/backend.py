@@ -1,0 +1,328 @@
+"""The interface between the protocol and an engine: what a backend declares and implements.
+
+The SDK (`openengine.serve`) owns everything the OpenEngine protocol defines: discovery, standard
+health, GetLoad and WatchLoad, the capability revision, admission against the advertised limits,
+Abort, cancellation, the admin guard, the wire policy, reflection and graceful shutdown. A backend
+supplies only what is the engine's own:
+
+- `describe()`: its identity, its models and their limits, and the limits it serves each profile
+  with (`EngineDescription`);
+- `generate(request)`: an async iterator of `Chunk`s ending, per output sequence, in a `Final`, or
+  in one `Failure` (`GenerateOutput`);
+- `abort(request_id, reason)`: stop one request it is running;
+- `load()`: its numbers now (`Load`); it calls `EngineHandle.load_changed()` when they change.
+
+Optional profiles are optional parts: a backend that implements `AdminOperations` can be served
+with `openengine.admin`, one that returns a servicer for a service from `services()` serves the
+RPCs of that service itself (`openengine.kv`, `openengine.tasks`, ...). Which profiles a backend
+can serve is derived from the compiled contract's RPCs and what the backend implements, never
+from a list; asking for one it cannot serve is refused at start, naming what is missing.
+
+Everything here is plain typed data plus two `Protocol`s; nothing imports gRPC.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Mapping, Protocol, Union, runtime_checkable
+
+from openengine.v1 import generation_pb2, kv_pb2
+
+# -- what a backend declares ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """The model's tokenizer as ModelInfo.tokenizer reports it."""
+
+    name: str
+    vocab_size: int
+    eos_token_id: int | None = None
+    bos_token_id: int | None = None
+    text_input: bool = True      # the engine tokenizes `text` prompts itself
+    text_output: bool = True     # the engine detokenizes (chunks carry `text`)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One served model. `profiles` names the model-scoped profiles it lists (REQ-CAP-012) and
+    `limits` the model-scoped limits it sets itself (profile -> limit -> value); every other limit
+    is the engine-wide value."""
+
+    name: str
+    max_context_tokens: int
+    max_output_tokens: int
+    tokenizer: Tokenizer
+    profiles: tuple[str, ...] = ()
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    multimodal: bool = False
+
+
+@dataclass(frozen=True)
+class EngineDescription:
+    """What the backend is and serves. `limits` gives, per profile (full or short name), the
+    values of that profile's typed limits the engine really has (`{"core": {"max_sequences": 4}}`);
+    a limit left out takes the contract's default. The SDK checks every value against the
+    contract's type and range and refuses to start on one that does not fit."""
+
+    engine_name: str
+    engine_version: str
+    models: tuple[Model, ...]
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    role: str = "aggregated"            # aggregated, prefill, decode or encoder
+    data_parallel_size: int = 1
+    tensor_parallel_size: int = 1
+
+
+# -- one Generate call ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """An admitted Generate call, as the backend runs it.
+
+    `message` is the request as the client sent it, already admitted: every check
+    `openengine.validate.preflight` makes against the engine's advertised capabilities has
+    passed (limits, switches that are off, number domains, model-scoped profiles). `model` is the
+    served model it is routed to (never empty) and `request_id` its id (one is made when the
+    client sent none). What only the engine knows (its vocabulary, room left in the context,
+    adapters and sessions it holds) the backend checks and refuses with `Refusal`."""
+
+    request_id: str
+    model: str
+    message: generation_pb2.GenerateRequest
+
+    @property
+    def sampling(self) -> generation_pb2.SamplingParams:
+        return self.message.sampling
+
+    @property
+    def sequences(self) -> int:
+        """How many output sequences the request asks for (`sampling.n`, 1 when unset)."""
+        s = self.message.sampling
+        return s.n if s.HasField("n") else 1
+
+
+class FinishReason(enum.IntEnum):
+    """Why a sequence ended (generation.proto FinishReason)."""
+
+    STOP = generation_pb2.FINISH_REASON_STOP
+    LENGTH = generation_pb2.FINISH_REASON_LENGTH
+    ABORTED = generation_pb2.FINISH_REASON_ABORTED
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """New tokens of one output sequence. `logprobs` and `prompt_logprobs` are the messages
+    `generation_pb2.TokenLogprobs`, when the request asked for them."""
+
+    token_ids: tuple[int, ...]
+    text: str = ""
+    index: int = 0
+    logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
+    prompt_logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
+
+
+@dataclass(frozen=True)
+class Final:
+    """The end of one output sequence: its last tokens, why it ended and its token accounting.
+    A KV producer (prefill role, or a request whose `kv_transfer.role` is PRODUCER) sets
+    `kv_transfer` to what a consumer needs to fetch the request's cache (disaggregated handoff)."""
+
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    token_ids: tuple[int, ...] = ()
+    text: str = ""
+    index: int = 0
+    cached_prompt_tokens: int = 0
+    stop_reason: str = ""
+    logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
+    kv_transfer: kv_pb2.KvTransferParams | None = None
+
+
+class ErrorCode(enum.IntEnum):
+    """What went wrong after acceptance (common.proto ErrorCode)."""
+
+    INVALID_ARGUMENT = 1
+    RESOURCE_EXHAUSTED = 2
+    ABORTED = 3
+    DEADLINE_EXCEEDED = 4
+    UNAVAILABLE = 5
+    KV_TRANSFER_FAILED = 6
+    NOT_FOUND = 7
+    INTERNAL = 8
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The request failed after it was accepted: the stream's terminal error, nothing follows."""
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+GenerateOutput = Union[Chunk, Final, Failure]
+
+
+class RefusalCode(enum.Enum):
+    """The status a call refused before acceptance (or a stream the engine ends) gets: gRPC
+    status names."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    UNAVAILABLE = "UNAVAILABLE"
+    ABORTED = "ABORTED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    # A feature the engine does not have, asked for by one request although the capabilities
+    # cannot say so (a request field no limit covers).
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+
+
+class Refusal(Exception):
+    """Raised by a backend before its first output to refuse a request: the call ends with
+    `code` and `message` as its gRPC status. The message names the field and why, and how to
+    fix it (`sampling.max_tokens: 9000 exceeds the context (4096)`)."""
+
+    def __init__(self, code: RefusalCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class AbortReason(enum.Enum):
+    """Why the SDK asks a backend to stop a request."""
+
+    ABORT_RPC = "abort"                # Lifecycle/Abort named it
+    CLIENT_CANCELLED = "cancelled"     # the client went away (REQ-CORE-011)
+    STALLED_CONSUMER = "stalled"       # the client stopped reading for longer than the stall limit
+    PAUSED = "paused"                  # Admin PauseGeneration with mode abort (or wait, past its timeout)
+    DRAIN_DEADLINE = "drain"           # Admin Drain's deadline passed with the request still running
+    SHUTDOWN = "shutdown"              # the engine is stopping
+
+
+# -- load -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankLoad:
+    """One data-parallel rank's share of the load."""
+
+    rank: int
+    running_requests: int = 0
+    queued_requests: int = 0
+    used_kv_blocks: int = 0
+    total_kv_blocks: int = 0
+    running_tokens: int = 0
+    waiting_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Load:
+    """The engine's numbers now. With `ranks`, every total the spec sums over ranks
+    (REQ-LOAD-023) is computed by the SDK from them and the totals given here are ignored."""
+
+    running_requests: int = 0
+    queued_requests: int = 0
+    used_kv_blocks: int = 0
+    total_kv_blocks: int = 0
+    running_tokens: int = 0
+    waiting_tokens: int = 0
+    prefill_batch_size: int = 0
+    decode_batch_size: int = 0
+    active_kv_sessions: int = 0
+    ranks: tuple[RankLoad, ...] = ()
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+# -- what the SDK gives a backend -------------------------------------------------------------------
+
+
+class EngineHandle(Protocol):
+    """What a running server offers its backend (passed to `Backend.attach`)."""
+
+    def load_changed(self) -> None:
+        """The backend's load changed (a request queued, started or ended outside a Generate
+        call's own start and end, which the SDK signals itself): change-driven WatchLoad streams
+        get a snapshot. Cheap and never blocking; call it from the event loop's thread."""
+
+    @property
+    def instance_id(self) -> str:
+        """The instance id the engine reports (EngineInfo, LoadInfo)."""
+
+    @property
+    def address(self) -> str:
+        """host:port the engine serves on (a KV producer's `remote_address`)."""
+
+    @property
+    def revision(self) -> int:
+        """The capability revision the engine advertises now."""
+
+
+# -- the backend ------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The core every engine provides. All methods are called on the server's event loop."""
+
+    def describe(self) -> EngineDescription:
+        """Identity, models and limits; called once, at start."""
+
+    def attach(self, engine: EngineHandle) -> None:
+        """Called once before serving starts, with the handle to report load changes through."""
+
+    def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateOutput]:
+        """Run one admitted request: `Chunk`s, then one `Final` per sequence (`sampling.n`), or
+        a `Failure`. Raise `Refusal` before the first output to refuse it. When the client goes
+        away or the request is aborted the SDK calls `abort` and closes the iterator; an
+        aborted request's stream ends with the SDK's terminal ABORTED error."""
+
+    async def abort(self, request_id: str, reason: AbortReason) -> None:
+        """Stop a request `generate` is running and free what it holds, at once."""
+
+    def load(self) -> Load:
+        """The engine's numbers now (GetLoad, and every WatchLoad snapshot; keep it cheap)."""
+
+
+@runtime_checkable
+class AdminOperations(Protocol):
+    """What `openengine.admin` needs from the engine. The SDK owns the run state (SERVING,
+    PAUSED, DRAINING, SLEEPING), health, the guard and the refusals; these do the engine's part."""
+
+    async def pause(self, mode: str) -> None:
+        """Stop making progress: `abort` (the SDK aborts the requests), `wait` or `keep`."""
+
+    async def resume(self) -> None:
+        """Make progress again after `pause`."""
+
+    async def sleep(self, level: int, tags: frozenset[str]) -> int:
+        """Release memory (weights, KV cache...); returns the bytes released."""
+
+    async def wake(self, tags: frozenset[str]) -> None:
+        """Bring back what `sleep` released (everything when `tags` is empty)."""
+
+    async def reset_prefix_cache(self) -> int | None:
+        """Drop the prefix cache; the blocks freed, or None when it cannot now (requests run)."""
+
+    def update_limits(self, limits: Mapping[str, Mapping[str, Any]]) -> None:
+        """Run with these limits from now on (profile -> limit -> value, already checked)."""
+
+
+@runtime_checkable
+class ServiceProvider(Protocol):
+    """A backend that serves the RPCs of an optional profile itself returns, per full service
+    name (`openengine.v1.Tasks`), an object with one coroutine (unary) or async generator
+    (server streaming) per RPC, named as the RPC, taking the request message and returning or
+    yielding response messages, as a gRPC servicer does. The SDK still gates each call on the
+    advertised profiles, guards Admin and applies the wire policy; `Refusal` ends a call with
+    its status."""
+
+    def services(self) -> Mapping[str, object]:
+        """Full service name -> the object implementing its RPCs."""

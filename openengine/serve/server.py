@@ -1,0 +1,427 @@
+"""Serve a backend: route every RPC of the compiled contract, gate it on the advertised profiles,
+guard Admin, serve standard health and reflection, apply the wire policy, shut down gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import inspect
+import logging
+import secrets
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from openengine.contract import HEALTH_SERVICE, RpcInfo, catalogue
+from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode, ServiceProvider
+from openengine.serve.discovery import advertised_report
+from openengine.serve.health import SERVING, Health, HealthServicer, desired_statuses
+from openengine.serve.profiles import CannotServe, select
+from openengine.serve.admin import Admin
+from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
+from openengine.serve.state import ServingState
+from openengine.serve.wire import WirePolicy
+
+log = logging.getLogger("openengine.serve")
+
+ADMIN = "openengine.v1.Admin"
+INFERENCE = "openengine.v1.Inference"
+# The protocol's own services, implemented by the SDK for every backend.
+PROTOCOL_CLASSES = (Admin, Discovery, Inference, Lifecycle, Observability)
+
+
+@dataclass(frozen=True)
+class AdminAccess:
+    """How Admin is reached and guarded (REQ-ADMIN-002): a bearer token, and optionally its own
+    address (`port`, `host`), behind mutual TLS when `client_ca` is given with a certificate and key.
+    With neither a token nor mutual TLS, a token is generated and logged."""
+
+    token: str | None = None
+    port: int | None = None
+    host: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    client_ca: str | None = None
+
+    @property
+    def mtls(self) -> bool:
+        return bool(self.client_ca)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Where and what to serve. `profiles` names the profiles to advertise (short or full names;
+    the mandatory ones always); None serves every profile the backend can."""
+
+    host: str = "127.0.0.1"
+    port: int = 50051
+    profiles: tuple[str, ...] | None = None
+    instance_id: str | None = None
+    admin: AdminAccess = field(default_factory=AdminAccess)
+    # The stalled-consumer policy: abort a request whose client takes no message for this many
+    # seconds (None: wait as long as the client keeps the call open).
+    stall_timeout_s: float | None = None
+
+
+class Server:
+    """One served backend. Build it anywhere; start and stop it inside an event loop."""
+
+    def __init__(self, backend: Backend, config: ServeConfig = ServeConfig()):
+        if not isinstance(backend, Backend):
+            missing = [name for name in ("describe", "attach", "generate", "abort", "load")
+                       if not callable(getattr(backend, name, None))]
+            raise CannotServe([f"the backend does not implement {', '.join(missing)} (see openengine.serve.Backend)"])
+        self.config = config
+        self.backend = backend
+        self.catalogue = catalogue()
+        self.description = backend.describe()
+        self._provided = dict(backend.services()) if isinstance(backend, ServiceProvider) else {}
+        self._health_servicer = HealthServicer()
+        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES}
+        selection = select(self.catalogue, self.description, config.profiles, self.implemented)
+        self.state = ServingState(self.catalogue, backend, self.description, selection)
+        if config.instance_id:
+            self.state.instance_id = config.instance_id
+        self._impls = {name: cls(self.state) for name, cls in self._protocol.items()
+                       if isinstance(backend, getattr(cls, "needs", object))}
+        report = advertised_report(self.state)
+        if report.errors:
+            raise CannotServe([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])
+        admin = config.admin
+        self.admin_token = admin.token or (None if admin.mtls else secrets.token_urlsafe(24))
+        self.admin_token_generated = admin.token is None and not admin.mtls
+        self.health = Health(self._health_servicer)
+        self.admin_health = Health(HealthServicer()) if admin.port is not None else None
+        self.wire = WirePolicy()
+        self.servers: list[grpc.aio.Server] = []
+        self.address = ""
+        self.admin_address = ""
+        self._stopped = False
+        self._stall_watch: asyncio.Task | None = None
+
+    # -- what is implemented ---------------------------------------------------------------------
+
+    def method(self, rpc: RpcInfo) -> Callable | None:
+        """The coroutine or async generator serving `rpc`: the SDK's own when it has one,
+        else the backend's; None when neither does."""
+        if rpc.service == HEALTH_SERVICE:
+            candidates = [self._health_servicer]
+        else:
+            cls = self._protocol.get(rpc.service)
+            if cls is not None and not isinstance(self.backend, getattr(cls, "needs", object)):
+                cls = None   # the SDK serves it only with the backend part it needs
+            candidates = [cls, self._provided.get(rpc.service)]
+        for owner in candidates:
+            found = getattr(owner, rpc.method.name, None) if owner is not None else None
+            if found is not None and (inspect.iscoroutinefunction(found) or inspect.isasyncgenfunction(found)):
+                return found
+        return None
+
+    def implemented(self, rpc: RpcInfo) -> bool:
+        return self.method(rpc) is not None
+
+    def _bound(self, rpc: RpcInfo) -> Callable | None:
+        impl = self._impls.get(rpc.service)
+        found = getattr(impl, rpc.method.name, None) if impl is not None else None
+        if found is None:
+            found = getattr(self._provided.get(rpc.service), rpc.method.name, None)
+        return found
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    def gate(self, rpc: RpcInfo, context) -> Refusal | None:
+        """The refusal a call gets before it runs, if any: its profile is not advertised
+        (UNIMPLEMENTED), or it is an Admin call without the credentials (UNAUTHENTICATED)."""
+        if not self.state.has(rpc.profile):
+            return Refusal(RefusalCode.UNIMPLEMENTED,
+                           f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
+        if rpc.service == ADMIN:
+            return self._authenticate(context)
+        return None
+
+    def _authenticate(self, context) -> Refusal | None:
+        """Admin needs the bearer token, or a verified client certificate on the mutual-TLS
+        address. Nothing runs before this check passes."""
+        admin = self.config.admin
+        if admin.mtls:
+            peer = context.auth_context() or {}
+            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
+                return Refusal(RefusalCode.UNAUTHENTICATED,
+                               "Admin needs a client certificate signed by the configured CA")
+        if self.admin_token:
+            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not bearer_matches(sent, self.admin_token):
+                return Refusal(RefusalCode.UNAUTHENTICATED,
+                               "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
+        return None
+
+    def _handler(self, rpc: RpcInfo):
+        impl = self._bound(rpc)
+        request_class, response_class = rpc.request, rpc.response
+
+        async def refuse(refusal: Refusal, context):
+            await context.abort(grpc.StatusCode[refusal.code.value], refusal.message)
+
+        if rpc.method.server_streaming:
+            async def stream(request, context):
+                refusal = self.gate(rpc, context) or (None if impl else _missing(rpc))
+                if refusal is not None:
+                    await refuse(refusal, context)
+                try:
+                    async for message in impl(request, context):
+                        yield message
+                except Refusal as refused:
+                    await refuse(refused, context)
+            return grpc.unary_stream_rpc_method_handler(
+                stream, request_deserializer=request_class.FromString, response_serializer=wire_form(response_class))
+
+        async def unary(request, context):
+            refusal = self.gate(rpc, context) or (None if impl else _missing(rpc))
+            if refusal is not None:
+                await refuse(refusal, context)
+            try:
+                return await impl(request, context)
+            except Refusal as refused:
+                await refuse(refused, context)
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=request_class.FromString,
+            response_serializer=response_class.SerializeToString)
+
+    def _service_handlers(self, services) -> list:
+        out = []
+        for service in services:
+            methods = {r.method.name: self._handler(r) for r in self.catalogue.rpcs if r.service == service}
+            if methods:
+                out.append(grpc.method_handlers_generic_handler(service, methods))
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _statuses(self) -> dict[str, int]:
+        separate = self.admin_health is not None
+        services = [s for s in self.state.advertised_services() if not (separate and s == ADMIN)]
+        return desired_statuses(services, self.state.accepting)
+
+    async def start(self) -> None:
+        config, state = self.config, self.state
+        separate = config.admin.port is not None
+        compiled = [s for s in self.catalogue.services if s != HEALTH_SERVICE]
+        main_services = [s for s in compiled if not (separate and s == ADMIN)]
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+        server.add_generic_rpc_handlers(self._service_handlers(main_services))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health_servicer, server)
+        advertised = [s for s in state.advertised_services() if s in main_services]
+        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        port = server.add_insecure_port(f"{config.host}:{config.port}")
+        if port == 0:
+            raise OSError(f"cannot listen on {config.host}:{config.port}")
+        self.address = f"{_host_for_url(config.host)}:{port}"
+        state.address = self.address
+        self.servers.append(server)
+        if separate:
+            self.servers.append(self._admin_server())
+        self.backend.attach(state)
+        state.health_changed = lambda: self.health.update(self._statuses())
+        if config.stall_timeout_s:
+            self._stall_watch = asyncio.ensure_future(self._impls[INFERENCE].watch_stalls(config.stall_timeout_s))
+        await self.health.update(self._statuses())
+        if self.admin_health is not None:
+            await self.admin_health.update({ADMIN: SERVING, "": SERVING} if state.has_service(ADMIN) else {"": SERVING})
+        for s in self.servers:
+            await s.start()
+        self._log_started()
+
+    def _admin_server(self) -> grpc.aio.Server:
+        admin = self.config.admin
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+        server.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
+        health_pb2_grpc.add_HealthServicer_to_server(self.admin_health.servicer, server)
+        names = ([ADMIN] if self.state.has_service(ADMIN) else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
+        reflection.enable_server_reflection(names, server)
+        host = admin.host or self.config.host
+        where = f"{host}:{admin.port}"
+        if admin.mtls:
+            creds = grpc.ssl_server_credentials(
+                [(Path(admin.tls_key).read_bytes(), Path(admin.tls_cert).read_bytes())],
+                root_certificates=Path(admin.client_ca).read_bytes(), require_client_auth=True)
+            port = server.add_secure_port(where, creds)
+        else:
+            port = server.add_insecure_port(where)
+        if port == 0:
+            raise OSError(f"cannot listen on {where}")
+        self.admin_address = f"{_host_for_url(host)}:{port}"
+        return server
+
+    def _log_started(self) -> None:
+        state = self.state
+        log.info("serving %s on %s (instance %s, capability revision %d)", self.description.engine_name,
+                 self.address, state.instance_id, state.revision)
+        log.info("profiles: %s", ", ".join(f"{p.name} {p.version_text}" for p in state.advertised))
+        for reason in state.selection.left_out:
+            log.info("not served: %s", reason)
+        if self.admin_address:
+            log.info("admin on %s%s", self.admin_address, " (mTLS)" if self.config.admin.mtls else "")
+        if self.admin_token_generated and state.has_service(ADMIN):
+            log.info("admin token (generated): %s", self.admin_token)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
+        Watch streams get it, then WatchLoad streams end with UNAVAILABLE, requests in flight are
+        aborted (retryable) and the server stops."""
+        if self._stopped:
+            return
+        self._stopped = True
+        state = self.state
+        log.info("stopping: health NOT_SERVING")
+        await state.transition("stop", "shutdown")
+        if self._stall_watch is not None:
+            self._stall_watch.cancel()
+        await self.health.shutdown()
+        if self.admin_health is not None:
+            await self.admin_health.shutdown()
+        await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
+        state.load.end_all(RefusalCode.UNAVAILABLE, "the engine is shutting down")
+        for flight in list(state.in_flight.values()):
+            state.abort(flight, AbortReason.SHUTDOWN)
+        await asyncio.gather(*(s.stop(grace) for s in self.servers))
+        log.info("stopped")
+
+    async def wait(self) -> None:
+        await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def bearer_matches(header: str, token: str) -> bool:
+    """`authorization: Bearer <token>`: the scheme matched case-insensitively (RFC 7235), the
+    token compared in constant time."""
+    scheme, _, sent = header.strip().partition(" ")
+    scheme_ok = scheme.lower() == "bearer"
+    token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
+    return scheme_ok and token_ok
+
+
+def wire_form(cls) -> Callable[[Any], bytes]:
+    """A stream's response serializer: a message is serialized, bytes a method composed itself
+    (WatchLoad's shared snapshots, openengine.serve.loadwire) go out as they are."""
+    serialize = cls.SerializeToString
+
+    def to_wire(message) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+    return to_wire
+
+
+def _missing(rpc: RpcInfo) -> Refusal:
+    return Refusal(RefusalCode.UNIMPLEMENTED, f"{rpc.name} is not implemented by this engine")
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: asyncio.Event | None = None,
+                on_started: Callable[[Server], Any] | None = None, grace: float = 1.0) -> Server:
+    """Serve `backend` until `stop` is set (or SIGINT/SIGTERM when `stop` is not given)."""
+    server = Server(backend, config)
+    await server.start()
+    if on_started is not None:
+        on_started(server)
+    loop = asyncio.get_running_loop()
+    own = stop is None
+    stop = stop or asyncio.Event()
+    if own:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        if own:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        await server.stop(grace)
+    return server
+
+
+def settle(loop: asyncio.AbstractEventLoop, *, timeout: float) -> list[asyncio.Task]:
+    """Cancel and wait out whatever is still running on `loop` once the server has stopped, then
+    close its async generators; returns the tasks that ignored cancellation within `timeout`.
+
+    A gRPC server that stops while a stream's cancellation is still in flight can leave the
+    call's tasks pending. On a closed loop they are never finished: the garbage collector
+    destroys them later, at a random moment in whatever code runs then, and gRPC logs each one
+    as an unhandled exception. Finishing them here keeps a server's shutdown its own."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    stubborn: list[asyncio.Task] = []
+    if pending:
+        _, still = loop.run_until_complete(asyncio.wait(pending, timeout=timeout))
+        stubborn = list(still)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    return stubborn
+
+
+class RunningServer:
+    """A backend served from a background thread with its own event loop (tests, tools).
+    `backend` is a factory, called on that loop, so a backend may create loop-bound objects."""
+
+    def __init__(self, backend: Callable[[], Backend], config: ServeConfig = ServeConfig(port=0), *,
+                 grace: float = 0.25):
+        self._backend = backend
+        self._config = config
+        self._grace = grace
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="openengine-serve", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.server: Server | None = None
+        self._stop: asyncio.Event | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main():
+            self._stop = asyncio.Event()
+            try:
+                await serve(self._backend(), self._config, stop=self._stop, on_started=self._started,
+                            grace=self._grace)
+            except BaseException as err:  # reported to the starting thread
+                self._error = err
+                self._ready.set()
+
+        try:
+            self.loop.run_until_complete(main())
+        finally:
+            settle(self.loop, timeout=self._grace + 5.0)
+            self.loop.close()
+
+    def _started(self, server: Server) -> None:
+        self.server = server
+        self._ready.set()
+
+    def start(self, timeout: float = 10.0) -> "RunningServer":
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("the server did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> "RunningServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

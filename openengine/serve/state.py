@@ -1,0 +1,142 @@
+"""What one served engine holds between calls: what it advertises (profiles, limits, models, the
+capability revision), the requests in flight, the load watchers and whether it takes work."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from openengine.contract import Catalogue, ProfileInfo
+from openengine.serve.discovery import load_info
+from openengine.serve.backend import AbortReason, Backend, EngineDescription, GenerateRequest, Model
+from openengine.serve.load import Clock, LoadPublisher
+from openengine.serve.backend import RefusalCode
+from openengine.serve.profiles import Selection
+from openengine.serve.runstate import RunState, transition
+
+log = logging.getLogger("openengine.serve")
+
+
+@dataclass(eq=False)
+class InFlight:
+    """One accepted Generate call, from admission to its stream's end."""
+
+    request: GenerateRequest
+    aborted: AbortReason | None = None
+    writing_since: float | None = None   # loop time a message was handed to gRPC, until it is taken
+
+    @property
+    def kv_session(self) -> str:
+        message = self.request.message
+        return message.kv_transfer.session_id if message.HasField("kv_transfer") else ""
+
+
+@dataclass(eq=False)
+class ServingState:
+    catalogue: Catalogue
+    backend: Backend
+    description: EngineDescription
+    selection: Selection
+    instance_id: str = field(default_factory=lambda: f"engine-{uuid.uuid4().hex[:12]}")
+    revision: int = 1
+    address: str = ""
+    run: RunState = field(default_factory=RunState)   # changed only through `transition`
+    # Brings health in line with the run state; set by the server.
+    health_changed: Callable[[], Awaitable[None]] | None = None
+    clock: Clock = field(default_factory=Clock)
+    in_flight: dict[str, InFlight] = field(default_factory=dict)
+    _tasks: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.models: dict[str, Model] = {m.name: m for m in self.description.models}
+        self.load = LoadPublisher(self.build_load_info)
+
+    # -- run state and revision -------------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """New work is taken only while SERVING (REQ-HEALTH-007)."""
+        return self.run.accepting
+
+    async def transition(self, event: str, reason: str, **details) -> RunState:
+        """Move to the state the transition table gives for `event` (IllegalTransition when it
+        gives none), then bring health in line with it."""
+        previous = self.run
+        self.run = transition(previous, event, **details)
+        if self.run.phase != previous.phase:
+            log.info("state %s -> %s (%s)", previous.name, self.run.name, reason)
+            if self.health_changed is not None:
+                await self.health_changed()
+        return self.run
+
+    def revise(self, selection: Selection, changed: list[str]) -> int:
+        """Start a new configuration epoch (REQ-REV-003, REQ-REV-006): the new limits, the next
+        capability revision, and every WatchLoad stream of the old one ended with ABORTED.
+        Returns the previous revision."""
+        previous = self.revision
+        self.selection = selection
+        self.revision += 1
+        self.load.end_all(RefusalCode.ABORTED, f"capability revision changed from {previous} to {self.revision}; "
+                          "re-read the capabilities and watch again", older_than=self.revision)
+        log.info("capability revision %d -> %d (%s)", previous, self.revision, ", ".join(changed))
+        return previous
+
+    # -- what is advertised ----------------------------------------------------------------------
+
+    @property
+    def advertised(self) -> tuple[ProfileInfo, ...]:
+        return self.selection.advertised
+
+    def has(self, profile: str) -> bool:
+        return profile in self.selection.limits
+
+    def limit(self, profile: str, name: str) -> Any:
+        return self.selection.limits[profile][name]
+
+    def advertised_services(self) -> list[str]:
+        return self.catalogue.services_of(p.name for p in self.advertised)
+
+    def has_service(self, service: str) -> bool:
+        return service in self.advertised_services()
+
+    @property
+    def default_model(self) -> str:
+        return self.description.models[0].name
+
+    def model_profiles(self, model: str) -> list[ProfileInfo]:
+        """The advertised model-scoped profiles `model` lists."""
+        listed = {self.catalogue.lookup(p).name for p in self.models[model].profiles}
+        return [p for p in self.advertised if p.scope == "model" and p.name in listed]
+
+    def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
+        return {**self.selection.limits[profile], **self.selection.model_limits.get(model, {}).get(profile, {})}
+
+    # -- load --------------------------------------------------------------------------------------
+
+    def build_load_info(self, per_rank: bool = False):
+        return load_info(self, per_rank)
+
+    def load_changed(self) -> None:
+        self.load.changed()
+
+    # -- background work ---------------------------------------------------------------------------
+
+    def keep(self, task: asyncio.Task) -> None:
+        """Hold a reference to a background task until it ends."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def stalled(self, now: float, limit: float) -> list[InFlight]:
+        """Requests whose client has not taken a message for `limit` seconds."""
+        return [f for f in self.in_flight.values()
+                if f.aborted is None and f.writing_since is not None and now - f.writing_since >= limit]
+
+    def abort(self, flight: InFlight, reason: AbortReason) -> None:
+        """Mark a request aborted and tell the backend to stop it (the call ends it on the stream)."""
+        if flight.aborted is not None:
+            return
+        flight.aborted = reason
+        self.keep(asyncio.ensure_future(self.backend.abort(flight.request.request_id, reason)))
