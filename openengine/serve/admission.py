@@ -6,7 +6,7 @@ itself advertises finds nothing wrong, token ids fit the model's vocabulary, and
 is not in flight. Right after the first check comes room: with `max_queued_requests` above 0, a
 request that would make the accepted requests more than `max_running_requests +
 max_queued_requests` is refused with a retryable RESOURCE_EXHAUSTED and counted
-(LoadInfo.rejected_requests, REQ-CORE-013).
+(LoadInfo.rejected_requests, REQ-CORE-014).
 
 Room is counted on the SDK's in-flight table, not on the backend's `load()`: every accepted call
 is in it from admission to its stream's end, so the count is exact at the moment of the decision

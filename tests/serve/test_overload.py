@@ -1,4 +1,4 @@
-"""Bounded admission in the SDK (REQ-CORE-013): with `max_queued_requests` advertised, the engine
+"""Bounded admission in the SDK (REQ-CORE-014): with `max_queued_requests` advertised, the engine
 takes `max_running_requests + max_queued_requests` Generate calls and refuses the next one with a
 retryable RESOURCE_EXHAUSTED whose EngineError travels in the status details, counted in
 LoadInfo.rejected_requests; room comes back as requests end; 0 means no bound."""

@@ -1,6 +1,6 @@
 """Overload: the bounded queue. An engine that advertises `max_queued_requests` takes every
 request up to its running slots plus its queue and refuses the next one, retryable, counting it
-in load (REQ-CORE-013)."""
+in load (REQ-CORE-014)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ POLL_SECONDS = 0.02
 
 
 def engine_error(err: grpc.RpcError):
-    """The `EngineError` a refused call carries in its status details (REQ-CORE-013), or None."""
+    """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
     from openengine.v1 import common_pb2
 
     try:
@@ -53,7 +53,7 @@ async def _until(ctx: Context, holds, within: float):
         await asyncio.sleep(POLL_SECONDS)
 
 
-@case("core.overload.refused", profile=CORE, requires=("REQ-CORE-013",), timeout=90.0,
+@case("core.overload.refused", profile=CORE, requires=("REQ-CORE-014",), timeout=90.0,
       title="every running slot and queue place filled, one more request is refused "
             "RESOURCE_EXHAUSTED (retryable, counted); the accepted ones end normally")
 async def overload_refused(ctx: Context):
