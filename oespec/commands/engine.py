@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         from openengine.llama.command import run as run_llama
         args.connections = connection_policy(args)
         return run_llama(args)
-    connection_flags = [f"--{name.replace('_', '-')}" for name in CONNECTION_FLAGS if getattr(args, name, None) is not None]
+    connection_flags = [f"--{name.replace('_', '-')}" for name in CONNECTION_FLAGS
+                        if getattr(args, name, None) is not None]
     if connection_flags and not args.list_faults:
         sys.stderr.write(f"oespec engine: {', '.join(connection_flags)}: the reference engine serves with the default "
                          "connection policy; these flags set it for --backend llama\n")

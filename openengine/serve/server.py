@@ -60,19 +60,21 @@ class AdminAccess:
 
 @dataclass(frozen=True)
 class ConnectionPolicy:
-    """How long the engine keeps a connection, as gRPC core server arguments. Every value is in
-    seconds; the defaults suit schedulers and clients on a local network.
+    """How long the engine keeps a connection, and how many calls gRPC holds for it, as gRPC core
+    server arguments. Times are in seconds; the defaults suit schedulers and clients on a local
+    network.
 
     - `handshake_timeout_s` (`grpc.server_handshake_timeout_ms`): a connection that has not
       finished its handshake and sent its HTTP/2 settings by then is closed, so a client that
       connects and sends nothing, or only the HTTP/2 preface, holds nothing for long.
     - `idle_timeout_s` (`grpc.max_connection_idle_ms`): a connection with no call open for this long
       gets GOAWAY and is closed; a client's channel reconnects on its next call. None: never.
-    - `keepalive_time_s`, `keepalive_timeout_s` (`grpc.keepalive_time_ms`, `grpc.keepalive_timeout_ms`):
-      the engine pings a connection that was quiet for `keepalive_time_s` and closes it when the
-      ping is not answered within `keepalive_timeout_s` (also `grpc.http2.ping_timeout_ms`), so a peer that vanished without a FIN
-      (a crashed host, a dropped route) releases its calls; pings continue however long a call
-      stays quiet (`grpc.http2.max_pings_without_data` 0).
+    - `keepalive_time_s`, `keepalive_timeout_s` (`grpc.keepalive_time_ms`,
+      `grpc.keepalive_timeout_ms` and `grpc.http2.ping_timeout_ms`): the engine pings a connection
+      that was quiet for `keepalive_time_s` and closes it when the ping is not answered within
+      `keepalive_timeout_s`, so a peer that vanished without a FIN (a crashed host, a dropped
+      route) releases its calls; pings continue however long a call stays quiet
+      (`grpc.http2.max_pings_without_data` 0).
     - `min_client_ping_interval_s` (`grpc.http2.min_ping_interval_without_data_ms`): the shortest
       keepalive interval a client may use; a client pinging more often, twice, gets GOAWAY
       (`too_many_pings`). Clients may ping with no call open (`grpc.keepalive_permit_without_calls`).
