@@ -10,7 +10,7 @@ it is never advertised, and standard health reports it under its full name (REQ-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor as _d
@@ -20,28 +20,25 @@ from openengine.aliases import ALIASES, HEALTH_CHECK, AliasMethod, AliasService,
 from openengine.engine.contract import ADMIN
 from openengine.engine.refusal import Refused
 
-if TYPE_CHECKING:
-    from openengine.engine.runtime import Runtime
-
 __all__ = ["ALIASES", "lookup", "served", "handlers", "health_statuses", "minimum_client_revision"]
 
 
-def served(rt: "Runtime") -> list[AliasService]:
+def served(rt) -> list[AliasService]:
     return [a for a in (lookup(n) for n in rt.config.aliases) if a is not None]
 
 
-def health_statuses(rt: "Runtime", v1: dict[str, int]) -> dict[str, int]:
+def health_statuses(rt, v1: dict[str, int]) -> dict[str, int]:
     """Standard health entries of the served aliases, given the v1 ones (REQ-ALIAS-003)."""
     return rt.hooks.at("health.aliases", {a.service: v1[a.health_as] for a in served(rt) if a.health_as in v1})
 
 
-def minimum_client_revision(rt: "Runtime", schema_revision: int) -> int:
+def minimum_client_revision(rt, schema_revision: int) -> int:
     """The oldest schema revision whose clients this engine serves: the earliest alias it serves,
     else its own revision."""
     return min([schema_revision, *(a.revision for a in served(rt))])
 
 
-def handlers(invoker: Any, rt: "Runtime") -> list:
+def handlers(invoker: Any, rt) -> list:
     """gRPC generic handlers of every served alias. `invoker` runs v1 RPCs through the server's
     own path (`gate`, `invoke_unary`, `invoke_stream`)."""
     from openengine.engine.alias.control import ControlAlias

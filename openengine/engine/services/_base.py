@@ -6,13 +6,8 @@ import logging
 
 import grpc
 
-from typing import TYPE_CHECKING
-
 from openengine.engine.refusal import Refused
 from openengine.v1 import common_pb2, events_pb2, generation_pb2
-
-if TYPE_CHECKING:
-    from openengine.engine.runtime import Runtime
 
 log = logging.getLogger("openengine.engine")
 ES = events_pb2
@@ -23,7 +18,7 @@ def invalid(field: str, message: str) -> Refused:
     return Refused(Code.INVALID_ARGUMENT, f"{field}: {message}")
 
 
-def refuse_bad_numbers(rt: Runtime, request, *, vocab_size: int = 0) -> None:
+def refuse_bad_numbers(rt, request, *, vocab_size: int = 0) -> None:
     """REQ-SVC-005 through the shared admission check: a NaN or infinite number, a number outside
     its field's domain, or a token id outside the vocabulary is refused with INVALID_ARGUMENT."""
     from openengine.validate import number_violations
@@ -31,7 +26,7 @@ def refuse_bad_numbers(rt: Runtime, request, *, vocab_size: int = 0) -> None:
     refuse_violations(rt, number_violations(request, vocab_size=vocab_size))
 
 
-def refuse_violations(rt: Runtime, violations) -> None:
+def refuse_violations(rt, violations) -> None:
     """Refuse a request with INVALID_ARGUMENT naming every error among `violations` (from
     `openengine.validate`), each with its field, the limit or rule and the requirement."""
     from openengine.validate import Severity
@@ -48,7 +43,7 @@ def _error(code, message, *, retryable=False, **details) -> generation_pb2.Gener
 
 
 class Base:
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt):
         self.rt = rt
 
     def model(self, name: str, field: str = "model") -> str:
