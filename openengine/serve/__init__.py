@@ -11,15 +11,15 @@ policy, reflection, shutdown); `SequenceStops` applies a request's stop conditio
 from openengine.serve.backend import (
     AbortReason, AdminOperations, Backend, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final,
     FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
-    Tokenizer,
+    StateListener, Tokenizer,
 )
 from openengine.serve.profiles import CannotServe
-from openengine.serve.server import AdminAccess, RunningServer, ServeConfig, Server, serve
+from openengine.serve.server import AdminAccess, Gate, Layer, RunningServer, ServeConfig, Server, serve
 from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
-    "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
-    "AdminAccess", "CannotServe", "RunningServer", "SequenceStops", "ServeConfig", "Server", "serve",
+    "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "Tokenizer",
+    "AdminAccess", "CannotServe", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig", "Server", "serve",
 ]

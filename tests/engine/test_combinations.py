@@ -98,7 +98,7 @@ def test_every_declared_incompatibility_is_refused_at_start_and_by_update_config
         admin = {"updatable_limits": sorted(values)}
         with running(role=role, profiles=profiles, limits={"openengine.admin": admin}) as (engine, stubs):
             assert message in _refusal_at_run_time(engine, stubs, values)
-            assert engine.runtime.revision == 1  # nothing applied
+            assert engine.state.revision == 1  # nothing applied
 
     # A client's validators judge the same combination in a Capabilities message the same way.
     assert message in [v.message for v in check_capabilities(_capabilities(profiles, values)) if v.rule_id == "OEV121"]
@@ -132,8 +132,8 @@ def _refused_the_same_on_both_paths(cat: Catalogue, profiles: tuple[str, ...]) -
     with running(profiles=profiles) as (engine, stubs):
         # The running engine was started under the compiled contract; judged under `cat`, any
         # update (even a no-op one) re-judges the whole combination with the same function.
-        engine.runtime.catalogue = cat
-        harmless = {"openengine.core.max_logprobs": engine.runtime.limit("openengine.core", "max_logprobs")}
+        engine.state.catalogue = cat
+        harmless = {"openengine.core.max_logprobs": engine.state.limit("openengine.core", "max_logprobs")}
         assert problems[0] in _refusal_at_run_time(engine, stubs, harmless)
     return problems[0]
 
@@ -195,10 +195,10 @@ def test_a_per_model_combination_is_refused_at_start_and_by_update_config_for_th
     assert err.value.problems == [message]
 
     with running(profiles=("adapters", "admin"), models=(narrow, ModelConfig(name="wide"))) as (engine, stubs):
-        engine.runtime.catalogue = cat
+        engine.state.catalogue = cat
         update = admin_pb2.LimitUpdate(limit="openengine.adapters.max_loras", model="wide", uint_value=3)
         with pytest.raises(grpc.RpcError) as refused:
             stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[update]), metadata=AUTH)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert message in refused.value.details()
-        assert engine.runtime.revision == 1
+        assert engine.state.revision == 1

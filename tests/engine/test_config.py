@@ -6,7 +6,7 @@ import pytest
 
 from openengine.engine import ConfigError, EngineConfig, FAULTS, catalogue, resolve_config
 from openengine.engine.config import REFERENCE_LIMITS, config_from_mapping, load_config_file
-from openengine.engine.contract import coerce
+from openengine.serve.limits import coerce
 
 CAT = catalogue()
 

@@ -285,6 +285,19 @@ def test_an_engine_author_runs_the_engine_and_the_runner_from_the_runtime_instal
     installed["info"].pop("engineVersion", None), in_checkout["info"].pop("engineVersion", None)
     assert installed == in_checkout
 
+    # --config in the runtime install: checked against the compiled contract, no JSON Schema library.
+    (outside / "engine.yaml").write_text("profiles: [load, admin]\nlimits:\n  load: {max_watchers: 8}\n"
+                                         "models:\n  - {name: small, max_context_tokens: 2048}\n", encoding="utf-8")
+    checked = oespec_in(runtime, "engine", "--config", "engine.yaml", "--check-config", cwd=outside)
+    assert checked.returncode == 0 and "openengine.load 1.0" in checked.stdout, checked.stdout + checked.stderr
+    assert "small" in checked.stdout, checked.stdout
+    (outside / "bad.yaml").write_text("profiles: [load]\nlimits:\n  load: {max_wathcers: 8}\nrole: decoder\n",
+                                      encoding="utf-8")
+    refused = oespec_in(runtime, "engine", "--config", "bad.yaml", "--check-config", cwd=outside)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "bad.yaml:3:10: limits.load: openengine.load has no limit 'max_wathcers'" in refused.stderr, refused.stderr
+    assert "bad.yaml:4:7: role: unknown role 'decoder'" in refused.stderr, refused.stderr
+
     listed = oespec_in(runtime, "conformance", "--list", cwd=outside)
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[0] for line in listed.stdout.splitlines()] == [c.id for c in all_cases()]
