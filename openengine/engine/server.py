@@ -52,10 +52,6 @@ class EngineServer(Server):
         except CannotServe as err:
             raise ConfigError(err.problems) from None
 
-    @property
-    def port(self) -> int:
-        return int(self.address.rpartition(":")[2])
-
 
 def log_address(server: Server) -> None:
     """The line scripts wait for (`make conformance` reads the address from it)."""
