@@ -14,12 +14,13 @@ from openengine.serve.backend import (
     StateListener, Tokenizer,
 )
 from openengine.serve.profiles import CannotServe
-from openengine.serve.server import AdminAccess, Gate, Layer, RunningServer, ServeConfig, Server, serve
+from openengine.serve.server import AdminAccess, ConnectionPolicy, Gate, Layer, RunningServer, ServeConfig, Server, serve
 from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
     "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "Tokenizer",
-    "AdminAccess", "CannotServe", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig", "Server", "serve",
+    "AdminAccess", "CannotServe", "ConnectionPolicy", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig",
+    "Server", "serve",
 ]

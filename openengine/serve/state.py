@@ -64,6 +64,7 @@ class ServingState:
     clock: Clock = field(default_factory=Clock)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
     aliases: tuple = ()     # the compatibility aliases served (openengine.aliases.AliasService)
+    rejected_requests: int = 0   # Generate calls refused because the queue was full (LoadInfo)
     _tasks: set = field(default_factory=set)
     _report: tuple[int, Any] | None = None
 

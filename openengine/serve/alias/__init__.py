@@ -18,6 +18,7 @@ from google.protobuf import message_factory
 
 from openengine.aliases import HEALTH_CHECK, AliasMethod, AliasService
 from openengine.serve.backend import Refusal, RefusalCode
+from openengine.serve.status import refuse
 
 ADMIN = "openengine.v1.Admin"
 
@@ -61,9 +62,6 @@ def _method_handler(server: Any, impl, alias: AliasService, mapped: AliasMethod,
         if not mapped.translated:
             raise Refusal(RefusalCode.UNIMPLEMENTED, f"{alias.service}/{method.name} is not translated by this "
                                                      f"alias; use {mapped.v1} instead")
-
-    async def refuse(refusal: Refusal, context):
-        await context.abort(grpc.StatusCode[refusal.code.value], refusal.message)
 
     if method.server_streaming:
         async def stream(request, context):
