@@ -185,19 +185,28 @@ def _rate_window(ctx: Context, period_ms: int, *, at_least: float = 0.0) -> floa
     return max(needed, min(RATE_DEADLINE * period_ms / 1000, ctx.options.case_timeout * 0.6))
 
 
+def _median_gap_ms(arrivals: list[Received]) -> float:
+    """The median gap between consecutive arrivals, in milliseconds (at least two arrivals)."""
+    gaps = sorted((b.at - a.at) * 1000 for a, b in zip(arrivals, arrivals[1:]))
+    return gaps[len(gaps) // 2]
+
+
 def _rate_problem(arrivals: list[Received], period_ms: int, seconds: float, what: str) -> str | None:
     """Why `arrivals` (messages of one kind, read for at most `seconds`) are not about one per
     `period_ms`, or None."""
     if len(arrivals) < RATE_GAPS + 1:
-        return (f"{len(arrivals)} {what} in {seconds:.2f} s at {period_ms} ms "
-                f"(about {seconds * 1000 / period_ms:.0f} were due)")
-    gaps = sorted((b.at - a.at) * 1000 for a, b in zip(arrivals, arrivals[1:]))
-    median = gaps[len(gaps) // 2]
+        return (f"{len(arrivals)} {what} arrived in {seconds:.2f} s at a period of {period_ms} ms, "
+                f"where about {seconds * 1000 / period_ms:.0f} were due (one per period)")
+    median = _median_gap_ms(arrivals)
     if median > RATE_MEDIAN_PERIODS * period_ms:
         return (f"{what} arrived a median {median:.0f} ms apart, but the stream's period is "
                 f"{period_ms} ms: one was due every {period_ms} ms (at most "
                 f"{RATE_MEDIAN_PERIODS:g} periods apart)")
     return None
+
+
+def _rate_note(arrivals: list[Received], period_ms: int) -> str:
+    return f"{len(arrivals)} at {period_ms} ms, a median {_median_gap_ms(arrivals):.0f} ms apart"
 
 
 def _window(ctx: Context, intervals: float, interval_ms: int, *, at_least: float = 0.0,
@@ -573,7 +582,7 @@ async def periodic(ctx: Context):
     # The stimulus: about one snapshot per interval (a rate; the spacing is the checker's).
     problem = _rate_problem(got, n, window, "snapshots")
     expect(problem is None, problem or "")
-    return f"{len(got)} snapshots"
+    return "snapshots: " + _rate_note(got, n)
 
 
 @case("load.watch.heartbeat-idle", profile=LOAD, requires=("REQ-LOAD-013",),
@@ -600,7 +609,7 @@ async def heartbeat_idle(ctx: Context):
     beats = [r for r in got if r.kind == "heartbeat"]
     problem = _rate_problem(beats, h, window, "heartbeats on an idle stream")
     expect(problem is None, problem or "")
-    return f"{len(beats)} heartbeats"
+    return "heartbeats: " + _rate_note(beats, h)
 
 
 async def _fast_stream(ctx: Context, seconds: float = 0.3):
@@ -815,10 +824,11 @@ async def stalled_isolated(ctx: Context):
         stalled.cancel()
         if healthy:
             healthy.cancel()
-    problem = _rate_problem([r for r in collected if r.kind == "snapshot"], n, window,
-                            "snapshots of a healthy watcher")
+    snapshots = [r for r in collected if r.kind == "snapshot"]
+    problem = _rate_problem(snapshots, n, window, "snapshots of a healthy watcher")
     expect(problem is None, f"with a stalled watcher open: {problem}")
     expect(gen and gen[-1].HasField("final"), "a Generate did not finish while a watcher stalled")
+    return "healthy watcher's snapshots: " + _rate_note(snapshots, n)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -110,8 +110,9 @@ class Job:
         texts = [""] * n
         stop_ids = set() if self.bugs.ignore_stop_token_ids else set(s.stop_token_ids)
         stop_strings = [] if self.bugs.ignore_stop_strings else [x for x in s.stop if x]
-        # A queued request waits for a slot, but an abort or a cancel ends it there at once.
-        while not slots.acquire(timeout=0.002):
+        # A queued request waits for a slot, but an abort or a cancel ends it there at once (at
+        # the next look, a few milliseconds on: far sooner than a running request frees a slot).
+        while not slots.acquire(timeout=0.01):
             if self.stop_reason is not None and not (self.stop_reason == "cancel" and self.cancel_deaf):
                 if self.stop_reason == "abort":
                     self.events.put(("aborted", None))
@@ -379,7 +380,9 @@ def watch_load(st: State, request, context):
             beat_due = beat_from + beat if beat else float("inf")
             wake = min(next_tick, beat_due)
             if wake > now:
-                time.sleep(min(wake - now, 0.05))
+                # One wake per message: on a loaded machine every wake-up waits for a core, and
+                # each wait would add to the period, as the next tick counts from this one.
+                released.wait(wake - now)
                 continue
             sequence += 1
             if now >= next_tick:
