@@ -75,7 +75,7 @@ for _id, _reqs, _rules, _title in GROUPS:
     case(_id, profile=CORE, requires=_reqs, title=_title)(_group_case(_rules, _extra))
 
 
-@case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001.2",),
       title="Capabilities.profiles lists openengine.core exactly once")
 async def core_listed(ctx: Context):
     count = sum(1 for p in ctx.capabilities.profiles if p.name == CORE)

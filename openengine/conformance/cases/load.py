@@ -234,14 +234,15 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
 # ------------------------------------------------------------------------------------------------
 # GetLoad and identity
 
-@case("load.getload.complete", profile=LOAD, requires=("REQ-LOAD-001",),
+@case("load.getload.complete", profile=LOAD, requires=("REQ-LOAD-001.1", "REQ-LOAD-001.3"),
       title="GetLoad returns a complete snapshot with timestamp; ranks only when asked and supported")
 async def getload_complete(ctx: Context):
     from openengine.v1 import load_pb2
 
     info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
     expect(info.HasField("timestamp"), "LoadInfo.timestamp is not set")
-    expect(not info.ranks, f"{len(info.ranks)} ranks without per_rank")
+    expect(not info.ranks, f"GetLoad without per_rank answered {len(info.ranks)} ranks: ranks "
+                           "are sent only when the request sets per_rank and the engine supports it")
     ranked = await ctx.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
     if ctx.limit(LOAD, "per_rank"):
         dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
@@ -250,7 +251,7 @@ async def getload_complete(ctx: Context):
         expect(not ranked.ranks, f"per_rank is not supported but {len(ranked.ranks)} ranks came")
 
 
-@case("load.getload.current", profile=LOAD, requires=("REQ-LOAD-001",),
+@case("load.getload.current", profile=LOAD, requires=("REQ-LOAD-001.2",),
       title="GetLoad describes the engine when it answers: a request that has streamed is counted, "
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
@@ -623,7 +624,7 @@ async def _fast_stream(ctx: Context, seconds: float = 0.3):
     return w
 
 
-@case("load.watch.sequence", profile=LOAD, requires=("REQ-LOAD-014",),
+@case("load.watch.sequence", profile=LOAD, requires=("REQ-LOAD-014.1",),
       title="sequence is 0 for the settings, then +1 per message; each stream numbers its own")
 async def sequence(ctx: Context):
     first, second = await together(_fast_stream(ctx), _fast_stream(ctx))
@@ -633,7 +634,7 @@ async def sequence(ctx: Context):
     return f"{len(first.received)} and {len(second.received)} messages"
 
 
-@case("load.watch.timestamps", profile=LOAD, requires=("REQ-LOAD-014",),
+@case("load.watch.timestamps", profile=LOAD, requires=("REQ-LOAD-014.2",),
       title="every message has a timestamp; message and snapshot timestamps never go backwards")
 async def timestamps(ctx: Context):
     w = await _fast_stream(ctx)
@@ -733,7 +734,8 @@ SLOW_WINDOW_BYTES = 128
 STALL_INTERVALS = 24
 
 
-@case("load.watch.slow-reader", profile=LOAD, requires=("REQ-LOAD-015", "REQ-LOAD-016"),
+@case("load.watch.slow-reader", profile=LOAD,
+      requires=("REQ-LOAD-015", "REQ-LOAD-016", "REQ-LOAD-014.1", "REQ-LOAD-014.2"),
       title="a watcher that stalls gets the latest snapshot, no backlog, and the gap counted")
 async def slow_reader(ctx: Context):
     lim = _limits(ctx)
