@@ -80,5 +80,8 @@ for _id, _reqs, _rules, _title in GROUPS:
 async def core_listed(ctx: Context):
     count = sum(1 for p in ctx.capabilities.profiles if p.name == CORE)
     missing = [v for v in report(ctx).violations if v.rule_id == "OEV101"]
-    expect(not missing and count >= 1, "openengine.core is not advertised")
-    expect(count == 1, f"openengine.core is listed {count} times")
+    listed = ", ".join(p.name for p in ctx.capabilities.profiles) or "nothing"
+    expect(not missing and count >= 1, f"openengine.core is not advertised (Capabilities.profiles "
+                                       f"lists {listed}): every server lists it exactly once")
+    expect(count == 1, f"openengine.core is listed {count} times in Capabilities.profiles, not "
+                       "exactly once")

@@ -177,7 +177,9 @@ async def capabilities_stable(ctx: Context):
     call = ctx.inference.Generate(ctx.long_request())
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
+        expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
+                                           "ended with OK before its first message: an accepted "
+                                           "stream ends with a terminal final or error")
         busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
         if first.HasField("final") or first.HasField("error"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
@@ -210,17 +212,23 @@ async def generate_stream(ctx: Context):
     # ignore_eos: the sequence runs to max_tokens, so a sequence that runs past it is seen.
     responses = await ctx.generate(ctx.generate_request(max_tokens=6, ignore_eos=True))
     kinds = [r.WhichOneof("kind") for r in responses]
-    expect(kinds, "the stream ended without any message")
+    expect(kinds, "the Generate stream ended with OK and no message: an accepted stream sends a "
+                  "terminal final (or error) before it ends")
     if "error" in kinds:
-        raise Failed(f"the stream carried an error: {responses[kinds.index('error')].error}")
-    expect(kinds[-1] == "final", f"the last message is {kinds[-1]!r}, not the final response")
-    expect(kinds.count("final") == 1, f"{kinds.count('final')} finals for one sequence")
+        error = responses[kinds.index("error")].error
+        raise Failed(f"a 6-token request within every limit ended with an EngineError (code "
+                     f"{error_code_name(error.code)}: {error.message!r}) instead of a final")
+    expect(kinds[-1] == "final", f"the stream's last message is a {kinds[-1]}, not a final: each "
+                                 "sequence ends with one terminal message and nothing follows it")
+    expect(kinds.count("final") == 1, f"the stream carried {kinds.count('final')} finals for its one "
+                                      "sequence, not exactly one")
     final = responses[-1].final
     expect(final.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED,
-           "GenerateFinal.finish_reason is not set")
-    expect(final.HasField("usage"), "GenerateFinal.usage is not set")
+           "GenerateFinal.finish_reason is not set: the final says why the sequence ended")
+    expect(final.HasField("usage"), "GenerateFinal.usage is not set: the final carries the usage")
     tokens = sum(len(r.chunk.token_ids) for r in responses if r.HasField("chunk")) + len(final.token_ids)
-    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated")
+    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated (ignore_eos set): a "
+                        "sequence ends when it has max_tokens tokens")
     expect(final.usage.completion_tokens == tokens,
            f"usage.completion_tokens {final.usage.completion_tokens} != {tokens} tokens streamed")
 
@@ -231,9 +239,14 @@ async def generate_terminal(ctx: Context):
     n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
     responses = await ctx.generate(ctx.generate_request(max_tokens=4, n=n))
     kinds = [r.WhichOneof("kind") for r in responses]
-    expect("error" not in kinds, "the stream carried an error")
+    if "error" in kinds:
+        error = responses[kinds.index("error")].error
+        raise Failed(f"a request for {n} sequences within every limit ended with an EngineError "
+                     f"(code {error_code_name(error.code)}: {error.message!r}) instead of finals")
     finals = [r.final.index for r in responses if r.HasField("final")]
-    expect(sorted(finals) == list(range(n)), f"finals for indexes {finals}, expected 0..{n - 1}")
+    expect(sorted(finals) == list(range(n)), f"with n={n} the stream carried finals for sequence "
+                                             f"indexes {finals}: expected one final for each of "
+                                             f"0..{n - 1}")
     last_final = max(i for i, k in enumerate(kinds) if k == "final")
     seen_final: set[int] = set()
     for r in responses:
@@ -242,7 +255,9 @@ async def generate_terminal(ctx: Context):
         elif r.HasField("chunk"):
             expect(r.chunk.index not in seen_final,
                    f"a chunk of sequence {r.chunk.index} followed its final")
-    expect(last_final == len(kinds) - 1, "messages followed the last final")
+    expect(last_final == len(kinds) - 1, f"{len(kinds) - 1 - last_final} message(s) "
+                                         f"({', '.join(kinds[last_final + 1:])}) followed the last "
+                                         "final: nothing follows the terminal message")
 
 
 @dataclass(frozen=True)
@@ -389,7 +404,8 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     responses = []
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
+                                           "accepted stream ends with a terminal final or error")
         responses.append(first)
         aborted = await ctx.lifecycle.Abort(abort_request_for(req, lifecycle_pb2))
         responses.extend(await read_rest(call))
@@ -411,7 +427,8 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         raise Failed(f"Abort answered aborted={aborted.aborted} but the aborted stream ended with "
                      f"{shown}, not a terminal EngineError with code ERROR_CODE_ABORTED")
     errors = [r for r in responses if r.HasField("error")]
-    expect(len(errors) == 1, f"{len(errors)} EngineError messages on one stream")
+    expect(len(errors) == 1, f"the aborted stream carried {len(errors)} EngineError messages, not "
+                             "exactly one terminal error")
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
     expect(aborted.aborted == 1, f"Abort ended the one running request but answered "
@@ -497,7 +514,8 @@ async def client_cancel(ctx: Context):
                                             timeout=ctx.options.case_timeout + 5))
     try:
         first = await cancelled.read()
-        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
+                                           "accepted stream ends with a terminal final or error")
         _, done = await _tokens_until(witness, 1, ctx.options.rpc_timeout)
         if done or first.HasField("final"):
             raise Unchecked(f"a request of {tokens} tokens (the model's max_output_tokens) ended at "
@@ -682,7 +700,8 @@ async def stop_token_ids(ctx: Context):
         return None if k is None else ids[k]
 
     stop, ids, _, final = await _stop_runs(ctx, choose, lambda r, t: r.sampling.stop_token_ids.append(t))
-    expect(final is not None, "the stream carried no final for sequence 0")
+    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
+                              "one final")
     if stop in ids:
         at = ids.index(stop)
         expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
@@ -714,7 +733,8 @@ async def stop_strings(ctx: Context):
         return None if k is None or not pairs[k].strip() else pairs[k]
 
     stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: r.sampling.stop.append(s))
-    expect(final is not None, "the stream carried no final for sequence 0")
+    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
+                              "one final")
     at = text.find(stop)
     expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
                    f"{len(text) - at - len(stop)} characters follow it (finish reason "
@@ -774,7 +794,9 @@ async def abort_unknown(ctx: Context):
     call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
+        expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
+                                           "ended with OK before its first message: an accepted "
+                                           "stream ends with a terminal final or error")
         # No request of this engine belongs to a KV session the runner made up, so that form
         # targets nothing as well.
         forms = {"an unknown request id": lifecycle_pb2.AbortRequest(

@@ -33,27 +33,19 @@ class Stream:
         self.status: grpc.StatusCode | None = None
         self.details = ""
         self.started = asyncio.Event()
-        # When its terminal message (or, lacking one, its end) arrived. The streams share one
-        # connection, so these arrivals are in the order the engine sent them.
-        self.ended_at: float | None = None
         self.task = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             async for msg in self.call:
                 self.messages.append(msg)
                 self.started.set()
-                if self.ended_at is None and (msg.HasField("final") or msg.HasField("error")):
-                    self.ended_at = loop.time()
             self.status = grpc.StatusCode.OK
         except grpc.aio.AioRpcError as err:
             self.status, self.details = err.code(), err.details() or ""
         except asyncio.CancelledError:
             self.status = grpc.StatusCode.CANCELLED
         finally:
-            if self.ended_at is None:
-                self.ended_at = loop.time()
             self.started.set()
 
     @property
@@ -117,14 +109,20 @@ class Saturated:
     def slots_freed(self) -> bool:
         return any(s.ended for s in self.running)
 
-    async def until_slots_free_or(self, stream: Stream) -> bool:
-        """Wait until `stream` ends or a running request does; whether `stream` ended first
-        (its terminal message came before that of every running request)."""
+    @property
+    def progress(self) -> int:
+        """Tokens of the running request furthest along."""
+        return max(s.tokens for s in self.running)
+
+    async def until_slots_free_or(self, stream: Stream, total: int) -> bool:
+        """Wait until `stream` ends or a running request does; whether `stream` ended while
+        every running request was still far from its `total` tokens. Far, not merely unended:
+        streams are read side by side, so the end of one and the last messages of another that
+        the engine sent just before it may be read in either order."""
         while not stream.ended and not self.slots_freed():
             await asyncio.wait([stream.task, *(s.task for s in self.running)],
                                return_when=asyncio.FIRST_COMPLETED)
-        return stream.ended and all(s.ended_at is None or stream.ended_at < s.ended_at
-                                    for s in self.running)
+        return stream.ended and not self.slots_freed() and self.progress < total - total // 16
 
     def cancel(self) -> None:
         for s in self.streams:
@@ -192,11 +190,19 @@ async def abort_queued(ctx: Context):
     try:
         answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
             request_ids=common_pb2.StringList(values=[sat.queued.request.request_id])))
-        first = await sat.until_slots_free_or(sat.queued)
+        total = ctx.long_generation_tokens()
+        if sat.slots_freed() or sat.progress >= total // 2:
+            raise Unchecked(f"the running requests had streamed {sat.progress} of their {total} "
+                            "tokens when Abort answered, too far along to tell whether the queued "
+                            "request was ended before a slot freed")
+        if not await sat.until_slots_free_or(sat.queued, total):
+            await asyncio.wait([sat.queued.task], timeout=ctx.options.rpc_timeout)
+            problem = sat.queued.aborted_problem("the aborted queued request")
+            raise Failed(problem + ", and a running request reached its end first" if problem else
+                         f"Abort named the queued request, but it ended only as a running request "
+                         f"reached its end ({sat.progress} of {total} tokens) and freed a slot: "
+                         "Abort waited for a free slot instead of ending it at once")
         problem = sat.queued.aborted_problem("the aborted queued request")
-        expect(first or problem is not None,
-               f"the aborted queued request {sat.queued.shown()} only when a running request "
-               "ended: Abort waited for a free slot instead of ending it at once")
         expect(problem is None, problem or "")
         expect(not sat.queued.tokens, f"the aborted queued request streamed {sat.queued.tokens} "
                                       "tokens: it was run, not ended in the queue")

@@ -78,7 +78,7 @@ class Bugs:
     getload_no_timestamp: bool = False     # GetLoad's LoadInfo has no timestamp (REQ-LOAD-001)
     getload_ranks_unasked: bool = False    # GetLoad carries a rank though per_rank is off (REQ-LOAD-001)
     load_instance_id_differs: bool = False   # GetLoad names another instance (REQ-LOAD-002)
-    snapshot_deltas: bool = False          # WatchLoad snapshots after the first leave out what did not change (REQ-LOAD-003)
+    snapshot_deltas: bool = False          # later snapshots leave out what did not change (REQ-LOAD-003)
     snapshot_before_settings: bool = False   # the initial snapshot comes before the settings (REQ-LOAD-004)
     settings_revision_stale: bool = False  # settings report capability_revision 0 (REQ-LOAD-005)
     interval_unclamped: bool = False       # a requested interval is used and reported unclamped (REQ-LOAD-006)
