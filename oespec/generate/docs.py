@@ -445,13 +445,16 @@ class Pages:
             return Md(f"{f.label} {shown}")
         return shown
 
-    def requirement(self, req: Requirement) -> Md:
-        return self.link(Md(f"**{req.id}**"), req.page, req.anchor)
+    def requirement(self, req: Requirement, shown: str | None = None) -> Md:
+        """A requirement (or, `shown`, one of its clauses) linked to where the spec states it."""
+        return self.link(Md(f"**{shown or req.id}**"), req.page, req.anchor)
 
     def requirement_id(self, req_id: str) -> Md:
-        """A requirement id, linked to its anchor when the spec defines it."""
-        req = self.site.requirement(req_id)
-        return self.requirement(req) if req else mdsafe.code(req_id)
+        """A requirement or clause id (`REQ-CORE-010.2`), linked to its requirement's anchor
+        when the spec defines it."""
+        req = self.site.requirement(req_id.split(".", 1)[0])
+        known = req is not None and (req.id == req_id or req_id in dict(req.assertions))
+        return self.requirement(req, req_id) if known else mdsafe.code(req_id)
 
     def check(self, c: Check) -> Md:
         return self.link(mdsafe.code(c.id), c.page, c.anchor)
