@@ -93,6 +93,20 @@ class Bugs:
     watch_cancel_aborts: bool = False      # cancelling a WatchLoad stream aborts every request (REQ-LOAD-018)
     empty_watch_message: bool = False      # one WatchLoad message sets no kind (REQ-LOAD-022)
     ranks_not_summed: bool = False         # rank 0 counts a request more than the total (REQ-LOAD-023)
+    vendor_name_not_canonical: bool = False   # a vendor profile named "Acme.Fast" (REQ-CAP-001)
+    core_listed_twice: bool = False        # openengine.core 1 appears twice (REQ-CAP-003)
+    kv_limits_unadvertised: bool = False   # Capabilities.kv is set, kv not advertised (REQ-CAP-006)
+    limit_out_of_range: bool = False       # max_watchers advertised above its maximum (REQ-CAP-008)
+    kv_on_aggregated: bool = False         # openengine.kv advertised by an aggregated engine (REQ-CAP-011)
+    tasks_on_no_model: bool = False        # model-scoped openengine.tasks, listed by no model (REQ-CAP-012)
+    revision_differs: bool = False         # Capabilities.revision 2, EngineInfo's 1 (REQ-REV-001)
+    incompatible_limits: bool = False      # speculative decoding advertised with logit_bias (REQ-CAP-010)
+    health_unimplemented: bool = False     # no standard health service (REQ-HEALTH-001)
+    health_service_missing: bool = False   # Check for Observability answers NOT_FOUND (REQ-HEALTH-002)
+    health_overall_not_serving: bool = False   # Check("") NOT_SERVING, Inference SERVING (REQ-HEALTH-004)
+    health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
+    health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
+    health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
 
 
 @dataclass(frozen=True)
@@ -253,7 +267,20 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         del profiles[1]
     if st.bugs.core_unlisted:
         del profiles[0]
-    out = caps_pb.Capabilities(revision=1, profiles=profiles)
+    if st.bugs.core_listed_twice:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0))
+    if st.bugs.vendor_name_not_canonical:
+        profiles.append(common_pb2.ServiceProfile(name="Acme.Fast", major=1, minor=0))
+    if st.bugs.kv_on_aggregated:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.kv", major=1, minor=0))
+    if st.bugs.tasks_on_no_model:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.tasks", major=1, minor=0))
+    out = caps_pb.Capabilities(revision=2 if st.bugs.revision_differs else 1, profiles=profiles)
+    if st.bugs.kv_limits_unadvertised:
+        out.kv.kv_block_size = 16
+    if st.bugs.incompatible_limits:
+        out.generation.speculative_decoding = True
+        out.generation.logit_bias = True
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
@@ -263,6 +290,8 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     out.observability.default_heartbeat_ms = t.default_heartbeat_ms
     out.observability.max_watchers = t.max_watchers
     out.observability.per_rank = t.data_parallel > 1
+    if st.bugs.limit_out_of_range:
+        out.observability.max_watchers = 70_000     # the registry's maximum is 65536
     if st.bugs.load_unadvertised_served:
         del out.profiles[-1]
         out.ClearField("observability")
@@ -562,6 +591,23 @@ class _AnyNameHealth(_Health):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
+def _silent_watch(request, context):
+    """The buggy Watch that sends nothing until a status changes (none does)."""
+    while context.is_active():
+        time.sleep(0.05)
+    yield from ()
+
+
+def _watch_ending_for_unknown(servicer, known):
+    """The buggy Watch that answers an unknown name with SERVICE_UNKNOWN and ends the stream."""
+    def watch(request, context):
+        if request.service not in known:
+            yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+            return
+        yield from servicer.Watch(request, context)
+    return watch
+
+
 _UNPARSED = object()
 
 
@@ -635,12 +681,25 @@ class OtherEngine:
             del handlers["openengine.v1.Observability"]["WatchLoad"]
         self.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
         for name in ("",) + SERVICES:
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            if bugs.health_service_missing and name == "openengine.v1.Observability":
+                continue
+            serving = not (bugs.health_overall_not_serving and name == "")
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING if serving
+                            else health_pb2.HealthCheckResponse.NOT_SERVING)
+        watch = self.health.Watch
+        if bugs.health_watch_waits:
+            watch = _silent_watch
+        elif bugs.health_watch_unknown_ends:
+            watch = _watch_ending_for_unknown(self.health, ("",) + SERVICES)
         handlers["grpc.health.v1.Health"] = {
             "Check": _unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "Watch": _stream(self.health.Watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "Watch": _stream(watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
             "List": _unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
         }
+        if bugs.health_list_unimplemented:
+            del handlers["grpc.health.v1.Health"]["List"]
+        if bugs.health_unimplemented:
+            del handlers["grpc.health.v1.Health"]
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
         if tls is None:

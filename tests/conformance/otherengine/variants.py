@@ -6,7 +6,7 @@ it, and words of the reason a catching case gives.
 `tests/conformance/test_otherengine.py` runs each one and requires its cases to fail with those
 words; `oespec conformance --matrix`, run in a checkout, reads `breaks` to say which variant
 breaks each clause, and `tests/conformance/test_matrix.py` requires one for every clause of the
-core and load areas.
+CORE, CAP and LOAD areas.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ VARIANTS: dict[str, Variant] = {
                               cases="core.generate.stop-strings", ignore_stop_strings=True),
     "stop-string-kept": _v("REQ-CORE-013.3", "core.generate.stop-strings", "and 0 characters follow it",
                            stop_string_kept=True),
-    # -- openengine.core: limits and names (areas CAP and HEALTH) --------------------------------
+    # -- openengine.core: capabilities, revisions and health (areas CAP, REV and HEALTH) --------
     "min-p-when-off": _v("REQ-CAP-009", "core.generate.limits", "sampling.min_p set was accepted",
                          accept_off=frozenset({"min_p"})),
     "logit-bias-when-off": _v("REQ-CAP-009", "core.generate.limits", "sampling.logit_bias set was accepted",
@@ -99,9 +99,38 @@ VARIANTS: dict[str, Variant] = {
                           "registry defines only major 1",
                           cases=("load.rpcs.served", "capabilities.reserved-names",
                                  "capabilities.majors-positive"), load_major=0),
+    "vendor-name-not-canonical": _v("REQ-CAP-001", "capabilities.names-canonical", "not canonical",
+                                    vendor_name_not_canonical=True),
+    "core-listed-twice": _v("REQ-CAP-003", "capabilities.no-duplicates", "advertised more than once",
+                            core_listed_twice=True),
+    "kv-limits-unadvertised": _v("REQ-CAP-006", "capabilities.submessages-advertised",
+                                 "kv is set but openengine.kv is not advertised", kv_limits_unadvertised=True),
+    "limit-out-of-range": _v("REQ-CAP-008", "capabilities.limits-in-range", "must be within 1..65536",
+                             limit_out_of_range=True),
+    "incompatible-limits": _v("REQ-CAP-010", "capabilities.combinations", "cannot be served while",
+                              incompatible_limits=True),
+    "kv-on-aggregated": _v("REQ-CAP-011", "capabilities.role-scope", "whose role is ROLE_AGGREGATED",
+                           kv_on_aggregated=True),
+    "tasks-on-no-model": _v("REQ-CAP-012", "capabilities.model-scope", "but no served model lists it",
+                            tasks_on_no_model=True),
+    "revision-differs": _v("REQ-REV-001", "core.discovery.revision",
+                           "Capabilities.revision 2 differs from EngineInfo", revision_differs=True),
+    "health-unimplemented": _v("REQ-HEALTH-001", "health.served", "failed with UNIMPLEMENTED",
+                               health_unimplemented=True),
+    "health-service-missing": _v("REQ-HEALTH-002", "health.check.advertised-services",
+                                 "openengine.v1.Observability: NOT_FOUND", health_service_missing=True),
     "health-serving-for-any-name": _v("REQ-HEALTH-003", ("health.*", "alias.*"), "answers UNIMPLEMENTED",
                                       cases=("health.check.unknown-not-found", "alias.health"),
                                       health_says_yes=True),
+    "health-overall-not-serving": _v("REQ-HEALTH-004", "health.check.overall",
+                                     "Check(\"\") is NOT_SERVING while openengine.v1.Inference is SERVING",
+                                     health_overall_not_serving=True),
+    "health-watch-waits": _v("REQ-HEALTH-005", "health.watch.first-message", "the current status is due at once",
+                             health_watch_waits=True),
+    "health-watch-unknown-ends": _v("REQ-HEALTH-006", "health.watch.unknown-service",
+                                    "ended with OK after SERVICE_UNKNOWN", health_watch_unknown_ends=True),
+    "health-list-unimplemented": _v("REQ-HEALTH-013", "health.list", "List failed with UNIMPLEMENTED",
+                                    health_list_unimplemented=True),
     # -- openengine.load ---------------------------------------------------------------------------
     "getload-no-timestamp": _v("REQ-LOAD-001.1", "load.getload.complete", "LoadInfo.timestamp is not set",
                                getload_no_timestamp=True),
