@@ -4,6 +4,7 @@ traceback in the runner's output).
 
     python -m bench.soak                          # 50 runs per engine, two burners; updates results.md
     python -m bench.soak --runs 5 --burners 2     # a shorter soak
+    python -m bench.soak --minutes 40             # no run starts after 40 minutes
     python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
 
 The engines are the reference engine (every profile) and the independent test engine
@@ -111,28 +112,76 @@ def test_engine():
 ENGINES = {"reference": reference_engine, "test-engine": test_engine}
 
 
-def soak(engine: str, runs: int, patterns: list[str] | None, log=print) -> EngineSoak:
+def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], list[str]]:
+    """One run of the suite against a fresh engine, added to `out`: the cases that failed and
+    the tracebacks heard."""
     from openengine.conformance import Options, run_suite
 
-    out = EngineSoak(engine)
     started = time.monotonic()
     root = logging.getLogger()
+    handler = _Tracebacks()
+    root.addHandler(handler)
+    try:
+        with ENGINES[out.engine]() as (address, token):
+            report = asyncio.run(run_suite(Options(target=address, admin_token=token), patterns=patterns))
+        gc.collect()
+    finally:
+        root.removeHandler(handler)
+    out.add(report, handler.found)
+    out.seconds += time.monotonic() - started
+    return [r.id for r in report.results if r.outcome.bad], handler.found
+
+
+def soak(engines: list[str], runs: int, patterns: list[str] | None, *, minutes: float | None = None,
+         log=print) -> list[EngineSoak]:
+    """`runs` runs per engine, the engines taking turns, so that a soak cut short by `minutes`
+    (no run starts after them) has run each engine about as often."""
+    out = [EngineSoak(e) for e in engines]
+    end = time.monotonic() + minutes * 60 if minutes else None
     for k in range(runs):
-        handler = _Tracebacks()
-        root.addHandler(handler)
-        try:
-            with ENGINES[engine]() as (address, token):
-                report = asyncio.run(run_suite(Options(target=address, admin_token=token),
-                                               patterns=patterns))
-            gc.collect()
-        finally:
-            root.removeHandler(handler)
-        out.add(report, handler.found)
-        bad = [r.id for r in report.results if r.outcome.bad]
-        log(f"{engine} run {k + 1}/{runs}: {len(report.results)} cases, "
-            f"{len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, {len(handler.found)} tracebacks")
-    out.seconds = time.monotonic() - started
+        for each in out:
+            if end is not None and time.monotonic() >= end:
+                log(f"the {minutes:g} minutes are up: no further run starts")
+                return out
+            bad, tracebacks = soak_once(each, patterns)
+            log(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, "
+                f"{len(tracebacks)} tracebacks")
     return out
+
+
+class LoadSampler:
+    """The machine's one-minute load average, read every `every` seconds while the block runs:
+    the load the soak ran under, other work on the machine included."""
+
+    def __init__(self, every: float = 15.0):
+        self.every = every
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            try:
+                self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                return
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> "LoadSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def summary(self) -> str:
+        if not self.samples:
+            return "unknown"
+        ordered = sorted(self.samples)
+        return (f"min {ordered[0]:.1f}, median {ordered[len(ordered) // 2]:.1f}, max {ordered[-1]:.1f} "
+                f"({len(ordered)} samples, one per {self.every:g} s)")
 
 
 def _loadavg() -> str:
@@ -151,12 +200,19 @@ def section(record: dict) -> str:
              f"| | |\n|---|---|\n| date | {record['date']} |\n| machine | {record['cpus']} cores |\n"
              f"| burners | {record['burners']} processes spinning on a core each |\n"
              f"| cases | {record['patterns'] or 'all'} |\n"
-             f"| load average at start / end | {record['load_start']} / {record['load_end']} |", "",
+             f"| load average at start / end | {record['load_start']} / {record['load_end']} |\n"
+             f"| one-minute load average while it ran | {record.get('load_during', 'unknown')} |", "",
+             "The machine is shared: other work (other checkouts' test runs) ran beside the soak, "
+             "as the load averages show, on top of the burners.", "",
              "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for e in record["engines"]:
         lines.append(f"| {e['engine']} | {e['runs']} | {e['cases']} | {sum(e['failures'].values())} | "
                      f"{e['bad_runs']} | {e['tracebacks']} | {e['seconds'] / 60:.1f} |")
+    asked = record.get("runs_asked")
+    if asked and any(e["runs"] < asked for e in record["engines"]):
+        lines += ["", f"{asked} runs per engine were asked; the time allowed "
+                      f"(`--minutes {record.get('minutes')}`) fit the runs above."]
     noted = [(e["engine"], case, reason) for e in record["engines"] for case, reason in e["reasons"].items()]
     if noted:
         lines += ["", "False failures (first reason of each case):", ""]
@@ -179,18 +235,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", action="append", choices=list(ENGINES),
                         help="soak only this engine (repeatable; default: both)")
     parser.add_argument("--case", action="append", metavar="PATTERN", help="only cases matching")
+    parser.add_argument("--minutes", type=float, metavar="M",
+                        help="start no run after M minutes, and record the runs made")
     parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
     args = parser.parse_args(argv)
     engines = args.engine or list(ENGINES)
     load_start = _loadavg()
-    with burners(args.burners):
-        results = [soak(e, args.runs, args.case, log=lambda line: print(line, flush=True))
-                   for e in engines]
+    with burners(args.burners), LoadSampler() as sampler:
+        results = soak(engines, args.runs, args.case, minutes=args.minutes,
+                       log=lambda line: print(line, flush=True))
         load_end = _loadavg()     # while the burners still run
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
-              "load_start": load_start, "load_end": load_end,
-              "engines": [asdict(r) for r in results]}
+              "runs_asked": args.runs, "minutes": args.minutes, "load_start": load_start, "load_end": load_end,
+              "load_during": sampler.summary(), "engines": [asdict(r) for r in results]}
     print(section(record))
     if not args.no_record:
         RECORD.write_text(json.dumps(record, indent=2) + "\n")

@@ -4,6 +4,10 @@ A requirement is a paragraph or a list item whose first words are `**REQ-<AREA>-
 
     **REQ-LOAD-004** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`, ...
 
+A requirement with several clauses marks each one where it starts with its number in brackets,
+`[.1]`, `[.2]`, ...; each marked clause is an *assertion* with its own id, the requirement's id
+and the number (`REQ-CORE-010.2`), which a conformance case cites when it observes that clause.
+
 The tag says how the requirement is checked: `wire` (over gRPC by the conformance runner),
 `registry` (by `oespec check` / `oespec breaking`) or `client` (behaviour of a client). Tests,
 checks and the conformance runner cite requirements by id, so the loader is strict: a marker that
@@ -31,6 +35,7 @@ DUPLICATE_ID = "SPEC003"
 MISSING_TAG = "SPEC004"
 UNKNOWN_REFERENCE = "SPEC005"
 WIRE_WITHOUT_CASE = "SPEC006"
+CLAUSE_MARKERS = "SPEC007"
 # Where the conformance runner's cases are written, for the hint of SPEC006.
 CASES_DIR = "openengine/conformance/cases/"
 SPEC_RULES = RuleCatalogue("spec", (
@@ -46,12 +51,16 @@ SPEC_RULES = RuleCatalogue("spec", (
              "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
     RuleSpec(WIRE_WITHOUT_CASE, "wire-requirement-has-case", "spec", "coverage",
              "every wire requirement is cited by at least one conformance case", Severity.ERROR),
+    RuleSpec(CLAUSE_MARKERS, "clause-markers", "spec", "requirements",
+             "the clause markers of a requirement are numbered [.1], [.2], ... in order", Severity.ERROR),
 ))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
 _ID_RE = re.compile(rf"^{ID_PATTERN}$")
-# Any token that is meant to be a requirement id, well-formed or not: used to find references.
-_REFERENCE_RE = re.compile(rf"\b{ID_PATTERN}\b")
+# A requirement id, or the id of one of its clauses (`REQ-CORE-010.2`): used to find references.
+_REFERENCE_RE = re.compile(rf"\b{ID_PATTERN}(?:\.[0-9]+)?\b")
+# Where a clause starts inside a requirement's text: `[.2]`.
+_CLAUSE_RE = re.compile(r"\[\.([0-9]+)\]")
 # A list marker (`- `, `* `, `+ `, `1. `) in front of a paragraph's first word.
 _LIST_MARKER_RE = re.compile(r"^(?P<indent>\s*)(?P<marker>[-*+]|[0-9]+[.)])\s+")
 # The start of a requirement: bold marker, then the italic tag in parentheses.
@@ -66,14 +75,33 @@ _EMPHASIS_RE = re.compile(r"\*+")
 
 
 @dataclass(frozen=True)
+class Assertion:
+    """One marked clause of a requirement: `REQ-CORE-010.2` and the words of that clause."""
+
+    id: str
+    text: str
+
+    @property
+    def requirement(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
 class Requirement:
-    """One numbered requirement. `text` is its sentence(s) without the id and tag markup."""
+    """One numbered requirement. `text` is its sentence(s) without the id, tag and clause
+    markup; `assertions` are its marked clauses (none when it is stated as one)."""
 
     id: str
     tag: str
     text: str
     file: str
     line: int
+    assertions: tuple[Assertion, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The requirement's id and the ids of its clauses: everything that may cite it."""
+        return (self.id,) + tuple(a.id for a in self.assertions)
 
     @property
     def area(self) -> str:
@@ -172,7 +200,8 @@ def unknown_references(text_or_ids: str | Iterable[str],
     outliving the requirement it names.
     """
     ids = referenced_ids(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
-    known = set(requirements) if isinstance(requirements, dict) else {r.id for r in requirements}
+    reqs = requirements.values() if isinstance(requirements, dict) else requirements
+    known = {i for r in reqs for i in r.ids}
     return sorted({i for i in ids if i not in known})
 
 
@@ -266,7 +295,38 @@ def _parse_block(block: str, file: str, line: int, column: int
         return None, Diagnostic.at(
             file, loc, MALFORMED_ID, Severity.ERROR,
             f"{req_id} has no text", "state the requirement after the tag")
-    return Requirement(req_id, tag, text, file, line), None
+    text, clauses = _clauses(text)
+    numbers = [n for n, _ in clauses]
+    if numbers and numbers != list(range(1, len(numbers) + 1)):
+        shown = ", ".join(f"[.{n}]" for n in numbers)
+        return None, Diagnostic.at(
+            file, loc, CLAUSE_MARKERS, Severity.ERROR,
+            f"{req_id} marks its clauses {shown}",
+            "number the clauses [.1], [.2], ... in the order they are written, each once")
+    if len(numbers) == 1:
+        return None, Diagnostic.at(
+            file, loc, CLAUSE_MARKERS, Severity.ERROR,
+            f"{req_id} marks a single clause",
+            "mark every clause of a requirement that has several, or none when it states one")
+    empty = [n for n, words in clauses if not words]
+    if empty:
+        return None, Diagnostic.at(
+            file, loc, CLAUSE_MARKERS, Severity.ERROR,
+            f"{req_id} clause [.{empty[0]}] has no text", "write the clause after its marker")
+    assertions = tuple(Assertion(f"{req_id}.{n}", words) for n, words in clauses)
+    return Requirement(req_id, tag, text, file, line, assertions), None
+
+
+def _clauses(text: str) -> tuple[str, list[tuple[int, str]]]:
+    """The text without clause markers, and each marked clause (number, words) up to the next
+    marker. Markers inside `code` spans are not markers."""
+    parts = text.split("`")
+    marked = []
+    for i, part in enumerate(parts):
+        marked.append(_CLAUSE_RE.sub(lambda m: f"\x00{m.group(1)}\x00", part) if i % 2 == 0 else part)
+    pieces = "`".join(marked).split("\x00")
+    clauses = [(int(pieces[k]), " ".join(pieces[k + 1].split())) for k in range(1, len(pieces) - 1, 2)]
+    return " ".join("".join(pieces[0::2]).split()), clauses
 
 
 def _plain(text: str) -> str:

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     if args.list:
         return _list(requirements, args.format)
-    known = {r.id for r in requirements}
+    known = {i for r in requirements for i in r.ids}
     sources = sorted(Path(args.spec_dir).rglob("*.md")) + _files(args.paths)
     for path in sources:
         diags.extend(_unknown_citations(path, known))
@@ -53,7 +53,8 @@ def _wire_without_case(requirements, spec_dir: Path) -> list[Diagnostic]:
         sys.stderr.write("oespec spec: the conformance cases cannot be loaded (run `make bindings`); "
                          "wire requirements were not matched with cases\n")
         return []
-    given = [SpecRequirement(r.id, r.tag, r.text, Path(r.file).name, r.line) for r in requirements]
+    given = [SpecRequirement(r.id, r.tag, r.text, Path(r.file).name, r.line,
+                             tuple((a.id, a.text) for a in r.assertions)) for r in requirements]
     uncovered = set(coverage(all_cases(), given, source=spec_dir.as_posix()).uncovered)
     return [Diagnostic(r.file, r.line, 1, WIRE_WITHOUT_CASE, Severity.ERROR,
                        f"{r.id} is a wire requirement but no conformance case cites it",

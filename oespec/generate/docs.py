@@ -73,6 +73,7 @@ class Requirement:
     text: str
     page: str            # docs-root-relative page, e.g. `load.md`
     line: int
+    assertions: tuple[tuple[str, str], ...] = ()   # its marked clauses: (id, text)
 
     @property
     def area(self) -> str:
@@ -155,13 +156,18 @@ class Site:
     type_owners: dict[str, list[str]] = field(default_factory=dict)
 
     def checks(self, req_id: str) -> list[Check]:
-        """What checks a requirement, in the order check, breaking, validator, case."""
+        """What checks a requirement (or one of its clauses, `REQ-CORE-010.2`), in the order
+        check, breaking, validator, case. A requirement is checked by what checks any clause."""
+
+        def cites(ids) -> bool:
+            return req_id in ids or ("." not in req_id and any(i.startswith(req_id + ".") for i in ids))
+
         found = []
         for kind, rows, page in (("check", self.check_rules, CHECK_RULES_PAGE),
                                  ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
                                  ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE)):
-            found += [Check(kind, r.id, page, r.anchor) for r in rows if req_id in r.requirements]
-        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if req_id in c.requirements]
+            found += [Check(kind, r.id, page, r.anchor) for r in rows if cites(r.requirements)]
+        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if cites(c.requirements)]
         return found
 
     def title_of(self, page: str) -> str:
@@ -215,7 +221,8 @@ def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
     out = []
     for req in found:
         page = Path(req.file).resolve().relative_to(spec_dir.resolve()).as_posix()
-        out.append(Requirement(req.id, req.tag, req.text, page, req.line))
+        out.append(Requirement(req.id, req.tag, req.text, page, req.line,
+                               tuple((a.id, a.text) for a in req.assertions)))
     return out, True
 
 
@@ -438,13 +445,16 @@ class Pages:
             return Md(f"{f.label} {shown}")
         return shown
 
-    def requirement(self, req: Requirement) -> Md:
-        return self.link(Md(f"**{req.id}**"), req.page, req.anchor)
+    def requirement(self, req: Requirement, shown: str | None = None) -> Md:
+        """A requirement (or, `shown`, one of its clauses) linked to where the spec states it."""
+        return self.link(Md(f"**{shown or req.id}**"), req.page, req.anchor)
 
     def requirement_id(self, req_id: str) -> Md:
-        """A requirement id, linked to its anchor when the spec defines it."""
-        req = self.site.requirement(req_id)
-        return self.requirement(req) if req else mdsafe.code(req_id)
+        """A requirement or clause id (`REQ-CORE-010.2`), linked to its requirement's anchor
+        when the spec defines it."""
+        req = self.site.requirement(req_id.split(".", 1)[0])
+        known = req is not None and (req.id == req_id or req_id in dict(req.assertions))
+        return self.requirement(req, req_id) if known else mdsafe.code(req_id)
 
     def check(self, c: Check) -> Md:
         return self.link(mdsafe.code(c.id), c.page, c.anchor)

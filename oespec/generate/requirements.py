@@ -1,7 +1,7 @@
 """Generate the requirement index the conformance runner ships with.
 
 `openengine/conformance/requirements.json` lists every numbered requirement of `spec/` (id, tag,
-text, and the spec page and line it is on), so an installed runner reports requirement coverage
+text, the spec page and line it is on, and its marked clauses with their assertion ids), so an installed runner reports requirement coverage
 (`oespec conformance --matrix`) without a checkout's `spec/` folder next to it.
 """
 
@@ -21,7 +21,9 @@ def index_document(requirements: list[spec.Requirement], spec_dir: Path) -> str:
     """The index as JSON text: one requirement per line, in spec order."""
     rows = [json.dumps({"id": r.id, "tag": r.tag, "text": r.text,
                         "page": Path(r.file).resolve().relative_to(spec_dir.resolve()).as_posix(),
-                        "line": r.line},
+                        "line": r.line}
+                       | ({"assertions": [{"id": a.id, "text": a.text} for a in r.assertions]}
+                          if r.assertions else {}),
                        ensure_ascii=False)
             for r in requirements]
     body = ",\n  ".join(rows)

@@ -17,6 +17,7 @@ from xml.etree import ElementTree as ET
 from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
 from openengine.contractkit.diagnostics import printable as _printable
 from openengine.contractkit.diagnostics import render
+from openengine.conformance.matrix import requirement_of
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
 LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
@@ -52,7 +53,8 @@ def _summary_lines(report: Report) -> list[str]:
     out = ["  ".join(f"{k} {v}" for k, v in counts.items() if v) + f"  in {report.seconds:.1f} s"]
     cov = report.coverage
     if cov and cov.wire:
-        exercised = len([r for r in cov.wire if r in report.exercised()])
+        checked = {requirement_of(cited) for cited in report.exercised()}
+        exercised = len([r for r in cov.wire if r in checked])
         out.append(f"wire requirements: {len(cov.covered)}/{len(cov.wire)} have a case "
                    f"({cov.percent:.0f}%), {exercised} checked in this run")
         if cov.uncovered:
@@ -122,7 +124,8 @@ def sarif_location(d: Diagnostic) -> dict:
 
     location: dict = {"logicalLocations": [{"name": d.rule_id, "fullyQualifiedName": f"{d.path}/{d.rule_id}"}]}
     written = {r.id: r for r in packaged_requirements()}
-    cited = [written[rid] for rid in d.details.get("requirements", ()) if rid in written]
+    cited = [written[requirement_of(rid)] for rid in d.details.get("requirements", ())
+             if requirement_of(rid) in written]
     if cited:
         physical: dict = {"artifactLocation": {"uri": f"spec/{cited[0].page}"}}
         if cited[0].line:

@@ -327,7 +327,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                                           reason if outcome is Outcome.FAIL else
                                           f"not run: {reason}"))
             if not any(r.id == "core.discovery.answers" for r in results):
-                results.insert(0, CaseResult("core.discovery.answers", CORE, ("REQ-CORE-001",),
+                results.insert(0, CaseResult("core.discovery.answers", CORE, ("REQ-CORE-001.1",),
                                              "discovery answers", Outcome.FAIL, reason))
         else:
             await ctx.locate_admin()

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 FAMILIES = ("check", "breaking", "validator", "conformance", "fault", "spec", "docs", "generate")
 BUMPS = ("major", "minor", "none")
-_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}$")
+_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}(\.[1-9][0-9]*)?$")   # a requirement, or one of its clauses
 
 
 class Severity(enum.IntEnum):

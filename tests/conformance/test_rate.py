@@ -41,4 +41,4 @@ def test_a_stream_at_twice_its_period_fails_at_every_period(period_ms):
 
 def test_too_few_arrivals_before_the_deadline_fail():
     problem = _rate_problem(_arrivals([20.0] * 3), 20, 0.88, "snapshots")
-    assert problem is not None and problem.startswith("4 snapshots in 0.88 s")
+    assert problem is not None and problem.startswith("4 snapshots arrived in 0.88 s")

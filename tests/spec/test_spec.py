@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from oespec.spec import (
+    CLAUSE_MARKERS,
     DUPLICATE_ID,
     MALFORMED_ID,
     MISSING_TAG,
@@ -169,6 +170,34 @@ def test_files_in_subfolders_are_read_in_order(tmp_path):
     write(tmp_path / "b", "z.md", "**REQ-B-001** *(wire)* It MUST.\n")
     write(tmp_path, "a.md", "**REQ-A-001** *(wire)* It MUST.\n")
     assert [r.id for r in load_requirements(tmp_path)] == ["REQ-A-001", "REQ-B-001"]
+
+
+def test_marked_clauses_are_assertions_with_their_own_ids(tmp_path):
+    write(tmp_path, "a.md", """**REQ-LOAD-001** *(wire)* For every stream: [.1] the server MUST
+send `[.9]` the settings first, [.2] and MUST number
+them.
+""")
+    (req,) = load_requirements(tmp_path)
+    assert req.text == "For every stream: the server MUST send `[.9]` the settings first, and MUST number them."
+    assert [(a.id, a.text, a.requirement) for a in req.assertions] == [
+        ("REQ-LOAD-001.1", "the server MUST send `[.9]` the settings first,", "REQ-LOAD-001"),
+        ("REQ-LOAD-001.2", "and MUST number them.", "REQ-LOAD-001")]
+    assert req.ids == ("REQ-LOAD-001", "REQ-LOAD-001.1", "REQ-LOAD-001.2")
+    assert unknown_references("see REQ-LOAD-001.2 and REQ-LOAD-001.3", [req]) == ["REQ-LOAD-001.3"]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("**REQ-LOAD-001** *(wire)* [.2] It MUST. [.1] It MUST.", "marks its clauses [.2], [.1]"),
+    ("**REQ-LOAD-001** *(wire)* [.1] It MUST. [.1] It MUST.", "marks its clauses [.1], [.1]"),
+    ("**REQ-LOAD-001** *(wire)* [.1] It MUST.", "marks a single clause"),
+    ("**REQ-LOAD-001** *(wire)* It MUST. [.1] [.2] It MUST.", "clause [.1] has no text"),
+])
+def test_misnumbered_clause_markers_are_reported_at_the_requirement(tmp_path, text, says):
+    write(tmp_path, "a.md", "# T\n\n" + text + "\n")
+    found, problems = scan_requirements(tmp_path)
+    assert found == []
+    assert [(d.rule_id, d.line) for d in problems] == [(CLAUSE_MARKERS, 3)]
+    assert says in problems[0].message and problems[0].hint
 
 
 # --- made-up specs: what is reported ------------------------------------------------------------

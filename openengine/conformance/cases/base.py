@@ -19,7 +19,7 @@ from openengine.contractkit.rules import RuleCatalogue, RuleSpec, Severity
 CaseFn = Callable[["object"], Awaitable["str | None"]]
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
-_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}$")
+_REQ_RE = re.compile(r"^REQ-[A-Z][A-Z0-9]*-[0-9]{3}(\.[1-9][0-9]*)?$")   # a requirement, or one of its clauses
 
 
 class Failed(Exception):

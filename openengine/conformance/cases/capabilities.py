@@ -75,10 +75,13 @@ for _id, _reqs, _rules, _title in GROUPS:
     case(_id, profile=CORE, requires=_reqs, title=_title)(_group_case(_rules, _extra))
 
 
-@case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001.2",),
       title="Capabilities.profiles lists openengine.core exactly once")
 async def core_listed(ctx: Context):
     count = sum(1 for p in ctx.capabilities.profiles if p.name == CORE)
     missing = [v for v in report(ctx).violations if v.rule_id == "OEV101"]
-    expect(not missing and count >= 1, "openengine.core is not advertised")
-    expect(count == 1, f"openengine.core is listed {count} times")
+    listed = ", ".join(p.name for p in ctx.capabilities.profiles) or "nothing"
+    expect(not missing and count >= 1, f"openengine.core is not advertised (Capabilities.profiles "
+                                       f"lists {listed}): every server lists it exactly once")
+    expect(count == 1, f"openengine.core is listed {count} times in Capabilities.profiles, not "
+                       "exactly once")

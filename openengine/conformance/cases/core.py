@@ -129,7 +129,7 @@ def _absent_case(profile: str):
 def _register_profile_cases() -> None:
     for info in load_contract().profiles.values():
         case(f"{info.short_name}.rpcs.served", profile=info.name,
-             requires=("REQ-CORE-001", "REQ-SVC-001") if info.name == CORE
+             requires=("REQ-CORE-001.1", "REQ-SVC-001") if info.name == CORE
              else ("REQ-CORE-002", "REQ-SVC-001"),
              title=f"every RPC of {info.name} up to the advertised version is served"
              )(_served_case(info.name))
@@ -143,7 +143,7 @@ def _register_profile_cases() -> None:
 # ------------------------------------------------------------------------------------------------
 # Discovery
 
-@case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001",),
+@case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001.1",),
       title="GetEngineInfo, GetCapabilities and GetModelInfo of every served model answer")
 async def discovery_answers(ctx: Context):
     d = ctx.discovery
@@ -177,7 +177,9 @@ async def capabilities_stable(ctx: Context):
     call = ctx.inference.Generate(ctx.long_request())
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
+        expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
+                                           "ended with OK before its first message: an accepted "
+                                           "stream ends with a terminal final or error")
         busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
         if first.HasField("final") or first.HasField("error"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
@@ -201,37 +203,50 @@ def _finals(responses) -> dict[int, object]:
     return {r.final.index: r.final for r in responses if r.WhichOneof("kind") == "final"}
 
 
-@case("core.generate.stream", profile=CORE, requires=("REQ-CORE-009", "REQ-CORE-001"),
+@case("core.generate.stream", profile=CORE,
+      requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-006"),
       title="Generate streams chunks, then one final with finish reason and usage, then OK")
 async def generate_stream(ctx: Context):
     from openengine.v1 import generation_pb2
 
-    responses = await ctx.generate(ctx.generate_request(max_tokens=6))
+    # ignore_eos: the sequence runs to max_tokens, so a sequence that runs past it is seen.
+    responses = await ctx.generate(ctx.generate_request(max_tokens=6, ignore_eos=True))
     kinds = [r.WhichOneof("kind") for r in responses]
-    expect(kinds, "the stream ended without any message")
+    expect(kinds, "the Generate stream ended with OK and no message: an accepted stream sends a "
+                  "terminal final (or error) before it ends")
     if "error" in kinds:
-        raise Failed(f"the stream carried an error: {responses[kinds.index('error')].error}")
-    expect(kinds[-1] == "final", f"the last message is {kinds[-1]!r}, not the final response")
-    expect(kinds.count("final") == 1, f"{kinds.count('final')} finals for one sequence")
+        error = responses[kinds.index("error")].error
+        raise Failed(f"a 6-token request within every limit ended with an EngineError (code "
+                     f"{error_code_name(error.code)}: {error.message!r}) instead of a final")
+    expect(kinds[-1] == "final", f"the stream's last message is a {kinds[-1]}, not a final: each "
+                                 "sequence ends with one terminal message and nothing follows it")
+    expect(kinds.count("final") == 1, f"the stream carried {kinds.count('final')} finals for its one "
+                                      "sequence, not exactly one")
     final = responses[-1].final
     expect(final.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED,
-           "GenerateFinal.finish_reason is not set")
-    expect(final.HasField("usage"), "GenerateFinal.usage is not set")
+           "GenerateFinal.finish_reason is not set: the final says why the sequence ended")
+    expect(final.HasField("usage"), "GenerateFinal.usage is not set: the final carries the usage")
     tokens = sum(len(r.chunk.token_ids) for r in responses if r.HasField("chunk")) + len(final.token_ids)
-    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated")
+    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated (ignore_eos set): a "
+                        "sequence ends when it has max_tokens tokens")
     expect(final.usage.completion_tokens == tokens,
            f"usage.completion_tokens {final.usage.completion_tokens} != {tokens} tokens streamed")
 
 
-@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-009",),
+@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-009.1", "REQ-CORE-009.2"),
       title="each of n sequences ends with exactly one final, and nothing follows the last")
 async def generate_terminal(ctx: Context):
     n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
     responses = await ctx.generate(ctx.generate_request(max_tokens=4, n=n))
     kinds = [r.WhichOneof("kind") for r in responses]
-    expect("error" not in kinds, "the stream carried an error")
+    if "error" in kinds:
+        error = responses[kinds.index("error")].error
+        raise Failed(f"a request for {n} sequences within every limit ended with an EngineError "
+                     f"(code {error_code_name(error.code)}: {error.message!r}) instead of finals")
     finals = [r.final.index for r in responses if r.HasField("final")]
-    expect(sorted(finals) == list(range(n)), f"finals for indexes {finals}, expected 0..{n - 1}")
+    expect(sorted(finals) == list(range(n)), f"with n={n} the stream carried finals for sequence "
+                                             f"indexes {finals}: expected one final for each of "
+                                             f"0..{n - 1}")
     last_final = max(i for i, k in enumerate(kinds) if k == "final")
     seen_final: set[int] = set()
     for r in responses:
@@ -240,7 +255,9 @@ async def generate_terminal(ctx: Context):
         elif r.HasField("chunk"):
             expect(r.chunk.index not in seen_final,
                    f"a chunk of sequence {r.chunk.index} followed its final")
-    expect(last_final == len(kinds) - 1, "messages followed the last final")
+    expect(last_final == len(kinds) - 1, f"{len(kinds) - 1 - last_final} message(s) "
+                                         f"({', '.join(kinds[last_final + 1:])}) followed the last "
+                                         "final: nothing follows the terminal message")
 
 
 @dataclass(frozen=True)
@@ -387,7 +404,8 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     responses = []
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
+                                           "accepted stream ends with a terminal final or error")
         responses.append(first)
         aborted = await ctx.lifecycle.Abort(abort_request_for(req, lifecycle_pb2))
         responses.extend(await read_rest(call))
@@ -400,19 +418,26 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
             raise Unchecked(f"the request ran all {req.sampling.max_tokens} tokens the model allows "
                             "before Abort reached it, so the abort could not be observed")
         last = responses[-1]
-        shown = (f"final with finish reason {finish_reason_name(last.final.finish_reason)}"
-                 if last.HasField("final") else last.WhichOneof("kind"))
-        raise Failed(f"Abort answered aborted={aborted.aborted} but the stream ended with "
+        if last.HasField("final"):
+            shown = f"a final with finish reason {finish_reason_name(last.final.finish_reason)}"
+        elif last.HasField("error"):
+            shown = f"an error of code {error_code_name(last.error.code)}"
+        else:
+            shown = f"a {last.WhichOneof('kind')} message"
+        raise Failed(f"Abort answered aborted={aborted.aborted} but the aborted stream ended with "
                      f"{shown}, not a terminal EngineError with code ERROR_CODE_ABORTED")
     errors = [r for r in responses if r.HasField("error")]
-    expect(len(errors) == 1, f"{len(errors)} EngineError messages on one stream")
+    expect(len(errors) == 1, f"the aborted stream carried {len(errors)} EngineError messages, not "
+                             "exactly one terminal error")
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
-    expect(aborted.aborted >= 1, f"AbortResponse.aborted is {aborted.aborted}, expected >= 1")
+    expect(aborted.aborted == 1, f"Abort ended the one running request but answered "
+                                 f"AbortResponse.aborted={aborted.aborted}, expected 1")
     return f"aborted after {len(responses)} messages"
 
 
-@case("core.abort.by-id", profile=CORE, requires=("REQ-CORE-010", "REQ-SVC-002"),
+@case("core.abort.by-id", profile=CORE,
+      requires=("REQ-CORE-010.1", "REQ-CORE-010.4", "REQ-CORE-010.5", "REQ-SVC-002"),
       title="Abort by request id ends the running stream with an aborted terminal message, then OK")
 async def abort_by_id(ctx: Context):
     return await _abort_running(ctx, lambda req, pb: _by_id(req))
@@ -424,10 +449,19 @@ def _by_id(req):
     return lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[req.request_id]))
 
 
-@case("core.abort.all", profile=CORE, requires=("REQ-CORE-010", "REQ-SVC-002"),
+@case("core.abort.all", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-SVC-002"),
       title="Abort(all) ends every running stream")
 async def abort_all(ctx: Context):
     return await _abort_running(ctx, lambda req, pb: pb.AbortRequest(all=True))
+
+
+def error_code_name(value: int) -> str:
+    from openengine.v1 import common_pb2
+
+    try:
+        return common_pb2.ErrorCode.Name(value)
+    except ValueError:
+        return f"{value} (not an ErrorCode)"
 
 
 def finish_reason_name(value: int) -> str:
@@ -454,7 +488,7 @@ async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int
     return seen, False
 
 
-@case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011",),
+@case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011.1",),
       title="a request the client cancels stops and is freed while an identical request started "
             "with it is still running")
 async def client_cancel(ctx: Context):
@@ -480,7 +514,8 @@ async def client_cancel(ctx: Context):
                                             timeout=ctx.options.case_timeout + 5))
     try:
         first = await cancelled.read()
-        expect(first is not grpc.aio.EOF, "the stream ended before its first message")
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
+                                           "accepted stream ends with a terminal final or error")
         _, done = await _tokens_until(witness, 1, ctx.options.rpc_timeout)
         if done or first.HasField("final"):
             raise Unchecked(f"a request of {tokens} tokens (the model's max_output_tokens) ended at "
@@ -654,7 +689,7 @@ def _first_new(items, start: int):
     return None
 
 
-@case("core.generate.stop-token-ids", profile=CORE, requires=("REQ-CORE-013", "REQ-CORE-006"),
+@case("core.generate.stop-token-ids", profile=CORE, requires=("REQ-CORE-013.1", "REQ-CORE-006"),
       title="a sequence ends with FINISH_REASON_STOP at the first token listed in stop_token_ids, "
             "ignore_eos notwithstanding, and sends nothing after it")
 async def stop_token_ids(ctx: Context):
@@ -665,7 +700,8 @@ async def stop_token_ids(ctx: Context):
         return None if k is None else ids[k]
 
     stop, ids, _, final = await _stop_runs(ctx, choose, lambda r, t: r.sampling.stop_token_ids.append(t))
-    expect(final is not None, "the stream carried no final for sequence 0")
+    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
+                              "one final")
     if stop in ids:
         at = ids.index(stop)
         expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
@@ -681,7 +717,8 @@ async def stop_token_ids(ctx: Context):
     return f"stopped at token {stop} after {len(ids)} tokens"
 
 
-@case("core.generate.stop-strings", profile=CORE, requires=("REQ-CORE-013", "REQ-CORE-006"),
+@case("core.generate.stop-strings", profile=CORE,
+      requires=("REQ-CORE-013.2", "REQ-CORE-013.3", "REQ-CORE-006"),
       title="a sequence ends with FINISH_REASON_STOP when its text reaches a string listed in "
             "stop, and the string is left out of the output")
 async def stop_strings(ctx: Context):
@@ -696,7 +733,8 @@ async def stop_strings(ctx: Context):
         return None if k is None or not pairs[k].strip() else pairs[k]
 
     stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: r.sampling.stop.append(s))
-    expect(final is not None, "the stream carried no final for sequence 0")
+    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
+                              "one final")
     at = text.find(stop)
     expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
                    f"{len(text) - at - len(stop)} characters follow it (finish reason "
@@ -744,7 +782,7 @@ async def model_limits(ctx: Context):
     return f"{len(checked)} model(s)"
 
 
-@case("core.abort.unknown", profile=CORE, requires=("REQ-CORE-010",),
+@case("core.abort.unknown", profile=CORE, requires=("REQ-CORE-010.6", "REQ-CORE-010.2"),
       title="Abort naming only unknown or finished requests answers OK with aborted 0 and leaves "
             "a running request alone")
 async def abort_unknown(ctx: Context):
@@ -756,19 +794,26 @@ async def abort_unknown(ctx: Context):
     call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
-        names = {"an unknown request id": "conformance-no-such-request",
-                 "a finished request's id": finished.request_id}
-        for what, name in names.items():
+        expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
+                                           "ended with OK before its first message: an accepted "
+                                           "stream ends with a terminal final or error")
+        # No request of this engine belongs to a KV session the runner made up, so that form
+        # targets nothing as well.
+        forms = {"an unknown request id": lifecycle_pb2.AbortRequest(
+                     request_ids=common_pb2.StringList(values=["conformance-no-such-request"])),
+                 "a finished request's id": lifecycle_pb2.AbortRequest(
+                     request_ids=common_pb2.StringList(values=[finished.request_id])),
+                 "a KV session no request belongs to": lifecycle_pb2.AbortRequest(
+                     kv_session_id="conformance-no-such-session")}
+        for what, form in forms.items():
             try:
-                answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
-                    request_ids=common_pb2.StringList(values=[name])))
+                answer = await ctx.lifecycle.Abort(form)
             except grpc.aio.AioRpcError as err:
-                raise Failed(f"Abort naming {what} failed with {status_name(err.code())}: naming a "
-                             "request that is unknown or finished is not an error, it answers OK "
-                             "with aborted 0") from None
-            expect(answer.aborted == 0, f"Abort naming {what} answered aborted={answer.aborted}, "
-                                        "expected 0")
+                raise Failed(f"Abort naming {what} failed with {status_name(err.code())}: an Abort "
+                             "that targets no request is not an error, it answers OK with "
+                             "aborted 0") from None
+            expect(answer.aborted == 0, f"Abort naming {what} answered aborted={answer.aborted}: "
+                                        "it ended a request it did not target (expected aborted 0)")
         if first.HasField("final") or first.HasField("error"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
                             "no request could be running beside the Aborts")
@@ -778,7 +823,7 @@ async def abort_unknown(ctx: Context):
         raise rpc_error(err, "Abort") from None
     finally:
         call.cancel()
-    expect(own.aborted == 1, f"after two Aborts naming other requests, aborting the running request "
-                             f"by its own id answered aborted={own.aborted}: it had already been "
-                             "ended by an Abort that did not name it")
-    return "aborted 0 for both"
+    expect(own.aborted == 1, f"after three Aborts targeting other requests, aborting the running "
+                             f"request by its own id answered aborted={own.aborted}: it had already "
+                             "been ended by an Abort that did not target it")
+    return f"aborted 0 for each of {len(forms)}"

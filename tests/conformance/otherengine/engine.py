@@ -64,6 +64,52 @@ class Bugs:
     max_output_unchecked: bool = False     # max_tokens above max_output_tokens accepted (REQ-CAP-009)
     coalesced_sequence_skips: bool = False  # a coalesced snapshot's sequence counts the skipped ones (REQ-LOAD-014)
     overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
+    abort_unimplemented: bool = False      # Lifecycle/Abort is not served (REQ-CORE-001)
+    core_unlisted: bool = False            # Capabilities.profiles leaves out openengine.core (REQ-CORE-001)
+    watch_unimplemented: bool = False      # WatchLoad is not served though load is advertised (REQ-CORE-002)
+    load_unadvertised_served: bool = False   # load is not advertised, but its RPCs answer (REQ-CORE-003)
+    max_tokens_overrun: bool = False       # a sequence runs one token past max_tokens (REQ-CORE-006)
+    final_without_usage: bool = False      # the final carries no usage (REQ-CORE-009)
+    chunk_after_final: bool = False        # a chunk follows the final (REQ-CORE-009)
+    ends_internal: bool = False            # a completed stream ends with INTERNAL (REQ-CORE-009)
+    kv_session_aborts_all: bool = False    # Abort by kv_session_id ends every request (REQ-CORE-010)
+    abort_code_internal: bool = False      # an aborted request ends with ERROR_CODE_INTERNAL (REQ-CORE-010)
+    abort_counts_zero: bool = False        # AbortResponse.aborted is always 0 (REQ-CORE-010)
+    abort_queued_when_slot_frees: bool = False   # an aborted queued request ends when it gets a slot (REQ-CORE-010)
+    role_unspecified: bool = False         # EngineInfo.role is ROLE_UNSPECIFIED (REQ-CORE-012)
+    stop_string_kept: bool = False         # a matched stop string stays in the output (REQ-CORE-013)
+    getload_no_timestamp: bool = False     # GetLoad's LoadInfo has no timestamp (REQ-LOAD-001)
+    getload_ranks_unasked: bool = False    # GetLoad carries a rank though per_rank is off (REQ-LOAD-001)
+    load_instance_id_differs: bool = False   # GetLoad names another instance (REQ-LOAD-002)
+    snapshot_deltas: bool = False          # later snapshots leave out what did not change (REQ-LOAD-003)
+    snapshot_before_settings: bool = False   # the initial snapshot comes before the settings (REQ-LOAD-004)
+    settings_revision_stale: bool = False  # settings report capability_revision 0 (REQ-LOAD-005)
+    interval_unclamped: bool = False       # a requested interval is used and reported unclamped (REQ-LOAD-006)
+    zero_interval_kept: bool = False       # interval 0 without change_driven is reported as 0 (REQ-LOAD-007)
+    no_initial_snapshot: bool = False      # no initial snapshot although asked for (REQ-LOAD-009)
+    settings_per_rank_echoed: bool = False   # settings per_rank echoes the request, unsupported (REQ-LOAD-010)
+    max_watchers_ignored: bool = False     # WatchLoad streams beyond max_watchers are accepted (REQ-LOAD-011)
+    timestamps_backwards: bool = False     # every second WatchLoad message is stamped a second early (REQ-LOAD-014)
+    snapshot_backlog: bool = False         # a stalled watcher gets every missed snapshot afterwards (REQ-LOAD-015)
+    coalesced_uncounted: bool = False      # coalesced is always 0 (REQ-LOAD-016)
+    one_sender: bool = False               # a stream waits while any other stream's send is blocked (REQ-LOAD-017)
+    watch_cancel_aborts: bool = False      # cancelling a WatchLoad stream aborts every request (REQ-LOAD-018)
+    empty_watch_message: bool = False      # one WatchLoad message sets no kind (REQ-LOAD-022)
+    ranks_not_summed: bool = False         # rank 0 counts a request more than the total (REQ-LOAD-023)
+    vendor_name_not_canonical: bool = False   # a vendor profile named "Acme.Fast" (REQ-CAP-001)
+    core_listed_twice: bool = False        # openengine.core 1 appears twice (REQ-CAP-003)
+    kv_limits_unadvertised: bool = False   # Capabilities.kv is set, kv not advertised (REQ-CAP-006)
+    limit_out_of_range: bool = False       # max_watchers advertised above its maximum (REQ-CAP-008)
+    kv_on_aggregated: bool = False         # openengine.kv advertised by an aggregated engine (REQ-CAP-011)
+    tasks_on_no_model: bool = False        # model-scoped openengine.tasks, listed by no model (REQ-CAP-012)
+    revision_differs: bool = False         # Capabilities.revision 2, EngineInfo's 1 (REQ-REV-001)
+    incompatible_limits: bool = False      # speculative decoding advertised with logit_bias (REQ-CAP-010)
+    health_unimplemented: bool = False     # no standard health service (REQ-HEALTH-001)
+    health_service_missing: bool = False   # Check for Observability answers NOT_FOUND (REQ-HEALTH-002)
+    health_overall_not_serving: bool = False   # Check("") NOT_SERVING, Inference SERVING (REQ-HEALTH-004)
+    health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
+    health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
+    health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
 
 
 @dataclass(frozen=True)
@@ -79,6 +125,7 @@ class Timing:
     max_queued_requests: int = 4
     max_sequences: int = 2
     max_logprobs: int = 5
+    data_parallel: int = 1     # above 1: per-rank load figures (ObservabilityCapabilities.per_rank)
 
 
 def _now() -> timestamp_pb2.Timestamp:
@@ -114,9 +161,11 @@ class Job:
         texts = [""] * n
         stop_ids = set() if self.bugs.ignore_stop_token_ids else set(s.stop_token_ids)
         stop_strings = [] if self.bugs.ignore_stop_strings else [x for x in s.stop if x]
-        # A queued request waits for a slot, but an abort or a cancel ends it there at once.
-        while not slots.acquire(timeout=0.002):
-            if self.stop_reason is not None and not (self.stop_reason == "cancel" and self.cancel_deaf):
+        # A queued request waits for a slot, but an abort or a cancel ends it there at once (at
+        # the next look, a few milliseconds on: far sooner than a running request frees a slot).
+        while not slots.acquire(timeout=0.01):
+            if self.stop_reason is not None and not (self.stop_reason == "cancel" and self.cancel_deaf) \
+                    and not (self.stop_reason == "abort" and self.bugs.abort_queued_when_slot_frees):
                 if self.stop_reason == "abort":
                     self.events.put(("aborted", None))
                 on_end(self)
@@ -124,6 +173,9 @@ class Job:
         try:
             on_start(self)
             try:
+                if self.stop_reason == "abort":     # aborted while queued, seen only now
+                    self.events.put(("aborted", None))
+                    return
                 while not all(done):
                     time.sleep(rng.uniform(*self.timing.token_seconds))
                     if self.stop_reason == "abort":
@@ -142,7 +194,7 @@ class Job:
                         by_string = next((x for x in stop_strings if texts[i].endswith(x)), "") \
                             if may_stop else ""
                         by_token = may_stop and token in stop_ids
-                        if wants_eos or by_token or by_string or made[i] >= max_tokens:
+                        if wants_eos or by_token or by_string or made[i] >= max_tokens + self.bugs.max_tokens_overrun:
                             done[i] = True
                             stopped = wants_eos or by_token or by_string
                             reason = gen_pb.FINISH_REASON_STOP if stopped else gen_pb.FINISH_REASON_LENGTH
@@ -167,25 +219,48 @@ class State:
     running: set = field(default_factory=set)
     watchers: int = 0
     rejected: int = 0
+    sending: int = 0     # streams blocked in a send (the one_sender bug waits for none)
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
         self.slots = threading.Semaphore(self.timing.max_running_requests)
 
-    def get_load(self) -> load_pb2.LoadInfo:
-        if not self.bugs.load_cached_seconds:
-            return self.load()
-        at, info = self.cached
-        if info is None or time.monotonic() - at > self.bugs.load_cached_seconds:
-            self.cached = (time.monotonic(), self.load())
-        return self.cached[1]
+    def get_load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
+        bugs = self.bugs
+        if not bugs.load_cached_seconds:
+            info = self.load(per_rank)
+        else:
+            at, info = self.cached
+            if info is None or time.monotonic() - at > bugs.load_cached_seconds:
+                self.cached = (time.monotonic(), self.load())
+            info = self.cached[1]
+        if bugs.getload_no_timestamp or bugs.getload_ranks_unasked or bugs.load_instance_id_differs:
+            info = load_pb2.LoadInfo.FromString(info.SerializeToString())
+            if bugs.getload_no_timestamp:
+                info.ClearField("timestamp")
+            if bugs.getload_ranks_unasked:
+                info.ranks.add(data_parallel_rank=0, running_requests=info.running_requests,
+                               queued_requests=info.queued_requests)
+            if bugs.load_instance_id_differs:
+                info.instance_id = "another-" + info.instance_id
+        return info
 
-    def load(self) -> load_pb2.LoadInfo:
+    def load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
         with self.lock:
             running = len(self.running)
             queued = len(self.jobs) - running
-        return load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
-                                 running_requests=running, queued_requests=queued, rejected_requests=self.rejected)
+        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
+                                 running_requests=running, queued_requests=queued,
+                                 rejected_requests=self.rejected)
+        ranks = self.timing.data_parallel
+        if per_rank and ranks > 1:
+            # Requests are dealt to ranks in turn: rank k holds every k-th one.
+            for k in range(ranks):
+                info.ranks.add(data_parallel_rank=k, running_requests=len(range(k, running, ranks)),
+                               queued_requests=len(range(k, queued, ranks)))
+            if self.bugs.ranks_not_summed:
+                info.ranks[0].running_requests += 1
+        return info
 
 
 # -- discovery -------------------------------------------------------------------------------------
@@ -196,7 +271,22 @@ def capabilities(st: State) -> caps_pb.Capabilities:
                 common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)]
     if st.bugs.load_dropped_when_saturated and st.load().queued_requests:
         del profiles[1]
-    out = caps_pb.Capabilities(revision=1, profiles=profiles)
+    if st.bugs.core_unlisted:
+        del profiles[0]
+    if st.bugs.core_listed_twice:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0))
+    if st.bugs.vendor_name_not_canonical:
+        profiles.append(common_pb2.ServiceProfile(name="Acme.Fast", major=1, minor=0))
+    if st.bugs.kv_on_aggregated:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.kv", major=1, minor=0))
+    if st.bugs.tasks_on_no_model:
+        profiles.append(common_pb2.ServiceProfile(name="openengine.tasks", major=1, minor=0))
+    out = caps_pb.Capabilities(revision=2 if st.bugs.revision_differs else 1, profiles=profiles)
+    if st.bugs.kv_limits_unadvertised:
+        out.kv.kv_block_size = 16
+    if st.bugs.incompatible_limits:
+        out.generation.speculative_decoding = True
+        out.generation.logit_bias = True
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
@@ -206,13 +296,24 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     out.observability.default_watch_interval_ms = t.default_watch_interval_ms
     out.observability.default_heartbeat_ms = t.default_heartbeat_ms
     out.observability.max_watchers = t.max_watchers
+    out.observability.per_rank = t.data_parallel > 1
+    if st.bugs.limit_out_of_range:
+        out.observability.max_watchers = 70_000     # the registry's maximum is 65536
+    if st.bugs.load_unadvertised_served:
+        del out.profiles[-1]
+        out.ClearField("observability")
     return out
 
 
 def engine_info(st: State) -> discovery_pb2.EngineInfo:
-    return discovery_pb2.EngineInfo(instance_id=st.instance_id, engine_name="otherengine",
-                                    engine_version="0.1", role=common_pb2.ROLE_AGGREGATED,
+    info = discovery_pb2.EngineInfo(instance_id=st.instance_id, engine_name="otherengine",
+                                    engine_version="0.1",
+                                    role=common_pb2.ROLE_UNSPECIFIED if st.bugs.role_unspecified
+                                    else common_pb2.ROLE_AGGREGATED,
                                     capability_revision=1, served_models=[MODEL])
+    if st.timing.data_parallel > 1:
+        info.parallelism.data_parallel_size = st.timing.data_parallel
+    return info
 
 
 def model_info(st: State, request, context):
@@ -297,10 +398,13 @@ def generate(st: State, request, context):
     while True:
         kind, data = job.events.get()
         if kind == "end":
+            if st.bugs.ends_internal:
+                context.abort(grpc.StatusCode.INTERNAL, "the stream failed after its final")
             return
         if kind == "aborted":
+            code = common_pb2.ERROR_CODE_INTERNAL if st.bugs.abort_code_internal else common_pb2.ERROR_CODE_ABORTED
             yield gen_pb.GenerateResponse(error=common_pb2.EngineError(
-                code=common_pb2.ERROR_CODE_ABORTED, message="aborted by request", retryable=False))
+                code=code, message="aborted by request", retryable=False))
             return
         if kind == "chunk":
             index, token = data
@@ -309,11 +413,16 @@ def generate(st: State, request, context):
         else:
             index, token, reason, made, matched, by_string = data
             text = "" if request.skip_detokenize or not token else chr(token)
-            if by_string and not request.sampling.include_stop_in_output:
+            if by_string and not request.sampling.include_stop_in_output and not st.bugs.stop_string_kept:
                 text = ""
-            yield gen_pb.GenerateResponse(final=gen_pb.GenerateFinal(
-                index=index, token_ids=[token], text=text, finish_reason=reason, stop_reason=matched,
-                usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made)))
+            final = gen_pb.GenerateFinal(index=index, token_ids=[token], text=text, finish_reason=reason,
+                                         stop_reason=matched,
+                                         usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made))
+            if st.bugs.final_without_usage:
+                final.ClearField("usage")
+            yield gen_pb.GenerateResponse(final=final)
+            if st.bugs.chunk_after_final:
+                yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(index=index, token_ids=[token]))
 
 
 def full_status() -> grpc.Status:
@@ -326,9 +435,11 @@ def full_status() -> grpc.Status:
 def abort(st: State, request, context):
     bugs = st.bugs
     with st.lock:
-        if request.all:
+        if request.all or (bugs.kv_session_aborts_all and request.kv_session_id):
             hit = [j for j in st.jobs.values()
                    if not bugs.abort_all_running_only or j.request_id in st.running]
+        elif request.kv_session_id:
+            hit = []      # no request of this engine takes part in a KV handoff
         else:
             unknown = [i for i in request.request_ids.values if i not in st.jobs]
             if bugs.abort_unknown_not_found and unknown:
@@ -337,7 +448,7 @@ def abort(st: State, request, context):
                    and (not bugs.abort_skips_queued or i in st.running)]
     for job in hit:
         job.stop_reason = "abort"
-    return lifecycle_pb2.AbortResponse(aborted=len(hit))
+    return lifecycle_pb2.AbortResponse(aborted=0 if bugs.abort_counts_zero else len(hit))
 
 
 # -- load --------------------------------------------------------------------------------------------
@@ -348,23 +459,34 @@ def watch_settings(st: State, request) -> load_pb2.WatchLoadSettings:
     def clamp(ms: int) -> int:
         return max(t.min_watch_interval_ms, min(t.max_watch_interval_ms, ms))
 
-    interval = clamp(request.interval_ms) if request.HasField("interval_ms") else t.default_watch_interval_ms
+    bugs = st.bugs
+    if bugs.interval_unclamped and request.HasField("interval_ms") and request.interval_ms:
+        interval = request.interval_ms
+    elif bugs.zero_interval_kept and request.HasField("interval_ms") and not request.interval_ms:
+        interval = 0
+    else:
+        interval = clamp(request.interval_ms) if request.HasField("interval_ms") else t.default_watch_interval_ms
     if request.HasField("heartbeat_ms"):
         beat = clamp(request.heartbeat_ms) if request.heartbeat_ms else 0
     else:
         beat = t.default_heartbeat_ms
     initial = request.initial_snapshot if request.HasField("initial_snapshot") else True
     return load_pb2.WatchLoadSettings(interval_ms=interval, heartbeat_ms=beat, initial_snapshot=initial,
-                                      per_rank=False, instance_id=st.instance_id, capability_revision=1)
+                                      per_rank=request.per_rank and (bugs.settings_per_rank_echoed
+                                                                      or t.data_parallel > 1),
+                                      instance_id=st.instance_id,
+                                      capability_revision=0 if bugs.settings_revision_stale else 1)
 
 
 def watch_load(st: State, request, context):
+    bugs = st.bugs
     with st.lock:
-        if st.watchers >= st.timing.max_watchers:
+        if st.watchers >= st.timing.max_watchers and not bugs.max_watchers_ignored:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           f"at most {st.timing.max_watchers} WatchLoad streams")
         st.watchers += 1
     released = threading.Event()
+    sending = [False]     # for the one_sender bug: this stream is blocked in a send
 
     def release():
         # On the RPC's end, whether or not this generator is ever resumed to run `finally`.
@@ -372,49 +494,97 @@ def watch_load(st: State, request, context):
             released.set()
             with st.lock:
                 st.watchers -= 1
+                st.sending -= sending[0]
+            if bugs.watch_cancel_aborts:
+                for job in list(st.jobs.values()):
+                    job.stop_reason = "abort"
 
     context.add_callback(release)
+    sequence = -1
+    stamped = 0
+
+    def message(**kind) -> load_pb2.WatchLoadResponse:
+        nonlocal sequence, stamped
+        sequence += 1
+        stamped += 1
+        ts = _now()
+        if bugs.timestamps_backwards and stamped % 2 == 0:
+            ts.seconds -= 1
+        if kind.get("snapshot") is not None and bugs.snapshot_deltas and stamped > 2:
+            kind["snapshot"].load.ClearField("instance_id")
+            kind["snapshot"].load.ClearField("timestamp")
+        if bugs.empty_watch_message and sequence == 2:
+            kind = {}
+        return load_pb2.WatchLoadResponse(sequence=sequence, timestamp=ts, **kind)
+
+    def send(msg):
+        """A message as the generator yields it; with the one_sender bug it first waits while any
+        other stream's send is blocked."""
+        if not bugs.one_sender:
+            return msg
+        while st.sending and context.is_active():
+            time.sleep(0.005)
+        with st.lock:
+            st.sending += 1
+            sending[0] = True
+        return msg
+
+    def sent():
+        if sending[0]:
+            with st.lock:
+                st.sending -= 1
+                sending[0] = False
+
     try:
         settings = watch_settings(st, request)
-        sequence = 0
-        yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(), settings=settings)
-        if settings.initial_snapshot:
-            sequence += 1
-            yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
-                                             snapshot=load_pb2.LoadSnapshot(load=st.load()))
-        period = settings.interval_ms / 1000 * (2 if st.bugs.snapshots_at_double_interval else 1)
+        opening = [message(settings=settings)]
+        if settings.initial_snapshot and not bugs.no_initial_snapshot:
+            opening.append(message(snapshot=load_pb2.LoadSnapshot(load=st.load(settings.per_rank))))
+            if bugs.snapshot_before_settings:
+                opening.reverse()
+        for msg in opening:
+            yield send(msg)
+            sent()
+        period = settings.interval_ms / 1000 * (2 if bugs.snapshots_at_double_interval else 1)
+        period = period or st.timing.min_watch_interval_ms / 1000
         beat = settings.heartbeat_ms / 1000
-        if st.bugs.heartbeat_off_ignored and not beat:
+        if bugs.heartbeat_off_ignored and not beat:
             beat = st.timing.default_heartbeat_ms / 1000
         next_tick = time.monotonic() + period
         last_message = last_heartbeat = opened = time.monotonic()
         while context.is_active():
             now = time.monotonic()
-            if st.bugs.watch_ends_after and now - opened >= st.bugs.watch_ends_after:
+            if bugs.watch_ends_after and now - opened >= bugs.watch_ends_after:
                 return
-            beat_from = last_heartbeat if st.bugs.heartbeat_from_last_heartbeat else last_message
+            beat_from = last_heartbeat if bugs.heartbeat_from_last_heartbeat else last_message
             beat_due = beat_from + beat if beat else float("inf")
             wake = min(next_tick, beat_due)
             if wake > now:
-                time.sleep(min(wake - now, 0.05))
+                # One wake per message: on a loaded machine every wake-up waits for a core, and
+                # each wait would add to the period, as the next tick counts from this one.
+                released.wait(wake - now)
                 continue
-            sequence += 1
             if now >= next_tick:
                 # A send that blocked (a slow reader) skipped ticks: say how many were folded in.
                 missed = int((now - next_tick) // period)
-                if st.bugs.coalesced_sequence_skips:
+                if bugs.coalesced_sequence_skips:
                     sequence += missed
-                load = st.load()
+                if bugs.snapshot_backlog:
+                    for _ in range(missed):
+                        yield send(message(snapshot=load_pb2.LoadSnapshot(load=st.load(settings.per_rank))))
+                        sent()
+                    missed = 0
+                load = st.load(settings.per_rank)
                 # The next tick counts from this snapshot's own timestamp, not from when it was
                 # due, so consecutive LoadInfo timestamps stay a whole interval apart however
                 # long taking the lock took.
                 next_tick = time.monotonic() + period
-                yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
-                                                 snapshot=load_pb2.LoadSnapshot(load=load, coalesced=missed))
+                coalesced = 0 if bugs.coalesced_uncounted else missed
+                yield send(message(snapshot=load_pb2.LoadSnapshot(load=load, coalesced=coalesced)))
             else:
-                yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
-                                                 heartbeat=load_pb2.Heartbeat())
+                yield send(message(heartbeat=load_pb2.Heartbeat()))
                 last_heartbeat = time.monotonic()
+            sent()
             last_message = time.monotonic()
     finally:
         release()
@@ -437,6 +607,23 @@ class _AnyNameHealth(_Health):
 
     def Check(self, request, context):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+def _silent_watch(request, context):
+    """The buggy Watch that sends nothing until a status changes (none does)."""
+    while context.is_active():
+        time.sleep(0.05)
+    yield from ()
+
+
+def _watch_ending_for_unknown(servicer, known):
+    """The buggy Watch that answers an unknown name with SERVICE_UNKNOWN and ends the stream."""
+    def watch(request, context):
+        if request.service not in known:
+            yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+            return
+        yield from servicer.Watch(request, context)
+    return watch
 
 
 _UNPARSED = object()
@@ -501,19 +688,36 @@ class OtherEngine:
                                 lifecycle_pb2.AbortResponse),
             },
             "openengine.v1.Observability": {
-                "GetLoad": _unary(lambda r, c: st.get_load(), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
+                "GetLoad": _unary(lambda r, c: st.get_load(r.per_rank), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
                 "WatchLoad": _stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
                                      load_pb2.WatchLoadResponse),
             },
         }
+        if bugs.abort_unimplemented:
+            del handlers["openengine.v1.Lifecycle"]["Abort"]
+        if bugs.watch_unimplemented:
+            del handlers["openengine.v1.Observability"]["WatchLoad"]
         self.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
         for name in ("",) + SERVICES:
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            if bugs.health_service_missing and name == "openengine.v1.Observability":
+                continue
+            serving = not (bugs.health_overall_not_serving and name == "")
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING if serving
+                            else health_pb2.HealthCheckResponse.NOT_SERVING)
+        watch = self.health.Watch
+        if bugs.health_watch_waits:
+            watch = _silent_watch
+        elif bugs.health_watch_unknown_ends:
+            watch = _watch_ending_for_unknown(self.health, ("",) + SERVICES)
         handlers["grpc.health.v1.Health"] = {
             "Check": _unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "Watch": _stream(self.health.Watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "Watch": _stream(watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
             "List": _unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
         }
+        if bugs.health_list_unimplemented:
+            del handlers["grpc.health.v1.Health"]["List"]
+        if bugs.health_unimplemented:
+            del handlers["grpc.health.v1.Health"]
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
         if tls is None:

@@ -1,0 +1,191 @@
+"""The test engine's bug variants as data: for each, the wrong behaviour (`Bugs`, and `Timing`
+where the behaviour needs a feature the default engine lacks), the clauses of the spec it
+breaks (assertion ids, or a requirement's id when it is stated as one), the cases meant to catch
+it, and words of the reason a catching case gives.
+
+`tests/conformance/test_otherengine.py` runs each one and requires its cases to fail with those
+words; `oespec conformance --matrix`, run in a checkout, reads `breaks` to say which variant
+breaks each clause, and `tests/conformance/test_matrix.py` requires one for every clause of the
+CORE, CAP and LOAD areas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.conformance.otherengine.engine import Bugs, Timing
+
+
+@dataclass(frozen=True)
+class Variant:
+    bugs: Bugs
+    breaks: tuple[str, ...]          # assertion ids (or whole requirement ids) it breaks
+    patterns: tuple[str, ...]        # the cases to run against it
+    cases: frozenset[str]            # the cases meant to catch it: each must fail
+    says: str                        # words of the reason one of them gives
+    timing: Timing = Timing()
+
+
+def _v(breaks: str | tuple[str, ...], patterns: str | tuple[str, ...], says: str,
+       cases: str | tuple[str, ...] | None = None, timing: Timing = Timing(), **bugs) -> Variant:
+    breaks = (breaks,) if isinstance(breaks, str) else breaks
+    patterns = (patterns,) if isinstance(patterns, str) else patterns
+    caught = (cases,) if isinstance(cases, str) else cases if cases else patterns
+    return Variant(Bugs(**bugs), breaks, patterns, frozenset(caught), says, timing)
+
+
+VARIANTS: dict[str, Variant] = {
+    # -- openengine.core: serving, generation, stop conditions -----------------------------------
+    "abort-unimplemented": _v("REQ-CORE-001.1", "core.rpcs.served",
+                              "Lifecycle/Abort answered UNIMPLEMENTED", abort_unimplemented=True),
+    "core-unlisted": _v("REQ-CORE-001.2", "core.profiles.*", "openengine.core is not advertised",
+                        cases="core.profiles.core-listed", core_unlisted=True),
+    "watch-unimplemented": _v("REQ-CORE-002", "load.rpcs.served", "WatchLoad answered UNIMPLEMENTED",
+                              watch_unimplemented=True),
+    "load-unadvertised-served": _v("REQ-CORE-003", "load.absent.*", "GetLoad answered OK",
+                                   cases="load.absent.unimplemented", load_unadvertised_served=True),
+    "load-dropped-when-saturated": _v("REQ-CORE-005", "core.capabilities.*",
+                                      "with every slot busy and a request queued GetCapabilities lists",
+                                      cases="core.capabilities.saturated", load_dropped_when_saturated=True),
+    "max-tokens-overrun": _v("REQ-CORE-006", "core.generate.stream", "max_tokens 6 but 7 tokens",
+                             max_tokens_overrun=True),
+    "final-without-usage": _v("REQ-CORE-009.1", "core.generate.stream", "GenerateFinal.usage is not set",
+                              final_without_usage=True),
+    "chunk-after-final": _v("REQ-CORE-009.2", "core.generate.terminal", "followed its final",
+                            chunk_after_final=True),
+    "ends-internal": _v("REQ-CORE-009.3", "core.generate.stream", "failed with INTERNAL",
+                        ends_internal=True),
+    "abort-skips-queued": _v("REQ-CORE-010.1", "core.abort.*",
+                             "not with one terminal error of code ERROR_CODE_ABORTED",
+                             cases="core.abort.queued", abort_skips_queued=True),
+    "kv-session-aborts-all": _v("REQ-CORE-010.2", "core.abort.unknown",
+                                "a KV session no request belongs to answered aborted=1",
+                                kv_session_aborts_all=True),
+    "abort-all-running-only": _v("REQ-CORE-010.3", "core.abort.*", "the queued request ended after",
+                                 cases="core.abort.all-queued", abort_all_running_only=True),
+    "abort-code-internal": _v("REQ-CORE-010.4", "core.abort.by-id", "an error of code ERROR_CODE_INTERNAL",
+                              abort_code_internal=True),
+    "abort-counts-zero": _v("REQ-CORE-010.5", "core.abort.by-id", "answered AbortResponse.aborted=0",
+                            abort_counts_zero=True),
+    "abort-unknown-not-found": _v("REQ-CORE-010.6", "core.abort.*", "failed with NOT_FOUND",
+                                  cases="core.abort.unknown", abort_unknown_not_found=True),
+    "abort-queued-when-slot-frees": _v("REQ-CORE-010.7", "core.abort.queued",
+                                       "Abort waited for a free slot", abort_queued_when_slot_frees=True),
+    "accepts-beyond-the-queue": _v("REQ-CORE-014", "core.overload.*", "one more request was accepted",
+                                   cases="core.overload.refused", overfill=True),
+    "ignore-cancel": _v("REQ-CORE-011.1", "core.generate.*", "not stopped",
+                        cases="core.generate.client-cancel", ignore_cancel=True),
+    "cancel-ignored-while-queued": _v("REQ-CORE-011.2", "core.generate.*", "was not freed from the queue",
+                                      cases="core.generate.cancel-queued", cancel_ignored_while_queued=True),
+    "role-unspecified": _v("REQ-CORE-012", "core.discovery.instance-id", "ROLE_UNSPECIFIED",
+                           role_unspecified=True),
+    "ignore-stop-token-ids": _v("REQ-CORE-013.1", "core.generate.stop-*", "more tokens followed",
+                                cases="core.generate.stop-token-ids", ignore_stop_token_ids=True),
+    "ignore-stop-strings": _v("REQ-CORE-013.2", "core.generate.stop-*", "characters follow it",
+                              cases="core.generate.stop-strings", ignore_stop_strings=True),
+    "stop-string-kept": _v("REQ-CORE-013.3", "core.generate.stop-strings", "and 0 characters follow it",
+                           stop_string_kept=True),
+    # -- openengine.core: capabilities, revisions and health (areas CAP, REV and HEALTH) --------
+    "min-p-when-off": _v("REQ-CAP-009", "core.generate.limits", "sampling.min_p set was accepted",
+                         accept_off=frozenset({"min_p"})),
+    "logit-bias-when-off": _v("REQ-CAP-009", "core.generate.limits", "sampling.logit_bias set was accepted",
+                              accept_off=frozenset({"logit_bias"})),
+    "prompt-logprobs-when-off": _v("REQ-CAP-009", "core.generate.limits",
+                                   "sampling.prompt_logprobs set was accepted",
+                                   accept_off=frozenset({"prompt_logprobs"})),
+    "guided-when-off": _v("REQ-CAP-009", "core.generate.limits", "guided json_schema was accepted",
+                          accept_off=frozenset({"guided"})),
+    "max-output-unchecked": _v("REQ-CAP-009", "core.generate.*", "its max_output_tokens is 2048",
+                               cases="core.generate.model-limits", max_output_unchecked=True),
+    "load-at-major-0": _v(("REQ-CAP-002", "REQ-CAP-004"), ("load.rpcs.served", "capabilities.*"),
+                          "registry defines only major 1",
+                          cases=("load.rpcs.served", "capabilities.reserved-names",
+                                 "capabilities.majors-positive"), load_major=0),
+    "vendor-name-not-canonical": _v("REQ-CAP-001", "capabilities.names-canonical", "not canonical",
+                                    vendor_name_not_canonical=True),
+    "core-listed-twice": _v("REQ-CAP-003", "capabilities.no-duplicates", "advertised more than once",
+                            core_listed_twice=True),
+    "kv-limits-unadvertised": _v("REQ-CAP-006", "capabilities.submessages-advertised",
+                                 "kv is set but openengine.kv is not advertised", kv_limits_unadvertised=True),
+    "limit-out-of-range": _v("REQ-CAP-008", "capabilities.limits-in-range", "must be within 1..65536",
+                             limit_out_of_range=True),
+    "incompatible-limits": _v("REQ-CAP-010", "capabilities.combinations", "cannot be served while",
+                              incompatible_limits=True),
+    "kv-on-aggregated": _v("REQ-CAP-011", "capabilities.role-scope", "whose role is ROLE_AGGREGATED",
+                           kv_on_aggregated=True),
+    "tasks-on-no-model": _v("REQ-CAP-012", "capabilities.model-scope", "but no served model lists it",
+                            tasks_on_no_model=True),
+    "revision-differs": _v("REQ-REV-001", "core.discovery.revision",
+                           "Capabilities.revision 2 differs from EngineInfo", revision_differs=True),
+    "health-unimplemented": _v("REQ-HEALTH-001", "health.served", "failed with UNIMPLEMENTED",
+                               health_unimplemented=True),
+    "health-service-missing": _v("REQ-HEALTH-002", "health.check.advertised-services",
+                                 "openengine.v1.Observability: NOT_FOUND", health_service_missing=True),
+    "health-serving-for-any-name": _v("REQ-HEALTH-003", ("health.*", "alias.*"), "answers UNIMPLEMENTED",
+                                      cases=("health.check.unknown-not-found", "alias.health"),
+                                      health_says_yes=True),
+    "health-overall-not-serving": _v("REQ-HEALTH-004", "health.check.overall",
+                                     "Check(\"\") is NOT_SERVING while openengine.v1.Inference is SERVING",
+                                     health_overall_not_serving=True),
+    "health-watch-waits": _v("REQ-HEALTH-005", "health.watch.first-message", "the current status is due at once",
+                             health_watch_waits=True),
+    "health-watch-unknown-ends": _v("REQ-HEALTH-006", "health.watch.unknown-service",
+                                    "ended with OK after SERVICE_UNKNOWN", health_watch_unknown_ends=True),
+    "health-list-unimplemented": _v("REQ-HEALTH-013", "health.list", "List failed with UNIMPLEMENTED",
+                                    health_list_unimplemented=True),
+    # -- openengine.load ---------------------------------------------------------------------------
+    "getload-no-timestamp": _v("REQ-LOAD-001.1", "load.getload.complete", "LoadInfo.timestamp is not set",
+                               getload_no_timestamp=True),
+    "getload-cached": _v("REQ-LOAD-001.2", "load.getload.*", "describes an earlier moment",
+                         cases="load.getload.current", load_cached_seconds=1.0),
+    "getload-ranks-unasked": _v("REQ-LOAD-001.3", "load.getload.complete", "without per_rank answered 1 ranks",
+                                getload_ranks_unasked=True),
+    "load-instance-id-differs": _v("REQ-LOAD-002", "load.instance-id", "GetLoad instance_id 'another-",
+                                   load_instance_id_differs=True),
+    "snapshot-deltas": _v("REQ-LOAD-003", "load.watch.snapshots-complete", "the snapshot's load has no",
+                          snapshot_deltas=True),
+    "snapshot-before-settings": _v("REQ-LOAD-004", "load.watch.settings-first",
+                                   "the first message is snapshot, not settings", snapshot_before_settings=True),
+    "settings-revision-stale": _v("REQ-LOAD-005", "load.watch.settings-effective",
+                                  "opened under capability revision 0", settings_revision_stale=True),
+    "interval-unclamped": _v("REQ-LOAD-006", "load.watch.interval-clamped",
+                             "effective interval_ms should be 250, the settings say 1", interval_unclamped=True),
+    "zero-interval-kept": _v("REQ-LOAD-007", "load.watch.interval-zero",
+                             "effective interval_ms should be 250, the settings say 0", zero_interval_kept=True),
+    "heartbeat-off-ignored": _v("REQ-LOAD-008", "load.watch.heartbeat-off", "heartbeats were asked off",
+                                heartbeat_off_ignored=True),
+    "no-initial-snapshot": _v("REQ-LOAD-009", "load.watch.initial-snapshot-on",
+                              "promised an initial snapshot", no_initial_snapshot=True),
+    "settings-per-rank-echoed": _v("REQ-LOAD-010", "load.watch.per-rank",
+                                   "effective per_rank should be False, the settings say True",
+                                   settings_per_rank_echoed=True),
+    "max-watchers-ignored": _v("REQ-LOAD-011", "load.watch.max-watchers", "stream 9 was accepted",
+                               max_watchers_ignored=True),
+    "snapshots-at-double-interval": _v("REQ-LOAD-012", "load.watch.periodic", "one was due every 250 ms",
+                                       snapshots_at_double_interval=True),
+    "heartbeat-not-reset": _v("REQ-LOAD-013", "load.watch.heartbeat-*", "not restarted by snapshots",
+                              cases="load.watch.heartbeat-busy", heartbeat_from_last_heartbeat=True),
+    "coalesced-sequence-skips": _v("REQ-LOAD-014.1", "load.watch.slow-reader", "sequence jumps",
+                                   coalesced_sequence_skips=True),
+    "timestamps-backwards": _v("REQ-LOAD-014.2", "load.watch.timestamps", "timestamp goes backwards",
+                               timestamps_backwards=True),
+    "snapshot-backlog": _v("REQ-LOAD-015", "load.watch.slow-reader", "the server queued a backlog",
+                           snapshot_backlog=True),
+    "coalesced-uncounted": _v("REQ-LOAD-016", "load.watch.slow-reader", "only 0 counted as coalesced",
+                              coalesced_uncounted=True),
+    "one-sender": _v("REQ-LOAD-017", "load.watch.stalled-isolated", "0 snapshots of a healthy watcher",
+                     one_sender=True),
+    "watch-cancel-aborts": _v("REQ-LOAD-018", "load.watch.cancel-only-unsubscribes",
+                              "ended with an error after a watcher cancelled", watch_cancel_aborts=True),
+    "watch-ends-after-2s": _v("REQ-LOAD-019", "load.watch.stays-open", "ended the WatchLoad stream with OK",
+                              watch_ends_after=2.0),
+    "empty-watch-message": _v("REQ-LOAD-022", "load.watch.message-kinds",
+                              "carries neither settings, snapshot nor heartbeat", empty_watch_message=True),
+    "ranks-not-summed": _v("REQ-LOAD-023", "load.ranks.sum", "but its 2 ranks add up to 1",
+                           timing=Timing(data_parallel=2), ranks_not_summed=True),
+}
+
+
+def breaks_by_variant() -> dict[str, tuple[str, ...]]:
+    """Variant name -> the clauses it breaks: what `oespec conformance --matrix` reads."""
+    return {name: v.breaks for name, v in VARIANTS.items()}

@@ -1,0 +1,76 @@
+"""Coverage at clause level: every wire clause (assertion) of the CORE, CAP and LOAD areas has a case
+that observes it and a test-engine variant that breaks it; the matrix says what each clause
+lacks, and which reference faults are still to be written."""
+
+from __future__ import annotations
+
+from openengine.conformance import all_cases, coverage, render_matrix
+from openengine.conformance.matrix import SpecRequirement, packaged_requirements, requirement_of
+
+from tests.conformance.otherengine.variants import breaks_by_variant
+
+# The areas whose every clause has a case and a test-engine variant: those of openengine.core
+# and openengine.load that an engine without Admin can break. (HEALTH and REV clauses about
+# pausing, draining, shutting down and reconfiguring need an engine with Admin.)
+COMPLETE_AREAS = ("CORE", "CAP", "LOAD")
+
+
+def _in_areas(assertion: str) -> bool:
+    return assertion.split("-")[1] in COMPLETE_AREAS
+
+
+def test_every_clause_of_the_complete_areas_has_a_case_and_a_variant():
+    cov = coverage(all_cases())
+    variants = breaks_by_variant()
+    scoped = [a for a in cov.assertions if _in_areas(a)]
+    assert len(scoped) > 50, "the areas have their clauses marked"
+    assert [a for a in scoped if not cov.cases_by_assertion.get(a)] == []
+    broken = {a for ids in variants.values() for a in ids}
+    assert [a for a in scoped if a not in broken] == [], "write a test-engine variant that breaks it"
+
+
+def test_every_wire_clause_has_a_case_and_no_case_cites_a_marked_requirement_whole():
+    cov = coverage(all_cases())
+    assert cov.assertions_uncovered == []
+    assert cov.whole == [], "name the clauses a case observes (REQ-...-NNN.k), not their requirement"
+
+
+def test_variants_name_only_clauses_the_spec_defines():
+    known = {a for r in packaged_requirements() for a, _ in r.clauses}
+    for name, ids in breaks_by_variant().items():
+        assert set(ids) <= known, f"{name} breaks {ids}: not a clause of the spec"
+
+
+def test_the_matrix_gives_each_clause_its_case_variant_and_fault():
+    one, two = "REQ-" + "TINY-001", "REQ-" + "TINY-002"   # split: the project's citation check skips them
+    requirements = [
+        SpecRequirement(one, "wire", "An engine MUST answer and MUST count.", "tiny.md", 3,
+                        ((f"{one}.1", "An engine MUST answer"), (f"{one}.2", "and MUST count."))),
+        SpecRequirement(two, "wire", "An engine MUST stop.", "tiny.md", 5),
+    ]
+    cases = [c for c in all_cases() if c.id == "core.abort.by-id"]
+    cov = coverage(cases, requirements, source="tiny")
+    assert list(cov.assertions) == [f"{one}.1", f"{one}.2", two]
+    assert cov.assertions_uncovered == list(cov.assertions)   # the real case cites none of them
+    out = render_matrix(cov, variants={"mute": (f"{one}.1",)},
+                        faults={"whole": (one,), "stops-late": (two,)})
+    lines = out.splitlines()
+    assert f"{one}.1     -- | mute | --" in lines
+    assert f"{two}       -- | -- | stops-late" in lines
+    assert "wire assertions with a test-engine variant: 1/3" in lines
+    # A fault naming a requirement with marked clauses as a whole is shown, not counted.
+    assert f"{one}.2     and MUST count. [whole names {one}]" in lines
+    # Without a checkout's test engine the variant column is unknown, not empty.
+    assert "wire assertions with a test-engine variant: not known here" in render_matrix(cov, faults={})
+
+
+def test_the_command_lists_the_reference_faults_still_to_write(capsys):
+    from oespec.cli import run
+
+    assert run(["conformance", "--matrix"]) == 0
+    out = capsys.readouterr().out
+    assert "wire assertions with a case: " in out
+    missing = out.split("Reference faults still to write", 1)[1].splitlines()[1:]
+    # Each line names the clause and says what the fault must break (the clause's words).
+    assert missing and all(requirement_of(line.split()[0]).startswith("REQ-") for line in missing)
+    assert any(line.startswith("REQ-CORE-010.7 ") and "queued request" in line for line in missing)
