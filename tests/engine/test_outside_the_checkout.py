@@ -4,13 +4,16 @@ Its one source for the contract is the compiled descriptors in the package.
 
 The installs are real: the sdist and the wheel are built from a copy of the sources (the
 checkout's own bindings left out, so the wheel's come from its build step), then installed with
-pip into fresh virtual environments outside the checkout, the runtime alone and with the toolkit
+pip into virtual environments outside the checkout, the runtime alone and with the toolkit
 extra. The dependencies come from a wheelhouse in the checkout's build/ folder, filled from the
-package index on the first run only."""
+package index on the first run only. The runtime's venv is new every run; the toolkit's keeps its
+dependencies between runs (see `toolkit`)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import re
@@ -36,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OESPEC = Path(sys.executable).parent / "oespec"
 REQUIREMENTS = ROOT / "requirements.txt"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
+ENVIRONMENTS = ROOT / "build" / "test-venvs"
 DISTRIBUTION = "openengine-profiles"
 RUNTIME_REQUIRES = {"grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "ruamel.yaml"}
 TOOLKIT_ONLY_MODULES = ("jinja2", "jsonschema", "mkdocs", "material", "grpc_tools")
@@ -221,10 +225,43 @@ def runtime(built, tmp_path_factory) -> Path:
     return fresh_environment(tmp_path_factory.mktemp("runtime") / "venv", str(built.wheel))
 
 
+def declared_requirements(wheel: Path) -> list[str]:
+    """The distribution's Requires-Dist lines, extras included: with the pins and the Python, what
+    decides the packages pip installs beside it."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        return [line for line in archive.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+
+
 @pytest.fixture(scope="module")
-def toolkit(built, tmp_path_factory) -> Path:
-    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'`."""
-    return fresh_environment(tmp_path_factory.mktemp("toolkit") / "venv", f"{built.wheel}[toolkit]")
+def toolkit(built) -> Path:
+    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'`.
+
+    Its dependencies (mkdocs-material alone is 14,000 files) are kept in build/test-venvs/ from one
+    run to the next while nothing that decides them changes: the Python, requirements.txt and the
+    distribution's declared requirements name the folder. Each run uninstalls the distribution a
+    previous run left and installs this run's with pip, which resolves the same requirements
+    against the packages there. A lock keeps two runs in one checkout from sharing it at once."""
+    requirement = f"{built.wheel}[toolkit]"
+    key = hashlib.sha256("\n".join([sys.version, REQUIREMENTS.read_text(encoding="utf-8"), "toolkit",
+                                     *declared_requirements(built.wheel)]).encode()).hexdigest()[:16]
+    ENVIRONMENTS.mkdir(parents=True, exist_ok=True)
+    with (ENVIRONMENTS / "toolkit.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for old in ENVIRONMENTS.glob("toolkit-*"):
+            if old.name != f"toolkit-{key}":
+                shutil.rmtree(old)
+        where, ready = ENVIRONMENTS / f"toolkit-{key}", ENVIRONMENTS / f"toolkit-{key}" / "ready"
+        if ready.is_file():
+            python = where / "bin" / "python"
+            _run(_pip("--python", python, "uninstall", "--quiet", "--yes", DISTRIBUTION))
+            _run(_pip("--python", python, "install", "--quiet", "--no-compile", "-c", REQUIREMENTS,
+                      "--no-index", "--find-links", WHEELHOUSE, requirement))
+        else:
+            shutil.rmtree(where, ignore_errors=True)
+            python = fresh_environment(where, requirement)
+            ready.touch()
+        yield python
 
 
 def oespec_in(python: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
