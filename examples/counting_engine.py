@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, Final, FinishReason, GenerateRequest, Load, Model,
-    ServeConfig, Tokenizer, serve,
+    SequenceStops, ServeConfig, Tokenizer, serve,
 )
 
 EOS = 256
@@ -58,6 +58,7 @@ class CountingBackend:
         prompt = list(message.token_ids.ids) if message.HasField("token_ids") else list(message.text.encode())
         limit = sampling.max_tokens if sampling.HasField("max_tokens") else 2048
         floor = sampling.min_tokens if sampling.HasField("min_tokens") else 0
+        stops = SequenceStops(sampling, eos_token_id=EOS)
         job = self.jobs[request.request_id] = Job(len(prompt))
         try:
             async with self._free:
@@ -68,14 +69,15 @@ class CountingBackend:
                     await asyncio.sleep(self.token_seconds)
                     token = token + 1 if token < LAST else FIRST
                     job.generated += 1
-                    ends = token == LAST and not sampling.ignore_eos and job.generated > floor
-                    if ends or job.generated >= limit:
-                        tokens = (EOS,) if ends else (token,)
-                        yield Final(FinishReason.STOP if ends else FinishReason.LENGTH, token_ids=tokens,
-                                    text="" if ends else chr(token), prompt_tokens=len(prompt),
-                                    completion_tokens=job.generated)
+                    if token == LAST and not sampling.ignore_eos and job.generated > floor:
+                        token = EOS   # the count is complete: the sequence ends instead
+                    text, stop = stops.add(token, "" if token == EOS else chr(token))
+                    if stop is not None or job.generated >= limit:
+                        reason = FinishReason.STOP if stop is not None else FinishReason.LENGTH
+                        yield Final(reason, token_ids=(token,), text=text + stops.rest(), stop_reason=stop or "",
+                                    prompt_tokens=len(prompt), completion_tokens=job.generated)
                         return
-                    yield Chunk((token,), text=chr(token))
+                    yield Chunk((token,), text=text)
         finally:
             del self.jobs[request.request_id]
 

@@ -16,6 +16,17 @@ EXIT_USAGE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", metavar="HOST:PORT", help="the engine to check")
+    parser.add_argument("--tls", action="store_true",
+                        help="reach --target over TLS (implied by --ca, --cert and --server-name)")
+    parser.add_argument("--ca", metavar="PEM",
+                        help="CA certificate that signed --target's server certificate (default: "
+                             "the CAs this machine trusts)")
+    parser.add_argument("--cert", metavar="PEM",
+                        help="client certificate for a --target that asks for one (with --key)")
+    parser.add_argument("--key", metavar="PEM", help="private key of --cert")
+    parser.add_argument("--server-name", metavar="NAME",
+                        help="the name --target's certificate is checked against, when it is not "
+                             "the host of --target")
     parser.add_argument("--profile", action="append", default=[], metavar="NAME",
                         help="run only this profile's cases (short or full name; repeatable); a "
                              "named profile that is not advertised is forced")
@@ -135,13 +146,16 @@ def run(args: argparse.Namespace) -> int:
             parse_target(args.admin_target, option="--admin-target")
     except ValueError as err:
         return _err(str(err))
+    if bool(args.cert) != bool(args.key):
+        return _err("--cert and --key go together (the client certificate and its key)")
     if bool(args.admin_cert) != bool(args.admin_key):
         return _err("--admin-cert and --admin-key go together (the client certificate and its key)")
     if (args.admin_cert or args.admin_ca) and not args.admin_target:
         return _err("--admin-cert/--admin-ca are for an mTLS admin address: give it with "
                     "--admin-target HOST:PORT")
     for option, path in (("--admin-cert", args.admin_cert), ("--admin-key", args.admin_key),
-                         ("--admin-ca", args.admin_ca)):
+                         ("--admin-ca", args.admin_ca), ("--ca", args.ca), ("--cert", args.cert),
+                         ("--key", args.key)):
         if path and not os.path.isfile(path):
             return _err(f"{option} {path}: no such file")
     missing = unmatched_patterns(cases, args.case)
@@ -166,7 +180,9 @@ def run(args: argparse.Namespace) -> int:
                       admin_target=args.admin_target, admin_token=args.admin_token,
                       admin_limited_token=args.admin_limited_token,
                       shutdown_command=args.shutdown_command, destructive=args.destructive,
-                      admin_cert=args.admin_cert, admin_key=args.admin_key, admin_ca=args.admin_ca)
+                      admin_cert=args.admin_cert, admin_key=args.admin_key, admin_ca=args.admin_ca,
+                      tls=args.tls, ca=args.ca, cert=args.cert, key=args.key,
+                      server_name=args.server_name)
     progress = Progress(sys.stdout) if args.format == "text" else None
     import asyncio
 

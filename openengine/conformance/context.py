@@ -39,6 +39,19 @@ class Options:
     admin_cert: str | None = None
     admin_key: str | None = None
     admin_ca: str | None = None
+    # TLS on the main address: the CA that signed its certificate (the system's roots when not
+    # given), a client certificate and key when the server asks for one, and the name to check
+    # the certificate against when it is not the target's host.
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+    @property
+    def main_tls(self) -> bool:
+        """The main address is reached over TLS (--tls, or any option that only TLS uses)."""
+        return bool(self.tls or self.ca or self.cert or self.server_name)
 
     @property
     def admin_tls(self) -> bool:
@@ -130,6 +143,24 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
 
 
+def main_credentials(options: Options) -> grpc.ChannelCredentials:
+    """TLS credentials for the main address (with the client certificate when given)."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_pem(options.ca, "CA certificate (--ca)"),
+        private_key=_read_pem(options.key, "client key (--key)"),
+        certificate_chain=_read_pem(options.cert, "client certificate (--cert)"))
+
+
+def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
+    """A new channel to the main address, over TLS when the options ask for it."""
+    opts = channel_options(options.max_message_bytes, window_bytes=window_bytes)
+    if not options.main_tls:
+        return grpc.aio.insecure_channel(options.target, options=opts)
+    if options.server_name:
+        opts.append(("grpc.ssl_target_name_override", options.server_name))
+    return grpc.aio.secure_channel(options.target, main_credentials(options), options=opts)
+
+
 def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
     """TLS credentials for the admin address (client certificate when given), or None."""
     if not options.admin_tls:
@@ -164,11 +195,12 @@ class Context:
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
+        # GetLoad failed once: whether the engine is idle is not read from it again.
+        self.load_unreadable = False
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:
-        opts = channel_options(self.options.max_message_bytes)
-        self._channel = grpc.aio.insecure_channel(self.options.target, options=opts)
+        self._channel = main_channel(self.options)
         if self.options.admin_elsewhere:
             self._admin_channel = self.admin_address_channel()
         s = _stubs()
@@ -237,9 +269,7 @@ class Context:
 
     async def new_channel(self, *, window_bytes: int | None = None) -> grpc.aio.Channel:
         """A separate connection (for a watcher that must not share flow control)."""
-        ch = grpc.aio.insecure_channel(
-            self.options.target,
-            options=channel_options(self.options.max_message_bytes, window_bytes=window_bytes))
+        ch = main_channel(self.options, window_bytes=window_bytes)
         self._extra_channels.append(ch)
         return ch
 
@@ -425,6 +455,34 @@ class Context:
                 return False
             await asyncio.sleep(0.02)
 
+    async def busy(self) -> tuple[int, int] | None:
+        """(running, queued) requests as GetLoad counts them now; None when the engine does not
+        advertise openengine.load or GetLoad fails (whether it is idle cannot be seen)."""
+        from openengine.v1 import load_pb2
+
+        if not self.advertised("openengine.load") or self.load_unreadable:
+            return None
+        try:
+            info = await self.observability.GetLoad(load_pb2.GetLoadRequest())
+        except grpc.aio.AioRpcError:
+            # Its own cases report a GetLoad that fails; the run stops relying on it.
+            self.load_unreadable = True
+            return None
+        return info.running_requests, info.queued_requests
+
+    async def wait_idle(self, within: float) -> tuple[int, int] | None:
+        """Wait, at most `within` seconds, until GetLoad counts no running or queued request.
+        None once idle (or when idleness cannot be seen), else the last counts seen."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within
+        while True:
+            counts = await self.busy()
+            if counts is None or counts == (0, 0):
+                return None
+            if loop.time() >= end:
+                return counts
+            await asyncio.sleep(0.02)
+
     def generate_request(self, *, max_tokens: int = 8, prompt: str = "conformance says hello",
                          request_id: str | None = None, **sampling):
         from openengine.v1 import generation_pb2
@@ -476,8 +534,38 @@ class Reader:
     def cancel(self) -> None:
         self.call.cancel()
         if self._pending is not None:
-            self._pending.cancel()
+            settle(self._pending)
             self._pending = None
+
+
+def settle(task: asyncio.Future) -> None:
+    """Cancel a task that is still running, and mark the outcome of one that already ended as
+    seen, so an exception nobody awaits is not printed by asyncio when the task is collected."""
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+    else:
+        task.cancel()
+
+
+async def together(*awaitables):
+    """Await several things at once and return their results in order. When one fails, the
+    others are cancelled and awaited before its exception is raised, so no task is left running
+    or holding an exception nobody reads (asyncio.gather leaves the others running)."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
+        if failed is not None or any(not t.done() for t in tasks):
+            for t in tasks:
+                settle(t)
+            await asyncio.wait(tasks)
+            for t in tasks:
+                settle(t)
+    if failed is not None:
+        raise failed.exception()
+    return [t.result() for t in tasks]
 
 
 async def read_rest(call) -> list:

@@ -4,8 +4,10 @@ catch everything per case, apply the expected failures, and return a report."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import fnmatch
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -223,6 +225,55 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     return None
 
 
+def _shown_busy(counts: tuple[int, int]) -> str:
+    return f"{counts[0]} running and {counts[1]} queued requests"
+
+
+async def _not_idle_before(ctx: Context, c: Case, left_by: str | None) -> str | None:
+    """Why a case must not judge now: the engine still counts requests (GetLoad) after a
+    bounded wait for quiescence. A case judges an idle engine, so a defect another case left
+    behind is never blamed on it."""
+    if c.when != "advertised" or c.disruptive:
+        return None
+    counts = await ctx.wait_idle(ctx.options.rpc_timeout)
+    if counts is None:
+        return None
+    culprit = f" (left by {left_by})" if left_by else ""
+    return (f"not run: the engine was not idle before this case: GetLoad still counted "
+            f"{_shown_busy(counts)} after {ctx.options.rpc_timeout:g} s{culprit}")
+
+
+async def _residue(ctx: Context, c: Case) -> str | None:
+    """What a case left behind: requests the engine still counts after a bounded wait. The
+    case started and ended them, so their residue is its failure."""
+    if c.when != "advertised" or c.disruptive:
+        return None
+    counts = await ctx.wait_idle(ctx.options.rpc_timeout)
+    if counts is None:
+        return None
+    return (f"after this case ended (every request it made cancelled, aborted or finished), "
+            f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later: the "
+            "engine did not free them (REQ-CORE-010, REQ-CORE-011)")
+
+
+class _DeserializeFailures(logging.Filter):
+    """grpc logs a reply that does not parse with its stack before failing the call; the case
+    reports the failed call, so the stack would only put a traceback into the run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "deserializing" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_deserialize_failures():
+    logger, quiet = logging.getLogger("grpc._common"), _DeserializeFailures()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _engine_summary(ctx: Context) -> dict:
     info = ctx.engine_info
     if info is None:
@@ -236,15 +287,20 @@ def _engine_summary(ctx: Context) -> dict:
             "served_models": list(info.served_models)}
 
 
-async def run_suite(options: Options, *, profiles: list[str] | None = None,
-                    patterns: list[str] | None = None, expected: dict[str, str] | None = None,
-                    progress: ProgressFn | None = None,
-                    requirements: Sequence[SpecRequirement] | None = None,
-                    requirements_source: str | None = None) -> Report:
+async def run_suite(options: Options, **kw) -> Report:
     """Run the conformance suite against `options.target` and return the report.
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
+    with _quiet_deserialize_failures():
+        return await _run_suite(options, **kw)
+
+
+async def _run_suite(options: Options, *, profiles: list[str] | None = None,
+                     patterns: list[str] | None = None, expected: dict[str, str] | None = None,
+                     progress: ProgressFn | None = None,
+                     requirements: Sequence[SpecRequirement] | None = None,
+                     requirements_source: str | None = None) -> Report:
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None
@@ -278,15 +334,22 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
             chosen, forced = plan(cases, ctx.advertised_profiles, selected=selected,
                                   patterns=patterns, contract=contract)
             ctx.forced = forced
+            left_by = None
             for i, c in enumerate(chosen):
                 if progress:
                     progress(c.id, i, len(chosen), None)
                 t0 = time.monotonic()
-                refused = await _serving_before(ctx, c)
+                refused = await _serving_before(ctx, c) or await _not_idle_before(ctx, c, left_by)
                 if refused:
                     outcome, reason = Outcome.UNCHECKED, refused
                 else:
                     outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
+                    residue = await _residue(ctx, c)
+                    left_by = c.id if residue else None
+                    if residue and outcome is Outcome.FAIL:
+                        reason = f"{reason}; and {residue}"
+                    elif residue:
+                        outcome, reason = Outcome.FAIL, residue + (f" ({reason})" if reason else "")
                 result = apply_expected(CaseResult(c.id, c.profile, c.requirements, c.title,
                                                    outcome, reason, time.monotonic() - t0), expected)
                 results.append(result)

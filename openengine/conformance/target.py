@@ -8,8 +8,13 @@ what was found, and the command exits 2 as for any other unusable input.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ipaddress
 import re
+import ssl
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import grpc
 
@@ -35,6 +40,8 @@ def parse_target(text: str, *, option: str = "--target") -> Address:
     ValueError names the option, what was wrong and what to write instead."""
     example = f"{option} 127.0.0.1:50051"
     value = (text or "").strip()
+    if "://" in value or value.lower().startswith(("http:", "https:", "grpc:", "grpcs:")):
+        raise ValueError(_url_message(option, text, value))
     if value.startswith("["):
         host, sep, port = value[1:].partition("]:")
         if not sep or not host:
@@ -48,8 +55,14 @@ def parse_target(text: str, *, option: str = "--target") -> Address:
         if not host:
             raise ValueError(f"{option} {text!r} has no host: write HOST:PORT, e.g. {example}")
         if ":" in host:
-            raise ValueError(f"{option} {text!r}: write an IPv6 address in brackets, "
-                             f"e.g. {option} [::1]:50051")
+            if _is_ipv6(host):
+                raise ValueError(f"{option} {text!r}: write an IPv6 address in brackets, "
+                                 f"e.g. {option} [{host}]:{port}")
+            if _is_ipv6(value):
+                raise ValueError(f"{option} {text!r} is an IPv6 address without a port: write "
+                                 f"[ADDRESS]:PORT, e.g. {option} [{value}]:50051")
+            raise ValueError(f"{option} {text!r} has {value.count(':')} colons: write one host and "
+                             f"one port, HOST:PORT, e.g. {example}")
         if not _HOST_RE.match(host):
             raise ValueError(f"{option} {text!r}: {host!r} is not a host name or address")
     if not port.isdigit():
@@ -59,6 +72,71 @@ def parse_target(text: str, *, option: str = "--target") -> Address:
     if not 1 <= number <= 65535:
         raise ValueError(f"{option} {text!r}: port {number} is outside 1..65535")
     return Address(host, number)
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == 6
+    except ValueError:
+        return False
+
+
+def _url_message(option: str, text: str, value: str) -> str:
+    """A URL where HOST:PORT belongs: say so, and what to write instead."""
+    parts = urlsplit(value if "://" in value else value.replace(":", "://", 1))
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "HOST"
+    shown_host = f"[{host}]" if ":" in host else host
+    address = f"{shown_host}:{port}" if port else f"{shown_host}:PORT"
+    tls = " --tls" if scheme in ("https", "grpcs") else ""
+    return (f"{option} {text!r} is a URL; give the address alone, HOST:PORT without a scheme or "
+            f"path, e.g. {option} {address}{tls}" +
+            (" (TLS is asked for with --tls, not with the scheme)" if tls else ""))
+
+
+@dataclass(frozen=True)
+class TlsProbe:
+    speaks_tls: bool
+    wants_client_certificate: bool = False
+
+
+async def probe_tls(address: Address, timeout: float) -> TlsProbe:
+    """Whether a TLS handshake with `address` completes, and whether the server then refuses a
+    client without a certificate (TLS 1.3 shows that only after the handshake). The server's
+    certificate is not judged: this only tells a TLS server from a plaintext one."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(address.host, address.port, ssl=context,
+                                    server_hostname=address.host), timeout)
+    except ssl.SSLError as err:
+        # A TLS alert comes from a TLS server; anything else (a wrong version, an early end) is a
+        # peer that does not speak TLS.
+        said = str(err).lower()
+        return TlsProbe("alert" in said, "alert" in said and "certificate required" in said)
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return TlsProbe(False)
+    wants = False
+    try:
+        # A gRPC server speaks first after the handshake (its HTTP/2 settings); one that closes
+        # the connection instead, before the client said anything, refused the client's
+        # certificate, and without one offered that means it wants one.
+        wants = await asyncio.wait_for(reader.read(1), min(timeout, 0.5)) == b""
+    except ssl.SSLError as err:
+        wants = "certificate required" in str(err).lower() or "certificate_required" in str(err).lower()
+    except (OSError, asyncio.TimeoutError):
+        pass
+    writer.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.wait_closed(), timeout)
+    return TlsProbe(True, wants)
 
 
 def _unreachable_reason(details: str) -> str:
@@ -71,6 +149,14 @@ def _unreachable_reason(details: str) -> str:
         return "the server there does not speak gRPC (HTTP/2); is it an HTTP/1 server?"
     if "connection refused" in low:
         return "nothing is listening there (connection refused)"
+    if "certificate_verify_failed" in low or "unable to get local issuer" in low:
+        return ("its TLS certificate is not signed by a CA the runner trusts: give the CA that "
+                "signed it with --ca PEM")
+    if "hostname verification" in low or "no match found for server name" in low:
+        return ("its TLS certificate does not name the host of --target: give the name the "
+                "certificate carries with --server-name NAME")
+    if "certificate required" in low or "peer did not return a certificate" in low:
+        return "it asks for a client certificate: give one with --cert PEM and --key PEM"
     if "handshake" in low or "ssl" in low or "tls" in low:
         return f"the TLS handshake failed ({details.strip()})"
     return f"no gRPC server answered ({details.strip() or 'UNAVAILABLE'})"
@@ -91,6 +177,8 @@ async def preflight(ctx) -> None:
         return
     except grpc.aio.AioRpcError as err:
         code, details = err.code(), err.details() or ""
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        await _tls_mismatch(ctx)
     if code == grpc.StatusCode.UNAVAILABLE:
         raise TargetUnusable(f"cannot reach {target}: {_unreachable_reason(details)}")
     if code == grpc.StatusCode.UNIMPLEMENTED:
@@ -104,6 +192,39 @@ async def preflight(ctx) -> None:
                                  f"{ctx.options.rpc_timeout:g} s (it accepts connections but "
                                  "does not speak HTTP/2)")
     # A connected server that answered badly or slowly: the discovery case reports it.
+
+
+async def _tls_mismatch(ctx) -> None:
+    """A target that could not be reached because the runner and the server disagree about TLS
+    gets one line saying so, whatever gRPC's own error text says."""
+    options = ctx.options
+    address = parse_target(options.target)
+    probe = await probe_tls(address, options.rpc_timeout)
+    tls = probe.speaks_tls
+    if tls and options.main_tls and probe.wants_client_certificate and not options.cert:
+        raise TargetUnusable(f"{options.target} asks for a client certificate: give one with "
+                             "--cert PEM and its key with --key PEM")
+    if tls and not options.main_tls:
+        raise TargetUnusable(
+            f"{options.target} speaks TLS: check it with --tls (add --ca PEM when its certificate "
+            "is not signed by a CA this machine trusts, --cert/--key when it asks for a client "
+            "certificate, --server-name NAME when the certificate names another host)")
+    if not tls and options.main_tls and await _speaks_plaintext(address, options.rpc_timeout):
+        raise TargetUnusable(f"{options.target} does not speak TLS (a TLS handshake got no answer "
+                             "a TLS server gives): drop --tls and the TLS options")
+
+
+async def _speaks_plaintext(address: Address, timeout: float) -> bool:
+    """Whether something accepts a plain TCP connection at `address`."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(address.host, address.port),
+                                           timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.wait_closed(), timeout)
+    return True
 
 
 NOT_SERVING_WAIT_SECONDS = 5.0

@@ -5,7 +5,7 @@
 
 The backend interface and its types are in `openengine.serve.backend`; the SDK does the
 protocol (discovery, health, load, admission, Abort, cancellation, the admin guard, the wire
-policy, reflection, shutdown).
+policy, reflection, shutdown); `SequenceStops` applies a request's stop conditions for a backend.
 """
 
 from openengine.serve.backend import (
@@ -15,10 +15,11 @@ from openengine.serve.backend import (
 )
 from openengine.serve.profiles import CannotServe
 from openengine.serve.server import AdminAccess, RunningServer, ServeConfig, Server, serve
+from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
     "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
-    "AdminAccess", "CannotServe", "RunningServer", "ServeConfig", "Server", "serve",
+    "AdminAccess", "CannotServe", "RunningServer", "SequenceStops", "ServeConfig", "Server", "serve",
 ]

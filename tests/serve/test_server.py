@@ -176,6 +176,38 @@ def test_abort_ends_the_stream_with_aborted_and_reaches_the_backend():
     assert backend.aborts == [("r-1", AbortReason.ABORT_RPC)]
 
 
+class Queueing(Backend):
+    """Holds every request in its queue, with no output, until it is aborted."""
+
+    def __init__(self):
+        super().__init__()
+        self.queued = threading.Event()
+        self.left_queue: list[str] = []
+
+    async def generate(self, request):
+        self.queued.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.left_queue.append(request.request_id)
+        yield Chunk((65,), text="A")   # never reached
+
+
+def test_abort_ends_a_request_the_backend_has_not_started_at_once():
+    backend = Queueing()
+    with running(backend) as engine:
+        with grpc.insecure_channel(engine.address) as channel:
+            stream = inference_grpc.InferenceStub(channel).Generate(
+                generation_pb2.GenerateRequest(text="hi", request_id="q-1"), timeout=10)
+            assert backend.queued.wait(10)
+            answer = lifecycle_grpc.LifecycleStub(channel).Abort(lifecycle_pb2.AbortRequest(all=True))
+            out = list(stream)
+    assert answer.aborted == 1
+    assert [m.WhichOneof("kind") for m in out] == ["error"]
+    assert out[0].error.code == common_pb2.ERROR_CODE_ABORTED
+    assert backend.left_queue == ["q-1"] and backend.aborts == [("q-1", AbortReason.ABORT_RPC)]
+
+
 def test_a_client_that_goes_away_has_its_request_aborted_in_the_backend():
     backend = Backend(hold=True)
     with running(backend) as engine:

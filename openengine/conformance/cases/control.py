@@ -49,7 +49,7 @@ class Events:
             msg = await self.next(left)
             if msg is not None and predicate(msg.event):
                 return msg
-        raise Failed(f"no {what} event within {timeout} s")
+        raise Failed(f"no {what} event within {timeout:g} s")
 
     def check_order(self, ctx: Context) -> None:
         seqs = [m.sequence for m in self.seen]
@@ -80,10 +80,11 @@ async def events_initial(ctx: Context):
 
     ev = Events(ctx, initial_state=True)
     try:
-        first = await ev.next(1.0)
+        first = await ev.next(ctx.options.rpc_timeout)
     finally:
         ev.cancel()
-    expect(first is not None, "no event within 1 s with initial_state")
+    expect(first is not None, f"no event within {ctx.options.rpc_timeout:g} s with initial_state: "
+                              "the current state is due first, at once")
     expect(first.sequence == 1, f"the first event has sequence {first.sequence}; sequences start at 1")
     state = _state(first.event)
     expect(state is not None, f"the first event is {first.event.WhichOneof('kind')!r}, not state_changed")
@@ -101,13 +102,13 @@ async def events_state(ctx: Context):
     ctx.admin()
     ev = Events(ctx, initial_state=True)
     try:
-        await ev.next(1.0)
+        await ev.next(ctx.options.rpc_timeout)
         async with ctx.paused():
-            await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_PAUSED, 2.0,
+            await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_PAUSED, ctx.options.rpc_timeout,
                            "StateChanged PAUSED")
             status = await ctx.check_health(INFERENCE)
             expect(status != S.SERVING, "a PAUSED event while Inference is SERVING")
-        await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_SERVING, 2.0,
+        await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_SERVING, ctx.options.rpc_timeout,
                        "StateChanged SERVING after resume")
         ev.check_order(ctx)
     finally:
@@ -271,7 +272,7 @@ async def admin_update(ctx: Context):
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
             ev = await events.until(lambda e: e.WhichOneof("kind") == "capability_revision_changed",
-                                    2.0, "CapabilityRevisionChanged")
+                                    ctx.options.rpc_timeout, "CapabilityRevisionChanged")
             seen = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
             crc = ev.event.capability_revision_changed
             expect((crc.previous_revision, crc.revision) == (before, resp.revision),
@@ -291,7 +292,7 @@ async def admin_update(ctx: Context):
                 raise Failed("an open WatchLoad stream stayed open after the revision changed") from None
             reopened = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0))
             try:
-                first = await asyncio.wait_for(reopened.read(), 1.0)
+                first = await asyncio.wait_for(reopened.read(), ctx.options.rpc_timeout)
             finally:
                 reopened.cancel()
             expect(first is not grpc.aio.EOF and first.settings.capability_revision == resp.revision,

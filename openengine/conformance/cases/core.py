@@ -17,6 +17,8 @@ from openengine.conformance.contract import CORE, RpcInfo, load_contract
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
 DISRUPTIVE_METHODS = {"Drain", "PauseGeneration", "Sleep"}
+# How long a probe waits for a stream's first message or status when silence proves nothing
+# either way (a served stream may stay quiet); where an answer must come, it waits the RPC deadline.
 STREAM_PROBE_SECONDS = 0.5
 
 
@@ -37,8 +39,10 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
     return req
 
 
-async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None) -> tuple[grpc.StatusCode | None, object]:
-    """Call one RPC; the status it ended with (None: a stream that stays open) and its answer."""
+async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
+                 wait: float = STREAM_PROBE_SECONDS) -> tuple[grpc.StatusCode | None, object]:
+    """Call one RPC; the status it ended with (None: a stream that stays open for `wait`
+    seconds) and its answer."""
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
     if not rpc.server_streaming:
         try:
@@ -46,7 +50,7 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None) -> tuple[grpc.Sta
         except grpc.aio.AioRpcError as err:
             return err.code(), None
     try:
-        first = await asyncio.wait_for(call.read(), STREAM_PROBE_SECONDS)
+        first = await asyncio.wait_for(call.read(), wait)
     except asyncio.TimeoutError:
         call.cancel()
         return None, None
@@ -111,7 +115,8 @@ def _absent_case(profile: str):
         answered = []
         for rpc in ctx.contract.profiles[profile].rpcs:
             # Never with credentials: an unadvertised Admin must refuse before looking at them.
-            code, answer = await _probe(ctx, rpc)
+            # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
+            code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
             await _undo_probe(ctx, rpc, answer)
             if code != grpc.StatusCode.UNIMPLEMENTED:
                 shown = "kept the stream open" if code is None else f"answered {status_name(code)}"
@@ -480,6 +485,13 @@ async def client_cancel(ctx: Context):
         if done or first.HasField("final"):
             raise Unchecked(f"a request of {tokens} tokens (the model's max_output_tokens) ended at "
                             "once, so cancelling one could not be observed")
+        if use_load:
+            # Freed is judged from the count, so first see both requests in it.
+            info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+            counted = info.running_requests + info.queued_requests - baseline
+            if counted < 2:
+                raise Unchecked(f"with both requests streaming GetLoad counted {counted} of them, so "
+                                "whether the cancelled one was freed cannot be read from it")
         cancelled.cancel()
         # A grace of an eighth of the request, in the engine's own tokens, to notice the cancel.
         seen, done = await _tokens_until(witness, max(2, tokens // 8), ctx.options.case_timeout)
@@ -592,3 +604,181 @@ async def generate_not_found(ctx: Context):
             if err.code() != grpc.StatusCode.NOT_FOUND:
                 problems.append(f"an unknown {what} failed with {status_name(err.code())}")
     expect(not problems, "; ".join(problems))
+
+
+# ------------------------------------------------------------------------------------------------
+# Stop conditions
+
+STOP_PROBE_TOKENS = 24
+
+
+def _sequence(responses, index: int = 0) -> tuple[list[int], str, object]:
+    """The token ids, text and final of one output sequence of a finished stream."""
+    ids, text, final = [], "", None
+    for r in responses:
+        part = r.chunk if r.HasField("chunk") else r.final if r.HasField("final") else None
+        if part is None or part.index != index:
+            continue
+        ids += list(part.token_ids)
+        text += part.text
+        if r.HasField("final"):
+            final = r.final
+    return ids, text, final
+
+
+async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], str, object]:
+    """Run a greedy request that ignores EOS, choose a stop condition from its output with
+    `choose(ids, text)`, run it again with `apply(request, stop)`: (stop, ids, text, final) of
+    the second run. Greedy and seeded, so the second run follows the first up to the stop."""
+    tokens = min(STOP_PROBE_TOKENS, ctx.long_generation_tokens())
+
+    def request():
+        return ctx.generate_request(max_tokens=tokens, prompt="conformance stops here",
+                                    ignore_eos=True, temperature=0.0, seed=7)
+
+    ids, text, _ = _sequence(await ctx.generate(request()))
+    stop = choose(ids, text)
+    if stop is None:
+        raise Unchecked(f"the {len(ids)} tokens of a greedy request offered no stop condition "
+                        "that first occurs after its first tokens")
+    again = request()
+    apply(again, stop)
+    return (stop, *_sequence(await ctx.generate(again)))
+
+
+def _first_new(items, start: int):
+    """Index of the first item at or after `start` that does not occur before it, or None."""
+    for k in range(start, len(items)):
+        if items[k] not in items[:k]:
+            return k
+    return None
+
+
+@case("core.generate.stop-token-ids", profile=CORE, requires=("REQ-CORE-013", "REQ-CORE-006"),
+      title="a sequence ends with FINISH_REASON_STOP at the first token listed in stop_token_ids, "
+            "ignore_eos notwithstanding, and sends nothing after it")
+async def stop_token_ids(ctx: Context):
+    from openengine.v1 import generation_pb2
+
+    def choose(ids, _text):
+        k = _first_new(ids, 2)
+        return None if k is None else ids[k]
+
+    stop, ids, _, final = await _stop_runs(ctx, choose, lambda r, t: r.sampling.stop_token_ids.append(t))
+    expect(final is not None, "the stream carried no final for sequence 0")
+    if stop in ids:
+        at = ids.index(stop)
+        expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
+                                   f"{len(ids) - 1 - at} more tokens followed (finish reason "
+                                   f"{finish_reason_name(final.finish_reason)}): the sequence must "
+                                   "end at the stop token")
+    elif final.finish_reason != generation_pb2.FINISH_REASON_STOP:
+        raise Unchecked(f"the second greedy run never generated stop token {stop} (it differed "
+                        "from the first), so stopping on it could not be observed")
+    expect(final.finish_reason == generation_pb2.FINISH_REASON_STOP,
+           f"the sequence ended at stop token {stop} with finish reason "
+           f"{finish_reason_name(final.finish_reason)}, not FINISH_REASON_STOP")
+    return f"stopped at token {stop} after {len(ids)} tokens"
+
+
+@case("core.generate.stop-strings", profile=CORE, requires=("REQ-CORE-013", "REQ-CORE-006"),
+      title="a sequence ends with FINISH_REASON_STOP when its text reaches a string listed in "
+            "stop, and the string is left out of the output")
+async def stop_strings(ctx: Context):
+    from openengine.v1 import generation_pb2
+
+    def choose(_ids, text):
+        if not text:
+            raise Unchecked("a greedy request's output carried no text, so no stop string could be "
+                            "chosen from it")
+        pairs = [text[k:k + 2] for k in range(len(text) - 1)]
+        k = _first_new(pairs, 2)
+        return None if k is None or not pairs[k].strip() else pairs[k]
+
+    stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: r.sampling.stop.append(s))
+    expect(final is not None, "the stream carried no final for sequence 0")
+    at = text.find(stop)
+    expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
+                   f"{len(text) - at - len(stop)} characters follow it (finish reason "
+                   f"{finish_reason_name(final.finish_reason)}): the sequence must end there, "
+                   "and without include_stop_in_output the string is left out")
+    if final.finish_reason != generation_pb2.FINISH_REASON_STOP:
+        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
+                        "from the first), so stopping on it could not be observed")
+    return f"stopped at {stop!r} after {len(ids)} tokens"
+
+
+# ------------------------------------------------------------------------------------------------
+# Limits of each model
+
+@case("core.generate.model-limits", profile=CORE, requires=("REQ-CAP-009",),
+      title="each served model refuses max_tokens above its own ModelInfo.max_output_tokens with "
+            "INVALID_ARGUMENT and accepts a request within it")
+async def model_limits(ctx: Context):
+    problems, checked = [], []
+    for model, info in ctx.discovery.models.items():
+        if not info.max_output_tokens:
+            continue
+        over = info.max_output_tokens + 1
+        req = ctx.generate_request(max_tokens=over)
+        req.model = model
+        try:
+            got = await ctx.generate(req)
+            problems.append(f"model {model!r}: max_tokens {over} (its max_output_tokens is "
+                            f"{info.max_output_tokens}) was accepted ({len(got)} messages), not "
+                            "refused with INVALID_ARGUMENT")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"model {model!r}: max_tokens {over} above its max_output_tokens "
+                                f"failed with {status_name(err.code())}, not INVALID_ARGUMENT")
+        within = ctx.generate_request(max_tokens=1)
+        within.model = model
+        try:
+            await ctx.generate(within)
+        except grpc.aio.AioRpcError as err:
+            problems.append(f"model {model!r}: max_tokens 1 failed with {status_name(err.code())}")
+        checked.append(model)
+    if not checked:
+        raise Unchecked("no served model's ModelInfo sets max_output_tokens")
+    expect(not problems, "; ".join(problems))
+    return f"{len(checked)} model(s)"
+
+
+@case("core.abort.unknown", profile=CORE, requires=("REQ-CORE-010",),
+      title="Abort naming only unknown or finished requests answers OK with aborted 0 and leaves "
+            "a running request alone")
+async def abort_unknown(ctx: Context):
+    from openengine.v1 import common_pb2, lifecycle_pb2
+
+    finished = ctx.generate_request(max_tokens=2)
+    await ctx.generate(finished)
+    running = ctx.long_request(prompt="conformance keeps running")
+    call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
+    try:
+        first = await call.read()
+        expect(first is not grpc.aio.EOF, "the long request ended before its first message")
+        names = {"an unknown request id": "conformance-no-such-request",
+                 "a finished request's id": finished.request_id}
+        for what, name in names.items():
+            try:
+                answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
+                    request_ids=common_pb2.StringList(values=[name])))
+            except grpc.aio.AioRpcError as err:
+                raise Failed(f"Abort naming {what} failed with {status_name(err.code())}: naming a "
+                             "request that is unknown or finished is not an error, it answers OK "
+                             "with aborted 0") from None
+            expect(answer.aborted == 0, f"Abort naming {what} answered aborted={answer.aborted}, "
+                                        "expected 0")
+        if first.HasField("final") or first.HasField("error"):
+            raise Unchecked("the longest request the model allows ended at its first message, so "
+                            "no request could be running beside the Aborts")
+        # Still there to be aborted by its own id: the Aborts naming others left it alone.
+        own = await ctx.lifecycle.Abort(_by_id(running))
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, "Abort") from None
+    finally:
+        call.cancel()
+    expect(own.aborted == 1, f"after two Aborts naming other requests, aborting the running request "
+                             f"by its own id answered aborted={own.aborted}: it had already been "
+                             "ended by an Abort that did not name it")
+    return "aborted 0 for both"

@@ -48,6 +48,19 @@ class Bugs:
     heartbeat_from_last_heartbeat: bool = False   # timer not reset by snapshots (REQ-LOAD-013)
     load_major: int = 1                    # major version advertised for openengine.load
     health_says_yes: bool = False          # Check answers SERVING for any name (REQ-HEALTH-003)
+    watch_ends_after: float = 0.0          # seconds after which WatchLoad ends with OK (REQ-LOAD-019)
+    heartbeat_off_ignored: bool = False    # heartbeat_ms 0 reported, default heartbeats sent (REQ-LOAD-008)
+    snapshots_at_double_interval: bool = False   # one snapshot every two intervals (REQ-LOAD-012)
+    abort_skips_queued: bool = False       # Abort by id ends running requests only (REQ-CORE-010)
+    abort_all_running_only: bool = False   # Abort(all) leaves queued requests alone (REQ-CORE-010)
+    abort_unknown_not_found: bool = False  # Abort naming an unknown id fails NOT_FOUND (REQ-CORE-010)
+    cancel_ignored_while_queued: bool = False   # a queued request the client cancels stays (REQ-CORE-011)
+    ignore_stop_token_ids: bool = False    # stop_token_ids do not end a sequence (REQ-CORE-013)
+    ignore_stop_strings: bool = False      # stop strings do not end a sequence (REQ-CORE-013)
+    load_cached_seconds: float = 0.0       # GetLoad answers a LoadInfo up to this old (REQ-LOAD-001)
+    load_dropped_when_saturated: bool = False   # openengine.load unlisted while requests queue (REQ-CORE-005)
+    max_output_unchecked: bool = False     # max_tokens above max_output_tokens accepted (REQ-CAP-009)
+    coalesced_sequence_skips: bool = False  # a coalesced snapshot's sequence counts the skipped ones (REQ-LOAD-014)
 
 
 @dataclass(frozen=True)
@@ -73,8 +86,11 @@ def _now() -> timestamp_pb2.Timestamp:
 class Job:
     """One Generate request, produced by its own thread into `events`."""
 
-    def __init__(self, request_id: str, prompt_tokens: int, sampling, timing: Timing):
+    def __init__(self, request_id: str, prompt_tokens: int, sampling, timing: Timing, bugs: Bugs):
         self.request_id = request_id
+        self.bugs = bugs
+        # Set when the client cancelled while the request was queued and the engine missed it.
+        self.cancel_deaf = False
         self.prompt_tokens = prompt_tokens
         self.sampling = sampling
         self.timing = timing
@@ -85,13 +101,23 @@ class Job:
     def produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
         s = self.sampling
         n = s.n if s.HasField("n") else 1
-        max_tokens = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
+        max_tokens = min(s.max_tokens, MAX_OUTPUT_TOKENS) if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
         floor = s.min_tokens if s.HasField("min_tokens") else 0
         rng = random.Random(self.request_id)
         eos_at = [rng.randint(*self.timing.eos_after) for _ in range(n)]
         made = [0] * n
         done = [False] * n
-        with slots:
+        texts = [""] * n
+        stop_ids = set() if self.bugs.ignore_stop_token_ids else set(s.stop_token_ids)
+        stop_strings = [] if self.bugs.ignore_stop_strings else [x for x in s.stop if x]
+        # A queued request waits for a slot, but an abort or a cancel ends it there at once.
+        while not slots.acquire(timeout=0.002):
+            if self.stop_reason is not None and not (self.stop_reason == "cancel" and self.cancel_deaf):
+                if self.stop_reason == "abort":
+                    self.events.put(("aborted", None))
+                on_end(self)
+                return
+        try:
             on_start(self)
             try:
                 while not all(done):
@@ -99,7 +125,7 @@ class Job:
                     if self.stop_reason == "abort":
                         self.events.put(("aborted", None))
                         return
-                    if self.stop_reason == "cancel":
+                    if self.stop_reason == "cancel" and not self.cancel_deaf:
                         return
                     for i in range(n):
                         if done[i]:
@@ -107,15 +133,24 @@ class Job:
                         made[i] += 1
                         wants_eos = made[i] >= eos_at[i] and not s.ignore_eos and made[i] > floor
                         token = EOS if wants_eos else 100 + (made[i] * 7 + i) % 50
-                        if wants_eos or made[i] >= max_tokens:
+                        texts[i] += chr(token) if token else ""
+                        may_stop = made[i] > floor
+                        by_string = next((x for x in stop_strings if texts[i].endswith(x)), "") \
+                            if may_stop else ""
+                        by_token = may_stop and token in stop_ids
+                        if wants_eos or by_token or by_string or made[i] >= max_tokens:
                             done[i] = True
-                            reason = gen_pb.FINISH_REASON_STOP if wants_eos else gen_pb.FINISH_REASON_LENGTH
-                            self.events.put(("final", (i, token, reason, made[i])))
+                            stopped = wants_eos or by_token or by_string
+                            reason = gen_pb.FINISH_REASON_STOP if stopped else gen_pb.FINISH_REASON_LENGTH
+                            matched = str(token) if by_token else by_string
+                            self.events.put(("final", (i, token, reason, made[i], matched, bool(by_string))))
                         else:
                             self.events.put(("chunk", (i, token)))
                 self.events.put(("end", None))
             finally:
                 on_end(self)
+        finally:
+            slots.release()
 
 
 @dataclass
@@ -127,9 +162,18 @@ class State:
     jobs: dict = field(default_factory=dict)        # request id -> Job, queued or running
     running: set = field(default_factory=set)
     watchers: int = 0
+    cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
         self.slots = threading.Semaphore(self.timing.max_running_requests)
+
+    def get_load(self) -> load_pb2.LoadInfo:
+        if not self.bugs.load_cached_seconds:
+            return self.load()
+        at, info = self.cached
+        if info is None or time.monotonic() - at > self.bugs.load_cached_seconds:
+            self.cached = (time.monotonic(), self.load())
+        return self.cached[1]
 
     def load(self) -> load_pb2.LoadInfo:
         with self.lock:
@@ -143,9 +187,11 @@ class State:
 
 def capabilities(st: State) -> caps_pb.Capabilities:
     t = st.timing
-    out = caps_pb.Capabilities(revision=1, profiles=[
-        common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
-        common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)])
+    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
+                common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)]
+    if st.bugs.load_dropped_when_saturated and st.load().queued_requests:
+        del profiles[1]
+    out = caps_pb.Capabilities(revision=1, profiles=profiles)
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
@@ -198,7 +244,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     for token, bias in s.logit_bias.items():
         if not (math.isfinite(bias) and domains["logit_bias"].contains(bias)) or token >= VOCAB_SIZE:
             return bad, f"sampling.logit_bias[{token}]: {bias} is not usable"
-    if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS:
+    if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS \
+            and not (st.bugs.max_output_unchecked and s.max_tokens > MAX_OUTPUT_TOKENS):
         return bad, f"sampling.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
     limit = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
     if s.HasField("min_tokens") and s.min_tokens > limit:
@@ -212,7 +259,7 @@ def generate(st: State, request, context):
         context.abort(*problem)
     request_id = request.request_id or uuid.uuid4().hex
     prompt_tokens = len(request.text.encode()) or len(request.token_ids.ids)
-    job = Job(request_id, prompt_tokens, request.sampling, st.timing)
+    job = Job(request_id, prompt_tokens, request.sampling, st.timing, st.bugs)
     with st.lock:
         if request_id in st.jobs:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
@@ -227,8 +274,15 @@ def generate(st: State, request, context):
             st.running.discard(j.request_id)
             st.jobs.pop(j.request_id, None)
 
+    def cancelled():
+        with st.lock:
+            queued = job.request_id not in st.running
+        if st.bugs.cancel_ignored_while_queued and queued:
+            job.cancel_deaf = True
+        job.stop_reason = job.stop_reason or "cancel"
+
     if not st.bugs.ignore_cancel:
-        context.add_callback(lambda: setattr(job, "stop_reason", job.stop_reason or "cancel"))
+        context.add_callback(cancelled)
     threading.Thread(target=job.produce, args=(st.slots, started, ended), daemon=True).start()
     while True:
         kind, data = job.events.get()
@@ -240,20 +294,30 @@ def generate(st: State, request, context):
             return
         if kind == "chunk":
             index, token = data
-            yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(index=index, token_ids=[token]))
+            yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(
+                index=index, token_ids=[token], text="" if request.skip_detokenize else chr(token)))
         else:
-            index, token, reason, made = data
+            index, token, reason, made, matched, by_string = data
+            text = "" if request.skip_detokenize or not token else chr(token)
+            if by_string and not request.sampling.include_stop_in_output:
+                text = ""
             yield gen_pb.GenerateResponse(final=gen_pb.GenerateFinal(
-                index=index, token_ids=[token], finish_reason=reason,
+                index=index, token_ids=[token], text=text, finish_reason=reason, stop_reason=matched,
                 usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made)))
 
 
 def abort(st: State, request, context):
+    bugs = st.bugs
     with st.lock:
         if request.all:
-            hit = list(st.jobs.values())
+            hit = [j for j in st.jobs.values()
+                   if not bugs.abort_all_running_only or j.request_id in st.running]
         else:
-            hit = [st.jobs[i] for i in request.request_ids.values if i in st.jobs]
+            unknown = [i for i in request.request_ids.values if i not in st.jobs]
+            if bugs.abort_unknown_not_found and unknown:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"no request {unknown[0]!r}")
+            hit = [st.jobs[i] for i in request.request_ids.values if i in st.jobs
+                   and (not bugs.abort_skips_queued or i in st.running)]
     for job in hit:
         job.stop_reason = "abort"
     return lifecycle_pb2.AbortResponse(aborted=len(hit))
@@ -301,12 +365,16 @@ def watch_load(st: State, request, context):
             sequence += 1
             yield load_pb2.WatchLoadResponse(sequence=sequence, timestamp=_now(),
                                              snapshot=load_pb2.LoadSnapshot(load=st.load()))
-        period = settings.interval_ms / 1000
+        period = settings.interval_ms / 1000 * (2 if st.bugs.snapshots_at_double_interval else 1)
         beat = settings.heartbeat_ms / 1000
+        if st.bugs.heartbeat_off_ignored and not beat:
+            beat = st.timing.default_heartbeat_ms / 1000
         next_tick = time.monotonic() + period
-        last_message = last_heartbeat = time.monotonic()
+        last_message = last_heartbeat = opened = time.monotonic()
         while context.is_active():
             now = time.monotonic()
+            if st.bugs.watch_ends_after and now - opened >= st.bugs.watch_ends_after:
+                return
             beat_from = last_heartbeat if st.bugs.heartbeat_from_last_heartbeat else last_message
             beat_due = beat_from + beat if beat else float("inf")
             wake = min(next_tick, beat_due)
@@ -317,6 +385,8 @@ def watch_load(st: State, request, context):
             if now >= next_tick:
                 # A send that blocked (a slow reader) skipped ticks: say how many were folded in.
                 missed = int((now - next_tick) // period)
+                if st.bugs.coalesced_sequence_skips:
+                    sequence += missed
                 load = st.load()
                 # The next tick counts from this snapshot's own timestamp, not from when it was
                 # due, so consecutive LoadInfo timestamps stay a whole interval apart however
@@ -385,9 +455,13 @@ def _stream(fn, req_cls, resp_cls):
 
 
 class OtherEngine:
-    """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`"""
+    """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`
 
-    def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing()):
+    `tls=(key_pem, certificate_pem)` serves over TLS only, as an engine behind TLS does;
+    `client_ca` (PEM) then also requires a client certificate it signed."""
+
+    def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
+                 tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None):
         self.state = State(bugs, timing)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
@@ -410,7 +484,7 @@ class OtherEngine:
                                 lifecycle_pb2.AbortResponse),
             },
             "openengine.v1.Observability": {
-                "GetLoad": _unary(lambda r, c: st.load(), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
+                "GetLoad": _unary(lambda r, c: st.get_load(), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
                 "WatchLoad": _stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
                                      load_pb2.WatchLoadResponse),
             },
@@ -425,7 +499,12 @@ class OtherEngine:
         }
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            self.port = self.server.add_insecure_port("127.0.0.1:0")
+        else:
+            creds = grpc.ssl_server_credentials([tls], root_certificates=client_ca,
+                                                require_client_auth=client_ca is not None)
+            self.port = self.server.add_secure_port("127.0.0.1:0", creds)
 
     @property
     def address(self) -> str:

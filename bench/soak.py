@@ -1,0 +1,203 @@
+"""Soak the conformance suite: run it N times against correct engines while processes burn CPU
+beside it, and count what a correct engine must never get (a failed or errored case, a
+traceback in the runner's output).
+
+    python -m bench.soak                          # 50 runs per engine, two burners; updates results.md
+    python -m bench.soak --runs 5 --burners 2     # a shorter soak
+    python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
+
+The engines are the reference engine (every profile) and the independent test engine
+(tests/conformance/otherengine), each started afresh for every run. The figures, with the load
+they ran under, go to bench/soak.json and the "Conformance soak" section of bench/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import gc
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECORD = HERE / "soak.json"
+RESULTS = HERE / "results.md"
+BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
+TOKEN = "soak-admin-token"
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def burners(count: int):
+    """`count` processes that each keep a core busy, for as long as the block runs."""
+    procs = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(count)]
+    for p in procs:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(5)
+
+
+class _Tracebacks(logging.Handler):
+    """Log records of the runner's own thread that would print a traceback."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.found: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.thread == self.thread and (record.exc_info or "never retrieved" in text
+                                             or "Traceback" in text):
+            self.found.append(text.splitlines()[0])
+
+
+@dataclass
+class EngineSoak:
+    engine: str
+    runs: int = 0
+    cases: int = 0
+    failures: dict[str, int] = field(default_factory=dict)   # case id -> runs it failed or errored in
+    reasons: dict[str, str] = field(default_factory=dict)    # case id -> its first reason
+    bad_runs: int = 0                                         # runs with a failed or errored case
+    tracebacks: int = 0
+    seconds: float = 0.0
+
+    def add(self, report, tracebacks: list[str]) -> None:
+        self.runs += 1
+        self.cases += len(report.results)
+        self.tracebacks += len(tracebacks)
+        self.bad_runs += any(r.outcome.bad for r in report.results)
+        for r in report.results:
+            if r.outcome.bad:
+                self.failures[r.id] = self.failures.get(r.id, 0) + 1
+                self.reasons.setdefault(r.id, r.reason)
+
+
+@contextlib.contextmanager
+def reference_engine():
+    from openengine.engine import AdminConfig, EngineConfig, RunningEngine
+
+    with RunningEngine(EngineConfig(port=0, admin=AdminConfig(token=TOKEN))) as engine:
+        yield engine.address, TOKEN
+
+
+@contextlib.contextmanager
+def test_engine():
+    from tests.conformance.otherengine import OtherEngine
+
+    with OtherEngine() as engine:
+        yield engine.address, None
+
+
+ENGINES = {"reference": reference_engine, "test-engine": test_engine}
+
+
+def soak(engine: str, runs: int, patterns: list[str] | None, log=print) -> EngineSoak:
+    from openengine.conformance import Options, run_suite
+
+    out = EngineSoak(engine)
+    started = time.monotonic()
+    root = logging.getLogger()
+    for k in range(runs):
+        handler = _Tracebacks()
+        root.addHandler(handler)
+        try:
+            with ENGINES[engine]() as (address, token):
+                report = asyncio.run(run_suite(Options(target=address, admin_token=token),
+                                               patterns=patterns))
+            gc.collect()
+        finally:
+            root.removeHandler(handler)
+        out.add(report, handler.found)
+        bad = [r.id for r in report.results if r.outcome.bad]
+        log(f"{engine} run {k + 1}/{runs}: {len(report.results)} cases, "
+            f"{len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, {len(handler.found)} tracebacks")
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def section(record: dict) -> str:
+    lines = [BEGIN, "## Conformance soak", "",
+             "Written by `python -m bench.soak`: the whole conformance suite run again and again "
+             "against correct engines (each started afresh per run) while CPU-burning processes "
+             "share the machine. A correct engine must get no failed or errored case and the "
+             "runner's output no traceback.", "",
+             f"| | |\n|---|---|\n| date | {record['date']} |\n| machine | {record['cpus']} cores |\n"
+             f"| burners | {record['burners']} processes spinning on a core each |\n"
+             f"| cases | {record['patterns'] or 'all'} |\n"
+             f"| load average at start / end | {record['load_start']} / {record['load_end']} |", "",
+             "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for e in record["engines"]:
+        lines.append(f"| {e['engine']} | {e['runs']} | {e['cases']} | {sum(e['failures'].values())} | "
+                     f"{e['bad_runs']} | {e['tracebacks']} | {e['seconds'] / 60:.1f} |")
+    noted = [(e["engine"], case, reason) for e in record["engines"] for case, reason in e["reasons"].items()]
+    if noted:
+        lines += ["", "False failures (first reason of each case):", ""]
+        lines += [f"- {engine} `{case}`: {reason}" for engine, case, reason in noted]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def with_section(text: str, block: str) -> str:
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + block + rest.split(END, 1)[1].lstrip("\n")
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=50, help="runs per engine (default: 50)")
+    parser.add_argument("--burners", type=int, default=2, help="CPU-burning processes (default: 2)")
+    parser.add_argument("--engine", action="append", choices=list(ENGINES),
+                        help="soak only this engine (repeatable; default: both)")
+    parser.add_argument("--case", action="append", metavar="PATTERN", help="only cases matching")
+    parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
+    args = parser.parse_args(argv)
+    engines = args.engine or list(ENGINES)
+    load_start = _loadavg()
+    with burners(args.burners):
+        results = [soak(e, args.runs, args.case, log=lambda line: print(line, flush=True))
+                   for e in engines]
+        load_end = _loadavg()     # while the burners still run
+    record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
+              "load_start": load_start, "load_end": load_end,
+              "engines": [asdict(r) for r in results]}
+    print(section(record))
+    if not args.no_record:
+        RECORD.write_text(json.dumps(record, indent=2) + "\n")
+        RESULTS.write_text(with_section(RESULTS.read_text(), section(record)))
+    clean = all(not r.failures and not r.tracebacks for r in results)
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Cases that judge a saturated engine: every slot it advertises (`max_running_requests`) busy
+with a long request and one request more waiting in the queue. Abort and cancellation of the
+queued request, Abort(all) over running and queued requests, and discovery read while the engine
+is saturated.
+
+No clock judges "at once": the running requests are the yardstick. They hold every slot until
+they end, so a queued request that is ended only when they end was ended when a slot freed, not
+when it was asked to be."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import grpc
+
+from openengine.conformance.cases.base import Failed, Unchecked, case, expect
+from openengine.conformance.context import Context, settle, status_name, together
+from openengine.conformance.contract import CORE
+
+# The most slots the cases fill (the registry's default max_running_requests); an engine with
+# more is left unchecked rather than flooded.
+MAX_SLOTS = 256
+
+
+class Stream:
+    """A Generate stream read to its end in the background: its messages, and how it ended."""
+
+    def __init__(self, ctx: Context, request):
+        self.request = request
+        self.call = ctx.inference.Generate(request, timeout=ctx.options.case_timeout + 5)
+        self.messages: list = []
+        self.status: grpc.StatusCode | None = None
+        self.details = ""
+        self.started = asyncio.Event()
+        self.task = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for msg in self.call:
+                self.messages.append(msg)
+                self.started.set()
+            self.status = grpc.StatusCode.OK
+        except grpc.aio.AioRpcError as err:
+            self.status, self.details = err.code(), err.details() or ""
+        except asyncio.CancelledError:
+            self.status = grpc.StatusCode.CANCELLED
+        finally:
+            self.started.set()
+
+    @property
+    def ended(self) -> bool:
+        return self.task.done()
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(m.chunk.token_ids) for m in self.messages if m.HasField("chunk"))
+
+    def shown(self) -> str:
+        """How the stream went, in the words of the protocol."""
+        from openengine.conformance.cases.core import finish_reason_name
+        from openengine.v1 import common_pb2
+
+        if not self.ended:
+            return f"still open after {self.tokens} tokens"
+        if self.status != grpc.StatusCode.OK:
+            return f"failed with {status_name(self.status)}" + (f": {self.details}" if self.details else "")
+        if not self.messages:
+            return "ended with OK and no message"
+        last = self.messages[-1]
+        if last.HasField("final"):
+            return (f"ended after {self.tokens} tokens with a final, finish reason "
+                    f"{finish_reason_name(last.final.finish_reason)}")
+        if last.HasField("error"):
+            try:
+                code = common_pb2.ErrorCode.Name(last.error.code)
+            except ValueError:
+                code = str(last.error.code)
+            return f"ended after {self.tokens} tokens with an error, code {code}"
+        return f"ended after a {last.WhichOneof('kind')} message"
+
+    def aborted_problem(self, what: str) -> str | None:
+        """Why this stream did not end as an aborted one must (one terminal error with code
+        ERROR_CODE_ABORTED, then OK), or None."""
+        from openengine.v1 import common_pb2
+
+        errors = [m for m in self.messages if m.HasField("error")]
+        if self.status == grpc.StatusCode.OK and errors and errors == self.messages[-1:] \
+                and errors[0].error.code == common_pb2.ERROR_CODE_ABORTED:
+            return None
+        return (f"{what} {self.shown()}, not with one terminal error of code ERROR_CODE_ABORTED "
+                "and then OK")
+
+    def cancel(self) -> None:
+        self.call.cancel()
+        settle(self.task)
+
+
+@dataclass
+class Saturated:
+    running: list[Stream]
+    queued: Stream
+    counted: tuple[int, int] | None     # (running, queued) as GetLoad counted them
+
+    @property
+    def streams(self) -> list[Stream]:
+        return [*self.running, self.queued]
+
+    def slots_freed(self) -> bool:
+        return any(s.ended for s in self.running)
+
+    async def until_slots_free_or(self, stream: Stream) -> bool:
+        """Wait until `stream` ends or a running request does; whether `stream` ended first."""
+        while not stream.ended and not self.slots_freed():
+            await asyncio.wait([stream.task, *(s.task for s in self.running)],
+                               return_when=asyncio.FIRST_COMPLETED)
+        return stream.ended
+
+    def cancel(self) -> None:
+        for s in self.streams:
+            s.cancel()
+
+
+async def saturate(ctx: Context) -> Saturated:
+    """Fill every slot with a long request, see each one stream, then queue one more and see it
+    counted as queued (GetLoad), or, without load, see it wait while the others stream."""
+    slots = int(ctx.limit(CORE, "max_running_requests"))
+    if slots > MAX_SLOTS:
+        raise Unchecked(f"max_running_requests is {slots}; the case fills at most {MAX_SLOTS} slots")
+    running = [Stream(ctx, ctx.long_request(prompt=f"conformance fills slot {k}")) for k in range(slots)]
+    queued = None
+    try:
+        waits = [asyncio.wait_for(s.started.wait(), ctx.options.rpc_timeout) for s in running]
+        try:
+            await together(*waits)
+        except asyncio.TimeoutError:
+            silent = sum(1 for s in running if not s.messages)
+            raise Failed(f"{silent} of {slots} requests started together (max_running_requests "
+                         f"is {slots}) did not answer within {ctx.options.rpc_timeout:g} s: the "
+                         "engine did not run as many requests at once as it advertises") from None
+        done = [s for s in running if s.ended]
+        if done:
+            raise Unchecked(f"a request of {ctx.long_generation_tokens()} tokens (the model's "
+                            f"max_output_tokens) {done[0].shown()} before the engine was saturated")
+        queued = Stream(ctx, ctx.long_request(prompt="conformance waits in the queue"))
+        counted = await _counted_queued(ctx, slots)
+        if queued.messages:
+            raise Unchecked(f"with {slots} requests running (max_running_requests) one more started "
+                            "at once, so no request was queued")
+        return Saturated(running, queued, counted)
+    except BaseException:
+        for s in running + ([queued] if queued else []):
+            s.cancel()
+        raise
+
+
+async def _counted_queued(ctx: Context, slots: int) -> tuple[int, int] | None:
+    """GetLoad's counts once it shows every slot busy and a request queued (bounded wait); None
+    without load. A case judges a queued request only after seeing it counted as one."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + ctx.options.rpc_timeout
+    counts = await ctx.busy()
+    if counts is None:
+        return None
+    while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
+        if loop.time() >= end:
+            raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
+                            f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "
+                            "no request was seen queued")
+        await asyncio.sleep(0.01)
+        counts = await ctx.busy() or (0, 0)
+    return counts
+
+
+@case("core.abort.queued", profile=CORE, requires=("REQ-CORE-010",),
+      title="Abort by request id ends a queued request at once, with an aborted terminal error "
+            "and no chunk, and counts it")
+async def abort_queued(ctx: Context):
+    from openengine.v1 import common_pb2, lifecycle_pb2
+
+    sat = await saturate(ctx)
+    try:
+        answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
+            request_ids=common_pb2.StringList(values=[sat.queued.request.request_id])))
+        first = await sat.until_slots_free_or(sat.queued)
+        problem = sat.queued.aborted_problem("the aborted queued request")
+        expect(first or problem is not None,
+               f"the aborted queued request {sat.queued.shown()} only when a running request "
+               "ended: Abort waited for a free slot instead of ending it at once")
+        expect(problem is None, problem or "")
+        expect(not sat.queued.tokens, f"the aborted queued request streamed {sat.queued.tokens} "
+                                      "tokens: it was run, not ended in the queue")
+        expect(answer.aborted == 1, f"Abort of one queued request answered aborted="
+                                    f"{answer.aborted}, expected 1")
+    finally:
+        sat.cancel()
+    return f"{len(sat.running)} slots busy" + ("" if sat.counted else " (queueing not seen: no load)")
+
+
+@case("core.abort.all-queued", profile=CORE, requires=("REQ-CORE-010",),
+      title="Abort(all) ends every running and every queued request, and counts them all")
+async def abort_all_queued(ctx: Context):
+    from openengine.v1 import lifecycle_pb2
+
+    sat = await saturate(ctx)
+    try:
+        answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(all=True))
+        await asyncio.wait([s.task for s in sat.streams], timeout=ctx.options.case_timeout / 2)
+        problems = [p for p in (s.aborted_problem(what) for s, what in
+                                [(s, f"running request {k + 1}") for k, s in enumerate(sat.running)]
+                                + [(sat.queued, "the queued request")]) if p]
+        expect(not problems, "after Abort(all): " + "; ".join(problems[:3]) +
+               (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
+        expect(answer.aborted == len(sat.streams),
+               f"Abort(all) ended {len(sat.running)} running and 1 queued request but answered "
+               f"aborted={answer.aborted}, expected {len(sat.streams)}")
+    finally:
+        sat.cancel()
+    return f"{len(sat.streams)} requests aborted"
+
+
+@case("core.generate.cancel-queued", profile=CORE, requires=("REQ-CORE-011",),
+      title="a queued request the client cancels is freed at once: no longer counted while the "
+            "requests ahead of it still run")
+async def cancel_queued(ctx: Context):
+    from openengine.v1 import common_pb2, lifecycle_pb2
+
+    sat = await saturate(ctx)
+    shown = "it was still there"
+    # The deadline is half of the running requests, in their own tokens: a request freed only
+    # when a slot frees is seen at the end of one, however late the runner reads.
+    half = ctx.long_generation_tokens() // 2
+    try:
+        sat.queued.cancel()
+        while not sat.slots_freed() and max(s.tokens for s in sat.running) < half:
+            if sat.counted is not None:
+                counts = await ctx.busy()
+                freed = counts is not None and counts[1] == 0
+                shown = f"GetLoad still counted {counts[1]} queued" if counts else "GetLoad failed"
+            else:
+                left = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
+                    request_ids=common_pb2.StringList(values=[sat.queued.request.request_id])))
+                freed = left.aborted == 0
+                shown = "Abort still found it"
+            if freed:
+                return (f"freed while {len(sat.running)} requests ran" +
+                        ("" if sat.counted else " (checked with Abort)"))
+            await asyncio.sleep(0.01)
+        raise Failed(f"the client cancelled a queued request, but {shown} while the "
+                     f"{len(sat.running)} requests ahead of it streamed half their "
+                     f"{2 * half} tokens: the cancelled request was not freed from the queue")
+    finally:
+        sat.cancel()
+
+
+@case("core.capabilities.saturated", profile=CORE, requires=("REQ-CORE-005",),
+      title="with every slot busy and a request queued, discovery lists the same profiles")
+async def capabilities_saturated(ctx: Context):
+    from openengine.v1 import discovery_pb2
+
+    def key(caps):
+        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
+
+    sat = await saturate(ctx)
+    try:
+        caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+        models = {m: await ctx.discovery_rpc.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m))
+                  for m in ctx.discovery.models}
+        freed = sat.slots_freed()
+    finally:
+        sat.cancel()
+    if freed:
+        raise Unchecked("a running request ended before discovery was read, so it was not read "
+                        "while the engine was saturated")
+    before = key(ctx.capabilities)
+    expect(key(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
+                                f"{key(caps)}, at start {before}")
+    for model, info in models.items():
+        was = key(ctx.discovery.models[model].capabilities)
+        expect(key(info.capabilities) == was,
+               f"with the engine saturated GetModelInfo({model!r}) lists {key(info.capabilities)}, "
+               f"at start {was}")
+    return f"{len(sat.running)} running, 1 queued"
