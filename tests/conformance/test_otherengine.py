@@ -89,6 +89,8 @@ VARIANTS = {
     "health-serving-for-any-name": (Bugs(health_says_yes=True), ["health.*", "alias.*"],
                                     {"health.check.unknown-not-found", "alias.health"},
                                     "answers UNIMPLEMENTED"),
+    "accepts-beyond-the-queue": (Bugs(overfill=True), ["core.overload.*"], {"core.overload.refused"},
+                                 "one more request was accepted"),
 }
 
 

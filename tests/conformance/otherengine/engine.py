@@ -21,8 +21,10 @@ from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import any_pb2, timestamp_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health, health_pb2
+from grpc_status import rpc_status
 
 from openengine.contract import number_domains
 from openengine.v1 import (
@@ -61,6 +63,7 @@ class Bugs:
     load_dropped_when_saturated: bool = False   # openengine.load unlisted while requests queue (REQ-CORE-005)
     max_output_unchecked: bool = False     # max_tokens above max_output_tokens accepted (REQ-CAP-009)
     coalesced_sequence_skips: bool = False  # a coalesced snapshot's sequence counts the skipped ones (REQ-LOAD-014)
+    overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Timing:
     default_heartbeat_ms: int = 2000
     max_watchers: int = 8
     max_running_requests: int = 8
+    max_queued_requests: int = 4
     max_sequences: int = 2
     max_logprobs: int = 5
 
@@ -162,6 +166,7 @@ class State:
     jobs: dict = field(default_factory=dict)        # request id -> Job, queued or running
     running: set = field(default_factory=set)
     watchers: int = 0
+    rejected: int = 0
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
@@ -180,14 +185,14 @@ class State:
             running = len(self.running)
             queued = len(self.jobs) - running
         return load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
-                                 running_requests=running, queued_requests=queued)
+                                 running_requests=running, queued_requests=queued, rejected_requests=self.rejected)
 
 
 # -- discovery -------------------------------------------------------------------------------------
 
 def capabilities(st: State) -> caps_pb.Capabilities:
     t = st.timing
-    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
+    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=1),
                 common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)]
     if st.bugs.load_dropped_when_saturated and st.load().queued_requests:
         del profiles[1]
@@ -195,6 +200,7 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
+    out.generation.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
     out.observability.max_watch_interval_ms = t.max_watch_interval_ms
     out.observability.default_watch_interval_ms = t.default_watch_interval_ms
@@ -263,6 +269,10 @@ def generate(st: State, request, context):
     with st.lock:
         if request_id in st.jobs:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
+        full = len(st.jobs) >= st.timing.max_running_requests + st.timing.max_queued_requests
+        if full and not st.bugs.overfill:
+            st.rejected += 1
+            context.abort_with_status(full_status())
         st.jobs[request_id] = job
 
     def started(j):
@@ -304,6 +314,13 @@ def generate(st: State, request, context):
             yield gen_pb.GenerateResponse(final=gen_pb.GenerateFinal(
                 index=index, token_ids=[token], text=text, finish_reason=reason, stop_reason=matched,
                 usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made)))
+
+
+def full_status() -> grpc.Status:
+    error = any_pb2.Any()
+    error.Pack(common_pb2.EngineError(code=common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED, message="full", retryable=True))
+    return rpc_status.to_status(status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                                                  message="queue full", details=[error]))
 
 
 def abort(st: State, request, context):
