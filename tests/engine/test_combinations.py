@@ -139,10 +139,10 @@ def _refused_the_same_on_both_paths(cat: Catalogue, profiles: tuple[str, ...]) -
 
 
 def test_a_prerequisite_outside_its_version_range_is_refused_at_start_and_by_update_config():
-    cat = _derived(**{"openengine.load": {"requires": (Prerequisite("openengine.core", VersionRange.parse(">= 1.1, < 2.0")),)}})
+    cat = _derived(**{"openengine.load": {"requires": (Prerequisite("openengine.core", VersionRange.parse(">= 1.2, < 2.0")),)}})
     message = _refused_the_same_on_both_paths(cat, ("load", "admin"))
-    assert message == ("openengine.load requires openengine.core >= 1.1, < 2.0, "
-                       "but openengine.core 1.0 is advertised")
+    assert message == ("openengine.load requires openengine.core >= 1.2, < 2.0, "
+                       "but openengine.core 1.1 is advertised")
 
 
 def test_a_missing_prerequisite_names_what_to_add_and_the_validators_say_the_same():
