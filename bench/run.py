@@ -21,7 +21,7 @@ from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama")
+SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama", "reliability")
 
 
 def _finite(v):
@@ -242,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import llama
 
             sections.append(llama.run(args.quick))
+        elif name == "reliability":
+            from bench import reliability
+
+            sections.append(reliability.run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = _loadavg()

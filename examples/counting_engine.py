@@ -33,11 +33,13 @@ class Job:
 
 
 class CountingBackend:
-    """At most `slots` requests count at once; the others wait their turn."""
+    """At most `slots` requests count at once; up to `queue` others wait their turn (the SDK
+    refuses any more, retryable)."""
 
-    def __init__(self, token_seconds: float = 0.002, slots: int = 4):
+    def __init__(self, token_seconds: float = 0.002, slots: int = 4, queue: int = 16):
         self.token_seconds = token_seconds
         self.slots = slots
+        self.queue = queue
         self.jobs: dict[str, Job] = {}
         self.engine: EngineHandle | None = None
         self._free = asyncio.Semaphore(slots)
@@ -47,7 +49,8 @@ class CountingBackend:
                       tokenizer=Tokenizer("bytes", vocab_size=257, eos_token_id=EOS))
         return EngineDescription(
             engine_name="counting-engine", engine_version="1.0", models=(model,),
-            limits={"core": {"max_sequences": 1, "max_logprobs": 0, "max_running_requests": self.slots},
+            limits={"core": {"max_sequences": 1, "max_logprobs": 0, "max_running_requests": self.slots,
+                             "max_queued_requests": self.queue},
                     "load": {"min_watch_interval_ms": 100, "change_driven": True}})
 
     def attach(self, engine: EngineHandle) -> None:

@@ -66,7 +66,8 @@ def test_the_build_requirements_are_the_pinned_protoc():
 
 def test_the_runtime_needs_none_of_the_toolkit_libraries():
     runtime = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
-    assert runtime == {"grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "ruamel-yaml"}
+    assert runtime == {"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status",
+                       "googleapis-common-protos", "protobuf", "ruamel-yaml"}
 
 
 def test_a_command_whose_library_is_missing_says_to_install_the_toolkit(tmp_path, monkeypatch, capsys):

@@ -54,12 +54,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="FILE", help="the GGUF file --backend llama serves")
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads per step for --backend llama (default: 1)")
+    connections = parser.add_argument_group(
+        "connections", "how long a connection is kept, in seconds, and how many calls may wait for the "
+        "event loop (openengine.serve.ConnectionPolicy); "
+        "set for --backend llama, while the reference engine keeps the defaults")
+    for name, text in CONNECTION_FLAGS.items():
+        counted = name == "max_pending_calls"
+        connections.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int if counted else float,
+                                 default=None, metavar="N" if counted else "S",
+                                 help=f"{text} (default: {_policy_default(name)})")
+
+
+# ConnectionPolicy field -> what its flag sets.
+CONNECTION_FLAGS = {
+    "handshake_timeout_s": "close a connection that has not sent its HTTP/2 settings by then",
+    "idle_timeout_s": "close (GOAWAY) a connection with no call open for this long; 0: never",
+    "keepalive_time_s": "ping a connection that was quiet this long",
+    "keepalive_timeout_s": "close a connection whose ping is not answered within this",
+    "min_client_ping_interval_s": "shortest keepalive interval a client may use",
+    "unrequested_call_timeout_s": "cancel a call the server could not start within this",
+    "max_pending_calls": "calls received but not yet started beyond which gRPC cancels arriving ones",
+}
+
+
+def _policy_default(name: str) -> str:
+    from openengine.serve import ConnectionPolicy
+
+    value = getattr(ConnectionPolicy(), name)
+    return "never" if value is None else f"{value:g}"
+
+
+def connection_policy(args: argparse.Namespace):
+    """The connection flags as a ConnectionPolicy (unset ones keep its defaults)."""
+    from openengine.serve import ConnectionPolicy
+
+    given = {name: getattr(args, name) for name in CONNECTION_FLAGS if getattr(args, name, None) is not None}
+    if given.get("idle_timeout_s") == 0:
+        given["idle_timeout_s"] = None
+    return ConnectionPolicy(**given)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.backend == "llama":
         from openengine.llama.command import run as run_llama
+        args.connections = connection_policy(args)
         return run_llama(args)
+    connection_flags = [f"--{name.replace('_', '-')}" for name in CONNECTION_FLAGS
+                        if getattr(args, name, None) is not None]
+    if connection_flags and not args.list_faults:
+        sys.stderr.write(f"oespec engine: {', '.join(connection_flags)}: the reference engine serves with the default "
+                         "connection policy; these flags set it for --backend llama\n")
+        return 2
     from openengine.engine import FAULTS
 
     if args.list_faults:

@@ -22,7 +22,11 @@ from openengine.engine.config import ConfigError, EngineConfig, ResolvedConfig, 
 from openengine.engine.contract import HEALTH_SERVICE, RpcInfo
 from openengine.engine.runtime import ADMIN, Runtime
 from openengine.engine.services import Refused, instantiate
+from openengine.serve.server import ConnectionPolicy
 from openengine.serve.wire import WirePolicy
+
+# The SDK's default connection policy: silent and idle connections closed, keepalive explicit.
+SERVER_OPTIONS = [("grpc.so_reuseport", 0), *ConnectionPolicy().options()]
 
 log = logging.getLogger("openengine.engine")
 Code = grpc.StatusCode
@@ -132,7 +136,7 @@ class EngineServer:
         cfg = rt.config
         all_services = list(rt.catalogue.services)
         main_services = [s for s in all_services if not (rt.admin_separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors())
         server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self, rt))
         health_pb2_grpc.add_HealthServicer_to_server(rt.health.main, server)
         advertised = [s for s in rt.advertised_services() if s in main_services]
@@ -145,7 +149,7 @@ class EngineServer:
         rt.address = self.address
         self.servers.append(server)
         if rt.admin_separate:
-            admin = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=self._interceptors())
+            admin = grpc.aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors())
             admin.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
             health_pb2_grpc.add_HealthServicer_to_server(rt.health.admin, admin)
             names = ([ADMIN] if rt.has("openengine.admin") else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -189,7 +193,9 @@ class EngineServer:
 
     async def stop(self, grace: float = 1.0) -> None:
         """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
-        Watch streams get it, then streams end with UNAVAILABLE and the server stops."""
+        Watch streams get it, then WatchLoad and event streams end with status UNAVAILABLE, every
+        accepted Generate stream (running or queued) ends with its terminal error, ABORTED and
+        retryable, and status OK (REQ-SVC-002), and the server stops."""
         if self._stopped:
             return
         self._stopped = True

@@ -57,8 +57,9 @@ class LlamaConfig:
         if not 1 <= self.max_running_requests <= MAX_SEQUENCES:
             found.append(f"max_running_requests {self.max_running_requests}: must be 1..{MAX_SEQUENCES} "
                          "(llama.cpp sequence ids)")
-        if self.max_queued_requests < 0:
-            found.append(f"max_queued_requests {self.max_queued_requests}: must be 0 or more")
+        if self.max_queued_requests < 1:
+            found.append(f"max_queued_requests {self.max_queued_requests}: must be 1 or more "
+                         "(the queue is always bounded; the protocol's 0 would advertise no bound)")
         if self.max_batch_tokens < self.max_running_requests:
             found.append(f"max_batch_tokens {self.max_batch_tokens}: must be at least "
                          f"max_running_requests ({self.max_running_requests}), one token per running request")
@@ -110,6 +111,7 @@ class LlamaBackend:
             limits={"core": {"max_sequences": 1, "max_logprobs": self.config.max_logprobs,
                              "min_p": True, "logit_bias": True, "prompt_logprobs": False,
                              "max_running_requests": self.config.max_running_requests,
+                             "max_queued_requests": self.config.max_queued_requests,
                              "max_batch_tokens": self.config.max_batch_tokens},
                     "load": {"change_driven": True},
                     "admin": {"pause_modes": ["abort", "wait", "keep"], "max_sleep_level": 1}})
@@ -125,10 +127,12 @@ class LlamaBackend:
             self.scheduler.submit(plan)
         except sched.QueueFull as full:
             del self._streams[request.request_id]
-            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"the engine is full: {full}; retry later") from None
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"the engine is full: {full}; retry later",
+                          retryable=True) from None
         except sched.SchedulerClosed:
             del self._streams[request.request_id]
-            raise Refusal(RefusalCode.UNAVAILABLE, "the engine is stopping; retry on another engine") from None
+            raise Refusal(RefusalCode.UNAVAILABLE, "the engine is stopping; retry on another engine",
+                          retryable=True) from None
         try:
             while True:
                 out = stream.take(await stream.wait())

@@ -15,6 +15,7 @@ import sys
 
 # --limit name -> LlamaConfig field.
 LIMITS = {"core.max_running_requests": "max_running_requests",
+          "core.max_queued_requests": "max_queued_requests",
           "core.max_batch_tokens": "max_batch_tokens",
           "core.max_logprobs": "max_logprobs"}
 REFERENCE_ONLY = {"fault": "--fault", "alias": "--alias", "role": "--role",
@@ -58,7 +59,7 @@ def llama_config(args: argparse.Namespace):
 
 
 def serve_config(args: argparse.Namespace):
-    from openengine.serve import AdminAccess, ServeConfig
+    from openengine.serve import AdminAccess, ConnectionPolicy, ServeConfig
 
     profiles = None
     if args.profiles is not None and args.profiles.strip() != "all":
@@ -67,7 +68,8 @@ def serve_config(args: argparse.Namespace):
                         tls_cert=args.admin_tls_cert, tls_key=args.admin_tls_key,
                         client_ca=args.admin_client_ca)
     return ServeConfig(host=args.host or "127.0.0.1", port=50051 if args.port is None else args.port,
-                       profiles=profiles, instance_id=args.instance_id, admin=admin)
+                       profiles=profiles, instance_id=args.instance_id, admin=admin,
+                       connections=getattr(args, "connections", None) or ConnectionPolicy())
 
 
 def run(args: argparse.Namespace) -> int:

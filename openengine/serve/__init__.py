@@ -14,12 +14,13 @@ from openengine.serve.backend import (
     Tokenizer,
 )
 from openengine.serve.profiles import CannotServe
-from openengine.serve.server import AdminAccess, RunningServer, ServeConfig, Server, serve
+from openengine.serve.server import AdminAccess, ConnectionPolicy, RunningServer, ServeConfig, Server, serve
 from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
     "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
-    "AdminAccess", "CannotServe", "RunningServer", "SequenceStops", "ServeConfig", "Server", "serve",
+    "AdminAccess", "CannotServe", "ConnectionPolicy", "RunningServer", "SequenceStops", "ServeConfig", "Server",
+    "serve",
 ]

@@ -3,8 +3,16 @@
 Every check runs here, in order, before the backend sees the request: the engine takes work, the
 model is served, the shared preflight (`openengine.validate.preflight`) against what the engine
 itself advertises finds nothing wrong, token ids fit the model's vocabulary, and the request id
-is not in flight. A bounded queue (an advertised queue limit refused with RESOURCE_EXHAUSTED)
-would be one more check at the end of `admit`.
+is not in flight. Right after the first check comes room: with `max_queued_requests` above 0, a
+request that would make the accepted requests more than `max_running_requests +
+max_queued_requests` is refused with a retryable RESOURCE_EXHAUSTED and counted
+(LoadInfo.rejected_requests, REQ-CORE-014).
+
+Room is counted on the SDK's in-flight table, not on the backend's `load()`: every accepted call
+is in it from admission to its stream's end, so the count is exact at the moment of the decision
+and the same for every backend, whereas a backend's own running and queued numbers may lag behind
+(a request the backend has not picked up yet) or call a request that is about to take a free slot
+neither.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from openengine.contract import CORE
 from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode
 from openengine.serve.discovery import advertised_report
 from openengine.v1 import generation_pb2
@@ -35,7 +44,8 @@ class Admission:
         state = self.state
         if not state.accepting:
             raise Refusal(RefusalCode.UNAVAILABLE, "openengine.v1.Inference is not taking work now; "
-                                                   "retry later or on another engine")
+                                                   "retry later or on another engine", retryable=True)
+        self.check_room()
         model = message.model or state.default_model
         if model not in state.models:
             raise Refusal(RefusalCode.NOT_FOUND,
@@ -65,3 +75,20 @@ class Admission:
         if request_id in state.in_flight:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")
         return GenerateRequest(request_id=request_id, model=model, message=message)
+
+    def check_room(self) -> None:
+        """Refuse, retryable, when the running requests and the queue are full; count the refusal.
+        Checked before the request is read any further: under overload the refusal is the engine's
+        cheapest answer. The count reaches watchers with the next snapshot, not a change-driven one
+        of its own, so a flood of refused calls does not become a flood of snapshots."""
+        state = self.state
+        queued = state.limit(CORE, "max_queued_requests")
+        if not queued:
+            return   # 0: the engine does not bound its queue
+        running = state.limit(CORE, "max_running_requests")
+        if len(state.in_flight) >= running + queued:
+            state.rejected_requests += 1
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
+                          f"the engine is full: {len(state.in_flight)} requests accepted, max_running_requests "
+                          f"{running} + max_queued_requests {queued}; retry later or on another engine",
+                          retryable=True)

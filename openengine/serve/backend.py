@@ -188,12 +188,15 @@ class RefusalCode(enum.Enum):
 class Refusal(Exception):
     """Raised by a backend before its first output to refuse a request: the call ends with
     `code` and `message` as its gRPC status. The message names the field and why, and how to
-    fix it (`sampling.max_tokens: 9000 exceeds the context (4096)`)."""
+    fix it (`sampling.max_tokens: 9000 exceeds the context (4096)`). A `retryable` refusal (the
+    engine is full or not taking work now) also carries an `EngineError` with `retryable` set in
+    the status details, so a scheduler knows to send the request again, here later or elsewhere."""
 
-    def __init__(self, code: RefusalCode, message: str):
+    def __init__(self, code: RefusalCode, message: str, *, retryable: bool = False):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.retryable = retryable
 
 
 class AbortReason(enum.Enum):

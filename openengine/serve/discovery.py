@@ -86,7 +86,8 @@ def load_info(state, per_rank: bool = False) -> load_pb2.LoadInfo:
         used_kv_blocks=load.used_kv_blocks, total_kv_blocks=load.total_kv_blocks,
         running_tokens=load.running_tokens, waiting_tokens=load.waiting_tokens,
         prefill_batch_size=load.prefill_batch_size, decode_batch_size=load.decode_batch_size,
-        active_kv_sessions=load.active_kv_sessions, attributes=load.attributes)
+        active_kv_sessions=load.active_kv_sessions, attributes=load.attributes,
+        rejected_requests=state.rejected_requests)
     if load.ranks:
         ranks = [load_pb2.RankLoad(
             data_parallel_rank=r.rank, running_requests=r.running_requests, queued_requests=r.queued_requests,

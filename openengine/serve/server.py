@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
 
 from openengine.contract import HEALTH_SERVICE, RpcInfo, catalogue
 from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode, ServiceProvider
@@ -27,6 +30,7 @@ from openengine.serve.admin import Admin
 from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
 from openengine.serve.state import ServingState
 from openengine.serve.wire import WirePolicy
+from openengine.v1 import common_pb2
 
 log = logging.getLogger("openengine.serve")
 
@@ -55,6 +59,87 @@ class AdminAccess:
 
 
 @dataclass(frozen=True)
+class ConnectionPolicy:
+    """How long the engine keeps a connection, and how many calls gRPC holds for it, as gRPC core
+    server arguments. Times are in seconds; the defaults suit schedulers and clients on a local
+    network.
+
+    - `handshake_timeout_s` (`grpc.server_handshake_timeout_ms`): a connection that has not
+      finished its handshake and sent its HTTP/2 settings by then is closed, so a client that
+      connects and sends nothing, or only the HTTP/2 preface, holds nothing for long.
+    - `idle_timeout_s` (`grpc.max_connection_idle_ms`): a connection with no call open for this long
+      gets GOAWAY and is closed; a client's channel reconnects on its next call. None: never.
+    - `keepalive_time_s`, `keepalive_timeout_s` (`grpc.keepalive_time_ms`,
+      `grpc.keepalive_timeout_ms` and `grpc.http2.ping_timeout_ms`): the engine pings a connection
+      that was quiet for `keepalive_time_s` and closes it when the ping is not answered within
+      `keepalive_timeout_s`, so a peer that vanished without a FIN (a crashed host, a dropped
+      route) releases its calls; pings continue however long a call stays quiet
+      (`grpc.http2.max_pings_without_data` 0).
+    - `min_client_ping_interval_s` (`grpc.http2.min_ping_interval_without_data_ms`): the shortest
+      keepalive interval a client may use; a client pinging more often, twice, gets GOAWAY
+      (`too_many_pings`). Clients may ping with no call open (`grpc.keepalive_permit_without_calls`).
+    - `max_pending_calls` (`grpc.server.max_pending_requests`, twice it
+      `grpc.server.max_pending_requests_hard_limit`): calls gRPC received that the event loop has
+      not started yet. Beyond it gRPC cancels arriving calls at random, all of them beyond twice
+      it, and their clients see CANCELLED with nothing saying to retry (gRPC's own defaults, 1,000
+      and 3,000, are what a burst of 2,000 calls runs into). Set above any burst the engine should
+      answer itself: a call the SDK starts is refused, when the engine is full, with the
+      retryable RESOURCE_EXHAUSTED of `max_queued_requests`.
+    - `unrequested_call_timeout_s` (`grpc.server_max_unrequested_time_in_server`): a call the
+      server received but could not start within this time (its event loop too busy to take it)
+      is cancelled, and its client sees CANCELLED; a bounded queue (`max_queued_requests`) keeps
+      the loop from falling that far behind.
+    """
+
+    handshake_timeout_s: float = 10.0
+    idle_timeout_s: float | None = 300.0
+    keepalive_time_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
+    min_client_ping_interval_s: float = 10.0
+    max_pending_calls: int = 10_000
+    unrequested_call_timeout_s: float = 30.0
+
+    def problems(self) -> list[str]:
+        """Values gRPC cannot take, each naming the setting."""
+        found = []
+        for name in ("handshake_timeout_s", "idle_timeout_s", "keepalive_time_s", "keepalive_timeout_s",
+                     "min_client_ping_interval_s", "unrequested_call_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not 0.001 <= value <= MAX_POLICY_SECONDS:
+                found.append(f"{name} {value}: must be between 0.001 and {MAX_POLICY_SECONDS} seconds")
+        if not 1 <= self.max_pending_calls <= MAX_PENDING_CALLS:
+            found.append(f"max_pending_calls {self.max_pending_calls}: must be between 1 and {MAX_PENDING_CALLS}")
+        if self.unrequested_call_timeout_s < 1:
+            found.append(f"unrequested_call_timeout_s {self.unrequested_call_timeout_s}: gRPC counts it in "
+                         "whole seconds, so it must be at least 1")
+        return found
+
+    def options(self) -> list[tuple[str, int]]:
+        """The gRPC server arguments."""
+        ms = lambda seconds: max(1, round(seconds * 1000))  # noqa: E731
+        out = [("grpc.server_handshake_timeout_ms", ms(self.handshake_timeout_s)),
+               ("grpc.keepalive_time_ms", ms(self.keepalive_time_s)),
+               ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout_s)),
+               # Current gRPC core waits for any ping's answer this long, keepalive pings included.
+               ("grpc.http2.ping_timeout_ms", ms(self.keepalive_timeout_s)),
+               ("grpc.http2.max_pings_without_data", 0),
+               ("grpc.http2.min_ping_interval_without_data_ms", ms(self.min_client_ping_interval_s)),
+               ("grpc.keepalive_permit_without_calls", 1),
+               ("grpc.server.max_pending_requests", self.max_pending_calls),
+               ("grpc.server.max_pending_requests_hard_limit", 2 * self.max_pending_calls),
+               ("grpc.server_max_unrequested_time_in_server", int(self.unrequested_call_timeout_s))]
+        if self.idle_timeout_s is not None:
+            out.append(("grpc.max_connection_idle_ms", ms(self.idle_timeout_s)))
+        return out
+
+
+# gRPC core takes these in milliseconds as a C int.
+MAX_POLICY_SECONDS = 2_000_000.0
+# Twice it is still a C int.
+MAX_PENDING_CALLS = 1_000_000_000
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """Where and what to serve. `profiles` names the profiles to advertise (short or full names;
     the mandatory ones always); None serves every profile the backend can."""
@@ -67,6 +152,8 @@ class ServeConfig:
     # The stalled-consumer policy: abort a request whose client takes no message for this many
     # seconds (None: wait as long as the client keeps the call open).
     stall_timeout_s: float | None = None
+    # Handshake and idle timeouts, keepalive: how long a connection is kept (ConnectionPolicy).
+    connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
 
 
 class Server:
@@ -77,6 +164,9 @@ class Server:
             missing = [name for name in ("describe", "attach", "generate", "abort", "load")
                        if not callable(getattr(backend, name, None))]
             raise CannotServe([f"the backend does not implement {', '.join(missing)} (see openengine.serve.Backend)"])
+        problems = config.connections.problems()
+        if problems:
+            raise CannotServe([f"connections: {p}" for p in problems])
         self.config = config
         self.backend = backend
         self.catalogue = catalogue()
@@ -166,7 +256,8 @@ class Server:
         request_class, response_class = rpc.request, rpc.response
 
         async def refuse(refusal: Refusal, context):
-            await context.abort(grpc.StatusCode[refusal.code.value], refusal.message)
+            status = refusal_status(refusal)
+            await context.abort(status.code, status.details, status.trailing_metadata)
 
         if rpc.method.server_streaming:
             async def stream(request, context):
@@ -213,7 +304,7 @@ class Server:
         separate = config.admin.port is not None
         compiled = [s for s in self.catalogue.services if s != HEALTH_SERVICE]
         main_services = [s for s in compiled if not (separate and s == ADMIN)]
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+        server = grpc.aio.server(options=self._server_options(), interceptors=[self.wire])
         server.add_generic_rpc_handlers(self._service_handlers(main_services))
         health_pb2_grpc.add_HealthServicer_to_server(self._health_servicer, server)
         advertised = [s for s in state.advertised_services() if s in main_services]
@@ -237,9 +328,12 @@ class Server:
             await s.start()
         self._log_started()
 
+    def _server_options(self) -> list[tuple[str, int]]:
+        return [("grpc.so_reuseport", 0), *self.config.connections.options()]
+
     def _admin_server(self) -> grpc.aio.Server:
         admin = self.config.admin
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], interceptors=[self.wire])
+        server = grpc.aio.server(options=self._server_options(), interceptors=[self.wire])
         server.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
         health_pb2_grpc.add_HealthServicer_to_server(self.admin_health.servicer, server)
         names = ([ADMIN] if self.state.has_service(ADMIN) else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -272,8 +366,10 @@ class Server:
 
     async def stop(self, grace: float = 1.0) -> None:
         """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
-        Watch streams get it, then WatchLoad streams end with UNAVAILABLE, requests in flight are
-        aborted (retryable) and the server stops."""
+        Watch streams get it, then WatchLoad streams end with status UNAVAILABLE, every accepted
+        Generate stream (running or queued) ends with its terminal error, ABORTED and retryable,
+        and status OK (REQ-SVC-002: it was accepted, so its failure is in the stream), and the
+        server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
         if self._stopped:
             return
         self._stopped = True
@@ -303,6 +399,33 @@ def bearer_matches(header: str, token: str) -> bool:
     scheme_ok = scheme.lower() == "bearer"
     token_ok = hmac.compare_digest(sent.strip().encode(), token.encode())
     return scheme_ok and token_ok
+
+
+def refusal_status(refusal: Refusal) -> grpc.Status:
+    """The status a refused call ends with. A retryable refusal carries its `EngineError` (code,
+    message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
+    `grpc-status-details-bin` trailer), which every gRPC language can read; any other refusal is
+    its code and message alone, so its size is the message's."""
+    code = grpc.StatusCode[refusal.code.value]
+    if not refusal.retryable:
+        return PlainStatus(code, refusal.message)
+    error = common_pb2.EngineError(code=_ERROR_CODES.get(refusal.code, common_pb2.ERROR_CODE_INTERNAL),
+                                   message=refusal.message, retryable=True)
+    packed = any_pb2.Any()
+    packed.Pack(error)
+    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=[packed]))
+
+
+@dataclass(frozen=True)
+class PlainStatus(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple = ()
+
+
+_ERROR_CODES = {RefusalCode.RESOURCE_EXHAUSTED: common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED,
+                RefusalCode.UNAVAILABLE: common_pb2.ERROR_CODE_UNAVAILABLE,
+                RefusalCode.ABORTED: common_pb2.ERROR_CODE_ABORTED}
 
 
 def wire_form(cls) -> Callable[[Any], bytes]:

@@ -51,6 +51,7 @@ class ServingState:
     health_changed: Callable[[], Awaitable[None]] | None = None
     clock: Clock = field(default_factory=Clock)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
+    rejected_requests: int = 0   # Generate calls refused because the queue was full (LoadInfo)
     _tasks: set = field(default_factory=set)
 
     def __post_init__(self) -> None:

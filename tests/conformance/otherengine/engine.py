@@ -21,8 +21,10 @@ from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import any_pb2, timestamp_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health, health_pb2
+from grpc_status import rpc_status
 
 from openengine.contract import number_domains
 from openengine.v1 import (
@@ -107,6 +109,7 @@ class Bugs:
     health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
     health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
     health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
+    overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class Timing:
     default_heartbeat_ms: int = 2000
     max_watchers: int = 8
     max_running_requests: int = 8
+    max_queued_requests: int = 4
     max_sequences: int = 2
     max_logprobs: int = 5
     data_parallel: int = 1     # above 1: per-rank load figures (ObservabilityCapabilities.per_rank)
@@ -215,6 +219,7 @@ class State:
     running: set = field(default_factory=set)
     watchers: int = 0
     sending: int = 0     # streams blocked in a send (the one_sender bug waits for none)
+    rejected: int = 0
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
@@ -244,8 +249,8 @@ class State:
         with self.lock:
             running = len(self.running)
             queued = len(self.jobs) - running
-        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
-                                 running_requests=running, queued_requests=queued)
+        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(), running_requests=running,
+                                 queued_requests=queued, rejected_requests=self.rejected)
         ranks = self.timing.data_parallel
         if per_rank and ranks > 1:
             # Requests are dealt to ranks in turn: rank k holds every k-th one.
@@ -261,7 +266,7 @@ class State:
 
 def capabilities(st: State) -> caps_pb.Capabilities:
     t = st.timing
-    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
+    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=1),
                 common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)]
     if st.bugs.load_dropped_when_saturated and st.load().queued_requests:
         del profiles[1]
@@ -284,6 +289,7 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
     out.generation.max_running_requests = t.max_running_requests
+    out.generation.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
     out.observability.max_watch_interval_ms = t.max_watch_interval_ms
     out.observability.default_watch_interval_ms = t.default_watch_interval_ms
@@ -363,6 +369,10 @@ def generate(st: State, request, context):
     with st.lock:
         if request_id in st.jobs:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
+        full = len(st.jobs) >= st.timing.max_running_requests + st.timing.max_queued_requests
+        if full and not st.bugs.overfill:
+            st.rejected += 1
+            context.abort_with_status(full_status())
         st.jobs[request_id] = job
 
     def started(j):
@@ -412,6 +422,13 @@ def generate(st: State, request, context):
             yield gen_pb.GenerateResponse(final=final)
             if st.bugs.chunk_after_final:
                 yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(index=index, token_ids=[token]))
+
+
+def full_status() -> grpc.Status:
+    error = any_pb2.Any()
+    error.Pack(common_pb2.EngineError(code=common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED, message="full", retryable=True))
+    return rpc_status.to_status(status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                                                  message="queue full", details=[error]))
 
 
 def abort(st: State, request, context):

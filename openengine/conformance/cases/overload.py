@@ -1,0 +1,138 @@
+"""Overload: the bounded queue. An engine that advertises `max_queued_requests` takes every
+request up to its running slots plus its queue and refuses the next one, retryable, counting it
+in load (REQ-CORE-014)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from grpc_status import rpc_status
+
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.context import Context, read_rest, status_name
+from openengine.conformance.contract import CORE
+
+LOAD = "openengine.load"
+# The most requests the case holds open at once; a larger bound is left unchecked.
+MOST_HELD = 512
+# How often GetLoad is read while the case waits for the engine's numbers to move.
+POLL_SECONDS = 0.02
+
+
+def engine_error(err: grpc.RpcError):
+    """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
+    from openengine.v1 import common_pb2
+
+    try:
+        status = rpc_status.from_call(err)
+    except ValueError:   # details that disagree with the status itself
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(common_pb2.EngineError.DESCRIPTOR):
+            error = common_pb2.EngineError()
+            detail.Unpack(error)
+            return error
+    return None
+
+
+async def _load(ctx: Context):
+    from openengine.v1 import load_pb2
+
+    return await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+
+
+async def _until(ctx: Context, holds, within: float):
+    """Read GetLoad until `holds(load)`; the last load read, and whether it held."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while True:
+        load = await _load(ctx)
+        if holds(load) or loop.time() >= end:
+            return load, holds(load)
+        await asyncio.sleep(POLL_SECONDS)
+
+
+@case("core.overload.refused", profile=CORE, requires=("REQ-CORE-014",), timeout=90.0,
+      title="every running slot and queue place filled, one more request is refused "
+            "RESOURCE_EXHAUSTED (retryable, counted); the accepted ones end normally")
+async def overload_refused(ctx: Context):
+    from openengine.v1 import common_pb2, lifecycle_pb2
+
+    queue = ctx.limit(CORE, "max_queued_requests")
+    if not queue:
+        raise Skipped("max_queued_requests is 0: the engine advertises no bound on its queue")
+    running = ctx.limit(CORE, "max_running_requests")
+    bound = running + queue
+    if bound > MOST_HELD:
+        raise Unchecked(f"filling max_running_requests {running} + max_queued_requests {queue} would hold "
+                        f"{bound} requests open, more than the runner's {MOST_HELD}; run the suite against "
+                        "an engine started with smaller limits")
+    if not ctx.advertised(LOAD):
+        raise Unchecked("openengine.load is not advertised: without GetLoad the runner cannot tell when "
+                        "the queue is full, nor see the refusal counted")
+    before = await _load(ctx)
+    if before.running_requests or before.queued_requests:
+        raise Unchecked(f"the engine is not idle ({before.running_requests} running, {before.queued_requests} "
+                        "queued): another client is using it")
+    wait = ctx.options.case_timeout
+    held = [ctx.request_id("overload") for _ in range(bound)]
+    calls = [ctx.inference.Generate(ctx.long_request(request_id=rid), timeout=3 * wait + 30) for rid in held]
+    try:
+        load, full = await _until(
+            ctx, lambda ld: ld.running_requests + ld.queued_requests >= bound or any(c.done() for c in calls), wait)
+        ended = [(rid, c) for rid, c in zip(held, calls) if c.done()]
+        for rid, call in ended:
+            code = await call.code()
+            if code != grpc.StatusCode.OK:
+                raise Failed(f"request {rid}, within max_running_requests {running} + max_queued_requests "
+                             f"{queue}, was refused {status_name(code)}: {await call.details()}")
+        if ended:
+            raise Unchecked(f"{len(ended)} of the longest requests the model allows ended before the queue "
+                            "was full, so it could not be filled")
+        if not full:
+            raise Unchecked(f"GetLoad showed {load.running_requests} running and {load.queued_requests} queued "
+                            f"after {wait:g}s, not the {bound} requests sent")
+        extra = ctx.inference.Generate(ctx.generate_request(max_tokens=1), timeout=wait)
+        _, settled = await _until(ctx, lambda ld: extra.done() or ld.running_requests + ld.queued_requests > bound,
+                                  wait)
+        if not extra.done():
+            extra.cancel()
+            raise Failed(f"with max_running_requests {running} + max_queued_requests {queue} taken, one more "
+                         "request was accepted" + ("" if settled else f" (or left unanswered for {wait:g}s)"))
+        try:
+            first = await extra.read()
+            raise Failed("with every running slot and queue place taken, one more request was accepted: it "
+                         f"answered {first.WhichOneof('kind') if first is not grpc.aio.EOF else 'nothing, then OK'}")
+        except grpc.aio.AioRpcError as err:
+            expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                   f"the request beyond the bound was refused {status_name(err.code())}, not RESOURCE_EXHAUSTED")
+            error = engine_error(err)
+        expect(error is not None, "the RESOURCE_EXHAUSTED refusal carries no EngineError in its status details")
+        expect(error.code == common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED and error.retryable,
+               f"the refusal's EngineError has code {common_pb2.ErrorCode.Name(error.code)} and retryable "
+               f"{error.retryable}; expected ERROR_CODE_RESOURCE_EXHAUSTED, retryable")
+        after = await _load(ctx)
+        expect(after.instance_id == before.instance_id, "the engine restarted during the case")
+        expect(after.rejected_requests > before.rejected_requests,
+               f"LoadInfo.rejected_requests stayed {after.rejected_requests} after the refusal")
+        aborted = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
+            request_ids=common_pb2.StringList(values=held)))
+        expect(aborted.aborted == bound, f"Abort of the {bound} accepted requests ended {aborted.aborted}")
+        for rid, call in zip(held, calls):
+            try:
+                messages = await asyncio.wait_for(read_rest(call), wait)
+            except asyncio.TimeoutError:
+                raise Failed(f"accepted request {rid} did not end within {wait:g}s of Abort") from None
+            except grpc.aio.AioRpcError as err:
+                raise Failed(f"accepted request {rid} ended {status_name(err.code())} instead of with its "
+                             f"terminal message: {err.details()}") from None
+            last = messages[-1].WhichOneof("kind") if messages else None
+            expect(last in ("final", "error"), f"accepted request {rid} ended without a terminal message")
+        _, idle = await _until(ctx, lambda ld: not ld.running_requests and not ld.queued_requests, wait)
+        expect(idle, f"the engine did not become idle within {wait:g}s of the accepted requests ending")
+        return (f"{bound} accepted (max_running_requests {running} + max_queued_requests {queue}), one more "
+                "refused retryable and counted, all ended, idle again")
+    finally:
+        for call in calls:
+            call.cancel()
