@@ -183,22 +183,14 @@ def _median(runs: list[FanoutRun]) -> FanoutRun:
 
 
 def fanout_discussion(pairs: list[tuple[FanoutRun, FanoutRun]]) -> str:
+    """Each fan-out's unstalled and stalled runs side by side; the method and what limits the
+    figures are in bench/NOTES.md."""
     if not pairs:
         return ""
-    iv = pairs[0][0].interval_ms
-    lines = [
-        f"One engine process serves W WatchLoad streams at interval_ms = {iv}; one watcher process reads "
-        "them (100 streams per HTTP/2 connection). Delivery lag is the time a snapshot reached the watcher "
-        "minus the snapshot's own timestamp (when the engine built it at its periodic tick), on the shared "
-        "monotonic clock. In the stalled runs a tenth of the W streams are opened on separate connections "
-        "with a 1 KiB receive window, read once and never again: flow control stops the engine's writes to "
-        "them within about a second, before the window starts. Unstalled and stalled runs alternate in rounds "
-        "(fresh processes each time) and each side reports its median round by p99 (one round for the "
-        "largest fan-out, whose p99 rests on many ticks). The goal is that the others do not notice "
-        "(lag ratios stalled/unstalled at most 1.25) and that the engine's memory stays flat (RSS end/start "
-        "at most 1.05) because each stalled stream keeps one pending snapshot, not a queue.",
-        "",
-    ]
+    lines = [f"One engine process, W WatchLoad streams at interval_ms = {pairs[0][0].interval_ms}, read by one "
+             "watcher process; in the stalled runs a tenth of them never read again. Goals: lag ratios "
+             "stalled/unstalled at most 1.25, the engine's RSS end/start at most 1.05. Method and limits: "
+             "bench/NOTES.md.", ""]
     for plain, stalled in pairs:
         r50 = stalled.lag_p50_ms / plain.lag_p50_ms if plain.lag_p50_ms else float("inf")
         r99 = stalled.lag_p99_ms / plain.lag_p99_ms if plain.lag_p99_ms else float("inf")
@@ -211,61 +203,16 @@ def fanout_discussion(pairs: list[tuple[FanoutRun, FanoutRun]]) -> str:
             f"({_met(r50 <= 1.25 and r99 <= 1.25)}); RSS {stalled.rss_start_kib / 1024:.1f} -> "
             f"{stalled.rss_end_kib / 1024:.1f} MiB ({_met(stalled.rss_end_kib <= 1.05 * stalled.rss_start_kib)}); "
             f"{stalled.coalescing} mailboxes coalescing at the end.")
-    big = pairs[-1][0]
-    small = pairs[0][0]
-    saturated = [p for p, _ in pairs if p.delivered < 0.95 * p.expected]
-    limits = ("What limits it: the streams of one interval share a ticker (streams whose first periodic snapshots fall within a "
-              "fifth of the interval, at most 50 ms, of each other share its phase), which builds and serializes one snapshot per "
-              "tick for all of them; what is left per message is the stream's own few bytes (sequence, "
-              "timestamp, coalesced count) around the shared ones and gRPC's write, in the engine's one "
-              "Python event loop, while the watcher process parses every message, on the same 2 cores. "
-              "The members of a ticker are written one after the other at its tick, so a message's lag "
-              "includes its place in that burst. ")
-    if saturated:
-        s = saturated[0]
-        limits += (f"From {s.watchers} watchers ({s.watchers * 1000 / s.interval_ms:.0f} messages a second "
-                   f"asked) not one snapshot per interval per watcher arrived ({s.delivered / s.expected:.0%}). "
-                   "Where the engine's writes fall behind its ticks, the one-slot mailboxes coalesce, as "
-                   "designed, and the watchers get fewer, fresh snapshots rather than a backlog. ")
-        if s.lag_p50_ms > 10 * s.interval_ms:
-            limits += (f"Here the lag (p50 {s.lag_p50_ms:.0f} ms) shows the other limit: the one watcher process "
-                       "reads more slowly than the engine writes, so written messages wait in its HTTP/2 "
-                       "receive windows and TCP buffers, which flow control lets fill before it pushes back on "
-                       "the engine; that is the single reading process's limit on 2 shared cores (W real "
-                       "watchers would be W processes), not a queue in the engine. ")
-    else:
-        limits += (f"At {big.watchers} watchers ({big.watchers * 1000 / big.interval_ms:.0f} messages a "
-                   "second) the engine still kept one snapshot per interval per watcher. ")
-    limits += (f"The watchers of one tick are served together, so the p99 of the smallest run ({small.delivered} "
-               f"samples from {small.watchers} watchers) is close to its worst tick: one scheduling hiccup of the "
-               "shared machine sets it. That is why each side is measured in alternating rounds and reported by "
-               "its median round (the p99 of every round is listed).")
-    lines += ["", limits]
     return "\n".join(lines)
 
 
 def limit_discussion(engine: FanoutRun, bare: FanoutRun) -> str:
     ratio = engine.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
-    return (
-        f"**{engine.watchers} streams.** The floor is a grpc.aio server with one generic server-streaming method and no engine: each of "
-        f"{bare.watchers} streams sleeps {bare.interval_ms} ms and yields a pre-built byte string of "
-        f"{bare.message_bytes} B (the mean size of the WatchLoad snapshots measured in the same run), read "
-        f"by the same watcher process. Server CPU per delivered message (above each server process's idle "
-        f"cost, measured for a second before the streams open): WatchLoad {engine.server_us_per_message:.1f} us, "
-        f"bare {bare.server_us_per_message:.1f} us, ratio {ratio:.2f} (goal at most 1.5: {_met(ratio <= 1.5)}). "
-        "The difference is what the engine does per message beyond gRPC: its share of a tick (one timer, one "
-        "snapshot built from the scheduler state and serialized once for every stream of the ticker), the "
-        "mailbox hand-off, the stream's own sequence, timestamp and coalesced count composed around the "
-        "shared bytes (no per-stream protobuf copy or serialization; the method's response serializer "
-        "passes bytes through), and the engine's per-call policy layers; gRPC's own per-message work "
-        "(HTTP/2 framing, the completion queue, the aio bridge) is in both. Before the shared ticker each "
-        "stream had its own timer and built, copied and serialized its own snapshot every interval, also "
-        "when the mailbox then coalesced it, which cost about twice the floor at 100 streams and three "
-        "times at 1000. "
-        f"Delivered: WatchLoad {engine.delivered / engine.expected:.0%}, bare {bare.delivered / bare.expected:.0%} "
-        "of one message per interval per stream"
-        + (" — at this rate the machine is saturated and per-message costs include batching effects."
-           if min(engine.delivered / engine.expected, bare.delivered / bare.expected) < 0.95 else "."))
+    return (f"**{engine.watchers} streams.** Server CPU per delivered message above idle: WatchLoad "
+            f"{engine.server_us_per_message:.1f} us, a bare grpc.aio stream of {bare.message_bytes} B messages "
+            f"{bare.server_us_per_message:.1f} us, ratio {ratio:.2f} (goal at most 1.5: {_met(ratio <= 1.5)}). "
+            f"Delivered: WatchLoad {engine.delivered / engine.expected:.0%}, bare {bare.delivered / bare.expected:.0%} "
+            "of one message per interval per stream.")
 
 
 def _met(ok: bool) -> str:

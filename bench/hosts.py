@@ -50,9 +50,9 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         engine = EngineServer(dataclasses.replace(resolved, instance_id=f"bench-{i:04d}"))
         await engine.start()
         engines.append(engine)
-    loads = [SyntheticLoad(e.rt) for e in engines]
+    loads = [SyntheticLoad(e.backend) for e in engines]
     driver = PoissonDriver(loads, rate, seed=seed)
-    clock = engines[0].rt.clock
+    clock = engines[0].state.clock
     offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
     reply(ports=[e.port for e in engines], pid=_pid(), clock_offset_ns=offset)
 
@@ -73,7 +73,7 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         return {"path": path, "count": len(driver.log)}
 
     def state(**_):
-        watchers = [w for e in engines for w in e.rt.load.watchers]
+        watchers = [w for e in engines for w in e.state.load.watchers]
         return {"watchers": len(watchers),
                 "coalescing": sum(1 for w in watchers if w.coalesced > 0),
                 "pending": sum(1 for w in watchers if w.pending is not None or w.dirty),

@@ -186,15 +186,7 @@ def run(quick: bool = False) -> Section:
     section.discussion = (
         f"The tiny random-weight model (context {CONTEXT}, embedding 64, 2 layers), llama.cpp on "
         f"{threads} thread on both sides, the engine with max_running_requests {MAX_RUNNING}, "
-        f"{tokens} tokens per request. Through OpenEngine the engine process runs llama.cpp on one "
-        "thread and the protocol (gRPC, the SDK, the scheduler's events) on another, and the client "
-        "reads the streams in a third process; the direct loop is one thread. On an otherwise idle "
-        "machine the tokens/s ratio is the protocol's cost in throughput; on a busy one the engine's "
-        "extra threads also win it a larger share of the cores than the direct loop gets, so the "
-        "ratio then overstates. `engine_cpu_over_direct` does not depend on the neighbours: the "
-        "engine's CPU per token, protocol included, against llama.cpp's alone. A model this small "
-        "costs llama.cpp well under a millisecond per step, the hardest case for the protocol's "
-        "share; with a real model each step costs milliseconds and the share shrinks accordingly. "
+        f"{tokens} tokens per request; how to read the ratios: bench/NOTES.md. "
         f"Load average at the start / end of this section: {load_start} / {_loadavg()}.")
     return section
 

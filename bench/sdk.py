@@ -110,10 +110,6 @@ def run(quick: bool = False) -> Section:
     ]
     texts.append(
         f"**Generate.** SDK {sdk_gen.server_us_per_token:.2f} us, bare {bare_gen.server_us_per_token:.2f} us of "
-        f"server CPU per streamed token: ratio {ratio:.2f}. Beyond what gRPC does for both, the SDK's share "
-        "per token is the hand-off from the backend's iterator, the message built from its `Chunk`, the "
-        "stalled-consumer mark around the write and the wire policy's layer; admission (the preflight "
-        "against the advertised capabilities) is paid once per call. The WatchLoad streams share one snapshot "
-        "per tick, serialized once and framed per stream by protobuf concatenation (openengine.serve.loadwire).")
+        f"server CPU per streamed token: ratio {ratio:.2f}. What each side does: bench/NOTES.md.")
     section.discussion = "\n\n".join(texts)
     return section

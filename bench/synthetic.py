@@ -2,8 +2,8 @@
 
 The engine's load numbers come from its scheduler. `SyntheticLoad` puts one long-running request
 into that scheduler (through `Scheduler.submit`, as a Generate call does) and, for each change,
-lets it produce one more token and announces the change through `Runtime.load_changed`, the same
-call the engine makes when a request starts or ends. A snapshot's `running_tokens` is then
+lets it produce one more token and announces the change through the backend's `load_changed`, the
+same call the engine makes when a request starts or ends. A snapshot's `running_tokens` is then
 `prompt_tokens + k` after the k-th change, so whoever reads a snapshot (GetLoad or WatchLoad) can
 tell which change it reflects. Nothing in the engine is replaced or patched."""
 
@@ -14,7 +14,7 @@ import random
 import time
 from typing import Callable
 
-from openengine.engine.runtime import Request, Runtime
+from openengine.engine.backend import ReferenceBackend, Request
 from openengine.v1 import load_pb2
 
 PROMPT_TOKENS = 1
@@ -23,10 +23,10 @@ PROMPT_TOKENS = 1
 class SyntheticLoad:
     """One engine's change counter, driven through the engine's own scheduler."""
 
-    def __init__(self, runtime: Runtime, *, request_id: str = "bench-synthetic-load"):
-        self.runtime = runtime
+    def __init__(self, backend: ReferenceBackend, *, request_id: str = "bench-synthetic-load"):
+        self.backend = backend
         self.request = Request(request_id=request_id, prompt_tokens=PROMPT_TOKENS)
-        runtime.scheduler.submit(self.request)
+        backend.scheduler.submit(self.request)
         if not self.request.running:
             raise RuntimeError("the engine has no free running slot for the synthetic request")
         self.changes = 0
@@ -35,11 +35,11 @@ class SyntheticLoad:
         """Apply the next change; returns its counter k (1, 2, ...)."""
         self.changes += 1
         self.request.generated = self.changes
-        self.runtime.load_changed()
+        self.backend.load_changed()
         return self.changes
 
     def close(self) -> None:
-        self.runtime.scheduler.release(self.request)
+        self.backend.scheduler.release(self.request)
 
 
 def change_counter(load: load_pb2.LoadInfo) -> int:

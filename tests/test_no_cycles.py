@@ -4,8 +4,9 @@ functions included.
 
 An edge is every import a module runs: `import a.b`, `from a.b import c` (to the module `a.b.c`
 when that is a module, else to `a.b`), relative imports resolved, and `importlib.import_module`
-with a literal name. Imports under `if TYPE_CHECKING:` never run and are not edges. A cycle is
-reported as its modules, each with the line that imports the next.
+with a literal name. Imports under `if TYPE_CHECKING:` are edges too: a type checker runs them,
+and a cycle hidden from the interpreter is still two modules that cannot be understood apart. A
+cycle is reported as its modules, each with the line that imports the next.
 """
 
 from __future__ import annotations
@@ -28,12 +29,6 @@ def runtime_modules() -> dict[str, Path]:
     return {module_name(p): p for p in files if not p.relative_to(ROOT).as_posix().startswith(GENERATED)}
 
 
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def imports(path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
     """(line, module) of every import `path` runs that lands on one of `modules`."""
     this = module_name(path)
@@ -46,10 +41,6 @@ def imports(path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
         return name or None
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             found.extend((node.lineno, nearest(a.name)) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -144,7 +135,7 @@ def test_a_cycle_is_found_and_named():
     assert "c imports a (line 7)" in describe(["a", "b", "c"], graph)
 
 
-def test_type_only_and_lazy_imports_are_told_apart(tmp_path, monkeypatch):
+def test_type_only_and_lazy_imports_are_edges(tmp_path, monkeypatch):
     pkg = tmp_path / "openengine"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -152,5 +143,7 @@ def test_type_only_and_lazy_imports_are_told_apart(tmp_path, monkeypatch):
     (pkg / "two.py").write_text("def f():\n    from . import one\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     modules = {module_name(p): p for p in sorted(pkg.rglob("*.py"))}
-    assert imports(pkg / "one.py", modules) == []
+    assert imports(pkg / "one.py", modules) == [(3, "openengine.two")]
     assert imports(pkg / "two.py", modules) == [(2, "openengine.one")]
+    graph = {name: {t: line for line, t in imports(path, modules)} for name, path in modules.items()}
+    assert cycles(graph) == [["openengine.one", "openengine.two"]]

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list_faults:
         for fault in FAULTS.values():
             sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)}) "
-                             f"[at {', '.join(fault.at)}]\n")
+                             f"[{fault.part}]\n")
         return 0
     from openengine.engine import ConfigError, resolve_config
 

@@ -62,9 +62,5 @@ class VersionRange:
                 return False
         return True
 
-    def lowest_major(self) -> int | None:
-        lows = [v.major for op, v in self.comparators if op in (">=", "==", ">")]
-        return max(lows) if lows else None
-
     def __str__(self) -> str:
         return ", ".join(f"{op} {v}" for op, v in self.comparators)

@@ -1,5 +1,5 @@
-"""The OpenEngine reference engine: a gRPC server that serves the whole contract with a small,
-deterministic stand-in for a model, advertising exactly the profiles it is configured with.
+"""The OpenEngine reference engine: the SDK (`openengine.serve`) serving a small, deterministic
+stand-in for a model, advertising exactly the profiles it is configured with.
 
     from openengine.engine import EngineConfig, RunningEngine
     with RunningEngine(EngineConfig(port=0, profiles=("load", "admin"))) as engine:
@@ -8,11 +8,11 @@ deterministic stand-in for a model, advertising exactly the profiles it is confi
 `oespec engine` starts one from the command line.
 """
 
+from openengine.contract import Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue
 from openengine.engine.config import (
     AdminConfig, ConfigError, EngineConfig, ModelConfig, ResolvedConfig, ResolvedModel, config_from_mapping,
     load_config_file, resolve_config,
 )
-from openengine.engine.contract import Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue
 from openengine.engine.faults import FAULTS, Fault
 from openengine.engine.server import EngineServer, RunningEngine, serve
 

@@ -5,15 +5,25 @@ an invalid one with every problem named (`ConfigError`)."""
 from __future__ import annotations
 
 import json
+import types
+import typing
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
-from openengine.engine.contract import (
-    ROLE_NAMES, Catalogue, ProfileInfo, catalogue, coerce, combination_problems,
-)
+from openengine.aliases import ALIASES, lookup as lookup_alias
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, YScalar, YSeq, read_file
+from openengine.contract import HEALTH_SERVICE, Catalogue, ProfileInfo, RpcInfo, catalogue, combination_problems, role_numbers
 from openengine.engine.faults import FAULTS
+from openengine.engine import services
+from openengine.serve import AdminAccess
+from openengine.serve.limits import coerce
+from openengine.serve.profiles import combination_refusals, watch_interval_problems
+from openengine.serve.server import PROTOCOL_CLASSES
+
+ROLE_NAMES = role_numbers()
 
 # Values the reference engine runs with unless configured otherwise. They are the engine's own
 # choices (which features the stand-in model offers, sized so that load moves in a demo), not a
@@ -73,21 +83,9 @@ class ResolvedModel:
         return self.config.name
 
 
-@dataclass(frozen=True)
-class AdminConfig:
-    """Where Admin is served and how it is guarded. With neither a token nor mutual TLS
-    configured the engine makes up a token at start and logs it, so Admin is never open."""
-
-    port: int | None = None
-    host: str | None = None
-    token: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    client_ca: str | None = None
-
-    @property
-    def mtls(self) -> bool:
-        return bool(self.tls_cert and self.tls_key and self.client_ca)
+# Where Admin is served and how it is guarded: the SDK's own settings. With neither a token nor
+# mutual TLS configured the engine makes up a token at start and logs it, so Admin is never open.
+AdminConfig = AdminAccess
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,8 @@ class ResolvedConfig:
 
 
 # Shipped with the package; `oespec generate` publishes a copy as schemas/engine_config.schema.json
-# (with a modeline in the README examples) for editors and other tools.
+# (with a modeline in the README examples) for editors and other tools. The engine itself checks a
+# file with `file_problems`, which needs no JSON Schema library.
 CONFIG_SCHEMA = "schemas/engine_config.schema.json"
 
 
@@ -159,10 +158,9 @@ def config_schema() -> dict:
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON configuration file into a plain mapping, with the located loader the
-    registry uses: a syntax error or a key the schema does not know is reported as
-    file:line:column, with a hint (the nearest known key for a typo)."""
-    from openengine.contractkit.yamlsource import SourceError, read_file, schema_problems
-
+    registry uses: a syntax error, a key the engine does not know (with the nearest known key), a
+    value of the wrong type, or a profile, limit, role, alias or fault the contract and the engine
+    do not know is reported as file:line:column, what is wrong and how to fix it."""
     shown = str(path)
     try:
         source = read_file(path, shown)
@@ -171,10 +169,146 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         hint = "pass the path of an engine configuration (YAML or JSON)" if err.message == "no such file" \
             else err.hint
         raise ConfigError([f"{where}: {err.message}" + (f" (hint: {hint})" if hint else "")]) from None
-    problems = schema_problems(source, config_schema(), CONFIG_SCHEMA)
+    problems = [f"{shown}:{p.loc.line}:{p.loc.column}: {p.message} (hint: {p.hint})" for p in file_problems(source)]
     if problems:
-        raise ConfigError([f"{shown}:{p.loc.line}:{p.loc.column}: {p.message} (hint: {p.hint})" for p in problems])
+        raise ConfigError(problems)
     return source.root.plain()
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    loc: Loc
+    message: str
+    hint: str
+
+
+def file_problems(source: SourceFile, cat: Catalogue | None = None) -> list[FileProblem]:
+    """Every way a configuration file breaks the settings `config_from_mapping` takes (their
+    types are the fields' of EngineConfig, AdminConfig and ModelConfig) or names what the compiled
+    contract does not define (profiles, their limits and each value's type and range, roles), each
+    at the key or value concerned."""
+    cat = cat or catalogue()
+    out = [FileProblem(again, f"duplicate key {key!r} (first at line {first.line})", "keep one of them")
+           for key, again, first in source.walk_duplicates()]
+    root = source.root
+    if not isinstance(root, YMap):
+        return out + [FileProblem(root.loc, "(document): the configuration must be a mapping of settings",
+                                  "write `key: value` lines, e.g. `profiles: [load]`")]
+    if "model" in root.entries and "models" in root.entries:
+        out.append(FileProblem(root.key_loc("models"), "(document): both model and models are set",
+                               "set either model (one model) or models (a list), not both"))
+    out += _mapping_problems(root, EngineConfig, "(document)", cat, renamed={"alias": "aliases"})
+    return out
+
+
+def _mapping_problems(node: YMap, cls: type, where: str, cat: Catalogue,
+                      renamed: dict[str, str] | None = None) -> list[FileProblem]:
+    """A mapping of `cls`'s settings: its keys are the fields' names (`renamed`: key -> field)."""
+    import difflib
+
+    renamed = renamed or {}
+    spelled = {field_name: key for key, field_name in renamed.items()}
+    hints = typing.get_type_hints(cls)
+    known = sorted(spelled.get(f.name, f.name) for f in fields(cls))
+    out = []
+    for key, value in node.entries.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            out.append(FileProblem(node.key_loc(key), f"{where}: unknown key {key!r}",
+                                   (f"did you mean {close[0]!r}? " if close else "") + f"known keys: {', '.join(known)}"))
+            continue
+        name = renamed.get(key, key)
+        path = key if where == "(document)" else f"{where}.{key}"
+        out += _value_problems(value, hints[name], path, name, cat)
+    return out
+
+
+def _value_problems(node, kind, where: str, name: str, cat: Catalogue) -> list[FileProblem]:
+    """`node` against the type `kind` of the setting `name`."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        if isinstance(node, YScalar) and node.value is None and type(None) in args:
+            return []
+        kind = next(a for a in args if a is not type(None))
+        args = typing.get_args(kind)
+    if is_dataclass(kind):
+        if not isinstance(node, YMap):
+            return [FileProblem(node.loc, f"{where}: must be a mapping", f"write the {name} settings as `key: value`")]
+        return _mapping_problems(node, kind, where, cat)
+    if name == "limits":
+        return _limits_problems(node, where, cat)
+    if typing.get_origin(kind) is tuple and is_dataclass(args[0]):
+        if not isinstance(node, YSeq) or not node.items:
+            return [FileProblem(node.loc, f"{where}: must be a non-empty list", f"write one entry per {name[:-1]}")]
+        return [p for i, item in enumerate(node.items) for p in _value_problems(item, args[0], f"{where}[{i}]", name, cat)]
+    if typing.get_origin(kind) is tuple:
+        return _names_problems(node, where, name, cat)
+    value = node.value if isinstance(node, YScalar) else node
+    wanted = {str: "a string", int: "an integer", float: "a number"}[kind]
+    fits = isinstance(value, str) if kind is str else \
+        isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    if not fits:
+        return [FileProblem(node.loc, f"{where}: {value!r} is not {wanted}", f"write {wanted}")]
+    if name == "port" and not 0 <= value <= 65535:
+        return [FileProblem(node.loc, f"{where}: {value} is not a port", "use 0 (a free port) to 65535")]
+    if name == "role" and value not in ROLE_NAMES:
+        return [FileProblem(node.loc, f"{where}: unknown role {value!r}", f"use one of: {', '.join(ROLE_NAMES)}")]
+    return []
+
+
+def _names_problems(node, where: str, name: str, cat: Catalogue) -> list[FileProblem]:
+    """A list of names (or one comma-separated string): profiles, aliases or faults."""
+    if isinstance(node, YScalar) and node.value is None and name == "faults":
+        return []
+    items = node.items if isinstance(node, YSeq) else [node]
+    out = []
+    for item in items:
+        if not isinstance(item, YScalar) or not isinstance(item.value, str):
+            out.append(FileProblem(item.loc, f"{where}: must be names", "write a list of names or one "
+                                                                         "comma-separated string"))
+            continue
+        for spelled in (n.strip() for n in item.value.split(",") if n.strip()):
+            if name == "profiles" and spelled != "all" and cat.lookup(spelled) is None:
+                out.append(FileProblem(item.loc, f"{where}: unknown profile {spelled!r}",
+                                       f"use short or full names of: {', '.join(p.short_name for p in cat.profiles)}"))
+            elif name == "aliases" and lookup_alias(spelled) is None:
+                out.append(FileProblem(item.loc, f"{where}: unknown alias {spelled!r}", f"use one of: {', '.join(ALIASES)}"))
+            elif name == "faults" and spelled not in FAULTS:
+                out.append(FileProblem(item.loc, f"{where}: unknown fault {spelled!r}",
+                                       "`oespec engine --list-faults` lists them"))
+    return out
+
+
+def _limits_problems(node, where: str, cat: Catalogue) -> list[FileProblem]:
+    """profile -> limit -> value, each judged by the limit's type and range in the contract."""
+    if isinstance(node, YScalar) and node.value is None:
+        return []
+    if not isinstance(node, YMap):
+        return [FileProblem(node.loc, f"{where}: must map profile names to their limits",
+                            "write e.g. `core: {max_sequences: 2}`")]
+    out = []
+    for spelled, values in node.entries.items():
+        profile = cat.lookup(spelled)
+        if profile is None:
+            out.append(FileProblem(node.key_loc(spelled), f"{where}: unknown profile {spelled!r}",
+                                   f"use short or full names of: {', '.join(p.short_name for p in cat.profiles)}"))
+            continue
+        if not isinstance(values, YMap):
+            out.append(FileProblem(values.loc, f"{where}.{spelled}: must map limit names to values",
+                                   f"write e.g. `{spelled}: {{{profile.limits[0].name if profile.limits else 'limit'}: ...}}`"))
+            continue
+        for name, value in values.entries.items():
+            lim = profile.limit(name)
+            if lim is None:
+                out.append(FileProblem(values.key_loc(name), f"{where}.{spelled}: {profile.name} has no limit {name!r}",
+                                       f"its limits: {', '.join(x.name for x in profile.limits) or 'none'}"))
+                continue
+            try:
+                coerce(lim, value.plain())
+            except ValueError as err:
+                out.append(FileProblem(value.loc, f"{where}.{spelled}.{name}: {err}",
+                                       "give it a value of the type and range the contract defines"))
+    return out
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
@@ -299,7 +433,7 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
             continue
         configured.add(profile.name)
         limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
-    problems += _reference_engine_problems(limits)
+    problems += watch_interval_problems(limits)
 
     def check(profiles) -> list[str]:
         versions = {p.name: p.version for p in profiles}
@@ -335,11 +469,10 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         problems += combination_refusals(advertised, limits, {m.name: m.profiles for m in models},
                                          {m.name: m.overrides for m in models}, cat=cat)
 
-    from openengine.engine import alias
     for name in config.aliases:
-        if alias.lookup(name) is None:
-            problems.append(f"unknown alias {name!r}; known: {', '.join(alias.ALIASES)} "
-                            f"({', '.join(a.service for a in alias.ALIASES.values())})")
+        if lookup_alias(name) is None:
+            problems.append(f"unknown alias {name!r}; known: {', '.join(ALIASES)} "
+                            f"({', '.join(a.service for a in ALIASES.values())})")
     for name in config.faults:
         if name not in FAULTS:
             problems.append(f"unknown fault {name!r}; `oespec engine --list-faults` lists them")
@@ -351,7 +484,8 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         if m.max_output_tokens < 1 or m.max_context_tokens < m.max_output_tokens:
             problems.append(f"model {m.name!r}: need 1 <= max_output_tokens <= max_context_tokens")
     admin = config.admin
-    if any((admin.tls_cert, admin.tls_key, admin.client_ca)) and not admin.mtls:
+    tls = (admin.tls_cert, admin.tls_key, admin.client_ca)
+    if any(tls) and not all(tls):
         problems.append("admin mTLS needs all of --admin-tls-cert, --admin-tls-key and --admin-client-ca")
     if admin.mtls and admin.port is None:
         problems.append("admin mTLS needs its own address: set --admin-port")
@@ -368,11 +502,19 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         warnings=tuple(warnings), models=tuple(models), left_out=left_out)
 
 
+def implemented(rpc: RpcInfo) -> bool:
+    """Whether the reference engine serves `rpc`: the SDK does (the backend has every part the
+    SDK's services need), or a service class of the backend has a method of its name."""
+    if rpc.service == HEALTH_SERVICE:
+        return True
+    short = rpc.service.rsplit(".", 1)[-1]
+    owners = [cls for cls in PROTOCOL_CLASSES if cls.__name__ == short] + [services.service_classes().get(short)]
+    return any(callable(getattr(owner, rpc.method.name, None)) for owner in owners if owner is not None)
+
+
 def _unimplemented(profile: ProfileInfo) -> list[str]:
     """RPCs of `profile` the engine has no code for (REQ-CORE-002)."""
-    from openengine.engine.services import missing_rpcs  # the services import the runtime, which imports this module
-
-    return [rpc.name for rpc in missing_rpcs(profile)]
+    return [rpc.name for rpc in profile.rpcs if not implemented(rpc)]
 
 
 def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[ProfileInfo],
@@ -431,30 +573,6 @@ def _select_profiles(seed: list[ProfileInfo], candidates: list[ProfileInfo],
             current = set(found)
             added = True
     return chosen, {p.name: reasons[p.name] for p in pending}
-
-
-def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str, Mapping[str, Any]],
-                         model_profiles: Mapping[str, Sequence[str]],
-                         model_limits: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
-                         cat: Catalogue | None = None) -> list[str]:
-    """Broken prerequisites and forbidden combinations of what the engine would advertise:
-    engine-wide (`limits`), then per served model with the model-scoped profiles it lists
-    (`model_profiles`) and its own limit values over the engine-wide ones (`model_limits`).
-
-    Start-up (`resolve_config`) and `UpdateConfig` both refuse with this one function, so a
-    combination refused at start is refused at run time too."""
-    problems = [str(p) for p in combination_problems({p.name: p.version for p in advertised}, limits, cat=cat)]
-    if problems:
-        return problems
-    model_scoped = [p.name for p in advertised if p.scope == "model"]
-    for model, profiles in model_profiles.items():
-        overrides = model_limits.get(model, {})
-        if not any(overrides.values()) and set(model_scoped) <= set(profiles):
-            continue  # the same combination as engine-wide, checked above
-        versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in profiles}
-        merged = {name: {**values, **overrides.get(name, {})} for name, values in limits.items() if name in versions}
-        problems += [f"models: {model}: {p}" for p in combination_problems(versions, merged, cat=cat)]
-    return problems
 
 
 def _resolve_models(config: EngineConfig, cat: Catalogue,
@@ -524,13 +642,3 @@ def _configured(config: EngineConfig, cat: Catalogue, profile: str, limit: str) 
         if p is not None and p.name == profile and limit in values:
             return True
     return False
-
-
-def _reference_engine_problems(limits: dict[str, dict[str, Any]]) -> list[str]:
-    """Consistency the reference engine itself needs (beyond the registry's ranges)."""
-    out = []
-    load = limits.get("openengine.load")
-    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
-        out.append("limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
-                   "<= max_watch_interval_ms")
-    return out

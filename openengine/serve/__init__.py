@@ -11,16 +11,16 @@ policy, reflection, shutdown); `SequenceStops` applies a request's stop conditio
 from openengine.serve.backend import (
     AbortReason, AdminOperations, Backend, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final,
     FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
-    Tokenizer,
+    StateListener, Tokenizer,
 )
 from openengine.serve.profiles import CannotServe
-from openengine.serve.server import AdminAccess, ConnectionPolicy, RunningServer, ServeConfig, Server, serve
+from openengine.serve.server import AdminAccess, ConnectionPolicy, Gate, Layer, RunningServer, ServeConfig, Server, serve
 from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
-    "Refusal", "RefusalCode", "ServiceProvider", "Tokenizer",
-    "AdminAccess", "CannotServe", "ConnectionPolicy", "RunningServer", "SequenceStops", "ServeConfig", "Server",
-    "serve",
+    "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "Tokenizer",
+    "AdminAccess", "CannotServe", "ConnectionPolicy", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig",
+    "Server", "serve",
 ]

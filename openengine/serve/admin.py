@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from openengine.contract import combination_problems
 from openengine.serve.backend import AbortReason, AdminOperations, Refusal, RefusalCode
 from openengine.serve.limits import coerce
+from openengine.serve.profiles import combination_refusals
 from openengine.serve.runstate import DRAINING, PAUSED, SLEEPING, IllegalTransition, RunState
 from openengine.serve.state import ServingState
 from openengine.v1 import admin_pb2
@@ -155,6 +155,11 @@ class Admin:
                 raise _invalid(f"{where}.limit", f"{update.limit} is not in {ADMIN_PROFILE}.updatable_limits")
             if update.model and update.model not in state.models:
                 raise Refusal(RefusalCode.NOT_FOUND, f"{where}.model: no served model {update.model!r}")
+            # A model-scoped limit named for one model changes that model's value only.
+            per_model = bool(update.model) and state.catalogue.profile(lim.profile).scope == "model"
+            if per_model and not state.lists(update.model, lim.profile):
+                raise _invalid(f"{where}.model", f"model {update.model!r} does not list {lim.profile} "
+                                                 "(see its ModelInfo.capabilities.profiles)")
             kind = update.WhichOneof("value")
             if kind is None:
                 raise _invalid(f"{where}.value", "set the new value")
@@ -163,7 +168,7 @@ class Admin:
                 value = coerce(lim, list(value.values) if kind == "string_values" else value)
             except ValueError as err:
                 raise _invalid(f"{where}.{kind}", str(err)) from None
-            if update.model and state.catalogue.profile(lim.profile).scope == "model":
+            if per_model:
                 own = model_limits.setdefault(update.model, {}).setdefault(lim.profile, {})
                 current = own.get(lim.name, limits[lim.profile][lim.name])
                 own[lim.name] = value
@@ -175,8 +180,9 @@ class Admin:
                         current = None
             if current != value and update.limit not in changed:
                 changed.append(update.limit)
-        problems = [str(p) for p in combination_problems({p.name: p.version for p in state.advertised}, limits,
-                                                         cat=state.catalogue)]
+        problems = combination_refusals(state.advertised, limits,
+                                        {m: [p.name for p in state.model_profiles(m)] for m in state.models},
+                                        model_limits, cat=state.catalogue)
         if problems:
             raise _invalid("updates", "; ".join(problems))
         if request.validate_only or not changed:

@@ -21,24 +21,23 @@ import uuid
 from dataclasses import dataclass
 
 from openengine.contract import CORE
-from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode
-from openengine.serve.discovery import advertised_report
+from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode, Tokenizer
+from openengine.serve.state import refuse_errors
 from openengine.v1 import generation_pb2
-from openengine.validate import Severity, number_violations, preflight
+from openengine.validate import Violation, number_violations, preflight
 
 
 @dataclass
 class Admission:
-    """Admits against the capability revision it last read; a new revision is read afresh."""
+    """Admits against the capability revision the state advertises now."""
 
     state: object
-    _report: tuple[int, object] | None = None
 
-    def report(self):
-        state = self.state
-        if self._report is None or self._report[0] != state.revision:
-            self._report = (state.revision, advertised_report(state))
-        return self._report[1]
+    def violations(self, routed: generation_pb2.GenerateRequest, tokenizer: Tokenizer) -> list[Violation]:
+        """What the shared preflight finds wrong with a request routed to its model, against
+        what the engine advertises, and its numbers' domains (REQ-CAP-009, REQ-SVC-005)."""
+        return preflight(routed, self.state.advertised_report()) + \
+            number_violations(routed, vocab_size=tokenizer.vocab_size)
 
     def admit(self, message: generation_pb2.GenerateRequest) -> GenerateRequest:
         state = self.state
@@ -66,11 +65,7 @@ class Admission:
             if outside is not None:
                 raise Refusal(RefusalCode.INVALID_ARGUMENT, f"token_ids: token id {outside} is outside the "
                               f"vocabulary of model {model!r} ({tokenizer.vocab_size} tokens)")
-        violations = preflight(routed, self.report()) + number_violations(message, vocab_size=tokenizer.vocab_size)
-        errors = list(dict.fromkeys(
-            f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
-        if errors:
-            raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
+        refuse_errors(self.violations(routed, tokenizer))
         request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if request_id in state.in_flight:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")

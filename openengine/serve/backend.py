@@ -267,6 +267,26 @@ class EngineHandle(Protocol):
     def revision(self) -> int:
         """The capability revision the engine advertises now."""
 
+    @property
+    def accepting(self) -> bool:
+        """Whether the engine takes new work now (SERVING); work services refuse UNAVAILABLE otherwise."""
+
+    def has(self, profile: str) -> bool:
+        """Whether the engine advertises `profile` (full name)."""
+
+    def limit(self, profile: str, name: str) -> Any:
+        """The advertised engine-wide value of a limit of an advertised profile."""
+
+    def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
+        """A model-scoped profile's limits as `model` sees them: its own values over the engine's."""
+
+    def lists(self, model: str, profile: str) -> bool:
+        """Whether served `model` lists the advertised model-scoped `profile` (REQ-CAP-012)."""
+
+    def preflight(self, message: Any, model: str) -> None:
+        """Raise `Refusal` (INVALID_ARGUMENT) for what `openengine.validate.preflight` finds wrong
+        with a request a backend service admits itself (tasks, Encode) against what is advertised."""
+
 
 # -- the backend ------------------------------------------------------------------------------------
 
@@ -316,6 +336,20 @@ class AdminOperations(Protocol):
 
     def update_limits(self, limits: Mapping[str, Mapping[str, Any]]) -> None:
         """Run with these limits from now on (profile -> limit -> value, already checked)."""
+
+
+@runtime_checkable
+class StateListener(Protocol):
+    """A backend that wants to know what the SDK changes: the run state (Admin, shutdown) and the
+    capability revision (UpdateConfig). A backend serving `openengine.runtime-events` publishes
+    these as its StateChanged and CapabilityRevisionChanged events; one that holds subscriptions
+    ends them when the state becomes STOPPING. Called on the event loop, after the change."""
+
+    def state_changed(self, previous: Any, current: Any, reason: str) -> None:
+        """The run state changed (`openengine.serve.runstate.RunState`: phase, pause mode, sleep tags)."""
+
+    def revision_changed(self, previous: int, revision: int, changed: tuple[str, ...]) -> None:
+        """A new capability revision is advertised; `changed` names the limits that changed."""
 
 
 @runtime_checkable

@@ -20,7 +20,8 @@ def engine_info(state) -> discovery_pb2.EngineInfo:
     return discovery_pb2.EngineInfo(
         instance_id=state.instance_id, engine_name=d.engine_name, engine_version=d.engine_version,
         role=ROLE_NUMBERS[d.role], capability_revision=state.revision, schema_revision=schema_revision,
-        minimum_client_revision=schema_revision,
+        # The oldest revision whose clients are served: the earliest alias's, else this one.
+        minimum_client_revision=min([schema_revision, *(a.revision for a in state.aliases)]),
         parallelism=discovery_pb2.Parallelism(
             tensor_parallel_size=d.tensor_parallel_size, pipeline_parallel_size=int(pipeline),
             data_parallel_size=d.data_parallel_size, decode_context_parallel_size=1),

@@ -9,7 +9,7 @@ from the descriptors, so nothing here names a profile.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from openengine.contract import Catalogue, ProfileInfo, RpcInfo, combination_problems
 from openengine.serve.backend import EngineDescription
@@ -72,6 +72,40 @@ def _declared(cat: Catalogue, values: Mapping[str, Mapping[str, Any]], where: st
     return out
 
 
+def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str, Mapping[str, Any]],
+                         model_profiles: Mapping[str, Sequence[str]],
+                         model_limits: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
+                         cat: Catalogue | None = None) -> list[str]:
+    """Broken prerequisites and forbidden combinations of what an engine would advertise:
+    engine-wide (`limits`), then per served model with the model-scoped profiles it lists
+    (`model_profiles`) and its own limit values over the engine-wide ones (`model_limits`), and
+    WatchLoad's interval limits out of order. Start-up and `UpdateConfig` refuse with this one
+    function, so a combination refused at start is refused at run time too."""
+    problems = [str(p) for p in combination_problems({p.name: p.version for p in advertised}, limits, cat=cat)]
+    problems += watch_interval_problems(limits)
+    if problems:
+        return problems
+    model_scoped = [p.name for p in advertised if p.scope == "model"]
+    for model, profiles in model_profiles.items():
+        overrides = model_limits.get(model, {})
+        if not any(overrides.values()) and set(model_scoped) <= set(profiles):
+            continue  # the same combination as engine-wide, checked above
+        versions = {p.name: p.version for p in advertised if p.scope != "model" or p.name in profiles}
+        merged = {name: {**values, **overrides.get(name, {})} for name, values in limits.items() if name in versions}
+        problems += [f"models: {model}: {p}" for p in combination_problems(versions, merged, cat=cat)]
+    return problems
+
+
+def watch_interval_problems(limits: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The WatchLoad interval limits must be ordered for any request's settings to be computed
+    (openengine.validate.effective_watch_settings clamps between them)."""
+    load = limits.get("openengine.load")
+    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
+        return ["limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
+                "<= max_watch_interval_ms"]
+    return []
+
+
 def select(cat: Catalogue, description: EngineDescription, requested: Iterable[str] | None,
            implemented: Callable[[RpcInfo], bool]) -> Selection:
     """The profiles to advertise: the `requested` ones (short or full names; the mandatory ones
@@ -111,6 +145,7 @@ def select(cat: Catalogue, description: EngineDescription, requested: Iterable[s
             limits.pop(optional[0].profile, None)
             left_out.append(str(optional[0]))
     problems += [str(f) for f in combination_problems({p.name: p.version for p in chosen}, limits, cat=cat)]
+    problems += watch_interval_problems(limits)
     advertised_names = {p.name for p in chosen}
     model_limits: dict[str, dict[str, dict[str, Any]]] = {}
     for model in description.models:

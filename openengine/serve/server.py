@@ -1,9 +1,19 @@
 """Serve a backend: route every RPC of the compiled contract, gate it on the advertised profiles,
-guard Admin, serve standard health and reflection, apply the wire policy, shut down gracefully."""
+guard Admin, serve standard health and reflection, the compatibility aliases of earlier revisions,
+apply the wire policy, shut down gracefully.
+
+A server is assembled from parts, all built in `Server.__init__`: the implementation of each
+service (`implementations`, by full service name: the SDK's own, the backend's, standard health
+and the aliases), the `gate` every call passes before it runs, and the gRPC `interceptors` (the wire
+policy). A *layer* (`Server(..., layers=...)`) is a callable run once on the assembled server
+before it starts; it may wrap or replace any of those parts (logging, metrics, a test harness that
+makes the server misbehave on purpose). Without layers the parts are used as built.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import inspect
 import logging
@@ -12,16 +22,15 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import grpc
-from google.protobuf import any_pb2
-from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from grpc_status import rpc_status
 
+from openengine.aliases import ALIASES, AliasService, lookup as lookup_alias
 from openengine.contract import HEALTH_SERVICE, RpcInfo, catalogue
+from openengine.serve import alias
 from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode, ServiceProvider
 from openengine.serve.discovery import advertised_report
 from openengine.serve.health import SERVING, Health, HealthServicer, desired_statuses
@@ -29,8 +38,8 @@ from openengine.serve.profiles import CannotServe, select
 from openengine.serve.admin import Admin
 from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
 from openengine.serve.state import ServingState
+from openengine.serve.status import refuse
 from openengine.serve.wire import WirePolicy
-from openengine.v1 import common_pb2
 
 log = logging.getLogger("openengine.serve")
 
@@ -152,14 +161,55 @@ class ServeConfig:
     # The stalled-consumer policy: abort a request whose client takes no message for this many
     # seconds (None: wait as long as the client keeps the call open).
     stall_timeout_s: float | None = None
+    # Compatibility aliases of earlier revisions served next to v1, by short name (`openengine`,
+    # `control`; openengine.aliases lists them): each alias method runs its v1 RPC.
+    aliases: tuple[str, ...] = ()
     # Handshake and idle timeouts, keepalive: how long a connection is kept (ConnectionPolicy).
     connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
+
+
+class Gate:
+    """What every call passes before it runs: its profile is advertised (else UNIMPLEMENTED), and
+    an Admin call carries the credentials (else UNAUTHENTICATED)."""
+
+    def __init__(self, state: ServingState, admin: AdminAccess, token: str | None):
+        self.state = state
+        self.admin = admin
+        self.token = token
+
+    def refusal(self, rpc: RpcInfo, context) -> Refusal | None:
+        return self.unadvertised(rpc) or (self.credentials(context) if rpc.service == ADMIN else None)
+
+    def unadvertised(self, rpc: RpcInfo) -> Refusal | None:
+        if self.state.has(rpc.profile):
+            return None
+        return Refusal(RefusalCode.UNIMPLEMENTED,
+                       f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
+
+    def credentials(self, context) -> Refusal | None:
+        """Admin needs the bearer token, or a verified client certificate on the mutual-TLS
+        address (REQ-ADMIN-002). Nothing runs before this check passes."""
+        if self.admin.mtls:
+            peer = context.auth_context() or {}
+            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
+                return Refusal(RefusalCode.UNAUTHENTICATED,
+                               "Admin needs a client certificate signed by the configured CA")
+        if self.token:
+            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not bearer_matches(sent, self.token):
+                return Refusal(RefusalCode.UNAUTHENTICATED,
+                               "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
+        return None
+
+
+# A layer: run once on the assembled server before it starts (see the module's text).
+Layer = Callable[["Server"], None]
 
 
 class Server:
     """One served backend. Build it anywhere; start and stop it inside an event loop."""
 
-    def __init__(self, backend: Backend, config: ServeConfig = ServeConfig()):
+    def __init__(self, backend: Backend, config: ServeConfig = ServeConfig(), *, layers: Iterable[Layer] = ()):
         if not isinstance(backend, Backend):
             missing = [name for name in ("describe", "attach", "generate", "abort", "load")
                        if not callable(getattr(backend, name, None))]
@@ -174,12 +224,16 @@ class Server:
         self._provided = dict(backend.services()) if isinstance(backend, ServiceProvider) else {}
         self._health_servicer = HealthServicer()
         self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES}
+        unknown = [name for name in config.aliases if lookup_alias(name) is None]
+        if unknown:
+            raise CannotServe([f"aliases: unknown alias {name!r}; known: {', '.join(ALIASES)} "
+                               f"({', '.join(a.service for a in ALIASES.values())})" for name in unknown])
+        self.aliases: list[AliasService] = [lookup_alias(name) for name in dict.fromkeys(config.aliases)]
         selection = select(self.catalogue, self.description, config.profiles, self.implemented)
         self.state = ServingState(self.catalogue, backend, self.description, selection)
+        self.state.aliases = tuple(self.aliases)
         if config.instance_id:
             self.state.instance_id = config.instance_id
-        self._impls = {name: cls(self.state) for name, cls in self._protocol.items()
-                       if isinstance(backend, getattr(cls, "needs", object))}
         report = advertised_report(self.state)
         if report.errors:
             raise CannotServe([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])
@@ -189,11 +243,23 @@ class Server:
         self.health = Health(self._health_servicer)
         self.admin_health = Health(HealthServicer()) if admin.port is not None else None
         self.wire = WirePolicy()
+        # The parts a layer may wrap or replace.
+        self.gate = Gate(self.state, admin, self.admin_token)
+        self.interceptors: list = [self.wire]
+        self.implementations: dict[str, object] = {
+            **self._provided,
+            **{name: cls(self.state) for name, cls in self._protocol.items()
+               if isinstance(backend, getattr(cls, "needs", object))},
+            HEALTH_SERVICE: self._health_servicer,
+            **{a.service: alias.implementation(a, self) for a in self.aliases},
+        }
         self.servers: list[grpc.aio.Server] = []
         self.address = ""
         self.admin_address = ""
         self._stopped = False
         self._stall_watch: asyncio.Task | None = None
+        for layer in layers:
+            layer(self)
 
     # -- what is implemented ---------------------------------------------------------------------
 
@@ -216,72 +282,49 @@ class Server:
     def implemented(self, rpc: RpcInfo) -> bool:
         return self.method(rpc) is not None
 
-    def _bound(self, rpc: RpcInfo) -> Callable | None:
-        impl = self._impls.get(rpc.service)
-        found = getattr(impl, rpc.method.name, None) if impl is not None else None
-        if found is None:
+    def implementation_of(self, rpc: RpcInfo) -> Callable | None:
+        """The bound method a call of `rpc` runs (after any layer), None when nothing serves it."""
+        found = getattr(self.implementations.get(rpc.service), rpc.method.name, None)
+        if found is None and rpc.service in self._protocol:
             found = getattr(self._provided.get(rpc.service), rpc.method.name, None)
         return found
 
     # -- routing ---------------------------------------------------------------------------------
 
-    def gate(self, rpc: RpcInfo, context) -> Refusal | None:
-        """The refusal a call gets before it runs, if any: its profile is not advertised
-        (UNIMPLEMENTED), or it is an Admin call without the credentials (UNAUTHENTICATED)."""
-        if not self.state.has(rpc.profile):
-            return Refusal(RefusalCode.UNIMPLEMENTED,
-                           f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-        if rpc.service == ADMIN:
-            return self._authenticate(context)
-        return None
+    async def invoke_unary(self, rpc: RpcInfo, request, context, *, gate: Gate | None = None):
+        """Run one unary RPC as a call of it runs: the gate, the implementation, a refusal as the
+        call's status. The aliases run their v1 RPCs through here too."""
+        impl = self.implementation_of(rpc)
+        refusal = (gate or self.gate).refusal(rpc, context) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await refuse(refusal, context)
+        try:
+            return await impl(request, context)
+        except Refusal as refused:
+            await refuse(refused, context)
 
-    def _authenticate(self, context) -> Refusal | None:
-        """Admin needs the bearer token, or a verified client certificate on the mutual-TLS
-        address. Nothing runs before this check passes."""
-        admin = self.config.admin
-        if admin.mtls:
-            peer = context.auth_context() or {}
-            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
-                return Refusal(RefusalCode.UNAUTHENTICATED,
-                               "Admin needs a client certificate signed by the configured CA")
-        if self.admin_token:
-            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not bearer_matches(sent, self.admin_token):
-                return Refusal(RefusalCode.UNAUTHENTICATED,
-                               "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
-        return None
+    async def invoke_stream(self, rpc: RpcInfo, request, context, *, gate: Gate | None = None):
+        """Run one server-streaming RPC as a call of it runs (see `invoke_unary`)."""
+        impl = self.implementation_of(rpc)
+        refusal = (gate or self.gate).refusal(rpc, context) or (None if impl else _missing(rpc))
+        if refusal is not None:
+            await refuse(refusal, context)
+        try:
+            async for message in impl(request, context):
+                yield message
+        except Refusal as refused:
+            await refuse(refused, context)
 
     def _handler(self, rpc: RpcInfo):
-        impl = self._bound(rpc)
         request_class, response_class = rpc.request, rpc.response
-
-        async def refuse(refusal: Refusal, context):
-            status = refusal_status(refusal)
-            await context.abort(status.code, status.details, status.trailing_metadata)
-
+        # The invocation itself, not a function around it: one layer fewer on every message
+        # (gRPC tells a stream from a coroutine through the partial).
         if rpc.method.server_streaming:
-            async def stream(request, context):
-                refusal = self.gate(rpc, context) or (None if impl else _missing(rpc))
-                if refusal is not None:
-                    await refuse(refusal, context)
-                try:
-                    async for message in impl(request, context):
-                        yield message
-                except Refusal as refused:
-                    await refuse(refused, context)
             return grpc.unary_stream_rpc_method_handler(
-                stream, request_deserializer=request_class.FromString, response_serializer=wire_form(response_class))
-
-        async def unary(request, context):
-            refusal = self.gate(rpc, context) or (None if impl else _missing(rpc))
-            if refusal is not None:
-                await refuse(refusal, context)
-            try:
-                return await impl(request, context)
-            except Refusal as refused:
-                await refuse(refused, context)
+                functools.partial(self.invoke_stream, rpc), request_deserializer=request_class.FromString,
+                response_serializer=wire_form(response_class))
         return grpc.unary_unary_rpc_method_handler(
-            unary, request_deserializer=request_class.FromString,
+            functools.partial(self.invoke_unary, rpc), request_deserializer=request_class.FromString,
             response_serializer=response_class.SerializeToString)
 
     def _service_handlers(self, services) -> list:
@@ -294,21 +337,32 @@ class Server:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def _statuses(self) -> dict[str, int]:
+    @property
+    def port(self) -> int:
+        """The port of the main address (the one chosen when the configured port was 0)."""
+        return int(self.address.rpartition(":")[2])
+
+    def desired_health(self) -> dict[str, int]:
+        """The main address's health: each advertised service (Admin there only when it shares
+        the address), the server's own entry, and each served alias with the status of the v1
+        service it stands for (REQ-ALIAS-003)."""
         separate = self.admin_health is not None
         services = [s for s in self.state.advertised_services() if not (separate and s == ADMIN)]
-        return desired_statuses(services, self.state.accepting)
+        statuses = desired_statuses(services, self.state.accepting)
+        statuses.update({a.service: statuses[a.health_as] for a in self.aliases if a.health_as in statuses})
+        return statuses
 
     async def start(self) -> None:
         config, state = self.config, self.state
         separate = config.admin.port is not None
         compiled = [s for s in self.catalogue.services if s != HEALTH_SERVICE]
         main_services = [s for s in compiled if not (separate and s == ADMIN)]
-        server = grpc.aio.server(options=self._server_options(), interceptors=[self.wire])
-        server.add_generic_rpc_handlers(self._service_handlers(main_services))
-        health_pb2_grpc.add_HealthServicer_to_server(self._health_servicer, server)
+        server = grpc.aio.server(options=self._server_options(), interceptors=list(self.interceptors))
+        server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self))
+        health_pb2_grpc.add_HealthServicer_to_server(self.implementations[HEALTH_SERVICE], server)
         advertised = [s for s in state.advertised_services() if s in main_services]
-        reflection.enable_server_reflection(advertised + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        reflection.enable_server_reflection(advertised + [a.service for a in self.aliases]
+                                            + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
         port = server.add_insecure_port(f"{config.host}:{config.port}")
         if port == 0:
             raise OSError(f"cannot listen on {config.host}:{config.port}")
@@ -318,10 +372,11 @@ class Server:
         if separate:
             self.servers.append(self._admin_server())
         self.backend.attach(state)
-        state.health_changed = lambda: self.health.update(self._statuses())
+        state.health_changed = lambda: self.health.update(self.desired_health())
         if config.stall_timeout_s:
-            self._stall_watch = asyncio.ensure_future(self._impls[INFERENCE].watch_stalls(config.stall_timeout_s))
-        await self.health.update(self._statuses())
+            self._stall_watch = asyncio.ensure_future(
+                self.implementations[INFERENCE].watch_stalls(config.stall_timeout_s))
+        await self.health.update(self.desired_health())
         if self.admin_health is not None:
             await self.admin_health.update({ADMIN: SERVING, "": SERVING} if state.has_service(ADMIN) else {"": SERVING})
         for s in self.servers:
@@ -333,7 +388,7 @@ class Server:
 
     def _admin_server(self) -> grpc.aio.Server:
         admin = self.config.admin
-        server = grpc.aio.server(options=self._server_options(), interceptors=[self.wire])
+        server = grpc.aio.server(options=self._server_options(), interceptors=list(self.interceptors))
         server.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
         health_pb2_grpc.add_HealthServicer_to_server(self.admin_health.servicer, server)
         names = ([ADMIN] if self.state.has_service(ADMIN) else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
@@ -357,6 +412,8 @@ class Server:
         log.info("serving %s on %s (instance %s, capability revision %d)", self.description.engine_name,
                  self.address, state.instance_id, state.revision)
         log.info("profiles: %s", ", ".join(f"{p.name} {p.version_text}" for p in state.advertised))
+        if self.aliases:
+            log.info("compatibility aliases: %s", ", ".join(a.service for a in self.aliases))
         for reason in state.selection.left_out:
             log.info("not served: %s", reason)
         if self.admin_address:
@@ -401,33 +458,6 @@ def bearer_matches(header: str, token: str) -> bool:
     return scheme_ok and token_ok
 
 
-def refusal_status(refusal: Refusal) -> grpc.Status:
-    """The status a refused call ends with. A retryable refusal carries its `EngineError` (code,
-    message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
-    `grpc-status-details-bin` trailer), which every gRPC language can read; any other refusal is
-    its code and message alone, so its size is the message's."""
-    code = grpc.StatusCode[refusal.code.value]
-    if not refusal.retryable:
-        return PlainStatus(code, refusal.message)
-    error = common_pb2.EngineError(code=_ERROR_CODES.get(refusal.code, common_pb2.ERROR_CODE_INTERNAL),
-                                   message=refusal.message, retryable=True)
-    packed = any_pb2.Any()
-    packed.Pack(error)
-    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=[packed]))
-
-
-@dataclass(frozen=True)
-class PlainStatus(grpc.Status):
-    code: grpc.StatusCode
-    details: str
-    trailing_metadata: tuple = ()
-
-
-_ERROR_CODES = {RefusalCode.RESOURCE_EXHAUSTED: common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED,
-                RefusalCode.UNAVAILABLE: common_pb2.ERROR_CODE_UNAVAILABLE,
-                RefusalCode.ABORTED: common_pb2.ERROR_CODE_ABORTED}
-
-
 def wire_form(cls) -> Callable[[Any], bytes]:
     """A stream's response serializer: a message is serialized, bytes a method composed itself
     (WatchLoad's shared snapshots, openengine.serve.loadwire) go out as they are."""
@@ -447,9 +477,10 @@ def _host_for_url(host: str) -> str:
 
 
 async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: asyncio.Event | None = None,
-                on_started: Callable[[Server], Any] | None = None, grace: float = 1.0) -> Server:
+                on_started: Callable[[Server], Any] | None = None, grace: float = 1.0,
+                layers: Iterable[Layer] = ()) -> Server:
     """Serve `backend` until `stop` is set (or SIGINT/SIGTERM when `stop` is not given)."""
-    server = Server(backend, config)
+    server = Server(backend, config, layers=layers)
     await server.start()
     if on_started is not None:
         on_started(server)
@@ -493,10 +524,11 @@ class RunningServer:
     `backend` is a factory, called on that loop, so a backend may create loop-bound objects."""
 
     def __init__(self, backend: Callable[[], Backend], config: ServeConfig = ServeConfig(port=0), *,
-                 grace: float = 0.25):
+                 grace: float = 0.25, layers: Iterable[Layer] = ()):
         self._backend = backend
         self._config = config
         self._grace = grace
+        self._layers = tuple(layers)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="openengine-serve", daemon=True)
         self._ready = threading.Event()
@@ -511,7 +543,7 @@ class RunningServer:
             self._stop = asyncio.Event()
             try:
                 await serve(self._backend(), self._config, stop=self._stop, on_started=self._started,
-                            grace=self._grace)
+                            grace=self._grace, layers=self._layers)
             except BaseException as err:  # reported to the starting thread
                 self._error = err
                 self._ready.set()
@@ -537,6 +569,15 @@ class RunningServer:
     @property
     def address(self) -> str:
         return self.server.address
+
+    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """Run `fn()` on the server's loop (a coroutine function or a plain one); its result."""
+        async def wrapper():
+            result = fn()
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._stop is not None and self._thread.is_alive():

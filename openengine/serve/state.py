@@ -11,13 +11,25 @@ from typing import Any, Awaitable, Callable
 
 from openengine.contract import Catalogue, ProfileInfo
 from openengine.serve.discovery import load_info
-from openengine.serve.backend import AbortReason, Backend, EngineDescription, GenerateRequest, Model
+from openengine.serve.discovery import advertised_report
+from openengine.serve.backend import (
+    AbortReason, Backend, EngineDescription, GenerateRequest, Model, Refusal, RefusalCode, StateListener,
+)
 from openengine.serve.load import Clock, LoadPublisher
-from openengine.serve.backend import RefusalCode
 from openengine.serve.profiles import Selection
 from openengine.serve.runstate import RunState, transition
+from openengine.validate import Severity, preflight
 
 log = logging.getLogger("openengine.serve")
+
+
+def refuse_errors(violations) -> None:
+    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
+    each with its field, the rule and the requirement."""
+    errors = list(dict.fromkeys(
+        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
+    if errors:
+        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
 
 
 @dataclass(eq=False)
@@ -51,8 +63,10 @@ class ServingState:
     health_changed: Callable[[], Awaitable[None]] | None = None
     clock: Clock = field(default_factory=Clock)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
+    aliases: tuple = ()     # the compatibility aliases served (openengine.aliases.AliasService)
     rejected_requests: int = 0   # Generate calls refused because the queue was full (LoadInfo)
     _tasks: set = field(default_factory=set)
+    _report: tuple[int, Any] | None = None
 
     def __post_init__(self) -> None:
         self.models: dict[str, Model] = {m.name: m for m in self.description.models}
@@ -70,6 +84,8 @@ class ServingState:
         gives none), then bring health in line with it."""
         previous = self.run
         self.run = transition(previous, event, **details)
+        if isinstance(self.backend, StateListener) and self.run != previous:
+            self.backend.state_changed(previous, self.run, reason)
         if self.run.phase != previous.phase:
             log.info("state %s -> %s (%s)", previous.name, self.run.name, reason)
             if self.health_changed is not None:
@@ -86,6 +102,8 @@ class ServingState:
         self.load.end_all(RefusalCode.ABORTED, f"capability revision changed from {previous} to {self.revision}; "
                           "re-read the capabilities and watch again", older_than=self.revision)
         log.info("capability revision %d -> %d (%s)", previous, self.revision, ", ".join(changed))
+        if isinstance(self.backend, StateListener):
+            self.backend.revision_changed(previous, self.revision, tuple(changed))
         return previous
 
     # -- what is advertised ----------------------------------------------------------------------
@@ -117,6 +135,29 @@ class ServingState:
 
     def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
         return {**self.selection.limits[profile], **self.selection.model_limits.get(model, {}).get(profile, {})}
+
+    def lists(self, model: str, profile: str) -> bool:
+        """Whether a served model lists an advertised model-scoped profile (REQ-CAP-012)."""
+        return model in self.models and any(p.name == profile for p in self.model_profiles(model))
+
+    # -- admission -------------------------------------------------------------------------------
+
+    def advertised_report(self):
+        """What the engine advertises now, read as a client reads it (one per revision)."""
+        if self._report is None or self._report[0] != self.revision:
+            self._report = (self.revision, advertised_report(self))
+        return self._report[1]
+
+    def preflight(self, message, model: str) -> None:
+        """Refuse `message` (any request the shared preflight knows: Generate, tasks, Encode)
+        with INVALID_ARGUMENT for every error `openengine.validate.preflight` finds against what
+        the engine advertises; `model` is the served model it is routed to."""
+        if getattr(message, "model", None) == "" and len(self.models) > 1:
+            routed = type(message)()
+            routed.CopyFrom(message)
+            routed.model = model
+            message = routed
+        refuse_errors(preflight(message, self.advertised_report()))
 
     # -- load --------------------------------------------------------------------------------------
 

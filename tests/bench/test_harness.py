@@ -76,39 +76,43 @@ def test_nearest_rank_quantiles():
 # -- synthetic load -------------------------------------------------------------------------------
 
 def test_synthetic_changes_are_visible_in_snapshots_and_wake_change_driven_watchers():
-    from openengine.engine import EngineConfig, resolve_config
+    from openengine.engine import EngineConfig, EngineServer
     from openengine.serve.load import Watcher
-    from openengine.engine.runtime import Runtime
 
     async def main():
-        rt = Runtime(resolve_config(EngineConfig(port=0, profiles=("load",))))
-        load = SyntheticLoad(rt)
-        assert change_counter(rt.build_load()) == 0
-        assert rt.build_load().running_requests == 1
+        engine = EngineServer(EngineConfig(port=0, profiles=("load",)))
+        engine.backend.attach(engine.state)
+        rt = engine.state
+        load = SyntheticLoad(engine.backend)
+        assert change_counter(rt.build_load_info()) == 0
+        assert rt.build_load_info().running_requests == 1
         watcher = Watcher(interval_ms=0, heartbeat_ms=0, per_rank=False, revision=rt.revision)
         rt.load.open(watcher)
         assert load.change() == 1
         assert watcher.dirty
         load.change()
-        taken = watcher.take(rt.build_load)
+        taken = watcher.take(rt.build_load_info)
         assert taken is not None
         snapshot, coalesced = taken
         assert change_counter(snapshot) == 2 and coalesced == 1
         rt.load.close(watcher)
         load.close()
-        assert rt.build_load().running_requests == 0
+        assert rt.build_load_info().running_requests == 0
 
     asyncio.run(main())
 
 
 def test_poisson_driver_logs_increasing_counters_per_engine():
-    from openengine.engine import EngineConfig, resolve_config
-    from openengine.engine.runtime import Runtime
+    from openengine.engine import EngineConfig, EngineServer, resolve_config
 
     async def main():
         resolved = resolve_config(EngineConfig(port=0, profiles=("load",)))
-        runtimes = [Runtime(resolved) for _ in range(3)]
-        driver = PoissonDriver([SyntheticLoad(rt) for rt in runtimes], rate=200.0, seed=3)
+        runtimes = []
+        for _ in range(3):
+            engine = EngineServer(resolved)
+            engine.backend.attach(engine.state)
+            runtimes.append(engine.state)
+        driver = PoissonDriver([SyntheticLoad(rt.backend) for rt in runtimes], rate=200.0, seed=3)
         driver.start()
         while len(driver.log) < 30:
             await asyncio.sleep(0.01)
@@ -121,7 +125,7 @@ def test_poisson_driver_logs_increasing_counters_per_engine():
         times = [t for e, _, t in log if e == engine]
         assert ks == list(range(1, len(ks) + 1))
         assert times == sorted(times)
-        assert change_counter(runtimes[engine].build_load()) == len(ks)
+        assert change_counter(runtimes[engine].build_load_info()) == len(ks)
 
 
 # -- measurement ------------------------------------------------------------------------------------

@@ -3,15 +3,18 @@ spec/additions.md): in a copy of the repository, add the fixture profile `openen
 (one RPC with its hand-written messages, two limits, a prerequisite on `openengine.load`, an
 incompatibility with openengine.tasks, a spec page with numbered requirements, the next free
 capability number), bump `registry.revision`, add the engine's implementation of the RPC, and
-every step passes: `make generate`, `make check`, `make site`, the engine with `--profiles all`,
-`make conformance`, and the checks of `make test` that read the registry's facts (spec areas,
-coverage, combinations, hand tables). The profile then shows up in the capability messages, the
-validators, the JSON Schemas, the site (its requirements on its page) and the conformance cases,
-and the only Python written by hand is the engine's service module. Removing the profile again,
-the first `make` passes.
+every step passes: `make generate`, then the pull-request workflow (`.ci/pull-request`: `make
+check`, `make breaking` against the checkout as it was, the checks of `make test` that read the
+registry's facts (spec areas, coverage, combinations, hand tables), `make conformance` with the
+engine's `--profiles all`, `make site`) and its job summary. Adding a profile is the harmless change
+of the workflow's own test: every step passes and the summary says so. The profile then shows up in
+the capability messages, the validators, the JSON Schemas, the site (its requirements on its page)
+and the conformance cases, and the only Python written by hand is the engine's service module.
+Switching back to the branch without the profile, the first `make` passes.
 
-The copy reuses this checkout's virtual environment (PYTHONPATH points at the copy, so the copy's
-code runs) and `make -o .venv/.installed` keeps make from reinstalling anything.
+The copy is a git repository (`main` the checkout as it is, `change` the added profile). It reuses
+this checkout's virtual environment (PYTHONPATH points at the copy, so the copy's code runs); its
+install inputs are dated before the environment's stamps, so make never reinstalls anything.
 """
 
 from __future__ import annotations
@@ -24,23 +27,27 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 # One copy for the module: its tests stay on one worker under pytest-xdist.
-# Each test runs whole make steps in the copy (a site build, a suite): more than the default timeout.
+# The workflow runs whole make steps in the copy (a site build, a suite): more than the default timeout.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile"), pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
-COPIED = (".ci", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
+COPIED = (".ci", ".gitignore", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
           "requirements.txt", "requirements-llama.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests")
 BUILD_OUTPUTS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 GENERATED = "generated from profiles.yaml"
-STEP_TIMEOUT = 300
+STEP_TIMEOUT = 600   # a workflow run: a suite, a site build
+# What `make setup` and `make llama` install from, and the stamps that say they are installed.
+INSTALLED = {"requirements.txt": ".installed", "pyproject.toml": ".installed",
+             "requirements-llama.txt": ".llama-installed"}
 # The checks of `make test` that read the registry's facts, and failed on an added profile before
 # those facts came from the registry and the spec: spec areas, case coverage, combinations, tables.
 REGISTRY_FACT_TESTS = ("tests/spec/test_spec.py", "tests/conformance/test_catalogue.py",
@@ -67,8 +74,9 @@ def next_capability_number(registry_text: str) -> int:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    if not (VENV / "bin" / "oespec").exists() or shutil.which("make") is None:
-        pytest.skip("needs make and the checkout's .venv with oespec installed")
+    stamps = [VENV / stamp for stamp in set(INSTALLED.values())]
+    if not all(stamp.is_file() for stamp in stamps) or shutil.which("make") is None:
+        pytest.skip("needs make and the checkout's .venv set up with `make setup llama`")
     root = tmp_path_factory.mktemp("add-a-profile")
     for name in COPIED:
         src = REPO / name
@@ -77,6 +85,14 @@ def workdir(tmp_path_factory) -> Path:
         else:
             shutil.copy2(src, root / name)
     (root / ".venv").symlink_to(VENV, target_is_directory=True)
+    before = min(stamp.stat().st_mtime for stamp in stamps) - 60
+    for name in INSTALLED:
+        os.utime(root / name, (before, before))
+    _git(root, "init", "-q", "-b", "main")
+    (root / ".git" / "info" / "exclude").write_text(".venv\n", encoding="utf-8")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "base")
+    _git(root, "checkout", "-q", "-b", "change")
     # The walk-through of spec/additions.md, step by step.
     registry = (root / "profiles.yaml").read_text()
     revision = int(re.search(r"^  revision: (\d+)$", registry, re.M).group(1))
@@ -96,13 +112,20 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(args, cwd=root, env=_env(root), capture_output=True, text=True, timeout=STEP_TIMEOUT)
-    return done
+def _run(root: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=root, env={**_env(root), **extra}, capture_output=True, text=True,
+                          timeout=STEP_TIMEOUT)
+
+
+def _git(root: Path, *args: str) -> str:
+    done = _run(root, "git", "-c", "user.name=maintainer", "-c", "user.email=maintainer@example.org",
+                "-c", "commit.gpgsign=false", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _make(root: Path, *targets: str) -> str:
-    done = _run(root, "make", "-s", "-o", ".venv/.installed", *targets)
+    done = _run(root, "make", "-s", *targets)
     assert done.returncode == 0, f"make {' '.join(targets)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -131,12 +154,40 @@ def generated(workdir: Path) -> Path:
            "openengine.v1.Speculative/VerifyDraft" in every.stdout, every.stdout
     # ... and the implementation is the one Python file written for the new profile.
     shutil.copy2(FIXTURE / "speculative.py", workdir / ENGINE_MODULE)
+    _git(workdir, "add", "-A")
+    _git(workdir, "commit", "-q", "-m", "openengine.speculative 1.0")
     return workdir
 
 
-def test_generate_check_and_site_pass_and_carry_the_new_profile(generated: Path):
+@pytest.fixture(scope="module")
+def workflow(generated: Path, tmp_path_factory) -> Path:
+    """The pull-request workflow's steps on the change, then its job summary; returns the
+    summary's file. Each step must pass."""
+    summary = tmp_path_factory.mktemp("workflow") / "summary.md"
+    env = dict(BASE="main", GITHUB_STEP_SUMMARY=str(summary), PYTEST_WORKERS="0",
+               PYTEST_ARGS=" ".join(("-p", "no:cacheprovider", "-q") + REGISTRY_FACT_TESTS))
+    for steps in (("check", "breaking", "test", "conformance", "site"), ("summary",)):
+        done = _run(generated, ".ci/pull-request", *steps,
+                    SITE_ARTIFACT_URL="https://example.invalid/artifacts/1", **env)
+        assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    return summary
+
+
+def test_every_step_of_the_pull_request_workflow_passes_and_the_summary_says_so(generated: Path, workflow: Path):
+    text = workflow.read_text(encoding="utf-8")
+    for step in ("check", "breaking", "test", "conformance", "site"):
+        assert f"| {step} | passed |" in text
+    # Additions only: reported, and legal with the versions given.
+    assert re.search(r"Verdict: no illegal change; \d+ change\(s\) reported", text), text
+    counts = re.search(r"(\d+) cases: (\d+) passed, 0 failed, 0 errors, (\d+) skipped", text)
+    assert counts and int(counts[1]) > 20 and int(counts[2]) > 0, text
+    assert "[The built site](https://example.invalid/artifacts/1)" in text
+    assert (generated / "build" / "pull-request" / "conformance.xml").is_file()
+    assert (generated / "site" / "build" / "index.html").is_file()
+
+
+def test_the_generated_files_and_the_site_carry_the_new_profile(generated: Path, workflow: Path):
     root = generated
-    _make(root, "check")
     # Capability messages and the service.
     caps = (root / "proto/openengine/v1/capabilities.proto").read_text()
     number = next_capability_number((REPO / "profiles.yaml").read_text())
@@ -161,7 +212,6 @@ def test_generate_check_and_site_pass_and_carry_the_new_profile(generated: Path)
     assert re.search(r"^OEV111 speculative\.max_draft_tokens ", verdict, re.M), verdict
     assert re.search(r"^OEV121 .*openengine\.speculative.*openengine\.tasks", verdict, re.M), verdict
     # The site: the message and service pages, and the profile in the profile catalogue.
-    _make(root, "site")
     build = root / "site/build"
     assert "VerifyDraft" in (build / "reference/protocol/speculative_service/index.html").read_text()
     assert "SpeculativeCapabilities" in (build / "reference/protocol/capabilities/index.html").read_text()
@@ -190,30 +240,24 @@ def test_only_the_engines_service_module_is_hand_written_python(generated: Path)
     assert hand_written == [ENGINE_MODULE], changed
 
 
-def test_the_checks_of_make_test_that_read_the_registry_pass_on_the_copy(generated: Path):
-    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "-o", ".venv/.llama-installed", "test", "PYTEST_WORKERS=0",
-                           "PYTEST_ARGS=" + " ".join(("-p", "no:cacheprovider", "-q") + REGISTRY_FACT_TESTS)],
-                          cwd=generated, env=_env(generated), capture_output=True, text=True,
-                          timeout=3 * STEP_TIMEOUT)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-
-
-def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
+def test_the_engine_serves_all_it_can_and_conforms(generated: Path, workflow: Path, tmp_path: Path):
     root = generated
     oespec = str(VENV / "bin" / "oespec")
     # An explicit incompatible list is refused, naming the other profile and the reason.
     refused = _run(root, oespec, "engine", "--port", "0", "--profiles", "speculative,tasks")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "openengine.speculative cannot be served with openengine.tasks: A pooling model" in refused.stderr
-    # `make conformance`: the engine with --profiles all, the whole suite. tasks comes first in the
-    # catalogue, so the new profile is left out, and its absence case checks that honestly.
-    report = _json_document(_make(root, "conformance", "CONFORMANCE_ARGS=--format json"))
-    assert report["ok"], [r for r in report["results"] if r["outcome"] not in ("pass", "skip")]
-    assert "openengine.tasks" in report["advertised"] and "openengine.speculative" not in report["advertised"]
-    outcome = {r["id"]: r["outcome"] for r in report["results"]}
-    assert outcome["speculative.absent.unimplemented"] == "pass"
+    # The workflow's `make conformance`: the engine with --profiles all, the whole suite. tasks comes
+    # first in the catalogue, so the new profile is left out, and its absence case checks that honestly.
+    suite = ET.parse(root / "build" / "pull-request" / "conformance.xml").getroot()
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["verdict"].startswith("CONFORMS"), properties
+    advertised = properties["profiles"].split(",")
+    assert "openengine.tasks" in advertised and "openengine.speculative" not in advertised
+    absent = next(tc for tc in suite.iter("testcase") if tc.get("name") == "speculative.absent.unimplemented")
+    assert list(absent) == [absent.find("system-out")], ET.tostring(absent, encoding="unicode")   # passed
     # Named explicitly, it is served: advertised with its capability message, its RPC answers.
-    with _engine(root, "--profiles", "load,speculative") as (address, log):
+    with _engine(root, tmp_path / "engine.log", "--profiles", "load,speculative") as (address, log):
         assert "openengine.speculative 1.0" in log
         caps = json.loads(_python(root, (
             "import grpc, json\n"
@@ -232,33 +276,12 @@ def test_the_engine_serves_all_it_can_and_conforms(generated: Path):
         assert {r["id"]: r["outcome"] for r in report["results"]} == {"speculative.rpcs.served": "pass"}
 
 
-def _as_committed(root: Path) -> None:
-    """What `git stash -u` (or switching back to a branch without the profile) leaves: every file
-    git tracks as this checkout has it, files git does not know removed, ignored build outputs
-    (the bindings, build/) left as they are."""
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
-                                 check=True).stdout.splitlines())
-    untracked = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if not path.is_file() or path.is_symlink() or rel.split("/", 1)[0] not in COPIED:
-            continue
-        if rel not in tracked:
-            untracked.append(rel)
-        elif path.read_bytes() != (REPO / rel).read_bytes():
-            shutil.copy2(REPO / rel, path)
-    ignored = set(subprocess.run(["git", "check-ignore", "--stdin"], cwd=REPO, input="\n".join(untracked),
-                                 capture_output=True, text=True).stdout.splitlines())
-    for rel in untracked:
-        if rel not in ignored:
-            (root / rel).unlink()
-
-
-def test_removing_the_profile_again_the_first_make_passes(generated: Path):
-    """Last in the module: the copy goes back to the committed files, as `git stash -u` or a switch
-    back to a branch without the profile would, and `make` (generate, check, site) passes at once."""
+def test_switching_back_to_the_branch_without_the_profile_the_first_make_passes(generated: Path, workflow: Path):
+    """Last in the module: the copy goes back to the committed files without the profile, as a
+    switch back to `main` leaves them (ignored build outputs, the bindings among them, stay), and
+    `make` (generate, check, site) passes at once."""
     root = generated
-    _as_committed(root)
+    _git(root, "checkout", "-q", "main")
     assert not (root / ENGINE_MODULE).exists() and not (root / "proto/openengine/v1/speculative.proto").exists()
     assert list((root / "openengine/v1").glob("speculative*"))       # the stale bindings are still there
     _make(root)
@@ -269,13 +292,12 @@ def test_removing_the_profile_again_the_first_make_passes(generated: Path):
 
 
 class _engine:
-    """`oespec engine` in the copy on a free port; yields (address, start-up log)."""
+    """`oespec engine` in the copy on a free port, its log in `log`; yields (address, start-up log)."""
 
-    def __init__(self, root: Path, *args: str):
-        self.root, self.args = root, args
+    def __init__(self, root: Path, log: Path, *args: str):
+        self.root, self.log, self.args = root, log, args
 
     def __enter__(self):
-        self.log = self.root / "engine.log"
         self.out = self.log.open("w")
         self.proc = subprocess.Popen([str(VENV / "bin" / "oespec"), "engine", "--port", "0", *self.args],
                                      cwd=self.root, env=_env(self.root), stdout=self.out, stderr=subprocess.STDOUT)

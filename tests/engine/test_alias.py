@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from openengine.engine import alias
+from openengine import aliases as alias
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
 from openengine.legacy.rev3.v1 import control_pb2 as r3
 from openengine.legacy.services import control_service_pb2_grpc, openengine_service_pb2_grpc
@@ -120,7 +120,7 @@ def test_same_validation_as_v1():
     with running(profiles=("load",), aliases=BOTH) as (engine, stubs):
         old = Earlier(stubs.channel)
         # A limit v1 enforces is enforced through the alias with the same status.
-        too_many = engine.runtime.models[engine.runtime.model_name].config.max_output_tokens + 1
+        too_many = engine.resolved.models[0].config.max_output_tokens + 1
         v1 = code_of(lambda: list(stubs.inference.Generate(generation_pb2.GenerateRequest(
             text="x", sampling=generation_pb2.SamplingParams(max_tokens=too_many)))))
         earlier = code_of(lambda: list(old.openengine.Generate(r2.GenerateRequest(
@@ -338,7 +338,7 @@ def test_kv_events_stream_through_either_alias(which):
         assert (sources[0].transport, sources[0].endpoint_addr.host, sources[0].endpoint_addr.port) == \
             ("grpc", host, int(port))
         sub = stub.SubscribeKvEvents(pb.SubscribeKvEventsRequest(), timeout=20)
-        assert _until(lambda: engine.call(lambda: len(engine.runtime.kv_events.subscribers)) == 1)
+        assert _until(lambda: engine.call(lambda: len(engine.backend.kv_events.subscribers)) == 1)
         list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x" * 40)))
         first = next(sub)
         batch = first if which == "openengine" else first.batch

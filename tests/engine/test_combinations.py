@@ -98,7 +98,7 @@ def test_every_declared_incompatibility_is_refused_at_start_and_by_update_config
         admin = {"updatable_limits": sorted(values)}
         with running(role=role, profiles=profiles, limits={"openengine.admin": admin}) as (engine, stubs):
             assert message in _refusal_at_run_time(engine, stubs, values)
-            assert engine.runtime.revision == 1  # nothing applied
+            assert engine.state.revision == 1  # nothing applied
 
     # A client's validators judge the same combination in a Capabilities message the same way.
     assert message in [v.message for v in check_capabilities(_capabilities(profiles, values)) if v.rule_id == "OEV121"]
@@ -132,17 +132,19 @@ def _refused_the_same_on_both_paths(cat: Catalogue, profiles: tuple[str, ...]) -
     with running(profiles=profiles) as (engine, stubs):
         # The running engine was started under the compiled contract; judged under `cat`, any
         # update (even a no-op one) re-judges the whole combination with the same function.
-        engine.runtime.catalogue = cat
-        harmless = {"openengine.core.max_logprobs": engine.runtime.limit("openengine.core", "max_logprobs")}
+        engine.state.catalogue = cat
+        harmless = {"openengine.core.max_logprobs": engine.state.limit("openengine.core", "max_logprobs")}
         assert problems[0] in _refusal_at_run_time(engine, stubs, harmless)
     return problems[0]
 
 
 def test_a_prerequisite_outside_its_version_range_is_refused_at_start_and_by_update_config():
-    cat = _derived(**{"openengine.load": {"requires": (Prerequisite("openengine.core", VersionRange.parse(">= 1.1, < 2.0")),)}})
+    major, minor = CAT.profile("openengine.core").version      # one minor beyond what is advertised
+    wanted = f">= {major}.{minor + 1}, < {major + 1}.0"
+    cat = _derived(**{"openengine.load": {"requires": (Prerequisite("openengine.core", VersionRange.parse(wanted)),)}})
     message = _refused_the_same_on_both_paths(cat, ("load", "admin"))
-    assert message == ("openengine.load requires openengine.core >= 1.1, < 2.0, "
-                       "but openengine.core 1.0 is advertised")
+    assert message == (f"openengine.load requires openengine.core {wanted}, "
+                       f"but openengine.core {major}.{minor} is advertised")
 
 
 def test_a_missing_prerequisite_names_what_to_add_and_the_validators_say_the_same():
@@ -195,10 +197,10 @@ def test_a_per_model_combination_is_refused_at_start_and_by_update_config_for_th
     assert err.value.problems == [message]
 
     with running(profiles=("adapters", "admin"), models=(narrow, ModelConfig(name="wide"))) as (engine, stubs):
-        engine.runtime.catalogue = cat
+        engine.state.catalogue = cat
         update = admin_pb2.LimitUpdate(limit="openengine.adapters.max_loras", model="wide", uint_value=3)
         with pytest.raises(grpc.RpcError) as refused:
             stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[update]), metadata=AUTH)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert message in refused.value.details()
-        assert engine.runtime.revision == 1
+        assert engine.state.revision == 1

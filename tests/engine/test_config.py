@@ -6,7 +6,7 @@ import pytest
 
 from openengine.engine import ConfigError, EngineConfig, FAULTS, catalogue, resolve_config
 from openengine.engine.config import REFERENCE_LIMITS, config_from_mapping, load_config_file
-from openengine.engine.contract import coerce
+from openengine.serve.limits import coerce
 
 CAT = catalogue()
 
@@ -143,3 +143,32 @@ def test_every_fault_cites_requirements_the_spec_defines():
         assert fault.requirements, fault.name
         for req in fault.requirements:
             assert req in known, f"{fault.name} cites {req}, which spec/ does not define"
+
+
+def test_a_config_file_is_judged_against_the_compiled_contract_at_its_place(tmp_path, monkeypatch):
+    """Limits by their type and range in the contract, roles, profiles, aliases and faults by name;
+    no JSON Schema library is needed (the runtime install has none)."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_jsonschema(name, *args, **kw):
+        if name.split(".")[0] == "jsonschema":
+            raise ImportError("no jsonschema in the runtime install")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_jsonschema)
+    y = tmp_path / "engine.yaml"
+    y.write_text("role: decoder\nprofiles: [load, lod]\nlimits:\n  core: {max_sequences: 0, bogus: 1}\n"
+                 "alias: [openengine, ctrl]\nfaults: [no-such-fault]\nmodel: {name: m}\nmodels: [{name: n}]\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config_file(y)
+    problems = exc.value.problems
+    assert f"{y}:8:1: (document): both model and models are set" in problems[0]
+    assert problems[1].startswith(f"{y}:1:7: role: unknown role 'decoder' (hint: use one of: aggregated")
+    assert problems[2].startswith(f"{y}:2:18: profiles: unknown profile 'lod'")
+    assert problems[3].startswith(f"{y}:4:25: limits.core.max_sequences: openengine.core.max_sequences = 0 is below")
+    assert problems[4].startswith(f"{y}:4:28: limits.core: openengine.core has no limit 'bogus'")
+    assert problems[5].startswith(f"{y}:5:21: alias: unknown alias 'ctrl'")
+    assert problems[6].startswith(f"{y}:6:10: faults: unknown fault 'no-such-fault'")
+    assert len(problems) == 7 and all("(hint: " in p for p in problems)

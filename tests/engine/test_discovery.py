@@ -31,15 +31,15 @@ def _validate(stubs):
 def test_advertises_exactly_the_configured_profiles_and_passes_the_validators(kw):
     with running(**kw) as (engine, stubs):
         caps, info, model = stubs.caps(), stubs.info(), stubs.model()
-        expected = [p.name for p in engine.runtime.advertised]
+        expected = [p.name for p in engine.state.advertised]
         assert [p.name for p in caps.profiles] == expected
         # Capability messages are set for advertised profiles only (REQ-CAP-006).
         for p in CAT.profiles:
             if p.capability_field:
                 assert caps.HasField(p.capability_field) == (p.name in expected), p.name
         assert caps.revision == info.capability_revision == 1
-        assert info.instance_id == engine.runtime.instance_id
-        assert common_pb2.Role.Name(info.role) == "ROLE_" + engine.runtime.config.role.upper()
+        assert info.instance_id == engine.state.instance_id
+        assert common_pb2.Role.Name(info.role) == "ROLE_" + engine.resolved.config.role.upper()
         model_scoped = [p for p in CAT.profiles if p.scope == "model" and p.name in expected]
         assert [p.name for p in model.capabilities.profiles] == [p.name for p in model_scoped]
         report = _validate(stubs)
@@ -87,7 +87,7 @@ def test_reflection_lists_the_advertised_services(shared):
     stub = reflection_pb2_grpc.ServerReflectionStub(stubs.channel)
     responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
     listed = {s.name for s in responses[0].list_services_response.service}
-    assert set(engine.runtime.advertised_services()) <= listed
+    assert set(engine.state.advertised_services()) <= listed
     assert "grpc.health.v1.Health" in listed
     assert "openengine.v1.Kv" not in listed
 

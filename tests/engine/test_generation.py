@@ -159,7 +159,7 @@ def test_prefill_producer_returns_kv_transfer_params():
                                                                     session_id="s", backend="nixl")), timeout=10))
         final = messages[-1].final
         assert final.usage.completion_tokens == 1
-        assert final.kv_transfer.remote_engine_id == engine.runtime.instance_id
+        assert final.kv_transfer.remote_engine_id == engine.state.instance_id
         assert final.kv_transfer.transfer_handle and final.kv_transfer.backend == "nixl"
 
 
@@ -172,7 +172,7 @@ def test_load_follows_real_running_and_queued_requests_and_cancellation_frees_th
         for call in calls:
             call.cancel()
         assert _wait(lambda: (get().running_requests, get().queued_requests) == (0, 0))
-        assert engine.call(lambda: len(engine.runtime.scheduler.in_flight())) == 0
+        assert engine.call(lambda: len(engine.backend.scheduler.in_flight())) == 0
 
 
 def test_prefix_cache_reports_cached_prompt_tokens(shared):

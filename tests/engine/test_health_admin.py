@@ -34,7 +34,7 @@ def check(stubs, service):
 
 def test_health_per_advertised_service_and_not_found_otherwise():
     with running(profiles=("load",)) as (engine, stubs):
-        for service in engine.runtime.advertised_services():
+        for service in engine.state.advertised_services():
             assert check(stubs, service) == H.SERVING, service
         assert check(stubs, "") == H.SERVING
         for unknown in ("openengine.v1.Kv", "Inference", "openengine.v1.inference", "openengine.v1.Admin"):
@@ -84,7 +84,7 @@ def test_admin_without_credentials_is_unauthenticated_and_does_nothing():
                 stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=metadata)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert check(stubs, "openengine.v1.Inference") == H.SERVING
-        assert engine.runtime.state == events_pb2.ENGINE_STATE_SERVING
+        assert engine.state.run.phase == events_pb2.ENGINE_STATE_SERVING
 
 
 def test_update_config_starts_a_revision_and_announces_it():
@@ -178,7 +178,7 @@ def test_encoder_returns_handles():
         res = stubs.encoder.Encode(encoder_pb2.EncodeRequest(items=[encoder_pb2.MultimodalItem(
             item_id="i1", image=encoder_pb2.MediaSource(data=b"\x89PNG"))]))
         h = res.handles[0]
-        assert h.item_id == "i1" and h.encoder_instance_id == engine.runtime.instance_id and h.num_tokens > 0
+        assert h.item_id == "i1" and h.encoder_instance_id == engine.state.instance_id and h.num_tokens > 0
         with pytest.raises(grpc.RpcError) as err:
             stubs.encoder.Encode(encoder_pb2.EncodeRequest(items=[encoder_pb2.MultimodalItem(
                 audio=encoder_pb2.MediaSource(data=b"x"))]))
@@ -189,7 +189,7 @@ def test_kv_events_follow_the_prefix_cache():
     from openengine.v1 import kv_pb2
     with running(role="prefill", profiles=("kv", "admin")) as (engine, stubs):
         sub = stubs.kv.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(), timeout=20)
-        assert _until(lambda: engine.call(lambda: len(engine.runtime.kv_events.subscribers)) == 1)
+        assert _until(lambda: engine.call(lambda: len(engine.backend.kv_events.subscribers)) == 1)
         sources = stubs.kv.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest()).sources
         assert sources[0].endpoint == engine.address
         list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x" * 40)))
@@ -246,7 +246,7 @@ def test_admin_mtls(tmp_path):
                 stub.PauseGeneration(admin_pb2.PauseGenerationRequest(), timeout=10)
             # The TLS handshake refuses a client without a certificate: nothing reaches Admin.
             assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED)
-        assert engine.runtime.state == events_pb2.ENGINE_STATE_SERVING
+        assert engine.state.run.phase == events_pb2.ENGINE_STATE_SERVING
 
 
 def _until(predicate, timeout=5.0):

@@ -107,8 +107,8 @@ def test_max_watchers_is_resource_exhausted_before_any_message():
 def test_getload_snapshot_is_complete(shared):
     engine, stubs = shared
     info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
-    assert info.instance_id == engine.runtime.instance_id and info.HasField("timestamp")
-    assert len(info.ranks) == engine.runtime.config.data_parallel_size
+    assert info.instance_id == engine.state.instance_id and info.HasField("timestamp")
+    assert len(info.ranks) == engine.resolved.config.data_parallel_size
     assert len(stubs.observability.GetLoad(L.GetLoadRequest()).ranks) == 0
 
 
@@ -132,7 +132,7 @@ def test_revision_change_ends_watch_streams_with_aborted():
 def test_cancellation_storm_leaves_nothing_behind():
     """2000 subscribe/cancel cycles: no watcher, timer or task is left, memory returns."""
     with running(profiles=("load",), limits={"load": {"max_watchers": 4096}}) as (engine, stubs):
-        rt = engine.runtime
+        state = engine.state
 
         def tasks():
             return len(asyncio.all_tasks())
@@ -154,19 +154,19 @@ def test_cancellation_storm_leaves_nothing_behind():
                     await asyncio.gather(*(one(i) for i in range(start, min(n, start + concurrency))))
 
         asyncio.run(storm(200))  # warm up allocations and the channel machinery
-        settle = lambda: _until(lambda: engine.call(lambda: len(rt.load)) == 0 and engine.call(tasks) <= baseline_tasks)  # noqa: E731
+        settle = lambda: _until(lambda: engine.call(lambda: len(state.load)) == 0 and engine.call(tasks) <= baseline_tasks)  # noqa: E731
         assert settle()
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
         asyncio.run(storm(2000))
-        assert settle(), (engine.call(lambda: len(rt.load)), engine.call(tasks), baseline_tasks)
+        assert settle(), (engine.call(lambda: len(state.load)), engine.call(tasks), baseline_tasks)
         gc.collect()
         engine.call(gc.collect)
         after = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         assert after - before < 2_000_000, after - before
-        assert engine.call(lambda: [w for w in rt.load.watchers]) == []
+        assert engine.call(lambda: [w for w in state.load.watchers]) == []
 
 
 def _until(predicate, timeout=10.0):
@@ -199,7 +199,7 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
                 while len(got) < window_intervals:
                     msg = await healthy.read()
                     got.append(msg)
-                stalled_loop = engine.call(lambda: [w.coalesced for w in engine.runtime.load.watchers])
+                stalled_loop = engine.call(lambda: [w.coalesced for w in engine.state.load.watchers])
                 # Now the stalled watcher reads: everything it kept is bounded, and it is told what it missed.
                 drained = []
                 coalesced = 0

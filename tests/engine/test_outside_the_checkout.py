@@ -4,13 +4,16 @@ Its one source for the contract is the compiled descriptors in the package.
 
 The installs are real: the sdist and the wheel are built from a copy of the sources (the
 checkout's own bindings left out, so the wheel's come from its build step), then installed with
-pip into fresh virtual environments outside the checkout, the runtime alone and with the toolkit
+pip into virtual environments outside the checkout, the runtime alone and with the toolkit
 extra. The dependencies come from a wheelhouse in the checkout's build/ folder, filled from the
-package index on the first run only."""
+package index on the first run only. The runtime's venv is new every run; the toolkit's keeps its
+dependencies between runs (see `toolkit`)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import re
@@ -36,8 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]
 OESPEC = Path(sys.executable).parent / "oespec"
 REQUIREMENTS = ROOT / "requirements.txt"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
+ENVIRONMENTS = ROOT / "build" / "test-venvs"
 DISTRIBUTION = "openengine-profiles"
-RUNTIME_REQUIRES = {"grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "ruamel.yaml"}
+RUNTIME_REQUIRES = {"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status",
+                    "googleapis-common-protos", "protobuf", "ruamel.yaml"}
 TOOLKIT_ONLY_MODULES = ("jinja2", "jsonschema", "mkdocs", "material", "grpc_tools")
 # Every venv and its pip run in one worker, built once for the module's tests.
 pytestmark = pytest.mark.xdist_group("installed-distribution")
@@ -112,7 +117,7 @@ def test_engine_started_in_another_folder_ignores_the_profiles_yaml_there(tmp_pa
 @dataclass(frozen=True)
 class Built:
     sdist: Path
-    wheel: Path        # built by pip from the sdist, as `pip install` of the sdist builds it
+    wheel: Path        # built from the sdist, as `pip install` of the sdist builds it
     tree_wheel: Path   # built from the source tree
 
 
@@ -140,12 +145,11 @@ def built(tmp_path_factory) -> Built:
     src = out / "src"
     shutil.copytree(ROOT, src, ignore=_sources)
     # The build requirements (setuptools, grpcio-tools) are the pinned ones of the checkout's venv.
-    _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", out / "sdist", src])
+    # Without --sdist or --wheel, build makes the sdist and then the wheel from the unpacked sdist.
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out / "from-sdist", src])
     _run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out / "tree", src])
-    sdist = next((out / "sdist").glob("openengine_profiles-*.tar.gz"))
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-          "-w", out / "from-sdist", sdist])
-    return Built(sdist, next((out / "from-sdist").glob("openengine_profiles-*.whl")),
+    return Built(next((out / "from-sdist").glob("openengine_profiles-*.tar.gz")),
+                 next((out / "from-sdist").glob("openengine_profiles-*.whl")),
                  next((out / "tree").glob("openengine_profiles-*.whl")))
 
 
@@ -222,10 +226,43 @@ def runtime(built, tmp_path_factory) -> Path:
     return fresh_environment(tmp_path_factory.mktemp("runtime") / "venv", str(built.wheel))
 
 
+def declared_requirements(wheel: Path) -> list[str]:
+    """The distribution's Requires-Dist lines, extras included: with the pins and the Python, what
+    decides the packages pip installs beside it."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        return [line for line in archive.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+
+
 @pytest.fixture(scope="module")
-def toolkit(built, tmp_path_factory) -> Path:
-    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'`."""
-    return fresh_environment(tmp_path_factory.mktemp("toolkit") / "venv", f"{built.wheel}[toolkit]")
+def toolkit(built) -> Path:
+    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'`.
+
+    Its dependencies (mkdocs-material alone is 14,000 files) are kept in build/test-venvs/ from one
+    run to the next while nothing that decides them changes: the Python, requirements.txt and the
+    distribution's declared requirements name the folder. Each run uninstalls the distribution a
+    previous run left and installs this run's with pip, which resolves the same requirements
+    against the packages there. A lock keeps two runs in one checkout from sharing it at once."""
+    requirement = f"{built.wheel}[toolkit]"
+    key = hashlib.sha256("\n".join([sys.version, REQUIREMENTS.read_text(encoding="utf-8"), "toolkit",
+                                     *declared_requirements(built.wheel)]).encode()).hexdigest()[:16]
+    ENVIRONMENTS.mkdir(parents=True, exist_ok=True)
+    with (ENVIRONMENTS / "toolkit.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for old in ENVIRONMENTS.glob("toolkit-*"):
+            if old.name != f"toolkit-{key}":
+                shutil.rmtree(old)
+        where, ready = ENVIRONMENTS / f"toolkit-{key}", ENVIRONMENTS / f"toolkit-{key}" / "ready"
+        if ready.is_file():
+            python = where / "bin" / "python"
+            _run(_pip("--python", python, "uninstall", "--quiet", "--yes", DISTRIBUTION))
+            _run(_pip("--python", python, "install", "--quiet", "--no-compile", "-c", REQUIREMENTS,
+                      "--no-index", "--find-links", WHEELHOUSE, requirement))
+        else:
+            shutil.rmtree(where, ignore_errors=True)
+            python = fresh_environment(where, requirement)
+            ready.touch()
+        yield python
 
 
 def oespec_in(python: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -257,11 +294,18 @@ def test_the_runtime_install_has_its_dependencies_and_no_toolkit_libraries(runti
                     "print(*[m for m in sys.argv[1:] if importlib.util.find_spec(m)])", *TOOLKIT_ONLY_MODULES],
                    cwd=tmp_path, env=clean_env()).stdout.split()
     assert present == []
-    installed = {d["name"].lower() for d in json.loads(_run(_pip("--python", runtime, "list", "--format", "json")).stdout)}
+    # What pip installed, and what the distribution requires without its extra, from the venv's
+    # own metadata (what `pip list` and `pip show` print).
+    metadata = json.loads(_run([runtime, "-c", (
+        "import importlib.metadata as m, json, re, sys\n"
+        "requires = [r for r in m.requires(sys.argv[1]) if 'extra ==' not in r]\n"
+        "print(json.dumps({'installed': [d.metadata['Name'] for d in m.distributions()],\n"
+        "                  'requires': [re.match(r'[A-Za-z0-9._-]+', r)[0] for r in requires]}))\n"),
+        DISTRIBUTION], cwd=tmp_path, env=clean_env()).stdout)
+    installed = {name.lower() for name in metadata["installed"]}
+    assert DISTRIBUTION in installed
     assert not installed & {"jinja2", "jsonschema", "mkdocs", "mkdocs-material", "grpcio-tools"}
-    shown = _run(_pip("--python", runtime, "show", DISTRIBUTION)).stdout
-    requires = re.search(r"^Requires: (.*)$", shown, re.M).group(1)
-    assert {name.strip().lower() for name in requires.split(",")} == RUNTIME_REQUIRES
+    assert {name.lower() for name in metadata["requires"]} == RUNTIME_REQUIRES
 
 
 @pytest.mark.slow

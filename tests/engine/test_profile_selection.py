@@ -10,9 +10,9 @@ import pytest
 
 from openengine.engine import ConfigError, EngineConfig, RunningEngine, catalogue, resolve_config
 from openengine.engine import services as services_module
-from openengine.engine.config import _select_profiles
-from openengine.engine.services import Base, missing_rpcs, service_classes
-from openengine.v1 import sessions_pb2, sessions_service_pb2_grpc
+from openengine.engine.config import _select_profiles, implemented
+from openengine.engine.services import Base, service_classes
+from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc, sessions_pb2, sessions_service_pb2_grpc
 
 CAT = catalogue()
 SPECULATIVE = {"speculative_decoding": True, "logit_bias": False, "min_p": False}
@@ -22,9 +22,10 @@ def names(resolved):
     return [p.name for p in resolved.advertised]
 
 
-def test_every_profile_of_the_catalogue_is_implemented():
-    assert {p.name: missing_rpcs(p) for p in CAT.profiles if missing_rpcs(p)} == {}
-    assert service_classes()["Inference"].__module__ == "openengine.engine.services.inference"
+def test_every_rpc_of_the_catalogue_is_implemented_by_the_sdk_or_the_backend():
+    assert [rpc.name for rpc in CAT.rpcs if not implemented(rpc)] == []
+    assert service_classes()["Sessions"].__module__ == "openengine.engine.services.sessions"
+    assert "Inference" not in service_classes()     # the SDK's
 
 
 def test_all_leaves_out_a_profile_incompatible_with_the_configuration_and_says_why():
@@ -106,7 +107,8 @@ def test_all_leaves_out_a_profile_without_implementation_and_never_advertises_it
     assert resolved.left_out["openengine.sessions"] == \
         "this engine has no implementation of openengine.v1.Sessions/ListSessions"
     with RunningEngine(resolved) as engine, grpc.insecure_channel(engine.address) as channel:
-        caps = engine.call(lambda: engine.engine._impls["openengine.v1.Discovery"].capabilities())
+        caps = discovery_service_pb2_grpc.DiscoveryStub(channel).GetCapabilities(
+            discovery_pb2.GetCapabilitiesRequest(), timeout=5)
         assert "openengine.sessions" not in [p.name for p in caps.profiles]
         stub = sessions_service_pb2_grpc.SessionsStub(channel)
         with pytest.raises(grpc.RpcError) as err:

@@ -9,7 +9,7 @@ import asyncio
 import gc
 import logging
 
-from openengine.engine.server import settle
+from openengine.serve.server import settle
 from openengine.v1 import load_pb2
 
 from tests.engine.conftest import Records, running

@@ -42,7 +42,7 @@ def rss_kib() -> int:
 def measure(engine) -> dict[str, int]:
     gc.collect()
     return {"tasks": engine.call(lambda: len(asyncio.all_tasks())), "fds": len(os.listdir("/proc/self/fd")),
-            "rss_kib": rss_kib(), "watchers": len(engine.runtime.load)}
+            "rss_kib": rss_kib(), "watchers": len(engine.state.load)}
 
 
 def wait_for(predicate, timeout: float) -> bool:
@@ -110,11 +110,11 @@ def test_a_thousand_watchers_vanish_quietly(capfd):
             worker = threading.Thread(target=generate_forever, daemon=True)
             worker.start()
             run_clients(engine.address, [("cancel", 1, 50)])   # warm-up: gRPC's own lazily made state
-            assert wait_for(lambda: len(engine.runtime.load) == 0, 20)
+            assert wait_for(lambda: len(engine.state.load) == 0, 20)
             baseline = measure(engine)
             run_clients(engine.address, WAVES)
-            assert wait_for(lambda: len(engine.runtime.load) == 0, 30), \
-                f"{len(engine.runtime.load)} watchers still registered"
+            assert wait_for(lambda: len(engine.state.load) == 0, 30), \
+                f"{len(engine.state.load)} watchers still registered"
             # Every stream's task ends: none waits forever for a client that is gone.
             assert wait_for(lambda: measure(engine)["tasks"] <= baseline["tasks"] + 2, 30), \
                 (baseline, measure(engine))

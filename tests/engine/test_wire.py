@@ -11,9 +11,8 @@ from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 
-from openengine.engine.alias import served as served_aliases
-from openengine.engine.contract import HEALTH_SERVICE
-from openengine.engine.server import bearer_matches
+from openengine.contract import HEALTH_SERVICE
+from openengine.serve.server import bearer_matches
 from openengine.serve.wire import UNDECODABLE, UNEXPECTED, CauseCounter, WirePolicy
 from openengine.v1 import admin_pb2, generation_pb2
 
@@ -30,14 +29,13 @@ PYTHON_INTERNALS = ("<class", "Traceback", "DecodeError", "Exception", "File \""
 
 def all_methods(engine) -> list[tuple[str, object]]:
     """(full method path, method descriptor) of every method the engine's main address serves."""
-    rt = engine.runtime
     pool = descriptor_pool.Default()
-    names = list(rt.catalogue.services) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
+    names = list(engine.state.catalogue.services) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
     out = []
     for name in names:
         service = pool.FindServiceByName(name)
         out += [(f"/{name}/{m.name}", m) for m in service.methods]
-    for alias in served_aliases(rt):   # the earlier layouts, when the engine serves them
+    for alias in engine.server.aliases:   # the earlier layouts, when the engine serves them
         out += [(f"/{alias.service}/{m.name}", m) for m in alias.descriptor.methods]
     return out
 
@@ -157,7 +155,7 @@ def test_an_unexpected_exception_is_internal_generic_and_logged_once(engine_log)
 def test_health_list_reports_every_name_check_answers():
     with running(profiles=("load",)) as (engine, stubs):
         listed = stubs.health.List(health_pb2.HealthListRequest()).statuses
-        expected = set(engine.runtime.advertised_services()) | {""}
+        expected = set(engine.state.advertised_services()) | {""}
         assert set(listed) == expected
         for name, status in listed.items():
             assert stubs.health.Check(health_pb2.HealthCheckRequest(service=name)).status == status.status
@@ -166,7 +164,7 @@ def test_health_list_reports_every_name_check_answers():
 def test_health_list_refuses_more_than_100_names():
     with running(profiles=("load",)) as (engine, stubs):
         for i in range(101):
-            engine.call(lambda i=i: engine.runtime.health.main.set(f"extra.Service{i}", health_pb2.HealthCheckResponse.SERVING))
+            engine.call(lambda i=i: engine.server.health.servicer.set(f"extra.Service{i}", health_pb2.HealthCheckResponse.SERVING))
         with pytest.raises(grpc.RpcError) as err:
             stubs.health.List(health_pb2.HealthListRequest())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

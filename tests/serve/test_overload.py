@@ -15,7 +15,7 @@ from openengine.conformance.cases.overload import engine_error
 from openengine.serve import (
     EngineDescription, Final, FinishReason, Load, Model, Refusal, RefusalCode, RunningServer, ServeConfig, Tokenizer,
 )
-from openengine.serve.server import refusal_status
+from openengine.serve.status import refusal_status
 from openengine.v1 import (
     common_pb2, generation_pb2, inference_service_pb2_grpc as inference_grpc, lifecycle_pb2,
     lifecycle_service_pb2_grpc as lifecycle_grpc, load_pb2, observability_service_pb2_grpc as observability_grpc,

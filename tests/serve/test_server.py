@@ -229,12 +229,12 @@ def test_a_stalled_consumer_is_aborted_and_leaves_the_load():
         server = Server(Backend())
         state = server.state
         loop = asyncio.get_running_loop()
-        fresh, stuck = (InFlight(server._impls["openengine.v1.Inference"].admission.admit(
+        fresh, stuck = (InFlight(server.implementations["openengine.v1.Inference"].admission.admit(
             generation_pb2.GenerateRequest(text="x", request_id=rid))) for rid in ("fresh", "stuck"))
         state.in_flight.update(fresh=fresh, stuck=stuck)
         stuck.writing_since = loop.time() - 1.0
         fresh.writing_since = loop.time()
-        watch = asyncio.ensure_future(server._impls["openengine.v1.Inference"].watch_stalls(0.2))
+        watch = asyncio.ensure_future(server.implementations["openengine.v1.Inference"].watch_stalls(0.2))
         await asyncio.sleep(0.12)
         watch.cancel()
         return state, stuck

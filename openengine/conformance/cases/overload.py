@@ -78,9 +78,12 @@ async def overload_refused(ctx: Context):
     wait = ctx.options.case_timeout
     held = [ctx.request_id("overload") for _ in range(bound)]
     calls = [ctx.inference.Generate(ctx.long_request(request_id=rid), timeout=3 * wait + 30) for rid in held]
+    # Each accepted stream is read as it comes, as a client would, so no unread stream holds
+    # the engine back.
+    readers = [asyncio.ensure_future(read_rest(call)) for call in calls]
     try:
         load, full = await _until(
-            ctx, lambda ld: ld.running_requests + ld.queued_requests >= bound or any(c.done() for c in calls), wait)
+            ctx, lambda ld: ld.running_requests + ld.queued_requests >= bound or any(r.done() for r in readers), wait)
         ended = [(rid, c) for rid, c in zip(held, calls) if c.done()]
         for rid, call in ended:
             code = await call.code()
@@ -119,14 +122,15 @@ async def overload_refused(ctx: Context):
         aborted = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
             request_ids=common_pb2.StringList(values=held)))
         expect(aborted.aborted == bound, f"Abort of the {bound} accepted requests ended {aborted.aborted}")
-        for rid, call in zip(held, calls):
-            try:
-                messages = await asyncio.wait_for(read_rest(call), wait)
-            except asyncio.TimeoutError:
-                raise Failed(f"accepted request {rid} did not end within {wait:g}s of Abort") from None
-            except grpc.aio.AioRpcError as err:
+        await asyncio.wait(readers, timeout=wait)
+        for rid, reader in zip(held, readers):
+            if not reader.done():
+                raise Failed(f"accepted request {rid} did not end within {wait:g}s of Abort")
+            if isinstance(reader.exception(), grpc.aio.AioRpcError):
+                err = reader.exception()
                 raise Failed(f"accepted request {rid} ended {status_name(err.code())} instead of with its "
-                             f"terminal message: {err.details()}") from None
+                             f"terminal message: {err.details()}")
+            messages = reader.result()
             last = messages[-1].WhichOneof("kind") if messages else None
             expect(last in ("final", "error"), f"accepted request {rid} ended without a terminal message")
         _, idle = await _until(ctx, lambda ld: not ld.running_requests and not ld.queued_requests, wait)
@@ -136,3 +140,4 @@ async def overload_refused(ctx: Context):
     finally:
         for call in calls:
             call.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
-from openengine.engine.runtime import Adapter
-from openengine.engine.services._base import Base, Code, ES, Refused, invalid
-from openengine.v1 import adapters_pb2
+from openengine.engine.resources import Adapter
+from openengine.engine.services._base import Base, invalid
+from openengine.serve import Refusal, RefusalCode
+from openengine.v1 import adapters_pb2, events_pb2 as ES
 
 
 class Adapters(Base):
@@ -39,16 +40,16 @@ class Adapters(Base):
         if rank < 1 or rank > lim("max_lora_rank"):
             raise invalid("rank", f"{rank} is outside 1..openengine.adapters.max_lora_rank = {lim('max_lora_rank')}")
         if request.name in rt.adapters:
-            raise Refused(Code.ALREADY_EXISTS, f"name: adapter {request.name!r} is already loaded")
+            raise Refusal(RefusalCode.ALREADY_EXISTS, f"name: adapter {request.name!r} is already loaded")
         capacity = max(lim("max_loras"), lim("max_cpu_loras"))
         loaded = self._of(model)
         if len(loaded) >= capacity:
-            raise Refused(Code.RESOURCE_EXHAUSTED,
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
                           f"{len(loaded)} adapters are loaded for {model!r}, openengine.adapters.max_loras = "
                           f"{lim('max_loras')}, max_cpu_loras = {lim('max_cpu_loras')}; unload one first")
         pinned = sum(1 for a in loaded if a.pinned)
         if request.pinned and pinned >= lim("max_loras"):
-            raise Refused(Code.RESOURCE_EXHAUSTED,
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
                           f"{pinned} adapters are pinned, openengine.adapters.max_loras = {lim('max_loras')}")
         adapter = Adapter(request.name, model, request.source, rank, request.pinned)
         rt.adapters[request.name] = adapter

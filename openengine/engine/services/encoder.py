@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from openengine.engine import model as lm
+from openengine.engine import model as stand_in
 from openengine.engine.services._base import Base, invalid
 from openengine.v1 import encoder_pb2
 
@@ -16,7 +16,7 @@ class Encoder(Base):
         if not request.items:
             raise invalid("items", "needs at least one item")
         ttl = int(rt.limit("openengine.encoder", "handle_ttl_ms"))
-        now = rt.clock.now_ns()
+        now = rt.now_ns()
         for handle in [h for h, (_, exp) in rt.encoder_cache.items() if exp <= now]:
             del rt.encoder_cache[handle]
         out = encoder_pb2.EncodeResponse()
@@ -28,9 +28,9 @@ class Encoder(Base):
             payload = media.data if media.WhichOneof("source") == "data" else media.url.encode()
             if not payload:
                 raise invalid(f"items[{i}].{kind}", "set data or url")
-            handle, tokens = lm.encode_item(payload)
+            handle, tokens = stand_in.encode_item(payload)
             expires = now + ttl * 1_000_000
             rt.encoder_cache[handle] = (tokens, expires)
             out.handles.add(handle=handle, encoder_instance_id=rt.instance_id, transfer_address=rt.address,
-                            item_id=item.item_id, num_tokens=tokens, expires_at=rt.clock.timestamp(expires))
+                            item_id=item.item_id, num_tokens=tokens, expires_at=rt.timestamp(expires))
         return out

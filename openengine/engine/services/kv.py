@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 
-from openengine.engine.services._base import Base, Refused, invalid
+from openengine.engine.services._base import Base, invalid
+from openengine.engine.resources import Subscriber
 from openengine.v1 import kv_pb2
 
 
@@ -14,8 +15,6 @@ class Kv(Base):
             publisher="grpc", endpoint=self.rt.address, replay_endpoint=replay)])
 
     async def SubscribeKvEvents(self, request: kv_pb2.SubscribeKvEventsRequest, context):
-        from openengine.engine.runtime import Subscriber
-
         rt = self.rt
         if request.HasField("from_sequence") and not rt.limit("openengine.kv", "event_replay"):
             raise invalid("from_sequence", "replay is off (openengine.kv.event_replay = false)")
@@ -40,7 +39,7 @@ class Kv(Base):
                     dropped += 1
                     sub.overflowed = False
                 if sub.closed_with is not None:
-                    raise Refused(*sub.closed_with)
+                    raise sub.closed_with
                 sub.wake.clear()
                 await sub.wake.wait()
         finally:

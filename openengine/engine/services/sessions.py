@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from openengine.engine.runtime import Session
-from openengine.engine.services._base import Base, Code, Refused, invalid
+from openengine.engine.resources import Session
+from openengine.engine.services._base import Base, invalid
+from openengine.serve import Refusal, RefusalCode
 from openengine.v1 import sessions_pb2
 
 
@@ -13,7 +14,7 @@ class Sessions(Base):
     def _info(self, s: Session) -> sessions_pb2.SessionInfo:
         return sessions_pb2.SessionInfo(session_id=s.session_id, model=s.model, capacity_tokens=s.capacity_tokens,
                                         ttl_ms=s.ttl_ms, retained_tokens=s.retained_tokens,
-                                        expires_at=self.rt.clock.timestamp(s.expires_ns))
+                                        expires_at=self.rt.timestamp(s.expires_ns))
 
     async def OpenSession(self, request: sessions_pb2.OpenSessionRequest, context):
         rt = self.rt
@@ -21,13 +22,13 @@ class Sessions(Base):
         rt.expire_sessions()
         lim = lambda name: rt.limit("openengine.sessions", name)  # noqa: E731
         if len(rt.sessions) >= lim("max_sessions"):
-            raise Refused(Code.RESOURCE_EXHAUSTED, f"{len(rt.sessions)} sessions are open, "
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"{len(rt.sessions)} sessions are open, "
                           f"openengine.sessions.max_sessions = {lim('max_sessions')}")
         sid = request.session_id or f"sess-{uuid.uuid4().hex[:12]}"
         if sid in rt.sessions:
-            raise Refused(Code.ALREADY_EXISTS, f"session_id: {sid!r} is already open")
+            raise Refusal(RefusalCode.ALREADY_EXISTS, f"session_id: {sid!r} is already open")
         max_tokens = lim("max_session_tokens")
-        bound = max_tokens or rt.models[model].config.max_context_tokens
+        bound = max_tokens or rt.models[model].max_context_tokens
         if request.HasField("capacity_tokens"):
             if request.capacity_tokens > bound:
                 raise invalid("capacity_tokens", f"{request.capacity_tokens} exceeds "
@@ -36,13 +37,12 @@ class Sessions(Base):
         else:
             capacity = bound
         if request.HasField("ttl_ms"):
-            clamped = min(request.ttl_ms, lim("max_session_ttl_ms"))
-            ttl = rt.hooks.at("sessions.ttl", clamped, requested=request.ttl_ms)
+            ttl = min(request.ttl_ms, lim("max_session_ttl_ms"))
             if ttl == 0:
                 raise invalid("ttl_ms", "must be positive")
         else:
             ttl = lim("default_session_ttl_ms")
-        session = Session(sid, model, capacity, ttl, expires_ns=rt.clock.now_ns() + ttl * 1_000_000)
+        session = Session(sid, model, capacity, ttl, expires_ns=rt.now_ns() + ttl * 1_000_000)
         rt.sessions[sid] = session
         rt.load_changed()
         return sessions_pb2.OpenSessionResponse(session=self._info(session))

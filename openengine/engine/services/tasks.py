@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from openengine.engine import model as lm
+from openengine.engine import model as stand_in
 from openengine.engine.services._base import Base, invalid
 from openengine.v1 import tasks_pb2
 
@@ -24,8 +24,8 @@ class Tasks(Base):
         kind = item.WhichOneof("input")
         if kind is None:
             raise invalid(field, "set text or token_ids")
-        ids = list(item.token_ids.ids) if kind == "token_ids" else lm.tokenize(item.text)
-        limit = self.rt.models[model].config.max_context_tokens
+        ids = list(item.token_ids.ids) if kind == "token_ids" else stand_in.tokenize(item.text)
+        limit = self.rt.models[model].max_context_tokens
         if truncate is not None:
             ids = ids[-truncate:] if truncate else []
         elif len(ids) > limit:
@@ -49,7 +49,7 @@ class Tasks(Base):
         for i, item in enumerate(request.inputs):
             ids = self._ids(model, item, f"inputs[{i}]", truncate)
             tokens += len(ids)
-            out.embeddings.add(index=i, values=lm.embed(ids, size, normalize=normalize))
+            out.embeddings.add(index=i, values=stand_in.embed(ids, size, normalize=normalize))
         out.usage.prompt_tokens = tokens
         return out
 
@@ -62,7 +62,7 @@ class Tasks(Base):
             ids = self._ids(model, item, f"inputs[{i}]", truncate)
             tokens += len(ids)
             c = out.classifications.add(index=i)
-            for label, p in lm.classify(ids):
+            for label, p in stand_in.classify(ids):
                 c.labels.add(label=label, probability=p)
         out.usage.prompt_tokens = tokens
         return out
@@ -76,6 +76,6 @@ class Tasks(Base):
         for i, doc in enumerate(request.documents):
             ids = self._ids(model, doc, f"documents[{i}]", truncate)
             tokens += len(ids)
-            out.scores.add(index=i, score=lm.score(query, ids))
+            out.scores.add(index=i, score=stand_in.score(query, ids))
         out.usage.prompt_tokens = tokens
         return out

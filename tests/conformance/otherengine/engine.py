@@ -63,6 +63,7 @@ class Bugs:
     load_dropped_when_saturated: bool = False   # openengine.load unlisted while requests queue (REQ-CORE-005)
     max_output_unchecked: bool = False     # max_tokens above max_output_tokens accepted (REQ-CAP-009)
     coalesced_sequence_skips: bool = False  # a coalesced snapshot's sequence counts the skipped ones (REQ-LOAD-014)
+    overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
     abort_unimplemented: bool = False      # Lifecycle/Abort is not served (REQ-CORE-001)
     core_unlisted: bool = False            # Capabilities.profiles leaves out openengine.core (REQ-CORE-001)
     watch_unimplemented: bool = False      # WatchLoad is not served though load is advertised (REQ-CORE-002)
@@ -109,7 +110,6 @@ class Bugs:
     health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
     health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
     health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
-    overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,8 @@ class State:
     jobs: dict = field(default_factory=dict)        # request id -> Job, queued or running
     running: set = field(default_factory=set)
     watchers: int = 0
-    sending: int = 0     # streams blocked in a send (the one_sender bug waits for none)
     rejected: int = 0
+    sending: int = 0     # streams blocked in a send (the one_sender bug waits for none)
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
@@ -249,8 +249,9 @@ class State:
         with self.lock:
             running = len(self.running)
             queued = len(self.jobs) - running
-        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(), running_requests=running,
-                                 queued_requests=queued, rejected_requests=self.rejected)
+        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
+                                 running_requests=running, queued_requests=queued,
+                                 rejected_requests=self.rejected)
         ranks = self.timing.data_parallel
         if per_rank and ranks > 1:
             # Requests are dealt to ranks in turn: rank k holds every k-th one.

@@ -71,6 +71,8 @@ VARIANTS: dict[str, Variant] = {
                                   cases="core.abort.unknown", abort_unknown_not_found=True),
     "abort-queued-when-slot-frees": _v("REQ-CORE-010.7", "core.abort.queued",
                                        "Abort waited for a free slot", abort_queued_when_slot_frees=True),
+    "accepts-beyond-the-queue": _v("REQ-CORE-014", "core.overload.*", "one more request was accepted",
+                                   cases="core.overload.refused", overfill=True),
     "ignore-cancel": _v("REQ-CORE-011.1", "core.generate.*", "not stopped",
                         cases="core.generate.client-cancel", ignore_cancel=True),
     "cancel-ignored-while-queued": _v("REQ-CORE-011.2", "core.generate.*", "was not freed from the queue",

@@ -4,7 +4,7 @@ both, given the revision's message module."""
 
 from __future__ import annotations
 
-from openengine.engine.alias._common import not_translated
+from openengine.serve.alias._common import not_translated
 from openengine.v1 import kv_pb2
 
 # v1 KvMedium -> the earlier StorageMedium value name.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
-from openengine.engine.alias import kv
-from openengine.engine.alias._common import AliasBase, Code, enum_by_suffix, health_state, not_translated
-from openengine.engine.refusal import Refused
+from openengine.serve.alias import kv
+from openengine.serve.alias._common import AliasBase, enum_by_suffix, health_state, not_translated
+from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev3.v1 import control_pb2 as r3
 from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2, load_pb2
 
@@ -64,7 +64,7 @@ class ControlAlias(AliasBase):
         profiles = {p.name for p in info.capabilities.profiles}
         return r3.ModelInfo(
             model_id=info.base_model or info.model, served_model_name=info.model,
-            max_context_length=self.rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
+            max_context_length=info.max_context_tokens, max_output_tokens=info.max_output_tokens,
             supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
             supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
             reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
@@ -77,7 +77,7 @@ class ControlAlias(AliasBase):
     async def Health(self, request: r3.HealthRequest, context):
         if request.include_inference_probe:
             raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
-        return r3.HealthResponse(state=r3.HealthState.Value(f"HEALTH_STATE_{health_state(self.rt)}"))
+        return r3.HealthResponse(state=r3.HealthState.Value(f"HEALTH_STATE_{health_state(self.state)}"))
 
     async def Abort(self, request: r3.AbortRequest, context):
         v1 = lifecycle_pb2.AbortRequest()
@@ -88,8 +88,6 @@ class ControlAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif target == "request_id":
             v1.request_ids.values.append(request.request_id)
-        if not self.rt.hooks.at("alias.abort-shared", True):
-            return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="nothing to abort")
         answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
         if answer.aborted:
             return r3.AbortResponse(status=r3.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
@@ -114,7 +112,7 @@ class ControlAlias(AliasBase):
         answer = await self.unary("openengine.v1.Adapters/UnloadAdapter",
                                   adapters_pb2.UnloadAdapterRequest(name=request.lora_name), context)
         if not answer.unloaded or loaded is None:
-            raise Refused(Code.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r} is loaded")
+            raise Refusal(RefusalCode.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r} is loaded")
         return r3.UnloadLoraResponse(adapter=_lora(loaded))
 
     async def ListLoras(self, request, context):

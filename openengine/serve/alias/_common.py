@@ -5,58 +5,47 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
-
 from openengine.contractkit.naming import enum_value_prefix
-
-from openengine.engine.refusal import Refused
-from openengine.v1 import common_pb2, events_pb2, generation_pb2
-
-Code = grpc.StatusCode
-ES = events_pb2
+from openengine.serve.backend import Refusal, RefusalCode
+from openengine.serve.runstate import DRAINING, SERVING
+from openengine.v1 import common_pb2, generation_pb2
 
 
 class AliasBase:
     """An alias service implementation. `self.unary` / `self.stream` run a v1 RPC exactly as a
-    v1 call would run (profile gate, admin guard, validation, scheduler)."""
+    v1 call would run (the gate, the admin guard, admission), through the server's own path;
+    `self.gate` is the gate they pass (the server's, unless a layer gave the alias another)."""
 
     service = ""
 
-    def __init__(self, invoker: Any, rt):
-        self.invoker = invoker
-        self.rt = rt
+    def __init__(self, server: Any):
+        self.server = server
+        self.state = server.state
+        self.gate = server.gate
 
     def _rpc(self, v1: str):
         service, method = v1.split("/")
-        rpc = self.rt.catalogue.rpc(service, method)
+        rpc = self.state.catalogue.rpc(service, method)
         if rpc is None:  # the contract lost an RPC an alias maps to: a build error, never a request's
-            raise Refused(Code.INTERNAL, f"{v1}, which {self.service} maps to, is not in the contract")
+            raise Refusal(RefusalCode.UNAVAILABLE, f"{v1}, which {self.service} maps to, is not in the contract")
         return rpc
 
-    def _skip(self, v1: str) -> tuple[str, ...]:
-        return self.rt.hooks.at("alias.gate-skips", (), v1=v1)
-
     async def unary(self, v1: str, request, context):
-        return await self.invoker.invoke_unary(self._rpc(v1), request, context, skip=self._skip(v1))
+        return await self.server.invoke_unary(self._rpc(v1), request, context, gate=self.gate)
 
     def stream(self, v1: str, request, context):
-        return self.invoker.invoke_stream(self._rpc(v1), request, context, skip=self._skip(v1))
+        return self.server.invoke_stream(self._rpc(v1), request, context, gate=self.gate)
 
-    def gate(self, v1: str, context) -> None:
+    def check(self, v1: str, context) -> None:
         """Refuse exactly as a call of the v1 RPC would be refused before it runs."""
-        refusal = self.invoker.gate(self._rpc(v1), context, skip=self._skip(v1))
+        refusal = self.gate.refusal(self._rpc(v1), context)
         if refusal is not None:
             raise refusal
 
-    def replaced(self, method: str, replacement: str) -> Refused:
-        """A legacy method with no one-to-one v1 counterpart (REQ-ALIAS-001 still applies first)."""
-        return Refused(Code.UNIMPLEMENTED, f"{self.service}/{method} is not translated by this alias; "
-                                           f"use {replacement} instead")
 
-
-def not_translated(field: str, replacement: str) -> Refused:
+def not_translated(field: str, replacement: str) -> Refusal:
     """An earlier request field the alias cannot carry over to v1: refused, never dropped."""
-    return Refused(Code.INVALID_ARGUMENT, f"{field}: not translated by the compatibility alias; {replacement}")
+    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: not translated by the compatibility alias; {replacement}")
 
 
 def enum_by_suffix(value: int, source, target) -> int:
@@ -69,11 +58,11 @@ def enum_by_suffix(value: int, source, target) -> int:
         return 0
 
 
-def health_state(rt) -> str:
+def health_state(state) -> str:
     """READY exactly when openengine.v1.Inference is SERVING (REQ-ALIAS-002), else why not."""
-    if rt.state == ES.ENGINE_STATE_SERVING:
+    if state.run.phase == SERVING:
         return "READY"
-    if rt.state == ES.ENGINE_STATE_DRAINING:
+    if state.run.phase == DRAINING:
         return "DRAINING"
     return "NOT_READY"
 

@@ -6,10 +6,10 @@ carry over is refused with INVALID_ARGUMENT naming it and its v1 replacement, ne
 
 from __future__ import annotations
 
-from openengine.engine.alias import kv
-from openengine.engine.alias._common import (AliasBase, Code, enum_by_suffix, error_code, finish_reason,
+from openengine.serve.alias import kv
+from openengine.serve.alias._common import (AliasBase, enum_by_suffix, error_code, finish_reason,
                                              health_state, not_translated)
-from openengine.engine.refusal import Refused
+from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
 from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
                            load_pb2)
@@ -113,12 +113,12 @@ def load_info(info: load_pb2.LoadInfo) -> r2.LoadInfo:
     return out
 
 
-def model_info(info: discovery_pb2.ModelInfo, rt) -> r2.ModelInfo:
+def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
     profiles = {p.name for p in info.capabilities.profiles}
-    core = rt.limits.get("openengine.core", {})
+    core = state.selection.limits.get("openengine.core", {})
     return r2.ModelInfo(
         model_id=info.base_model or info.model, served_model_name=info.model,
-        max_context_length=rt.hooks.at("alias.context-length", info.max_context_tokens), max_output_tokens=info.max_output_tokens,
+        max_context_length=info.max_context_tokens, max_output_tokens=info.max_output_tokens,
         max_running_requests=int(core.get("max_running_requests") or 0),
         supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
         supports_logprobs=bool(core.get("max_logprobs")),
@@ -151,7 +151,7 @@ class OpenEngineAlias(AliasBase):
 
     async def GetModelInfo(self, request, context):
         info = await self.unary("openengine.v1.Discovery/GetModelInfo", discovery_pb2.GetModelInfoRequest(), context)
-        return model_info(info, self.rt)
+        return model_info(info, self.state)
 
     async def GetLoad(self, request: r2.GetLoadRequest, context):
         info = await self.unary("openengine.v1.Observability/GetLoad",
@@ -161,7 +161,7 @@ class OpenEngineAlias(AliasBase):
     async def Health(self, request: r2.HealthRequest, context):
         if request.include_inference_probe:
             raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
-        state = health_state(self.rt)
+        state = health_state(self.state)
         return r2.HealthResponse(state=r2.HealthState.Value(f"HEALTH_STATE_{state}"))
 
     async def Abort(self, request: r2.AbortRequest, context):
@@ -172,8 +172,6 @@ class OpenEngineAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif request.request_id:
             v1.request_ids.values.append(request.request_id)
-        if not self.rt.hooks.at("alias.abort-shared", True):
-            return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="nothing to abort")
         answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
         if answer.aborted:
             return r2.AbortResponse(status=r2.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
@@ -196,7 +194,7 @@ class OpenEngineAlias(AliasBase):
                 yield r2.DrainResponse(state=r2.DRAIN_STATE_STARTED, in_flight_requests=progress.remaining_requests)
             state = r2.DRAIN_STATE_COMPLETE if progress.done else r2.DRAIN_STATE_IN_PROGRESS
             yield r2.DrainResponse(state=state, in_flight_requests=progress.remaining_requests,
-                                   open_kv_sessions=self.rt.kv_sessions_active())
+                                   open_kv_sessions=self.state.backend.load().active_kv_sessions)
 
     async def GetKvEventSources(self, request: r2.GetKvEventSourcesRequest, context):
         answer = await self.unary("openengine.v1.Kv/GetKvEventSources", kv_pb2.GetKvEventSourcesRequest(), context)
@@ -206,5 +204,5 @@ class OpenEngineAlias(AliasBase):
         async for batch in self.stream("openengine.v1.Kv/SubscribeKvEvents", kv.subscribe_request(request), context):
             if batch.dropped:
                 # Revision 2 streams batches bare, with no terminal error message: end with a status.
-                raise Refused(Code.ABORTED, kv.DROPPED.format(n=batch.dropped))
+                raise Refusal(RefusalCode.ABORTED, kv.DROPPED.format(n=batch.dropped))
             yield kv.event_batch(r2, batch)
