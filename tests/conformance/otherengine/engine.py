@@ -11,6 +11,7 @@ Admin). `Bugs` switches on one wrong behaviour at a time, each a finding the run
 
 from __future__ import annotations
 
+import functools
 import math
 import queue
 import random
@@ -110,6 +111,14 @@ class Bugs:
     health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
     health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
     health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
+    discovery_under_short_name: bool = False   # Discovery also answers as openengine.Discovery (REQ-SVC-001)
+    abort_error_twice: bool = False        # an aborted stream carries its EngineError twice (REQ-SVC-002)
+    unknown_model_invalid: bool = False    # an unknown model fails INVALID_ARGUMENT (REQ-SVC-003)
+    watchers_full_unavailable: bool = False   # a stream beyond max_watchers fails UNAVAILABLE (REQ-SVC-004)
+    nan_temperature_accepted: bool = False   # a NaN temperature is sampled as if greedy (REQ-SVC-005)
+    undecodable_unknown: bool = False      # bytes that do not parse fail UNKNOWN (REQ-SVC-006)
+    capabilities_vary: bool = False        # every second GetCapabilities reports max_logprobs 4 (REQ-REV-002)
+    revision_bumps_on_request: bool = False   # each finished request raises the revision (REQ-REV-004)
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,8 @@ class State:
     watchers: int = 0
     rejected: int = 0
     sending: int = 0     # streams blocked in a send (the one_sender bug waits for none)
+    revision: int = 1    # the capability revision
+    capability_reads: int = 0
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
 
     def __post_init__(self):
@@ -281,7 +292,7 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         profiles.append(common_pb2.ServiceProfile(name="openengine.kv", major=1, minor=0))
     if st.bugs.tasks_on_no_model:
         profiles.append(common_pb2.ServiceProfile(name="openengine.tasks", major=1, minor=0))
-    out = caps_pb.Capabilities(revision=2 if st.bugs.revision_differs else 1, profiles=profiles)
+    out = caps_pb.Capabilities(revision=st.revision + st.bugs.revision_differs, profiles=profiles)
     if st.bugs.kv_limits_unadvertised:
         out.kv.kv_block_size = 16
     if st.bugs.incompatible_limits:
@@ -289,6 +300,9 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.generation.logit_bias = True
     out.generation.max_sequences = t.max_sequences
     out.generation.max_logprobs = t.max_logprobs
+    st.capability_reads += 1
+    if st.bugs.capabilities_vary and st.capability_reads % 2 == 0:
+        out.generation.max_logprobs = t.max_logprobs - 1
     out.generation.max_running_requests = t.max_running_requests
     out.generation.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
@@ -310,7 +324,7 @@ def engine_info(st: State) -> discovery_pb2.EngineInfo:
                                     engine_version="0.1",
                                     role=common_pb2.ROLE_UNSPECIFIED if st.bugs.role_unspecified
                                     else common_pb2.ROLE_AGGREGATED,
-                                    capability_revision=1, served_models=[MODEL])
+                                    capability_revision=st.revision, served_models=[MODEL])
     if st.timing.data_parallel > 1:
         info.parallelism.data_parallel_size = st.timing.data_parallel
     return info
@@ -330,7 +344,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     bad = grpc.StatusCode.INVALID_ARGUMENT
     s, t, lax = request.sampling, st.timing, st.bugs.accept_off
     if request.model not in ("", MODEL):
-        return grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}"
+        code = bad if st.bugs.unknown_model_invalid else grpc.StatusCode.NOT_FOUND
+        return code, f"model: no model {request.model!r}"
     prompt = request.text or list(request.token_ids.ids)
     if not prompt:
         return bad, "prompt: empty"
@@ -345,6 +360,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
             return bad, f"sampling.{name}: not supported by this engine"
     domains = {f.name: number_domains()[f.full_name] for f in s.DESCRIPTOR.fields if f.full_name in number_domains()}
     for name, domain in domains.items():
+        if name == "temperature" and st.bugs.nan_temperature_accepted and math.isnan(s.temperature):
+            continue
         if name != "logit_bias" and s.HasField(name) and not (
                 math.isfinite(getattr(s, name)) and domain.contains(getattr(s, name))):
             return bad, f"sampling.{name}: {getattr(s, name)} is not a usable value"
@@ -384,6 +401,7 @@ def generate(st: State, request, context):
         with st.lock:
             st.running.discard(j.request_id)
             st.jobs.pop(j.request_id, None)
+            st.revision += st.bugs.revision_bumps_on_request
 
     def cancelled():
         with st.lock:
@@ -403,8 +421,11 @@ def generate(st: State, request, context):
             return
         if kind == "aborted":
             code = common_pb2.ERROR_CODE_INTERNAL if st.bugs.abort_code_internal else common_pb2.ERROR_CODE_ABORTED
-            yield gen_pb.GenerateResponse(error=common_pb2.EngineError(
+            error = gen_pb.GenerateResponse(error=common_pb2.EngineError(
                 code=code, message="aborted by request", retryable=False))
+            yield error
+            if st.bugs.abort_error_twice:
+                yield error
             return
         if kind == "chunk":
             index, token = data
@@ -475,14 +496,15 @@ def watch_settings(st: State, request) -> load_pb2.WatchLoadSettings:
                                       per_rank=request.per_rank and (bugs.settings_per_rank_echoed
                                                                       or t.data_parallel > 1),
                                       instance_id=st.instance_id,
-                                      capability_revision=0 if bugs.settings_revision_stale else 1)
+                                      capability_revision=0 if bugs.settings_revision_stale else st.revision)
 
 
 def watch_load(st: State, request, context):
     bugs = st.bugs
     with st.lock:
         if st.watchers >= st.timing.max_watchers and not bugs.max_watchers_ignored:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+            context.abort(grpc.StatusCode.UNAVAILABLE if bugs.watchers_full_unavailable
+                          else grpc.StatusCode.RESOURCE_EXHAUSTED,
                           f"at most {st.timing.max_watchers} WatchLoad streams")
         st.watchers += 1
     released = threading.Event()
@@ -629,9 +651,10 @@ def _watch_ending_for_unknown(servicer, known):
 _UNPARSED = object()
 
 
-def _parsed(fn, req_cls):
+def _parsed(fn, req_cls, unparsed_unknown: bool):
     """Bytes that do not parse reach the handler as a marker and get INTERNAL with a plain message
-    (grpc's own deserializer failure, or a None, would name a Python exception)."""
+    (grpc's own deserializer failure, or a None, would name a Python exception). With
+    `unparsed_unknown` (a bug) the handler raises instead, which grpc answers UNKNOWN."""
     def parse(data: bytes):
         try:
             return req_cls.FromString(data)
@@ -639,6 +662,8 @@ def _parsed(fn, req_cls):
             return _UNPARSED
 
     def handle(request, context):
+        if request is _UNPARSED and unparsed_unknown:
+            raise ValueError(f"the request does not parse as {req_cls.__name__}")
         if request is _UNPARSED:
             context.abort(grpc.StatusCode.INTERNAL, f"the request does not parse as {req_cls.__name__}")
         return fn(request, context)
@@ -646,14 +671,14 @@ def _parsed(fn, req_cls):
     return handle, parse
 
 
-def _unary(fn, req_cls, resp_cls):
-    handle, parse = _parsed(fn, req_cls)
+def _unary(fn, req_cls, resp_cls, unparsed_unknown: bool = False):
+    handle, parse = _parsed(fn, req_cls, unparsed_unknown)
     return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=parse,
                                                response_serializer=resp_cls.SerializeToString)
 
 
-def _stream(fn, req_cls, resp_cls):
-    handle, parse = _parsed(fn, req_cls)
+def _stream(fn, req_cls, resp_cls, unparsed_unknown: bool = False):
+    handle, parse = _parsed(fn, req_cls, unparsed_unknown)
     return grpc.unary_stream_rpc_method_handler(handle, request_deserializer=parse,
                                                 response_serializer=resp_cls.SerializeToString)
 
@@ -670,29 +695,33 @@ class OtherEngine:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
+        unary = functools.partial(_unary, unparsed_unknown=bugs.undecodable_unknown)
+        stream = functools.partial(_stream, unparsed_unknown=bugs.undecodable_unknown)
         handlers = {
             "openengine.v1.Discovery": {
-                "GetEngineInfo": _unary(lambda r, c: engine_info(st), discovery_pb2.GetEngineInfoRequest,
+                "GetEngineInfo": unary(lambda r, c: engine_info(st), discovery_pb2.GetEngineInfoRequest,
                                         discovery_pb2.EngineInfo),
-                "GetCapabilities": _unary(lambda r, c: capabilities(st), discovery_pb2.GetCapabilitiesRequest,
+                "GetCapabilities": unary(lambda r, c: capabilities(st), discovery_pb2.GetCapabilitiesRequest,
                                           caps_pb.Capabilities),
-                "GetModelInfo": _unary(lambda r, c: model_info(st, r, c), discovery_pb2.GetModelInfoRequest,
+                "GetModelInfo": unary(lambda r, c: model_info(st, r, c), discovery_pb2.GetModelInfoRequest,
                                        discovery_pb2.ModelInfo),
             },
             "openengine.v1.Inference": {
-                "Generate": _stream(lambda r, c: generate(st, r, c), gen_pb.GenerateRequest,
+                "Generate": stream(lambda r, c: generate(st, r, c), gen_pb.GenerateRequest,
                                     gen_pb.GenerateResponse),
             },
             "openengine.v1.Lifecycle": {
-                "Abort": _unary(lambda r, c: abort(st, r, c), lifecycle_pb2.AbortRequest,
+                "Abort": unary(lambda r, c: abort(st, r, c), lifecycle_pb2.AbortRequest,
                                 lifecycle_pb2.AbortResponse),
             },
             "openengine.v1.Observability": {
-                "GetLoad": _unary(lambda r, c: st.get_load(r.per_rank), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
-                "WatchLoad": _stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
+                "GetLoad": unary(lambda r, c: st.get_load(r.per_rank), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
+                "WatchLoad": stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
                                      load_pb2.WatchLoadResponse),
             },
         }
+        if bugs.discovery_under_short_name:
+            handlers["openengine.Discovery"] = handlers["openengine.v1.Discovery"]
         if bugs.abort_unimplemented:
             del handlers["openengine.v1.Lifecycle"]["Abort"]
         if bugs.watch_unimplemented:
@@ -710,9 +739,9 @@ class OtherEngine:
         elif bugs.health_watch_unknown_ends:
             watch = _watch_ending_for_unknown(self.health, ("",) + SERVICES)
         handlers["grpc.health.v1.Health"] = {
-            "Check": _unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "Watch": _stream(watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "List": _unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
+            "Check": unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "Watch": stream(watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "List": unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
         }
         if bugs.health_list_unimplemented:
             del handlers["grpc.health.v1.Health"]["List"]
