@@ -11,10 +11,15 @@ Admin). `Bugs` switches on one wrong behaviour at a time, each a finding the run
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hmac
 import math
+import os
 import queue
 import random
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -27,10 +32,10 @@ from google.rpc import status_pb2
 from grpc_health.v1 import health, health_pb2
 from grpc_status import rpc_status
 
-from openengine.contract import number_domains
+from openengine.contract import WORK_SERVICES, catalogue, number_domains
 from openengine.v1 import (
-    capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, generation_pb2 as gen_pb,
-    lifecycle_pb2, load_pb2,
+    admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, events_pb2,
+    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2,
 )
 
 MODEL = "tiny"
@@ -40,6 +45,10 @@ EOS = 0
 VOCAB_SIZE = 256
 SERVICES = ("openengine.v1.Discovery", "openengine.v1.Inference", "openengine.v1.Lifecycle",
             "openengine.v1.Observability")
+ADMIN = "openengine.v1.Admin"
+UPDATABLE = "openengine.core.max_logprobs"     # the one limit UpdateConfig changes
+MAX_SUBSCRIBERS = 8
+SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,23 @@ class Bugs:
     undecodable_unknown: bool = False      # bytes that do not parse fail UNKNOWN (REQ-SVC-006)
     capabilities_vary: bool = False        # every second GetCapabilities reports max_logprobs 4 (REQ-REV-002)
     revision_bumps_on_request: bool = False   # each finished request raises the revision (REQ-REV-004)
+    # With Admin (`admin_token`), runtime events or an admin address of its own:
+    any_token_accepted: bool = False       # any bearer token passes the admin guard (REQ-ADMIN-002)
+    limited_token_allowed: bool = False    # the limited token may pause the engine (REQ-ADMIN-003)
+    guard_on_every_service: bool = False   # a wrong admin token is refused on every service (REQ-ADMIN-004)
+    bearer_case_sensitive: bool = False    # only the scheme spelled "Bearer" is accepted (REQ-ADMIN-006)
+    admin_address_no_overall: bool = False   # the admin address's health has no "" (REQ-ADMIN-001)
+    pause_health_unchanged: bool = False   # pausing leaves every health status SERVING (REQ-HEALTH-007)
+    paused_refuses_exhausted: bool = False   # Generate while paused fails RESOURCE_EXHAUSTED (REQ-HEALTH-008)
+    pause_stops_control: bool = False      # pausing turns the control services NOT_SERVING too (REQ-HEALTH-009)
+    shutdown_abrupt: bool = False          # shutdown stops serving without NOT_SERVING first (REQ-HEALTH-010)
+    resume_not_announced: bool = False     # resuming sends no StateChanged (REQ-HEALTH-011)
+    events_from_zero: bool = False         # runtime event sequences start at 0 (REQ-EVENTS-001)
+    initial_state_ignored: bool = False    # no StateChanged first although initial_state is set (REQ-EVENTS-002)
+    update_keeps_revision: bool = False    # UpdateConfig changes a limit but not the revision (REQ-REV-003)
+    revision_event_missing: bool = False   # no CapabilityRevisionChanged is sent (REQ-REV-005)
+    revision_keeps_watches: bool = False   # WatchLoad streams outlive a revision change (REQ-REV-006)
+    revision_aborts_unretryable: bool = False   # a revision change aborts running requests, not retryable (REQ-REV-007)
 
 
 @dataclass(frozen=True)
@@ -156,6 +182,7 @@ class Job:
         self.timing = timing
         self.events: queue.Queue = queue.Queue()
         self.stop_reason: str | None = None      # "abort" or "cancel"
+        self.retryable = False     # what the EngineError of an abort says
         self.started = threading.Event()
 
     def produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
@@ -232,9 +259,17 @@ class State:
     revision: int = 1    # the capability revision
     capability_reads: int = 0
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
+    admin: bool = False          # openengine.admin is advertised
+    events: bool = False         # openengine.runtime-events is advertised
+    run_state: int = events_pb2.ENGINE_STATE_SERVING
+    health: health.HealthServicer | None = None         # the main address's
+    admin_health: health.HealthServicer | None = None   # the admin address's, when it has one
+    subscribers: list = field(default_factory=list)     # one queue per SubscribeRuntimeEvents stream
+    watch_wakes: set = field(default_factory=set)       # one event per WatchLoad stream
 
     def __post_init__(self):
         self.slots = threading.Semaphore(self.timing.max_running_requests)
+        self.max_logprobs = self.timing.max_logprobs    # UpdateConfig may change it
 
     def get_load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
         bugs = self.bugs
@@ -299,10 +334,20 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.generation.speculative_decoding = True
         out.generation.logit_bias = True
     out.generation.max_sequences = t.max_sequences
-    out.generation.max_logprobs = t.max_logprobs
+    out.generation.max_logprobs = st.max_logprobs
     st.capability_reads += 1
     if st.bugs.capabilities_vary and st.capability_reads % 2 == 0:
-        out.generation.max_logprobs = t.max_logprobs - 1
+        out.generation.max_logprobs = st.max_logprobs - 1
+    if st.admin:
+        out.profiles.add(name="openengine.admin", major=1, minor=0)
+        out.admin.pause_modes.append(caps_pb.PAUSE_MODE_ABORT)
+        out.admin.max_sleep_level = 1
+        out.admin.updatable_limits.append(UPDATABLE)
+    if st.events:
+        out.profiles.add(name="openengine.runtime-events", major=1, minor=0)
+        out.runtime_events.event_kinds.extend([caps_pb.RUNTIME_EVENT_KIND_CAPABILITY_REVISION_CHANGED,
+                                               caps_pb.RUNTIME_EVENT_KIND_STATE_CHANGED])
+        out.runtime_events.max_subscribers = MAX_SUBSCRIBERS
     out.generation.max_running_requests = t.max_running_requests
     out.generation.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
@@ -351,8 +396,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
         return bad, "prompt: empty"
     if s.HasField("n") and not 1 <= s.n <= t.max_sequences:
         return bad, f"sampling.n: 1..{t.max_sequences}"
-    if s.HasField("logprobs") and s.logprobs > t.max_logprobs:
-        return bad, f"sampling.logprobs: at most {t.max_logprobs}"
+    if s.HasField("logprobs") and s.logprobs > st.max_logprobs:
+        return bad, f"sampling.logprobs: at most {st.max_logprobs}"
     switches = {"min_p": s.HasField("min_p"), "logit_bias": bool(s.logit_bias),
                 "prompt_logprobs": s.HasField("prompt_logprobs"), "guided": s.HasField("guided")}
     for name, used in switches.items():
@@ -378,6 +423,10 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
 
 
 def generate(st: State, request, context):
+    if st.run_state != events_pb2.ENGINE_STATE_SERVING:
+        if st.bugs.paused_refuses_exhausted and st.run_state == events_pb2.ENGINE_STATE_PAUSED:
+            context.abort_with_status(full_status())
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"the engine is {events_pb2.EngineState.Name(st.run_state)}")
     problem = refusal(st, request)
     if problem:
         context.abort(*problem)
@@ -422,7 +471,7 @@ def generate(st: State, request, context):
         if kind == "aborted":
             code = common_pb2.ERROR_CODE_INTERNAL if st.bugs.abort_code_internal else common_pb2.ERROR_CODE_ABORTED
             error = gen_pb.GenerateResponse(error=common_pb2.EngineError(
-                code=code, message="aborted by request", retryable=False))
+                code=code, message="aborted", retryable=job.retryable))
             yield error
             if st.bugs.abort_error_twice:
                 yield error
@@ -508,15 +557,22 @@ def watch_load(st: State, request, context):
                           f"at most {st.timing.max_watchers} WatchLoad streams")
         st.watchers += 1
     released = threading.Event()
+    # Set when the stream ends, its capability revision ends or the engine stops.
+    wake_up = threading.Event()
+    opened_revision = st.revision
+    with st.lock:
+        st.watch_wakes.add(wake_up)
     sending = [False]     # for the one_sender bug: this stream is blocked in a send
 
     def release():
         # On the RPC's end, whether or not this generator is ever resumed to run `finally`.
         if not released.is_set():
             released.set()
+            wake_up.set()
             with st.lock:
                 st.watchers -= 1
                 st.sending -= sending[0]
+                st.watch_wakes.discard(wake_up)
             if bugs.watch_cancel_aborts:
                 for job in list(st.jobs.values()):
                     job.stop_reason = "abort"
@@ -575,6 +631,11 @@ def watch_load(st: State, request, context):
         next_tick = time.monotonic() + period
         last_message = last_heartbeat = opened = time.monotonic()
         while context.is_active():
+            if st.run_state == events_pb2.ENGINE_STATE_STOPPING:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the engine is shutting down")
+            if st.revision != opened_revision and not bugs.revision_keeps_watches:
+                context.abort(grpc.StatusCode.ABORTED, f"capability revision {opened_revision} ended; "
+                                                       f"revision {st.revision} is current")
             now = time.monotonic()
             if bugs.watch_ends_after and now - opened >= bugs.watch_ends_after:
                 return
@@ -584,7 +645,7 @@ def watch_load(st: State, request, context):
             if wake > now:
                 # One wake per message: on a loaded machine every wake-up waits for a core, and
                 # each wait would add to the period, as the next tick counts from this one.
-                released.wait(wake - now)
+                wake_up.wait(wake - now)
                 continue
             if now >= next_tick:
                 # A send that blocked (a slow reader) skipped ticks: say how many were folded in.
@@ -610,6 +671,266 @@ def watch_load(st: State, request, context):
             last_message = time.monotonic()
     finally:
         release()
+
+
+# -- run state and health ----------------------------------------------------------------------------
+
+def health_statuses(st: State, main: bool = True) -> dict[str, int]:
+    """What health reports on the main address (or the admin address) in the current run state:
+    work services serve only while the engine does, control services throughout, `""` as
+    Inference (on the admin address: as Admin)."""
+    bugs = st.bugs
+    state = st.run_state
+    if state == events_pb2.ENGINE_STATE_STOPPING:
+        return {}     # enter_graceful_shutdown has set every name NOT_SERVING
+    working = state == events_pb2.ENGINE_STATE_SERVING or (
+        bugs.pause_health_unchanged and state == events_pb2.ENGINE_STATE_PAUSED)
+    if not main:
+        return {ADMIN: SERVING} if bugs.admin_address_no_overall else {"": SERVING, ADMIN: SERVING}
+    names = SERVICES + ((ADMIN,) if st.admin and st.admin_health is None else ())
+    out = {}
+    for name in names:
+        if bugs.health_service_missing and name == "openengine.v1.Observability":
+            continue
+        control_down = bugs.pause_stops_control and state == events_pb2.ENGINE_STATE_PAUSED
+        up = working if name in WORK_SERVICES else not control_down
+        out[name] = SERVING if up else NOT_SERVING
+    overall = out["openengine.v1.Inference"]
+    out[""] = NOT_SERVING if bugs.health_overall_not_serving else overall
+    return out
+
+
+def publish_health(st: State) -> None:
+    for name, status in health_statuses(st).items():
+        st.health.set(name, status)
+    if st.admin_health is not None:
+        for name, status in health_statuses(st, main=False).items():
+            st.admin_health.set(name, status)
+
+
+def set_run_state(st: State, state: int, reason: str) -> None:
+    """Health first, then the StateChanged event, so a client reacting to the event sees health
+    already in that state."""
+    with st.lock:
+        previous, st.run_state = st.run_state, state
+    if previous == state:
+        return
+    publish_health(st)
+    if st.bugs.resume_not_announced and state == events_pb2.ENGINE_STATE_SERVING:
+        return
+    emit(st, events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
+        previous=previous, state=state, reason=reason)))
+
+
+# -- runtime events ----------------------------------------------------------------------------------
+
+def emit(st: State, event: events_pb2.RuntimeEvent) -> None:
+    with st.lock:
+        for q in st.subscribers:
+            q.put(event)
+
+
+def subscribe_events(st: State, request, context):
+    bugs = st.bugs
+    inbox: queue.Queue = queue.Queue()
+    with st.lock:
+        if len(st.subscribers) >= MAX_SUBSCRIBERS:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"at most {MAX_SUBSCRIBERS} SubscribeRuntimeEvents streams")
+        st.subscribers.append(inbox)
+        current = st.run_state
+    done = threading.Event()
+
+    def release():
+        done.set()
+        inbox.put(None)
+        with st.lock:
+            if inbox in st.subscribers:
+                st.subscribers.remove(inbox)
+
+    context.add_callback(release)
+    sequence = -1 if bugs.events_from_zero else 0
+    try:
+        if request.initial_state and not bugs.initial_state_ignored:
+            inbox.put(events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
+                state=current, reason="the state when the stream opened")))
+        while not done.is_set():
+            event = inbox.get()
+            if event is None:
+                return
+            sequence += 1
+            yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=_now(), event=event)
+    finally:
+        release()
+
+
+# -- admin ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tokens:
+    full: str                      # may perform every admin operation
+    limited: str | None = None     # valid, but may perform none
+
+
+def guard(st: State, tokens: Tokens, fn, *, admin: bool = True):
+    """An Admin handler behind the bearer-token check. With the guard_on_every_service bug it
+    also wraps the other services, refusing a call that carries a wrong token."""
+    bugs = st.bugs
+
+    def verdict(context) -> tuple[grpc.StatusCode, str] | None:
+        header = dict(context.invocation_metadata()).get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        scheme_ok = scheme == "Bearer" if bugs.bearer_case_sensitive else scheme.lower() == "bearer"
+        if not header and not admin:
+            return None
+        if not scheme_ok or not token:
+            return grpc.StatusCode.UNAUTHENTICATED, "admin: a bearer token is required"
+        if hmac.compare_digest(token, tokens.full) or (bugs.any_token_accepted and admin):
+            return None
+        if tokens.limited and hmac.compare_digest(token, tokens.limited):
+            return None if bugs.limited_token_allowed or not admin else (
+                grpc.StatusCode.PERMISSION_DENIED, "admin: this token may not change the engine")
+        return grpc.StatusCode.UNAUTHENTICATED, "admin: the token is not valid"
+
+    def handle(request, context):
+        refused = verdict(context)
+        if refused:
+            context.abort(*refused)
+        return fn(request, context)
+
+    return handle
+
+
+def pause(st: State, request, context):
+    if request.mode not in (caps_pb.PAUSE_MODE_UNSPECIFIED, caps_pb.PAUSE_MODE_ABORT):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "mode: only PAUSE_MODE_ABORT is offered")
+    if st.run_state != events_pb2.ENGINE_STATE_SERVING:
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                      f"the engine is {events_pb2.EngineState.Name(st.run_state)}, not serving")
+    set_run_state(st, events_pb2.ENGINE_STATE_PAUSED, "paused by an operator")
+    aborted = end_all(st)
+    return admin_pb2.PauseGenerationResponse(aborted_requests=aborted)
+
+
+def resume(st: State, request, context):
+    paused = st.run_state == events_pb2.ENGINE_STATE_PAUSED
+    if paused:
+        set_run_state(st, events_pb2.ENGINE_STATE_SERVING, "resumed by an operator")
+    return admin_pb2.ResumeGenerationResponse(resumed=paused)
+
+
+def sleep(st: State, request, context):
+    if request.level > 1:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "level: at most 1 (max_sleep_level)")
+    if request.tags:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tags: this engine has no wake tags")
+    if st.run_state != events_pb2.ENGINE_STATE_SERVING:
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                      f"the engine is {events_pb2.EngineState.Name(st.run_state)}, not serving")
+    set_run_state(st, events_pb2.ENGINE_STATE_SLEEPING, "asleep")
+    end_all(st)
+    return admin_pb2.SleepResponse(released_bytes=0)
+
+
+def wake_up(st: State, request, context):
+    if request.tags:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tags: this engine has no wake tags")
+    if st.run_state == events_pb2.ENGINE_STATE_SLEEPING:
+        set_run_state(st, events_pb2.ENGINE_STATE_SERVING, "awake")
+    return admin_pb2.WakeUpResponse(awake=st.run_state != events_pb2.ENGINE_STATE_SLEEPING)
+
+
+def end_all(st: State) -> int:
+    """Abort every request held (pausing or sleeping in abort mode): retryable, elsewhere or later."""
+    with st.lock:
+        jobs = list(st.jobs.values())
+    for job in jobs:
+        job.retryable = True
+        job.stop_reason = "abort"
+    return len(jobs)
+
+
+def update_config(st: State, request, context):
+    bad = grpc.StatusCode.INVALID_ARGUMENT
+    changes = {}
+    for k, update in enumerate(request.updates):
+        where = f"updates[{k}]"
+        if update.limit != UPDATABLE:
+            context.abort(bad, f"{where}.limit: {update.limit!r} is not updatable here (only {UPDATABLE})")
+        if update.model:
+            context.abort(bad, f"{where}.model: {UPDATABLE} is an engine limit, not a model's")
+        if update.WhichOneof("value") != "uint_value":
+            context.abort(bad, f"{where}: {UPDATABLE} takes a uint_value")
+        limit = catalogue().limit(UPDATABLE)
+        low, high = limit.minimum or 0, limit.maximum
+        if update.uint_value < low or (high is not None and update.uint_value > high):
+            context.abort(bad, f"{where}.uint_value: {update.uint_value} is outside {low}..{high}")
+        changes[UPDATABLE] = update.uint_value
+    previous = st.revision
+    changed = [name for name, value in changes.items() if value != st.max_logprobs]
+    if request.validate_only or not changed:
+        return admin_pb2.UpdateConfigResponse(previous_revision=previous, revision=previous,
+                                              changed_limits=changed)
+    with st.lock:
+        st.max_logprobs = changes[UPDATABLE]
+        if not st.bugs.update_keeps_revision:
+            st.revision += 1
+        running = list(st.jobs.values())
+        wakes = list(st.watch_wakes)
+    if st.bugs.revision_aborts_unretryable:
+        for job in running:
+            job.stop_reason = "abort"
+    # The new revision is current: now end the streams of the old one and tell subscribers.
+    if not st.bugs.revision_keeps_watches:
+        for w in wakes:
+            w.set()
+    if st.revision != previous and not st.bugs.revision_event_missing:
+        emit(st, events_pb2.RuntimeEvent(capability_revision_changed=events_pb2.CapabilityRevisionChanged(
+            previous_revision=previous, revision=st.revision)))
+    return admin_pb2.UpdateConfigResponse(previous_revision=previous, revision=st.revision,
+                                          changed_limits=changed)
+
+
+MAX_DRAIN_DEADLINE_MS = 600_000
+
+
+def drain(st: State, request, context):
+    """Stop taking work, report what remains every 50 ms, abort what is left at the deadline."""
+    deadline_ms = min(request.deadline_ms, MAX_DRAIN_DEADLINE_MS) if request.HasField("deadline_ms") \
+        else MAX_DRAIN_DEADLINE_MS
+    set_run_state(st, events_pb2.ENGINE_STATE_DRAINING, "draining")
+    until = time.monotonic() + deadline_ms / 1000
+    aborted = 0
+    while True:
+        with st.lock:
+            remaining = len(st.jobs)
+        if remaining and time.monotonic() >= until and not aborted:
+            aborted = end_all(st)
+        done = remaining == 0
+        yield admin_pb2.DrainResponse(remaining_requests=remaining, aborted_requests=aborted, done=done,
+                                      timestamp=_now())
+        if done or not context.is_active():
+            return
+        time.sleep(0.05)
+
+
+def admin_handlers(st: State, tokens: Tokens, unary, stream) -> dict:
+    def guarded(fn):
+        return guard(st, tokens, lambda r, c: fn(st, r, c))
+
+    return {
+        "Drain": stream(guarded(drain), admin_pb2.DrainRequest, admin_pb2.DrainResponse),
+        "PauseGeneration": unary(guarded(pause), admin_pb2.PauseGenerationRequest,
+                                 admin_pb2.PauseGenerationResponse),
+        "ResumeGeneration": unary(guarded(resume), admin_pb2.ResumeGenerationRequest,
+                                  admin_pb2.ResumeGenerationResponse),
+        "Sleep": unary(guarded(sleep), admin_pb2.SleepRequest, admin_pb2.SleepResponse),
+        "WakeUp": unary(guarded(wake_up), admin_pb2.WakeUpRequest, admin_pb2.WakeUpResponse),
+        "ResetPrefixCache": unary(guarded(lambda st, r, c: admin_pb2.ResetPrefixCacheResponse(reset=True)),
+                                  admin_pb2.ResetPrefixCacheRequest, admin_pb2.ResetPrefixCacheResponse),
+        "UpdateConfig": unary(guarded(update_config), admin_pb2.UpdateConfigRequest,
+                              admin_pb2.UpdateConfigResponse),
+    }
 
 
 # -- server ----------------------------------------------------------------------------------------
@@ -687,61 +1008,94 @@ class OtherEngine:
     """`with OtherEngine(bugs=Bugs(...)) as engine: engine.address`
 
     `tls=(key_pem, certificate_pem)` serves over TLS only, as an engine behind TLS does;
-    `client_ca` (PEM) then also requires a client certificate it signed."""
+    `client_ca` (PEM) then also requires a client certificate it signed.
+
+    Options, each off by default so the plain engine stays small:
+    `admin_token` serves `openengine.admin` behind that bearer token (`limited_token`: a valid
+    token that may do nothing), on the main address or, with `admin_address`, on one of its own
+    (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`; `stoppable`
+    gives `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
 
     def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
-                 tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None):
-        self.state = State(bugs, timing)
+                 tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
+                 admin_token: str | None = None, limited_token: str | None = None,
+                 admin_address: bool = False, runtime_events: bool = False, stoppable: bool = False):
+        self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
         unary = functools.partial(_unary, unparsed_unknown=bugs.undecodable_unknown)
         stream = functools.partial(_stream, unparsed_unknown=bugs.undecodable_unknown)
+        tokens = Tokens(admin_token, limited_token) if admin_token else None
+
+        def open_to_all(fn):
+            """A non-Admin handler: unguarded, unless the guard_on_every_service bug wraps it."""
+            return guard(st, tokens, fn, admin=False) if tokens and bugs.guard_on_every_service else fn
+
         handlers = {
             "openengine.v1.Discovery": {
-                "GetEngineInfo": unary(lambda r, c: engine_info(st), discovery_pb2.GetEngineInfoRequest,
-                                        discovery_pb2.EngineInfo),
-                "GetCapabilities": unary(lambda r, c: capabilities(st), discovery_pb2.GetCapabilitiesRequest,
-                                          caps_pb.Capabilities),
-                "GetModelInfo": unary(lambda r, c: model_info(st, r, c), discovery_pb2.GetModelInfoRequest,
-                                       discovery_pb2.ModelInfo),
+                "GetEngineInfo": unary(open_to_all(lambda r, c: engine_info(st)),
+                                       discovery_pb2.GetEngineInfoRequest, discovery_pb2.EngineInfo),
+                "GetCapabilities": unary(open_to_all(lambda r, c: capabilities(st)),
+                                         discovery_pb2.GetCapabilitiesRequest, caps_pb.Capabilities),
+                "GetModelInfo": unary(open_to_all(lambda r, c: model_info(st, r, c)),
+                                      discovery_pb2.GetModelInfoRequest, discovery_pb2.ModelInfo),
             },
             "openengine.v1.Inference": {
-                "Generate": stream(lambda r, c: generate(st, r, c), gen_pb.GenerateRequest,
-                                    gen_pb.GenerateResponse),
+                "Generate": stream(open_to_all(lambda r, c: generate(st, r, c)), gen_pb.GenerateRequest,
+                                   gen_pb.GenerateResponse),
             },
             "openengine.v1.Lifecycle": {
-                "Abort": unary(lambda r, c: abort(st, r, c), lifecycle_pb2.AbortRequest,
-                                lifecycle_pb2.AbortResponse),
+                "Abort": unary(open_to_all(lambda r, c: abort(st, r, c)), lifecycle_pb2.AbortRequest,
+                               lifecycle_pb2.AbortResponse),
             },
             "openengine.v1.Observability": {
-                "GetLoad": unary(lambda r, c: st.get_load(r.per_rank), load_pb2.GetLoadRequest, load_pb2.LoadInfo),
-                "WatchLoad": stream(lambda r, c: watch_load(st, r, c), load_pb2.WatchLoadRequest,
-                                     load_pb2.WatchLoadResponse),
+                "GetLoad": unary(open_to_all(lambda r, c: st.get_load(r.per_rank)), load_pb2.GetLoadRequest,
+                                 load_pb2.LoadInfo),
+                "WatchLoad": stream(open_to_all(lambda r, c: watch_load(st, r, c)), load_pb2.WatchLoadRequest,
+                                    load_pb2.WatchLoadResponse),
             },
         }
+        if runtime_events:
+            handlers["openengine.v1.Observability"]["SubscribeRuntimeEvents"] = stream(
+                open_to_all(lambda r, c: subscribe_events(st, r, c)), events_pb2.SubscribeRuntimeEventsRequest,
+                events_pb2.SubscribeRuntimeEventsResponse)
+        self.admin_server = None
+        if tokens and admin_address:
+            # Admin on an address of its own, with its own health (REQ-ADMIN-001); the main
+            # address answers Admin with UNIMPLEMENTED.
+            self.admin_server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+                                            options=[("grpc.so_reuseport", 0)])
+            st.admin_health = _Health()
+            self.admin_server.add_generic_rpc_handlers((
+                grpc.method_handlers_generic_handler(ADMIN, admin_handlers(st, tokens, unary, stream)),
+                grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
+                    "Check": unary(st.admin_health.Check, health_pb2.HealthCheckRequest,
+                                   health_pb2.HealthCheckResponse),
+                    "Watch": stream(st.admin_health.Watch, health_pb2.HealthCheckRequest,
+                                    health_pb2.HealthCheckResponse)})))
+            self.admin_port = self.admin_server.add_insecure_port("127.0.0.1:0")
+        elif tokens:
+            handlers[ADMIN] = admin_handlers(st, tokens, unary, stream)
         if bugs.discovery_under_short_name:
             handlers["openengine.Discovery"] = handlers["openengine.v1.Discovery"]
         if bugs.abort_unimplemented:
             del handlers["openengine.v1.Lifecycle"]["Abort"]
         if bugs.watch_unimplemented:
             del handlers["openengine.v1.Observability"]["WatchLoad"]
-        self.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
-        for name in ("",) + SERVICES:
-            if bugs.health_service_missing and name == "openengine.v1.Observability":
-                continue
-            serving = not (bugs.health_overall_not_serving and name == "")
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING if serving
-                            else health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.health = st.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
+        publish_health(st)
         watch = self.health.Watch
         if bugs.health_watch_waits:
             watch = _silent_watch
         elif bugs.health_watch_unknown_ends:
             watch = _watch_ending_for_unknown(self.health, ("",) + SERVICES)
         handlers["grpc.health.v1.Health"] = {
-            "Check": unary(self.health.Check, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "Watch": stream(watch, health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
-            "List": unary(self.health.List, health_pb2.HealthListRequest, health_pb2.HealthListResponse),
+            "Check": unary(open_to_all(self.health.Check), health_pb2.HealthCheckRequest,
+                           health_pb2.HealthCheckResponse),
+            "Watch": stream(open_to_all(watch), health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+            "List": unary(open_to_all(self.health.List), health_pb2.HealthListRequest,
+                          health_pb2.HealthListResponse),
         }
         if bugs.health_list_unimplemented:
             del handlers["grpc.health.v1.Health"]["List"]
@@ -755,15 +1109,62 @@ class OtherEngine:
             creds = grpc.ssl_server_credentials([tls], root_certificates=client_ca,
                                                 require_client_auth=client_ca is not None)
             self.port = self.server.add_secure_port("127.0.0.1:0", creds)
+        self._fifo_dir = tempfile.mkdtemp(prefix="otherengine-") if stoppable else None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def admin_address(self) -> str:
+        return f"127.0.0.1:{self.admin_port}"
+
+    @property
+    def shutdown_command(self) -> str:
+        """Writing to a FIFO the engine reads: the engine then shuts down gracefully."""
+        return f"echo stop > {os.path.join(self._fifo_dir, 'stop')}"
+
     def __enter__(self) -> "OtherEngine":
         self.server.start()
+        if self.admin_server is not None:
+            self.admin_server.start()
+        if self._fifo_dir:
+            fifo = os.path.join(self._fifo_dir, "stop")
+            os.mkfifo(fifo)
+            threading.Thread(target=self._stop_when_told, args=(fifo,), daemon=True).start()
         return self
 
+    def _stop_when_told(self, fifo: str) -> None:
+        with open(fifo) as told:
+            told.read()
+        if self.state.run_state != events_pb2.ENGINE_STATE_STOPPING:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Health NOT_SERVING everywhere (sent on every Watch), WatchLoad streams ended UNAVAILABLE,
+        then the server stops; with the shutdown_abrupt bug it just stops."""
+        st = self.state
+        if not st.bugs.shutdown_abrupt:
+            for servicer in (self.health, st.admin_health):
+                if servicer is not None:
+                    servicer.enter_graceful_shutdown()
+            set_run_state(st, events_pb2.ENGINE_STATE_STOPPING, "shutting down")
+            with st.lock:
+                wakes = list(st.watch_wakes)
+            for w in wakes:
+                w.set()
+        self.server.stop(grace=0 if st.bugs.shutdown_abrupt else 0.5)
+        if self.admin_server is not None:
+            self.admin_server.stop(grace=0)
+
     def __exit__(self, *exc) -> None:
+        if self._fifo_dir:
+            # Unblocks the reader of a FIFO nobody wrote to.
+            with contextlib.suppress(OSError):
+                os.close(os.open(os.path.join(self._fifo_dir, "stop"), os.O_WRONLY | os.O_NONBLOCK))
         self.health.enter_graceful_shutdown()
         self.server.stop(grace=0.5).wait(5)
+        if self.admin_server is not None:
+            self.admin_server.stop(grace=0).wait(5)
+        if self._fifo_dir:
+            shutil.rmtree(self._fifo_dir, ignore_errors=True)
