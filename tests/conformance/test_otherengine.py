@@ -4,13 +4,18 @@ every bug variant, each caught by the case meant for it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 
-from openengine.conformance import Outcome, all_cases
+from openengine.conformance import Options, Outcome, all_cases, run_suite as run_options
 
 from tests.conformance.conftest import failed, run_suite
-from tests.conformance.otherengine import Bugs, OtherEngine
-from tests.conformance.otherengine.variants import VARIANTS
+from tests.conformance.otherengine import Bugs, OtherEngine, Timing
+from tests.conformance.otherengine.variants import VARIANTS, Serves
+
+ADMIN_TOKEN, LIMITED_TOKEN = "otherengine-admin", "otherengine-no-rights"
 
 # Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
 pytestmark = pytest.mark.waits
@@ -19,6 +24,20 @@ pytestmark = pytest.mark.waits
 def _run(bugs: Bugs = Bugs(), **kw):
     with OtherEngine(bugs=bugs) as engine:
         return run_suite(engine.address, admin_token=None, **kw)
+
+
+@contextlib.contextmanager
+def _serving(serves: Serves, bugs: Bugs = Bugs(), timing: Timing = Timing()):
+    """The engine with the optional parts `serves` names, and runner options that reach them."""
+    with OtherEngine(bugs=bugs, timing=timing, admin_token=ADMIN_TOKEN if serves.admin else None,
+                     limited_token=LIMITED_TOKEN, admin_address=serves.admin_address,
+                     runtime_events=serves.runtime_events, stoppable=serves.stoppable) as engine:
+        yield engine, Options(
+            target=engine.address,
+            admin_token=ADMIN_TOKEN if serves.admin else None,
+            admin_limited_token=LIMITED_TOKEN if serves.admin else None,
+            admin_target=engine.admin_address if serves.admin_address else None,
+            shutdown_command=engine.shutdown_command if serves.stoppable else None)
 
 
 @pytest.mark.slow
@@ -48,8 +67,8 @@ def test_a_correct_engine_conforms_with_no_load_requirement_unchecked():
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_bug_variant_is_caught_by_its_case(variant):
     v = VARIANTS[variant]
-    with OtherEngine(bugs=v.bugs, timing=v.timing) as engine:
-        report = run_suite(engine.address, admin_token=None, patterns=list(v.patterns))
+    with _serving(v.serves, v.bugs, v.timing) as (_, options):
+        report = asyncio.run(run_options(options, patterns=list(v.patterns)))
     bad = failed(report)
     assert v.cases <= set(bad), f"{variant}: {sorted(v.cases - set(bad))} passed; failures: {bad}"
     # The reason that names the bug is one of the cases meant to catch it, not a bystander's.
@@ -64,3 +83,33 @@ def test_each_variant_is_meant_to_be_caught_by_cases_that_observe_what_it_breaks
     for name, v in VARIANTS.items():
         cited = {req for case in v.cases for req in by_id[case].requirements}
         assert set(v.breaks) & cited, f"{name} breaks {v.breaks}; its cases cite {sorted(cited)}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_correct_engine_with_admin_and_runtime_events_conforms_with_nothing_checkable_unchecked():
+    with _serving(Serves(admin=True, runtime_events=True, stoppable=True)) as (_, options):
+        report = asyncio.run(run_options(options))
+    assert failed(report) == {}, report.verdict
+    outcomes = {r.id: r.outcome for r in report.results}
+    # Left unchecked only what no engine with these profiles could show: logit_bias is off, and
+    # the registry has no double-typed updatable limit for a NaN to be refused in.
+    assert {case for case, o in outcomes.items() if o is Outcome.UNCHECKED} == {
+        "core.numbers.logit-bias", "admin.numbers.update-config"}
+    for case in ("admin.update-config", "admin.permission-denied", "admin.drain", "core.shutdown.graceful",
+                 "events.initial-state", "events.state-follows-health", "health.pause.work-unavailable",
+                 "core.revision.unchanged-by-state"):
+        assert outcomes[case] is Outcome.PASS, case
+    assert outcomes["admin.own-address-health"] is Outcome.SKIP      # Admin is on the main address
+    assert report.exit_code == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_correct_engine_with_admin_on_its_own_address_conforms():
+    with _serving(Serves(admin=True, admin_address=True)) as (_, options):
+        report = asyncio.run(run_options(options, patterns=["admin.*", "health.*", "core.rpcs.served"]))
+    assert failed(report) == {}, report.verdict
+    outcomes = {r.id: r.outcome for r in report.results}
+    assert outcomes["admin.own-address-health"] is Outcome.PASS
+    assert outcomes["admin.rpcs.served"] is Outcome.PASS
+    assert outcomes["health.check.advertised-services"] is Outcome.PASS

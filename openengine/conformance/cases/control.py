@@ -256,7 +256,9 @@ async def admin_update(ctx: Context):
         watch = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0),
                                             timeout=ctx.options.case_timeout)
         await watch.read()
-    running = ctx.inference.Generate(ctx.generate_request(max_tokens=min(40, ctx.long_generation_tokens())))
+    # A request that cannot end early on an EOS token, so that it can be running at the change.
+    tokens = min(40, ctx.long_generation_tokens())
+    running = ctx.inference.Generate(ctx.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True))
     await running.read()
     try:
         if events:

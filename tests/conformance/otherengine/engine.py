@@ -133,7 +133,7 @@ class Bugs:
     limited_token_allowed: bool = False    # the limited token may pause the engine (REQ-ADMIN-003)
     guard_on_every_service: bool = False   # a wrong admin token is refused on every service (REQ-ADMIN-004)
     bearer_case_sensitive: bool = False    # only the scheme spelled "Bearer" is accepted (REQ-ADMIN-006)
-    admin_address_no_overall: bool = False   # the admin address's health has no "" (REQ-ADMIN-001)
+    admin_address_overall_down: bool = False   # the admin address reports "" NOT_SERVING: it has no Inference (REQ-ADMIN-001)
     pause_health_unchanged: bool = False   # pausing leaves every health status SERVING (REQ-HEALTH-007)
     paused_refuses_exhausted: bool = False   # Generate while paused fails RESOURCE_EXHAUSTED (REQ-HEALTH-008)
     pause_stops_control: bool = False      # pausing turns the control services NOT_SERVING too (REQ-HEALTH-009)
@@ -686,7 +686,7 @@ def health_statuses(st: State, main: bool = True) -> dict[str, int]:
     working = state == events_pb2.ENGINE_STATE_SERVING or (
         bugs.pause_health_unchanged and state == events_pb2.ENGINE_STATE_PAUSED)
     if not main:
-        return {ADMIN: SERVING} if bugs.admin_address_no_overall else {"": SERVING, ADMIN: SERVING}
+        return {"": NOT_SERVING if bugs.admin_address_overall_down else SERVING, ADMIN: SERVING}
     names = SERVICES + ((ADMIN,) if st.admin and st.admin_health is None else ())
     out = {}
     for name in names:
@@ -754,8 +754,11 @@ def subscribe_events(st: State, request, context):
         if request.initial_state and not bugs.initial_state_ignored:
             inbox.put(events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
                 state=current, reason="the state when the stream opened")))
-        while not done.is_set():
-            event = inbox.get()
+        while not done.is_set() and context.is_active():
+            try:
+                event = inbox.get(timeout=0.1)
+            except queue.Empty:
+                continue
             if event is None:
                 return
             sequence += 1

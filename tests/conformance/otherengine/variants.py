@@ -17,6 +17,20 @@ from tests.conformance.otherengine.engine import Bugs, Timing
 
 
 @dataclass(frozen=True)
+class Serves:
+    """The optional parts of the engine a variant needs (OtherEngine's options)."""
+
+    admin: bool = False            # openengine.admin behind a token, and a limited token
+    admin_address: bool = False    # Admin on an address of its own
+    runtime_events: bool = False
+    stoppable: bool = False        # the runner gets a shutdown command
+
+
+ADMIN = Serves(admin=True)
+EVENTS = Serves(admin=True, runtime_events=True)
+
+
+@dataclass(frozen=True)
 class Variant:
     bugs: Bugs
     breaks: tuple[str, ...]          # assertion ids (or whole requirement ids) it breaks
@@ -24,14 +38,16 @@ class Variant:
     cases: frozenset[str]            # the cases meant to catch it: each must fail
     says: str                        # words of the reason one of them gives
     timing: Timing = Timing()
+    serves: Serves = Serves()
 
 
 def _v(breaks: str | tuple[str, ...], patterns: str | tuple[str, ...], says: str,
-       cases: str | tuple[str, ...] | None = None, timing: Timing = Timing(), **bugs) -> Variant:
+       cases: str | tuple[str, ...] | None = None, timing: Timing = Timing(), serves: Serves = Serves(),
+       **bugs) -> Variant:
     breaks = (breaks,) if isinstance(breaks, str) else breaks
     patterns = (patterns,) if isinstance(patterns, str) else patterns
     caught = (cases,) if isinstance(cases, str) else cases if cases else patterns
-    return Variant(Bugs(**bugs), breaks, patterns, frozenset(caught), says, timing)
+    return Variant(Bugs(**bugs), breaks, patterns, frozenset(caught), says, timing, serves)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -153,6 +169,46 @@ VARIANTS: dict[str, Variant] = {
                                    nan_temperature_accepted=True),
     "undecodable-unknown": _v("REQ-SVC-006", "core.wire.undecodable", "UNKNOWN, not INTERNAL",
                               undecodable_unknown=True),
+    # -- with Admin, runtime events, an admin address, a shutdown command ------------------------
+    "admin-address-overall-down": _v("REQ-ADMIN-001", "admin.own-address-health",
+                                     "Check(\"\") is NOT_SERVING, Admin is SERVING",
+                                     serves=Serves(admin=True, admin_address=True), admin_address_overall_down=True),
+    "any-token-accepted": _v("REQ-ADMIN-002", "admin.unauthenticated", "with a wrong token was performed",
+                             serves=ADMIN, any_token_accepted=True),
+    "limited-token-allowed": _v("REQ-ADMIN-003", "admin.permission-denied", "lacking the permission was performed",
+                                serves=ADMIN, limited_token_allowed=True),
+    "guard-on-every-service": _v("REQ-ADMIN-004", "admin.guard-isolated", "with a wrong admin token",
+                                 serves=ADMIN, guard_on_every_service=True),
+    "bearer-case-sensitive": _v("REQ-ADMIN-006", "admin.bearer-scheme-case", "bearer",
+                                serves=ADMIN, bearer_case_sensitive=True),
+    "pause-health-unchanged": _v("REQ-HEALTH-007", "health.pause.work-not-serving",
+                                 "openengine.v1.Inference is SERVING while paused",
+                                 serves=ADMIN, pause_health_unchanged=True),
+    "paused-refuses-exhausted": _v("REQ-HEALTH-008", "health.pause.work-unavailable",
+                                   "failed with RESOURCE_EXHAUSTED, not UNAVAILABLE",
+                                   serves=ADMIN, paused_refuses_exhausted=True),
+    "pause-stops-control": _v("REQ-HEALTH-009", "health.pause.control-serving", "is NOT_SERVING",
+                              serves=ADMIN, pause_stops_control=True),
+    "shutdown-abrupt": _v("REQ-HEALTH-010", "core.shutdown.graceful", "ended without NOT_SERVING",
+                          serves=Serves(stoppable=True), shutdown_abrupt=True),
+    "resume-not-announced": _v("REQ-HEALTH-011", "events.state-follows-health",
+                               "no StateChanged SERVING after resume event", serves=EVENTS,
+                               resume_not_announced=True),
+    "events-from-zero": _v("REQ-EVENTS-001", "events.initial-state", "sequences start at 1", serves=EVENTS,
+                           events_from_zero=True),
+    "initial-state-ignored": _v("REQ-EVENTS-002", "events.initial-state", "no event within", serves=EVENTS,
+                                initial_state_ignored=True),
+    "update-keeps-revision": _v("REQ-REV-003", "admin.update-config", "revision 1 after changing",
+                                serves=EVENTS, update_keeps_revision=True),
+    "revision-event-missing": _v("REQ-REV-005", "admin.update-config", "no CapabilityRevisionChanged event",
+                                 serves=EVENTS, revision_event_missing=True),
+    "revision-keeps-watches": _v("REQ-REV-006", "admin.update-config", "stayed open after the revision changed",
+                                 serves=EVENTS, revision_keeps_watches=True),
+    # Tokens slow enough that the request is still running when the revision changes.
+    "revision-aborts-unretryable": _v("REQ-REV-007", "admin.update-config",
+                                      "neither completed nor ended with a retryable ERROR_CODE_ABORTED",
+                                      serves=EVENTS, timing=Timing(token_seconds=(0.02, 0.03)),
+                                      revision_aborts_unretryable=True),
     # -- openengine.load ---------------------------------------------------------------------------
     "getload-no-timestamp": _v("REQ-LOAD-001.1", "load.getload.complete", "LoadInfo.timestamp is not set",
                                getload_no_timestamp=True),
