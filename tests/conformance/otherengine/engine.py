@@ -5,8 +5,10 @@ It is deliberately unlike `openengine.engine`: a plain synchronous `grpc.server`
 pool, handlers registered as functions (no servicer classes, no descriptor-driven routing), one
 thread per request that pushes tokens into a queue, and other timing: tokens every 1 to 3 ms, an
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
-a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load` only (no
-Admin). `Bugs` switches on one wrong behaviour at a time, each a finding the runner must catch.
+a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
+options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
+of its own, `openengine.runtime-events`, and a shell command that shuts it down gracefully. `Bugs`
+switches on one wrong behaviour at a time, each a finding the runner must catch.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The test engine's bug variants as data: for each, the wrong behaviour (`Bugs`, and `Timing`
-where the behaviour needs a feature the default engine lacks), the clauses of the spec it
-breaks (assertion ids, or a requirement's id when it is stated as one), the cases meant to catch
-it, and words of the reason a catching case gives.
+or `Serves` where the behaviour needs a feature the default engine lacks), the clauses of the
+spec it breaks (assertion ids, or a requirement's id when it is stated as one), the cases meant
+to catch it, and words of the reason a catching case gives.
 
 `tests/conformance/test_otherengine.py` runs each one and requires its cases to fail with those
 words; `oespec conformance --matrix`, run in a checkout, reads `breaks` to say which variant
 breaks each clause, and `tests/conformance/test_matrix.py` requires one for every clause of the
-CORE, CAP and LOAD areas.
+areas it names complete.
 """
 
 from __future__ import annotations
