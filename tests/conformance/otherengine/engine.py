@@ -7,7 +7,7 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, and a shell command that shuts it down gracefully. `Bugs`
+of its own, `openengine.runtime-events`, `openengine.sessions`, and a shell command that shuts it down gracefully. `Bugs`
 switches on one wrong behaviour at a time, each a finding the runner must catch.
 """
 
@@ -37,7 +37,7 @@ from grpc_status import rpc_status
 from openengine.contract import WORK_SERVICES, catalogue, number_domains
 from openengine.v1 import (
     admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, events_pb2,
-    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2,
+    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, sessions_pb2,
 )
 
 MODEL = "tiny"
@@ -50,6 +50,9 @@ SERVICES = ("openengine.v1.Discovery", "openengine.v1.Inference", "openengine.v1
 ADMIN = "openengine.v1.Admin"
 UPDATABLE = "openengine.core.max_logprobs"     # the one limit UpdateConfig changes
 MAX_SUBSCRIBERS = 8
+SESSIONS = "openengine.v1.Sessions"
+MAX_SESSIONS = 4
+DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS = 60_000, 120_000
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
 
@@ -147,6 +150,7 @@ class Bugs:
     revision_event_missing: bool = False   # no CapabilityRevisionChanged is sent (REQ-REV-005)
     revision_keeps_watches: bool = False   # WatchLoad streams outlive a revision change (REQ-REV-006)
     revision_aborts_unretryable: bool = False   # a revision change aborts running requests, not retryable (REQ-REV-007)
+    session_ttl_unclamped: bool = False    # a ttl above max_session_ttl_ms is kept (REQ-SESS-001)
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,7 @@ class State:
     cached: tuple = (0.0, None)      # (monotonic time, LoadInfo) for the load_cached_seconds bug
     admin: bool = False          # openengine.admin is advertised
     events: bool = False         # openengine.runtime-events is advertised
+    sessions: dict | None = None  # session id -> SessionInfo, when openengine.sessions is advertised
     run_state: int = events_pb2.ENGINE_STATE_SERVING
     health: health.HealthServicer | None = None         # the main address's
     admin_health: health.HealthServicer | None = None   # the admin address's, when it has one
@@ -345,6 +350,11 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.admin.pause_modes.append(caps_pb.PAUSE_MODE_ABORT)
         out.admin.max_sleep_level = 1
         out.admin.updatable_limits.append(UPDATABLE)
+    if st.sessions is not None:
+        out.profiles.add(name="openengine.sessions", major=1, minor=0)
+        out.sessions.max_sessions = MAX_SESSIONS
+        out.sessions.default_session_ttl_ms = DEFAULT_SESSION_TTL_MS
+        out.sessions.max_session_ttl_ms = MAX_SESSION_TTL_MS
     if st.events:
         out.profiles.add(name="openengine.runtime-events", major=1, minor=0)
         out.runtime_events.event_kinds.extend([caps_pb.RUNTIME_EVENT_KIND_CAPABILITY_REVISION_CHANGED,
@@ -393,6 +403,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     if request.model not in ("", MODEL):
         code = bad if st.bugs.unknown_model_invalid else grpc.StatusCode.NOT_FOUND
         return code, f"model: no model {request.model!r}"
+    if request.session_id and request.session_id not in live_sessions(st):
+        return grpc.StatusCode.NOT_FOUND, f"session_id: no open session {request.session_id!r}"
     prompt = request.text or list(request.token_ids.ids)
     if not prompt:
         return bad, "prompt: empty"
@@ -689,7 +701,8 @@ def health_statuses(st: State, main: bool = True) -> dict[str, int]:
         bugs.pause_health_unchanged and state == events_pb2.ENGINE_STATE_PAUSED)
     if not main:
         return {"": NOT_SERVING if bugs.admin_address_overall_down else SERVING, ADMIN: SERVING}
-    names = SERVICES + ((ADMIN,) if st.admin and st.admin_health is None else ())
+    names = SERVICES + ((ADMIN,) if st.admin and st.admin_health is None else ()) \
+        + ((SESSIONS,) if st.sessions is not None else ())
     out = {}
     for name in names:
         if bugs.health_service_missing and name == "openengine.v1.Observability":
@@ -767,6 +780,54 @@ def subscribe_events(st: State, request, context):
             yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=_now(), event=event)
     finally:
         release()
+
+
+# -- sessions -------------------------------------------------------------------------------------------
+
+def live_sessions(st: State) -> dict:
+    """Open sessions whose time to live has not run out (expired ones are dropped here)."""
+    if st.sessions is None:
+        return {}
+    now = time.time()
+    with st.lock:
+        for sid in [sid for sid, info in st.sessions.items() if info.expires_at.ToSeconds() <= now]:
+            del st.sessions[sid]
+        return dict(st.sessions)
+
+
+def open_session(st: State, request, context):
+    if request.model not in ("", MODEL):
+        context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
+    if request.HasField("ttl_ms") and not request.ttl_ms:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "ttl_ms: at least 1 when set")
+    ttl = request.ttl_ms if request.HasField("ttl_ms") else DEFAULT_SESSION_TTL_MS
+    if not st.bugs.session_ttl_unclamped:
+        ttl = min(ttl, MAX_SESSION_TTL_MS)
+    sid = request.session_id or uuid.uuid4().hex
+    live_sessions(st)
+    expires = timestamp_pb2.Timestamp()
+    expires.FromMilliseconds(int(time.time() * 1000) + ttl)
+    info = sessions_pb2.SessionInfo(session_id=sid, model=MODEL, capacity_tokens=request.capacity_tokens,
+                                    ttl_ms=ttl, expires_at=expires)
+    with st.lock:
+        if sid in st.sessions:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, f"session_id: {sid!r} is open")
+        if len(st.sessions) >= MAX_SESSIONS:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most {MAX_SESSIONS} open sessions")
+        st.sessions[sid] = info
+    return sessions_pb2.OpenSessionResponse(session=info)
+
+
+def close_session(st: State, request, context):
+    live_sessions(st)
+    with st.lock:
+        closed = st.sessions.pop(request.session_id, None) is not None
+    return sessions_pb2.CloseSessionResponse(closed=closed)
+
+
+def list_sessions(st: State, request, context):
+    return sessions_pb2.ListSessionsResponse(sessions=[
+        info for info in live_sessions(st).values() if request.model in ("", info.model)])
 
 
 # -- admin ---------------------------------------------------------------------------------------------
@@ -1018,14 +1079,17 @@ class OtherEngine:
     Options, each off by default so the plain engine stays small:
     `admin_token` serves `openengine.admin` behind that bearer token (`limited_token`: a valid
     token that may do nothing), on the main address or, with `admin_address`, on one of its own
-    (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`; `stoppable`
+    (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`, `sessions`
+    `openengine.sessions`; `stoppable`
     gives `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
 
     def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  admin_token: str | None = None, limited_token: str | None = None,
-                 admin_address: bool = False, runtime_events: bool = False, stoppable: bool = False):
-        self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events)
+                 admin_address: bool = False, runtime_events: bool = False, sessions: bool = False,
+                 stoppable: bool = False):
+        self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events,
+                           sessions={} if sessions else None)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
@@ -1065,6 +1129,15 @@ class OtherEngine:
             handlers["openengine.v1.Observability"]["SubscribeRuntimeEvents"] = stream(
                 open_to_all(lambda r, c: subscribe_events(st, r, c)), events_pb2.SubscribeRuntimeEventsRequest,
                 events_pb2.SubscribeRuntimeEventsResponse)
+        if sessions:
+            handlers[SESSIONS] = {
+                "OpenSession": unary(open_to_all(lambda r, c: open_session(st, r, c)),
+                                     sessions_pb2.OpenSessionRequest, sessions_pb2.OpenSessionResponse),
+                "CloseSession": unary(open_to_all(lambda r, c: close_session(st, r, c)),
+                                      sessions_pb2.CloseSessionRequest, sessions_pb2.CloseSessionResponse),
+                "ListSessions": unary(open_to_all(lambda r, c: list_sessions(st, r, c)),
+                                      sessions_pb2.ListSessionsRequest, sessions_pb2.ListSessionsResponse),
+            }
         self.admin_server = None
         if tokens and admin_address:
             # Admin on an address of its own, with its own health (REQ-ADMIN-001); the main

@@ -23,6 +23,7 @@ class Serves:
     admin: bool = False            # openengine.admin behind a token, and a limited token
     admin_address: bool = False    # Admin on an address of its own
     runtime_events: bool = False
+    sessions: bool = False
     stoppable: bool = False        # the runner gets a shutdown command
 
 
@@ -209,6 +210,8 @@ VARIANTS: dict[str, Variant] = {
                                       "neither completed nor ended with a retryable ERROR_CODE_ABORTED",
                                       serves=EVENTS, timing=Timing(token_seconds=(0.02, 0.03)),
                                       revision_aborts_unretryable=True),
+    "session-ttl-unclamped": _v("REQ-SESS-001", "sessions.ttl-clamped", "expected 120000 ms",
+                                serves=Serves(sessions=True), session_ttl_unclamped=True),
     # -- openengine.load ---------------------------------------------------------------------------
     "getload-no-timestamp": _v("REQ-LOAD-001.1", "load.getload.complete", "LoadInfo.timestamp is not set",
                                getload_no_timestamp=True),
