@@ -195,7 +195,13 @@ async def abort_queued(ctx: Context):
             raise Unchecked(f"the running requests had streamed {sat.progress} of their {total} "
                             "tokens when Abort answered, too far along to tell whether the queued "
                             "request was ended before a slot freed")
-        if not await sat.until_slots_free_or(sat.queued, total):
+        freed_first = not await sat.until_slots_free_or(sat.queued, total)
+        if not freed_first:
+            # The client may read a running stream's last messages late; the engine's own count
+            # is not late: a running request it no longer counts ended before the queued one.
+            counts = await ctx.busy()
+            freed_first = counts is not None and counts[0] < len(sat.running)
+        if freed_first:
             await asyncio.wait([sat.queued.task], timeout=ctx.options.rpc_timeout)
             problem = sat.queued.aborted_problem("the aborted queued request")
             raise Failed(problem + ", and a running request reached its end first" if problem else
