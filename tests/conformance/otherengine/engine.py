@@ -7,7 +7,7 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, `openengine.sessions`, and a shell command that shuts it down gracefully. `Bugs`
+of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, and a shell command that shuts it down gracefully. `Bugs`
 switches on one wrong behaviour at a time, each a finding the runner must catch.
 """
 
@@ -37,7 +37,7 @@ from grpc_status import rpc_status
 from openengine.contract import WORK_SERVICES, catalogue, number_domains
 from openengine.v1 import (
     admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, events_pb2,
-    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, sessions_pb2,
+    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, sessions_pb2, tasks_pb2,
 )
 
 MODEL = "tiny"
@@ -53,6 +53,8 @@ MAX_SUBSCRIBERS = 8
 SESSIONS = "openengine.v1.Sessions"
 MAX_SESSIONS = 4
 DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS = 60_000, 120_000
+TASKS = "openengine.v1.Tasks"
+EMBEDDING_SIZE, MAX_TASK_INPUTS = 8, 16      # the model embeds; it neither classifies nor scores
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
 
@@ -151,6 +153,7 @@ class Bugs:
     revision_keeps_watches: bool = False   # WatchLoad streams outlive a revision change (REQ-REV-006)
     revision_aborts_unretryable: bool = False   # a revision change aborts running requests, not retryable (REQ-REV-007)
     session_ttl_unclamped: bool = False    # a ttl above max_session_ttl_ms is kept (REQ-SESS-001)
+    task_family_unimplemented: bool = False   # a family the model lacks answers UNIMPLEMENTED (REQ-TASKS-001)
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ class State:
     admin: bool = False          # openengine.admin is advertised
     events: bool = False         # openengine.runtime-events is advertised
     sessions: dict | None = None  # session id -> SessionInfo, when openengine.sessions is advertised
+    tasks: bool = False          # the model serves openengine.tasks (embedding only)
     run_state: int = events_pb2.ENGINE_STATE_SERVING
     health: health.HealthServicer | None = None         # the main address's
     admin_health: health.HealthServicer | None = None   # the admin address's, when it has one
@@ -350,6 +354,8 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.admin.pause_modes.append(caps_pb.PAUSE_MODE_ABORT)
         out.admin.max_sleep_level = 1
         out.admin.updatable_limits.append(UPDATABLE)
+    if st.tasks:
+        out.profiles.add(name="openengine.tasks", major=1, minor=0)
     if st.sessions is not None:
         out.profiles.add(name="openengine.sessions", major=1, minor=0)
         out.sessions.max_sessions = MAX_SESSIONS
@@ -390,8 +396,14 @@ def engine_info(st: State) -> discovery_pb2.EngineInfo:
 def model_info(st: State, request, context):
     if request.model not in ("", MODEL):
         context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
-    return discovery_pb2.ModelInfo(model=MODEL, max_context_tokens=MAX_CONTEXT_TOKENS,
+    info = discovery_pb2.ModelInfo(model=MODEL, max_context_tokens=MAX_CONTEXT_TOKENS,
                                    max_output_tokens=MAX_OUTPUT_TOKENS)
+    if st.tasks:
+        info.capabilities.profiles.add(name="openengine.tasks", major=1, minor=0)
+        info.capabilities.tasks.supported_tasks.append(caps_pb.TASK_FAMILY_EMBED)
+        info.capabilities.tasks.max_inputs_per_request = MAX_TASK_INPUTS
+        info.capabilities.tasks.embedding_size = EMBEDDING_SIZE
+    return info
 
 
 # -- generation ------------------------------------------------------------------------------------
@@ -702,7 +714,7 @@ def health_statuses(st: State, main: bool = True) -> dict[str, int]:
     if not main:
         return {"": NOT_SERVING if bugs.admin_address_overall_down else SERVING, ADMIN: SERVING}
     names = SERVICES + ((ADMIN,) if st.admin and st.admin_health is None else ()) \
-        + ((SESSIONS,) if st.sessions is not None else ())
+        + ((SESSIONS,) if st.sessions is not None else ()) + ((TASKS,) if st.tasks else ())
     out = {}
     for name in names:
         if bugs.health_service_missing and name == "openengine.v1.Observability":
@@ -828,6 +840,40 @@ def close_session(st: State, request, context):
 def list_sessions(st: State, request, context):
     return sessions_pb2.ListSessionsResponse(sessions=[
         info for info in live_sessions(st).values() if request.model in ("", info.model)])
+
+
+# -- tasks ----------------------------------------------------------------------------------------------
+
+def task_refusal(st: State, request, context, family: str, inputs) -> None:
+    """Abort the call unless the engine serves this task now, for this model, with these inputs."""
+    if st.run_state != events_pb2.ENGINE_STATE_SERVING:
+        context.abort(grpc.StatusCode.UNAVAILABLE, f"the engine is {events_pb2.EngineState.Name(st.run_state)}")
+    if request.model not in ("", MODEL):
+        context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
+    if family != "embed":
+        code = grpc.StatusCode.UNIMPLEMENTED if st.bugs.task_family_unimplemented \
+            else grpc.StatusCode.INVALID_ARGUMENT
+        context.abort(code, f"model: {MODEL!r} does not {family} (its supported_tasks: embed)")
+    if not inputs:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "inputs: at least one")
+    if len(inputs) > MAX_TASK_INPUTS:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"inputs: at most {MAX_TASK_INPUTS}")
+
+
+def embed(st: State, request, context):
+    task_refusal(st, request, context, "embed", request.inputs)
+    if request.HasField("dimensions"):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "dimensions: the model has no matryoshka embeddings")
+    out = tasks_pb2.EmbedResponse()
+    tokens = 0
+    for index, item in enumerate(request.inputs):
+        data = item.text.encode() if item.HasField("text") else bytes(t % 256 for t in item.token_ids.ids)
+        tokens += len(data)
+        # A vector that depends on the input only: the same text always embeds the same.
+        rng = random.Random(data)
+        out.embeddings.add(index=index, values=[rng.uniform(-1, 1) for _ in range(EMBEDDING_SIZE)])
+    out.usage.prompt_tokens = tokens
+    return out
 
 
 # -- admin ---------------------------------------------------------------------------------------------
@@ -1080,16 +1126,16 @@ class OtherEngine:
     `admin_token` serves `openengine.admin` behind that bearer token (`limited_token`: a valid
     token that may do nothing), on the main address or, with `admin_address`, on one of its own
     (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`, `sessions`
-    `openengine.sessions`; `stoppable`
+    `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `stoppable`
     gives `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
 
     def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  admin_token: str | None = None, limited_token: str | None = None,
                  admin_address: bool = False, runtime_events: bool = False, sessions: bool = False,
-                 stoppable: bool = False):
+                 tasks: bool = False, stoppable: bool = False):
         self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events,
-                           sessions={} if sessions else None)
+                           sessions={} if sessions else None, tasks=tasks)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
@@ -1137,6 +1183,15 @@ class OtherEngine:
                                       sessions_pb2.CloseSessionRequest, sessions_pb2.CloseSessionResponse),
                 "ListSessions": unary(open_to_all(lambda r, c: list_sessions(st, r, c)),
                                       sessions_pb2.ListSessionsRequest, sessions_pb2.ListSessionsResponse),
+            }
+        if tasks:
+            handlers[TASKS] = {
+                "Embed": unary(open_to_all(lambda r, c: embed(st, r, c)), tasks_pb2.EmbedRequest,
+                               tasks_pb2.EmbedResponse),
+                "Classify": unary(open_to_all(lambda r, c: task_refusal(st, r, c, "classify", r.inputs)),
+                                  tasks_pb2.ClassifyRequest, tasks_pb2.ClassifyResponse),
+                "Score": unary(open_to_all(lambda r, c: task_refusal(st, r, c, "score", r.documents)),
+                               tasks_pb2.ScoreRequest, tasks_pb2.ScoreResponse),
             }
         self.admin_server = None
         if tokens and admin_address:

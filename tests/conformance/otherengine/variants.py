@@ -24,6 +24,7 @@ class Serves:
     admin_address: bool = False    # Admin on an address of its own
     runtime_events: bool = False
     sessions: bool = False
+    tasks: bool = False
     stoppable: bool = False        # the runner gets a shutdown command
 
 
@@ -212,6 +213,8 @@ VARIANTS: dict[str, Variant] = {
                                       revision_aborts_unretryable=True),
     "session-ttl-unclamped": _v("REQ-SESS-001", "sessions.ttl-clamped", "expected 120000 ms",
                                 serves=Serves(sessions=True), session_ttl_unclamped=True),
+    "task-family-unimplemented": _v("REQ-TASKS-001", "tasks.families", "UNIMPLEMENTED",
+                                    serves=Serves(tasks=True), task_family_unimplemented=True),
     # -- openengine.load ---------------------------------------------------------------------------
     "getload-no-timestamp": _v("REQ-LOAD-001.1", "load.getload.complete", "LoadInfo.timestamp is not set",
                                getload_no_timestamp=True),
