@@ -195,6 +195,13 @@ class Job:
         self.started = threading.Event()
 
     def produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
+        try:
+            self._produce(slots, on_start, on_end)
+        finally:
+            # A cancelled request ends without a message; this frees the thread waiting on it.
+            self.events.put(("gone", None))
+
+    def _produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
         s = self.sampling
         n = s.n if s.HasField("n") else 1
         max_tokens = min(s.max_tokens, MAX_OUTPUT_TOKENS) if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
@@ -490,6 +497,8 @@ def generate(st: State, request, context):
     threading.Thread(target=job.produce, args=(st.slots, started, ended), daemon=True).start()
     while True:
         kind, data = job.events.get()
+        if kind == "gone":
+            return
         if kind == "end":
             if st.bugs.ends_internal:
                 context.abort(grpc.StatusCode.INTERNAL, "the stream failed after its final")
