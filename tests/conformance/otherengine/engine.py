@@ -7,8 +7,9 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, and a shell command that shuts it down gracefully. `Bugs`
-switches on one wrong behaviour at a time, each a finding the runner must catch.
+of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, and a shell
+command that shuts it down gracefully. `Bugs` switches on one wrong behaviour at a time, each a
+finding the runner must catch.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class Bugs:
     limited_token_allowed: bool = False    # the limited token may pause the engine (REQ-ADMIN-003)
     guard_on_every_service: bool = False   # a wrong admin token is refused on every service (REQ-ADMIN-004)
     bearer_case_sensitive: bool = False    # only the scheme spelled "Bearer" is accepted (REQ-ADMIN-006)
-    admin_address_overall_down: bool = False   # the admin address reports "" NOT_SERVING: it has no Inference (REQ-ADMIN-001)
+    admin_address_overall_down: bool = False   # the admin address reports "" NOT_SERVING (REQ-ADMIN-001)
     pause_health_unchanged: bool = False   # pausing leaves every health status SERVING (REQ-HEALTH-007)
     paused_refuses_exhausted: bool = False   # Generate while paused fails RESOURCE_EXHAUSTED (REQ-HEALTH-008)
     pause_stops_control: bool = False      # pausing turns the control services NOT_SERVING too (REQ-HEALTH-009)
