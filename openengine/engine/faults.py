@@ -2,17 +2,18 @@
 
 A conformance runner is only trustworthy if it fails engines that break the rules. Each fault
 makes the engine misbehave in exactly one way a client can observe over the wire, and lists
-every requirement that behaviour violates (a missing `openengine.core` entry, for instance,
-also leaves every prerequisite unmet), so the runner's own tests can start the engine with
-`--fault NAME` and expect the cases for those requirements to fail. This table is the one place
+every requirement, or clause of one (`REQ-CORE-010.7`), that behaviour violates (a missing
+`openengine.core` entry, for instance, also leaves every prerequisite unmet), so the runner's
+own tests can start the engine with `--fault NAME` and expect the cases citing them to fail. This table is the one place
 faults are defined: the engine installs the configured ones, `oespec engine --list-faults` prints
 it, and tests read it to make sure each one is observable.
 
 Neither the SDK nor the backend knows about faults. A fault is a *layer* (`openengine.serve.Layer`):
 run once on the assembled server before it starts, it wraps one of the server's parts, declared
 here beside the fault: a service implementation (a method's answers, or the messages of its
-stream), the gate every call passes, the health the server wants, the interceptors, the admission
-of Generate, or the backend. Without faults nothing is wrapped.
+stream), the gate every call passes, the health the server wants (on the main or the admin
+address), the interceptors, the admission of Generate, the state's step to a new capability
+revision, or the backend. Without faults nothing is wrapped.
 
 Adding a fault is one `Fault(...)` entry: a name, what it does, the requirements it breaks, what
 it wraps (`part`) and the layer, usually made by one of the helpers below.
@@ -46,8 +47,10 @@ LIFECYCLE = "openengine.v1.Lifecycle"
 OBSERVABILITY = "openengine.v1.Observability"
 SESSIONS = "openengine.v1.Sessions"
 ADMIN = "openengine.v1.Admin"
+TASKS = "openengine.v1.Tasks"
 HEALTH = "grpc.health.v1.Health"
 LOAD = "openengine.load"
+CORE = "openengine.core"
 
 
 @dataclass(frozen=True)
@@ -530,9 +533,6 @@ def _same(message):
 # -- faults breaking one clause each -----------------------------------------------------------
 
 
-CORE = "openengine.core"
-
-
 def _refuse(code: RefusalCode, message: str):
     """A method that refuses every call with `code`, whatever its profile says."""
     def make(inner, server):
@@ -555,7 +555,7 @@ def _profile_named(name: str, major: int):
     return change
 
 
-def _drop_a_profile_when_busy(caps, request, server):
+def _core_only_when_busy(caps, request, server):
     if server.state.in_flight:
         kept = [p for p in caps.profiles if p.name == server.catalogue.core]
         del caps.profiles[:]
@@ -663,7 +663,7 @@ def _queued_abort_waits_for_a_slot(server):
             ran = ran or message.HasField("chunk")
             if not ran and message.HasField("error") and message.error.code == common_pb2.ERROR_CODE_ABORTED:
                 most = int(server.state.limit(CORE, "max_running_requests"))
-                while len(scheduler.running) >= most:
+                while len(scheduler.running) >= most:   # the scheduler signals no free slot: poll
                     await asyncio.sleep(0.01)
             yield message
     return transform
@@ -963,7 +963,6 @@ def _model_info_without_scoped_profile(info, request, server):
     return info
 
 
-TASKS = "openengine.v1.Tasks"
 TASK_FAMILIES = {"Embed": "embed", "Classify": "classify", "Score": "score"}
 
 
@@ -1208,7 +1207,7 @@ for _fault in (
     Fault("profiles-shrink-when-busy",
           "while any request is in flight Capabilities lists openengine.core alone",
           ("REQ-CORE-005",), f"{DISCOVERY}/GetCapabilities",
-          change_answer(DISCOVERY, "GetCapabilities", _drop_a_profile_when_busy)),
+          change_answer(DISCOVERY, "GetCapabilities", _core_only_when_busy)),
     Fault("role-unspecified",
           "EngineInfo.role is ROLE_UNSPECIFIED",
           ("REQ-CORE-012",), f"{DISCOVERY}/GetEngineInfo", change_answer(DISCOVERY, "GetEngineInfo", _role_unspecified)),
