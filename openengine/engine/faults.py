@@ -576,7 +576,7 @@ def _model_info_alternating(inner, server):
         info = await inner(request, context)
         calls += 1
         if calls % 2 == 0:
-            info.max_context_length -= 1
+            info.max_context_tokens -= 1
         return info
     return model_info
 
@@ -938,15 +938,10 @@ class _RenamedService(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, details):
         service, _, method = details.method.lstrip("/").partition("/")
         if service.startswith("openengine.") and service.count(".") == 1:
-            details = _CallDetails(f"/openengine.v1.{service.split('.', 1)[1]}/{method}",
-                                   details.invocation_metadata)
+            # gRPC takes only its own kind of call details back: one of the same type, renamed.
+            details = type(details)(f"/openengine.v1.{service.split('.', 1)[1]}/{method}",
+                                    details.invocation_metadata)
         return await continuation(details)
-
-
-@dataclass(frozen=True)
-class _CallDetails(grpc.HandlerCallDetails):
-    method: str
-    invocation_metadata: Any
 
 
 class _GuardInferenceGate(Gate):
@@ -1224,7 +1219,7 @@ for _fault in (
           ("REQ-CAP-004",), f"{DISCOVERY}/GetCapabilities",
           change_answer(DISCOVERY, "GetCapabilities", _profile_named("openengine.turbo", 1))),
     Fault("model-info-drifts",
-          "every second GetModelInfo reports a context length one smaller, within one revision",
+          "every second GetModelInfo reports max_context_tokens one smaller, within one revision",
           ("REQ-REV-002",), f"{DISCOVERY}/GetModelInfo", wrap_method(DISCOVERY, "GetModelInfo", _model_info_alternating)),
     Fault("services-unversioned-names",
           "every openengine.v1 RPC is also served under its service name without the version "
