@@ -4,9 +4,9 @@ A conformance runner is only trustworthy if it fails engines that break the rule
 makes the engine misbehave in exactly one way a client can observe over the wire, and lists
 every requirement, or clause of one (`REQ-CORE-010.7`), that behaviour violates (a missing
 `openengine.core` entry, for instance, also leaves every prerequisite unmet), so the runner's
-own tests can start the engine with `--fault NAME` and expect the cases citing them to fail. This table is the one place
-faults are defined: the engine installs the configured ones, `oespec engine --list-faults` prints
-it, and tests read it to make sure each one is observable.
+own tests can start the engine with `--fault NAME` and expect the cases citing them to fail.
+This table is the one place faults are defined: the engine installs the configured ones,
+`oespec engine --list-faults` prints it, and tests read it to make sure each one is observable.
 
 Neither the SDK nor the backend knows about faults. A fault is a *layer* (`openengine.serve.Layer`):
 run once on the assembled server before it starts, it wraps one of the server's parts, declared
@@ -539,7 +539,7 @@ def _refuse(code: RefusalCode, message: str):
         if inspect.isasyncgenfunction(inner):
             async def stream(request, context):
                 raise Refusal(code, message)
-                yield   # pragma: no cover - makes this an async generator like the method it replaces
+                yield   # unreachable: makes this an async generator, as the method it replaces is
             return stream
 
         async def answer(request, context):
