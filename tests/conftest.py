@@ -49,3 +49,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name, members in waiting_groups(items, workers // 2).items():
             for item in members:
                 item.add_marker(pytest.mark.xdist_group(name))
+
+
+# OE_TEST_CPU=<directory>: each process running tests writes one line per test phase to a file
+# of its own there: node id, phase, CPU seconds of the process and of the subprocesses it reaped
+# during the phase. Where a suite's CPU goes, for `make test`'s budget.
+_CPU_DIR = os.environ.get("OE_TEST_CPU")
+
+if _CPU_DIR:
+    import resource
+
+    def _cpu() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime
+
+    def _record(line: str) -> None:
+        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(_CPU_DIR, f"{name}.tsv"), "a") as out:
+            out.write(line + "\n")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        before = _cpu()
+        yield
+        after = _cpu()
+        _record(f"{item.nodeid}\ttest\t{after[0] - before[0]:.3f}\t{after[1] - before[1]:.3f}")
+
+    def pytest_sessionfinish(session):
+        own, reaped = _cpu()
+        _record(f"-\tprocess-total\t{own:.3f}\t{reaped:.3f}")
