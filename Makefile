@@ -65,7 +65,8 @@ check: setup bindings
 # of leaving the cores idle together; a worker more costs its own collection (about 2 CPU-s).
 # Tests that share a browser or a copied checkout run on one worker too (`xdist_group`).
 # PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`; PYTEST_WORKERS sets the
-# worker count (0: no workers, one process).
+# worker count (0: no workers, one process). OE_TEST_CPU=<folder> records each test's CPU there,
+# its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
 # run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
 # caches each one compiles the project's modules again and pytest rewrites every test module's

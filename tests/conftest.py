@@ -51,10 +51,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.xdist_group(name))
 
 
-# OE_TEST_CPU=<directory>: each process running tests writes one line per test phase to a file
-# of its own there: node id, phase, CPU seconds of the process and of the subprocesses it reaped
-# during the phase. Where a suite's CPU goes, for `make test`'s budget.
+# OE_TEST_CPU=<directory>: each process running tests appends one line per test to a file of its
+# own there (`<worker>.tsv`): node id, `test`, CPU seconds of the process and of the subprocesses
+# it reaped during the test (its fixtures' set-up and teardown included); and at the end its
+# totals. Where a suite's CPU goes, for `make test`'s budget. A suite a test runs (in a copied
+# checkout) is counted in that test's subprocesses, not recorded again.
 _CPU_DIR = os.environ.get("OE_TEST_CPU")
+if _CPU_DIR and os.environ.get("PYTEST_XDIST_WORKER"):
+    del os.environ["OE_TEST_CPU"]
 
 if _CPU_DIR:
     import resource
@@ -75,6 +79,10 @@ if _CPU_DIR:
         yield
         after = _cpu()
         _record(f"{item.nodeid}\ttest\t{after[0] - before[0]:.3f}\t{after[1] - before[1]:.3f}")
+
+    def pytest_configure(config):
+        if not getattr(config.option, "numprocesses", None):
+            os.environ.pop("OE_TEST_CPU", None)   # one process: the tests' subprocesses inherit no more
 
     def pytest_sessionfinish(session):
         own, reaped = _cpu()
