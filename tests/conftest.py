@@ -53,8 +53,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # OE_TEST_CPU=<directory>: each process running tests appends one line per test to a file of its
 # own there (`<worker>.tsv`): node id, `test`, CPU seconds of the process and of the subprocesses
-# it reaped during the test (its fixtures' set-up and teardown included); and at the end its
-# totals. Where a suite's CPU goes, for `make test`'s budget. A suite a test runs (in a copied
+# it reaped during the test (its fixtures' set-up and teardown included), and wall seconds; at the
+# end its totals. Processes never reaped (a browser's helpers) are not seen. Where a suite's CPU goes, for `make test`'s budget. A suite a test runs (in a copied
 # checkout) is counted in that test's subprocesses, not recorded again.
 _CPU_DIR = os.environ.get("OE_TEST_CPU")
 if _CPU_DIR and os.environ.get("PYTEST_XDIST_WORKER"):
@@ -62,6 +62,7 @@ if _CPU_DIR and os.environ.get("PYTEST_XDIST_WORKER"):
 
 if _CPU_DIR:
     import resource
+    import time
 
     def _cpu() -> tuple[float, float]:
         own = resource.getrusage(resource.RUSAGE_SELF)
@@ -75,10 +76,10 @@ if _CPU_DIR:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        before = _cpu()
+        before, start = _cpu(), time.monotonic()
         yield
-        after = _cpu()
-        _record(f"{item.nodeid}\ttest\t{after[0] - before[0]:.3f}\t{after[1] - before[1]:.3f}")
+        after, wall = _cpu(), time.monotonic() - start
+        _record(f"{item.nodeid}\ttest\t{after[0] - before[0]:.3f}\t{after[1] - before[1]:.3f}\t{wall:.3f}")
 
     def pytest_configure(config):
         if not getattr(config.option, "numprocesses", None):
