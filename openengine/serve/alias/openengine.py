@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from openengine.serve.alias import kv
 from openengine.serve.alias._common import (AliasBase, enum_by_suffix, error_code, finish_reason,
-                                             health_state, not_translated)
+                                             not_translated)
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
-from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
-                           load_pb2)
+from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2)
 
 
 def generate_request(req: r2.GenerateRequest) -> generation_pb2.GenerateRequest:
@@ -98,21 +97,6 @@ def generate_responses(request_id: str, message: generation_pb2.GenerateResponse
     return []
 
 
-def load_info(info: load_pb2.LoadInfo) -> r2.LoadInfo:
-    out = r2.LoadInfo(
-        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
-        running_requests=info.running_requests, queued_requests=info.queued_requests,
-        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
-        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
-        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
-        decode_batch_size=info.decode_batch_size, attributes=dict(info.attributes))
-    for r in info.ranks:
-        out.ranks.add(data_parallel_rank=r.data_parallel_rank, running_requests=r.running_requests,
-                      queued_requests=r.queued_requests, used_kv_blocks=r.used_kv_blocks,
-                      total_kv_blocks=r.total_kv_blocks)
-    return out
-
-
 def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
     profiles = {p.name for p in info.capabilities.profiles}
     core = state.selection.limits.get("openengine.core", {})
@@ -129,6 +113,8 @@ def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
 
 class OpenEngineAlias(AliasBase):
     service = "openengine.v1.OpenEngine"
+    earlier = r2
+    nothing_aborted = r2.ABORT_STATUS_NOT_FOUND
 
     async def Generate(self, request: r2.GenerateRequest, context):
         v1 = generate_request(request)
@@ -153,18 +139,7 @@ class OpenEngineAlias(AliasBase):
         info = await self.unary("openengine.v1.Discovery/GetModelInfo", discovery_pb2.GetModelInfoRequest(), context)
         return model_info(info, self.state)
 
-    async def GetLoad(self, request: r2.GetLoadRequest, context):
-        info = await self.unary("openengine.v1.Observability/GetLoad",
-                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
-        return load_info(info)
-
-    async def Health(self, request: r2.HealthRequest, context):
-        if request.include_inference_probe:
-            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
-        state = health_state(self.state)
-        return r2.HealthResponse(state=r2.HealthState.Value(f"HEALTH_STATE_{state}"))
-
-    async def Abort(self, request: r2.AbortRequest, context):
+    def abort_request(self, request: r2.AbortRequest) -> lifecycle_pb2.AbortRequest:
         v1 = lifecycle_pb2.AbortRequest()
         if request.abort_all:
             v1.all = True
@@ -172,10 +147,7 @@ class OpenEngineAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif request.request_id:
             v1.request_ids.values.append(request.request_id)
-        answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
-        if answer.aborted:
-            return r2.AbortResponse(status=r2.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
-        return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="no matching request in flight")
+        return v1
 
     async def Drain(self, request: r2.DrainRequest, context):
         if not request.stop_accepting_new_requests:
