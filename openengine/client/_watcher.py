@@ -278,15 +278,17 @@ class _Watcher:
     def _on_message(self, msg) -> bool:
         """Judge and keep one stream message; False when the stream must be reopened at once
         because it speaks for an instance discovery has not named yet."""
-        found = self._checker.feed(msg)
+        checker = self._checker
+        previous = checker.latest
+        found = checker.feed(msg)
         if found:
             if self._new_instance_suspected(found):
                 return False
             self._record(found)
             if any(v.rule_id == "OEV319" for v in found):
                 self._revision_change(msg.settings.capability_revision)
-        if msg.WhichOneof("kind") == "snapshot" and msg.snapshot.HasField("load"):
-            self._store(msg.snapshot.load)
+        if checker.latest is not previous:     # the message carried a snapshot's load
+            self._store(checker.latest)
         return True
 
     def _new_instance_suspected(self, found: list[Violation]) -> bool:
