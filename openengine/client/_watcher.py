@@ -328,21 +328,23 @@ class _Watcher:
             self._on_revision_change(revision)
 
     def _on_error(self, err: grpc.RpcError) -> bool:
-        """Handle a failed call; False when there is nothing left to try (the watcher ended)."""
+        """Handle a failed call: True to go on at once (stopping, ended, or switched to polling),
+        False to back off first."""
+        if self._stopping():
+            return True
         self._last_error = err
         code = err.code()
         if code == grpc.StatusCode.UNIMPLEMENTED:
             if self._view is None:
                 self._end("the engine answers discovery with UNIMPLEMENTED")
-                return False
-            if self._mode == WATCH:
+            elif self._mode == WATCH:
                 self._set_mode(POLL)
-                return True
-            self._end("WatchLoad and GetLoad answer UNIMPLEMENTED although openengine.load is advertised")
-            return False
+            else:
+                self._end("WatchLoad and GetLoad answer UNIMPLEMENTED although openengine.load is advertised")
+            return True
         if code == grpc.StatusCode.ABORTED and self._mode == WATCH:
             self._revision_change(None)
-        return True
+        return False
 
     def _next_delay(self) -> float | None:
         """The wait before the next attempt, or None (the watcher ended) when backoff is exhausted.
@@ -448,9 +450,7 @@ class LoadWatcher(_Watcher):
             self._stop.wait(self._poll_interval)
             return True
         except grpc.RpcError as err:
-            if self._stopping() or not self._on_error(err):
-                return True
-            return err.code() == grpc.StatusCode.UNIMPLEMENTED
+            return self._on_error(err)
 
     def _watch_once(self) -> bool:
         self._new_checker()
@@ -598,9 +598,7 @@ class AsyncLoadWatcher(_Watcher):
             await asyncio.sleep(self._poll_interval)
             return True
         except grpc.RpcError as err:
-            if self._stopping() or not self._on_error(err):
-                return True
-            return err.code() == grpc.StatusCode.UNIMPLEMENTED
+            return self._on_error(err)
 
     async def _watch_once(self) -> bool:
         self._new_checker()
