@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import threading
 import time
@@ -371,16 +372,12 @@ def section(quick: bool) -> "Section":
 
 async def amain(args) -> None:
     watchers = Watchers(args)
-    reply(pid=_pid())
+    reply(pid=os.getpid())
     try:
         await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
         await watchers.close()
 
-
-def _pid() -> int:
-    import os
-    return os.getpid()
 
 
 def main(argv: list[str] | None = None) -> int:
