@@ -27,7 +27,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Protocol, Union, runtime_checkable
 
-from openengine.v1 import common_pb2, generation_pb2, kv_pb2
+from openengine.v1 import generation_pb2, kv_pb2
 
 # -- what a backend declares ------------------------------------------------------------------------
 
@@ -142,9 +142,17 @@ class Final:
     kv_transfer: kv_pb2.KvTransferParams | None = None
 
 
-# What went wrong after acceptance: common.proto's ErrorCode without its prefix (INTERNAL, ABORTED, ...).
-ErrorCode = enum.IntEnum("ErrorCode", {name[len("ERROR_CODE_"):]: number
-                                       for name, number in common_pb2.ErrorCode.items() if number})
+class ErrorCode(enum.IntEnum):
+    """What went wrong after acceptance (common.proto ErrorCode)."""
+
+    INVALID_ARGUMENT = 1
+    RESOURCE_EXHAUSTED = 2
+    ABORTED = 3
+    DEADLINE_EXCEEDED = 4
+    UNAVAILABLE = 5
+    KV_TRANSFER_FAILED = 6
+    NOT_FOUND = 7
+    INTERNAL = 8
 
 
 @dataclass(frozen=True)
