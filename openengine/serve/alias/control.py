@@ -20,13 +20,13 @@ class ControlAlias(AliasBase):
     async def GetServerInfo(self, request, context):
         info = await self.unary("openengine.v1.Discovery/GetEngineInfo", discovery_pb2.GetEngineInfoRequest(), context)
         caps = await self.unary("openengine.v1.Discovery/GetCapabilities", discovery_pb2.GetCapabilitiesRequest(), context)
-        p = info.parallelism
-        parallelism = r3.ParallelismInfo(tensor_parallel_size=p.tensor_parallel_size,
-                                         pipeline_parallel_size=p.pipeline_parallel_size,
-                                         data_parallel_size=p.data_parallel_size,
-                                         decode_context_parallel_size=p.decode_context_parallel_size)
-        if p.HasField("data_parallel_rank"):
-            parallelism.data_parallel_rank = p.data_parallel_rank
+        parallel = info.parallelism
+        parallelism = r3.ParallelismInfo(tensor_parallel_size=parallel.tensor_parallel_size,
+                                         pipeline_parallel_size=parallel.pipeline_parallel_size,
+                                         data_parallel_size=parallel.data_parallel_size,
+                                         decode_context_parallel_size=parallel.decode_context_parallel_size)
+        if parallel.HasField("data_parallel_rank"):
+            parallelism.data_parallel_rank = parallel.data_parallel_rank
         capacity = r3.DeploymentCapacity()
         if caps.generation.HasField("max_running_requests"):
             capacity.max_running_requests = caps.generation.max_running_requests
