@@ -578,8 +578,6 @@ class AsyncLoadWatcher(_Watcher):
                 if delay is None:
                     return
                 await asyncio.sleep(delay)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:   # ends the watcher with a reason instead of a dead task
             if not self._stopping():
                 self._end_on(err)

@@ -153,8 +153,6 @@ class Inference:
                 ended = True
                 yield _error(common_pb2.ERROR_CODE_INVALID_ARGUMENT, refusal.message)
                 return
-            except (asyncio.CancelledError, GeneratorExit):
-                raise
             except Exception as err:
                 # After acceptance a failure is the stream's terminal error, never a status.
                 log.exception("request %s failed in the backend", admitted.request_id)
