@@ -97,6 +97,7 @@ class _Watcher:
         self._channel = channel
         self._stub = observability_service_pb2_grpc.ObservabilityStub(channel)
         self._request = request if request is not None else load_pb2.WatchLoadRequest()
+        self._poll_request = load_pb2.GetLoadRequest(per_rank=self._request.per_rank)
         self._backoff = backoff or Backoff()
         self._tolerance = tolerance
         self._asked_poll_interval = poll_interval
@@ -446,7 +447,7 @@ class LoadWatcher(_Watcher):
                 return True
             if self._mode == WATCH:
                 return self._watch_once()
-            self._poll_once()
+            self._store(self._stub.GetLoad(self._poll_request, timeout=10))
             self._stop.wait(self._poll_interval)
             return True
         except grpc.RpcError as err:
@@ -465,11 +466,6 @@ class LoadWatcher(_Watcher):
             self._call = None
             call.cancel()
         return self._stopping()
-
-    def _poll_once(self) -> None:
-        from openengine.v1 import load_pb2
-
-        self._store(self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank), timeout=10))
 
     def _events(self) -> None:
         """When runtime events are advertised, a CapabilityRevisionChanged event is the earliest
@@ -589,10 +585,7 @@ class AsyncLoadWatcher(_Watcher):
                 return True
             if self._mode == WATCH:
                 return await self._watch_once()
-            from openengine.v1 import load_pb2
-
-            self._store(await self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank),
-                                                 timeout=10))
+            self._store(await self._stub.GetLoad(self._poll_request, timeout=10))
             await asyncio.sleep(self._poll_interval)
             return True
         except grpc.RpcError as err:
