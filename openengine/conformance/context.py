@@ -197,6 +197,15 @@ class Context:
         self.admin_on_main = True
         # GetLoad failed once: whether the engine is idle is not read from it again.
         self.load_unreadable = False
+        # The running case's deadline (set by the runner), which `allow` may move.
+        self.case_deadline: asyncio.Timeout | None = None
+
+    def allow(self, seconds: float) -> None:
+        """Give the running case `seconds` more than its case timeout: an observation whose
+        length the engine's own advertised limits set (a window of several watch intervals)
+        must fit, or the case could never judge an engine with long intervals."""
+        if self.case_deadline is not None and self.case_deadline.when() is not None:
+            self.case_deadline.reschedule(self.case_deadline.when() + seconds)
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:

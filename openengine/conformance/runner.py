@@ -170,7 +170,8 @@ ProgressFn = Callable[[str, int, int, "CaseResult | None"], None]
 
 async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str]:
     try:
-        note = await asyncio.wait_for(c.fn(ctx), timeout)
+        async with asyncio.timeout(timeout) as ctx.case_deadline:
+            note = await c.fn(ctx)
         return Outcome.PASS, note or ""
     except Failed as err:
         return Outcome.FAIL, str(err)
@@ -178,7 +179,7 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
         return Outcome.SKIP, str(err)
     except Unchecked as err:
         return Outcome.UNCHECKED, str(err)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Outcome.FAIL, f"no verdict within {timeout:g} s: the engine did not answer in time"
     except grpc.aio.AioRpcError as err:
         return Outcome.FAIL, ctx.describe_rpc_error(err)
@@ -190,6 +191,8 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
         return Outcome.ERROR, "an RPC of the case was cancelled under it (runner bug)"
     except Exception as err:  # a case could not reach a verdict: report, never crash the run
         return Outcome.ERROR, f"{type(err).__name__}: {err}"
+    finally:
+        ctx.case_deadline = None
 
 
 def apply_expected(result: CaseResult, expected: dict[str, str]) -> CaseResult:

@@ -2,17 +2,18 @@
 
 A conformance runner is only trustworthy if it fails engines that break the rules. Each fault
 makes the engine misbehave in exactly one way a client can observe over the wire, and lists
-every requirement that behaviour violates (a missing `openengine.core` entry, for instance,
-also leaves every prerequisite unmet), so the runner's own tests can start the engine with
-`--fault NAME` and expect the cases for those requirements to fail. This table is the one place
-faults are defined: the engine installs the configured ones, `oespec engine --list-faults` prints
-it, and tests read it to make sure each one is observable.
+every requirement, or clause of one (`REQ-CORE-010.7`), that behaviour violates (a missing
+`openengine.core` entry, for instance, also leaves every prerequisite unmet), so the runner's
+own tests can start the engine with `--fault NAME` and expect the cases citing them to fail.
+This table is the one place faults are defined: the engine installs the configured ones,
+`oespec engine --list-faults` prints it, and tests read it to make sure each one is observable.
 
 Neither the SDK nor the backend knows about faults. A fault is a *layer* (`openengine.serve.Layer`):
 run once on the assembled server before it starts, it wraps one of the server's parts, declared
 here beside the fault: a service implementation (a method's answers, or the messages of its
-stream), the gate every call passes, the health the server wants, the interceptors, the admission
-of Generate, or the backend. Without faults nothing is wrapped.
+stream), the gate every call passes, the health the server wants (on the main or the admin
+address), the interceptors, the admission of Generate, the state's step to a new capability
+revision, or the backend. Without faults nothing is wrapped.
 
 Adding a fault is one `Fault(...)` entry: a name, what it does, the requirements it breaks, what
 it wraps (`part`) and the layer, usually made by one of the helpers below.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
@@ -36,15 +38,19 @@ from openengine.legacy.rev3.v1 import control_pb2 as rev3
 from openengine.serve import AbortReason, Gate, Layer, Refusal, RefusalCode
 from openengine.serve.admission import Admission
 from openengine.serve.runstate import STOPPING
-from openengine.v1 import common_pb2, lifecycle_pb2, load_pb2
+from openengine.serve.server import bearer_matches
+from openengine.v1 import common_pb2, events_pb2, generation_pb2, lifecycle_pb2, load_pb2
 
 DISCOVERY = "openengine.v1.Discovery"
 INFERENCE = "openengine.v1.Inference"
 LIFECYCLE = "openengine.v1.Lifecycle"
 OBSERVABILITY = "openengine.v1.Observability"
 SESSIONS = "openengine.v1.Sessions"
+ADMIN = "openengine.v1.Admin"
+TASKS = "openengine.v1.Tasks"
 HEALTH = "grpc.health.v1.Health"
 LOAD = "openengine.load"
+CORE = "openengine.core"
 
 
 @dataclass(frozen=True)
@@ -417,53 +423,6 @@ async def _no_aborted_terminal(messages, request, server):
         yield message
 
 
-def _abort_counts_only(inner, server):
-    async def abort(request: lifecycle_pb2.AbortRequest, context):
-        target = request.WhichOneof("target")
-        if target is None:
-            return await inner(request, context)
-        flights = [f for f in server.state.in_flight.values() if f.aborted is None]
-        if target == "request_ids":
-            hits = [f for f in flights if f.request.request_id in set(request.request_ids.values)]
-        elif target == "kv_session_id":
-            hits = [f for f in flights if f.kv_session == request.kv_session_id]
-        else:
-            hits = flights
-        return lifecycle_pb2.AbortResponse(aborted=len(hits))
-    return abort
-
-
-def _run_on_after_cancel(server) -> None:
-    """The backend ignores a client's cancellation: the request keeps its place and runs to its
-    natural end, counted in the load, before it is freed. Its outputs are produced by a task of
-    their own, so the cancelled call's task never reaches the backend's generator."""
-    backend = server.backend
-    generate, abort = backend.generate, backend.abort
-
-    async def abort_unless_cancelled(request_id, reason):
-        if reason is not AbortReason.CLIENT_CANCELLED:
-            await abort(request_id, reason)
-
-    async def produce(request, outputs: asyncio.Queue):
-        try:
-            async for output in generate(request):
-                outputs.put_nowait(output)
-        except Exception as err:   # a refusal or failure reaches the call as the backend raised it
-            outputs.put_nowait(err)
-        outputs.put_nowait(None)
-
-    async def generate_regardless(request):
-        outputs: asyncio.Queue = asyncio.Queue()
-        backend.keep(asyncio.ensure_future(produce(request, outputs)))
-        while (output := await outputs.get()) is not None:
-            if isinstance(output, Exception):
-                raise output
-            yield output
-
-    backend.generate = generate_regardless
-    backend.abort = abort_unless_cancelled
-
-
 def _foreign_getload(info, request, server):
     info.instance_id = "not-" + info.instance_id
     return info
@@ -571,6 +530,510 @@ def _same(message):
     return message
 
 
+# -- faults breaking one clause each -----------------------------------------------------------
+
+
+def _refuse(code: RefusalCode, message: str):
+    """A method that refuses every call with `code`, whatever its profile says."""
+    def make(inner, server):
+        if inspect.isasyncgenfunction(inner):
+            async def stream(request, context):
+                raise Refusal(code, message)
+                yield   # unreachable: makes this an async generator, as the method it replaces is
+            return stream
+
+        async def answer(request, context):
+            raise Refusal(code, message)
+        return answer
+    return make
+
+
+def _profile_named(name: str, major: int):
+    def change(caps, request, server):
+        caps.profiles.add(name=name, major=major)
+        return caps
+    return change
+
+
+def _core_only_when_busy(caps, request, server):
+    if server.state.in_flight:
+        kept = [p for p in caps.profiles if p.name == server.catalogue.core]
+        del caps.profiles[:]
+        caps.profiles.extend(kept)
+    return caps
+
+
+def _role_unspecified(info, request, server):
+    info.role = common_pb2.ROLE_UNSPECIFIED
+    return info
+
+
+def _model_info_alternating(inner, server):
+    calls = 0
+
+    async def model_info(request, context):
+        nonlocal calls
+        info = await inner(request, context)
+        calls += 1
+        if calls % 2 == 0:
+            info.max_context_tokens -= 1
+        return info
+    return model_info
+
+
+async def _final_without_usage(messages, request, server):
+    async for message in messages:
+        if message.HasField("final"):
+            message.final.ClearField("usage")
+        yield message
+
+
+async def _chunk_after_final(messages, request, server):
+    """After the final of a sequence, when more of the stream follows, an empty chunk of it."""
+    ended = None
+    async for message in messages:
+        if ended is not None:
+            yield generation_pb2.GenerateResponse(chunk=generation_pb2.GenerateChunk(index=ended))
+            ended = None
+        if message.HasField("final"):
+            ended = message.final.index
+        yield message
+
+
+def _ends_internal(inner, server):
+    async def stream(request, context):
+        finished = False
+        async with contextlib.aclosing(inner(request, context)) as sent:
+            async for message in sent:
+                finished = finished or message.HasField("final")
+                yield message
+        if finished:
+            await context.abort(grpc.StatusCode.INTERNAL, "the stream ended after its final")
+    return stream
+
+
+def _abort_targets(server, request) -> list:
+    target = request.WhichOneof("target")
+    flights = [f for f in server.state.in_flight.values() if f.aborted is None]
+    if target == "request_ids":
+        return [f for f in flights if f.request.request_id in set(request.request_ids.values)]
+    if target == "kv_session_id":
+        return [f for f in flights if f.kv_session == request.kv_session_id]
+    return flights
+
+
+def _abort_counts_only(form: str):
+    """Abort with target `form` answers the requests it found but leaves them running."""
+    def make(inner, server):
+        async def abort(request: lifecycle_pb2.AbortRequest, context):
+            if request.WhichOneof("target") != form:
+                return await inner(request, context)
+            return lifecycle_pb2.AbortResponse(aborted=len(_abort_targets(server, request)))
+        return abort
+    return make
+
+
+def _kv_session_aborts_all(inner, server):
+    async def abort(request: lifecycle_pb2.AbortRequest, context):
+        if request.WhichOneof("target") == "kv_session_id":
+            request = lifecycle_pb2.AbortRequest(all=True)
+        return await inner(request, context)
+    return abort
+
+
+def _aborted_zero(answer, request, server):
+    answer.aborted = 0
+    return answer
+
+
+def _nothing_to_abort_not_found(answer, request, server):
+    if answer.aborted == 0:
+        raise Refusal(RefusalCode.NOT_FOUND, "no request to abort")
+    return answer
+
+
+def _queued_abort_waits_for_a_slot(server):
+    """A stream whose request was aborted before it ran delivers its terminal error only once
+    the engine has a free slot, as if the request had to be scheduled to end."""
+    scheduler = server.backend.scheduler
+
+    async def transform(messages, request, server):
+        ran = False
+        async for message in messages:
+            ran = ran or message.HasField("chunk")
+            if not ran and message.HasField("error") and message.error.code == common_pb2.ERROR_CODE_ABORTED:
+                most = int(server.state.limit(CORE, "max_running_requests"))
+                while len(scheduler.running) >= most:   # the scheduler signals no free slot: poll
+                    await asyncio.sleep(0.01)
+            yield message
+    return transform
+
+
+def _queued_abort_late(server) -> None:
+    change_stream(INFERENCE, "Generate", _same, _queued_abort_waits_for_a_slot(server))(server)
+
+
+def _generate_refusals(change: Callable[[Refusal], Refusal]) -> Layer:
+    """Generate's refusals before acceptance pass `change`."""
+    def make(inner, server):
+        async def stream(request, context):
+            try:
+                async for message in inner(request, context):
+                    yield message
+            except Refusal as refusal:
+                raise change(refusal) from None
+        return stream
+    return wrap_method(INFERENCE, "Generate", make)
+
+
+def _full_not_retryable(refusal: Refusal) -> Refusal:
+    if refusal.code is RefusalCode.RESOURCE_EXHAUSTED:
+        return Refusal(refusal.code, refusal.message, retryable=False)
+    return refusal
+
+
+def _paused_failed_precondition(refusal: Refusal) -> Refusal:
+    if refusal.code is RefusalCode.UNAVAILABLE:
+        return Refusal(RefusalCode.FAILED_PRECONDITION, refusal.message)
+    return refusal
+
+
+def _ignore_cancel(when_running: bool) -> Layer:
+    """The backend ignores a client's cancellation of a request that is running (or, with
+    `when_running` false, still queued): it keeps its place and runs to its natural end, counted
+    in the load, before it is freed. Its outputs are produced by a task of their own, so the
+    cancelled call's task never reaches the backend's generator."""
+    def layer(server) -> None:
+        backend = server.backend
+        generate, abort = backend.generate, backend.abort
+
+        async def abort_unless_cancelled(request_id, reason):
+            running = request_id in backend.scheduler.running
+            if reason is not AbortReason.CLIENT_CANCELLED or running != when_running:
+                await abort(request_id, reason)
+
+        async def produce(request, outputs: asyncio.Queue):
+            try:
+                async for output in generate(request):
+                    outputs.put_nowait(output)
+            except Exception as err:   # a refusal or failure reaches the call as the backend raised it
+                outputs.put_nowait(err)
+            outputs.put_nowait(None)
+
+        async def generate_regardless(request):
+            outputs: asyncio.Queue = asyncio.Queue()
+            backend.keep(asyncio.ensure_future(produce(request, outputs)))
+            while (output := await outputs.get()) is not None:
+                if isinstance(output, Exception):
+                    raise output
+                yield output
+
+        backend.generate = generate_regardless
+        backend.abort = abort_unless_cancelled
+    return layer
+
+
+def _backend_request(change: Callable[[Any], None]) -> Layer:
+    """The backend runs each admitted request with its sampling changed by `change(sampling)`."""
+    def layer(server) -> None:
+        backend = server.backend
+        generate = backend.generate
+
+        def changed(request):
+            message = type(request.message)()
+            message.CopyFrom(request.message)
+            change(message.sampling)
+            return dataclasses.replace(request, message=message)
+
+        backend.generate = lambda request: generate(changed(request))
+    return layer
+
+
+def _one_token_more(sampling) -> None:
+    if sampling.HasField("max_tokens"):
+        sampling.max_tokens += 1
+
+
+def _health_refused(servicer):
+    async def refuse(request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
+    return refuse
+
+
+def _health_refused_layer(server) -> None:
+    servicer = server.implementations[HEALTH]
+    server.implementations[HEALTH] = Wrapped(servicer, Check=_health_refused(servicer),
+                                             Watch=_health_refused(servicer))
+
+
+def _overall_not_serving(statuses, server):
+    return {**statuses, "": health_pb2.HealthCheckResponse.NOT_SERVING}
+
+
+def _getload_without_timestamp(info, request, server):
+    info.ClearField("timestamp")
+    return info
+
+
+def _getload_first_answer(inner, server):
+    kept: dict[bool, Any] = {}
+
+    async def get_load(request, context):
+        if request.per_rank not in kept:
+            kept[request.per_rank] = await inner(request, context)
+        return kept[request.per_rank]
+    return get_load
+
+
+def _getload_ranks_always(inner, server):
+    async def get_load(request, context):
+        return server.state.build_load_info(per_rank=True)
+    return get_load
+
+
+async def _snapshot_deltas(messages, request, server):
+    """Each snapshot after the first carries only the LoadInfo fields that changed."""
+    previous = None
+    async for message in messages:
+        if message.HasField("snapshot"):
+            load = message.snapshot.load
+            current = load_pb2.LoadInfo()
+            current.CopyFrom(load)
+            if previous is not None:
+                for field, value in list(load.ListFields()):
+                    if field.name != "timestamp" and getattr(previous, field.name) == value:
+                        load.ClearField(field.name)
+            previous = current
+        yield message
+
+
+async def _settings_per_rank_as_asked(messages, request, server):
+    async for message in messages:
+        if message.HasField("settings"):
+            message.settings.per_rank = request.per_rank
+        yield message
+
+
+async def _every_second_snapshot(messages, request, server):
+    """Every second periodic snapshot is dropped; the numbering stays gapless."""
+    dropped, periodic = 0, 0
+    async for message in messages:
+        if message.HasField("snapshot") and message.sequence > 1:
+            periodic += 1
+            if periodic % 2 == 0:
+                dropped += 1
+                continue
+        message.sequence -= dropped
+        yield message
+
+
+async def _empty_after_settings(messages, request, server):
+    added = 0
+    async for message in messages:
+        message.sequence += added
+        yield message
+        if message.HasField("settings"):
+            empty = load_pb2.WatchLoadResponse(sequence=message.sequence + 1)
+            empty.timestamp.CopyFrom(message.timestamp)
+            added = 1
+            yield empty
+
+
+def _snapshot_backlog(inner, server):
+    """Every message is read from the SDK's stream as soon as it is made and queued, so a slow
+    watcher gets each old snapshot in turn instead of the latest."""
+    async def stream(request, context):
+        backlog: asyncio.Queue = asyncio.Queue()
+
+        async def drain():
+            async with contextlib.aclosing(inner(request, context)) as sent:
+                async for message in sent:
+                    backlog.put_nowait(message)
+            backlog.put_nowait(None)
+
+        reader = asyncio.ensure_future(drain())
+        try:
+            while True:
+                get = asyncio.ensure_future(backlog.get())
+                done, _ = await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if get not in done:
+                    get.cancel()
+                    reader.result()   # the SDK's stream raised (a refusal): the call ends with it
+                    continue
+                message = get.result()
+                if message is None:
+                    return
+                yield message
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+    return stream
+
+
+def _watchers_full_unavailable(inner, server):
+    async def stream(request, context):
+        try:
+            async for message in inner(request, context):
+                yield message
+        except Refusal as refusal:
+            if refusal.code is RefusalCode.RESOURCE_EXHAUSTED:
+                raise Refusal(RefusalCode.UNAVAILABLE, refusal.message) from None
+            raise
+    return stream
+
+
+async def _initial_state_paused(messages, request, server):
+    first = True
+    async for message in messages:
+        if first and message.event.HasField("state_changed"):
+            message.event.state_changed.state = events_pb2.ENGINE_STATE_PAUSED
+        first = False
+        yield message
+
+
+async def _without_revision_events(messages, request, server):
+    dropped = 0
+    async for message in messages:
+        if message.event.HasField("capability_revision_changed"):
+            dropped += 1
+            continue
+        message.sequence -= dropped
+        yield message
+
+
+def _revise_in_place(server) -> None:
+    """New limits take effect without a new revision (REQ-REV-003)."""
+    state = server.state
+
+    def revise(selection, changed):
+        state.selection = selection
+        return state.revision
+
+    state.revise = revise
+
+
+def _pause_revises(inner, server):
+    async def pause(request, context):
+        answer = await inner(request, context)
+        server.state.revise(server.state.selection, ["paused"])
+        return answer
+    return pause
+
+
+async def _aborted_not_retryable_after_revision(messages, request, server):
+    """A request running when the revision changes ends with a non-retryable ABORTED error."""
+    accepted = server.state.revision
+    async for message in messages:
+        if server.state.revision != accepted and not message.HasField("final"):
+            yield generation_pb2.GenerateResponse(error=common_pb2.EngineError(
+                code=common_pb2.ERROR_CODE_ABORTED, message="the capabilities changed", retryable=False))
+            return
+        yield message
+
+
+class _RenamedService(grpc.aio.ServerInterceptor):
+    """Serves every openengine.v1 RPC also under `openengine.<Service>` (no version)."""
+
+    async def intercept_service(self, continuation, details):
+        service, _, method = details.method.lstrip("/").partition("/")
+        if service.startswith("openengine.") and service.count(".") == 1:
+            # gRPC takes only its own kind of call details back: one of the same type, renamed.
+            details = type(details)(f"/openengine.v1.{service.split('.', 1)[1]}/{method}",
+                                    details.invocation_metadata)
+        return await continuation(details)
+
+
+class _GuardInferenceGate(Gate):
+    def refusal(self, rpc, context):
+        return super().refusal(rpc, context) or (self.credentials(context) if rpc.service == INFERENCE else None)
+
+
+def _model_info_without_scoped_profile(info, request, server):
+    """The model's list leaves out its first model-scoped profile; Capabilities still lists it."""
+    scoped = {p.name for p in server.state.advertised if p.scope == "model"}
+    listed = [p for p in info.capabilities.profiles if p.name in scoped]
+    if listed:
+        info.capabilities.profiles.remove(listed[0])
+    return info
+
+
+TASK_FAMILIES = {"Embed": "embed", "Classify": "classify", "Score": "score"}
+
+
+def _unsupported_family_unimplemented(method: str):
+    def make(inner, server):
+        async def answer(request, context):
+            model = request.model or server.state.default_model
+            values = server.state.model_limit_values(model, "openengine.tasks") if model in server.state.models else {}
+            supported = {str(v).lower() for v in values.get("supported_tasks", ())}
+            if TASK_FAMILIES[method] not in supported:
+                raise Refusal(RefusalCode.UNIMPLEMENTED, f"{method} is not implemented for model {model!r}")
+            return await inner(request, context)
+        return answer
+    return make
+
+
+def _unsupported_families_unimplemented(server) -> None:
+    for method in TASK_FAMILIES:
+        wrap_method(TASKS, method, _unsupported_family_unimplemented(method))(server)
+
+
+def _one_sender(inner, server):
+    """Every WatchLoad stream's messages are written one at a time, under one lock held while a
+    message is handed to gRPC, so a watcher that does not read holds up every other stream."""
+    sending = asyncio.Lock()
+
+    async def stream(request, context):
+        async with contextlib.aclosing(inner(request, context)) as sent:
+            async for message in sent:
+                async with sending:
+                    yield message
+    return stream
+
+
+def _admin_health_overall_not_serving(server) -> None:
+    """The admin address's health reports \"\" NOT_SERVING whatever Admin's status."""
+    if server.admin_health is None:
+        return
+    update = server.admin_health.update
+
+    async def update_overall_not_serving(statuses, **kw):
+        await update({**statuses, "": health_pb2.HealthCheckResponse.NOT_SERVING}, **kw)
+    server.admin_health.update = update_overall_not_serving
+
+
+def _serving_while_stopping(server) -> None:
+    """While the server stops, health reports every name SERVING (and does not enter the health
+    servicer's own shutdown), so open Watch streams end without NOT_SERVING."""
+    health = server.health
+
+    async def keep_statuses() -> None:
+        health.shutting_down = True
+    health.shutdown = keep_statuses
+
+    def serving(statuses, server):
+        if server.state.run.phase != STOPPING:
+            return statuses
+        return {name: health_pb2.HealthCheckResponse.SERVING for name in statuses}
+    change_health(serving)(server)
+
+
+LIMITED_PREFIX = "limited-"
+
+
+class _LimitedTokenAllowedGate(Gate):
+    """Also accepts `limited-<admin token>`, a credential meant to allow no Admin operation,
+    and lets it perform every one."""
+
+    def credentials(self, context):
+        refusal = super().credentials(context)
+        sent = dict(context.invocation_metadata() or ()).get("authorization", "")
+        if refusal is not None and self.token and bearer_matches(sent, LIMITED_PREFIX + self.token):
+            return None
+        return refusal
+
+
 # Every fault by name, in the order `--list-faults` prints them.
 FAULTS: RuleCatalogue[Fault] = RuleCatalogue("fault")
 for _fault in (
@@ -595,13 +1058,13 @@ for _fault in (
     # -- WatchLoad -----------------------------------------------------------------------------
     Fault("watch-sequence-not-increasing",
           "WatchLoad repeats the previous sequence number on every third message",
-          ("REQ-LOAD-014",), f"{OBSERVABILITY}/WatchLoad", change_watch(_repeat_every_third)),
+          ("REQ-LOAD-014.1",), f"{OBSERVABILITY}/WatchLoad", change_watch(_repeat_every_third)),
     Fault("watch-settings-not-first",
           "WatchLoad sends the initial snapshot before the settings",
           ("REQ-LOAD-004", "REQ-LOAD-009"), f"{OBSERVABILITY}/WatchLoad", change_watch(_snapshot_before_settings)),
     Fault("watch-timestamp-backwards",
           "WatchLoad stamps every second message one second earlier than the previous one",
-          ("REQ-LOAD-014",), f"{OBSERVABILITY}/WatchLoad", change_watch(_every_second_a_second_early)),
+          ("REQ-LOAD-014.2",), f"{OBSERVABILITY}/WatchLoad", change_watch(_every_second_a_second_early)),
     Fault("watch-no-initial-snapshot",
           "WatchLoad omits the initial snapshot even when the request asks for it",
           ("REQ-LOAD-009",), f"{OBSERVABILITY}/WatchLoad", change_watch(_without_initial_snapshot)),
@@ -643,7 +1106,7 @@ for _fault in (
           change_answer(DISCOVERY, "GetCapabilities", _caps_unadvertised_submessage)),
     Fault("capabilities-missing-core",
           "Capabilities.profiles leaves out openengine.core",
-          ("REQ-CORE-001", "REQ-CAP-006", "REQ-CAP-010"), f"{DISCOVERY}/GetCapabilities",
+          ("REQ-CORE-001.2", "REQ-CAP-006", "REQ-CAP-010"), f"{DISCOVERY}/GetCapabilities",
           change_answer(DISCOVERY, "GetCapabilities", _caps_missing_core)),
     Fault("capabilities-duplicate-profile",
           "Capabilities.profiles lists the last advertised profile twice",
@@ -687,14 +1150,14 @@ for _fault in (
     # -- Generation and cancellation ------------------------------------------------------------
     Fault("generate-no-terminal",
           "an aborted Generate stream ends with status OK but without its terminal EngineError",
-          ("REQ-SVC-002", "REQ-CORE-009", "REQ-CORE-010"), f"{INFERENCE}/Generate",
+          ("REQ-SVC-002", "REQ-CORE-010.4"), f"{INFERENCE}/Generate",
           change_stream(INFERENCE, "Generate", _same, _no_aborted_terminal)),
     Fault("client-cancel-ignored",
-          "a Generate the client cancels keeps running (and counted in load) until its natural end",
-          ("REQ-CORE-011",), "backend", _run_on_after_cancel),
+          "a running Generate the client cancels keeps running (and counted in load) until its natural end",
+          ("REQ-CORE-011.1",), "backend", _ignore_cancel(when_running=True)),
     Fault("abort-ignored",
-          "Abort reports the requests it found but leaves them running",
-          ("REQ-CORE-010",), f"{LIFECYCLE}/Abort", wrap_method(LIFECYCLE, "Abort", _abort_counts_only)),
+          "Abort(all) reports the requests it found but leaves them running",
+          ("REQ-CORE-010.3",), f"{LIFECYCLE}/Abort", wrap_method(LIFECYCLE, "Abort", _abort_counts_only("all"))),
     # -- Load -----------------------------------------------------------------------------------
     Fault("getload-instance-mismatch",
           "GetLoad reports an instance id other than EngineInfo's",
@@ -727,6 +1190,184 @@ for _fault in (
     Fault("health-list-unimplemented",
           "health List answers UNIMPLEMENTED",
           ("REQ-HEALTH-013",), f"{HEALTH}/List", _health_part("List", _list_unimplemented)),
+    # -- one clause each: discovery and profiles -------------------------------------------------
+    Fault("abort-unimplemented",
+          "Lifecycle/Abort answers UNIMPLEMENTED although openengine.core is advertised",
+          ("REQ-CORE-001.1",), f"{LIFECYCLE}/Abort",
+          wrap_method(LIFECYCLE, "Abort", _refuse(RefusalCode.UNIMPLEMENTED, "Abort is not implemented"))),
+    Fault("watch-unimplemented",
+          "WatchLoad answers UNIMPLEMENTED although openengine.load is advertised",
+          ("REQ-CORE-002",), f"{OBSERVABILITY}/WatchLoad",
+          wrap_method(OBSERVABILITY, "WatchLoad", _refuse(RefusalCode.UNIMPLEMENTED, "WatchLoad is not implemented"))),
+    Fault("profiles-shrink-when-busy",
+          "while any request is in flight Capabilities lists openengine.core alone",
+          ("REQ-CORE-005",), f"{DISCOVERY}/GetCapabilities",
+          change_answer(DISCOVERY, "GetCapabilities", _core_only_when_busy)),
+    Fault("role-unspecified",
+          "EngineInfo.role is ROLE_UNSPECIFIED",
+          ("REQ-CORE-012",), f"{DISCOVERY}/GetEngineInfo",
+          change_answer(DISCOVERY, "GetEngineInfo", _role_unspecified)),
+    Fault("vendor-name-not-canonical",
+          "Capabilities.profiles also lists a vendor profile named `Acme.Fast_Path`",
+          ("REQ-CAP-001",), f"{DISCOVERY}/GetCapabilities",
+          change_answer(DISCOVERY, "GetCapabilities", _profile_named("Acme.Fast_Path", 1))),
+    Fault("vendor-major-zero",
+          "Capabilities.profiles also lists the vendor profile com.example.batch at major version 0",
+          ("REQ-CAP-002",), f"{DISCOVERY}/GetCapabilities",
+          change_answer(DISCOVERY, "GetCapabilities", _profile_named("com.example.batch", 0))),
+    Fault("reserved-name-invented",
+          "Capabilities.profiles also lists openengine.turbo, a name the registry does not define",
+          ("REQ-CAP-004",), f"{DISCOVERY}/GetCapabilities",
+          change_answer(DISCOVERY, "GetCapabilities", _profile_named("openengine.turbo", 1))),
+    Fault("model-info-drifts",
+          "every second GetModelInfo reports max_context_tokens one smaller, within one revision",
+          ("REQ-REV-002",), f"{DISCOVERY}/GetModelInfo",
+          wrap_method(DISCOVERY, "GetModelInfo", _model_info_alternating)),
+    Fault("services-unversioned-names",
+          "every openengine.v1 RPC is also served under its service name without the version "
+          "(`openengine.Discovery/GetEngineInfo`)",
+          ("REQ-SVC-001",), "interceptors", lambda server: server.interceptors.append(_RenamedService())),
+    # -- one clause each: Generate ---------------------------------------------------------------
+    Fault("final-without-usage",
+          "Generate's final messages carry no usage",
+          ("REQ-CORE-009.1",), f"{INFERENCE}/Generate",
+          change_stream(INFERENCE, "Generate", _same, _final_without_usage)),
+    Fault("chunk-after-final",
+          "Generate sends an empty chunk of a sequence after its final when more of the stream follows",
+          ("REQ-CORE-009.2",), f"{INFERENCE}/Generate",
+          change_stream(INFERENCE, "Generate", _same, _chunk_after_final)),
+    Fault("generate-ends-internal",
+          "a Generate stream that sent its final ends with status INTERNAL instead of OK",
+          ("REQ-CORE-009.3",), f"{INFERENCE}/Generate", wrap_method(INFERENCE, "Generate", _ends_internal)),
+    Fault("max-tokens-overrun",
+          "the backend runs each request with one token more than its max_tokens",
+          ("REQ-CORE-006",), "backend", _backend_request(_one_token_more)),
+    Fault("stop-token-ids-ignored",
+          "the backend runs each request without its stop_token_ids",
+          ("REQ-CORE-013.1",), "backend", _backend_request(lambda sampling: sampling.ClearField("stop_token_ids"))),
+    Fault("stop-strings-ignored",
+          "the backend runs each request without its stop strings",
+          ("REQ-CORE-013.2",), "backend", _backend_request(lambda sampling: sampling.ClearField("stop"))),
+    Fault("stop-string-kept",
+          "the backend keeps a matched stop string in the output text even when include_stop_in_output is false",
+          ("REQ-CORE-013.3",), "backend",
+          _backend_request(lambda sampling: setattr(sampling, "include_stop_in_output", True))),
+    Fault("full-not-retryable",
+          "a Generate refused because the engine is full gets RESOURCE_EXHAUSTED without the "
+          "retryable EngineError in its status details",
+          ("REQ-CORE-014",), f"{INFERENCE}/Generate", _generate_refusals(_full_not_retryable)),
+    Fault("paused-failed-precondition",
+          "a Generate while Inference is NOT_SERVING fails FAILED_PRECONDITION instead of UNAVAILABLE",
+          ("REQ-HEALTH-008",), f"{INFERENCE}/Generate", _generate_refusals(_paused_failed_precondition)),
+    # -- one clause each: Abort and cancellation ----------------------------------------------
+    Fault("abort-by-id-ignored",
+          "Abort by request id reports the requests it found but leaves them running",
+          ("REQ-CORE-010.1",), f"{LIFECYCLE}/Abort",
+          wrap_method(LIFECYCLE, "Abort", _abort_counts_only("request_ids"))),
+    Fault("kv-session-aborts-all",
+          "Abort by kv_session_id ends every request the engine holds",
+          ("REQ-CORE-010.2",), f"{LIFECYCLE}/Abort", wrap_method(LIFECYCLE, "Abort", _kv_session_aborts_all)),
+    Fault("abort-counts-zero",
+          "Abort ends the requests it targets but answers aborted 0",
+          ("REQ-CORE-010.5",), f"{LIFECYCLE}/Abort", change_answer(LIFECYCLE, "Abort", _aborted_zero)),
+    Fault("abort-nothing-not-found",
+          "an Abort that targets no request fails NOT_FOUND instead of answering aborted 0",
+          ("REQ-CORE-010.6",), f"{LIFECYCLE}/Abort", change_answer(LIFECYCLE, "Abort", _nothing_to_abort_not_found)),
+    Fault("abort-queued-when-slot-frees",
+          "the stream of a request aborted while queued gets its terminal error only once a slot is free",
+          ("REQ-CORE-010.7",), f"{INFERENCE}/Generate", _queued_abort_late),
+    Fault("cancel-ignored-while-queued",
+          "a queued Generate the client cancels stays queued, runs when a slot frees and is counted until its end",
+          ("REQ-CORE-011.2",), "backend", _ignore_cancel(when_running=False)),
+    # -- one clause each: health --------------------------------------------------------------
+    Fault("health-unimplemented",
+          "health Check and Watch answer UNIMPLEMENTED",
+          ("REQ-HEALTH-001",), HEALTH, _health_refused_layer),
+    Fault("health-overall-not-serving",
+          "health reports \"\" NOT_SERVING while openengine.v1.Inference is SERVING",
+          ("REQ-HEALTH-004",), "health statuses", change_health(_overall_not_serving)),
+    # -- one clause each: load ------------------------------------------------------------------
+    Fault("getload-no-timestamp",
+          "GetLoad answers a LoadInfo without timestamp",
+          ("REQ-LOAD-001.1",), f"{OBSERVABILITY}/GetLoad",
+          change_answer(OBSERVABILITY, "GetLoad", _getload_without_timestamp)),
+    Fault("getload-cached",
+          "GetLoad answers, for each value of per_rank, the snapshot it built for the first such call",
+          ("REQ-LOAD-001.2",), f"{OBSERVABILITY}/GetLoad",
+          wrap_method(OBSERVABILITY, "GetLoad", _getload_first_answer)),
+    Fault("getload-ranks-unasked",
+          "GetLoad answers per-rank entries whether or not the request sets per_rank",
+          ("REQ-LOAD-001.3",), f"{OBSERVABILITY}/GetLoad",
+          wrap_method(OBSERVABILITY, "GetLoad", _getload_ranks_always)),
+    Fault("watch-snapshot-deltas",
+          "WatchLoad snapshots after the first carry only the LoadInfo fields that changed",
+          ("REQ-LOAD-003",), f"{OBSERVABILITY}/WatchLoad", change_watch(_snapshot_deltas)),
+    Fault("watch-zero-interval-periodic",
+          "WatchLoad treats a requested interval 0 as min_watch_interval_ms although change_driven "
+          "is advertised",
+          ("REQ-LOAD-007",), f"{OBSERVABILITY} state", with_load_limits(change_driven=False)),
+    Fault("watch-settings-per-rank-echoed",
+          "WatchLoad settings report per_rank as the request asked, whatever the engine supports",
+          ("REQ-LOAD-010",), f"{OBSERVABILITY}/WatchLoad", change_watch(_settings_per_rank_as_asked)),
+    Fault("watch-snapshots-halved",
+          "WatchLoad drops every second periodic snapshot (numbering stays gapless)",
+          ("REQ-LOAD-012",), f"{OBSERVABILITY}/WatchLoad", change_watch(_every_second_snapshot)),
+    Fault("watch-empty-message",
+          "WatchLoad sends a message with no kind set right after the settings",
+          ("REQ-LOAD-022",), f"{OBSERVABILITY}/WatchLoad", change_watch(_empty_after_settings)),
+    Fault("watch-snapshot-backlog",
+          "WatchLoad queues every snapshot for a watcher that does not read, delivering the oldest first",
+          ("REQ-LOAD-015",), f"{OBSERVABILITY}/WatchLoad", wrap_method(OBSERVABILITY, "WatchLoad", _snapshot_backlog)),
+    Fault("watchers-full-unavailable",
+          "WatchLoad refuses a stream beyond max_watchers with UNAVAILABLE instead of RESOURCE_EXHAUSTED",
+          ("REQ-SVC-004",), f"{OBSERVABILITY}/WatchLoad",
+          wrap_method(OBSERVABILITY, "WatchLoad", _watchers_full_unavailable)),
+    # -- one clause each: events, revisions, admin ---------------------------------------------
+    Fault("events-initial-state-wrong",
+          "SubscribeRuntimeEvents reports PAUSED as the initial state of a serving engine",
+          ("REQ-EVENTS-002",), f"{OBSERVABILITY}/SubscribeRuntimeEvents",
+          change_stream(OBSERVABILITY, "SubscribeRuntimeEvents", _same, _initial_state_paused)),
+    Fault("config-change-same-revision",
+          "UpdateConfig changes the limits without starting a new capability revision",
+          ("REQ-REV-003",), "state", _revise_in_place),
+    Fault("pause-changes-revision",
+          "PauseGeneration starts a new capability revision",
+          ("REQ-REV-004",), f"{ADMIN}/PauseGeneration", wrap_method(ADMIN, "PauseGeneration", _pause_revises)),
+    Fault("revision-event-missing",
+          "SubscribeRuntimeEvents never sends CapabilityRevisionChanged",
+          ("REQ-REV-005",), f"{OBSERVABILITY}/SubscribeRuntimeEvents",
+          change_stream(OBSERVABILITY, "SubscribeRuntimeEvents", _same, _without_revision_events)),
+    Fault("revision-aborts-not-retryable",
+          "a request running when the capability revision changes ends with an ABORTED error that is not retryable",
+          ("REQ-REV-007",), f"{INFERENCE}/Generate",
+          change_stream(INFERENCE, "Generate", _same, _aborted_not_retryable_after_revision)),
+    Fault("admin-guard-on-inference",
+          "the admin credentials are required by Inference too, not by Admin alone",
+          ("REQ-ADMIN-004",), "gate", replace_gate(lambda gate: gate_like(gate, _GuardInferenceGate))),
+    Fault("model-scoped-profile-unlisted",
+          "GetModelInfo leaves out the first model-scoped profile its model supports, while "
+          "Capabilities still advertises it",
+          ("REQ-CAP-012",), f"{DISCOVERY}/GetModelInfo",
+          change_answer(DISCOVERY, "GetModelInfo", _model_info_without_scoped_profile)),
+    Fault("task-family-unimplemented",
+          "a task RPC for a family the model's supported_tasks does not list fails UNIMPLEMENTED "
+          "instead of INVALID_ARGUMENT",
+          ("REQ-TASKS-001",), TASKS, _unsupported_families_unimplemented),
+    Fault("watch-one-sender",
+          "WatchLoad writes the messages of all streams one at a time, so a watcher that does not "
+          "read holds up the others",
+          ("REQ-LOAD-017",), f"{OBSERVABILITY}/WatchLoad", wrap_method(OBSERVABILITY, "WatchLoad", _one_sender)),
+    Fault("admin-address-overall-not-serving",
+          "on an admin address of its own, health reports \"\" NOT_SERVING while openengine.v1.Admin is SERVING",
+          ("REQ-ADMIN-001",), "admin health", _admin_health_overall_not_serving),
+    Fault("shutdown-health-serving",
+          "during a graceful shutdown health reports every name SERVING: open Watch streams end "
+          "without NOT_SERVING",
+          ("REQ-HEALTH-010",), "health", _serving_while_stopping),
+    Fault("limited-token-allowed",
+          "the admin guard also accepts `limited-<admin token>`, a credential meant to allow no "
+          "Admin operation, and performs every call made with it instead of PERMISSION_DENIED",
+          ("REQ-ADMIN-003",), "gate", replace_gate(lambda gate: gate_like(gate, _LimitedTokenAllowedGate))),
 ):
     FAULTS.register(_fault.spec, _fault)
 

@@ -3,42 +3,59 @@ the few cases that cannot help seeing the same broken behaviour)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fnmatch
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 from openengine.engine.faults import FAULTS
 
-from tests.conformance.conftest import failed, reference_engine, run_suite
+from openengine.engine import AdminConfig
+
+from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 
 # The fault matrix: an engine per fault (the fast lane leaves it out).
 pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
-LOAD_ALL = ["load.*"]
 CAPS = ["capabilities.*", "core.discovery.*", "core.profiles.*"]
 
 # fault -> what to run, the cases that must fail, and the other cases allowed to fail with it.
 # `rule`: the validators' rule id the failing cases report. The WatchLoad stream rules are judged
 # by `WatchLoadChecker` alone, so a load case that computed one itself would fail without it.
 PLAN: dict[str, dict] = {
-    "watch-sequence-not-increasing": dict(run=LOAD_ALL, fails={"load.watch.sequence"}, rule="OEV304"),
-    "watch-settings-not-first": dict(run=LOAD_ALL, fails={"load.watch.settings-first"}, rule="OEV301",
+    "watch-sequence-not-increasing": dict(run=["load.watch.sequence"], fails={"load.watch.sequence"},
+                                          rule="OEV304"),
+    "watch-settings-not-first": dict(run=["load.watch.settings-first", "load.watch.initial-snapshot-on"],
+                                     fails={"load.watch.settings-first"}, rule="OEV301",
                                      also={"load.watch.initial-snapshot-on"}),
-    "watch-timestamp-backwards": dict(run=LOAD_ALL, fails={"load.watch.timestamps"}, rule="OEV307",
-                                      also={"load.watch.initial-snapshot-off", "load.watch.heartbeat-idle",
-                                            "load.watch.periodic"}),
-    "watch-no-initial-snapshot": dict(run=LOAD_ALL, fails={"load.watch.initial-snapshot-on"}, rule="OEV317"),
-    "watch-missing-heartbeat": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-idle"}, rule="OEV312"),
-    "watch-interval-not-clamped": dict(run=LOAD_ALL, fails={"load.watch.interval-clamped"}, rule="OEV316",
+    "watch-timestamp-backwards": dict(run=["load.watch.timestamps"], fails={"load.watch.timestamps"},
+                                      rule="OEV307"),
+    "watch-no-initial-snapshot": dict(run=["load.watch.initial-snapshot-on"],
+                                      fails={"load.watch.initial-snapshot-on"}, rule="OEV317"),
+    "watch-missing-heartbeat": dict(run=["load.watch.heartbeat-idle"], fails={"load.watch.heartbeat-idle"},
+                                    rule="OEV312"),
+    "watch-interval-not-clamped": dict(run=["load.watch.interval-clamped", "load.watch.heartbeat-settings"],
+                                       fails={"load.watch.interval-clamped"}, rule="OEV316",
                                        also={"load.watch.heartbeat-settings"}),
-    "watch-instance-id-mismatch": dict(run=LOAD_ALL, fails={"load.instance-id"}, rule="OEV309",
+    "watch-instance-id-mismatch": dict(run=["load.instance-id", "load.watch.settings-effective"],
+                                       fails={"load.instance-id"}, rule="OEV309",
                                        also={"load.watch.settings-effective"}),
-    "watch-silent-gap": dict(run=LOAD_ALL, fails={"load.watch.slow-reader"}),
-    "watch-cancel-aborts-requests": dict(run=LOAD_ALL, fails={"load.watch.cancel-only-unsubscribes"}),
-    # A stream that ends after its first snapshot starves every case that reads one.
-    "watch-ends-ok": dict(run=LOAD_ALL, fails={"load.watch.stays-open"}, also={"load.*"}),
-    "watch-max-watchers-ignored": dict(run=LOAD_ALL, fails={"load.watch.max-watchers"}),
-    "watch-heartbeat-not-reset": dict(run=LOAD_ALL, fails={"load.watch.heartbeat-busy"}, rule="OEV313"),
+    "watch-silent-gap": dict(run=["load.watch.slow-reader"], fails={"load.watch.slow-reader"}),
+    "watch-cancel-aborts-requests": dict(run=["load.watch.cancel-only-unsubscribes"],
+                                         fails={"load.watch.cancel-only-unsubscribes"}),
+    # A stream that ends after its first snapshot starves every case that reads one; the stalled
+    # watcher's case is run too, as it once left a task whose failure nobody read.
+    "watch-ends-ok": dict(run=["load.watch.stays-open", "load.watch.stalled-isolated"],
+                          fails={"load.watch.stays-open"}, also={"load.*"}),
+    "watch-max-watchers-ignored": dict(run=["load.watch.max-watchers"], fails={"load.watch.max-watchers"}),
+    "watch-heartbeat-not-reset": dict(run=["load.watch.heartbeat-busy"], fails={"load.watch.heartbeat-busy"},
+                                      rule="OEV313"),
     "watch-revision-stream-kept": dict(run=["admin.update-config", "load.watch.stays-open"],
                                        fails={"admin.update-config"}),
     "capabilities-unadvertised-submessage": dict(run=CAPS, fails={"capabilities.submessages-advertised"}),
@@ -68,15 +85,6 @@ PLAN: dict[str, dict] = {
                                     also={"health.watch.unknown-service"}),
     "health-pause-not-reflected": dict(run=["health.*"], fails={"health.pause.work-not-serving"},
                                        also={"health.*"}),
-    "generate-no-terminal": dict(run=["core.abort.*", "core.generate.*"],
-                                 fails={"core.abort.by-id", "core.abort.all"},
-                                 also={"core.abort.queued", "core.abort.all-queued"}),
-    "client-cancel-ignored": dict(run=["core.abort.*", "core.generate.*"],
-                                  fails={"core.generate.client-cancel"},
-                                  also={"core.generate.cancel-queued"}),
-    "abort-ignored": dict(run=["core.abort.*", "core.generate.*"],
-                          fails={"core.abort.by-id", "core.abort.all"},
-                          also={"core.abort.queued", "core.abort.all-queued"}),
     "load-ranks-not-summed": dict(run=["load.ranks.*", "load.getload.*"], fails={"load.ranks.sum"},
                                   engine=dict(profiles=("load",), limits={"load": {"per_rank": True}})),
     "getload-instance-mismatch": dict(run=["load.instance-id", "load.getload.*"],
@@ -93,6 +101,88 @@ PLAN: dict[str, dict] = {
     "wire-policy-off": dict(run=["core.wire.*"], fails={"core.wire.undecodable"}),
     "health-list-unimplemented": dict(run=["health.*"], fails={"health.list"}),
 }
+
+
+# The faults breaking one clause each: each runs only the case(s) citing that clause.
+GENERATE = ["core.generate.stream", "core.generate.terminal"]
+PLAN.update({
+    "abort-unimplemented": dict(run=["core.rpcs.served"], fails={"core.rpcs.served"}),
+    "watch-unimplemented": dict(run=["load.rpcs.served"], fails={"load.rpcs.served"}),
+    "profiles-shrink-when-busy": dict(run=["core.capabilities.*"],
+                                      fails={"core.capabilities.stable", "core.capabilities.saturated"}),
+    "role-unspecified": dict(run=["core.discovery.instance-id"], fails={"core.discovery.instance-id"}),
+    "vendor-name-not-canonical": dict(run=["capabilities.names-canonical"], fails={"capabilities.names-canonical"}),
+    "vendor-major-zero": dict(run=["capabilities.majors-positive"], fails={"capabilities.majors-positive"}),
+    "reserved-name-invented": dict(run=["capabilities.reserved-names"], fails={"capabilities.reserved-names"}),
+    "model-info-drifts": dict(run=["core.discovery.stable"], fails={"core.discovery.stable"}),
+    "services-unversioned-names": dict(run=["core.services.names"], fails={"core.services.names"}),
+    "final-without-usage": dict(run=GENERATE, fails={"core.generate.stream"}),
+    "chunk-after-final": dict(run=GENERATE, fails={"core.generate.terminal"}),
+    "generate-ends-internal": dict(run=GENERATE, fails={"core.generate.stream"}, also={"core.generate.terminal"}),
+    "max-tokens-overrun": dict(run=["core.generate.stream"], fails={"core.generate.stream"}),
+    "stop-token-ids-ignored": dict(run=["core.generate.stop-*"], fails={"core.generate.stop-token-ids"}),
+    "stop-strings-ignored": dict(run=["core.generate.stop-*"], fails={"core.generate.stop-strings"}),
+    "stop-string-kept": dict(run=["core.generate.stop-*"], fails={"core.generate.stop-strings"}),
+    "full-not-retryable": dict(run=["core.overload.refused"], fails={"core.overload.refused"},
+                               engine=dict(limits={"core": {"max_running_requests": 2, "max_queued_requests": 2}})),
+    "paused-failed-precondition": dict(run=["health.pause.work-unavailable"],
+                                       fails={"health.pause.work-unavailable"}),
+    "abort-by-id-ignored": dict(run=["core.abort.by-id", "core.abort.queued", "core.abort.all"],
+                                fails={"core.abort.by-id", "core.abort.queued"}),
+    "kv-session-aborts-all": dict(run=["core.abort.unknown"], fails={"core.abort.unknown"}),
+    # The count is what shows a request was ended, so the case that aborts by id to see a
+    # request still running sees the fault too.
+    "abort-counts-zero": dict(run=["core.abort.by-id", "core.abort.queued", "core.abort.all-queued"],
+                              fails={"core.abort.by-id", "core.abort.queued", "core.abort.all-queued"}),
+    "abort-nothing-not-found": dict(run=["core.abort.unknown", "core.abort.by-id"], fails={"core.abort.unknown"}),
+    "abort-queued-when-slot-frees": dict(run=["core.abort.queued", "core.abort.all-queued"],
+                                         fails={"core.abort.queued"}),
+    "cancel-ignored-while-queued": dict(run=["core.generate.cancel-queued", "core.generate.client-cancel"],
+                                        fails={"core.generate.cancel-queued"}),
+    "health-unimplemented": dict(run=["health.served"], fails={"health.served"}),
+    "health-overall-not-serving": dict(run=["health.check.overall"], fails={"health.check.overall"}),
+    # The current case compares two answers' timestamps.
+    "getload-no-timestamp": dict(run=["load.getload.*"], fails={"load.getload.complete"},
+                                 also={"load.getload.current"}),
+    "getload-cached": dict(run=["load.getload.*"], fails={"load.getload.current"}),
+    "getload-ranks-unasked": dict(run=["load.getload.*"], fails={"load.getload.complete"}),
+    "watch-snapshot-deltas": dict(run=["load.watch.snapshots-complete"], fails={"load.watch.snapshots-complete"}),
+    "watch-zero-interval-periodic": dict(run=["load.watch.interval-zero"], fails={"load.watch.interval-zero"}),
+    "watch-settings-per-rank-echoed": dict(run=["load.watch.per-rank"], fails={"load.watch.per-rank"},
+                                           engine=dict(limits={"load": {"per_rank": False}})),
+    "watch-snapshots-halved": dict(run=["load.watch.periodic"], fails={"load.watch.periodic"}),
+    "watch-empty-message": dict(run=["load.watch.message-kinds"], fails={"load.watch.message-kinds"}),
+    "watch-snapshot-backlog": dict(run=["load.watch.slow-reader"], fails={"load.watch.slow-reader"}),
+    "watchers-full-unavailable": dict(run=["load.watch.max-watchers"], fails={"load.watch.max-watchers"}),
+    "events-initial-state-wrong": dict(run=["events.initial-state"], fails={"events.initial-state"}),
+    "config-change-same-revision": dict(run=["admin.update-config"], fails={"admin.update-config"}),
+    "pause-changes-revision": dict(run=["core.revision.unchanged-by-state"],
+                                   fails={"core.revision.unchanged-by-state"}),
+    "revision-event-missing": dict(run=["admin.update-config"], fails={"admin.update-config"}),
+    # Tokens slow enough that the case's request is still running when the revision changes.
+    "revision-aborts-not-retryable": dict(run=["admin.update-config"], fails={"admin.update-config"},
+                                          engine=dict(token_delay_ms=20)),
+    "admin-guard-on-inference": dict(run=["admin.guard-isolated"], fails={"admin.guard-isolated"}),
+    "model-scoped-profile-unlisted": dict(run=["capabilities.model-scope"], fails={"capabilities.model-scope"}),
+    "task-family-unimplemented": dict(run=["tasks.families"], fails={"tasks.families"},
+                                      engine=dict(limits={"tasks": {"supported_tasks": ["embed"]}})),
+    "watch-one-sender": dict(run=["load.watch.stalled-isolated"], fails={"load.watch.stalled-isolated"}),
+    "admin-address-overall-not-serving": dict(run=["admin.own-address-health"], fails={"admin.own-address-health"},
+                                            engine=dict(admin=AdminConfig(port=0, token=TOKEN)),
+                                            admin_address=True),
+    # Only a signal to an engine process shows a graceful shutdown.
+    "shutdown-health-serving": dict(run=["core.shutdown.graceful"], fails={"core.shutdown.graceful"},
+                                    process=True),
+    "limited-token-allowed": dict(run=["admin.permission-denied"], fails={"admin.permission-denied"},
+                                  options=dict(admin_limited_token="limited-" + TOKEN)),
+    "abort-ignored": dict(run=["core.abort.all", "core.abort.all-queued", "core.abort.by-id"],
+                          fails={"core.abort.all", "core.abort.all-queued"}),
+    "generate-no-terminal": dict(run=["core.abort.*"],
+                                 fails={"core.abort.by-id", "core.abort.all"},
+                                 also={"core.abort.queued", "core.abort.all-queued"}),
+    "client-cancel-ignored": dict(run=["core.generate.client-cancel", "core.generate.cancel-queued"],
+                                  fails={"core.generate.client-cancel"}),
+})
 
 
 # The alias faults: each fails its own alias case against an engine serving both aliases.
@@ -112,6 +202,36 @@ def test_every_fault_has_a_plan():
     assert sorted(FAULTS) == sorted(PLAN), "add the new fault to PLAN (and a case that catches it)"
 
 
+def _run(target: str, patterns: list[str], **options):
+    from openengine.conformance import Options, run_suite as run
+
+    return asyncio.run(run(Options(target=target, **options), patterns=patterns))
+
+
+@contextlib.contextmanager
+def engine_process(fault: str):
+    """`oespec engine --fault FAULT` on a free port: (its address, its process id)."""
+    root = Path(__file__).resolve().parents[2]
+    engine = subprocess.Popen([sys.executable, "-m", "oespec.cli", "engine", "--port", "0", "--admin-token",
+                               TOKEN, "--fault", fault], cwd=root, stderr=subprocess.STDOUT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        address = None
+        for line in engine.stdout:
+            found = re.search(r"serving on (\S+)", line)
+            if found:
+                address = found.group(1)
+                break
+        assert address, "the engine did not log its address"
+        # Its log is read on, so the engine never blocks on a full pipe.
+        threading.Thread(target=engine.stdout.read, daemon=True).start()
+        yield address, engine.pid
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+        engine.wait(10)
+
+
 def _allowed(case_id: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(case_id, p) for p in patterns)
 
@@ -119,8 +239,15 @@ def _allowed(case_id: str, patterns) -> bool:
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_is_caught_by_its_case(fault):
     plan = PLAN[fault]
-    with reference_engine(faults=(fault,), **plan.get("engine", {})) as engine:
-        report = run_suite(engine.address, patterns=plan["run"])
+    options = dict(plan.get("options", {}), admin_token=TOKEN)
+    if plan.get("process"):
+        with engine_process(fault) as (address, pid):
+            report = _run(address, plan["run"], shutdown_command=f"kill -TERM {pid}", **options)
+    else:
+        with reference_engine(faults=(fault,), **plan.get("engine", {})) as engine:
+            if plan.get("admin_address"):
+                options["admin_target"] = engine.engine.admin_address
+            report = _run(engine.address, plan["run"], **options)
     bad = failed(report)
     assert report.results
     missing = plan["fails"] - set(bad)

@@ -32,7 +32,7 @@ def test_a_loaded_machines_jitter_at_the_asked_period_passes():
     assert _rate_problem(_arrivals(gaps), RATE_PERIOD_MS, 3.0, "heartbeats") is None
 
 
-@pytest.mark.parametrize("period_ms", [10, 20, RATE_PERIOD_MS, 250, 1000])
+@pytest.mark.parametrize("period_ms", [10, 20, 100, RATE_PERIOD_MS, 1000])
 def test_a_stream_at_twice_its_period_fails_at_every_period(period_ms):
     problem = _rate_problem(_arrivals([2.0 * period_ms] * RATE_GAPS), period_ms, 60.0, "snapshots")
     assert problem is not None and f"median {2 * period_ms} ms apart" in problem

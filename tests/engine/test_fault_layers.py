@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openengine.engine import EngineConfig, EngineServer, FAULTS
+from openengine.engine import AdminConfig, EngineConfig, EngineServer, FAULTS
 from openengine.engine import faults as faults_module
 from openengine.serve import Gate
 from openengine.serve.admission import Admission
@@ -33,8 +33,10 @@ def test_no_code_outside_the_fault_table_names_a_fault():
 
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_a_fault_changes_only_what_its_layer_wraps(name):
-    plain = EngineServer(EngineConfig(port=0, aliases=("openengine", "control")))
-    faulty = EngineServer(EngineConfig(port=0, aliases=("openengine", "control"), faults=(name,)))
+    # Admin on an address of its own, so the admin address's health is a part too.
+    admin = AdminConfig(port=0, token="layers")
+    plain = EngineServer(EngineConfig(port=0, aliases=("openengine", "control"), admin=admin))
+    faulty = EngineServer(EngineConfig(port=0, aliases=("openengine", "control"), admin=admin, faults=(name,)))
     aliases = {a.service for a in faulty.aliases}
     changed = {"aliases" if service in aliases else service for service, impl in faulty.implementations.items()
                if type(impl) is not type(plain.implementations[service])
@@ -44,7 +46,9 @@ def test_a_fault_changes_only_what_its_layer_wraps(name):
         | ({"interceptors"} if faulty.interceptors != [faulty.wire] else set()) \
         | ({"admission"} if type(faulty.implementations["openengine.v1.Inference"].admission) is not Admission
            else set()) \
-        | ({"health statuses"} if "desired_health" in vars(faulty) else set()) \
+        | ({"health statuses"} if "desired_health" in vars(faulty) or "shutdown" in vars(faulty.health) else set()) \
+        | ({"admin health"} if "update" in vars(faulty.admin_health) else set()) \
+        | ({"state"} if "revise" in vars(faulty.state) else set()) \
         | ({"backend"} if {"generate", "abort"} & set(vars(faulty.backend)) else set())
     assert len(parts) == 1, f"{name} wraps {sorted(parts)}"
     # Without faults every part is the SDK's own.
