@@ -9,9 +9,9 @@ Slow tests are of two kinds. Most of a conformance or fault test's time is spent
 stream windows and timers (modules marked `waits`), while a site build, a browser page or a
 pull-request step keeps a core busy. Mixed in one queue, the kinds bunch: for a while every
 worker waits and the cores idle, then every worker computes and they are oversubscribed. So
-under xdist the waiting slow tests are dealt into `xdist_group`s, one per two workers: pytest-xdist
-gives each group to one worker, which works through it while the other workers take everything
-else from the queue. The groups get equal shares of each module, and each group keeps the
+under xdist the waiting slow tests are dealt into `xdist_group`s, one for each worker beyond one
+per core: pytest-xdist gives each group to one worker, which works through it while the others,
+one per core, take everything else from the queue. The groups get equal shares of each module, and each group keeps the
 collection order, so a module's tests still run together."""
 
 from __future__ import annotations
@@ -42,12 +42,18 @@ def waiting_groups(items: list, count: int) -> dict[str, list]:
     return groups
 
 
+def waiting_lanes(workers: int, cores: int) -> int:
+    """How many groups the waiting tests get: every worker but one per core, which keep the
+    cores busy with the computing tests; a waiting test needs a worker, not a core."""
+    return max(1, min(workers - cores, workers - 1))
+
+
 @pytest.hookimpl(tryfirst=True)     # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slow_modules_first(items)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers >= 2:
-        for name, members in waiting_groups(items, workers // 2).items():
+        for name, members in waiting_groups(items, waiting_lanes(workers, os.cpu_count() or 1)).items():
             for item in members:
                 item.add_marker(pytest.mark.xdist_group(name))
 
