@@ -59,19 +59,20 @@ check: setup bindings
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code proto
 
-# Every test, spread over three workers per core (pytest-xdist): much of the suite waits on stream
+# Every test, spread over four workers per core (pytest-xdist): much of the suite waits on stream
 # windows, engines and subprocesses rather than computes. tests/conftest.py deals the slow tests
-# that wait into one `xdist_group` per two workers, so they run beside the computing ones instead
+# that wait into one `xdist_group` per worker beyond one per core, so they run beside the computing ones instead
 # of leaving the cores idle together; a worker more costs its own collection (about 2 CPU-s).
 # Tests that share a browser or a copied checkout run on one worker too (`xdist_group`).
 # PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`; PYTEST_WORKERS sets the
-# worker count (0: no workers, one process).
+# worker count (0: no workers, one process). OE_TEST_CPU=<folder> records each test's CPU there,
+# its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
 # run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
 # caches each one compiles the project's modules again and pytest rewrites every test module's
 # asserts again. The caches (__pycache__/) are ignored by git.
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-PYTEST_WORKERS ?= $(shell echo $$((3 * $(CORES))))
+PYTEST_WORKERS ?= $(shell echo $$((4 * $(CORES))))
 PYTEST_ARGS ?=
 # PYTHONNODEBUGRANGES: Python 3.11 tracebacks re-parse each source line to place their carets, and
 # before 3.11.8 two threads parsing at once can fail with "AST constructor recursion depth

@@ -85,10 +85,6 @@ def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 10
         coalescing=state.get("coalescing", 0), errors=len(c1["errors"]), idle_cpu_per_s=idle_rate)
 
 
-def _r(v: float, nd: int = 2) -> float:
-    return round(v, nd)
-
-
 def figures(plain: FanoutRun, stalled: FanoutRun) -> list[Figure]:
     n = plain.watchers
     g = f"fan-out {n} watchers"
@@ -97,23 +93,23 @@ def figures(plain: FanoutRun, stalled: FanoutRun) -> list[Figure]:
     ratio_p99 = stalled.lag_p99_ms / plain.lag_p99_ms if plain.lag_p99_ms else float("inf")
     rss = stalled.rss_end_kib / stalled.rss_start_kib if stalled.rss_start_kib else float("inf")
     return [
-        info(f"{pre}.lag_p50", _r(plain.lag_p50_ms), "ms", group=g),
-        info(f"{pre}.lag_p99", _r(plain.lag_p99_ms), "ms", group=g),
-        info(f"{pre}.delivered_fraction", _r(plain.delivered / plain.expected, 3), "ratio", group=g,
+        info(f"{pre}.lag_p50", round(plain.lag_p50_ms, 2), "ms", group=g),
+        info(f"{pre}.lag_p99", round(plain.lag_p99_ms, 2), "ms", group=g),
+        info(f"{pre}.delivered_fraction", round(plain.delivered / plain.expected, 3), "ratio", group=g,
              note="snapshots delivered / one per interval per watcher"),
-        info(f"{pre}.server_us_per_snapshot", _r(plain.server_us_per_message, 1), "us", group=g,
+        info(f"{pre}.server_us_per_snapshot", round(plain.server_us_per_message, 1), "us", group=g,
              note="engine process CPU / snapshots delivered"),
-        info(f"{pre}.stalled.lag_p50", _r(stalled.lag_p50_ms), "ms", group=g,
+        info(f"{pre}.stalled.lag_p50", round(stalled.lag_p50_ms, 2), "ms", group=g,
              note=f"the {n - stalled.stalled} healthy watchers, {stalled.stalled} stalled"),
-        info(f"{pre}.stalled.lag_p99", _r(stalled.lag_p99_ms), "ms", group=g),
-        at_most(f"{pre}.stalled_lag_p50_ratio", _r(ratio_p50, 3), 1.25, group=g,
+        info(f"{pre}.stalled.lag_p99", round(stalled.lag_p99_ms, 2), "ms", group=g),
+        at_most(f"{pre}.stalled_lag_p50_ratio", round(ratio_p50, 3), 1.25, group=g,
                 note="healthy watchers' p50 lag with a tenth stalled / with none stalled"),
-        at_most(f"{pre}.stalled_lag_p99_ratio", _r(ratio_p99, 3), 1.25, group=g,
+        at_most(f"{pre}.stalled_lag_p99_ratio", round(ratio_p99, 3), 1.25, group=g,
                 note="healthy watchers' p99 lag with a tenth stalled / with none stalled"),
-        info(f"{pre}.stalled.delivered_fraction", _r(stalled.delivered / stalled.expected, 3), "ratio", group=g),
-        info(f"{pre}.stalled.rss_start", _r(stalled.rss_start_kib / 1024, 1), "MiB", group=g),
-        info(f"{pre}.stalled.rss_end", _r(stalled.rss_end_kib / 1024, 1), "MiB", group=g),
-        at_most(f"{pre}.stalled.rss_ratio", _r(rss, 3), 1.05, group=g,
+        info(f"{pre}.stalled.delivered_fraction", round(stalled.delivered / stalled.expected, 3), "ratio", group=g),
+        info(f"{pre}.stalled.rss_start", round(stalled.rss_start_kib / 1024, 1), "MiB", group=g),
+        info(f"{pre}.stalled.rss_end", round(stalled.rss_end_kib / 1024, 1), "MiB", group=g),
+        at_most(f"{pre}.stalled.rss_ratio", round(rss, 3), 1.05, group=g,
                 note=f"engine RSS end / start over a {stalled.seconds:.0f} s window with stalled watchers"),
         at_least(f"{pre}.stalled.coalescing_watchers", stalled.coalescing, stalled.stalled, unit="watchers",
                  group=g, note="watchers whose one-slot mailbox was coalescing at the end (the stall was real)"),
@@ -126,16 +122,16 @@ def limit_figures(engine: FanoutRun, bare: FanoutRun) -> list[Figure]:
     pre = f"limit.w{n}"
     ratio = engine.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
     return [
-        info(f"{pre}.watchload.server_us_per_message", _r(engine.server_us_per_message, 1), "us", group=g,
+        info(f"{pre}.watchload.server_us_per_message", round(engine.server_us_per_message, 1), "us", group=g,
              note=f"{n} WatchLoad streams at {engine.interval_ms} ms, {engine.message_bytes} B messages"),
-        info(f"{pre}.bare.server_us_per_message", _r(bare.server_us_per_message, 1), "us", group=g,
+        info(f"{pre}.bare.server_us_per_message", round(bare.server_us_per_message, 1), "us", group=g,
              note=f"{n} bare grpc.aio streams at {bare.interval_ms} ms, {bare.message_bytes} B messages"),
-        at_most(f"{pre}.server_cost_ratio", _r(ratio, 3), 1.5, group=g,
+        at_most(f"{pre}.server_cost_ratio", round(ratio, 3), 1.5, group=g,
                 note="server CPU per message, WatchLoad / bare grpc.aio server streaming"),
-        info(f"{pre}.watchload.delivered_fraction", _r(engine.delivered / engine.expected, 3), "ratio", group=g),
-        info(f"{pre}.bare.delivered_fraction", _r(bare.delivered / bare.expected, 3), "ratio", group=g),
-        info(f"{pre}.watchload.lag_p99", _r(engine.lag_p99_ms), "ms", group=g),
-        info(f"{pre}.bare.lag_p99", _r(bare.lag_p99_ms), "ms", group=g),
+        info(f"{pre}.watchload.delivered_fraction", round(engine.delivered / engine.expected, 3), "ratio", group=g),
+        info(f"{pre}.bare.delivered_fraction", round(bare.delivered / bare.expected, 3), "ratio", group=g),
+        info(f"{pre}.watchload.lag_p99", round(engine.lag_p99_ms, 2), "ms", group=g),
+        info(f"{pre}.bare.lag_p99", round(bare.lag_p99_ms, 2), "ms", group=g),
     ]
 
 
@@ -159,7 +155,7 @@ def run(counts: tuple[int, ...] = (10, 100, 1000), *, interval_ms: int = 100, wi
         fan.figures += figures(plain, stalled)
         if len(plain_runs) > 1:
             fan.figures.append(info(
-                f"fanout.w{n}.rounds_lag_p99", _r(max(r.lag_p99_ms for r in plain_runs + stalled_runs)), "ms",
+                f"fanout.w{n}.rounds_lag_p99", round(max(r.lag_p99_ms for r in plain_runs + stalled_runs), 2), "ms",
                 group=f"fan-out {n} watchers",
                 note="p99 of every round (unstalled: " + ", ".join(f"{r.lag_p99_ms:.1f}" for r in plain_runs)
                      + "; stalled: " + ", ".join(f"{r.lag_p99_ms:.1f}" for r in stalled_runs) + " ms); value: the worst"))

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import struct
 import sys
 import time
@@ -54,7 +55,7 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
     driver = PoissonDriver(loads, rate, seed=seed)
     clock = engines[0].state.clock
     offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
-    reply(ports=[e.port for e in engines], pid=_pid(), clock_offset_ns=offset)
+    reply(ports=[e.port for e in engines], pid=os.getpid(), clock_offset_ns=offset)
 
     def mark(**_):
         return {"usage": usage().as_dict()}
@@ -128,7 +129,7 @@ async def host_sdk(max_watchers: int) -> None:
     server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
     await server.start()
     offset = server.state.clock.now_ns() - time.monotonic_ns()
-    reply(ports=[int(server.address.rsplit(":", 1)[1])], pid=_pid(), clock_offset_ns=offset)
+    reply(ports=[int(server.address.rsplit(":", 1)[1])], pid=os.getpid(), clock_offset_ns=offset)
 
     def mark(**_):
         return {"usage": usage().as_dict()}
@@ -173,7 +174,7 @@ async def host_bare() -> None:
     server.add_generic_rpc_handlers([handler])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    reply(ports=[port], pid=_pid(), clock_offset_ns=0)
+    reply(ports=[port], pid=os.getpid(), clock_offset_ns=0)
 
     def mark(**_):
         return {"usage": usage().as_dict()}
@@ -186,10 +187,6 @@ async def host_bare() -> None:
     finally:
         await server.stop(0.2)
 
-
-def _pid() -> int:
-    import os
-    return os.getpid()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench.figures import Section, at_least, info
+from bench.measure import loadavg
 
 # Above the largest batch, so the first-token probes never wait for a free sequence.
 MAX_RUNNING = 12
@@ -157,7 +158,7 @@ def run(quick: bool = False) -> Section:
 
     BENCH_MODEL = _bench_model()
     section = Section("llama.cpp through OpenEngine")
-    load_start = _loadavg()
+    load_start = loadavg()
     threads = 1   # the engine's default (LlamaConfig.threads), on both sides
     batches = (1, 4) if quick else (1, 4, 8)
     tokens = 64 if quick else 256
@@ -199,12 +200,6 @@ def run(quick: bool = False) -> Section:
         f"{BENCH_MODEL.layers} layers), llama.cpp on "
         f"{threads} thread on both sides, the engine with max_running_requests {MAX_RUNNING}, "
         f"{tokens} tokens per request; how to read the ratios: bench/NOTES.md. "
-        f"Load average at the start / end of this section: {load_start} / {_loadavg()}.")
+        f"Load average at the start / end of this section: {load_start} / {loadavg()}.")
     return section
 
-
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"

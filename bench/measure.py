@@ -131,3 +131,8 @@ def loopback_tx_bytes() -> int:
     except (OSError, IndexError, ValueError):
         pass
     return 0
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg writes them."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())

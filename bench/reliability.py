@@ -31,7 +31,6 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench import svg, testsuite
 from bench.figures import Figure, Section, machine
+from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama", "reliability")
@@ -40,12 +41,6 @@ def from_record(d: dict, group: str) -> Figure:
     return Figure(d["name"], d["value"], d.get("unit", ""), d.get("goal") or "", d.get("met"),
                   group=d.get("group", group), note=d.get("note", ""))
 
-
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return ""
 
 
 # -- sections ---------------------------------------------------------------------------------
@@ -216,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     plots = out / "plots"
     out.mkdir(parents=True, exist_ok=True)
     meta = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-            "loadavg_start": _loadavg(), "quick": args.quick}
+            "loadavg_start": loadavg(), "quick": args.quick}
     start = time.monotonic()
     sections: list[Section] = []
     for name in wanted:
@@ -248,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(reliability.run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
-    meta["loadavg_end"] = _loadavg()
+    meta["loadavg_end"] = loadavg()
     write_json(out / "results.json", meta, sections)
     write_markdown(out / "results.md", meta, sections, os.path.relpath(plots, out))
     # The test-suite timings are recorded separately (bench/testsuite.py); keep them in results.md.

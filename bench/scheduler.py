@@ -14,6 +14,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import sys
 import time
 
@@ -139,16 +140,12 @@ class Scheduler:
 async def amain(args) -> None:
     sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p],
                       interval_ms=args.interval_ms, heartbeat_ms=args.heartbeat_ms)
-    reply(pid=_pid())
+    reply(pid=os.getpid())
     try:
         await serve_commands({"open": sched.open, "go": sched.go, "stop": sched.stop, "dump": sched.dump})
     finally:
         await sched.close()
 
-
-def _pid() -> int:
-    import os
-    return os.getpid()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench.figures import Section, at_most, info, machine
+from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -34,16 +35,10 @@ GOALS = {"test-fast": 60.0, "test": 150.0}
 BEGIN, END = "<!-- testsuite:begin -->", "<!-- testsuite:end -->"
 
 
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return ""
-
 
 def time_target(target: str) -> dict:
     """Run `make TARGET` once; wall and CPU time (this process's children), outcome, load."""
-    load_before = _loadavg()
+    load_before = loadavg()
     before = os.times()
     start = time.monotonic()
     proc = subprocess.run(["make", "--no-print-directory", target], cwd=ROOT, capture_output=True, text=True)
@@ -58,7 +53,7 @@ def time_target(target: str) -> dict:
             "cpu_s": round((after.children_user - before.children_user)
                            + (after.children_system - before.children_system), 1),
             "exit_status": proc.returncode, "pytest": summary[-1] if summary else "",
-            "loadavg_before": load_before, "loadavg_after": _loadavg()}
+            "loadavg_before": load_before, "loadavg_after": loadavg()}
 
 
 def section(record: dict | None) -> Section | None:

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.figures import Figure, Section, at_most, info
+from bench.figures import Section, at_most, info
 from oespec.buildcache import DISABLE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import threading
 import time
@@ -157,123 +158,102 @@ def _cpu_s() -> float:
     return usage().cpu_s
 
 
-async def _bare_round(args, request) -> tuple[float, int]:
-    """CPU seconds and messages of `args.count` bare grpc.aio readers over `args.seconds`."""
-    received = 0
-    counting = False
+class _Tally:
+    """Updates received while the window is open (the synchronous readers count from many threads)."""
 
-    async def read(call):
-        nonlocal received
-        async for _ in call:
-            if counting:
-                received += 1
+    def __init__(self):
+        self.counting = False
+        self.received = 0
+        self._lock = threading.Lock()
 
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{args.port}") as channel:
-        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-        calls = [stub.WatchLoad(request) for _ in range(args.count)]
-        tasks = [asyncio.ensure_future(read(call)) for call in calls]
-        await asyncio.sleep(args.warmup)
-        counting, start = True, _cpu_s()
-        await asyncio.sleep(args.seconds)
-        spent, counting = _cpu_s() - start, False
-        for call in calls:
-            call.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return spent, received
+    def count(self, _update=None) -> None:
+        if self.counting:
+            with self._lock:
+                self.received += 1
 
 
-async def _async_watcher_round(args, request) -> tuple[float, int]:
+async def _aio_round(args, request, watched: bool) -> tuple[float, int]:
+    """CPU seconds and updates of `args.count` grpc.aio readers over `args.seconds`: bare stub
+    calls (the floor: the stub parses each message and nothing else happens), or `AsyncLoadWatcher`s."""
     from openengine.client import AsyncLoadWatcher, CapabilityView
 
-    received = 0
-    counting = False
+    tally = _Tally()
 
-    def count(_load):
-        nonlocal received
-        if counting:
-            received += 1
+    async def read(call):
+        async for _ in call:
+            tally.count()
 
     async with grpc.aio.insecure_channel(f"127.0.0.1:{args.port}") as channel:
-        view = await CapabilityView.afetch(channel)
-        watchers = [await AsyncLoadWatcher(channel, view=view, request=request, on_snapshot=count).start()
-                    for _ in range(args.count)]
+        if watched:
+            view = await CapabilityView.afetch(channel)
+            watchers = [await AsyncLoadWatcher(channel, view=view, request=request, on_snapshot=tally.count).start()
+                        for _ in range(args.count)]
+        else:
+            stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+            calls = [stub.WatchLoad(request) for _ in range(args.count)]
+            tasks = [asyncio.ensure_future(read(call)) for call in calls]
         await asyncio.sleep(args.warmup)
-        counting, start = True, _cpu_s()
+        tally.counting, start = True, _cpu_s()
         await asyncio.sleep(args.seconds)
-        spent, counting = _cpu_s() - start, False
-        await asyncio.gather(*(w.stop() for w in watchers))
-    _tally(watchers)
-    return spent, received
+        spent, tally.counting = _cpu_s() - start, False
+        if watched:
+            await asyncio.gather(*(w.stop() for w in watchers))
+            _record_violations(watchers)
+        else:
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return spent, tally.received
+
+
+def _sync_round(args, request, watched: bool) -> tuple[float, int]:
+    """As `_aio_round` with synchronous gRPC: bare calls read by a thread each, or `LoadWatcher`s."""
+    from openengine.client import CapabilityView, LoadWatcher
+
+    tally = _Tally()
+
+    def read(call):
+        try:
+            for _ in call:
+                tally.count()
+        except grpc.RpcError:
+            pass        # cancelled at the end of the window
+
+    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
+        if watched:
+            view = CapabilityView.fetch(channel)
+            watchers = [LoadWatcher(channel, view=view, request=request, on_snapshot=tally.count).start()
+                        for _ in range(args.count)]
+        else:
+            stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+            calls = [stub.WatchLoad(request) for _ in range(args.count)]
+            threads = [threading.Thread(target=read, args=(call,), daemon=True) for call in calls]
+            for thread in threads:
+                thread.start()
+        time.sleep(args.warmup)
+        tally.counting, start = True, _cpu_s()
+        time.sleep(args.seconds)
+        spent, tally.counting = _cpu_s() - start, False
+        if watched:
+            for watcher in watchers:
+                watcher.stop()
+            _record_violations(watchers)
+        else:
+            for call in calls:
+                call.cancel()
+            for thread in threads:
+                thread.join(5)
+    return spent, tally.received
 
 
 # Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
 VIOLATIONS: dict[str, int] = {}
 
 
-def _tally(watchers) -> None:
+def _record_violations(watchers) -> None:
     for watcher in watchers:
         for rule, count in watcher.violation_counts.items():
             VIOLATIONS[rule] = VIOLATIONS.get(rule, 0) + count
-
-
-def _bare_sync_round(args, request) -> tuple[float, int]:
-    """As `_bare_round` with synchronous gRPC: one thread per stream, the floor of `LoadWatcher`."""
-    received = 0
-    counting = False
-    lock = threading.Lock()
-
-    def read(call):
-        nonlocal received
-        try:
-            for _ in call:
-                if counting:
-                    with lock:
-                        received += 1
-        except grpc.RpcError:
-            pass        # cancelled at the end of the window
-
-    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
-        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-        calls = [stub.WatchLoad(request) for _ in range(args.count)]
-        threads = [threading.Thread(target=read, args=(call,), daemon=True) for call in calls]
-        for thread in threads:
-            thread.start()
-        time.sleep(args.warmup)
-        counting, start = True, _cpu_s()
-        time.sleep(args.seconds)
-        spent, counting = _cpu_s() - start, False
-        for call in calls:
-            call.cancel()
-        for thread in threads:
-            thread.join(5)
-    return spent, received
-
-
-def _sync_watcher_round(args, request) -> tuple[float, int]:
-    from openengine.client import CapabilityView, LoadWatcher
-
-    received = 0
-    counting = False
-    lock = threading.Lock()
-
-    def count(_load):
-        nonlocal received
-        if counting:
-            with lock:
-                received += 1
-
-    with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
-        view = CapabilityView.fetch(channel)
-        watchers = [LoadWatcher(channel, view=view, request=request, on_snapshot=count).start()
-                    for _ in range(args.count)]
-        time.sleep(args.warmup)
-        counting, start = True, _cpu_s()
-        time.sleep(args.seconds)
-        spent, counting = _cpu_s() - start, False
-        for watcher in watchers:
-            watcher.stop()
-    _tally(watchers)
-    return spent, received
 
 
 async def _recorded_stream(args, request, count: int) -> list:
@@ -314,10 +294,10 @@ def client_cpu(args) -> dict:
     with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
         limits = CapabilityView.fetch(channel).report.limits["openengine.load"]
     messages = asyncio.run(_recorded_stream(args, request, 300))
-    readers = (("bare_aio", lambda: asyncio.run(_bare_round(args, request))),
-               ("async_watcher", lambda: asyncio.run(_async_watcher_round(args, request))),
-               ("bare_sync", lambda: _bare_sync_round(args, request)),
-               ("watcher", lambda: _sync_watcher_round(args, request)))
+    readers = (("bare_aio", lambda: asyncio.run(_aio_round(args, request, False))),
+               ("async_watcher", lambda: asyncio.run(_aio_round(args, request, True))),
+               ("bare_sync", lambda: _sync_round(args, request, False)),
+               ("watcher", lambda: _sync_round(args, request, True)))
     rounds: dict[str, list[float]] = {name: [] for name, _ in readers} | {"feed": []}
     received: dict[str, int] = {name: 0 for name, _ in readers}
     for _ in range(args.rounds):
@@ -392,16 +372,12 @@ def section(quick: bool) -> "Section":
 
 async def amain(args) -> None:
     watchers = Watchers(args)
-    reply(pid=_pid())
+    reply(pid=os.getpid())
     try:
         await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
         await watchers.close()
 
-
-def _pid() -> int:
-    import os
-    return os.getpid()
 
 
 def main(argv: list[str] | None = None) -> int:

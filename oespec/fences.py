@@ -1,7 +1,8 @@
-"""Fenced code blocks of a Markdown page, as CommonMark reads them (markdown-it-py).
+"""The block structure of a Markdown page, as CommonMark reads it (markdown-it-py).
 
 The spec scanner and the generated-region scanner both treat what a fence holds as text: a
-requirement id or a marker shown as an example is neither a requirement nor a region.
+requirement id or a marker shown as an example is neither a requirement nor a region. The spec
+scanner reads requirements from paragraphs (list items' included).
 """
 
 from __future__ import annotations
@@ -22,3 +23,10 @@ def fenced_lines(text: str) -> frozenset[int]:
     (a fence left open runs to the end of the page)."""
     return frozenset(number + 1 for token in _block_parser().parse(text) if token.type == "fence" and token.map
                      for number in range(*token.map))
+
+
+def paragraphs(text: str) -> list[tuple[int, str]]:
+    """Each paragraph of `text` (in a list item or not): its first line's 0-based number and its
+    lines, each stripped, joined by single spaces."""
+    return [(token.map[0], " ".join(line.strip() for line in token.content.splitlines()))
+            for token in _block_parser().parse(text) if token.type == "inline" and token.map]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 from oespec.diagnostics import Diagnostic, Loc, Severity
-from oespec.fences import fenced_lines
+from oespec.fences import paragraphs
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 TAGS = ("wire", "registry", "client")
@@ -61,15 +61,12 @@ _ID_RE = re.compile(rf"^{ID_PATTERN}$")
 _REFERENCE_RE = re.compile(rf"\b{ID_PATTERN}(?:\.[0-9]+)?\b")
 # Where a clause starts inside a requirement's text: `[.2]`.
 _CLAUSE_RE = re.compile(r"\[\.([0-9]+)\]")
-# A list marker (`- `, `* `, `+ `, `1. `) in front of a paragraph's first word.
-_LIST_MARKER_RE = re.compile(r"^(?P<indent>\s*)(?P<marker>[-*+]|[0-9]+[.)])\s+")
 # The start of a requirement: bold marker, then the italic tag in parentheses.
 _MARKER_RE = re.compile(r"^\*\*(?P<id>[^*]*)\*\*(?P<rest>.*)$")
 _TAG_RE = re.compile(r"^\s*\*\((?P<tag>[^)]*)\)\*(?P<text>.*)$")
 # What a requirement marker looks like to a careless writer: `**REQ-...`, `**req_...`, `**REQ ...`.
 # (`**REQUIRED**` and other bold words are not candidates.)
 _CANDIDATE_RE = re.compile(r"^\*\*\s*req[-_ ]", re.IGNORECASE)
-_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s")
 _LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _EMPHASIS_RE = re.compile(r"\*+")
 
@@ -210,56 +207,16 @@ def parse_markdown(text: str, file: str) -> tuple[list[Requirement], list[Diagno
     lines = text.splitlines()
     found: list[Requirement] = []
     problems: list[Diagnostic] = []
-    fenced = fenced_lines(text)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if i + 1 in fenced or not _starts_block(lines, i):
-            i += 1
+    for start, block in paragraphs(text):
+        if not _CANDIDATE_RE.match(block):
             continue
-        body, column = _strip_list_marker(line)
-        if not _CANDIDATE_RE.match(body):
-            i += 1
-            continue
-        end = _block_end(lines, i, fenced)
-        block = [body] + [ln.strip() for ln in lines[i + 1:end]]
-        req, problem = _parse_block(" ".join(block), file, i + 1, column)
+        column = lines[start].find(block.split(" ", 1)[0]) + 1
+        req, problem = _parse_block(block, file, start + 1, column)
         if req:
             found.append(req)
         if problem:
             problems.append(problem)
-        i = end
     return found, problems
-
-
-def _starts_block(lines: list[str], i: int) -> bool:
-    """Is line i the first line of a paragraph or of a list item?"""
-    line = lines[i]
-    if not line.strip():
-        return False
-    if _LIST_MARKER_RE.match(line):
-        return True
-    return i == 0 or not lines[i - 1].strip() or _HEADING_RE.match(lines[i - 1]) is not None
-
-
-def _strip_list_marker(line: str) -> tuple[str, int]:
-    match = _LIST_MARKER_RE.match(line)
-    if match:
-        return line[match.end():].rstrip(), match.end() + 1
-    stripped = line.lstrip()
-    return stripped.rstrip(), len(line) - len(stripped) + 1
-
-
-def _block_end(lines: list[str], start: int, fenced: frozenset[int]) -> int:
-    """The index after the last line of the paragraph or list item starting at `start`."""
-    j = start + 1
-    while j < len(lines):
-        line = lines[j]
-        if (not line.strip() or _LIST_MARKER_RE.match(line) or _HEADING_RE.match(line)
-                or j + 1 in fenced):
-            break
-        j += 1
-    return j
 
 
 def _parse_block(block: str, file: str, line: int, column: int

@@ -9,13 +9,14 @@ Slow tests are of two kinds. Most of a conformance or fault test's time is spent
 stream windows and timers (modules marked `waits`), while a site build, a browser page or a
 pull-request step keeps a core busy. Mixed in one queue, the kinds bunch: for a while every
 worker waits and the cores idle, then every worker computes and they are oversubscribed. So
-under xdist the waiting slow tests are dealt into `xdist_group`s, one per two workers: pytest-xdist
-gives each group to one worker, which works through it while the other workers take everything
-else from the queue. The groups get equal shares of each module, and each group keeps the
+under xdist the waiting slow tests are dealt into `xdist_group`s, one for each worker beyond one
+per core: pytest-xdist gives each group to one worker, which works through it while the others,
+one per core, take everything else from the queue. The groups get equal shares of each module, and each group keeps the
 collection order, so a module's tests still run together."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -41,11 +42,66 @@ def waiting_groups(items: list, count: int) -> dict[str, list]:
     return groups
 
 
+def waiting_lanes(workers: int, cores: int) -> int:
+    """How many groups the waiting tests get: every worker but one per core, which keep the
+    cores busy with the computing tests; a waiting test needs a worker, not a core."""
+    return max(1, min(workers - cores, workers - 1))
+
+
 @pytest.hookimpl(tryfirst=True)     # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slow_modules_first(items)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers >= 2:
-        for name, members in waiting_groups(items, workers // 2).items():
+        for name, members in waiting_groups(items, waiting_lanes(workers, os.cpu_count() or 1)).items():
             for item in members:
                 item.add_marker(pytest.mark.xdist_group(name))
+
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session) -> None:
+    """What collection left (modules, test items, the libraries they import: over 100,000 objects)
+    lives until the end; frozen, the garbage collector stops walking it on every full collection,
+    the one the conformance tests make after each test among them (a tenth of a CPU-second each)."""
+    gc.collect()
+    gc.freeze()
+
+
+# OE_TEST_CPU=<directory>: each process running tests appends one line per test to a file of its
+# own there (`<worker>.tsv`): node id, `test`, CPU seconds of the process and of the subprocesses
+# it reaped during the test (its fixtures' set-up and teardown included), and wall seconds; at the
+# end its totals. Processes never reaped (a browser's helpers) are not seen. Where a suite's CPU goes, for `make test`'s budget. A suite a test runs (in a copied
+# checkout) is counted in that test's subprocesses, not recorded again.
+_CPU_DIR = os.environ.get("OE_TEST_CPU")
+if _CPU_DIR and os.environ.get("PYTEST_XDIST_WORKER"):
+    del os.environ["OE_TEST_CPU"]
+
+if _CPU_DIR:
+    import resource
+    import time
+
+    def _cpu() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime
+
+    def _record(line: str) -> None:
+        name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(os.path.join(_CPU_DIR, f"{name}.tsv"), "a") as out:
+            out.write(line + "\n")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        before, start = _cpu(), time.monotonic()
+        yield
+        after, wall = _cpu(), time.monotonic() - start
+        _record(f"{item.nodeid}\ttest\t{after[0] - before[0]:.3f}\t{after[1] - before[1]:.3f}\t{wall:.3f}")
+
+    def pytest_configure(config):
+        if not getattr(config.option, "numprocesses", None):
+            os.environ.pop("OE_TEST_CPU", None)   # one process: the tests' subprocesses inherit no more
+
+    def pytest_sessionfinish(session):
+        own, reaped = _cpu()
+        _record(f"-\tprocess-total\t{own:.3f}\t{reaped:.3f}")

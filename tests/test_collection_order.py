@@ -1,5 +1,5 @@
 """The suite's scheduling (tests/conftest.py): slow modules first, the waiting slow tests dealt
-into one xdist group per two workers; and, run for real, pytest-xdist keeping a group on one
+into one xdist group for each worker beyond one per core; and, run for real, pytest-xdist keeping a group on one
 worker (a pytest release that renames test ids another way turns the groups off silently)."""
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class FakeItem:
 
 def _schedule(items, monkeypatch, workers: int):
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+    monkeypatch.setattr(suite_conftest.os, "cpu_count", lambda: 2)
     suite_conftest.pytest_collection_modifyitems(items)
     return [(i.nodeid, i.groups) for i in items]
 
@@ -47,7 +48,7 @@ def test_modules_with_slow_tests_move_first_and_keep_their_order(monkeypatch):
         "tests/a.py::one", "tests/a.py::two", "tests/c.py::only"]
 
 
-def test_waiting_slow_tests_are_dealt_into_one_group_per_two_workers(monkeypatch):
+def test_waiting_slow_tests_are_dealt_into_one_group_per_worker_beyond_one_per_core(monkeypatch):
     waiting = [FakeItem(f"tests/w.py::t{n}", "slow", "waits") for n in range(5)]
     quick = FakeItem("tests/w.py::quick", "waits")       # not slow: left to the shared queue
     computing = FakeItem("tests/c.py::t", "slow")
@@ -93,3 +94,10 @@ def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     workers = {p.read_text() for p in out.iterdir()}
     # Run by pytest-xdist workers (the outer run's worker name is not passed down), all one.
     assert len(list(out.iterdir())) == 6 and len(workers) == 1 and workers.pop().startswith("gw"), workers
+
+
+def test_one_worker_per_core_computes_and_the_rest_wait():
+    assert suite_conftest.waiting_lanes(6, 2) == 4
+    assert suite_conftest.waiting_lanes(8, 2) == 6
+    assert suite_conftest.waiting_lanes(2, 2) == 1     # never no lane, never every worker
+    assert suite_conftest.waiting_lanes(2, 8) == 1

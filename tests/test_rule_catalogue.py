@@ -315,12 +315,15 @@ def test_ids_a_conformance_run_emits_are_catalogued(capsys):
     pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
     from openengine.engine import EngineConfig, RunningEngine
 
+    # The cases that judge the missing core profile, and core cases it makes fail. Not all of
+    # core.*: its saturation cases stream long requests for seconds to add records of the same kind.
+    selection = ("capabilities.*", "core.profiles.*", "core.discovery.*", "core.numbers.*", "core.generate.limits")
     with RunningEngine(EngineConfig(port=0, faults=("capabilities-missing-core",))) as engine:
-        code = run(["conformance", "--target", engine.address, "--case", "capabilities.*", "--case", "core.*",
+        code = run(["conformance", "--target", engine.address, *(f"--case={c}" for c in selection),
                     "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     emitted = {d["rule_id"] for d in data["diagnostics"]}
-    assert code == 1 and emitted
+    assert code == 1 and len(emitted) >= 3, sorted(emitted)
     assert emitted <= set(all_specs()), sorted(emitted - set(all_specs()))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities

@@ -97,6 +97,7 @@ class _Watcher:
         self._channel = channel
         self._stub = observability_service_pb2_grpc.ObservabilityStub(channel)
         self._request = request if request is not None else load_pb2.WatchLoadRequest()
+        self._poll_request = load_pb2.GetLoadRequest(per_rank=self._request.per_rank)
         self._backoff = backoff or Backoff()
         self._tolerance = tolerance
         self._asked_poll_interval = poll_interval
@@ -278,15 +279,17 @@ class _Watcher:
     def _on_message(self, msg) -> bool:
         """Judge and keep one stream message; False when the stream must be reopened at once
         because it speaks for an instance discovery has not named yet."""
-        found = self._checker.feed(msg)
+        checker = self._checker
+        previous = checker.latest
+        found = checker.feed(msg)
         if found:
             if self._new_instance_suspected(found):
                 return False
             self._record(found)
             if any(v.rule_id == "OEV319" for v in found):
                 self._revision_change(msg.settings.capability_revision)
-        if msg.WhichOneof("kind") == "snapshot" and msg.snapshot.HasField("load"):
-            self._store(msg.snapshot.load)
+        if checker.latest is not previous:     # the message carried a snapshot's load
+            self._store(checker.latest)
         return True
 
     def _new_instance_suspected(self, found: list[Violation]) -> bool:
@@ -326,21 +329,23 @@ class _Watcher:
             self._on_revision_change(revision)
 
     def _on_error(self, err: grpc.RpcError) -> bool:
-        """Handle a failed call; False when there is nothing left to try (the watcher ended)."""
+        """Handle a failed call: True to go on at once (stopping, ended, or switched to polling),
+        False to back off first."""
+        if self._stopping():
+            return True
         self._last_error = err
         code = err.code()
         if code == grpc.StatusCode.UNIMPLEMENTED:
             if self._view is None:
                 self._end("the engine answers discovery with UNIMPLEMENTED")
-                return False
-            if self._mode == WATCH:
+            elif self._mode == WATCH:
                 self._set_mode(POLL)
-                return True
-            self._end("WatchLoad and GetLoad answer UNIMPLEMENTED although openengine.load is advertised")
-            return False
+            else:
+                self._end("WatchLoad and GetLoad answer UNIMPLEMENTED although openengine.load is advertised")
+            return True
         if code == grpc.StatusCode.ABORTED and self._mode == WATCH:
             self._revision_change(None)
-        return True
+        return False
 
     def _next_delay(self) -> float | None:
         """The wait before the next attempt, or None (the watcher ended) when backoff is exhausted.
@@ -442,13 +447,11 @@ class LoadWatcher(_Watcher):
                 return True
             if self._mode == WATCH:
                 return self._watch_once()
-            self._poll_once()
+            self._store(self._stub.GetLoad(self._poll_request, timeout=10))
             self._stop.wait(self._poll_interval)
             return True
         except grpc.RpcError as err:
-            if self._stopping() or not self._on_error(err):
-                return True
-            return err.code() == grpc.StatusCode.UNIMPLEMENTED
+            return self._on_error(err)
 
     def _watch_once(self) -> bool:
         self._new_checker()
@@ -463,11 +466,6 @@ class LoadWatcher(_Watcher):
             self._call = None
             call.cancel()
         return self._stopping()
-
-    def _poll_once(self) -> None:
-        from openengine.v1 import load_pb2
-
-        self._store(self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank), timeout=10))
 
     def _events(self) -> None:
         """When runtime events are advertised, a CapabilityRevisionChanged event is the earliest
@@ -576,8 +574,6 @@ class AsyncLoadWatcher(_Watcher):
                 if delay is None:
                     return
                 await asyncio.sleep(delay)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:   # ends the watcher with a reason instead of a dead task
             if not self._stopping():
                 self._end_on(err)
@@ -589,16 +585,11 @@ class AsyncLoadWatcher(_Watcher):
                 return True
             if self._mode == WATCH:
                 return await self._watch_once()
-            from openengine.v1 import load_pb2
-
-            self._store(await self._stub.GetLoad(load_pb2.GetLoadRequest(per_rank=self._request.per_rank),
-                                                 timeout=10))
+            self._store(await self._stub.GetLoad(self._poll_request, timeout=10))
             await asyncio.sleep(self._poll_interval)
             return True
         except grpc.RpcError as err:
-            if self._stopping() or not self._on_error(err):
-                return True
-            return err.code() == grpc.StatusCode.UNIMPLEMENTED
+            return self._on_error(err)
 
     async def _watch_once(self) -> bool:
         self._new_checker()

@@ -22,6 +22,7 @@ from openengine.v1 import common_pb2, generation_pb2, lifecycle_pb2, load_pb2
 from openengine.validate import effective_watch_settings
 
 log = logging.getLogger("openengine.serve")
+_END = object()     # the backend's outputs are exhausted
 
 # What a request's stream says when the SDK ended it, and whether trying again may work.
 _ABORTED = {
@@ -108,14 +109,24 @@ class Inference:
         state.in_flight[admitted.request_id] = flight
         state.load_changed()
         outputs = state.backend.generate(admitted)
-        steps = _first_output_abortable(outputs, flight)
+        iterator = aiter(outputs)
         unfinished = admitted.sequences
         clock = asyncio.get_running_loop().time
         ended = False
         started = False
         try:
             try:
-                async for output in steps:
+                # Abort cancels the wait for the first output; a started request stops in the backend.
+                flight.first_output = asyncio.ensure_future(anext(iterator, _END))
+                try:
+                    output = await flight.first_output
+                except asyncio.CancelledError:
+                    if flight.aborted is None or asyncio.current_task().cancelling():
+                        raise
+                    output = _END
+                finally:
+                    flight.first_output = None
+                while output is not _END:
                     started = True
                     if flight.aborted is not None:
                         break
@@ -135,14 +146,13 @@ class Inference:
                         return
                     else:
                         raise TypeError(f"the backend yielded {kind.__name__}; yield Chunk, Final or Failure")
+                    output = await anext(iterator, _END)
             except Refusal as refusal:
                 if not started:
                     raise
                 ended = True
                 yield _error(common_pb2.ERROR_CODE_INVALID_ARGUMENT, refusal.message)
                 return
-            except (asyncio.CancelledError, GeneratorExit):
-                raise
             except Exception as err:
                 # After acceptance a failure is the stream's terminal error, never a status.
                 log.exception("request %s failed in the backend", admitted.request_id)
@@ -162,31 +172,10 @@ class Inference:
                 del state.in_flight[admitted.request_id]
             if not ended:
                 state.abort(flight, AbortReason.CLIENT_CANCELLED)
-            await steps.aclose()
             close = getattr(outputs, "aclose", None)
             if close is not None:
                 await close()
             state.load_changed()
-
-
-async def _first_output_abortable(outputs, flight: InFlight):
-    """The backend's outputs, with the wait for the first one cancelled when the request is
-    aborted first; later outputs are awaited plainly (a started request stops in the backend)."""
-    iterator = aiter(outputs)
-    flight.first_output = asyncio.ensure_future(anext(iterator, None))
-    try:
-        first = await flight.first_output
-    except asyncio.CancelledError:
-        if flight.aborted is None or asyncio.current_task().cancelling():
-            raise
-        return
-    finally:
-        flight.first_output = None
-    if first is None:
-        return
-    yield first
-    async for output in iterator:
-        yield output
 
 
 class Lifecycle:

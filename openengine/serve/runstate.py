@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from openengine.v1 import events_pb2 as ES
+from openengine.v1 import events_pb2
 
-SERVING = ES.ENGINE_STATE_SERVING
-PAUSED = ES.ENGINE_STATE_PAUSED
-DRAINING = ES.ENGINE_STATE_DRAINING
-SLEEPING = ES.ENGINE_STATE_SLEEPING
-STOPPING = ES.ENGINE_STATE_STOPPING
+SERVING = events_pb2.ENGINE_STATE_SERVING
+PAUSED = events_pb2.ENGINE_STATE_PAUSED
+DRAINING = events_pb2.ENGINE_STATE_DRAINING
+SLEEPING = events_pb2.ENGINE_STATE_SLEEPING
+STOPPING = events_pb2.ENGINE_STATE_STOPPING
 
 # Everything asleep: a Sleep without tags.
 ALL_TAGS = "all"
@@ -33,7 +33,7 @@ class RunState:
 
     @property
     def name(self) -> str:
-        return ES.EngineState.Name(self.phase)
+        return events_pb2.EngineState.Name(self.phase)
 
     @property
     def accepting(self) -> bool:

@@ -6,14 +6,12 @@ The installs are real: the sdist and the wheel are built from a copy of the sour
 checkout's own bindings left out, so the wheel's come from its build step), then installed with
 pip into virtual environments outside the checkout, the runtime alone and with the toolkit
 extra. The dependencies come from a wheelhouse in the checkout's build/ folder, filled from the
-package index on the first run only. The runtime's venv is new every run; the toolkit's keeps its
-dependencies between runs (see `toolkit`)."""
+package index on the first run only. The venv is new every run: the runtime is installed into it
+first, and the toolkit extra is added to it for the module's last tests (see `toolkit`)."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
@@ -39,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 OESPEC = Path(sys.executable).parent / "oespec"
 REQUIREMENTS = ROOT / "requirements.txt"
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
-ENVIRONMENTS = ROOT / "build" / "test-venvs"
 DISTRIBUTION = "openengine-profiles"
 RUNTIME_REQUIRES = {"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status",
                     "googleapis-common-protos", "protobuf", "ruamel.yaml"}
@@ -197,13 +194,16 @@ def _pip(*args) -> list[str]:
     return [sys.executable, "-m", "pip", "--disable-pip-version-check", *map(str, args)]
 
 
-def fresh_environment(where: Path, requirement: str) -> Path:
-    """A new venv with `requirement` installed by pip, at the versions requirements.txt pins. Made
-    without pip of its own (bootstrapping pip costs more than the install); the checkout's pip
-    installs into it with `--python`."""
+def fresh_environment(where: Path) -> Path:
+    """A new venv, made without pip of its own (bootstrapping pip costs more than an install); the
+    checkout's pip installs into it with `--python`. Returns its python."""
     base = getattr(sys, "_base_executable", sys.executable)
     _run([base, "-m", "venv", "--without-pip", where])
-    python = where / "bin" / "python"
+    return where / "bin" / "python"
+
+
+def pip_install(python: Path, requirement: str) -> None:
+    """`requirement` installed into the venv of `python` by pip, at the versions requirements.txt pins."""
     install = _pip("--python", python, "install", "--quiet", "--no-compile", "-c", REQUIREMENTS,
                    "--no-index", "--find-links", WHEELHOUSE, requirement)
     if subprocess.run(install, capture_output=True, timeout=600).returncode != 0:
@@ -213,7 +213,6 @@ def fresh_environment(where: Path, requirement: str) -> Path:
         for own in WHEELHOUSE.glob("openengine_profiles-*"):
             own.unlink()   # the distribution itself always comes from this run's build
         _run(install)
-    return python
 
 
 def clean_env() -> dict[str, str]:
@@ -223,46 +222,18 @@ def clean_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def runtime(built, tmp_path_factory) -> Path:
     """The runtime install's venv: `pip install openengine-profiles`."""
-    return fresh_environment(tmp_path_factory.mktemp("runtime") / "venv", str(built.wheel))
-
-
-def declared_requirements(wheel: Path) -> list[str]:
-    """The distribution's Requires-Dist lines, extras included: with the pins and the Python, what
-    decides the packages pip installs beside it."""
-    with zipfile.ZipFile(wheel) as archive:
-        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
-        return [line for line in archive.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+    python = fresh_environment(tmp_path_factory.mktemp("runtime") / "venv")
+    pip_install(python, str(built.wheel))
+    return python
 
 
 @pytest.fixture(scope="module")
-def toolkit(built) -> Path:
-    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'`.
-
-    Its dependencies (mkdocs-material alone is 14,000 files) are kept in build/test-venvs/ from one
-    run to the next while nothing that decides them changes: the Python, requirements.txt and the
-    distribution's declared requirements name the folder. Each run uninstalls the distribution a
-    previous run left and installs this run's with pip, which resolves the same requirements
-    against the packages there. A lock keeps two runs in one checkout from sharing it at once."""
-    requirement = f"{built.wheel}[toolkit]"
-    key = hashlib.sha256("\n".join([sys.version, REQUIREMENTS.read_text(encoding="utf-8"), "toolkit",
-                                     *declared_requirements(built.wheel)]).encode()).hexdigest()[:16]
-    ENVIRONMENTS.mkdir(parents=True, exist_ok=True)
-    with (ENVIRONMENTS / "toolkit.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for old in ENVIRONMENTS.glob("toolkit-*"):
-            if old.name != f"toolkit-{key}":
-                shutil.rmtree(old)
-        where, ready = ENVIRONMENTS / f"toolkit-{key}", ENVIRONMENTS / f"toolkit-{key}" / "ready"
-        if ready.is_file():
-            python = where / "bin" / "python"
-            _run(_pip("--python", python, "uninstall", "--quiet", "--yes", DISTRIBUTION))
-            _run(_pip("--python", python, "install", "--quiet", "--no-compile", "-c", REQUIREMENTS,
-                      "--no-index", "--find-links", WHEELHOUSE, requirement))
-        else:
-            shutil.rmtree(where, ignore_errors=True)
-            python = fresh_environment(where, requirement)
-            ready.touch()
-        yield python
+def toolkit(runtime, built) -> Path:
+    """The toolkit install's venv: `pip install 'openengine-profiles[toolkit]'` where the runtime was
+    installed, as a user adds the extra; pip installs what the extra adds. The module's tests that
+    use it come after those of the runtime install alone."""
+    pip_install(runtime, f"{built.wheel}[toolkit]")
+    return runtime
 
 
 def oespec_in(python: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -20,8 +20,19 @@ def _docs_outputs(root, registry):
     return {o.path: o.content for o in plan(registry, root, only=["docs"])}
 
 
-def test_every_profile_has_a_page_and_a_nav_entry(registry):
-    outputs = _docs_outputs(ROOT, registry)
+@pytest.fixture(scope="module")
+def repository_plan(registry):
+    """The docs generator's outputs for the repository, planned once for the tests that read them."""
+    return tuple(plan(registry, ROOT, only=["docs"]))
+
+
+@pytest.fixture(scope="module")
+def repository_docs(repository_plan) -> dict[str, str]:
+    return {o.path: o.content for o in repository_plan}
+
+
+def test_every_profile_has_a_page_and_a_nav_entry(registry, repository_docs):
+    outputs = repository_docs
     nav = outputs[f"{docs.GENERATED_DIR}/{docs.NAV_FILE}"]
     for profile in registry.profiles:
         page = outputs[f"{docs.GENERATED_DIR}/{docs.profile_page_path(profile)}"]
@@ -34,8 +45,8 @@ def test_every_profile_has_a_page_and_a_nav_entry(registry):
         assert docs.profile_page_path(profile) in nav
 
 
-def test_committed_pages_are_current(registry):
-    stale = stale_outputs(ROOT, plan(registry, ROOT, only=["docs"]))
+def test_committed_pages_are_current(repository_plan):
+    stale = stale_outputs(ROOT, list(repository_plan))
     assert stale == [], "run `make generate`"
 
 
@@ -66,10 +77,10 @@ def test_missing_breaking_module_is_tolerated(bare_root, monkeypatch):
     assert "not available" in outputs[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
 
 
-def test_breaking_rules_are_catalogued(registry):
+def test_breaking_rules_are_catalogued(repository_docs):
     from oespec.breaking import iter_rules
 
-    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
+    page = repository_docs[f"{docs.GENERATED_DIR}/{docs.BREAKING_RULES_PAGE}"]
     for rule in iter_rules():
         assert f"`{rule.id}`" in page
 
@@ -121,14 +132,14 @@ def test_mistyped_marker_fails_with_its_location(bare_root):
         plan(_registry(bare_root), bare_root, only=["docs"])
 
 
-def test_outputs_are_deterministic(registry):
-    first = plan(registry, ROOT, only=["docs"])
+def test_outputs_are_deterministic(registry, repository_plan):
+    first = repository_plan
     second = plan(registry, ROOT, only=["docs"])
     assert [(o.path, o.content) for o in first] == [(o.path, o.content) for o in second]
 
 
-def test_message_pages_name_the_owning_profile_and_the_requirements_citing_it(registry):
-    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/reference/protocol/load.md"]
+def test_message_pages_name_the_owning_profile_and_the_requirements_citing_it(repository_docs):
+    page = repository_docs[f"{docs.GENERATED_DIR}/reference/protocol/load.md"]
     section = page[page.index("## WatchLoadRequest\n"):]
     section = section[:section.index("\n## ", 1)]
     assert "Profile: [`openengine.load`](../profiles/load.md)." in section
@@ -136,8 +147,8 @@ def test_message_pages_name_the_owning_profile_and_the_requirements_citing_it(re
     assert "[**REQ-LOAD-006**](../../load.md#req-load-006)" in section
 
 
-def test_requirement_checks_list_rules_and_cases_by_kind(registry):
-    outputs = _docs_outputs(ROOT, registry)
+def test_requirement_checks_list_rules_and_cases_by_kind(repository_docs):
+    outputs = repository_docs
     page = outputs[f"{docs.GENERATED_DIR}/{docs.REQUIREMENT_CHECKS_PAGE}"]
     rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| [**REQ-")}
     watch = next(line for req, line in rows.items() if "REQ-LOAD-004" in req)
@@ -151,8 +162,8 @@ def test_requirement_checks_list_rules_and_cases_by_kind(registry):
     assert "| additions.md |" not in index
 
 
-def test_stability_is_on_every_profile_page_and_in_the_matrix(registry):
-    outputs = _docs_outputs(ROOT, registry)
+def test_stability_is_on_every_profile_page_and_in_the_matrix(registry, repository_docs):
+    outputs = repository_docs
     for profile in registry.profiles:
         page = outputs[f"{docs.GENERATED_DIR}/{docs.profile_page_path(profile)}"]
         assert f"| Stability | {profile.stability} |" in page
@@ -170,13 +181,13 @@ def _row_id(cells: list[str]) -> str:
     return cells[0].split("`")[1]
 
 
-def test_rule_pages_list_exactly_the_catalogue_in_its_order(registry):
+def test_rule_pages_list_exactly_the_catalogue_in_its_order(repository_docs):
     """Each rule page and the case page is the family's catalogue (`oespec rules`), entry for entry,
     with the requirements each entry cites."""
     from oespec.commands.rules import family_specs
 
     families = family_specs()
-    outputs = _docs_outputs(ROOT, registry)
+    outputs = repository_docs
     for family, page, cited_column in (("check", docs.CHECK_RULES_PAGE, -1),
                                        ("breaking", docs.BREAKING_RULES_PAGE, -1),
                                        ("validator", docs.VALIDATOR_RULES_PAGE, 3),
@@ -230,12 +241,12 @@ def test_rule_pages_show_what_the_catalogue_entries_say(bare_root):
         "[`load.made-up`](conformance-cases.md#case-load-made-up)"]
 
 
-def test_every_generated_page_carries_the_do_not_edit_header(registry):
+def test_every_generated_page_carries_the_do_not_edit_header(registry, repository_docs):
     """Pages, the navigation lists and the DOT graph; spec pages with regions are hand-written and
     keep their own first line."""
     from oespec.generate import HEADER_TEXT
 
-    outputs = _docs_outputs(ROOT, registry)
+    outputs = repository_docs
     generated = {path: text for path, text in outputs.items() if path.startswith(f"{docs.GENERATED_DIR}/")}
     assert len(generated) > len(registry.profiles) + 8
     for path, text in generated.items():
@@ -245,10 +256,10 @@ def test_every_generated_page_carries_the_do_not_edit_header(registry):
         assert f"{docs.GENERATED_DIR}/{page}" in generated, page
 
 
-def test_a_hand_edited_rule_page_is_stale(tmp_path, registry):
+def test_a_hand_edited_rule_page_is_stale(tmp_path, repository_plan):
     """`make check` (`oespec generate --check`) names a rule page that no longer matches the
     catalogue."""
-    outputs = plan(registry, ROOT, only=["docs"])
+    outputs = list(repository_plan)
     page = next(o for o in outputs if o.path == f"{docs.GENERATED_DIR}/{docs.CHECK_RULES_PAGE}")
     write_outputs(tmp_path, outputs)
     edited = tmp_path / page.path
@@ -257,19 +268,19 @@ def test_a_hand_edited_rule_page_is_stale(tmp_path, registry):
     assert stale_outputs(tmp_path, outputs) == [page.path]
 
 
-def test_profile_table_names_wrap_only_after_a_dot(registry):
-    matrix = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
+def test_profile_table_names_wrap_only_after_a_dot(repository_docs):
+    matrix = repository_docs[f"{docs.GENERATED_DIR}/{docs.MATRIX_PAGE}"]
     assert '[<span class="oe-name">openengine.<wbr>load</span>](load.md)' in matrix
     # Elsewhere a profile name is plain text.
-    cases = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
+    cases = repository_docs[f"{docs.GENERATED_DIR}/{docs.CASES_PAGE}"]
     assert "<wbr>" not in cases and "[openengine.load](profiles/load.md)" in cases
 
 
-def test_each_capability_message_names_its_own_profile(registry):
+def test_each_capability_message_names_its_own_profile(registry, repository_docs):
     """Capabilities holds every capability message, but each belongs to its profile, not the core."""
     import re
 
-    page = _docs_outputs(ROOT, registry)[f"{docs.GENERATED_DIR}/{docs.PROTOCOL}/capabilities.md"]
+    page = repository_docs[f"{docs.GENERATED_DIR}/{docs.PROTOCOL}/capabilities.md"]
     for profile in registry.profiles:
         if profile.capability is None:
             continue

@@ -8,15 +8,19 @@ from typing import Any
 from openengine.contractkit.naming import enum_value_prefix
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.serve.runstate import DRAINING, SERVING
-from openengine.v1 import common_pb2, generation_pb2
+from openengine.v1 import common_pb2, generation_pb2, lifecycle_pb2, load_pb2
 
 
 class AliasBase:
     """An alias service implementation. `self.unary` / `self.stream` run a v1 RPC exactly as a
     v1 call would run (the gate, the admin guard, admission), through the server's own path;
-    `self.gate` is the gate they pass (the server's, unless a layer gave the alias another)."""
+    `self.gate` is the gate they pass (the server's, unless a layer gave the alias another).
+    GetLoad, Health and Abort translate alike in both revisions, given the revision's messages
+    (`earlier`), how its AbortRequest names a target and its status for nothing aborted."""
 
     service = ""
+    earlier: Any = None
+    nothing_aborted = 0
 
     def __init__(self, server: Any):
         self.server = server
@@ -41,6 +45,44 @@ class AliasBase:
         refusal = self.gate.refusal(self._rpc(v1), context)
         if refusal is not None:
             raise refusal
+
+    def abort_request(self, request) -> lifecycle_pb2.AbortRequest:
+        raise NotImplementedError
+
+    async def GetLoad(self, request, context):
+        info = await self.unary("openengine.v1.Observability/GetLoad",
+                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
+        return load_info(self.earlier, info)
+
+    async def Health(self, request, context):
+        if request.include_inference_probe:
+            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
+        state = self.earlier.HealthState.Value(f"HEALTH_STATE_{health_state(self.state)}")
+        return self.earlier.HealthResponse(state=state)
+
+    async def Abort(self, request, context):
+        answer = await self.unary("openengine.v1.Lifecycle/Abort", self.abort_request(request), context)
+        if answer.aborted:
+            return self.earlier.AbortResponse(status=self.earlier.ABORT_STATUS_ABORTED,
+                                              message=f"{answer.aborted} aborted")
+        return self.earlier.AbortResponse(status=self.nothing_aborted, message="no matching request in flight")
+
+
+def load_info(earlier, info: load_pb2.LoadInfo):
+    """v1 LoadInfo -> the earlier revision's (the same fields; the timestamp in nanoseconds)."""
+    out = earlier.LoadInfo(
+        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
+        running_requests=info.running_requests, queued_requests=info.queued_requests,
+        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
+        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
+        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
+        decode_batch_size=info.decode_batch_size)
+    out.attributes.update(info.attributes)     # a string map in revision 2, a Struct in revision 3
+    for rank in info.ranks:
+        out.ranks.add(data_parallel_rank=rank.data_parallel_rank, running_requests=rank.running_requests,
+                      queued_requests=rank.queued_requests, used_kv_blocks=rank.used_kv_blocks,
+                      total_kv_blocks=rank.total_kv_blocks)
+    return out
 
 
 def not_translated(field: str, replacement: str) -> Refusal:

@@ -5,45 +5,28 @@ Revision 3's `Inference/Generate` is not aliased: v1 serves its own Generate und
 
 from __future__ import annotations
 
-from google.protobuf import struct_pb2
-
 from openengine.serve.alias import kv
-from openengine.serve.alias._common import AliasBase, enum_by_suffix, health_state, not_translated
+from openengine.serve.alias._common import AliasBase, enum_by_suffix
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev3.v1 import control_pb2 as r3
-from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2, load_pb2
-
-
-def load_info(info: load_pb2.LoadInfo) -> r3.LoadInfo:
-    attributes = struct_pb2.Struct()
-    attributes.update(dict(info.attributes))
-    out = r3.LoadInfo(
-        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
-        running_requests=info.running_requests, queued_requests=info.queued_requests,
-        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
-        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
-        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
-        decode_batch_size=info.decode_batch_size, attributes=attributes)
-    for r in info.ranks:
-        out.ranks.add(data_parallel_rank=r.data_parallel_rank, running_requests=r.running_requests,
-                      queued_requests=r.queued_requests, used_kv_blocks=r.used_kv_blocks,
-                      total_kv_blocks=r.total_kv_blocks)
-    return out
+from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2
 
 
 class ControlAlias(AliasBase):
     service = "openengine.v1.Control"
+    earlier = r3
+    nothing_aborted = r3.ABORT_STATUS_ALREADY_FINISHED
 
     async def GetServerInfo(self, request, context):
         info = await self.unary("openengine.v1.Discovery/GetEngineInfo", discovery_pb2.GetEngineInfoRequest(), context)
         caps = await self.unary("openengine.v1.Discovery/GetCapabilities", discovery_pb2.GetCapabilitiesRequest(), context)
-        p = info.parallelism
-        parallelism = r3.ParallelismInfo(tensor_parallel_size=p.tensor_parallel_size,
-                                         pipeline_parallel_size=p.pipeline_parallel_size,
-                                         data_parallel_size=p.data_parallel_size,
-                                         decode_context_parallel_size=p.decode_context_parallel_size)
-        if p.HasField("data_parallel_rank"):
-            parallelism.data_parallel_rank = p.data_parallel_rank
+        parallel = info.parallelism
+        parallelism = r3.ParallelismInfo(tensor_parallel_size=parallel.tensor_parallel_size,
+                                         pipeline_parallel_size=parallel.pipeline_parallel_size,
+                                         data_parallel_size=parallel.data_parallel_size,
+                                         decode_context_parallel_size=parallel.decode_context_parallel_size)
+        if parallel.HasField("data_parallel_rank"):
+            parallelism.data_parallel_rank = parallel.data_parallel_rank
         capacity = r3.DeploymentCapacity()
         if caps.generation.HasField("max_running_requests"):
             capacity.max_running_requests = caps.generation.max_running_requests
@@ -69,17 +52,7 @@ class ControlAlias(AliasBase):
             supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
             reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
 
-    async def GetLoad(self, request: r3.GetLoadRequest, context):
-        info = await self.unary("openengine.v1.Observability/GetLoad",
-                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
-        return load_info(info)
-
-    async def Health(self, request: r3.HealthRequest, context):
-        if request.include_inference_probe:
-            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
-        return r3.HealthResponse(state=r3.HealthState.Value(f"HEALTH_STATE_{health_state(self.state)}"))
-
-    async def Abort(self, request: r3.AbortRequest, context):
+    def abort_request(self, request: r3.AbortRequest) -> lifecycle_pb2.AbortRequest:
         v1 = lifecycle_pb2.AbortRequest()
         target = request.WhichOneof("target")
         if target == "all_requests":
@@ -88,10 +61,7 @@ class ControlAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif target == "request_id":
             v1.request_ids.values.append(request.request_id)
-        answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
-        if answer.aborted:
-            return r3.AbortResponse(status=r3.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
-        return r3.AbortResponse(status=r3.ABORT_STATUS_ALREADY_FINISHED, message="no matching request in flight")
+        return v1
 
     async def _adapters(self, context) -> dict[str, adapters_pb2.AdapterInfo]:
         listed = await self.unary("openengine.v1.Adapters/ListAdapters", adapters_pb2.ListAdaptersRequest(), context)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from openengine.serve.alias import kv
 from openengine.serve.alias._common import (AliasBase, enum_by_suffix, error_code, finish_reason,
-                                             health_state, not_translated)
+                                             not_translated)
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
-from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2,
-                           load_pb2)
+from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2)
 
 
 def generate_request(req: r2.GenerateRequest) -> generation_pb2.GenerateRequest:
@@ -33,34 +32,34 @@ def generate_request(req: r2.GenerateRequest) -> generation_pb2.GenerateRequest:
         out.text = req.prompt
     elif req.WhichOneof("input") == "token_ids":
         out.token_ids.ids.extend(req.token_ids.ids)
-    s, o = req.sampling, out.sampling
-    if s.temperature:
-        o.temperature = s.temperature
-    if s.top_p:
-        o.top_p = s.top_p
-    if s.top_k > 0:
-        o.top_k = s.top_k
-    if s.frequency_penalty:
-        o.frequency_penalty = s.frequency_penalty
-    if s.presence_penalty:
-        o.presence_penalty = s.presence_penalty
-    if s.max_tokens:
-        o.max_tokens = s.max_tokens
-    if s.seed:
-        o.seed = s.seed
-    o.ignore_eos = s.ignore_eos
+    asked, sampling = req.sampling, out.sampling
+    if asked.temperature:
+        sampling.temperature = asked.temperature
+    if asked.top_p:
+        sampling.top_p = asked.top_p
+    if asked.top_k > 0:
+        sampling.top_k = asked.top_k
+    if asked.frequency_penalty:
+        sampling.frequency_penalty = asked.frequency_penalty
+    if asked.presence_penalty:
+        sampling.presence_penalty = asked.presence_penalty
+    if asked.max_tokens:
+        sampling.max_tokens = asked.max_tokens
+    if asked.seed:
+        sampling.seed = asked.seed
+    sampling.ignore_eos = asked.ignore_eos
     for stop in req.stop:
         if stop.WhichOneof("condition") == "stop_text":
-            o.stop.append(stop.stop_text)
+            sampling.stop.append(stop.stop_text)
         elif stop.WhichOneof("condition") == "stop_token_id":
-            o.stop_token_ids.append(stop.stop_token_id)
+            sampling.stop_token_ids.append(stop.stop_token_id)
     guide = req.guided.WhichOneof("guide")
     if guide is not None:
-        setattr(o.guided, guide, getattr(req.guided, guide))
+        setattr(sampling.guided, guide, getattr(req.guided, guide))
     if req.lora_name:
         out.adapter = req.lora_name
     if req.return_logprobs:
-        o.logprobs = req.top_logprobs
+        sampling.logprobs = req.top_logprobs
     return out
 
 
@@ -78,39 +77,25 @@ def generate_responses(request_id: str, message: generation_pb2.GenerateResponse
     """One v1 GenerateResponse -> the revision 2 events it stands for."""
     kind = message.WhichOneof("kind")
     if kind == "chunk":
-        c = message.chunk
-        return [_token_output(request_id, c.token_ids, c.text, c.logprobs)]
+        chunk = message.chunk
+        return [_token_output(request_id, chunk.token_ids, chunk.text, chunk.logprobs)]
     if kind == "final":
-        f = message.final
-        out = [_token_output(request_id, f.token_ids, f.text, f.logprobs)] if (f.token_ids or f.text) else []
-        usage = r2.Usage(prompt_tokens=f.usage.prompt_tokens, completion_tokens=f.usage.completion_tokens,
-                         total_tokens=f.usage.prompt_tokens + f.usage.completion_tokens)
+        final = message.final
+        out = [_token_output(request_id, final.token_ids, final.text, final.logprobs)] \
+            if (final.token_ids or final.text) else []
+        usage = r2.Usage(prompt_tokens=final.usage.prompt_tokens, completion_tokens=final.usage.completion_tokens,
+                         total_tokens=final.usage.prompt_tokens + final.usage.completion_tokens)
         out.append(r2.GenerateResponse(
             request_id=request_id, usage=usage,
-            finished=r2.GenerationFinished(reason=finish_reason(f.finish_reason, r2.FinishReason),
-                                           message=f.stop_reason)))
+            finished=r2.GenerationFinished(reason=finish_reason(final.finish_reason, r2.FinishReason),
+                                           message=final.stop_reason)))
         return out
     if kind == "error":
-        e = message.error
+        error = message.error
         return [r2.GenerateResponse(request_id=request_id, error=r2.EngineError(
-            code=error_code(e.code, r2.ErrorCode), message=e.message,
-            retry_hint="retryable" if e.retryable else ""))]
+            code=error_code(error.code, r2.ErrorCode), message=error.message,
+            retry_hint="retryable" if error.retryable else ""))]
     return []
-
-
-def load_info(info: load_pb2.LoadInfo) -> r2.LoadInfo:
-    out = r2.LoadInfo(
-        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
-        running_requests=info.running_requests, queued_requests=info.queued_requests,
-        active_kv_sessions=info.active_kv_sessions, used_kv_blocks=info.used_kv_blocks,
-        total_kv_blocks=info.total_kv_blocks, running_tokens=info.running_tokens,
-        waiting_tokens=info.waiting_tokens, prefill_batch_size=info.prefill_batch_size,
-        decode_batch_size=info.decode_batch_size, attributes=dict(info.attributes))
-    for r in info.ranks:
-        out.ranks.add(data_parallel_rank=r.data_parallel_rank, running_requests=r.running_requests,
-                      queued_requests=r.queued_requests, used_kv_blocks=r.used_kv_blocks,
-                      total_kv_blocks=r.total_kv_blocks)
-    return out
 
 
 def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
@@ -129,6 +114,8 @@ def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
 
 class OpenEngineAlias(AliasBase):
     service = "openengine.v1.OpenEngine"
+    earlier = r2
+    nothing_aborted = r2.ABORT_STATUS_NOT_FOUND
 
     async def Generate(self, request: r2.GenerateRequest, context):
         v1 = generate_request(request)
@@ -139,32 +126,21 @@ class OpenEngineAlias(AliasBase):
 
     async def GetEngineInfo(self, request, context):
         info = await self.unary("openengine.v1.Discovery/GetEngineInfo", discovery_pb2.GetEngineInfoRequest(), context)
-        p = info.parallelism
+        parallel = info.parallelism
         return r2.EngineInfo(
             engine_name=info.engine_name, engine_version=info.engine_version, api_version="openengine.v1",
             role=enum_by_suffix(info.role, common_pb2.Role, r2.EngineRole), instance_id=info.instance_id,
             supported_models=info.served_models,
-            parallelism=r2.ParallelismInfo(tensor_parallel_size=p.tensor_parallel_size,
-                                           pipeline_parallel_size=p.pipeline_parallel_size,
-                                           data_parallel_size=p.data_parallel_size,
-                                           data_parallel_rank=p.data_parallel_rank))
+            parallelism=r2.ParallelismInfo(tensor_parallel_size=parallel.tensor_parallel_size,
+                                           pipeline_parallel_size=parallel.pipeline_parallel_size,
+                                           data_parallel_size=parallel.data_parallel_size,
+                                           data_parallel_rank=parallel.data_parallel_rank))
 
     async def GetModelInfo(self, request, context):
         info = await self.unary("openengine.v1.Discovery/GetModelInfo", discovery_pb2.GetModelInfoRequest(), context)
         return model_info(info, self.state)
 
-    async def GetLoad(self, request: r2.GetLoadRequest, context):
-        info = await self.unary("openengine.v1.Observability/GetLoad",
-                                load_pb2.GetLoadRequest(per_rank=request.include_per_rank), context)
-        return load_info(info)
-
-    async def Health(self, request: r2.HealthRequest, context):
-        if request.include_inference_probe:
-            raise not_translated("include_inference_probe", "send a short openengine.v1.Inference/Generate instead")
-        state = health_state(self.state)
-        return r2.HealthResponse(state=r2.HealthState.Value(f"HEALTH_STATE_{state}"))
-
-    async def Abort(self, request: r2.AbortRequest, context):
+    def abort_request(self, request: r2.AbortRequest) -> lifecycle_pb2.AbortRequest:
         v1 = lifecycle_pb2.AbortRequest()
         if request.abort_all:
             v1.all = True
@@ -172,10 +148,7 @@ class OpenEngineAlias(AliasBase):
             v1.kv_session_id = request.kv_session.session_id
         elif request.request_id:
             v1.request_ids.values.append(request.request_id)
-        answer = await self.unary("openengine.v1.Lifecycle/Abort", v1, context)
-        if answer.aborted:
-            return r2.AbortResponse(status=r2.ABORT_STATUS_ABORTED, message=f"{answer.aborted} aborted")
-        return r2.AbortResponse(status=r2.ABORT_STATUS_NOT_FOUND, message="no matching request in flight")
+        return v1
 
     async def Drain(self, request: r2.DrainRequest, context):
         if not request.stop_accepting_new_requests:
