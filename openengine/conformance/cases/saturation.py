@@ -187,11 +187,18 @@ async def abort_queued(ctx: Context):
     from openengine.v1 import common_pb2, lifecycle_pb2
 
     sat = await saturate(ctx)
+    request = lifecycle_pb2.AbortRequest(
+        request_ids=common_pb2.StringList(values=[sat.queued.request.request_id]))
+    total = ctx.long_generation_tokens()
     try:
-        answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
-            request_ids=common_pb2.StringList(values=[sat.queued.request.request_id])))
-        total = ctx.long_generation_tokens()
-        if sat.slots_freed() or sat.progress >= total // 2:
+        answer = await ctx.lifecycle.Abort(request)
+        # Without GetLoad nothing showed the queued request arrive: ask again until Abort finds
+        # it, while the running requests still hold every slot.
+        while (answer.aborted == 0 and sat.counted is None and not sat.slots_freed()
+               and sat.progress < total // 2):
+            await asyncio.sleep(0.01)
+            answer = await ctx.lifecycle.Abort(request)
+        if answer.aborted and (sat.slots_freed() or sat.progress >= total // 2):
             raise Unchecked(f"the running requests had streamed {sat.progress} of their {total} "
                             "tokens when Abort answered, too far along to tell whether the queued "
                             "request was ended before a slot freed")
@@ -228,6 +235,12 @@ async def abort_all_queued(ctx: Context):
     try:
         answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(all=True))
         await asyncio.wait([s.task for s in sat.streams], timeout=ctx.options.case_timeout / 2)
+        if (sat.counted is None and answer.aborted == len(sat.running)
+                and sat.queued.aborted_problem("") is not None):
+            raise Unchecked(f"Abort(all) answered aborted={answer.aborted}, the {len(sat.running)} "
+                            f"running requests, and the queued request {sat.queued.shown()}: "
+                            "without GetLoad nothing showed it had reached the engine before "
+                            "Abort(all)")
         problems = [p for p in (s.aborted_problem(what) for s, what in
                                 [(s, f"running request {k + 1}") for k, s in enumerate(sat.running)]
                                 + [(sat.queued, "the queued request")]) if p]
