@@ -32,7 +32,7 @@ def _serving(serves: Serves, bugs: Bugs = Bugs(), timing: Timing = Timing()):
     with OtherEngine(bugs=bugs, timing=timing, admin_token=ADMIN_TOKEN if serves.admin else None,
                      limited_token=LIMITED_TOKEN, admin_address=serves.admin_address,
                      runtime_events=serves.runtime_events, sessions=serves.sessions, tasks=serves.tasks,
-                     stoppable=serves.stoppable) as engine:
+                     control_alias=serves.control_alias, stoppable=serves.stoppable) as engine:
         yield engine, Options(
             target=engine.address,
             admin_token=ADMIN_TOKEN if serves.admin else None,
@@ -116,3 +116,16 @@ def test_a_correct_engine_with_admin_on_its_own_address_conforms():
     assert outcomes["admin.own-address-health"] is Outcome.PASS
     assert outcomes["admin.rpcs.served"] is Outcome.PASS
     assert outcomes["health.check.advertised-services"] is Outcome.PASS
+
+
+@pytest.mark.timeout(60)
+def test_a_correct_engine_serving_the_control_alias_conforms():
+    with _serving(Serves(control_alias=True)) as (_, options):
+        report = asyncio.run(run_options(options, patterns=["alias.*", "health.*"]))
+    assert failed(report) == {}, report.verdict
+    outcomes = {r.id: r.outcome for r in report.results}
+    for case in ("alias.health", "alias.unadvertised-unimplemented", "alias.shared-requests",
+                 "alias.same-answers", "health.check.advertised-services"):
+        assert outcomes[case] is Outcome.PASS, case
+    # Control has no Drain, so there is no alias guard to compare.
+    assert outcomes["alias.admin-guard"] is Outcome.UNCHECKED

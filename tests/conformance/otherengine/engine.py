@@ -7,8 +7,8 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, and a shell
-command that shuts it down gracefully. `Bugs` switches on one wrong behaviour at a time, each a
+of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, revision 3's
+`Control` alias, and a shell command that shuts it down gracefully. `Bugs` switches on one wrong behaviour at a time, each a
 finding the runner must catch.
 """
 
@@ -36,6 +36,7 @@ from grpc_health.v1 import health, health_pb2
 from grpc_status import rpc_status
 
 from openengine.contract import WORK_SERVICES, catalogue, number_domains
+from openengine.legacy.rev3.v1 import control_pb2
 from openengine.v1 import (
     admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, events_pb2,
     generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, sessions_pb2, tasks_pb2,
@@ -55,6 +56,7 @@ SESSIONS = "openengine.v1.Sessions"
 MAX_SESSIONS = 4
 DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS = 60_000, 120_000
 TASKS = "openengine.v1.Tasks"
+CONTROL = "openengine.v1.Control"     # revision 3's control service, served as an alias
 EMBEDDING_SIZE, MAX_TASK_INPUTS = 8, 16      # the model embeds; it neither classifies nor scores
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -155,6 +157,9 @@ class Bugs:
     revision_aborts_unretryable: bool = False   # a revision change aborts running requests, not retryable (REQ-REV-007)
     session_ttl_unclamped: bool = False    # a ttl above max_session_ttl_ms is kept (REQ-SESS-001)
     task_family_unimplemented: bool = False   # a family the model lacks answers UNIMPLEMENTED (REQ-TASKS-001)
+    alias_lora_served: bool = False        # Control/LoadLora answers, openengine.adapters unadvertised (REQ-ALIAS-001)
+    alias_abort_own_requests: bool = False   # Control/Abort never finds a v1 request (REQ-ALIAS-002)
+    alias_not_in_health: bool = False      # health answers NOT_FOUND for openengine.v1.Control (REQ-ALIAS-003)
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,7 @@ class State:
     events: bool = False         # openengine.runtime-events is advertised
     sessions: dict | None = None  # session id -> SessionInfo, when openengine.sessions is advertised
     tasks: bool = False          # the model serves openengine.tasks (embedding only)
+    control_alias: bool = False  # revision 3's Control is served as an alias
     run_state: int = events_pb2.ENGINE_STATE_SERVING
     health: health.HealthServicer | None = None         # the main address's
     admin_health: health.HealthServicer | None = None   # the admin address's, when it has one
@@ -709,6 +715,87 @@ def watch_load(st: State, request, context):
         release()
 
 
+# -- revision 3's Control alias (spec/services.md, "openengine.v1.Control method by method") -----------
+
+def control_server_info(st: State) -> control_pb2.ServerInfo:
+    info = engine_info(st)
+    out = control_pb2.ServerInfo(
+        engine_name=info.engine_name, engine_version=info.engine_version,
+        engine_role=control_pb2.EngineRole.Value("ENGINE_" + common_pb2.Role.Name(info.role)),
+        instance_id=info.instance_id, supported_models=info.served_models,
+        schema_revision=info.schema_revision, minimum_client_revision=info.minimum_client_revision,
+        schema_release=f"schema-revision-{info.schema_revision}")
+    out.capacity.max_running_requests = st.timing.max_running_requests
+    return out
+
+
+def control_model_info(st: State, request, context) -> control_pb2.ModelInfo:
+    info = model_info(st, discovery_pb2.GetModelInfoRequest(model=request.model), context)
+    return control_pb2.ModelInfo(model_id=info.model, served_model_name=info.model,
+                                 max_context_length=info.max_context_tokens,
+                                 max_output_tokens=info.max_output_tokens,
+                                 supports_text_input=False, supports_token_ids_input=True)
+
+
+def control_load(st: State, request) -> control_pb2.LoadInfo:
+    info = st.get_load(request.include_per_rank)
+    return control_pb2.LoadInfo(
+        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
+        running_requests=info.running_requests, queued_requests=info.queued_requests,
+        ranks=[control_pb2.RankLoadInfo(data_parallel_rank=r.data_parallel_rank,
+                                        running_requests=r.running_requests,
+                                        queued_requests=r.queued_requests) for r in info.ranks])
+
+
+def control_health(st: State, request, context) -> control_pb2.HealthResponse:
+    if request.include_inference_probe:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      "include_inference_probe: not carried over; send a short Inference/Generate instead")
+    ready = health_statuses(st).get("openengine.v1.Inference") == SERVING
+    return control_pb2.HealthResponse(state=control_pb2.HEALTH_STATE_READY if ready
+                                      else control_pb2.HEALTH_STATE_NOT_READY)
+
+
+def control_abort(st: State, request, context) -> control_pb2.AbortResponse:
+    target = request.WhichOneof("target")
+    if target == "request_id":
+        v1 = lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[request.request_id]))
+    elif target == "kv_session":
+        v1 = lifecycle_pb2.AbortRequest(kv_session_id=request.kv_session.session_id)
+    elif target == "all_requests":
+        v1 = lifecycle_pb2.AbortRequest(all=True)
+    else:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "target: set request_id, kv_session or all_requests")
+    if target == "request_id" and st.bugs.alias_abort_own_requests:
+        aborted = 0     # the alias looks only among requests it started itself
+    else:
+        aborted = abort(st, v1, context).aborted
+    return control_pb2.AbortResponse(
+        status=control_pb2.ABORT_STATUS_ABORTED if aborted else control_pb2.ABORT_STATUS_ALREADY_FINISHED,
+        message=f"{aborted} aborted" if aborted else "no such request is running or queued")
+
+
+def control_handlers(st: State, unary, guarded) -> dict:
+    handlers = {
+        "GetServerInfo": unary(guarded(lambda r, c: control_server_info(st)),
+                               control_pb2.GetServerInfoRequest, control_pb2.ServerInfo),
+        "GetModelInfo": unary(guarded(lambda r, c: control_model_info(st, r, c)),
+                              control_pb2.GetModelInfoRequest, control_pb2.ModelInfo),
+        "GetLoad": unary(guarded(lambda r, c: control_load(st, r)), control_pb2.GetLoadRequest,
+                         control_pb2.LoadInfo),
+        "Health": unary(guarded(lambda r, c: control_health(st, r, c)), control_pb2.HealthRequest,
+                        control_pb2.HealthResponse),
+        "Abort": unary(guarded(lambda r, c: control_abort(st, r, c)), control_pb2.AbortRequest,
+                       control_pb2.AbortResponse),
+    }
+    # LoadLora and the KV methods map to profiles this engine does not advertise: left out,
+    # grpc answers them UNIMPLEMENTED.
+    if st.bugs.alias_lora_served:
+        handlers["LoadLora"] = unary(lambda r, c: control_pb2.LoadLoraResponse(), control_pb2.LoadLoraRequest,
+                                     control_pb2.LoadLoraResponse)
+    return handlers
+
+
 # -- run state and health ----------------------------------------------------------------------------
 
 def health_statuses(st: State, main: bool = True) -> dict[str, int]:
@@ -732,6 +819,8 @@ def health_statuses(st: State, main: bool = True) -> dict[str, int]:
         control_down = bugs.pause_stops_control and state == events_pb2.ENGINE_STATE_PAUSED
         up = working if name in WORK_SERVICES else not control_down
         out[name] = SERVING if up else NOT_SERVING
+    if st.control_alias and not bugs.alias_not_in_health:
+        out[CONTROL] = out["openengine.v1.Discovery"]     # an alias reports its mapped service
     overall = out["openengine.v1.Inference"]
     out[""] = NOT_SERVING if bugs.health_overall_not_serving else overall
     return out
@@ -1136,16 +1225,17 @@ class OtherEngine:
     `admin_token` serves `openengine.admin` behind that bearer token (`limited_token`: a valid
     token that may do nothing), on the main address or, with `admin_address`, on one of its own
     (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`, `sessions`
-    `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `stoppable`
-    gives `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
+    `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `control_alias` serves
+    revision 3's `openengine.v1.Control` as an alias; `stoppable` gives
+    `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
 
     def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  admin_token: str | None = None, limited_token: str | None = None,
                  admin_address: bool = False, runtime_events: bool = False, sessions: bool = False,
-                 tasks: bool = False, stoppable: bool = False):
+                 tasks: bool = False, control_alias: bool = False, stoppable: bool = False):
         self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events,
-                           sessions={} if sessions else None, tasks=tasks)
+                           sessions={} if sessions else None, tasks=tasks, control_alias=control_alias)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
@@ -1203,6 +1293,8 @@ class OtherEngine:
                 "Score": unary(open_to_all(lambda r, c: task_refusal(st, r, c, "score", r.documents)),
                                tasks_pb2.ScoreRequest, tasks_pb2.ScoreResponse),
             }
+        if control_alias:
+            handlers[CONTROL] = control_handlers(st, unary, open_to_all)
         self.admin_server = None
         if tokens and admin_address:
             # Admin on an address of its own, with its own health (REQ-ADMIN-001); the main

@@ -25,11 +25,13 @@ class Serves:
     runtime_events: bool = False
     sessions: bool = False
     tasks: bool = False
+    control_alias: bool = False    # revision 3's openengine.v1.Control alias
     stoppable: bool = False        # the runner gets a shutdown command
 
 
 ADMIN = Serves(admin=True)
 EVENTS = Serves(admin=True, runtime_events=True)
+CONTROL = Serves(control_alias=True)
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,13 @@ VARIANTS: dict[str, Variant] = {
                               watch_ends_after=2.0),
     "empty-watch-message": _v("REQ-LOAD-022", "load.watch.message-kinds",
                               "carries neither settings, snapshot nor heartbeat", empty_watch_message=True),
+    # -- the compatibility alias (revision 3's Control) -----------------------------------------------
+    "alias-lora-served": _v("REQ-ALIAS-001", "alias.*", "LoadLora answered although openengine.adapters",
+                            cases="alias.unadvertised-unimplemented", serves=CONTROL, alias_lora_served=True),
+    "alias-abort-own-requests": _v("REQ-ALIAS-002", "alias.*", "Control/Abort answered ABORT_STATUS_ALREADY_FINISHED",
+                                   cases="alias.shared-requests", serves=CONTROL, alias_abort_own_requests=True),
+    "alias-not-in-health": _v("REQ-ALIAS-003", "alias.*", "health answers NOT_FOUND for it",
+                              cases="alias.health", serves=CONTROL, alias_not_in_health=True),
     "ranks-not-summed": _v("REQ-LOAD-023", "load.ranks.sum", "but its 2 ranks add up to 1",
                            timing=Timing(data_parallel=2), ranks_not_summed=True),
 }
