@@ -6,6 +6,8 @@ a handler only says what changed, where, and which profile it belongs to.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from oespec.breaking import Change, Context, rule
 from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
 from oespec.diagnostics import Loc, Severity
@@ -35,6 +37,31 @@ def _with(key: str) -> str:
 def _owner(pair: Pair) -> str | None:
     parent = pair.cur_parent or pair.prev_parent
     return parent.name if parent else None
+
+
+# Rules that differ only in what they say: `message(pair)` is the text of the finding.
+def _when_added(message: Callable[[Pair], str]):
+    def handler(pair: Pair, ctx: Context):
+        if pair.added:
+            yield Change(pair.current.loc, message(pair), _owner(pair))
+    return handler
+
+
+def _when_removed(message: Callable[[Pair], str]):
+    def handler(pair: Pair, ctx: Context):
+        if pair.removed:
+            yield Change(_removed_at(pair, ctx), message(pair), _owner(pair), pair.previous.loc)
+    return handler
+
+
+def _when_changed(key: str, message: Callable[[Pair], str], value: Callable = None):
+    """A kept element whose `value` (default: its attribute `key`) changed, reported at `key`."""
+    value = value or (lambda element: getattr(element, key))
+
+    def handler(pair: Pair, ctx: Context):
+        if pair.kept and value(pair.previous) != value(pair.current):
+            yield Change(_at(pair.current, key), message(pair), _owner(pair), _at(pair.previous, key))
+    return handler
 
 
 # --- registry and history ------------------------------------------------------------------------
@@ -212,23 +239,25 @@ def _scope_change(prev: Profile, cur: Profile) -> tuple[bool, bool, set[str]]:
     return after < before or lost_roles, after > before, gained
 
 
-@rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
+def _scope_moved(index: int, verb: str):
+    def handler(pair: Pair, ctx: Context):
+        prev, cur = pair.previous, pair.current
+        if pair.kept and _scope_change(prev, cur)[index]:
+            yield Change(cur.scope.loc, f"scope of {cur.name} {verb} from {prev.scope} to {cur.scope}", cur.name,
+                         prev.scope.loc)
+    return handler
+
+
+rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
       breaks="both", bump="major",
-      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")
-def scope_narrowed(pair: Pair, ctx: Context):
-    if pair.kept and _scope_change(pair.previous, pair.current)[0]:
-        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} narrowed from "
-                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
+    _scope_moved(0, "narrowed"))
 
 
-@rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
+rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
       breaks="both", bump="major",
       purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
-              "it moves where the capability is reported")
-def scope_widened(pair: Pair, ctx: Context):
-    if pair.kept and _scope_change(pair.previous, pair.current)[1]:
-        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} widened from "
-                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+              "it moves where the capability is reported")(_scope_moved(1, "widened"))
 
 
 @rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
@@ -255,60 +284,43 @@ def capability_changed(pair: Pair, ctx: Context):
                          f"{before} to {after}", _owner(pair), _at(pair.previous, key))
 
 
-@rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
+rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
       breaks="both", bump="major",
-      purpose="a profile keeps its capability message within a major")
-def capability_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(pair.cur_parent.loc, f"{pair.cur_parent.name} no longer has a capability message "
-                     f"({pair.previous.message})", _owner(pair), pair.previous.loc)
+      purpose="a profile keeps its capability message within a major")(_when_removed(
+    lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})"))
 
 
-@rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
+rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
       breaks="servers", bump="minor",
-      purpose="a profile may gain a capability message in a minor version")
-def capability_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} gained capability message {pair.current.message}",
-                     _owner(pair))
+      purpose="a profile may gain a capability message in a minor version")(_when_added(
+    lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}"))
 
 
 # --- prerequisites and incompatibilities ---------------------------------------------------------
 
-@rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
+rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
       breaks="servers", bump="major",
-      purpose="no new prerequisite within a major: servers advertising the profile may lack it")
-def prerequisite_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} now requires {pair.current.profile} "
-                     f"{pair.current.range}", _owner(pair))
+      purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
+    lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}"))
 
 
-@rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
+rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
       breaks="both", bump="major",
-      purpose="a prerequisite's version range never changes within a major")
-def prerequisite_changed(pair: Pair, ctx: Context):
-    if pair.kept and pair.previous.range != pair.current.range:
-        yield Change(_at(pair.current, "version"), f"{pair.cur_parent.name} requirement on {pair.key} changed "
-                     f"from '{pair.previous.range}' to '{pair.current.range}'", _owner(pair),
-                     _at(pair.previous, "version"))
+      purpose="a prerequisite's version range never changes within a major")(_when_changed(
+    "version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
+                         f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range))
 
 
-@rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
+rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
       breaks="clients", bump="minor",
-      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
-def prerequisite_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} no longer requires "
-                     f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
+      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
+    lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}"))
 
 
-@rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
+rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
       breaks="servers", bump="major",
-      purpose="no new incompatible combination within a major: servers may already advertise it")
-def incompatibility_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
+      purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
+    lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}"))
 
 
 def _implies(a, b) -> bool:
@@ -374,13 +386,10 @@ def incompatibility_loosened_rule(pair: Pair, ctx: Context):
                      f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
+rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
       breaks="clients", bump="minor",
-      purpose="dropping an incompatibility allows a new combination: a minor version")
-def incompatibility_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} is no longer "
-                     f"incompatible {_with(pair.key)}", _owner(pair), pair.previous.loc)
+      purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
+    lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}"))
 
 
 # --- RPCs and messages ---------------------------------------------------------------------------
@@ -429,40 +438,30 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
                          pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
 
 
-@rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
+rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
       breaks="clients", bump="major",
-      purpose="a message stays in its profile for the whole major")
-def message_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"message {pair.key} was removed from "
-                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+      purpose="a message stays in its profile for the whole major")(_when_removed(
+    lambda p: f"message {p.key} was removed from {p.prev_parent.name}"))
 
 
-@rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
+rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
       breaks="servers", bump="minor",
-      purpose="a profile may gain a message in a minor version")
-def message_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"message {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+      purpose="a profile may gain a message in a minor version")(_when_added(
+    lambda p: f"message {p.key} was added to {p.cur_parent.name}"))
 
 
 # --- limits --------------------------------------------------------------------------------------
 
-@rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
+rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="clients", bump="major",
-      purpose="a limit stays in its profile for the whole major")
-def limit_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"limit {pair.key} was removed from "
-                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+      purpose="a limit stays in its profile for the whole major")(_when_removed(
+    lambda p: f"limit {p.key} was removed from {p.prev_parent.name}"))
 
 
-@rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
+rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
       breaks="servers", bump="minor",
-      purpose="a profile may gain a limit (with a default) in a minor version")
-def limit_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"limit {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+      purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
+    lambda p: f"limit {p.key} was added to {p.cur_parent.name}"))
 
 
 def _type_shape(lim: Limit):
@@ -480,13 +479,10 @@ def limit_type_changed(pair: Pair, ctx: Context):
                      f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
 
 
-@rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
-      purpose="a limit's field number never changes within a major")
-def limit_field_changed(pair: Pair, ctx: Context):
-    if pair.kept and pair.previous.field != pair.current.field:
-        yield Change(_at(pair.current, "field"), f"field number of limit {pair.key} changed from "
-                     f"{pair.previous.field} to {pair.current.field}", _owner(pair), _at(pair.previous, "field"))
+      purpose="a limit's field number never changes within a major")(_when_changed(
+    "field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to {p.current.field}"))
 
 
 @rule("OEB054", "limit-unit-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
@@ -499,14 +495,11 @@ def limit_unit_changed(pair: Pair, ctx: Context):
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
-      purpose="a limit's default (the meaning of absence) never changes within a major")
-def limit_default_changed(pair: Pair, ctx: Context):
-    if pair.kept and fingerprint(pair.previous.default) != fingerprint(pair.current.default):
-        yield Change(_at(pair.current, "default"), f"default of limit {pair.key} changed from "
-                     f"{pair.previous.default!r} to {pair.current.default!r}", _owner(pair),
-                     _at(pair.previous, "default"))
+      purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
+    "default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to {p.current.default!r}",
+    lambda limit: fingerprint(limit.default)))
 
 
 def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
