@@ -21,12 +21,8 @@ def _removed_at(pair: Pair, ctx: Context) -> Loc:
     or the registry's `profiles:` key for a removed profile."""
     parent = pair.cur_parent
     if parent is None:
-        return ctx.current.locs.get("profiles", ctx.current.loc)
+        return ctx.current.at("profiles")
     return parent.loc
-
-
-def _at(element, key: str) -> Loc:
-    return element.locs.get(key, element.loc)
 
 
 def _with(key: str) -> str:
@@ -60,7 +56,7 @@ def _when_changed(key: str, message: Callable[[Pair], str], value: Callable = No
 
     def handler(pair: Pair, ctx: Context):
         if pair.kept and value(pair.previous) != value(pair.current):
-            yield Change(_at(pair.current, key), message(pair), _owner(pair), _at(pair.previous, key))
+            yield Change(pair.current.at(key), message(pair), _owner(pair), pair.previous.at(key))
     return handler
 
 
@@ -74,8 +70,8 @@ def revision_not_increased(pair: Pair, ctx: Context):
     if prev is None or cur.revision != prev.revision:
         return
     if fingerprint(prev, skip=frozenset({"path", "revision"})) != fingerprint(cur, skip=frozenset({"path", "revision"})):
-        yield Change(_at(cur, "revision"), f"the registry changed but its revision did not (still {cur.revision})",
-                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+        yield Change(cur.at("revision"), f"the registry changed but its revision did not (still {cur.revision})",
+                     baseline=prev.at("revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
 @rule("OEB002", "revision-decreased", requirement="REQ-VER-006", kinds="registry", category="registry",
@@ -84,8 +80,8 @@ def revision_not_increased(pair: Pair, ctx: Context):
 def revision_decreased(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if prev is not None and cur.revision < prev.revision:
-        yield Change(_at(cur, "revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
-                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+        yield Change(cur.at("revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
+                     baseline=prev.at("revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
 @rule("OEB003", "version-decreased", requirement="REQ-VER-004", kinds="profile", category="history",
@@ -94,8 +90,8 @@ def revision_decreased(pair: Pair, ctx: Context):
 def version_decreased(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.kept and cur.version < prev.version:
-        yield Change(_at(cur, "version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
-                     cur.name, _at(prev, "version"), hint=f"restore {prev.version} or move forward from it")
+        yield Change(cur.at("version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
+                     cur.name, prev.at("version"), hint=f"restore {prev.version} or move forward from it")
 
 
 @rule("OEB004", "history-rewritten", requirement="REQ-VER-004", kinds="history", category="history",
@@ -108,8 +104,8 @@ def history_rewritten(pair: Pair, ctx: Context):
                      f"history entry {prev.version} of {pair.prev_parent.name} was removed",
                      _owner(pair), prev.loc, hint="restore the entry; history only grows")
     elif pair.kept and prev.changes.strip() != cur.changes.strip():
-        yield Change(_at(cur, "changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
-                     _owner(pair), _at(prev, "changes"),
+        yield Change(cur.at("changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
+                     _owner(pair), prev.at("changes"),
                      hint="restore the published text; describe corrections in the next version's entry")
 
 
@@ -121,7 +117,7 @@ def history_missing(pair: Pair, ctx: Context):
     if cur is None or (prev is not None and prev.version == cur.version):
         return
     if not any(h.version == cur.version for h in cur.history):
-        yield Change(_at(cur, "version"), f"{cur.name} {cur.version} has no history entry",
+        yield Change(cur.at("version"), f"{cur.name} {cur.version} has no history entry",
                      cur.name, hint=f"add `- version: \"{cur.version}\"` with its changes under history")
 
 
@@ -132,9 +128,9 @@ def since_rewritten(pair: Pair, ctx: Context):
     moved = pair.kind == "rpc" and pair.prev_parent and pair.cur_parent \
         and pair.prev_parent.name != pair.cur_parent.name  # `since` is relative to the owning profile
     if pair.kept and not moved and pair.previous.since != pair.current.since:
-        yield Change(_at(pair.current, "since"),
+        yield Change(pair.current.at("since"),
                      f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
-                     _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
+                     _owner(pair), pair.previous.at("since"), hint=f"restore since: \"{pair.previous.since}\"")
 
 
 @rule("OEB007", "since-not-new-version", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
@@ -145,7 +141,7 @@ def since_not_new_version(pair: Pair, ctx: Context):
     if not pair.added or parent is None or pair.prev_parent is None:
         return
     if ctx.bump(parent.name) in ("major", "minor") and cur.since != parent.version:
-        yield Change(_at(cur, "since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
+        yield Change(cur.at("since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
                      f"but says since {cur.since}", parent.name, hint=f"set since: \"{parent.version}\"")
 
 
@@ -159,8 +155,8 @@ def changed_without_version(pair: Pair, ctx: Context):
     changes = contract_changes(prev, cur, ctx.baseline.package if ctx.baseline else None, ctx.current.package)
     if changes:
         shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
-        yield Change(_at(cur, "version"), f"what {cur.name} promises changed: {shown}", cur.name,
-                     _at(prev, "version"), details=(("changed", "; ".join(changes)),))
+        yield Change(cur.at("version"), f"what {cur.name} promises changed: {shown}", cur.name,
+                     prev.at("version"), details=(("changed", "; ".join(changes)),))
 
 
 @rule("OEB009", "package-changed", requirement="REQ-VER-003", kinds="registry", category="registry",
@@ -173,9 +169,9 @@ def package_changed(pair: Pair, ctx: Context):
         return
     for profile in cur.profiles:
         if prev.profile(profile.name) is not None:
-            yield Change(_at(cur, "package"), f"registry.package changed from {prev.package} to {cur.package}: "
+            yield Change(cur.at("package"), f"registry.package changed from {prev.package} to {cur.package}: "
                          f"every RPC and message of {profile.name} has a new wire name", profile.name,
-                         _at(prev, "package"))
+                         prev.at("package"))
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -227,7 +223,7 @@ def mandatory_changed(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.kept and prev.mandatory != cur.mandatory:
         state = "mandatory" if cur.mandatory else "optional"
-        yield Change(_at(cur, "mandatory") if "mandatory" in cur.locs else cur.loc,
+        yield Change(cur.at("mandatory"),
                      f"{cur.name} became {state}", cur.name, prev.loc)
 
 
@@ -280,8 +276,8 @@ def capability_changed(pair: Pair, ctx: Context):
     for key in ("field", "number", "message"):
         before, after = getattr(pair.previous, key), getattr(pair.current, key)
         if before != after:
-            yield Change(_at(pair.current, key), f"capability {key} of {pair.cur_parent.name} changed from "
-                         f"{before} to {after}", _owner(pair), _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"capability {key} of {pair.cur_parent.name} changed from "
+                         f"{before} to {after}", _owner(pair), pair.previous.at(key))
 
 
 rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
@@ -434,8 +430,8 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
         if key != "streaming":  # the short and the package-qualified spelling name one message
             before, after = type_name(before, packages[0]), type_name(after, packages[1])
         if before != after:
-            yield Change(_at(pair.current, key), f"{key} of RPC {pair.key} changed from {before} to {after}",
-                         pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"{key} of RPC {pair.key} changed from {before} to {after}",
+                         pair.prev_parent.name if pair.prev_parent else _owner(pair), pair.previous.at(key))
 
 
 rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
@@ -475,8 +471,8 @@ def limit_type_changed(pair: Pair, ctx: Context):
     if pair.kept and _type_shape(pair.previous) != _type_shape(pair.current):
         before, after = pair.previous.type, pair.current.type
         name = lambda t: f"{t} {t.enum_name}" if t.enum_name else str(t)  # noqa: E731
-        yield Change(_at(pair.current, "type"), f"type of limit {pair.key} changed from {name(before)} to "
-                     f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
+        yield Change(pair.current.at("type"), f"type of limit {pair.key} changed from {name(before)} to "
+                     f"{name(after)}", _owner(pair), pair.previous.at("type"))
 
 
 rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
@@ -490,7 +486,7 @@ rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", 
       purpose="a limit's unit never changes within a major")
 def limit_unit_changed(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.unit != pair.current.unit:
-        loc = _at(pair.current, "unit") if "unit" in pair.current.locs else pair.current.loc
+        loc = pair.current.at("unit")
         yield Change(loc, f"unit of limit {pair.key} changed from {pair.previous.unit or '(none)'} to "
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
 
@@ -533,8 +529,8 @@ def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[t
 def limit_range_narrowed(pair: Pair, ctx: Context):
     if pair.kept:
         for key, text in _bound_moves(pair.previous, pair.current)[0]:
-            yield Change(_at(pair.current, key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
-                         _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
+                         pair.previous.at(key))
 
 
 @rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
@@ -544,8 +540,8 @@ def limit_range_narrowed(pair: Pair, ctx: Context):
 def limit_range_widened(pair: Pair, ctx: Context):
     if pair.kept:
         for key, text in _bound_moves(pair.previous, pair.current)[1]:
-            loc = _at(pair.current, key) if key in pair.current.locs else pair.current.loc
-            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), _at(pair.previous, key))
+            loc = pair.current.at(key)
+            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), pair.previous.at(key))
 
 
 @rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
@@ -558,17 +554,17 @@ def limit_enum_renumbered(pair: Pair, ctx: Context):
     before, after = pair.previous.type.enum_wire, pair.current.type.enum_wire
     owner_of = {number: value for value, number in before.items()}
     for index, (value, number) in enumerate(after.items()):
-        loc = _at(pair.current, f"values.{value}") if pair.current.type.numbered else \
-            _at(pair.current, f"values[{index}]")
+        loc = pair.current.at(f"values.{value}") if pair.current.type.numbered else \
+            pair.current.at(f"values[{index}]")
         if value in before and before[value] != number:
             yield Change(loc, f"enum value {value} of limit {pair.key} changed its wire number from "
-                         f"{before[value]} to {number}", _owner(pair), _at(pair.previous, "values"),
+                         f"{before[value]} to {number}", _owner(pair), pair.previous.at("values"),
                          hint=f"give {value} its number {before[value]} back (write `values:` as a mapping "
                               "of value to number, so order never matters)")
         elif value not in before and number in owner_of:
             yield Change(loc, f"enum value {value} of limit {pair.key} reuses wire number {number}, which "
                          f"was {owner_of[number]}; old peers would read it as {owner_of[number]}", _owner(pair),
-                         _at(pair.previous, "values"), severity=Severity.ERROR,
+                         pair.previous.at("values"), severity=Severity.ERROR,
                          hint=f"give {value} a number never used before (above {max(owner_of)}); like proto enum "
                               "numbers, a number is never reused, not even in a new major")
 
@@ -583,7 +579,7 @@ DEPRECATABLE = ("profile", "rpc", "message", "limit")
       purpose="deprecation is explicit and reported: an element that gains `deprecated:`")
 def deprecated(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.deprecated is None and pair.current.deprecated is not None:
-        yield Change(_at(pair.current, "deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
+        yield Change(pair.current.at("deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
                      f"{pair.current.deprecated}", _owner(pair),
                      hint="clients should move off it before the next major removes it")
 
@@ -607,4 +603,4 @@ def removed_without_deprecation(pair: Pair, ctx: Context):
 def undeprecated(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.deprecated is not None and pair.current.deprecated is None:
         yield Change(pair.current.loc, f"{pair.kind} {pair.key} is no longer deprecated", _owner(pair),
-                     _at(pair.previous, "deprecated"))
+                     pair.previous.at("deprecated"))

@@ -323,7 +323,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
                 continue
             values = wire.get(lim.type.enum_name)
             if values is None:
-                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                problems.append(Problem(registry.path, lim.at("values"),
                                         f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
                                         "contract", "run the proto generator too (oespec generate without --only)"))
                 continue
@@ -332,7 +332,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
             for value in lim.type.enum_values:
                 number = values.get(prefix + value.upper())
                 if number is None:
-                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                    problems.append(Problem(registry.path, lim.at("values"),
                                             f"{lim.type.enum_name} has no value {prefix + value.upper()}",
                                             "run the proto generator too (oespec generate without --only)"))
                     continue
@@ -349,7 +349,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
             for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
                 if f"ROLE_{role.upper()}" not in roles:
                     problems.append(Problem(
-                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
                         f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
                         f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
