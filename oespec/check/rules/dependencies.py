@@ -231,38 +231,26 @@ def _vacuity(limit, condition) -> str | None:
     return None
 
 
-def _vacuous(ctx: CheckContext, kind: str):
-    by_name = profiles_by_name(ctx.registry)
-    for profile, condition in _conditions(ctx.registry):
-        target = by_name.get(condition.profile)
-        limit = target.limit(condition.limit) if target is not None else None
-        if limit is not None and _vacuity(limit, condition) == kind:
-            yield profile, condition, limit
+def _vacuous(kind: str, verb: str, hint: str):
+    """A rule reporting the conditions that hold `kind` ('never' or 'always'), whatever the engine says."""
+    def handler(ctx: CheckContext):
+        by_name = profiles_by_name(ctx.registry)
+        for profile, condition in _conditions(ctx.registry):
+            target = by_name.get(condition.profile)
+            limit = target.limit(condition.limit) if target is not None else None
+            if limit is not None and _vacuity(limit, condition) == kind:
+                lo, hi = _domain(limit)
+                yield Finding(condition.at(condition.operator), f"{profile.name}: condition {condition} {verb}: "
+                              f"{condition.reference} lies in [{_show(lo)}, {_show(hi)}]", hint)
+    return handler
 
 
-def _range_text(limit) -> str:
-    lo, hi = _domain(limit)
-    return f"[{_show(lo)}, {_show(hi)}]"
-
-
-@rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
-      requirements=("REQ-ADD-008",),
-      purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")
-def condition_never_holds(ctx: CheckContext):
-    for profile, condition, limit in _vacuous(ctx, "never"):
-        yield Finding(condition.at(condition.operator),
-                      f"{profile.name}: condition {condition} can never hold: {condition.reference} lies in "
-                      f"{_range_text(limit)}",
-                      "compare with a value inside the limit's range, or remove the incompatibility")
-
-
-@rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
-      requirements=("REQ-ADD-008",),
-      purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")
-def condition_always_holds(ctx: CheckContext):
-    for profile, condition, limit in _vacuous(ctx, "always"):
-        yield Finding(condition.at(condition.operator),
-                      f"{profile.name}: condition {condition} always holds: {condition.reference} lies in "
-                      f"{_range_text(limit)}",
-                      "drop the condition (the rest of the incompatibility says the same), or compare with a "
-                      "value inside the range")
+rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
+     requirements=("REQ-ADD-008",),
+     purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")(
+    _vacuous("never", "can never hold", "compare with a value inside the limit's range, or remove the incompatibility"))
+rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
+     requirements=("REQ-ADD-008",),
+     purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")(
+    _vacuous("always", "always holds", "drop the condition (the rest of the incompatibility says the same), "
+                                       "or compare with a value inside the range"))
