@@ -125,10 +125,6 @@ def catalogue() -> RuleCatalogue[Rule]:
     return CATALOGUE
 
 
-def _next_versions(version: Version) -> tuple[Version, Version]:
-    return Version(version.major + 1, 0), Version(version.major, version.minor + 1)
-
-
 def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, dict]:
     """Severity, message, hint and extra details of a bump-governed finding."""
     if change.severity is not None:
@@ -146,8 +142,8 @@ def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, d
                 {"accepted": f"{got} bump of {change.profile}: {prev.version} -> {cur.version}"})
     if prev is None:
         return Severity.ERROR, f"{change.message}; {who}", change.hint, {}
-    major, minor = _next_versions(prev.version)
-    wanted = major if r.bump == "major" else minor
+    version = prev.version
+    wanted = Version(version.major + 1, 0) if r.bump == "major" else Version(version.major, version.minor + 1)
     if got == "none":
         why = (f"profile {change.profile} changed but its version did not (still {prev.version}); "
                f"this needs a {r.bump} bump")

@@ -19,7 +19,6 @@ from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the
 )
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set
-from oespec.registry.model import Limit
 
 _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 CONTRACT_COMPILE_RULE = "OE100"
@@ -168,10 +167,6 @@ def message_in_contract(ctx: CheckContext):
                               "declare it in the domain's .proto file or correct the name")
 
 
-def _expected_type(package: str, limit: Limit) -> str:
-    return _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
-
-
 @rule("OE105", "capability-in-contract", requirements=("REQ-ADD-006",), category="contract", needs_contract=True,
       purpose="each profile's capability field exists in Capabilities with its message type and number")
 def capability_in_contract(ctx: CheckContext):
@@ -211,7 +206,7 @@ def limit_in_contract(ctx: CheckContext):
             if found is None:
                 yield Finding(where, f"{message.name} has no field {limit.name}", "run `oespec generate`")
                 continue
-            expected = _expected_type(package, limit)
+            expected = _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
             problems = []
             if found.number != limit.field:
                 problems.append(f"number {found.number} (registry: {limit.field})")

@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check_config:
         sys.stdout.write(f"role {resolved.role}; profiles: "
                          f"{', '.join(f'{p.name} {p.version_text}' for p in resolved.advertised)}\n")
-        sys.stdout.write(f"models: {_models_text(resolved)}\n")
+        models = (f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
+        sys.stdout.write(f"models: {', '.join(models)}\n")
         for warning in resolved.warnings:
             sys.stdout.write(f"warning: {warning}\n")
         return 0
@@ -146,8 +147,6 @@ def _unservable(err) -> int:
     return 2
 
 
-def _models_text(resolved) -> str:
-    return ", ".join(f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
 
 
 def build_config(args: argparse.Namespace):

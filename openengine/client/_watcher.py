@@ -1,29 +1,15 @@
 """Watch an engine's load: WatchLoad when it can, GetLoad polling when it must.
 
-The watcher validates the stream with `WatchLoadChecker`, keeps the latest complete snapshot and
-its age, reopens the stream with bounded, jittered backoff, treats a silent stream as dead
-(REQ-LOAD-021), and notices a capability-revision change (the settings' revision differs from
-discovery's, the stream ends with ABORTED, or, when the engine advertises
-openengine.runtime-events, a CapabilityRevisionChanged event arrives; REQ-REV-006, REQ-REV-008).
-
-Engines in a fleet restart: a new instance behind the same address is the normal case, not a
-fault. Before reopening a stream the watcher re-reads discovery, and an instance id in the
-settings or a snapshot that differs from discovery's makes it re-read discovery at once; when
-discovery names a new instance the watcher reports a `Restart` and validates the new instance from
-then on. Only when discovery still names the old instance is the differing id a violation.
-
-It never calls an RPC of a profile the engine does not advertise (REQ-CORE-004): without a view
-it reads discovery first; an engine without openengine.load makes it `unavailable` at once. When
-WatchLoad answers UNIMPLEMENTED although openengine.load is advertised it polls GetLoad (the same
-profile; REQ-LOAD-020), never faster than min_watch_interval_ms. On an error it cannot recover
-from (a server of an earlier layout, bounded backoff exhausted, nothing left to call) it ends:
-the mode becomes `unavailable`, `end_reason` says why, and waiters return at once.
-
-Violations are kept in a ring of the latest `violations_kept`, with a count per rule id over the
-watcher's life, so a faulty engine watched for days costs a fixed amount of memory.
-
-`LoadWatcher` runs in background threads over a grpc.Channel; `AsyncLoadWatcher` runs asyncio
-tasks over a grpc.aio.Channel. Both share one base and expose the same properties.
+The stream is validated (`WatchLoadChecker`) and reopened with bounded, jittered backoff; a silent
+stream counts as dead (REQ-LOAD-021). A new capability revision (in the settings, an ABORTED
+stream, or a CapabilityRevisionChanged event when openengine.runtime-events is advertised;
+REQ-REV-006, REQ-REV-008) makes it re-read discovery. So does an instance id that differs from
+discovery's: a new instance behind the address is a `Restart`, and only an id discovery does not
+confirm is a violation. Only advertised profiles are called (REQ-CORE-004): without
+openengine.load the watcher is `unavailable` at once, and a WatchLoad answering UNIMPLEMENTED
+falls back to GetLoad (REQ-LOAD-020), never faster than min_watch_interval_ms. When nothing is
+left to try it ends: mode `unavailable`, `end_reason` says why, waiters return at once.
+Violations are kept in a bounded ring with a count per rule id, so memory stays fixed.
 """
 
 from __future__ import annotations

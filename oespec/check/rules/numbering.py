@@ -27,8 +27,8 @@ def _repeats(items, key, first_of):
 @rule("OE017", "duplicate-profile", requirements=("REQ-ADD-001",), category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
-    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, _written_at):
-        yield Finding(profile.loc if _aliased(profile) else profile.at("name"),
+    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: _written(p).line):
+        yield Finding(_written(profile),
                       f"profile {profile.name} is declared again (first at line {line})"
                       + (" through a YAML alias" if _aliased(profile) else ""),
                       "merge the two declarations into one profile" if not _aliased(profile) else
@@ -40,8 +40,8 @@ def _aliased(profile) -> bool:
     return profile.loc.line > profile.at("name").line
 
 
-def _written_at(profile) -> int:
-    return profile.loc.line if _aliased(profile) else profile.at("name").line
+def _written(profile):
+    return profile.loc if _aliased(profile) else profile.at("name")
 
 
 @rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",

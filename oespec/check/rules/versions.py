@@ -141,11 +141,6 @@ def _mentions(text: str, names: tuple[str, ...] | re.Pattern) -> list[str]:
     return [s for s in sentences if pattern.search(s)]
 
 
-def _says_added(sentence: str, names: tuple[str, ...]) -> bool:
-    """"Adds max_queue", "Added the new WatchLoad": the sentence says this element is added."""
-    return bool(_name_pattern(names, _ADDS).search(sentence))
-
-
 @rule("OE051", "history-contradicts-since", category="versions", requirements=("REQ-ADD-002", "REQ-VER-005"),
       purpose="a history entry that names an RPC, message or limit agrees with its `since` (it is not "
               "mentioned before it existed, nor said to be added in another version)")
@@ -159,7 +154,9 @@ def history_contradicts_since(ctx: CheckContext):
                 for sentence in _mentions(entry.changes, pattern):
                     if entry.version < element.since:
                         why = f"mentions {kind} {element.name}, which is since {element.since}"
-                    elif entry.version > element.since and _says_added(sentence, _mention_names(kind, element)):
+                    # "Adds max_queue", "Added the new WatchLoad": the sentence says the element is added.
+                    elif entry.version > element.since and \
+                            _name_pattern(_mention_names(kind, element), _ADDS).search(sentence):
                         why = f"says {kind} {element.name} is added, but it is since {element.since}"
                     else:
                         continue
