@@ -1,20 +1,11 @@
 """oespec validate: judge what an engine answered, pasted as proto3 JSON (as grpcurl prints it).
 
-Every discovery answer and load signal, auto-detected or chosen with --kind, and the report says
-which kind it read:
-
-- capabilities: a `GetCapabilities` answer (`Capabilities`), or a document holding the discovery
-  answers together, `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`.
-- engine-info: a `GetEngineInfo` answer (`EngineInfo`).
-- model-info: a `GetModelInfo` answer (`ModelInfo`).
-- load: a `GetLoad` answer (`LoadInfo`), totals against their ranks.
-- watchload: a recorded WatchLoad stream, one `WatchLoadResponse` per line (JSON lines) or
-  concatenated as grpcurl prints a stream.
-
-Several values in one file are judged one by one (a stream as one stream). Detection compares the
-keys of the first value with the fields of each message, read from the compiled descriptors.
-Every violation becomes a Diagnostic at the line of the offending key (for a stream: of the
-message), with the violation's rule id; the exit status is that of `oespec check`.
+The file holds one of the `KINDS` (auto-detected from the keys of its first value, or chosen with
+--kind), or a document holding the discovery answers together (`{"capabilities": {...},
+"engine_info": {...}, "model_info": {...} or [...]}`); a WatchLoad stream is JSON lines or
+concatenated as grpcurl prints it. Each value is judged (a stream as one stream); every violation
+is a Diagnostic at the line of the offending key, with its rule id; the exit status is that of
+`oespec check`.
 """
 
 from __future__ import annotations
