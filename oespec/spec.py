@@ -4,15 +4,11 @@ A requirement is a paragraph or a list item whose first words are `**REQ-<AREA>-
 
     **REQ-LOAD-004** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`, ...
 
-A requirement with several clauses marks each one where it starts with its number in brackets,
-`[.1]`, `[.2]`, ...; each marked clause is an *assertion* with its own id, the requirement's id
-and the number (`REQ-CORE-010.2`), which a conformance case cites when it observes that clause.
-
-The tag says how the requirement is checked: `wire` (over gRPC by the conformance runner),
-`registry` (by `oespec check` / `oespec breaking`) or `client` (behaviour of a client). Tests,
-checks and the conformance runner cite requirements by id, so the loader is strict: a marker that
-looks like a requirement but is malformed, an unknown tag and an id defined twice are all errors
-with a file and line, never silently skipped.
+Its clauses may be marked `[.1]`, `[.2]`, ...: each is an assertion with its own id
+(`REQ-CORE-010.2`) a conformance case can cite. The tag says who checks it: `wire` (the
+conformance runner), `registry` (`oespec check` / `breaking`) or `client`. Everything cites
+requirements by id, so the loader is strict: a malformed marker, an unknown tag or an id defined
+twice is an error with a file and line.
 """
 
 from __future__ import annotations

@@ -189,12 +189,10 @@ def profile_removed(pair: Pair, ctx: Context):
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
 
 
-@rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
-      breaks="none", bump="none",
-      purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")
-def profile_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"new profile {pair.current.name} {pair.current.version}", pair.current.name)
+rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
+     breaks="none", bump="none",
+     purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")(_when_added(
+    lambda p: f"new profile {p.current.name} {p.current.version}"))
 
 
 # What a new profile must write out, even when empty: absence would be ambiguous.
@@ -245,15 +243,15 @@ def _scope_moved(index: int, verb: str):
 
 
 rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
-      breaks="both", bump="major",
-      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
+     breaks="both", bump="major",
+     purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
     _scope_moved(0, "narrowed"))
 
 
 rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
-      breaks="both", bump="major",
-      purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
-              "it moves where the capability is reported")(_scope_moved(1, "widened"))
+     breaks="both", bump="major",
+     purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
+             "it moves where the capability is reported")(_scope_moved(1, "widened"))
 
 
 @rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
@@ -281,41 +279,41 @@ def capability_changed(pair: Pair, ctx: Context):
 
 
 rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
-      breaks="both", bump="major",
-      purpose="a profile keeps its capability message within a major")(_when_removed(
+     breaks="both", bump="major",
+     purpose="a profile keeps its capability message within a major")(_when_removed(
     lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})"))
 
 
 rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a capability message in a minor version")(_when_added(
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a capability message in a minor version")(_when_added(
     lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}"))
 
 
 # --- prerequisites and incompatibilities ---------------------------------------------------------
 
 rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
-      breaks="servers", bump="major",
-      purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
+     breaks="servers", bump="major",
+     purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
     lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}"))
 
 
 rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
-      breaks="both", bump="major",
-      purpose="a prerequisite's version range never changes within a major")(_when_changed(
+     breaks="both", bump="major",
+     purpose="a prerequisite's version range never changes within a major")(_when_changed(
     "version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
                          f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range))
 
 
 rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
-      breaks="clients", bump="minor",
-      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
+     breaks="clients", bump="minor",
+     purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
     lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}"))
 
 
 rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
-      breaks="servers", bump="major",
-      purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
+     breaks="servers", bump="major",
+     purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
     lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}"))
 
 
@@ -383,20 +381,17 @@ def incompatibility_loosened_rule(pair: Pair, ctx: Context):
 
 
 rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
-      breaks="clients", bump="minor",
-      purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
+     breaks="clients", bump="minor",
+     purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
     lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}"))
 
 
 # --- RPCs and messages ---------------------------------------------------------------------------
 
-@rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
-      breaks="clients", bump="major",
-      purpose="an RPC stays in its profile for the whole major")
-def rpc_removed(pair: Pair, ctx: Context):
-    if pair.removed and pair.prev_parent is not None:
-        yield Change(_removed_at(pair, ctx), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
-                     pair.prev_parent.name, pair.previous.loc)
+rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+     breaks="clients", bump="major",
+     purpose="an RPC stays in its profile for the whole major")(_when_removed(
+    lambda p: f"RPC {p.key} was removed from {p.prev_parent.name}"))
 
 
 @rule("OEB031", "rpc-added", requirement="REQ-VER-002", kinds="rpc", category="rpc",
@@ -435,28 +430,28 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
 
 
 rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
-      breaks="clients", bump="major",
-      purpose="a message stays in its profile for the whole major")(_when_removed(
+     breaks="clients", bump="major",
+     purpose="a message stays in its profile for the whole major")(_when_removed(
     lambda p: f"message {p.key} was removed from {p.prev_parent.name}"))
 
 
 rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a message in a minor version")(_when_added(
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a message in a minor version")(_when_added(
     lambda p: f"message {p.key} was added to {p.cur_parent.name}"))
 
 
 # --- limits --------------------------------------------------------------------------------------
 
 rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="clients", bump="major",
-      purpose="a limit stays in its profile for the whole major")(_when_removed(
+     breaks="clients", bump="major",
+     purpose="a limit stays in its profile for the whole major")(_when_removed(
     lambda p: f"limit {p.key} was removed from {p.prev_parent.name}"))
 
 
 rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
     lambda p: f"limit {p.key} was added to {p.cur_parent.name}"))
 
 
@@ -476,8 +471,8 @@ def limit_type_changed(pair: Pair, ctx: Context):
 
 
 rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="both", bump="major",
-      purpose="a limit's field number never changes within a major")(_when_changed(
+     breaks="both", bump="major",
+     purpose="a limit's field number never changes within a major")(_when_changed(
     "field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to {p.current.field}"))
 
 
@@ -492,8 +487,8 @@ def limit_unit_changed(pair: Pair, ctx: Context):
 
 
 rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="both", bump="major",
-      purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
+     breaks="both", bump="major",
+     purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
     "default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to {p.current.default!r}",
     lambda limit: fingerprint(limit.default)))
 

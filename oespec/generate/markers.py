@@ -1,15 +1,12 @@
-"""Generated regions inside hand-written Markdown.
-
-A spec page can hold a part that generation owns, between two HTML comments on lines of their own:
+"""Generated regions inside hand-written Markdown, between two HTML comments on lines of their own:
 
     <!-- oespec:begin limits:openengine.load -->
     (generated; rewritten by `oespec generate`)
     <!-- oespec:end limits:openengine.load -->
 
-Everything outside the markers is the author's and is kept byte for byte. Markers inside fenced
-code blocks are text, so a page can show the syntax. A marker that is malformed, names an unknown
-region, is left open, is closed by the wrong name, or sits inside another region is an error at
-its file and line: a typo must never turn into a region that silently stops updating.
+Everything outside the markers is kept byte for byte; markers inside fenced code blocks are text.
+Any wrong marker is an error at its file and line: a typo must never turn into a region that
+silently stops updating.
 """
 
 from __future__ import annotations

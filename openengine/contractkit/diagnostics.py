@@ -1,12 +1,7 @@
-"""One diagnostic record for every finding of the toolkit, and the printers that render it.
-
-`oespec check`, `validate`, `breaking`, `generate --check`, `spec` and (through an adapter from a
-case result) `conformance` all produce `Diagnostic` records; a printer chosen by name (`text`,
-`json`, `github`, `junit`, `sarif`) turns a list of them into output. Keeping one record means a
-CI annotation, a terminal line, a JUnit report, a SARIF log and a JSON report can never disagree.
-What a command says around its findings (the conformance verdict, the rule catalogue a SARIF log
-describes its rules from) travels in one `Context`. It sits in the lower layer so the runtime (the
-conformance runner) and the toolkit share it.
+"""One diagnostic record for every finding, and the printers (`text`, `json`, `github`, `junit`,
+`sarif`) that render a list of them, so a terminal line, a CI annotation and a report never
+disagree. What a command says around its findings travels in one `Context`. It sits in the lower
+layer so the conformance runner and the toolkit share it.
 """
 
 from __future__ import annotations
