@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+import grpc
+
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
 
 
@@ -57,7 +59,6 @@ def _alias_health_call(channel, alias):
 
 def _earlier_layout_calls(channel):
     """The calls that find which earlier layout a server speaks (see `_drive`); returns the error."""
-    import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     health = health_pb2_grpc.HealthStub(channel)
@@ -79,9 +80,7 @@ def _earlier_layout_calls(channel):
 
 
 def _discovery_calls(channel, models: bool):
-    """The discovery answers as (capabilities, engine info, model infos), read by `_drive` or
-    `_adrive`: one conversation for grpc and grpc.aio channels."""
-    import grpc
+    """The discovery answers: (capabilities, engine info, model infos)."""
     from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
 
     stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
@@ -101,8 +100,6 @@ def _discovery_calls(channel, models: bool):
 def _drive(calls, timeout):
     """Run a generator of (method, request) calls over a grpc.Channel: each answer is sent back
     into it, each RpcError thrown into it; its return value is the result."""
-    import grpc
-
     answer, error = None, None
     while True:
         try:
@@ -117,8 +114,6 @@ def _drive(calls, timeout):
 
 async def _adrive(calls, timeout):
     """`_drive` over a grpc.aio.Channel."""
-    import grpc
-
     answer, error = None, None
     while True:
         try:
