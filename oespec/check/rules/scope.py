@@ -32,24 +32,17 @@ def scope_roles(ctx: CheckContext):
 def single_core(ctx: CheckContext):
     registry = ctx.registry
     mandatory = [p for p in registry.profiles if p.mandatory]
-    if not mandatory:
-        named = registry.profile(CORE_NAME)
-        if named is not None:
-            yield Finding(named.at("name"), f"{CORE_NAME} is not marked mandatory",
-                          "add `mandatory: true` to the core profile")
-        else:
-            yield Finding(registry.at("profiles"), f"the registry has no {CORE_NAME} profile",
-                          f"add the mandatory core profile {CORE_NAME} with `mandatory: true`")
-        return
     for profile in mandatory:
         if profile.name != CORE_NAME:
             yield Finding(profile.at("mandatory"), f"{profile.name} is mandatory; only {CORE_NAME} may be",
                           "remove `mandatory: true`; optional behaviour belongs in an optional profile")
-    if all(p.name != CORE_NAME for p in mandatory):
-        named = registry.profile(CORE_NAME)
-        if named is not None:
-            yield Finding(named.at("name"), f"{CORE_NAME} is not marked mandatory",
-                          "add `mandatory: true` to the core profile")
+    named = registry.profile(CORE_NAME)
+    if named is not None and all(p.name != CORE_NAME for p in mandatory):
+        yield Finding(named.at("name"), f"{CORE_NAME} is not marked mandatory",
+                      "add `mandatory: true` to the core profile")
+    elif named is None and not mandatory:
+        yield Finding(registry.at("profiles"), f"the registry has no {CORE_NAME} profile",
+                      f"add the mandatory core profile {CORE_NAME} with `mandatory: true`")
 
 
 @rule("OE016", "core-shape", requirements=("REQ-ADD-001",), category="scope",
