@@ -47,15 +47,11 @@ def _written(profile):
 @rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",
       purpose="every RPC is listed once, by exactly one profile (a profile owns its RPCs)")
 def duplicate_rpc(ctx: CheckContext):
-    owners: dict[str, tuple[str, int]] = {}
-    for profile, rpc in ctx.registry.all_rpcs():
-        if rpc.name in owners:
-            owner, line = owners[rpc.name]
-            where = "earlier in this profile" if owner == profile.name else f"by {owner}"
-            yield Finding(rpc.at("name"), f"RPC {rpc.name} is already listed {where} (line {line})",
-                          "keep the RPC in one profile; a profile that needs it requires that profile")
-        else:
-            owners[rpc.name] = (profile.name, rpc.at("name").line)
+    for (profile, rpc), (owner, line) in _repeats(ctx.registry.all_rpcs(), lambda pair: pair[1].name,
+                                                  lambda pair: (pair[0].name, pair[1].at("name").line)):
+        where = "earlier in this profile" if owner == profile.name else f"by {owner}"
+        yield Finding(rpc.at("name"), f"RPC {rpc.name} is already listed {where} (line {line})",
+                      "keep the RPC in one profile; a profile that needs it requires that profile")
 
 
 @rule("OE019", "duplicate-message", category="uniqueness",
