@@ -2,16 +2,11 @@
 messages reach it, transitively through message fields (spec/versioning.md, "Ownership follows the
 wire").
 
-A profile's roots are the request and response messages of its RPCs, the messages it lists and its
-capability message. Everything reachable from a root through field types (and nested declarations)
-is owned by that profile too: a core 1.0 peer parses `KvTransferParams` inside `GenerateRequest`,
-so changing it breaks core as much as it breaks the profile that lists it. The generated
-`Capabilities` and `ModelCapabilities` are the exception: each of their capability fields belongs to
-the profile that owns the capability, not to whoever reaches the container, so the walk never enters
-another profile's capability message.
-
-`describe` maps one buf finding to the elements it names, their owners, and (for a finding in a
-file generated from the registry) the registry element and line that produced it.
+A profile's roots are its RPCs' requests and responses, the messages it lists and its capability
+message; everything reachable from a root through field types is owned too (a core 1.0 peer parses
+`KvTransferParams` inside `GenerateRequest`). The walk never enters another profile's capability
+message inside `Capabilities` or `ModelCapabilities`. `describe` maps one buf finding to the
+elements it names, their owners and, for a generated file, the registry line behind it.
 """
 
 from __future__ import annotations

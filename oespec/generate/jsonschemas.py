@@ -1,18 +1,13 @@
 """Generate JSON Schemas (draft 2020-12) of the proto3 JSON mapping, under `schemas/`.
 
 So that frameworks in any language can validate what an engine answers, each schema accepts
-exactly the JSON a proto3 JSON parser accepts (lowerCamel and original field names, 64-bit and
-32-bit integers as numbers or strings, enums by name or number, null as "default") and adds what
-the registry says and a schema can express: limit ranges and enum values, the core profile
-(`contains`), capability messages only for advertised profiles (`if`/`then`) and prerequisites.
-
-What a schema cannot express is checked by the Python validators only (see
-`openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
-rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
-as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
-and times (`format: date-time` plus a pattern); the expressions are `openengine.contractkit.jsonforms`, which
-the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
-clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
+exactly the JSON a proto3 JSON parser accepts (both field spellings, integers as numbers or
+strings, enums by name or number, null as the default) plus what the registry says and a schema
+can express: limit ranges and enum values, the core profile, capability messages only for
+advertised profiles, and prerequisites. The rest is checked by the Python validators only (see
+`openengine/validate/README.md`). Integer strings and Timestamps are held to the patterns of
+`openengine.contractkit.jsonforms`, which the validators use too. Unknown `openengine.*` names and
+majors are accepted, as clients must accept them (REQ-CAP-005).
 """
 
 from __future__ import annotations
