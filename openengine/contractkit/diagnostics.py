@@ -40,15 +40,8 @@ class Diagnostic:
         return (self.path, self.line, self.column, self.rule_id, self.message)
 
     def as_dict(self) -> dict:
-        out = {
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "rule_id": self.rule_id,
-            "severity": str(self.severity),
-            "message": self.message,
-            "hint": self.hint,
-        }
+        out = {"path": self.path, "line": self.line, "column": self.column, "rule_id": self.rule_id,
+               "severity": str(self.severity), "message": self.message, "hint": self.hint}
         if self.details:
             out["details"] = self.details
         return out
@@ -280,13 +273,8 @@ def render_sarif(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-PRINTERS: dict[str, Printer] = {
-    "text": render_text,
-    "json": render_json,
-    "github": render_github,
-    "junit": render_junit,
-    "sarif": render_sarif,
-}
+PRINTERS: dict[str, Printer] = {"text": render_text, "json": render_json, "github": render_github,
+                                "junit": render_junit, "sarif": render_sarif}
 
 
 def render(fmt: str, diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
