@@ -414,14 +414,9 @@ class Pages:
             return label
         return self.link(label, self.site.profile_page(name))
 
-    def full_type(self, name: str) -> str:
-        if "." in name:
-            return name
-        return f"{self.site.registry.package}.{name}"
-
     def type(self, name: str, *, short: bool = True) -> Md:
         """A message or enum name, linked to its reference entry when the protos define it."""
-        full = self.full_type(name)
+        full = name if "." in name else f"{self.site.registry.package}.{name}"
         shown = name if short else full
         found = self.site.type_pages.get(full)
         if found is None:

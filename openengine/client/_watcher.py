@@ -120,6 +120,7 @@ class _Watcher:
     latest = property(lambda self: self._latest, doc="The latest complete LoadInfo, or None.")
     mode = property(lambda self: self._mode, doc="watch, poll, or unavailable.")
     view = property(lambda self: self._view, doc="Discovery's answers for the instance being watched.")
+    instance_id = property(lambda self: self._view.instance_id if self._view is not None else None)
     violations = property(lambda self: tuple(self._violations),
                           doc="The latest stream violations, oldest first (at most `violations_kept`).")
     violation_counts = property(lambda self: dict(self._violation_counts),
@@ -138,10 +139,6 @@ class _Watcher:
     def age(self) -> float | None:
         """Seconds since the latest snapshot arrived (None before the first)."""
         return None if self._latest_at is None else self._clock() - self._latest_at
-
-    @property
-    def instance_id(self) -> str | None:
-        return self._view.instance_id if self._view is not None else None
 
     # -- decisions both loops share -----------------------------------------------------------------
     def _adopt(self, view: CapabilityView) -> None:
