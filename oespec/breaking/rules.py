@@ -50,7 +50,7 @@ def _when_removed(message: Callable[[Pair], str]):
     return handler
 
 
-def _when_changed(key: str, message: Callable[[Pair], str], value: Callable = None):
+def _when_changed(key: str, message: Callable[[Pair], str], value: Callable | None = None):
     """A kept element whose `value` (default: its attribute `key`) changed, reported at `key`."""
     value = value or (lambda element: getattr(element, key))
 
