@@ -1,13 +1,10 @@
 """The toolkit's one cache: results computed from a checkout's contract inputs, kept under
 `build/oespec-cache/` (never committed) in a folder named by the digest of those inputs.
 
-The inputs are an explicit list: the registry, every file under `proto/` and `spec/`, and the
-toolkit's version, which is the text of the `oespec` and `openengine` packages (the templates are
-among them, and so are the runtime's rule and case catalogues the generated pages list, with the
-bindings they are read through), `requirements.txt` (the pinned libraries) and the Python
-version. Any change to any of them is another key, so a result is never
-reused for other inputs. Entries are written to a temporary file and renamed, so parallel runs
-never see half an entry; a checkout that cannot be written only loses the speed.
+The inputs are the registry, every file under `proto/` and `spec/`, the text of the `oespec` and
+`openengine` packages (templates and catalogues included), `requirements.txt` and the Python
+version: any change is another key, so a result is never reused for other inputs. Entries are
+written to a temporary file and renamed; a checkout that cannot be written only loses the speed.
 """
 
 from __future__ import annotations

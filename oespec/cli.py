@@ -78,14 +78,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _named_command(argv: list[str]) -> str | None:
-    """The subcommand `argv` names when it is the first argument, else None (help, a typo)."""
-    return argv[0] if argv and argv[0] in COMMANDS else None
-
-
 def run(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_named_command(argv))
+    # Only the subcommand named first is built in full (None: help, or a typo).
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

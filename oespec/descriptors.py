@@ -81,14 +81,10 @@ class Contract:
     request_limits: list = field(default_factory=list)
 
 
-def _locations(fdp: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], Loc]:
-    return {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
-            for loc in fdp.source_code_info.location if len(loc.span) >= 2}
-
-
 def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
     """Add one compiled file's messages, services and methods, located in `display`."""
-    locs = _locations(fdp)
+    locs = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
+            for loc in fdp.source_code_info.location if len(loc.span) >= 2}
     package = fdp.package
 
     def add_message(msg: descriptor_pb2.DescriptorProto, prefix: str, path: tuple[int, ...]):

@@ -1,11 +1,9 @@
 """Generation with everything it documents.
 
-`oespec.check`, `oespec.generate` and `oespec.breaking` never import one another, and the
-toolkit never imports the runtime: the docs generator prints the check, breaking and validator
-rule catalogues and the conformance cases, so this module gathers them and hands them to the
-generate stage. Like `oespec/cli.py` and `oespec/commands/`, it belongs to the command-line
-layer, the only code that imports both the toolkit and the runtime. Everything that generates
-(the CLI, the site's live-reload hook, tests) calls `plan` here.
+The docs print the check, breaking and validator catalogues and the conformance cases, but
+`oespec.generate` imports neither the other stages nor the runtime: this module, part of the
+command-line layer, gathers them. Everything that generates (the CLI, the site's hook, tests)
+calls `plan` here.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Compile proto sources with the protoc bundled in grpcio-tools, from an in-memory tree.
 
-Generation plans its outputs before writing anything, so compilation works on a temporary copy of
-`proto/` with the planned files overlaid. protoc runs in this process (starting another Python
-for it would cost more than the compile); it writes its diagnostics to file descriptor 2, which is
-pointed at a temporary file for the call so they can be reported as findings instead of leaking.
-
-`oespec check` keeps the descriptor set of the checkout's `proto/` in the checkout's cache
-(`oespec.buildcache`, whose inputs include that folder); failures are never kept.
+Generation compiles before writing anything, so protoc works on a temporary copy of `proto/`
+with the planned files overlaid. It runs in this process (cheaper than starting another Python),
+with file descriptor 2 pointed at a temporary file so its diagnostics become findings.
 """
 
 from __future__ import annotations

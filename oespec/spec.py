@@ -4,15 +4,11 @@ A requirement is a paragraph or a list item whose first words are `**REQ-<AREA>-
 
     **REQ-LOAD-004** *(wire)* The first message of every `WatchLoad` stream MUST be `settings`, ...
 
-A requirement with several clauses marks each one where it starts with its number in brackets,
-`[.1]`, `[.2]`, ...; each marked clause is an *assertion* with its own id, the requirement's id
-and the number (`REQ-CORE-010.2`), which a conformance case cites when it observes that clause.
-
-The tag says how the requirement is checked: `wire` (over gRPC by the conformance runner),
-`registry` (by `oespec check` / `oespec breaking`) or `client` (behaviour of a client). Tests,
-checks and the conformance runner cite requirements by id, so the loader is strict: a marker that
-looks like a requirement but is malformed, an unknown tag and an id defined twice are all errors
-with a file and line, never silently skipped.
+Its clauses may be marked `[.1]`, `[.2]`, ...: each is an assertion with its own id
+(`REQ-CORE-010.2`) a conformance case can cite. The tag says who checks it: `wire` (the
+conformance runner), `registry` (`oespec check` / `breaking`) or `client`. Everything cites
+requirements by id, so the loader is strict: a malformed marker, an unknown tag or an id defined
+twice is an error with a file and line.
 """
 
 from __future__ import annotations
@@ -38,22 +34,19 @@ WIRE_WITHOUT_CASE = "SPEC006"
 CLAUSE_MARKERS = "SPEC007"
 # Where the conformance runner's cases are written, for the hint of SPEC006.
 CASES_DIR = "openengine/conformance/cases/"
-SPEC_RULES = RuleCatalogue("spec", (
-    RuleSpec(MALFORMED_ID, "requirement-id", "spec", "requirements",
-             "a requirement marker is a well-formed id such as REQ-LOAD-004", Severity.ERROR),
-    RuleSpec(UNKNOWN_TAG, "requirement-tag", "spec", "requirements",
-             f"a requirement's tag is one of {', '.join(TAGS)}", Severity.ERROR),
-    RuleSpec(DUPLICATE_ID, "requirement-unique", "spec", "requirements",
-             "each requirement id is defined once across spec/", Severity.ERROR),
-    RuleSpec(MISSING_TAG, "requirement-tagged", "spec", "requirements",
-             "every requirement carries its tag in parentheses after the id", Severity.ERROR),
-    RuleSpec(UNKNOWN_REFERENCE, "requirement-reference", "spec", "references",
-             "every requirement id cited by code, cases or pages is defined in spec/", Severity.ERROR),
-    RuleSpec(WIRE_WITHOUT_CASE, "wire-requirement-has-case", "spec", "coverage",
-             "every wire requirement is cited by at least one conformance case", Severity.ERROR),
-    RuleSpec(CLAUSE_MARKERS, "clause-markers", "spec", "requirements",
-             "the clause markers of a requirement are numbered [.1], [.2], ... in order", Severity.ERROR),
-))
+SPEC_RULES = RuleCatalogue("spec", (RuleSpec(id, name, "spec", category, purpose, Severity.ERROR)
+                                    for id, name, category, purpose in (
+    (MALFORMED_ID, "requirement-id", "requirements", "a requirement marker is a well-formed id such as REQ-LOAD-004"),
+    (UNKNOWN_TAG, "requirement-tag", "requirements", f"a requirement's tag is one of {', '.join(TAGS)}"),
+    (DUPLICATE_ID, "requirement-unique", "requirements", "each requirement id is defined once across spec/"),
+    (MISSING_TAG, "requirement-tagged", "requirements",
+     "every requirement carries its tag in parentheses after the id"),
+    (UNKNOWN_REFERENCE, "requirement-reference", "references",
+     "every requirement id cited by code, cases or pages is defined in spec/"),
+    (WIRE_WITHOUT_CASE, "wire-requirement-has-case", "coverage",
+     "every wire requirement is cited by at least one conformance case"),
+    (CLAUSE_MARKERS, "clause-markers", "requirements",
+     "the clause markers of a requirement are numbered [.1], [.2], ... in order"))))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
 _ID_RE = re.compile(rf"^{ID_PATTERN}$")

@@ -1,12 +1,9 @@
 """Breaking-change stage: compare the registry and the protos with a baseline git ref.
 
-Registry rules are data plus a function, like the check rules: a stable id (`OEB0xx`), a name, a
-purpose, who a violation breaks (clients, servers, both, or none for reports), and the version bump
-that makes the change legal (major, minor or none). A handler receives one matched
-`(previous, current)` pair from `oespec.breaking.match` and yields `Change`s; the runner decides
-the severity from the bump the governing profile actually received, so no handler repeats the
-version arithmetic. Wire-level findings come from buf (`oespec.breaking.wire`) and are folded into
-the same `Diagnostic` records.
+A registry rule is a catalogue entry (id `OEB0xx`, who a violation breaks, the bump that makes it
+legal) plus a handler that gets one matched pair (`oespec.breaking.match`) and yields `Change`s;
+`compare` derives the severity from the bump the governing profile received. buf's wire findings
+(`oespec.breaking.wire`) become the same `Diagnostic` records.
 """
 
 from __future__ import annotations
@@ -125,10 +122,6 @@ def catalogue() -> RuleCatalogue[Rule]:
     return CATALOGUE
 
 
-def _next_versions(version: Version) -> tuple[Version, Version]:
-    return Version(version.major + 1, 0), Version(version.major, version.minor + 1)
-
-
 def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, dict]:
     """Severity, message, hint and extra details of a bump-governed finding."""
     if change.severity is not None:
@@ -146,8 +139,8 @@ def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, d
                 {"accepted": f"{got} bump of {change.profile}: {prev.version} -> {cur.version}"})
     if prev is None:
         return Severity.ERROR, f"{change.message}; {who}", change.hint, {}
-    major, minor = _next_versions(prev.version)
-    wanted = major if r.bump == "major" else minor
+    version = prev.version
+    wanted = Version(version.major + 1, 0) if r.bump == "major" else Version(version.major, version.minor + 1)
     if got == "none":
         why = (f"profile {change.profile} changed but its version did not (still {prev.version}); "
                f"this needs a {r.bump} bump")

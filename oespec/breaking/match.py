@@ -1,14 +1,9 @@
-"""The one adapter between two registries: it matches elements by name and hands out pairs.
+"""The one adapter between two registries: every breaking rule sees them through the pairs it hands out.
 
-Every breaking rule sees the registries through this module only. An element is matched with the
-element of the same kind and key on the other side (a profile by name, an RPC by full name anywhere
-in the registry, a limit by name and a message by its resolved name within its profile, a
-prerequisite by the profile it names, an incompatibility by the profile it names or else by the
-limits its conditions read, a history entry by version). Order in the YAML never matters, and
-neither does the spelling of a message name (short or package-qualified). An element with no partner is a removal or an addition; there
-is no fuzzy matching, so a rename is a removal plus an addition. When the removed and the added
-element are identical apart from the name (and editorial text), both sides get a `renamed` note so
-the report can say "looks like a rename".
+Elements are matched by kind and key (`KEYS`; an RPC by full name across the whole registry, so a
+move is one pair). Order in the YAML never matters, nor the spelling of a message name (short or
+package-qualified). An unmatched element is a removal or an addition; when a removed and an added
+element differ only in name (and editorial text), both sides get a `renamed` note.
 """
 
 from __future__ import annotations

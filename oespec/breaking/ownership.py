@@ -2,16 +2,11 @@
 messages reach it, transitively through message fields (spec/versioning.md, "Ownership follows the
 wire").
 
-A profile's roots are the request and response messages of its RPCs, the messages it lists and its
-capability message. Everything reachable from a root through field types (and nested declarations)
-is owned by that profile too: a core 1.0 peer parses `KvTransferParams` inside `GenerateRequest`,
-so changing it breaks core as much as it breaks the profile that lists it. The generated
-`Capabilities` and `ModelCapabilities` are the exception: each of their capability fields belongs to
-the profile that owns the capability, not to whoever reaches the container, so the walk never enters
-another profile's capability message.
-
-`describe` maps one buf finding to the elements it names, their owners, and (for a finding in a
-file generated from the registry) the registry element and line that produced it.
+A profile's roots are its RPCs' requests and responses, the messages it lists and its capability
+message; everything reachable from a root through field types is owned too (a core 1.0 peer parses
+`KvTransferParams` inside `GenerateRequest`). The walk never enters another profile's capability
+message inside `Capabilities` or `ModelCapabilities`. `describe` maps one buf finding to the
+elements it names, their owners and, for a generated file, the registry line behind it.
 """
 
 from __future__ import annotations
@@ -157,22 +152,22 @@ def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origi
         if profile is not None:
             cap = profile.capability
             return Origin(f"capability of {profile.name} ({message}.{cap.field} = {cap.number})",
-                          profile.name, cap.locs.get("number", cap.loc), side)
+                          profile.name, cap.at("number"), side)
     for profile in registry.profiles:
         if message and profile.capability and type_name(profile.capability.message, pkg) == message:
             limit = next((lim for lim in profile.limits if numbers and lim.field == numbers[0]), None)
             if limit is not None:
                 return Origin(f"limit {profile.name}.{limit.name} (field {limit.field})", profile.name,
-                              limit.locs.get("field", limit.loc), side)
+                              limit.at("field"), side)
             cap = profile.capability
             return Origin(f"capability message {cap.message} of {profile.name}", profile.name,
-                          cap.locs.get("message", cap.loc), side)
+                          cap.at("message"), side)
     for enum in names.get("enum", []):
         for profile in registry.profiles:
             limit = next((lim for lim in profile.limits if lim.type.enum_name == enum), None)
             if limit is not None:
                 return Origin(f"values of limit {profile.name}.{limit.name} (enum {enum})", profile.name,
-                              limit.locs.get("values", limit.loc), side)
+                              limit.at("values"), side)
     services = names.get("service", [])
     rpcs = names.get("RPC", [])
     for service in services:
@@ -203,13 +198,13 @@ def _in_current(origin: Origin, current: Registry | None) -> Origin:
         cap = profile.capability
         key = "number" if " = " in origin.what else "message"
         return Origin(origin.what + f"; now {cap.field} = {cap.number}" if key == "number" else origin.what,
-                      profile.name, cap.locs.get(key, cap.loc), "current")
+                      profile.name, cap.at(key), "current")
     if origin.what.startswith(("limit ", "values of limit ")):
         name = origin.what.split(f"{profile.name}.", 1)[1].split(" ", 1)[0]
         limit = profile.limit(name)
         if limit is not None:
             key = "values" if origin.what.startswith("values") else "field"
-            return Origin(origin.what, profile.name, limit.locs.get(key, limit.loc), "current")
+            return Origin(origin.what, profile.name, limit.at(key), "current")
     return origin
 
 
@@ -266,7 +261,7 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
         if origin is None:  # a fixed part of a generated file (Capabilities.profiles, file options)
             registry = current or baseline
             origin = Origin("the registry as a whole (a part every generated file of this kind has)", "",
-                            registry.locs.get("registry", registry.loc), "current" if current else "baseline")
+                            registry.at("registry"), "current" if current else "baseline")
     shared = not found and (bool(names.get("message")) or bool(names.get("enum"))) and not reached_any
     return Attribution(found, origin, shared)
 

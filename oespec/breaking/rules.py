@@ -6,6 +6,8 @@ a handler only says what changed, where, and which profile it belongs to.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from oespec.breaking import Change, Context, rule
 from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
 from oespec.diagnostics import Loc, Severity
@@ -19,12 +21,8 @@ def _removed_at(pair: Pair, ctx: Context) -> Loc:
     or the registry's `profiles:` key for a removed profile."""
     parent = pair.cur_parent
     if parent is None:
-        return ctx.current.locs.get("profiles", ctx.current.loc)
+        return ctx.current.at("profiles")
     return parent.loc
-
-
-def _at(element, key: str) -> Loc:
-    return element.locs.get(key, element.loc)
 
 
 def _with(key: str) -> str:
@@ -37,6 +35,31 @@ def _owner(pair: Pair) -> str | None:
     return parent.name if parent else None
 
 
+# Rules that differ only in what they say: `message(pair)` is the text of the finding.
+def _when_added(message: Callable[[Pair], str]):
+    def handler(pair: Pair, ctx: Context):
+        if pair.added:
+            yield Change(pair.current.loc, message(pair), _owner(pair))
+    return handler
+
+
+def _when_removed(message: Callable[[Pair], str]):
+    def handler(pair: Pair, ctx: Context):
+        if pair.removed:
+            yield Change(_removed_at(pair, ctx), message(pair), _owner(pair), pair.previous.loc)
+    return handler
+
+
+def _when_changed(key: str, message: Callable[[Pair], str], value: Callable | None = None):
+    """A kept element whose `value` (default: its attribute `key`) changed, reported at `key`."""
+    value = value or (lambda element: getattr(element, key))
+
+    def handler(pair: Pair, ctx: Context):
+        if pair.kept and value(pair.previous) != value(pair.current):
+            yield Change(pair.current.at(key), message(pair), _owner(pair), pair.previous.at(key))
+    return handler
+
+
 # --- registry and history ------------------------------------------------------------------------
 
 @rule("OEB001", "revision-not-increased", requirement="REQ-VER-006", kinds="registry", category="registry",
@@ -47,8 +70,8 @@ def revision_not_increased(pair: Pair, ctx: Context):
     if prev is None or cur.revision != prev.revision:
         return
     if fingerprint(prev, skip=frozenset({"path", "revision"})) != fingerprint(cur, skip=frozenset({"path", "revision"})):
-        yield Change(_at(cur, "revision"), f"the registry changed but its revision did not (still {cur.revision})",
-                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+        yield Change(cur.at("revision"), f"the registry changed but its revision did not (still {cur.revision})",
+                     baseline=prev.at("revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
 @rule("OEB002", "revision-decreased", requirement="REQ-VER-006", kinds="registry", category="registry",
@@ -57,8 +80,8 @@ def revision_not_increased(pair: Pair, ctx: Context):
 def revision_decreased(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if prev is not None and cur.revision < prev.revision:
-        yield Change(_at(cur, "revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
-                     baseline=_at(prev, "revision"), hint=f"set registry.revision to {prev.revision + 1}")
+        yield Change(cur.at("revision"), f"registry revision went down from {prev.revision} to {cur.revision}",
+                     baseline=prev.at("revision"), hint=f"set registry.revision to {prev.revision + 1}")
 
 
 @rule("OEB003", "version-decreased", requirement="REQ-VER-004", kinds="profile", category="history",
@@ -67,8 +90,8 @@ def revision_decreased(pair: Pair, ctx: Context):
 def version_decreased(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.kept and cur.version < prev.version:
-        yield Change(_at(cur, "version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
-                     cur.name, _at(prev, "version"), hint=f"restore {prev.version} or move forward from it")
+        yield Change(cur.at("version"), f"version of {cur.name} went down from {prev.version} to {cur.version}",
+                     cur.name, prev.at("version"), hint=f"restore {prev.version} or move forward from it")
 
 
 @rule("OEB004", "history-rewritten", requirement="REQ-VER-004", kinds="history", category="history",
@@ -81,8 +104,8 @@ def history_rewritten(pair: Pair, ctx: Context):
                      f"history entry {prev.version} of {pair.prev_parent.name} was removed",
                      _owner(pair), prev.loc, hint="restore the entry; history only grows")
     elif pair.kept and prev.changes.strip() != cur.changes.strip():
-        yield Change(_at(cur, "changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
-                     _owner(pair), _at(prev, "changes"),
+        yield Change(cur.at("changes"), f"history entry {cur.version} of {pair.cur_parent.name} was rewritten",
+                     _owner(pair), prev.at("changes"),
                      hint="restore the published text; describe corrections in the next version's entry")
 
 
@@ -94,7 +117,7 @@ def history_missing(pair: Pair, ctx: Context):
     if cur is None or (prev is not None and prev.version == cur.version):
         return
     if not any(h.version == cur.version for h in cur.history):
-        yield Change(_at(cur, "version"), f"{cur.name} {cur.version} has no history entry",
+        yield Change(cur.at("version"), f"{cur.name} {cur.version} has no history entry",
                      cur.name, hint=f"add `- version: \"{cur.version}\"` with its changes under history")
 
 
@@ -105,9 +128,9 @@ def since_rewritten(pair: Pair, ctx: Context):
     moved = pair.kind == "rpc" and pair.prev_parent and pair.cur_parent \
         and pair.prev_parent.name != pair.cur_parent.name  # `since` is relative to the owning profile
     if pair.kept and not moved and pair.previous.since != pair.current.since:
-        yield Change(_at(pair.current, "since"),
+        yield Change(pair.current.at("since"),
                      f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
-                     _owner(pair), _at(pair.previous, "since"), hint=f"restore since: \"{pair.previous.since}\"")
+                     _owner(pair), pair.previous.at("since"), hint=f"restore since: \"{pair.previous.since}\"")
 
 
 @rule("OEB007", "since-not-new-version", requirement="REQ-VER-005", kinds=("rpc", "message", "limit"), category="history",
@@ -118,7 +141,7 @@ def since_not_new_version(pair: Pair, ctx: Context):
     if not pair.added or parent is None or pair.prev_parent is None:
         return
     if ctx.bump(parent.name) in ("major", "minor") and cur.since != parent.version:
-        yield Change(_at(cur, "since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
+        yield Change(cur.at("since"), f"{pair.kind} {pair.key} is new in {parent.name} {parent.version} "
                      f"but says since {cur.since}", parent.name, hint=f"set since: \"{parent.version}\"")
 
 
@@ -132,8 +155,8 @@ def changed_without_version(pair: Pair, ctx: Context):
     changes = contract_changes(prev, cur, ctx.baseline.package if ctx.baseline else None, ctx.current.package)
     if changes:
         shown = "; ".join(changes[:4]) + (f"; and {len(changes) - 4} more" if len(changes) > 4 else "")
-        yield Change(_at(cur, "version"), f"what {cur.name} promises changed: {shown}", cur.name,
-                     _at(prev, "version"), details=(("changed", "; ".join(changes)),))
+        yield Change(cur.at("version"), f"what {cur.name} promises changed: {shown}", cur.name,
+                     prev.at("version"), details=(("changed", "; ".join(changes)),))
 
 
 @rule("OEB009", "package-changed", requirement="REQ-VER-003", kinds="registry", category="registry",
@@ -146,9 +169,9 @@ def package_changed(pair: Pair, ctx: Context):
         return
     for profile in cur.profiles:
         if prev.profile(profile.name) is not None:
-            yield Change(_at(cur, "package"), f"registry.package changed from {prev.package} to {cur.package}: "
+            yield Change(cur.at("package"), f"registry.package changed from {prev.package} to {cur.package}: "
                          f"every RPC and message of {profile.name} has a new wire name", profile.name,
-                         _at(prev, "package"))
+                         prev.at("package"))
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -166,12 +189,10 @@ def profile_removed(pair: Pair, ctx: Context):
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
 
 
-@rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
-      breaks="none", bump="none",
-      purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")
-def profile_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"new profile {pair.current.name} {pair.current.version}", pair.current.name)
+rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
+     breaks="none", bump="none",
+     purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")(_when_added(
+    lambda p: f"new profile {p.current.name} {p.current.version}"))
 
 
 # What a new profile must write out, even when empty: absence would be ambiguous.
@@ -200,7 +221,7 @@ def mandatory_changed(pair: Pair, ctx: Context):
     prev, cur = pair.previous, pair.current
     if pair.kept and prev.mandatory != cur.mandatory:
         state = "mandatory" if cur.mandatory else "optional"
-        yield Change(_at(cur, "mandatory") if "mandatory" in cur.locs else cur.loc,
+        yield Change(cur.at("mandatory"),
                      f"{cur.name} became {state}", cur.name, prev.loc)
 
 
@@ -212,23 +233,25 @@ def _scope_change(prev: Profile, cur: Profile) -> tuple[bool, bool, set[str]]:
     return after < before or lost_roles, after > before, gained
 
 
-@rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
-      breaks="both", bump="major",
-      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")
-def scope_narrowed(pair: Pair, ctx: Context):
-    if pair.kept and _scope_change(pair.previous, pair.current)[0]:
-        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} narrowed from "
-                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+def _scope_moved(index: int, verb: str):
+    def handler(pair: Pair, ctx: Context):
+        prev, cur = pair.previous, pair.current
+        if pair.kept and _scope_change(prev, cur)[index]:
+            yield Change(cur.scope.loc, f"scope of {cur.name} {verb} from {prev.scope} to {cur.scope}", cur.name,
+                         prev.scope.loc)
+    return handler
 
 
-@rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
-      breaks="both", bump="major",
-      purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
-              "it moves where the capability is reported")
-def scope_widened(pair: Pair, ctx: Context):
-    if pair.kept and _scope_change(pair.previous, pair.current)[1]:
-        yield Change(pair.current.scope.loc, f"scope of {pair.current.name} widened from "
-                     f"{pair.previous.scope} to {pair.current.scope}", pair.current.name, pair.previous.scope.loc)
+rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
+     breaks="both", bump="major",
+     purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
+    _scope_moved(0, "narrowed"))
+
+
+rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
+     breaks="both", bump="major",
+     purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
+             "it moves where the capability is reported")(_scope_moved(1, "widened"))
 
 
 @rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
@@ -251,64 +274,47 @@ def capability_changed(pair: Pair, ctx: Context):
     for key in ("field", "number", "message"):
         before, after = getattr(pair.previous, key), getattr(pair.current, key)
         if before != after:
-            yield Change(_at(pair.current, key), f"capability {key} of {pair.cur_parent.name} changed from "
-                         f"{before} to {after}", _owner(pair), _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"capability {key} of {pair.cur_parent.name} changed from "
+                         f"{before} to {after}", _owner(pair), pair.previous.at(key))
 
 
-@rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
-      breaks="both", bump="major",
-      purpose="a profile keeps its capability message within a major")
-def capability_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(pair.cur_parent.loc, f"{pair.cur_parent.name} no longer has a capability message "
-                     f"({pair.previous.message})", _owner(pair), pair.previous.loc)
+rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
+     breaks="both", bump="major",
+     purpose="a profile keeps its capability message within a major")(_when_removed(
+    lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})"))
 
 
-@rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a capability message in a minor version")
-def capability_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} gained capability message {pair.current.message}",
-                     _owner(pair))
+rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a capability message in a minor version")(_when_added(
+    lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}"))
 
 
 # --- prerequisites and incompatibilities ---------------------------------------------------------
 
-@rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
-      breaks="servers", bump="major",
-      purpose="no new prerequisite within a major: servers advertising the profile may lack it")
-def prerequisite_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} now requires {pair.current.profile} "
-                     f"{pair.current.range}", _owner(pair))
+rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
+     breaks="servers", bump="major",
+     purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
+    lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}"))
 
 
-@rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
-      breaks="both", bump="major",
-      purpose="a prerequisite's version range never changes within a major")
-def prerequisite_changed(pair: Pair, ctx: Context):
-    if pair.kept and pair.previous.range != pair.current.range:
-        yield Change(_at(pair.current, "version"), f"{pair.cur_parent.name} requirement on {pair.key} changed "
-                     f"from '{pair.previous.range}' to '{pair.current.range}'", _owner(pair),
-                     _at(pair.previous, "version"))
+rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
+     breaks="both", bump="major",
+     purpose="a prerequisite's version range never changes within a major")(_when_changed(
+    "version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
+                         f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range))
 
 
-@rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
-      breaks="clients", bump="minor",
-      purpose="dropping a prerequisite loosens what servers may advertise: a minor version")
-def prerequisite_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} no longer requires "
-                     f"{pair.previous.profile}", _owner(pair), pair.previous.loc)
+rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
+     breaks="clients", bump="minor",
+     purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
+    lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}"))
 
 
-@rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
-      breaks="servers", bump="major",
-      purpose="no new incompatible combination within a major: servers may already advertise it")
-def incompatibility_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"{pair.cur_parent.name} is now incompatible {_with(pair.key)}", _owner(pair))
+rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
+     breaks="servers", bump="major",
+     purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
+    lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}"))
 
 
 def _implies(a, b) -> bool:
@@ -374,24 +380,18 @@ def incompatibility_loosened_rule(pair: Pair, ctx: Context):
                      f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
-      breaks="clients", bump="minor",
-      purpose="dropping an incompatibility allows a new combination: a minor version")
-def incompatibility_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"{pair.prev_parent.name} is no longer "
-                     f"incompatible {_with(pair.key)}", _owner(pair), pair.previous.loc)
+rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
+     breaks="clients", bump="minor",
+     purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
+    lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}"))
 
 
 # --- RPCs and messages ---------------------------------------------------------------------------
 
-@rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
-      breaks="clients", bump="major",
-      purpose="an RPC stays in its profile for the whole major")
-def rpc_removed(pair: Pair, ctx: Context):
-    if pair.removed and pair.prev_parent is not None:
-        yield Change(_removed_at(pair, ctx), f"RPC {pair.key} was removed from {pair.prev_parent.name}",
-                     pair.prev_parent.name, pair.previous.loc)
+rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+     breaks="clients", bump="major",
+     purpose="an RPC stays in its profile for the whole major")(_when_removed(
+    lambda p: f"RPC {p.key} was removed from {p.prev_parent.name}"))
 
 
 @rule("OEB031", "rpc-added", requirement="REQ-VER-002", kinds="rpc", category="rpc",
@@ -425,44 +425,34 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
         if key != "streaming":  # the short and the package-qualified spelling name one message
             before, after = type_name(before, packages[0]), type_name(after, packages[1])
         if before != after:
-            yield Change(_at(pair.current, key), f"{key} of RPC {pair.key} changed from {before} to {after}",
-                         pair.prev_parent.name if pair.prev_parent else _owner(pair), _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"{key} of RPC {pair.key} changed from {before} to {after}",
+                         pair.prev_parent.name if pair.prev_parent else _owner(pair), pair.previous.at(key))
 
 
-@rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
-      breaks="clients", bump="major",
-      purpose="a message stays in its profile for the whole major")
-def message_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"message {pair.key} was removed from "
-                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
+     breaks="clients", bump="major",
+     purpose="a message stays in its profile for the whole major")(_when_removed(
+    lambda p: f"message {p.key} was removed from {p.prev_parent.name}"))
 
 
-@rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a message in a minor version")
-def message_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"message {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a message in a minor version")(_when_added(
+    lambda p: f"message {p.key} was added to {p.cur_parent.name}"))
 
 
 # --- limits --------------------------------------------------------------------------------------
 
-@rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="clients", bump="major",
-      purpose="a limit stays in its profile for the whole major")
-def limit_removed(pair: Pair, ctx: Context):
-    if pair.removed:
-        yield Change(_removed_at(pair, ctx), f"limit {pair.key} was removed from "
-                     f"{pair.prev_parent.name}", _owner(pair), pair.previous.loc)
+rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
+     breaks="clients", bump="major",
+     purpose="a limit stays in its profile for the whole major")(_when_removed(
+    lambda p: f"limit {p.key} was removed from {p.prev_parent.name}"))
 
 
-@rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
-      breaks="servers", bump="minor",
-      purpose="a profile may gain a limit (with a default) in a minor version")
-def limit_added(pair: Pair, ctx: Context):
-    if pair.added:
-        yield Change(pair.current.loc, f"limit {pair.key} was added to {pair.cur_parent.name}", _owner(pair))
+rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
+     breaks="servers", bump="minor",
+     purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
+    lambda p: f"limit {p.key} was added to {p.cur_parent.name}"))
 
 
 def _type_shape(lim: Limit):
@@ -476,17 +466,14 @@ def limit_type_changed(pair: Pair, ctx: Context):
     if pair.kept and _type_shape(pair.previous) != _type_shape(pair.current):
         before, after = pair.previous.type, pair.current.type
         name = lambda t: f"{t} {t.enum_name}" if t.enum_name else str(t)  # noqa: E731
-        yield Change(_at(pair.current, "type"), f"type of limit {pair.key} changed from {name(before)} to "
-                     f"{name(after)}", _owner(pair), _at(pair.previous, "type"))
+        yield Change(pair.current.at("type"), f"type of limit {pair.key} changed from {name(before)} to "
+                     f"{name(after)}", _owner(pair), pair.previous.at("type"))
 
 
-@rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="both", bump="major",
-      purpose="a limit's field number never changes within a major")
-def limit_field_changed(pair: Pair, ctx: Context):
-    if pair.kept and pair.previous.field != pair.current.field:
-        yield Change(_at(pair.current, "field"), f"field number of limit {pair.key} changed from "
-                     f"{pair.previous.field} to {pair.current.field}", _owner(pair), _at(pair.previous, "field"))
+rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+     breaks="both", bump="major",
+     purpose="a limit's field number never changes within a major")(_when_changed(
+    "field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to {p.current.field}"))
 
 
 @rule("OEB054", "limit-unit-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
@@ -494,19 +481,16 @@ def limit_field_changed(pair: Pair, ctx: Context):
       purpose="a limit's unit never changes within a major")
 def limit_unit_changed(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.unit != pair.current.unit:
-        loc = _at(pair.current, "unit") if "unit" in pair.current.locs else pair.current.loc
+        loc = pair.current.at("unit")
         yield Change(loc, f"unit of limit {pair.key} changed from {pair.previous.unit or '(none)'} to "
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
 
 
-@rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="both", bump="major",
-      purpose="a limit's default (the meaning of absence) never changes within a major")
-def limit_default_changed(pair: Pair, ctx: Context):
-    if pair.kept and fingerprint(pair.previous.default) != fingerprint(pair.current.default):
-        yield Change(_at(pair.current, "default"), f"default of limit {pair.key} changed from "
-                     f"{pair.previous.default!r} to {pair.current.default!r}", _owner(pair),
-                     _at(pair.previous, "default"))
+rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+     breaks="both", bump="major",
+     purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
+    "default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to {p.current.default!r}",
+    lambda limit: fingerprint(limit.default)))
 
 
 def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -540,8 +524,8 @@ def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[t
 def limit_range_narrowed(pair: Pair, ctx: Context):
     if pair.kept:
         for key, text in _bound_moves(pair.previous, pair.current)[0]:
-            yield Change(_at(pair.current, key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
-                         _at(pair.previous, key))
+            yield Change(pair.current.at(key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
+                         pair.previous.at(key))
 
 
 @rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
@@ -551,8 +535,8 @@ def limit_range_narrowed(pair: Pair, ctx: Context):
 def limit_range_widened(pair: Pair, ctx: Context):
     if pair.kept:
         for key, text in _bound_moves(pair.previous, pair.current)[1]:
-            loc = _at(pair.current, key) if key in pair.current.locs else pair.current.loc
-            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), _at(pair.previous, key))
+            loc = pair.current.at(key)
+            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), pair.previous.at(key))
 
 
 @rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
@@ -565,17 +549,17 @@ def limit_enum_renumbered(pair: Pair, ctx: Context):
     before, after = pair.previous.type.enum_wire, pair.current.type.enum_wire
     owner_of = {number: value for value, number in before.items()}
     for index, (value, number) in enumerate(after.items()):
-        loc = _at(pair.current, f"values.{value}") if pair.current.type.numbered else \
-            _at(pair.current, f"values[{index}]")
+        loc = pair.current.at(f"values.{value}") if pair.current.type.numbered else \
+            pair.current.at(f"values[{index}]")
         if value in before and before[value] != number:
             yield Change(loc, f"enum value {value} of limit {pair.key} changed its wire number from "
-                         f"{before[value]} to {number}", _owner(pair), _at(pair.previous, "values"),
+                         f"{before[value]} to {number}", _owner(pair), pair.previous.at("values"),
                          hint=f"give {value} its number {before[value]} back (write `values:` as a mapping "
                               "of value to number, so order never matters)")
         elif value not in before and number in owner_of:
             yield Change(loc, f"enum value {value} of limit {pair.key} reuses wire number {number}, which "
                          f"was {owner_of[number]}; old peers would read it as {owner_of[number]}", _owner(pair),
-                         _at(pair.previous, "values"), severity=Severity.ERROR,
+                         pair.previous.at("values"), severity=Severity.ERROR,
                          hint=f"give {value} a number never used before (above {max(owner_of)}); like proto enum "
                               "numbers, a number is never reused, not even in a new major")
 
@@ -590,7 +574,7 @@ DEPRECATABLE = ("profile", "rpc", "message", "limit")
       purpose="deprecation is explicit and reported: an element that gains `deprecated:`")
 def deprecated(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.deprecated is None and pair.current.deprecated is not None:
-        yield Change(_at(pair.current, "deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
+        yield Change(pair.current.at("deprecated"), f"{pair.kind} {pair.key} is now deprecated: "
                      f"{pair.current.deprecated}", _owner(pair),
                      hint="clients should move off it before the next major removes it")
 
@@ -614,4 +598,4 @@ def removed_without_deprecation(pair: Pair, ctx: Context):
 def undeprecated(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.deprecated is not None and pair.current.deprecated is None:
         yield Change(pair.current.loc, f"{pair.kind} {pair.key} is no longer deprecated", _owner(pair),
-                     _at(pair.previous, "deprecated"))
+                     pair.previous.at("deprecated"))

@@ -89,11 +89,8 @@ def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
     diags = list(resolved.diagnostics)
     ctx = CheckContext(resolved.registry, resolved.source, contract, head)
     for r in rules if rules is not None else iter_rules():
-        if r.needs_model and resolved.registry is None:
-            continue
-        if r.needs_contract and contract is None:
-            continue
-        if r.needs_head and head is None:
+        if (r.needs_model and resolved.registry is None) or (r.needs_contract and contract is None) \
+                or (r.needs_head and head is None):
             continue
         for finding in r.handler(ctx):
             diags.append(Diagnostic.at(finding.path or resolved.source.path, finding.loc, r.id,

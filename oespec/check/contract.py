@@ -19,7 +19,6 @@ from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the
 )
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set
-from oespec.registry.model import Limit
 
 _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 CONTRACT_COMPILE_RULE = "OE100"
@@ -116,7 +115,7 @@ def rpc_in_contract(ctx: CheckContext):
             close = difflib.get_close_matches(rpc.name, list(ctx.contract.methods), n=1, cutoff=0.8)
             hint = (f"did you mean {close[0]}? " if close else "") + \
                 "run `oespec generate` to regenerate the service files, or fix the name"
-            yield Finding(rpc.locs.get("name", rpc.loc),
+            yield Finding(rpc.at("name"),
                           f"{rpc.name} (profile {profile.name}) is not in the compiled protos", hint)
 
 
@@ -129,13 +128,13 @@ def rpc_shape_matches(ctx: CheckContext):
         if method is None:
             continue
         if method.streaming != rpc.streaming:
-            yield Finding(rpc.locs.get("streaming", rpc.loc),
+            yield Finding(rpc.at("streaming"),
                           f"{rpc.name} is {rpc.streaming} in the registry but {method.streaming} in "
                           f"{method.file}:{method.loc}", "regenerate the protos or correct `streaming`")
         for role, declared, actual in (("request", rpc.request, method.request),
                                        ("response", rpc.response, method.response)):
             if _qualified(package, declared) != actual:
-                yield Finding(rpc.locs.get(role, rpc.loc),
+                yield Finding(rpc.at(role),
                               f"{rpc.name} {role} is {declared} in the registry but {actual} in the protos",
                               f"regenerate the protos or correct `{role}`")
 
@@ -163,13 +162,9 @@ def message_in_contract(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for msg in profile.messages:
             if _qualified(package, msg.name) not in ctx.contract.messages:
-                yield Finding(msg.locs.get("name", msg.loc),
+                yield Finding(msg.at("name"),
                               f"message {msg.name} (profile {profile.name}) is not declared in the protos",
                               "declare it in the domain's .proto file or correct the name")
-
-
-def _expected_type(package: str, limit: Limit) -> str:
-    return _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
 
 
 @rule("OE105", "capability-in-contract", requirements=("REQ-ADD-006",), category="contract", needs_contract=True,
@@ -181,7 +176,7 @@ def capability_in_contract(ctx: CheckContext):
         cap = profile.capability
         if cap is None:
             continue
-        where = cap.locs.get("field", cap.loc)
+        where = cap.at("field")
         found = caps.fields.get(cap.field) if caps else None
         if found is None:
             yield Finding(where, f"Capabilities has no field {cap.field} for {profile.name}",
@@ -201,17 +196,17 @@ def limit_in_contract(ctx: CheckContext):
             continue
         message = ctx.contract.messages.get(_qualified(package, profile.capability.message))
         if message is None:
-            yield Finding(profile.capability.locs.get("message", profile.capability.loc),
+            yield Finding(profile.capability.at("message"),
                           f"capability message {profile.capability.message} is not in the protos",
                           "run `oespec generate`")
             continue
         for limit in profile.limits:
             found = message.fields.get(limit.name)
-            where = limit.locs.get("name", limit.loc)
+            where = limit.at("name")
             if found is None:
                 yield Finding(where, f"{message.name} has no field {limit.name}", "run `oespec generate`")
                 continue
-            expected = _expected_type(package, limit)
+            expected = _qualified(package, limit.type.enum_name) if limit.type.base == "enum" else limit.type.base
             problems = []
             if found.number != limit.field:
                 problems.append(f"number {found.number} (registry: {limit.field})")

@@ -39,9 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if args.proto_root and not proto_root.is_dir():
         sys.stderr.write(f"oespec check: --proto-root {args.proto_root}: no such folder\n")
         return EXIT_UNUSABLE
-    # In the repository's own layout (proto/ beside the registry) the checkout's cache keeps the
-    # resolved registry and the compiled protos.
-    # Only a checkout's layout (its proto/ folder beside the registry) gets a cache in build/.
+    # Only a checkout's layout (its proto/ folder beside the registry) gets a cache in build/: it
+    # keeps the resolved registry and the compiled protos.
     beside = proto_root.is_dir() and proto_root.resolve() == Path(args.registry).resolve().parent / "proto"
     cache = for_checkout(proto_root.resolve().parent, args.registry) if beside and Path(args.registry).is_file() else None
     resolved = cache.load("resolved-registry") if cache is not None else None

@@ -118,14 +118,12 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
         resolved = resolve_config(config)
     except ConfigError as err:
-        sys.stderr.write("oespec engine: the configuration cannot be served:\n")
-        for problem in err.problems:
-            sys.stderr.write(f"  - {problem}\n")
-        return 2
+        return _unservable(err)
     if args.check_config:
         sys.stdout.write(f"role {resolved.role}; profiles: "
                          f"{', '.join(f'{p.name} {p.version_text}' for p in resolved.advertised)}\n")
-        sys.stdout.write(f"models: {_models_text(resolved)}\n")
+        models = (f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
+        sys.stdout.write(f"models: {', '.join(models)}\n")
         for warning in resolved.warnings:
             sys.stdout.write(f"warning: {warning}\n")
         return 0
@@ -136,18 +134,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(resolved))
     except ConfigError as err:
-        sys.stderr.write("oespec engine: the configuration cannot be served:\n")
-        for problem in err.problems:
-            sys.stderr.write(f"  - {problem}\n")
-        return 2
+        return _unservable(err)
     except OSError as err:
         sys.stderr.write(f"oespec engine: {err}\n")
         return 1
     return 0
 
 
-def _models_text(resolved) -> str:
-    return ", ".join(f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
+def _unservable(err) -> int:
+    sys.stderr.write("oespec engine: the configuration cannot be served:\n")
+    sys.stderr.write("".join(f"  - {problem}\n" for problem in err.problems))
+    return 2
+
+
 
 
 def build_config(args: argparse.Namespace):

@@ -68,9 +68,7 @@ def describe(rule_id: str) -> RuleSpec | None:
     return find_spec(_specs_once(), rule_id)
 
 
-@lru_cache(maxsize=1)
-def _specs_once() -> dict[str, RuleSpec]:
-    return all_specs()
+_specs_once = lru_cache(maxsize=1)(all_specs)
 
 
 def _text(specs: list[RuleSpec]) -> str:

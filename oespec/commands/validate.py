@@ -1,20 +1,11 @@
 """oespec validate: judge what an engine answered, pasted as proto3 JSON (as grpcurl prints it).
 
-Every discovery answer and load signal, auto-detected or chosen with --kind, and the report says
-which kind it read:
-
-- capabilities: a `GetCapabilities` answer (`Capabilities`), or a document holding the discovery
-  answers together, `{"capabilities": {...}, "engine_info": {...}, "model_info": {...} or [...]}`.
-- engine-info: a `GetEngineInfo` answer (`EngineInfo`).
-- model-info: a `GetModelInfo` answer (`ModelInfo`).
-- load: a `GetLoad` answer (`LoadInfo`), totals against their ranks.
-- watchload: a recorded WatchLoad stream, one `WatchLoadResponse` per line (JSON lines) or
-  concatenated as grpcurl prints a stream.
-
-Several values in one file are judged one by one (a stream as one stream). Detection compares the
-keys of the first value with the fields of each message, read from the compiled descriptors.
-Every violation becomes a Diagnostic at the line of the offending key (for a stream: of the
-message), with the violation's rule id; the exit status is that of `oespec check`.
+The file holds one of the `KINDS` (auto-detected from the keys of its first value, or chosen with
+--kind), or a document holding the discovery answers together (`{"capabilities": {...},
+"engine_info": {...}, "model_info": {...} or [...]}`); a WatchLoad stream is JSON lines or
+concatenated as grpcurl prints it. Each value is judged (a stream as one stream); every violation
+is a Diagnostic at the line of the offending key, with its rule id; the exit status is that of
+`oespec check`.
 """
 
 from __future__ import annotations
@@ -170,40 +161,21 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
     return diags
 
 
-def _engine_info(path: str, values) -> list[Diagnostic]:
-    from openengine.v1 import discovery_pb2
-    from openengine.validate import check_engine_info, message_from_json
+def _answer(path: str, values, kind: str) -> list[Diagnostic]:
+    """An EngineInfo, ModelInfo or LoadInfo per value: what does not decode, then what the checks find."""
+    from openengine import validate
 
     diags = []
     for line, value, keys in values:
-        msg, errors = message_from_json(value, discovery_pb2.EngineInfo)
-        unreadable = {v.path for v in errors}
-        # The checks name fields as within a combined document (`engine_info.role`); this one is bare.
-        checked = [replace(v, path=v.path.removeprefix("engine_info.")) for v in check_engine_info(msg)]
-        diags += [_diag(path, keys, line, v) for v in errors]
-        diags += [_diag(path, keys, line, v) for v in checked if v.path not in unreadable]
-    return diags
-
-
-def _model_info(path: str, values) -> list[Diagnostic]:
-    from openengine.v1 import discovery_pb2
-    from openengine.validate import check_model_info, message_from_json
-
-    diags = []
-    for line, value, keys in values:
-        msg, errors = message_from_json(value, discovery_pb2.ModelInfo)
-        diags += [_diag(path, keys, line, v) for v in errors + check_model_info(msg)]
-    return diags
-
-
-def _load(path: str, values) -> list[Diagnostic]:
-    from openengine.v1 import load_pb2
-    from openengine.validate import check_load, message_from_json
-
-    diags = []
-    for line, value, keys in values:
-        msg, errors = message_from_json(value, load_pb2.LoadInfo)
-        diags += [_diag(path, keys, line, v) for v in errors + check_load(msg, "")]
+        msg, errors = validate.message_from_json(value, _message_class(kind))
+        if kind == "engine-info":
+            unreadable = {v.path for v in errors}
+            # The checks name fields as within a combined document (`engine_info.role`); this one is bare.
+            checked = [replace(v, path=v.path.removeprefix("engine_info.")) for v in validate.check_engine_info(msg)]
+            checked = [v for v in checked if v.path not in unreadable]
+        else:
+            checked = validate.check_model_info(msg) if kind == "model-info" else validate.check_load(msg, "")
+        diags += [_diag(path, keys, line, v) for v in errors + checked]
     return diags
 
 
@@ -213,10 +185,10 @@ def run(args: argparse.Namespace) -> int:
         kind = _kind(values) if args.kind == "auto" else args.kind
         if kind == "watchload":
             diags = _watchload(args.file, values, args)
+        elif kind == "capabilities":
+            diags = _capabilities(args.file, values)
         else:
-            judge = {"capabilities": _capabilities, "engine-info": _engine_info, "model-info": _model_info,
-                     "load": _load}[kind]
-            diags = judge(args.file, values)
+            diags = _answer(args.file, values, kind)
     except Unusable as err:
         write(args.format, [err.diagnostic])
         return EXIT_UNUSABLE

@@ -1,11 +1,9 @@
 """The profile dependency picture as a Graphviz graph (DOT); the site build draws it with `dot`.
 
-Graphviz's layered layout is used rather than a layout of our own: it keeps every node inside the
-drawing for any catalogue and places labels without overlap. The graph is left to right: the
-mandatory core on the left, each profile to the right of what it requires, arrows pointing at the
-prerequisite. Incompatible pairs are joined by dashed red lines that do not affect the layout.
-Each node's URL is the docs-relative path of its profile page; site/hooks.py turns it into a link
-relative to the page that shows the picture. The same registry always gives the same text.
+Graphviz's layered layout keeps every node inside the drawing and labels apart for any catalogue.
+Left to right: the mandatory core first, each profile right of what it requires, arrows pointing
+at the prerequisite; incompatible pairs joined by dashed red lines outside the layout. Each node
+links to its profile page (site/hooks.py makes the link relative). Same registry, same text.
 """
 
 from __future__ import annotations

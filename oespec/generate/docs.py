@@ -1,19 +1,11 @@
-"""Docs generator: the reference pages of the site, and the generated regions of the spec pages.
+"""Docs generator: the site's reference pages and the generated regions of the spec pages.
 
-Everything a reader could otherwise copy by hand into the docs is produced here from the registry,
-the proto sources (through a descriptor set with source info), the spec's numbered requirements
-and the rule catalogues of `oespec check` and `oespec breaking`, so the docs cannot drift:
-
-- `site/generated/reference/...`: one page per profile, the profile matrix, the dependency
-  picture (a Graphviz graph the site build draws), the protocol reference (one page per proto
-  file), the requirements index, the requirement -> check matrix, the rule catalogues of
-  `oespec check`, `oespec breaking` and `oespec validate`, and the conformance case catalogue;
-- `site/generated/nav.yml`: the page lists the site's navigation expands (see site/hooks.py);
-- every `spec/*.md` page that holds `<!-- oespec:begin NAME -->` regions, with their contents
-  rewritten (see `oespec.generate.markers`).
-
-All text from the registry, the protos and the spec goes through `oespec.generate.mdsafe`; the
-template environment refuses any other string.
+Everything a reader could otherwise copy by hand from the registry, the protos, the spec's
+requirements and the rule catalogues is produced here, so the docs cannot drift: the pages under
+`site/generated/`, the navigation they expand (`nav.yml`, see site/hooks.py) and the
+`<!-- oespec:begin NAME -->` regions of `spec/*.md` (see `oespec.generate.markers`). All text from
+the registry, the protos and the spec goes through `oespec.generate.mdsafe`; the template
+environment refuses any other string.
 """
 
 from __future__ import annotations
@@ -422,14 +414,9 @@ class Pages:
             return label
         return self.link(label, self.site.profile_page(name))
 
-    def full_type(self, name: str) -> str:
-        if "." in name:
-            return name
-        return f"{self.site.registry.package}.{name}"
-
     def type(self, name: str, *, short: bool = True) -> Md:
         """A message or enum name, linked to its reference entry when the protos define it."""
-        full = self.full_type(name)
+        full = name if "." in name else f"{self.site.registry.package}.{name}"
         shown = name if short else full
         found = self.site.type_pages.get(full)
         if found is None:
@@ -600,12 +587,6 @@ def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
         return None
 
     return one
-
-
-REGION_NAMES = ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
-                "requirements-index", "summary:PROFILE", "rpcs:PROFILE", "messages:PROFILE", "limits:PROFILE",
-                "prerequisites:PROFILE", "incompatibilities:PROFILE", "history:PROFILE",
-                "requirements:PROFILE")
 
 
 def _spec_pages(ctx: GenerationContext) -> list[str]:

@@ -1,18 +1,13 @@
 """Generate JSON Schemas (draft 2020-12) of the proto3 JSON mapping, under `schemas/`.
 
 So that frameworks in any language can validate what an engine answers, each schema accepts
-exactly the JSON a proto3 JSON parser accepts (lowerCamel and original field names, 64-bit and
-32-bit integers as numbers or strings, enums by name or number, null as "default") and adds what
-the registry says and a schema can express: limit ranges and enum values, the core profile
-(`contains`), capability messages only for advertised profiles (`if`/`then`) and prerequisites.
-
-What a schema cannot express is checked by the Python validators only (see
-`openengine/validate/README.md`): duplicate (name, major) entries, incompatible combinations,
-rules spanning several discovery answers, and WatchLoad stream order and timing. Integers written
-as JSON strings are held to their range by a pattern, and Timestamp strings to real calendar dates
-and times (`format: date-time` plus a pattern); the expressions are `openengine.contractkit.jsonforms`, which
-the Python validators use too. Unknown `openengine.*` names and majors are accepted, as
-clients must accept them (REQ-CAP-005); the Python validator reports them as warnings.
+exactly the JSON a proto3 JSON parser accepts (both field spellings, integers as numbers or
+strings, enums by name or number, null as the default) plus what the registry says and a schema
+can express: limit ranges and enum values, the core profile, capability messages only for
+advertised profiles, and prerequisites. The rest is checked by the Python validators only (see
+`openengine/validate/README.md`). Integer strings and Timestamps are held to the patterns of
+`openengine.contractkit.jsonforms`, which the validators use too. Unknown `openengine.*` names and
+majors are accepted, as clients must accept them (REQ-CAP-005).
 """
 
 from __future__ import annotations
@@ -323,7 +318,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
                 continue
             values = wire.get(lim.type.enum_name)
             if values is None:
-                problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                problems.append(Problem(registry.path, lim.at("values"),
                                         f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
                                         "contract", "run the proto generator too (oespec generate without --only)"))
                 continue
@@ -332,7 +327,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
             for value in lim.type.enum_values:
                 number = values.get(prefix + value.upper())
                 if number is None:
-                    problems.append(Problem(registry.path, lim.locs.get("values", lim.loc),
+                    problems.append(Problem(registry.path, lim.at("values"),
                                             f"{lim.type.enum_name} has no value {prefix + value.upper()}",
                                             "run the proto generator too (oespec generate without --only)"))
                     continue
@@ -349,7 +344,7 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
             for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
                 if f"ROLE_{role.upper()}" not in roles:
                     problems.append(Problem(
-                        registry.path, p.locs.get(f"roles[{index}]", p.locs.get("roles", p.loc)),
+                        registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
                         f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
                         f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "

@@ -1,15 +1,12 @@
-"""Generated regions inside hand-written Markdown.
-
-A spec page can hold a part that generation owns, between two HTML comments on lines of their own:
+"""Generated regions inside hand-written Markdown, between two HTML comments on lines of their own:
 
     <!-- oespec:begin limits:openengine.load -->
     (generated; rewritten by `oespec generate`)
     <!-- oespec:end limits:openengine.load -->
 
-Everything outside the markers is the author's and is kept byte for byte. Markers inside fenced
-code blocks are text, so a page can show the syntax. A marker that is malformed, names an unknown
-region, is left open, is closed by the wrong name, or sits inside another region is an error at
-its file and line: a typo must never turn into a region that silently stops updating.
+Everything outside the markers is kept byte for byte; markers inside fenced code blocks are text.
+Any wrong marker is an error at its file and line: a typo must never turn into a region that
+silently stops updating.
 """
 
 from __future__ import annotations
@@ -29,18 +26,16 @@ UNOPENED = "DOC004"
 NESTED = "DOC005"
 MISMATCHED = "DOC006"
 REPEATED = "DOC007"
-MARKER_RULES = RuleCatalogue("docs", (
-    RuleSpec(MALFORMED, "marker-syntax", "docs", "markers",
-             "a generated-region marker is `<!-- oespec:begin NAME -->` or `<!-- oespec:end NAME -->`", Severity.ERROR),
-    RuleSpec(UNKNOWN_REGION, "marker-region", "docs", "markers", "a marker names a region the generators fill",
-             Severity.ERROR),
-    RuleSpec(UNCLOSED, "marker-closed", "docs", "markers", "every begin marker has its end marker", Severity.ERROR),
-    RuleSpec(UNOPENED, "marker-opened", "docs", "markers", "every end marker follows its begin marker", Severity.ERROR),
-    RuleSpec(NESTED, "marker-nesting", "docs", "markers", "generated regions do not nest", Severity.ERROR),
-    RuleSpec(MISMATCHED, "marker-pair", "docs", "markers", "an end marker names the region its begin opened",
-             Severity.ERROR),
-    RuleSpec(REPEATED, "marker-once", "docs", "markers", "each region appears once per page", Severity.ERROR),
-))
+MARKER_RULES = RuleCatalogue("docs", (RuleSpec(id, name, "docs", "markers", purpose, Severity.ERROR)
+                                     for id, name, purpose in (
+    (MALFORMED, "marker-syntax", "a generated-region marker is `<!-- oespec:begin NAME -->` or "
+                                 "`<!-- oespec:end NAME -->`"),
+    (UNKNOWN_REGION, "marker-region", "a marker names a region the generators fill"),
+    (UNCLOSED, "marker-closed", "every begin marker has its end marker"),
+    (UNOPENED, "marker-opened", "every end marker follows its begin marker"),
+    (NESTED, "marker-nesting", "generated regions do not nest"),
+    (MISMATCHED, "marker-pair", "an end marker names the region its begin opened"),
+    (REPEATED, "marker-once", "each region appears once per page"))))
 
 _MARKER_RE = re.compile(r"^\s*<!--\s*oespec:(?P<kind>begin|end)\s+(?P<name>[A-Za-z0-9_.:/-]+)\s*-->\s*$")
 # Anything that looks meant as a marker: an HTML comment whose first word starts with "oespec".

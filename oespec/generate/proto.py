@@ -138,7 +138,7 @@ def _enums(registry: Registry) -> list[EnumDoc]:
             view = EnumDoc(f"{registry.package}.{name}", name, f"Values of {profile.name} limit {limit.name}.", values)
             if name in enums and enums[name].values != view.values:
                 raise GenerationError("proto", f"enum {name} is declared twice with different values", problems=[
-                    Problem(registry.path, limit.locs.get("values", limit.loc),
+                    Problem(registry.path, limit.at("values"),
                             f"enum {name} of limit {profile.name}.{limit.name} is declared with other values elsewhere",
                             "give one of the limits its own `enum:` name, or the same values")])
             enums.setdefault(name, view)
@@ -253,7 +253,7 @@ def service_files(registry: Registry, declared: dict[str, str]) -> list[FileDoc]
             for role, type_name in (("request", rpc.request), ("response", rpc.response)):
                 local = _local_name(registry, type_name)
                 if local is None or local not in declared:
-                    missing.append(Problem(registry.path, rpc.locs.get(role, rpc.loc),
+                    missing.append(Problem(registry.path, rpc.at(role),
                                            f"{rpc.name} names {role} message {type_name}, which no file under "
                                            "proto/ declares", "declare it in the domain's .proto file"))
                     types.append(type_name)
@@ -292,7 +292,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     registry = ctx.registry
     if registry.package != "openengine.v1":
         raise GenerationError("proto", "unsupported package", problems=[
-            Problem(registry.path, registry.locs.get("package", registry.loc),
+            Problem(registry.path, registry.at("package"),
                     f"package {registry.package} is not supported; the contract lives in openengine.v1",
                     "set registry.package to openengine.v1")])
     caps = capabilities_file(registry)

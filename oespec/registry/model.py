@@ -18,20 +18,30 @@ from openengine.contractkit.versions import Version, VersionRange  # noqa: F401 
 
 STANDARD_PREFIX = "openengine."
 ROLES = ("aggregated", "prefill", "decode", "encoder")
-SCOPES = ("engine", "model", "role")
 SCALAR_TYPES = ("bool", "uint32", "uint64", "int32", "double", "string")
 BASE_TYPES = SCALAR_TYPES + ("enum",)
 
-@dataclass(frozen=True)
-class HistoryEntry:
-    version: Version
-    changes: str
+
+@dataclass(frozen=True, kw_only=True)
+class Located:
+    """Where an element is written: its mapping (`loc`) and each of its keys' values (`locs`)."""
+
     loc: Loc = NOWHERE
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
+    def at(self, key: str) -> Loc:
+        """The location of the value of `key`, else of the element itself."""
+        return self.locs.get(key, self.loc)
+
 
 @dataclass(frozen=True)
-class Rpc:
+class HistoryEntry(Located):
+    version: Version
+    changes: str
+
+
+@dataclass(frozen=True)
+class Rpc(Located):
     """An RPC a profile requires, by full name `package.Service/Method`."""
 
     name: str
@@ -41,8 +51,6 @@ class Rpc:
     since: Version
     description: str
     deprecated: str | None = None
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def service(self) -> str:
@@ -70,15 +78,13 @@ class Rpc:
 
 
 @dataclass(frozen=True)
-class MessageRef:
+class MessageRef(Located):
     """A message a profile requires (short name in the registry package, or a full name)."""
 
     name: str
     since: Version
     description: str
     deprecated: str | None = None
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ INTEGER_BOUNDS = {
 
 
 @dataclass(frozen=True)
-class Limit:
+class Limit(Located):
     """A typed limit: one field of the profile's capability message."""
 
     name: str
@@ -161,8 +167,6 @@ class Limit:
     maximum: float | int | None = None
     unit: str | None = None
     deprecated: str | None = None
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
     updatable: bool = False    # UpdateConfig may change it while the engine runs
 
     def in_range(self, value: Any) -> bool:
@@ -178,34 +182,28 @@ class Limit:
 
 
 @dataclass(frozen=True)
-class Capability:
+class Capability(Located):
     """The field of `Capabilities` a profile owns, and the message type of that field."""
 
     field: str
     number: int
     message: str
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
-class Requirement:
+class Requirement(Located):
     profile: str
     range: VersionRange
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
-class Condition:
+class Condition(Located):
     """`<profile>.<limit> <operator> <value>`, e.g. openengine.core.speculative_decoding equals true."""
 
     profile: str
     limit: str
     operator: str
     value: Any
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def reference(self) -> str:
@@ -219,15 +217,13 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Incompatibility:
+class Incompatibility(Located):
     """This profile cannot be advertised together with `profile` (when given) while every
     condition in `when` holds. With no `profile`, the conditions alone are the forbidden combination."""
 
     profile: str | None
     when: tuple[Condition, ...]
     reason: str
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -240,11 +236,8 @@ class Scope:
         return f"role ({', '.join(self.roles)})" if self.kind == "role" else self.kind
 
 
-STABILITIES = ("experimental", "stable", "deprecated")
-
-
 @dataclass(frozen=True)
-class Profile:
+class Profile(Located):
     name: str
     version: Version
     mandatory: bool
@@ -259,8 +252,6 @@ class Profile:
     requires: tuple[Requirement, ...]
     incompatible_with: tuple[Incompatibility, ...]
     deprecated: str | None = None
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
     stability_given: str | None = None     # `stability:` as written; see `stability`
     requirement_areas_given: tuple[str, ...] = ()   # `requirement_areas:` as written; see `requirement_areas`
 
@@ -297,15 +288,13 @@ class Profile:
 
 
 @dataclass(frozen=True)
-class Registry:
+class Registry(Located):
     path: str
     revision: int
     package: str
     profiles: tuple[Profile, ...]
     # EngineInfo.schema_revision of this layout (spec/revisions.md); None when the header omits it.
     schema_revision: int | None = None
-    loc: Loc = NOWHERE
-    locs: dict[str, Loc] = field(default_factory=dict, compare=False, hash=False)
 
     def profile(self, name: str) -> Profile | None:
         return next((p for p in self.profiles if p.name == name), None)

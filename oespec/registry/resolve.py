@@ -70,6 +70,10 @@ def _locs(node: YMap) -> dict[str, Loc]:
     return out
 
 
+def _where(node: YMap) -> dict:
+    return {"loc": node.loc, "locs": _locs(node)}
+
+
 def _version(node: YMap, key: str) -> Version:
     return Version.parse(_text(node.get(key)))
 
@@ -80,19 +84,19 @@ def _opt_str(node: YMap, key: str) -> str | None:
 
 
 def _history(node: YMap) -> HistoryEntry:
-    return HistoryEntry(_version(node, "version"), str(node.get("changes").plain()), node.loc, _locs(node))
+    return HistoryEntry(_version(node, "version"), str(node.get("changes").plain()), **_where(node))
 
 
 def _rpc(node: YMap) -> Rpc:
     p = node.plain()
     return Rpc(p["name"], p["request"], p["response"], p["streaming"], _version(node, "since"),
-               p["description"], p.get("deprecated"), node.loc, _locs(node))
+               p["description"], p.get("deprecated"), **_where(node))
 
 
 def _message(node: YMap) -> MessageRef:
     p = node.plain()
     return MessageRef(p["name"], _version(node, "since"), p["description"], p.get("deprecated"),
-                      node.loc, _locs(node))
+                      **_where(node))
 
 
 def _limit(node: YMap) -> Limit:
@@ -103,7 +107,7 @@ def _limit(node: YMap) -> Limit:
     return Limit(name=name, type=ltype, field=p["field"], default=p["default"],
                  description=p["description"], since=_version(node, "since"),
                  minimum=p.get("minimum"), maximum=p.get("maximum"), unit=p.get("unit"),
-                 deprecated=p.get("deprecated"), loc=node.loc, locs=_locs(node),
+                 deprecated=p.get("deprecated"), **_where(node),
                  updatable=bool(p.get("updatable", False)))
 
 
@@ -112,19 +116,19 @@ def _condition(node: YMap) -> Condition:
     reference = p["limit"]
     profile, _, limit = reference.rpartition(".")
     operator = next(op for op in CONDITION_OPERATORS if op in p)
-    return Condition(profile, limit, operator, p[operator], node.loc, _locs(node))
+    return Condition(profile, limit, operator, p[operator], **_where(node))
 
 
 def _incompatibility(node: YMap) -> Incompatibility:
     when = node.get("when")
     conditions = tuple(_condition(c) for c in when.items) if isinstance(when, YSeq) else ()
     return Incompatibility(_opt_str(node, "profile"), conditions, str(node.get("reason").plain()),
-                           node.loc, _locs(node))
+                           **_where(node))
 
 
 def _requirement(node: YMap) -> Requirement:
     text = _text(node.get("version"))
-    return Requirement(str(node.get("profile").plain()), VersionRange.parse(text), node.loc, _locs(node))
+    return Requirement(str(node.get("profile").plain()), VersionRange.parse(text), **_where(node))
 
 
 def _items(node: YMap, key: str) -> list[YMap]:
@@ -138,7 +142,7 @@ def _profile(node: YMap) -> Profile:
     capability = None
     if isinstance(cap_node, YMap):
         c = cap_node.plain()
-        capability = Capability(c["field"], c["number"], c["message"], cap_node.loc, _locs(cap_node))
+        capability = Capability(c["field"], c["number"], c["message"], **_where(cap_node))
     scope = Scope(p["scope"], tuple(p.get("roles") or ()), node.value_loc("scope"))
     return Profile(
         name=p["name"],
@@ -155,8 +159,7 @@ def _profile(node: YMap) -> Profile:
         requires=tuple(_requirement(r) for r in _items(node, "requires")),
         incompatible_with=tuple(_incompatibility(i) for i in _items(node, "incompatible_with")),
         deprecated=p.get("deprecated"),
-        loc=node.loc,
-        locs=_locs(node),
+        **_where(node),
         stability_given=p.get("stability"),
         requirement_areas_given=tuple(p.get("requirement_areas") or ()),
     )

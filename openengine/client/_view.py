@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+import grpc
+
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
 
 
@@ -55,48 +57,73 @@ def _alias_health_call(channel, alias):
     return call, message_factory.GetMessageClass(method.input_type)()
 
 
-def _probe_earlier(channel, timeout) -> EarlierLayoutError:
-    import grpc
+def _earlier_layout_calls(channel):
+    """The calls that find which earlier layout a server speaks (see `_drive`); returns the error."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     health = health_pb2_grpc.HealthStub(channel)
     for alias in _earlier_layouts():
+        found = EarlierLayoutError(alias.service, alias.revision)
         try:
-            health.Check(health_pb2.HealthCheckRequest(service=alias.service), timeout=timeout)
-            return EarlierLayoutError(alias.service, alias.revision)
+            yield health.Check, health_pb2.HealthCheckRequest(service=alias.service)
+            return found
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNIMPLEMENTED:
                 continue  # NOT_FOUND: health knows the server and says this alias is not served
-        call, request = _alias_health_call(channel, alias)
         try:
-            call(request, timeout=timeout)
-            return EarlierLayoutError(alias.service, alias.revision)
+            yield _alias_health_call(channel, alias)
+            return found
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                return EarlierLayoutError(alias.service, alias.revision)
+                return found
     return EarlierLayoutError(None, None)
 
 
-async def _aprobe_earlier(channel, timeout) -> EarlierLayoutError:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+def _discovery_calls(channel, models: bool):
+    """The discovery answers: (capabilities, engine info, model infos)."""
+    from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
 
-    health = health_pb2_grpc.HealthStub(channel)
-    for alias in _earlier_layouts():
+    stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
+    try:
+        caps = yield stub.GetCapabilities, discovery_pb2.GetCapabilitiesRequest()
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        raise (yield from _earlier_layout_calls(channel)) from None
+    info = yield stub.GetEngineInfo, discovery_pb2.GetEngineInfoRequest()
+    infos = []
+    for model in info.served_models if models else ():
+        infos.append((yield stub.GetModelInfo, discovery_pb2.GetModelInfoRequest(model=model)))
+    return caps, info, infos
+
+
+def _drive(calls, timeout):
+    """Run a generator of (method, request) calls over a grpc.Channel: each answer is sent back
+    into it, each RpcError thrown into it; its return value is the result."""
+    answer, error = None, None
+    while True:
         try:
-            await health.Check(health_pb2.HealthCheckRequest(service=alias.service), timeout=timeout)
-            return EarlierLayoutError(alias.service, alias.revision)
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                continue
-        call, request = _alias_health_call(channel, alias)
+            method, request = calls.throw(error) if error else calls.send(answer)
+        except StopIteration as done:
+            return done.value
         try:
-            await call(request, timeout=timeout)
-            return EarlierLayoutError(alias.service, alias.revision)
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                return EarlierLayoutError(alias.service, alias.revision)
-    return EarlierLayoutError(None, None)
+            answer, error = method(request, timeout=timeout), None
+        except grpc.RpcError as err:
+            answer, error = None, err
+
+
+async def _adrive(calls, timeout):
+    """`_drive` over a grpc.aio.Channel."""
+    answer, error = None, None
+    while True:
+        try:
+            method, request = calls.throw(error) if error else calls.send(answer)
+        except StopIteration as done:
+            return done.value
+        try:
+            answer, error = await method(request, timeout=timeout), None
+        except grpc.RpcError as err:
+            answer, error = None, err
 
 
 def _version(text: str | None) -> tuple[int, int] | None:
@@ -225,37 +252,11 @@ class CapabilityView(_Lookup):
     def fetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
         """Read GetCapabilities and GetEngineInfo (and GetModelInfo per served model) over a
         grpc.Channel."""
-        from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
-
-        import grpc
-
-        stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-        try:
-            caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
-        except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-            raise _probe_earlier(channel, timeout) from None
-        info = stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
-        infos = [stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
-                 for m in info.served_models] if models else []
+        caps, info, infos = _drive(_discovery_calls(channel, models), timeout)
         return cls(caps, engine_info=info, model_infos=infos)
 
     @classmethod
     async def afetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
         """`fetch` over a grpc.aio.Channel."""
-        from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
-
-        import grpc
-
-        stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-        try:
-            caps = await stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=timeout)
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-            raise (await _aprobe_earlier(channel, timeout)) from None
-        info = await stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=timeout)
-        infos = [await stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=timeout)
-                 for m in info.served_models] if models else []
+        caps, info, infos = await _adrive(_discovery_calls(channel, models), timeout)
         return cls(caps, engine_info=info, model_infos=infos)

@@ -1,29 +1,15 @@
 """Watch an engine's load: WatchLoad when it can, GetLoad polling when it must.
 
-The watcher validates the stream with `WatchLoadChecker`, keeps the latest complete snapshot and
-its age, reopens the stream with bounded, jittered backoff, treats a silent stream as dead
-(REQ-LOAD-021), and notices a capability-revision change (the settings' revision differs from
-discovery's, the stream ends with ABORTED, or, when the engine advertises
-openengine.runtime-events, a CapabilityRevisionChanged event arrives; REQ-REV-006, REQ-REV-008).
-
-Engines in a fleet restart: a new instance behind the same address is the normal case, not a
-fault. Before reopening a stream the watcher re-reads discovery, and an instance id in the
-settings or a snapshot that differs from discovery's makes it re-read discovery at once; when
-discovery names a new instance the watcher reports a `Restart` and validates the new instance from
-then on. Only when discovery still names the old instance is the differing id a violation.
-
-It never calls an RPC of a profile the engine does not advertise (REQ-CORE-004): without a view
-it reads discovery first; an engine without openengine.load makes it `unavailable` at once. When
-WatchLoad answers UNIMPLEMENTED although openengine.load is advertised it polls GetLoad (the same
-profile; REQ-LOAD-020), never faster than min_watch_interval_ms. On an error it cannot recover
-from (a server of an earlier layout, bounded backoff exhausted, nothing left to call) it ends:
-the mode becomes `unavailable`, `end_reason` says why, and waiters return at once.
-
-Violations are kept in a ring of the latest `violations_kept`, with a count per rule id over the
-watcher's life, so a faulty engine watched for days costs a fixed amount of memory.
-
-`LoadWatcher` runs in background threads over a grpc.Channel; `AsyncLoadWatcher` runs asyncio
-tasks over a grpc.aio.Channel. Both share one base and expose the same properties.
+The stream is validated (`WatchLoadChecker`) and reopened with bounded, jittered backoff; a silent
+stream counts as dead (REQ-LOAD-021). A new capability revision (in the settings, an ABORTED
+stream, or a CapabilityRevisionChanged event when openengine.runtime-events is advertised;
+REQ-REV-006, REQ-REV-008) makes it re-read discovery. So does an instance id that differs from
+discovery's: a new instance behind the address is a `Restart`, and only an id discovery does not
+confirm is a violation. Only advertised profiles are called (REQ-CORE-004): without
+openengine.load the watcher is `unavailable` at once, and a WatchLoad answering UNIMPLEMENTED
+falls back to GetLoad (REQ-LOAD-020), never faster than min_watch_interval_ms. When nothing is
+left to try it ends: mode `unavailable`, `end_reason` says why, waiters return at once.
+Violations are kept in a bounded ring with a count per rule id, so memory stays fixed.
 """
 
 from __future__ import annotations
@@ -131,64 +117,28 @@ class _Watcher:
             self._adopt(view)
 
     # -- what callers read ---------------------------------------------------------------------
-    @property
-    def latest(self):
-        """The latest complete LoadInfo, or None."""
-        return self._latest
+    latest = property(lambda self: self._latest, doc="The latest complete LoadInfo, or None.")
+    mode = property(lambda self: self._mode, doc="watch, poll, or unavailable.")
+    view = property(lambda self: self._view, doc="Discovery's answers for the instance being watched.")
+    instance_id = property(lambda self: self._view.instance_id if self._view is not None else None)
+    violations = property(lambda self: tuple(self._violations),
+                          doc="The latest stream violations, oldest first (at most `violations_kept`).")
+    violation_counts = property(lambda self: dict(self._violation_counts),
+                                doc="Rule id -> violations of that rule seen over the watcher's life.")
+    restarts = property(lambda self: tuple(self._restarts),
+                        doc="New instances noticed, oldest first (the latest RESTARTS_KEPT).")
+    reconnects = property(lambda self: self._reconnects, doc="Streams reopened after a failure.")
+    revision_changed = property(lambda self: self._revision_changed,
+                                doc="True once the engine's capability revision changed.")
+    end_reason = property(lambda self: self._end_reason,
+                          doc="Why the watcher ended (None while it runs or after `stop`).")
+    last_error = property(lambda self: self._last_error,
+                          doc="The latest failed call, or the error that ended the watcher.")
 
     @property
     def age(self) -> float | None:
         """Seconds since the latest snapshot arrived (None before the first)."""
         return None if self._latest_at is None else self._clock() - self._latest_at
-
-    @property
-    def mode(self) -> str:
-        """watch, poll, or unavailable."""
-        return self._mode
-
-    @property
-    def view(self) -> CapabilityView | None:
-        """Discovery's answers for the instance being watched."""
-        return self._view
-
-    @property
-    def instance_id(self) -> str | None:
-        return self._view.instance_id if self._view is not None else None
-
-    @property
-    def violations(self) -> tuple[Violation, ...]:
-        """The latest stream violations, oldest first (at most `violations_kept`)."""
-        return tuple(self._violations)
-
-    @property
-    def violation_counts(self) -> dict[str, int]:
-        """Rule id -> violations of that rule seen over the watcher's life."""
-        return dict(self._violation_counts)
-
-    @property
-    def restarts(self) -> tuple[Restart, ...]:
-        """New instances noticed, oldest first (the latest RESTARTS_KEPT)."""
-        return tuple(self._restarts)
-
-    @property
-    def reconnects(self) -> int:
-        """Streams reopened after a failure."""
-        return self._reconnects
-
-    @property
-    def revision_changed(self) -> bool:
-        """True once the engine's capability revision changed."""
-        return self._revision_changed
-
-    @property
-    def end_reason(self) -> str | None:
-        """Why the watcher ended (None while it runs or after `stop`)."""
-        return self._end_reason
-
-    @property
-    def last_error(self) -> BaseException | None:
-        """The latest failed call, or the error that ended the watcher."""
-        return self._last_error
 
     # -- decisions both loops share -----------------------------------------------------------------
     def _adopt(self, view: CapabilityView) -> None:
@@ -239,6 +189,13 @@ class _Watcher:
             self._changed.notify_all()
         if self._wake is not None:
             self._wake()
+
+    def _cancel_calls(self) -> None:
+        """Release every waiter and end both streams: the watcher stops."""
+        self._notify()
+        for call in (self._call, self._events_call):
+            if call is not None:
+                call.cancel()
 
     def _set_mode(self, mode: str) -> None:
         self._mode = mode
@@ -315,12 +272,12 @@ class _Watcher:
         if self._on_snapshot is not None:
             self._on_snapshot(load)
 
-    def _on_event(self, msg) -> bool:
-        """A runtime event; True when it announces a new capability revision."""
-        if msg.event.WhichOneof("kind") != "capability_revision_changed":
-            return False
-        self._revision_change(msg.event.capability_revision_changed.revision)
-        return True
+    def _on_event(self, msg) -> None:
+        """A runtime event announcing a new capability revision reopens the load stream under it."""
+        if msg.event.WhichOneof("kind") == "capability_revision_changed":
+            self._revision_change(msg.event.capability_revision_changed.revision)
+            if self._call is not None:
+                self._call.cancel()
 
     def _revision_change(self, revision: int | None) -> None:
         self._revision_changed = True
@@ -362,16 +319,15 @@ class _Watcher:
         self._refresh_needed = self._view is not None
         return delay
 
-    def _silent_call(self):
-        """The stream to cancel because it went silent for longer than its heartbeat allows."""
+    def _cancel_if_silent(self) -> None:
+        """Cancel a stream that went silent for longer than its heartbeat allows; it reopens."""
         checker, call = self._checker, self._call
         if checker is None or call is None or self._mode != WATCH:
-            return None
+            return
         found = checker.tick()
-        if not found:
-            return None
-        self._record(found)
-        return call
+        if found:
+            self._record(found)
+            call.cancel()
 
 
 class LoadWatcher(_Watcher):
@@ -413,10 +369,7 @@ class LoadWatcher(_Watcher):
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._adopted.set()
-        self._notify()
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for thread in self._threads:
             thread.join(timeout)
 
@@ -482,8 +435,7 @@ class LoadWatcher(_Watcher):
             try:
                 for msg in call:
                     delays = self._backoff.delays()
-                    if self._on_event(msg) and self._call is not None:
-                        self._call.cancel()
+                    self._on_event(msg)
             except grpc.RpcError as err:
                 if self._stopping() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
                     return
@@ -494,11 +446,8 @@ class LoadWatcher(_Watcher):
                 return
 
     def _watchdog(self) -> None:
-        """Cancel a stream that went silent for longer than its heartbeat allows; it reopens."""
         while not self._stop.wait(self._watchdog_period()) and self._mode != UNAVAILABLE:
-            call = self._silent_call()
-            if call is not None:
-                call.cancel()
+            self._cancel_if_silent()
 
 
 class AsyncLoadWatcher(_Watcher):
@@ -535,10 +484,7 @@ class AsyncLoadWatcher(_Watcher):
     async def stop(self) -> None:
         self._stopped = True
         self._rouse_events()
-        self._notify()
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -622,8 +568,7 @@ class AsyncLoadWatcher(_Watcher):
             try:
                 async for msg in call:
                     delays = self._backoff.delays()
-                    if self._on_event(msg) and self._call is not None:
-                        self._call.cancel()
+                    self._on_event(msg)
             except grpc.RpcError as err:
                 if self._stopping() or err.code() == grpc.StatusCode.UNIMPLEMENTED:
                     return
@@ -635,6 +580,4 @@ class AsyncLoadWatcher(_Watcher):
     async def _watchdog(self) -> None:
         while not self._stopping() and self._mode != UNAVAILABLE:
             await asyncio.sleep(self._watchdog_period())
-            call = self._silent_call()
-            if call is not None:
-                call.cancel()
+            self._cancel_if_silent()

@@ -1,12 +1,7 @@
-"""One diagnostic record for every finding of the toolkit, and the printers that render it.
-
-`oespec check`, `validate`, `breaking`, `generate --check`, `spec` and (through an adapter from a
-case result) `conformance` all produce `Diagnostic` records; a printer chosen by name (`text`,
-`json`, `github`, `junit`, `sarif`) turns a list of them into output. Keeping one record means a
-CI annotation, a terminal line, a JUnit report, a SARIF log and a JSON report can never disagree.
-What a command says around its findings (the conformance verdict, the rule catalogue a SARIF log
-describes its rules from) travels in one `Context`. It sits in the lower layer so the runtime (the
-conformance runner) and the toolkit share it.
+"""One diagnostic record for every finding, and the printers (`text`, `json`, `github`, `junit`,
+`sarif`) that render a list of them, so a terminal line, a CI annotation and a report never
+disagree. What a command says around its findings travels in one `Context`. It sits in the lower
+layer so the conformance runner and the toolkit share it.
 """
 
 from __future__ import annotations
@@ -45,15 +40,8 @@ class Diagnostic:
         return (self.path, self.line, self.column, self.rule_id, self.message)
 
     def as_dict(self) -> dict:
-        out = {
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "rule_id": self.rule_id,
-            "severity": str(self.severity),
-            "message": self.message,
-            "hint": self.hint,
-        }
+        out = {"path": self.path, "line": self.line, "column": self.column, "rule_id": self.rule_id,
+               "severity": str(self.severity), "message": self.message, "hint": self.hint}
         if self.details:
             out["details"] = self.details
         return out
@@ -285,13 +273,8 @@ def render_sarif(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-PRINTERS: dict[str, Printer] = {
-    "text": render_text,
-    "json": render_json,
-    "github": render_github,
-    "junit": render_junit,
-    "sarif": render_sarif,
-}
+PRINTERS: dict[str, Printer] = {"text": render_text, "json": render_json, "github": render_github,
+                                "junit": render_junit, "sarif": render_sarif}
 
 
 def render(fmt: str, diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:

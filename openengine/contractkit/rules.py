@@ -1,12 +1,8 @@
-"""One rule type and one catalogue helper for every family of ids the toolkit can emit.
+"""One rule type and one catalogue for every family of ids the toolkit can emit.
 
-Registry checks (OE), breaking-change rules (OEB), validator rules (OEV), conformance cases, the
-reference engine's faults, and the spec and marker rules (SPEC, DOC) are all described by the same
-`RuleSpec`: an id that never changes meaning, a short name, the family and category, a severity
-(or, for breaking rules, the version bump that makes a change legal), a one-line purpose and the
-spec requirements it enforces. Each family keeps its own handler type (a check function, a case
-coroutine, a fault's hooks) and registers it with its spec in a `RuleCatalogue`, through the same
-`register` call or `registrar` decorator, so registering, listing, documenting and auditing ids is
+Registry checks (OE), breaking rules (OEB), validator rules (OEV), conformance cases, the reference
+engine's faults and the spec and marker rules (SPEC, DOC) are all a `RuleSpec` registered with the
+family's own handler in a `RuleCatalogue`, so registering, listing, documenting and auditing ids is
 one code path. Nothing here imports the runtime or the toolkit.
 """
 

@@ -190,26 +190,18 @@ def _position(text: str, offset: int) -> Loc:
     return Loc(line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
 
 
-def _allowed(ch: str) -> bool:
-    """YAML's printable set: tab, line breaks and printable Unicode; no other control character."""
-    code = ord(ch)
-    return (ch in "\t\n\r" or 0x20 <= code <= 0x7E or code == 0x85 or 0xA0 <= code <= 0xD7FF
-            or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF)
-
-
-# Anything outside YAML's printable set (a BOM is allowed first, and is checked one by one).
+# Anything outside YAML's printable set: tab, line breaks and printable Unicode.
 _NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _check_characters(text: str, path: str) -> None:
-    if _NOT_PRINTABLE.search(text) is None:   # the usual case, without a Python loop per character
-        return
-    for offset, ch in enumerate(text):
-        if not _allowed(ch) and not (ch == "\ufeff" and offset == 0):
-            what = "a NUL byte (U+0000)" if ch == "\x00" else f"the control character U+{ord(ch):04X}"
-            raise SourceError(path, _position(text, offset), f"{what}: YAML does not allow it in a document",
-                              "delete it (an editor may show it as a blank or a box); only tabs and line "
-                              "breaks may appear among the control characters")
+    found = _NOT_PRINTABLE.search(text)
+    if found is not None:
+        ch = found.group()
+        what = "a NUL byte (U+0000)" if ch == "\x00" else f"the control character U+{ord(ch):04X}"
+        raise SourceError(path, _position(text, found.start()), f"{what}: YAML does not allow it in a document",
+                          "delete it (an editor may show it as a blank or a box); only tabs and line "
+                          "breaks may appear among the control characters")
 
 
 def _check_flow_depth(text: str, path: str) -> None:

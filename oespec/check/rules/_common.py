@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from oespec.diagnostics import Loc
 from oespec.registry.model import Profile, Registry
-
-
-def at(element, key: str) -> Loc:
-    """The location of `element`'s value for `key`, else of the element itself."""
-    return element.locs.get(key, element.loc)
 
 
 def profiles_by_name(registry: Registry) -> dict[str, Profile]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at, prerequisites, profiles_by_name
+from oespec.check.rules._common import prerequisites, profiles_by_name
 from oespec.check.rules.limits import NUMERIC, _show
 from oespec.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS
@@ -18,9 +18,9 @@ def requires_known(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for req in profile.requires:
             if req.profile == profile.name:
-                yield Finding(at(req, "profile"), f"{profile.name} requires itself", "remove the requirement")
+                yield Finding(req.at("profile"), f"{profile.name} requires itself", "remove the requirement")
             elif req.profile not in by_name:
-                yield Finding(at(req, "profile"), f"{profile.name} requires {req.profile!r}, which is not in the registry",
+                yield Finding(req.at("profile"), f"{profile.name} requires {req.profile!r}, which is not in the registry",
                               "name an existing profile by its canonical name, e.g. openengine.core")
 
 
@@ -31,10 +31,10 @@ def duplicate_requirement(ctx: CheckContext):
         first: dict[str, int] = {}
         for req in profile.requires:
             if req.profile in first:
-                yield Finding(at(req, "profile"),
+                yield Finding(req.at("profile"),
                               f"{profile.name} requires {req.profile} again (first at line {first[req.profile]})",
                               "merge the ranges into one comparator list, e.g. '>= 1.2, < 2.0'")
-            first.setdefault(req.profile, at(req, "profile").line)
+            first.setdefault(req.profile, req.at("profile").line)
 
 
 @rule("OE037", "requires-satisfiable", requirements=("REQ-ADD-007",), category="dependencies",
@@ -45,7 +45,7 @@ def requires_satisfiable(ctx: CheckContext):
         for req in profile.requires:
             target = by_name.get(req.profile)
             if target is not None and not req.range.contains(target.version):
-                yield Finding(at(req, "version"),
+                yield Finding(req.at("version"),
                               f"{profile.name} requires {req.profile} {req.range}, but {req.profile} is at {target.version}",
                               f"widen the range so it admits {target.version}, e.g. '>= {target.version.major}.0'")
 
@@ -73,7 +73,7 @@ def requires_cycle(ctx: CheckContext):
                 continue
             if state.get(req.profile) == "open":
                 cycle = path[path.index(req.profile):] + [req.profile]
-                yield Finding(at(req, "profile"), "prerequisites form a cycle: " + " -> ".join(cycle),
+                yield Finding(req.at("profile"), "prerequisites form a cycle: " + " -> ".join(cycle),
                               "remove one requirement of the cycle; shared needs belong in the lower profile")
             elif req.profile not in state:
                 state[req.profile] = "open"
@@ -91,7 +91,7 @@ def standard_requires_vendor(ctx: CheckContext):
         for req in profile.requires:
             target = by_name.get(req.profile)
             if target is not None and not target.standard:
-                yield Finding(at(req, "profile"), f"standard profile {profile.name} requires vendor profile {req.profile}",
+                yield Finding(req.at("profile"), f"standard profile {profile.name} requires vendor profile {req.profile}",
                               "standardise the prerequisite first, or make this a vendor profile")
 
 
@@ -105,7 +105,7 @@ def requires_deprecated(ctx: CheckContext):
         for req in profile.requires:
             target = by_name.get(req.profile)
             if target is not None and target.deprecated is not None:
-                yield Finding(at(req, "profile"), f"{profile.name} requires deprecated profile {req.profile}",
+                yield Finding(req.at("profile"), f"{profile.name} requires deprecated profile {req.profile}",
                               f"move to what replaces it ({target.deprecated.strip()})")
 
 
@@ -118,10 +118,10 @@ def incompatible_known_profile(ctx: CheckContext):
             if entry.profile is None:
                 continue
             if entry.profile == profile.name:
-                yield Finding(at(entry, "profile"), f"{profile.name} is declared incompatible with itself",
+                yield Finding(entry.at("profile"), f"{profile.name} is declared incompatible with itself",
                               "to forbid a combination of its own limits, omit `profile` and use `when`")
             elif entry.profile not in by_name:
-                yield Finding(at(entry, "profile"),
+                yield Finding(entry.at("profile"),
                               f"{profile.name} is incompatible with {entry.profile!r}, which is not in the registry",
                               "name an existing profile by its canonical name")
 
@@ -140,11 +140,11 @@ def condition_known_limit(ctx: CheckContext):
     for profile, condition in _conditions(ctx.registry):
         target = by_name.get(condition.profile)
         if target is None:
-            yield Finding(at(condition, "limit"),
+            yield Finding(condition.at("limit"),
                           f"{profile.name}: condition on {condition.reference!r} names no profile of the registry",
                           "write the limit as <profile>.<limit>, e.g. openengine.core.speculative_decoding")
         elif target.limit(condition.limit) is None:
-            yield Finding(at(condition, "limit"), f"{profile.name}: {condition.profile} has no limit {condition.limit!r}",
+            yield Finding(condition.at("limit"), f"{profile.name}: {condition.profile} has no limit {condition.limit!r}",
                           f"use one of: {', '.join(lim.name for lim in target.limits) or '(it has no limits)'}")
 
 
@@ -176,7 +176,7 @@ def condition_value_type(ctx: CheckContext):
         problem = _value_problem(limit, condition.operator, condition.value)
         if problem:
             values = f" (one of: {', '.join(limit.type.enum_values)})" if limit.type.base == "enum" else ""
-            yield Finding(at(condition, condition.operator),
+            yield Finding(condition.at(condition.operator),
                           f"{profile.name}: condition on {condition.reference}: {problem}",
                           f"compare {condition.reference} with a {limit.type} value{values}")
 
@@ -197,7 +197,7 @@ def incompatible_contradicts_requires(ctx: CheckContext):
                     continue
                 blocked.setdefault(id(entry), (entry, member, []))[2].append(name)
     for entry, owner, names in blocked.values():
-        yield Finding(at(entry, "profile"),
+        yield Finding(entry.at("profile"),
                       f"{owner} is incompatible with {entry.profile}, yet {', '.join(sorted(names))} cannot be "
                       f"advertised without both (through requires; the core is always present)",
                       "remove the incompatibility, or the requirement that brings the two together")
@@ -231,38 +231,26 @@ def _vacuity(limit, condition) -> str | None:
     return None
 
 
-def _vacuous(ctx: CheckContext, kind: str):
-    by_name = profiles_by_name(ctx.registry)
-    for profile, condition in _conditions(ctx.registry):
-        target = by_name.get(condition.profile)
-        limit = target.limit(condition.limit) if target is not None else None
-        if limit is not None and _vacuity(limit, condition) == kind:
-            yield profile, condition, limit
+def _vacuous(kind: str, verb: str, hint: str):
+    """A rule reporting the conditions that hold `kind` ('never' or 'always'), whatever the engine says."""
+    def handler(ctx: CheckContext):
+        by_name = profiles_by_name(ctx.registry)
+        for profile, condition in _conditions(ctx.registry):
+            target = by_name.get(condition.profile)
+            limit = target.limit(condition.limit) if target is not None else None
+            if limit is not None and _vacuity(limit, condition) == kind:
+                lo, hi = _domain(limit)
+                yield Finding(condition.at(condition.operator), f"{profile.name}: condition {condition} {verb}: "
+                              f"{condition.reference} lies in [{_show(lo)}, {_show(hi)}]", hint)
+    return handler
 
 
-def _range_text(limit) -> str:
-    lo, hi = _domain(limit)
-    return f"[{_show(lo)}, {_show(hi)}]"
-
-
-@rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
-      requirements=("REQ-ADD-008",),
-      purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")
-def condition_never_holds(ctx: CheckContext):
-    for profile, condition, limit in _vacuous(ctx, "never"):
-        yield Finding(at(condition, condition.operator),
-                      f"{profile.name}: condition {condition} can never hold: {condition.reference} lies in "
-                      f"{_range_text(limit)}",
-                      "compare with a value inside the limit's range, or remove the incompatibility")
-
-
-@rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
-      requirements=("REQ-ADD-008",),
-      purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")
-def condition_always_holds(ctx: CheckContext):
-    for profile, condition, limit in _vacuous(ctx, "always"):
-        yield Finding(at(condition, condition.operator),
-                      f"{profile.name}: condition {condition} always holds: {condition.reference} lies in "
-                      f"{_range_text(limit)}",
-                      "drop the condition (the rest of the incompatibility says the same), or compare with a "
-                      "value inside the range")
+rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
+     requirements=("REQ-ADD-008",),
+     purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")(
+    _vacuous("never", "can never hold", "compare with a value inside the limit's range, or remove the incompatibility"))
+rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
+     requirements=("REQ-ADD-008",),
+     purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")(
+    _vacuous("always", "always holds", "drop the condition (the rest of the incompatibility says the same), "
+                                       "or compare with a value inside the range"))

@@ -6,7 +6,6 @@ import math
 import re
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 from oespec.check.rules.numbering import GENERATED_MESSAGES
 from oespec.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS, Limit
@@ -42,7 +41,7 @@ def limit_default_type(ctx: CheckContext):
             else:
                 message, hint = f"default {_show(limit.default)} is not a {_type_words(limit)}", \
                     "write a default of the limit's type; it is what absence means"
-            yield Finding(at(limit, "default"), f"{profile.name}: limit {limit.name}: {message}", hint)
+            yield Finding(limit.at("default"), f"{profile.name}: limit {limit.name}: {message}", hint)
 
 
 @rule("OE028", "limit-default-range", requirements=("REQ-ADD-004", "REQ-ADD-005"), category="limits",
@@ -56,7 +55,7 @@ def limit_default_range(ctx: CheckContext):
             for index, value in enumerate(values):
                 if not limit.in_range(value):
                     key = f"default[{index}]" if limit.type.repeated else "default"
-                    yield Finding(at(limit, key),
+                    yield Finding(limit.at(key),
                                   f"{profile.name}: limit {limit.name}: default {_show(value)} is outside "
                                   f"[{_show(limit.minimum)}, {_show(limit.maximum)}]",
                                   "move the default into the range, or widen the range")
@@ -89,10 +88,10 @@ def limit_bounds(ctx: CheckContext):
                 problem = _bound_problem(limit, value)
                 if problem:
                     sound = False
-                    yield Finding(at(limit, key), f"{profile.name}: limit {limit.name}: {key} {problem}",
+                    yield Finding(limit.at(key), f"{profile.name}: limit {limit.name}: {key} {problem}",
                                   "write a bound the type can hold, or remove it")
             if sound and limit.minimum is not None and limit.maximum is not None and limit.minimum > limit.maximum:
-                yield Finding(at(limit, "maximum"),
+                yield Finding(limit.at("maximum"),
                               f"{profile.name}: limit {limit.name}: maximum {_show(limit.maximum)} is below minimum {_show(limit.minimum)}",
                               "swap or correct the bounds")
 
@@ -105,22 +104,22 @@ def limit_enum_values(ctx: CheckContext):
             prefix = f"{profile.name}: limit {limit.name}"
             if limit.type.base != "enum":
                 if "values" in limit.locs:
-                    yield Finding(at(limit, "values"), f"{prefix}: a {limit.type} limit has no enum values",
+                    yield Finding(limit.at("values"), f"{prefix}: a {limit.type} limit has no enum values",
                                   "remove `values:`, or make the type enum")
                 if "enum" in limit.locs:
-                    yield Finding(at(limit, "enum"), f"{prefix}: a {limit.type} limit has no enum name",
+                    yield Finding(limit.at("enum"), f"{prefix}: a {limit.type} limit has no enum name",
                                   "remove `enum:`, or make the type enum")
                 continue
             if not limit.type.enum_values:
-                yield Finding(at(limit, "type"), f"{prefix}: an enum limit without values",
+                yield Finding(limit.at("type"), f"{prefix}: an enum limit without values",
                               "add `values:` listing the lowercase enum values")
             seen = set()
             for index, value in enumerate(limit.type.enum_values):
                 if value in RESERVED_ENUM_VALUES:
-                    yield Finding(at(limit, f"values[{index}]"), f"{prefix}: enum value {value!r} is reserved",
+                    yield Finding(limit.at(f"values[{index}]"), f"{prefix}: enum value {value!r} is reserved",
                                   "the generated enum already has an UNSPECIFIED zero value; drop it")
                 elif value in seen:
-                    yield Finding(at(limit, f"values[{index}]"), f"{prefix}: enum value {value!r} is listed twice",
+                    yield Finding(limit.at(f"values[{index}]"), f"{prefix}: enum value {value!r} is listed twice",
                                   "list each value once")
                 seen.add(value)
 
@@ -140,7 +139,7 @@ def enum_name_consistent(ctx: CheckContext):
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
-            where = at(limit, "enum") if "enum" in limit.locs else at(limit, "name")
+            where = limit.at("enum") if "enum" in limit.locs else limit.at("name")
             if name in messages:
                 yield Finding(where, f"{profile.name}: limit {limit.name}: enum {name} has the name of a message",
                               "set `enum:` to a name of its own")
@@ -157,7 +156,7 @@ def limit_unit(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for limit in profile.limits:
             if limit.unit is not None and limit.type.base not in NUMERIC:
-                yield Finding(at(limit, "unit"), f"{profile.name}: limit {limit.name}: a {limit.type} limit has a unit",
+                yield Finding(limit.at("unit"), f"{profile.name}: limit {limit.name}: a {limit.type} limit has a unit",
                               "remove `unit:`; it describes quantities only")
 
 
@@ -183,7 +182,7 @@ def limit_unit_matches_name(ctx: CheckContext):
         for limit in profile.limits:
             named = _unit_named(limit)
             if named is not None and limit.unit is not None and limit.unit != named:
-                yield Finding(at(limit, "unit"),
+                yield Finding(limit.at("unit"),
                               f"{profile.name}: limit {limit.name} is named in {named} but declares unit "
                               f"{limit.unit!r}",
                               f"write `unit: {named}`, or rename the limit after its unit (clients read the "
@@ -201,7 +200,7 @@ def enum_value_number_unique(ctx: CheckContext):
             for value, number in limit.type.enum_wire.items():
                 if number in first:
                     free = max(limit.type.enum_numbers) + 1
-                    yield Finding(at(limit, f"values.{value}"),
+                    yield Finding(limit.at(f"values.{value}"),
                                   f"{profile.name}: limit {limit.name}: enum values {first[number]} and {value} "
                                   f"share wire number {number}",
                                   f"give {value} a number of its own; the next free one is {free}")
@@ -215,7 +214,7 @@ def enum_values_numbered(ctx: CheckContext):
         for limit in profile.limits:
             if limit.type.base == "enum" and limit.type.enum_values and not limit.type.numbered:
                 mapping = ", ".join(f"{v}: {n}" for v, n in limit.type.enum_wire.items())
-                yield Finding(at(limit, "values"),
+                yield Finding(limit.at("values"),
                               f"{profile.name}: limit {limit.name}: enum values are numbered by their position "
                               "in the list, so reordering or inserting one renumbers the wire",
                               f"write the numbers out: values: {{{mapping}}}")
@@ -228,7 +227,7 @@ def limit_minimum(ctx: CheckContext):
         for limit in profile.limits:
             if limit.type.base in NUMERIC and limit.minimum is None:
                 lowest = 0 if limit.type.base in ("uint32", "uint64") else None
-                yield Finding(at(limit, "type"), f"{profile.name}: limit {limit.name}: a numeric limit without `minimum`",
+                yield Finding(limit.at("type"), f"{profile.name}: limit {limit.name}: a numeric limit without `minimum`",
                               "add `minimum:` with the smallest meaningful value"
                               + (f" (at least {lowest} for {limit.type.base}; often 1)" if lowest is not None else ""))
 
@@ -251,7 +250,7 @@ def limit_current_state(ctx: CheckContext):
             found = _STATE_RE.search(limit.description)
             if not words and not found:
                 continue
-            where = at(limit, "name") if words else at(limit, "description")
+            where = limit.at("name") if words else limit.at("description")
             said = f"its name says {words[0]!r}" if words else f"its description says {found.group(0)!r}"
             yield Finding(where, f"{profile.name}: limit {limit.name} seems to describe current state ({said})",
                           "values that change while the engine runs belong to LoadInfo (load) or health; "

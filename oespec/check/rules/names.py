@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 from oespec.diagnostics import Severity
 from oespec.registry.model import STANDARD_PREFIX
 from openengine.contractkit import naming
@@ -20,7 +19,7 @@ def canonical_profile_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         # An empty name is OE005's finding.
         if profile.name.strip() and not CANONICAL_NAME.match(profile.name):
-            yield Finding(at(profile, "name"), f"profile name {profile.name!r} is not canonical",
+            yield Finding(profile.at("name"), f"profile name {profile.name!r} is not canonical",
                           "use lowercase words joined by dots, the first naming the owner: "
                           "openengine.<feature> for standard profiles, <vendor>.<feature> otherwise")
 
@@ -31,7 +30,7 @@ def reserved_prefix(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         owner = profile.name.split(".", 1)[0]
         if not profile.standard and owner.lower().replace("-", "").replace("_", "").startswith(_RESERVED_WORD):
-            yield Finding(at(profile, "name"),
+            yield Finding(profile.at("name"),
                           f"vendor profile {profile.name!r} looks like the reserved {STANDARD_PREFIX} namespace",
                           f"name vendor profiles after the vendor (acme.<feature>); {STANDARD_PREFIX}* "
                           "is for standard profiles only")
@@ -63,10 +62,10 @@ def _texts(profile):
 def non_empty_text(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         if not profile.name.strip():
-            yield Finding(at(profile, "name"), "the profile name is empty", "give the profile its canonical name")
+            yield Finding(profile.at("name"), "the profile name is empty", "give the profile its canonical name")
         for element, key, text, what in _texts(profile):
             if text is not None and not text.strip():
-                yield Finding(at(element, key), f"{profile.name or '(unnamed)'}: the {what} is empty",
+                yield Finding(element.at(key), f"{profile.name or '(unnamed)'}: the {what} is empty",
                               "write the text, or remove the optional key")
 
 
@@ -75,7 +74,7 @@ def non_empty_text(ctx: CheckContext):
 def summary_one_line(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         if profile.summary.strip() and "\n" in profile.summary.strip():
-            yield Finding(at(profile, "summary"), f"{profile.name}: the summary spans several lines",
+            yield Finding(profile.at("summary"), f"{profile.name}: the summary spans several lines",
                           "keep the summary to one sentence; move the rest to description")
 
 
@@ -87,7 +86,7 @@ def requirement_area_owned_once(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for index, area in enumerate(profile.requirement_areas):
             if area in owner and owner[area] != profile.name:
-                where = profile.locs.get(f"requirement_areas[{index}]", profile.locs.get("name", profile.loc))
+                where = profile.locs.get(f"requirement_areas[{index}]", profile.at("name"))
                 yield Finding(where, f"{profile.name}: requirement area {area} already belongs to {owner[area]}",
                               "give the profile an area of its own in `requirement_areas` (REQ-<AREA>-NNN "
                               "in its spec page)")

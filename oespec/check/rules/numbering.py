@@ -4,7 +4,6 @@ name of the generated Capabilities messages is taken once."""
 from __future__ import annotations
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 
 # Fields of Capabilities that no profile owns.
 RESERVED_CAPABILITY_FIELDS = {1: "profiles", 2: "revision"}
@@ -28,8 +27,8 @@ def _repeats(items, key, first_of):
 @rule("OE017", "duplicate-profile", requirements=("REQ-ADD-001",), category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
-    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, _written_at):
-        yield Finding(profile.loc if _aliased(profile) else at(profile, "name"),
+    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: _written(p).line):
+        yield Finding(_written(profile),
                       f"profile {profile.name} is declared again (first at line {line})"
                       + (" through a YAML alias" if _aliased(profile) else ""),
                       "merge the two declarations into one profile" if not _aliased(profile) else
@@ -38,33 +37,29 @@ def duplicate_profile(ctx: CheckContext):
 
 def _aliased(profile) -> bool:
     """A profile repeated through a YAML alias sits after its own keys (they are the anchor's)."""
-    return profile.loc.line > at(profile, "name").line
+    return profile.loc.line > profile.at("name").line
 
 
-def _written_at(profile) -> int:
-    return profile.loc.line if _aliased(profile) else at(profile, "name").line
+def _written(profile):
+    return profile.loc if _aliased(profile) else profile.at("name")
 
 
 @rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",
       purpose="every RPC is listed once, by exactly one profile (a profile owns its RPCs)")
 def duplicate_rpc(ctx: CheckContext):
-    owners: dict[str, tuple[str, int]] = {}
-    for profile, rpc in ctx.registry.all_rpcs():
-        if rpc.name in owners:
-            owner, line = owners[rpc.name]
-            where = "earlier in this profile" if owner == profile.name else f"by {owner}"
-            yield Finding(at(rpc, "name"), f"RPC {rpc.name} is already listed {where} (line {line})",
-                          "keep the RPC in one profile; a profile that needs it requires that profile")
-        else:
-            owners[rpc.name] = (profile.name, at(rpc, "name").line)
+    for (profile, rpc), (owner, line) in _repeats(ctx.registry.all_rpcs(), lambda pair: pair[1].name,
+                                                  lambda pair: (pair[0].name, pair[1].at("name").line)):
+        where = "earlier in this profile" if owner == profile.name else f"by {owner}"
+        yield Finding(rpc.at("name"), f"RPC {rpc.name} is already listed {where} (line {line})",
+                      "keep the RPC in one profile; a profile that needs it requires that profile")
 
 
 @rule("OE019", "duplicate-message", category="uniqueness",
       purpose="a profile lists each required message once")
 def duplicate_message(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        for msg, line in _repeats(profile.messages, lambda m: m.name, lambda m: at(m, "name").line):
-            yield Finding(at(msg, "name"), f"{profile.name}: message {msg.name} is listed again (first at line {line})",
+        for msg, line in _repeats(profile.messages, lambda m: m.name, lambda m: m.at("name").line):
+            yield Finding(msg.at("name"), f"{profile.name}: message {msg.name} is listed again (first at line {line})",
                           "remove the repeated entry")
 
 
@@ -72,8 +67,8 @@ def duplicate_message(ctx: CheckContext):
       purpose="limit names are unique within a profile (each is a field of its capability message)")
 def duplicate_limit_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        for limit, line in _repeats(profile.limits, lambda l: l.name, lambda l: at(l, "name").line):
-            yield Finding(at(limit, "name"), f"{profile.name}: limit {limit.name} is declared again (first at line {line})",
+        for limit, line in _repeats(profile.limits, lambda l: l.name, lambda l: l.at("name").line):
+            yield Finding(limit.at("name"), f"{profile.name}: limit {limit.name} is declared again (first at line {line})",
                           "rename one of the two limits, or merge them")
 
 
@@ -82,7 +77,7 @@ def duplicate_limit_name(ctx: CheckContext):
 def duplicate_limit_field(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for limit, other in _repeats(profile.limits, lambda l: l.field, lambda l: l.name):
-            yield Finding(at(limit, "field"),
+            yield Finding(limit.at("field"),
                           f"{profile.name}: limit {limit.name} reuses field number {limit.field} of limit {other}",
                           "give the limit the next unused field number; numbers are never reused")
 
@@ -98,11 +93,11 @@ def capability_number(ctx: CheckContext):
         if cap is None:
             continue
         if cap.number in RESERVED_CAPABILITY_FIELDS:
-            yield Finding(at(cap, "number"),
+            yield Finding(cap.at("number"),
                           f"{profile.name}: capability number {cap.number} is Capabilities.{RESERVED_CAPABILITY_FIELDS[cap.number]}",
                           f"use {free}, the next free capability number (profiles = 1 and revision = 2 are reserved)")
         elif cap.number in first:
-            yield Finding(at(cap, "number"), f"{profile.name}: capability number {cap.number} is taken by {first[cap.number]}",
+            yield Finding(cap.at("number"), f"{profile.name}: capability number {cap.number} is taken by {first[cap.number]}",
                           f"use {free}, the next free capability number; numbers are never reused")
         first.setdefault(cap.number, profile.name)
 
@@ -117,10 +112,10 @@ def capability_field_name(ctx: CheckContext):
         if cap is None:
             continue
         if cap.field in reserved:
-            yield Finding(at(cap, "field"), f"{profile.name}: capability field name {cap.field!r} is reserved",
+            yield Finding(cap.at("field"), f"{profile.name}: capability field name {cap.field!r} is reserved",
                           "name the field after the profile")
         elif cap.field in first:
-            yield Finding(at(cap, "field"), f"{profile.name}: capability field {cap.field!r} is taken by {first[cap.field]}",
+            yield Finding(cap.at("field"), f"{profile.name}: capability field {cap.field!r} is taken by {first[cap.field]}",
                           "name the field after the profile")
         first.setdefault(cap.field, profile.name)
 
@@ -150,13 +145,13 @@ def capability_message_name(ctx: CheckContext):
         if cap is None:
             continue
         if cap.message in GENERATED_MESSAGES:
-            yield Finding(at(cap, "message"), f"{profile.name}: {cap.message} is the generated top-level message",
+            yield Finding(cap.at("message"), f"{profile.name}: {cap.message} is the generated top-level message",
                           "name the message after the profile, e.g. KvCapabilities")
         elif cap.message in first:
-            yield Finding(at(cap, "message"), f"{profile.name}: capability message {cap.message} is also {first[cap.message]}'s",
+            yield Finding(cap.at("message"), f"{profile.name}: capability message {cap.message} is also {first[cap.message]}'s",
                           "give each profile its own capability message")
         elif cap.message in listed:
-            yield Finding(at(cap, "message"),
+            yield Finding(cap.at("message"),
                           f"{profile.name}: capability message {cap.message} is generated, but {listed[cap.message]} lists it as a hand-written message",
                           "rename the capability message, or stop listing it as a message")
         first.setdefault(cap.message, profile.name)
@@ -169,10 +164,10 @@ def field_number_range(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         cap = profile.capability
         if cap is not None and cap.number in PROTOBUF_RESERVED_NUMBERS:
-            yield Finding(at(cap, "number"), f"{profile.name}: capability number {cap.number} is reserved by protobuf", hint)
+            yield Finding(cap.at("number"), f"{profile.name}: capability number {cap.number} is reserved by protobuf", hint)
         for limit in profile.limits:
             if limit.field in PROTOBUF_RESERVED_NUMBERS:
-                yield Finding(at(limit, "field"), f"{profile.name}: limit {limit.name} field {limit.field} is reserved by protobuf", hint)
+                yield Finding(limit.at("field"), f"{profile.name}: limit {limit.name} field {limit.field} is reserved by protobuf", hint)
 
 
 @rule("OE026", "limits-need-capability", requirements=("REQ-ADD-006",), category="uniqueness",
@@ -180,5 +175,5 @@ def field_number_range(ctx: CheckContext):
 def limits_need_capability(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         if profile.limits and profile.capability is None:
-            yield Finding(at(profile, "limits"), f"{profile.name}: has limits but no capability message to carry them",
+            yield Finding(profile.at("limits"), f"{profile.name}: has limits but no capability message to carry them",
                           "add `capability:` with field, number and message")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 from oespec.diagnostics import Severity
 
 # Standard gRPC services (health, reflection) that standard profiles may require as they are.
@@ -18,10 +17,10 @@ def rpc_package(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for rpc in profile.rpcs:
             if not profile.standard and rpc.package == package:
-                yield Finding(at(rpc, "name"), f"vendor profile {profile.name} owns {rpc.name} in the standard package {package}",
+                yield Finding(rpc.at("name"), f"vendor profile {profile.name} owns {rpc.name} in the standard package {package}",
                               "declare vendor RPCs in the vendor's own package, e.g. acme.v1.Turbo/Method")
             elif profile.standard and rpc.package != package and not rpc.service.startswith(GRPC_STANDARD_PREFIX):
-                yield Finding(at(rpc, "name"), f"standard profile {profile.name} owns {rpc.name} outside {package}",
+                yield Finding(rpc.at("name"), f"standard profile {profile.name} owns {rpc.name} outside {package}",
                               f"declare the RPC in {package}, or move it to a vendor profile")
 
 
@@ -36,5 +35,5 @@ def rpc_request_name(ctx: CheckContext):
             expected = rpc.method + "Request"
             request = rpc.request[len(package) + 1:] if rpc.request.startswith(package + ".") else rpc.request
             if request != expected:
-                yield Finding(at(rpc, "request"), f"{rpc.name} takes {rpc.request}, not {expected}",
+                yield Finding(rpc.at("request"), f"{rpc.name} takes {rpc.request}, not {expected}",
                               f"name the request {expected} so each RPC can evolve its own request")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 from oespec.registry.model import ROLES, STANDARD_PREFIX
 
 CORE_NAME = STANDARD_PREFIX + "core"
@@ -15,15 +14,15 @@ def scope_roles(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         roles = profile.scope.roles
         if profile.scope.kind == "role" and not roles:
-            yield Finding(at(profile, "scope"), f"{profile.name}: role scope without roles",
+            yield Finding(profile.at("scope"), f"{profile.name}: role scope without roles",
                           f"add `roles:` with some of: {', '.join(ROLES)}")
         elif profile.scope.kind != "role" and roles:
-            yield Finding(at(profile, "roles"), f"{profile.name}: {profile.scope.kind} scope lists roles",
+            yield Finding(profile.at("roles"), f"{profile.name}: {profile.scope.kind} scope lists roles",
                           "remove `roles:`, or set `scope: role`")
         seen = set()
         for index, role in enumerate(roles):
             if role in seen:
-                yield Finding(at(profile, f"roles[{index}]"), f"{profile.name}: role {role!r} is listed twice",
+                yield Finding(profile.at(f"roles[{index}]"), f"{profile.name}: role {role!r} is listed twice",
                               "list each role once")
             seen.add(role)
 
@@ -33,24 +32,17 @@ def scope_roles(ctx: CheckContext):
 def single_core(ctx: CheckContext):
     registry = ctx.registry
     mandatory = [p for p in registry.profiles if p.mandatory]
-    if not mandatory:
-        named = registry.profile(CORE_NAME)
-        if named is not None:
-            yield Finding(at(named, "name"), f"{CORE_NAME} is not marked mandatory",
-                          "add `mandatory: true` to the core profile")
-        else:
-            yield Finding(registry.locs.get("profiles", registry.loc), f"the registry has no {CORE_NAME} profile",
-                          f"add the mandatory core profile {CORE_NAME} with `mandatory: true`")
-        return
     for profile in mandatory:
         if profile.name != CORE_NAME:
-            yield Finding(at(profile, "mandatory"), f"{profile.name} is mandatory; only {CORE_NAME} may be",
+            yield Finding(profile.at("mandatory"), f"{profile.name} is mandatory; only {CORE_NAME} may be",
                           "remove `mandatory: true`; optional behaviour belongs in an optional profile")
-    if all(p.name != CORE_NAME for p in mandatory):
-        named = registry.profile(CORE_NAME)
-        if named is not None:
-            yield Finding(at(named, "name"), f"{CORE_NAME} is not marked mandatory",
-                          "add `mandatory: true` to the core profile")
+    named = registry.profile(CORE_NAME)
+    if named is not None and all(p.name != CORE_NAME for p in mandatory):
+        yield Finding(named.at("name"), f"{CORE_NAME} is not marked mandatory",
+                      "add `mandatory: true` to the core profile")
+    elif named is None and not mandatory:
+        yield Finding(registry.at("profiles"), f"the registry has no {CORE_NAME} profile",
+                      f"add the mandatory core profile {CORE_NAME} with `mandatory: true`")
 
 
 @rule("OE016", "core-shape", requirements=("REQ-ADD-001",), category="scope",
@@ -61,11 +53,11 @@ def core_shape(ctx: CheckContext):
         if profile.name != CORE_NAME:
             continue
         if profile.scope.kind != "engine":
-            yield Finding(at(profile, "scope"), f"{profile.name}: the core must be engine-scoped, not {profile.scope.kind}",
+            yield Finding(profile.at("scope"), f"{profile.name}: the core must be engine-scoped, not {profile.scope.kind}",
                           "set `scope: engine`; every engine serves the core as a whole")
         if profile.requires:
-            yield Finding(at(profile, "requires"), f"{profile.name}: the core cannot require other profiles",
+            yield Finding(profile.at("requires"), f"{profile.name}: the core cannot require other profiles",
                           "remove the requirement; whatever the core needs belongs in the core")
         if profile.deprecated is not None:
-            yield Finding(at(profile, "deprecated"), f"{profile.name}: the core cannot be deprecated",
+            yield Finding(profile.at("deprecated"), f"{profile.name}: the core cannot be deprecated",
                           "deprecate the RPCs, messages or limits inside it instead")

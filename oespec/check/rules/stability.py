@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at
 
 
 @rule("OE054", "stability-matches-deprecated", requirements=("REQ-VER-013",), category="versions",
@@ -16,13 +15,13 @@ def stability_matches_deprecated(ctx: CheckContext):
         if not stated:
             continue
         if stated == "deprecated" and not profile.deprecated:
-            yield Finding(at(profile, "stability"),
+            yield Finding(profile.at("stability"),
                           f"{profile.name}: stability is deprecated, but the profile gives no `deprecated` reason",
                           "add `deprecated: <why, and what replaces it>` (deprecation is explicit), or "
                           "set stability to experimental or stable")
         elif stated != "deprecated" and profile.deprecated:
-            yield Finding(at(profile, "stability"),
+            yield Finding(profile.at("stability"),
                           f"{profile.name}: stability is {stated}, but the profile is deprecated "
-                          f"(line {at(profile, 'deprecated').line})",
+                          f"(line {profile.at('deprecated').line})",
                           "set `stability: deprecated` or leave stability out (it follows from `deprecated`); "
                           "drop `deprecated` only when the deprecation is withdrawn")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.check.rules._common import at, versioned_elements
+from oespec.check.rules._common import versioned_elements
 from oespec.diagnostics import Severity
 from oespec.registry.model import Version
 
@@ -17,13 +17,13 @@ def major_version(ctx: CheckContext):
     hint = "profiles start at 1.0; an experimental feature belongs in a vendor profile until then"
     for profile in ctx.registry.profiles:
         if profile.version.major < 1:
-            yield Finding(at(profile, "version"), f"{profile.name}: version {profile.version} has major 0", hint)
+            yield Finding(profile.at("version"), f"{profile.name}: version {profile.version} has major 0", hint)
         for entry in profile.history:
             if entry.version.major < 1:
-                yield Finding(at(entry, "version"), f"{profile.name}: history version {entry.version} has major 0", hint)
+                yield Finding(entry.at("version"), f"{profile.name}: history version {entry.version} has major 0", hint)
         for kind, element in versioned_elements(profile):
             if element.since.major < 1:
-                yield Finding(at(element, "since"),
+                yield Finding(element.at("since"),
                               f"{profile.name}: {kind} {element.name} since {element.since} has major 0", hint)
 
 
@@ -32,7 +32,7 @@ def major_version(ctx: CheckContext):
 def history_current(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         if all(entry.version != profile.version for entry in profile.history):
-            yield Finding(at(profile, "history"),
+            yield Finding(profile.at("history"),
                           f"{profile.name}: the history has no entry for the current version {profile.version}",
                           f"add `- version: \"{profile.version}\"` with the changes it made")
 
@@ -45,14 +45,14 @@ def history_order(ctx: CheckContext):
         previous: Version | None = None
         for entry in profile.history:
             if entry.version in seen:
-                yield Finding(at(entry, "version"),
+                yield Finding(entry.at("version"),
                               f"{profile.name}: history version {entry.version} repeats the entry at line {seen[entry.version]}",
                               "merge the two entries into one")
             elif previous is not None and entry.version < previous:
-                yield Finding(at(entry, "version"),
+                yield Finding(entry.at("version"),
                               f"{profile.name}: history version {entry.version} comes after {previous}",
                               "list history entries oldest first")
-            seen.setdefault(entry.version, at(entry, "version").line)
+            seen.setdefault(entry.version, entry.at("version").line)
             previous = entry.version if previous is None else max(previous, entry.version)
 
 
@@ -62,7 +62,7 @@ def history_not_newer(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for entry in profile.history:
             if entry.version > profile.version:
-                yield Finding(at(entry, "version"),
+                yield Finding(entry.at("version"),
                               f"{profile.name}: history version {entry.version} is newer than the current version {profile.version}",
                               "raise the profile's version, or correct the history entry")
 
@@ -73,7 +73,7 @@ def since_not_newer(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for kind, element in versioned_elements(profile):
             if element.since > profile.version:
-                yield Finding(at(element, "since"),
+                yield Finding(element.at("since"),
                               f"{profile.name}: {kind} {element.name} is since {element.since}, newer than the profile's version {profile.version}",
                               "raise the profile's version (and add a history entry), or correct `since`")
 
@@ -86,7 +86,7 @@ def since_in_history(ctx: CheckContext):
         for kind, element in versioned_elements(profile):
             # A `since` newer than the profile is OE011's finding.
             if element.since <= profile.version and element.since not in recorded:
-                yield Finding(at(element, "since"),
+                yield Finding(element.at("since"),
                               f"{profile.name}: {kind} {element.name} is since {element.since}, which has no history entry",
                               "add the history entry that introduced it, or correct `since`")
 
@@ -114,7 +114,7 @@ def history_gap(ctx: CheckContext):
         for entry in profile.history:
             first_entry.setdefault(entry.version, entry)
         for version, expected in _gaps(ordered):
-            yield Finding(at(first_entry[version], "version"),
+            yield Finding(first_entry[version].at("version"),
                           f"{profile.name}: history jumps to {version}; {expected} is not recorded",
                           "add the missing release to the history, or correct the version")
 
@@ -141,11 +141,6 @@ def _mentions(text: str, names: tuple[str, ...] | re.Pattern) -> list[str]:
     return [s for s in sentences if pattern.search(s)]
 
 
-def _says_added(sentence: str, names: tuple[str, ...]) -> bool:
-    """"Adds max_queue", "Added the new WatchLoad": the sentence says this element is added."""
-    return bool(_name_pattern(names, _ADDS).search(sentence))
-
-
 @rule("OE051", "history-contradicts-since", category="versions", requirements=("REQ-ADD-002", "REQ-VER-005"),
       purpose="a history entry that names an RPC, message or limit agrees with its `since` (it is not "
               "mentioned before it existed, nor said to be added in another version)")
@@ -159,11 +154,13 @@ def history_contradicts_since(ctx: CheckContext):
                 for sentence in _mentions(entry.changes, pattern):
                     if entry.version < element.since:
                         why = f"mentions {kind} {element.name}, which is since {element.since}"
-                    elif entry.version > element.since and _says_added(sentence, _mention_names(kind, element)):
+                    # "Adds max_queue", "Added the new WatchLoad": the sentence says the element is added.
+                    elif entry.version > element.since and \
+                            _name_pattern(_mention_names(kind, element), _ADDS).search(sentence):
                         why = f"says {kind} {element.name} is added, but it is since {element.since}"
                     else:
                         continue
-                    yield Finding(at(entry, "changes"), f"{profile.name}: history {entry.version} {why}",
+                    yield Finding(entry.at("changes"), f"{profile.name}: history {entry.version} {why}",
                                   f"correct `since` to {entry.version}, or the history entry (published "
                                   "entries are corrected in the next version's entry)")
                     break
@@ -185,10 +182,10 @@ def since_without_history_mention(ctx: CheckContext):
                 continue  # the first version introduces everything in it; a missing entry is OE012's
             if not _mentions(entry.changes, _mention_names(kind, element)):
                 name = element.method if kind == "rpc" else element.name
-                yield Finding(at(element, "since"),
+                yield Finding(element.at("since"),
                               f"{profile.name}: {kind} {element.name} is since {element.since}, but the history "
                               f"entry {element.since} does not mention it",
-                              f"name {name} in the changes of {element.since} (line {at(entry, 'changes').line}) while "
+                              f"name {name} in the changes of {element.since} (line {entry.at('changes').line}) while "
                               "that version is unpublished; the history says what each version added")
 
 
@@ -202,7 +199,7 @@ def revision_not_bumped(ctx: CheckContext):
     if head is None or head.revision is None or not head.changed or registry.revision > head.revision:
         return
     shown = ", ".join(head.changed[:3]) + (f" and {len(head.changed) - 3} more" if len(head.changed) > 3 else "")
-    yield Finding(registry.locs.get("revision", registry.loc),
+    yield Finding(registry.at("revision"),
                   f"{shown} differ{'s' if len(head.changed) == 1 else ''} from the last commit, but "
                   f"registry.revision is still {registry.revision} (the committed one is {head.revision})",
                   f"set registry.revision to {head.revision + 1}; every change to the registry or the "
