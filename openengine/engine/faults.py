@@ -1,19 +1,14 @@
 """Faults the reference engine can be told to commit, each one wrong behaviour.
 
-A conformance runner is only trustworthy if it fails engines that break the rules. Each fault
-makes the engine misbehave in exactly one way a client can observe over the wire, and lists
-every requirement, or clause of one (`REQ-CORE-010.7`), that behaviour violates (a missing
-`openengine.core` entry, for instance, also leaves every prerequisite unmet), so the runner's
-own tests can start the engine with `--fault NAME` and expect the cases citing them to fail.
-This table is the one place faults are defined: the engine installs the configured ones,
-`oespec engine --list-faults` prints it, and tests read it to make sure each one is observable.
+Each fault makes the engine misbehave in exactly one way a client can observe over the wire and
+lists every requirement, or clause of one (`REQ-CORE-010.7`), that behaviour violates, so the
+conformance runner's own tests can start the engine with `--fault NAME` and expect the cases
+citing them to fail. This table is the one place faults are defined: the engine installs the
+configured ones, `oespec engine --list-faults` prints it, and tests read it.
 
-Neither the SDK nor the backend knows about faults. A fault is a *layer* (`openengine.serve.Layer`)
-run once on the assembled server before it starts, wrapping the one part named beside it: an
-RPC's implementation (its answers, or the messages of its stream), the gate, the health statuses
-(of the main or the admin address), the interceptors, Generate's admission, the state's step to a
-new capability revision, or the backend. Most layers are one of the constructors below given a
-small change; without faults nothing is wrapped.
+Neither the SDK nor the backend knows about faults. A fault is a layer (`openengine.serve.Layer`)
+run on the assembled server before it starts, wrapping the one part named beside it; most layers
+are one of the constructors below given a small change.
 """
 
 from __future__ import annotations
@@ -130,12 +125,9 @@ def change_stream(rpc: str, transform: Callable[[AsyncIterator, Any, Any], Async
     generator yielding what the client gets."""
     def make(inner, server):
         async def stream(request, context):
-            async def messages():
-                async with contextlib.aclosing(inner(request, context)) as sent:
-                    async for wire in sent:
-                        yield _as_message(wire)
-            async with contextlib.aclosing(messages()) as source:
-                async with contextlib.aclosing(transform(source, request, server)) as changed:
+            async with contextlib.aclosing(inner(request, context)) as sent:
+                messages = (_as_message(wire) async for wire in sent)
+                async with contextlib.aclosing(transform(messages, request, server)) as changed:
                     async for message in changed:
                         yield message
         return stream
@@ -182,18 +174,16 @@ def recode_refusals(rpc: str, code: RefusalCode, new_code: RefusalCode) -> Layer
 
 def unimplemented(rpc: str) -> Layer:
     """The RPC refuses every call with UNIMPLEMENTED, whatever its profile says."""
-    method = rpc.split("/")[1]
+    refusal = f"{rpc.split('/')[1]} is not implemented"
 
     def make(inner, server):
-        if inspect.isasyncgenfunction(inner):
-            async def stream(request, context):
-                raise Refusal(RefusalCode.UNIMPLEMENTED, f"{method} is not implemented")
-                yield   # unreachable: makes this an async generator, as the method it replaces is
-            return stream
-
         async def answer(request, context):
-            raise Refusal(RefusalCode.UNIMPLEMENTED, f"{method} is not implemented")
-        return answer
+            raise Refusal(RefusalCode.UNIMPLEMENTED, refusal)
+
+        async def stream(request, context):
+            raise Refusal(RefusalCode.UNIMPLEMENTED, refusal)
+            yield   # unreachable: makes this an async generator, as the method it replaces is
+        return stream if inspect.isasyncgenfunction(inner) else answer
     return wrap_method(rpc, make)
 
 
@@ -285,15 +275,15 @@ class _LoadLimitsView:
         return dataclasses.replace(selection, limits={**selection.limits, LOAD: load})
 
 
-def answer_field(rpc: str, path: str, value: Any) -> Layer:
-    """A unary RPC whose answers carry `value` in the field at the dotted `path`."""
+def with_field(path: str, value_of: Callable[[Any], Any]) -> Callable[[Any, Any, Any], None]:
+    """A change to a message giving the field at the dotted `path` the value `value_of(its value)`."""
     *outer, name = path.split(".")
 
-    def change(answer, request, server):
+    def change(message, request, owner):
         for field in outer:
-            answer = getattr(answer, field)
-        setattr(answer, name, value)
-    return change_answer(rpc, change)
+            message = getattr(message, field)
+        setattr(message, name, value_of(getattr(message, name)))
+    return change
 
 
 def extra_profile(name: str, major: int) -> Layer:
@@ -310,10 +300,6 @@ def _abort_nothing(inner, alias):
             return rev2.AbortResponse(status=rev2.ABORT_STATUS_NOT_FOUND, message="nothing to abort")
         return rev3.AbortResponse(status=rev3.ABORT_STATUS_ALREADY_FINISHED, message="nothing to abort")
     return abort
-
-
-def _context_one_longer(info, request, alias):
-    info.max_context_length += 1
 
 
 def _without_aliases(statuses, server):
@@ -356,8 +342,6 @@ LIMITED_PREFIX = "limited-"
 
 
 class _LimitedTokenAllowedGate(Gate):
-    """Also accepts `limited-<admin token>`, a credential meant to allow no Admin operation."""
-
     def credentials(self, context):
         refusal = super().credentials(context)
         if refusal is not None and self.token and bearer_matches(_authorization(context), LIMITED_PREFIX + self.token):
@@ -366,10 +350,6 @@ class _LimitedTokenAllowedGate(Gate):
 
 
 # -- WatchLoad ----------------------------------------------------------------------------------
-
-
-def _repeat_every_third(message, request, server):
-    message.sequence -= message.sequence // 3      # 0, 1, 2, 2, 3, 4, 4, ...
 
 
 async def _snapshot_before_settings(messages, request, server):
@@ -424,7 +404,6 @@ async def _end_after_opening(messages, request, server):
 
 
 async def _heartbeat_from_heartbeat(messages, request, server):
-    """Heartbeats every heartbeat_ms since the previous heartbeat, whatever came between."""
     settings = await anext(messages, None)
     if settings is None:
         return
@@ -493,7 +472,6 @@ def _cancel_aborts_everything(inner, server):
 
 
 async def _snapshot_deltas(messages, request, server):
-    """Each snapshot after the first carries only the LoadInfo fields that changed."""
     previous = None
     async for message in messages:
         if message.HasField("snapshot"):
@@ -509,7 +487,6 @@ async def _snapshot_deltas(messages, request, server):
 
 
 async def _every_second_snapshot(messages, request, server):
-    """Every second periodic snapshot is dropped; the numbering stays gapless."""
     dropped, periodic = 0, 0
     async for message in messages:
         if message.HasField("snapshot") and message.sequence > 1:
@@ -534,8 +511,7 @@ async def _empty_after_settings(messages, request, server):
 
 
 def _snapshot_backlog(inner, server):
-    """Every message is read from the SDK's stream as soon as it is made and queued, so a slow
-    watcher gets each old snapshot in turn instead of the latest."""
+    """Every message is queued as soon as the SDK's stream makes it, so none is ever replaced."""
     async def stream(request, context):
         backlog: asyncio.Queue = asyncio.Queue()
 
@@ -566,8 +542,6 @@ def _snapshot_backlog(inner, server):
 
 
 def _one_sender(inner, server):
-    """Every WatchLoad stream's messages are written one at a time, under one lock held while a
-    message is handed to gRPC, so a watcher that does not read holds up every other stream."""
     sending = asyncio.Lock()
 
     async def stream(request, context):
@@ -607,10 +581,6 @@ def _unadvertised_submessage(caps, request, server):
         getattr(caps, missing.capability_field).SetInParent()
 
 
-def _next_revision(caps, request, server):
-    caps.revision += 1
-
-
 def _role_mismatch(info, request, server):
     roles = role_numbers()
     role_scoped = [p for p in server.state.advertised if p.scope == "role"]
@@ -632,7 +602,6 @@ def _model_info_alternating(inner, server):
 
 
 def _without_scoped_profile(info, request, server):
-    """The model's list leaves out its first model-scoped profile; Capabilities still lists it."""
     scoped = {p.name for p in server.state.advertised if p.scope == "model"}
     listed = [p for p in info.capabilities.profiles if p.name in scoped]
     if listed:
@@ -646,8 +615,6 @@ def _is_switch_violation(violation) -> bool:
 
 
 class _RenamedService(grpc.aio.ServerInterceptor):
-    """Serves every openengine.v1 RPC also under `openengine.<Service>` (no version)."""
-
     async def intercept_service(self, continuation, details):
         service, _, method = details.method.lstrip("/").partition("/")
         if service.startswith("openengine.") and service.count(".") == 1:
@@ -673,7 +640,6 @@ def _final_without_usage(message, request, server):
 
 
 async def _chunk_after_final(messages, request, server):
-    """After the final of a sequence, when more of the stream follows, an empty chunk of it."""
     ended = None
     async for message in messages:
         if ended is not None:
@@ -697,7 +663,6 @@ def _ends_internal(inner, server):
 
 
 async def _aborted_not_retryable_after_revision(messages, request, server):
-    """A request running when the revision changes ends with a non-retryable ABORTED error."""
     accepted = server.state.revision
     async for message in messages:
         if server.state.revision != accepted and not message.HasField("final"):
@@ -708,8 +673,6 @@ async def _aborted_not_retryable_after_revision(messages, request, server):
 
 
 async def _queued_abort_waits_for_a_slot(messages, request, server):
-    """A request aborted before it ran gets its terminal error only once the engine has a free
-    slot, as if it had to be scheduled to end."""
     scheduler = server.backend.scheduler
     ran = False
     async for message in messages:
@@ -732,7 +695,6 @@ def _abort_targets(server, request) -> list:
 
 
 def _abort_counts_only(form: str):
-    """Abort with target `form` answers the requests it found but leaves them running."""
     def make(inner, server):
         async def abort(request: lifecycle_pb2.AbortRequest, context):
             if request.WhichOneof("target") != form:
@@ -756,10 +718,8 @@ def _nothing_to_abort_not_found(answer, request, server):
 
 
 def _ignore_cancel(when_running: bool) -> Layer:
-    """The backend ignores a client's cancellation of a request that is running (or, with
-    `when_running` false, still queued): it runs to its natural end, counted in the load. Its
-    outputs come from a task of their own, so the cancelled call's task never reaches the
-    backend's generator."""
+    """The backend ignores a client's cancelling a running (or, `when_running` false, queued)
+    request. Its outputs come from a task of their own, which the cancelled call's task never is."""
     def layer(server) -> None:
         backend = server.backend
         generate, abort = backend.generate, backend.abort
@@ -850,11 +810,9 @@ def _admin_health_overall_not_serving(server) -> None:
 
 
 def _serving_while_stopping(server) -> None:
-    """While the server stops, health reports every name SERVING (and does not enter the health
-    servicer's own shutdown), so open Watch streams end without NOT_SERVING."""
     health = server.health
 
-    async def keep_statuses() -> None:
+    async def keep_statuses() -> None:   # the servicer's own shutdown would set NOT_SERVING
         health.shutting_down = True
     health.shutdown = keep_statuses
 
@@ -866,10 +824,6 @@ def _serving_while_stopping(server) -> None:
 
 
 # -- load, events, sessions, revisions, tasks ---------------------------------------------------
-
-
-def _foreign_load_instance(load, request, server):
-    load.instance_id = "not-" + load.instance_id
 
 
 def _ranks_without_cache(load, request, server):
@@ -895,10 +849,6 @@ def _getload_ranks_always(inner, server):
     return get_load
 
 
-def _numbered_from_zero(message, request, server):
-    message.sequence -= 1
-
-
 async def _initial_state_paused(messages, request, server):
     first = True
     async for message in messages:
@@ -918,7 +868,6 @@ def _unclamped_ttl(session, request, server):
 
 
 def _revise_in_place(server) -> None:
-    """New limits take effect without a new revision (REQ-REV-003)."""
     state = server.state
 
     def revise(selection, changed):
@@ -971,12 +920,14 @@ for _fault in (
           ("REQ-ALIAS-002",), "alias gate", replace_gate(_DrainOpenGate, aliases_only=True)),
     Fault("alias-answers-differ", "the alias GetModelInfo reports a context length one larger than v1's",
           ("REQ-ALIAS-002",), "alias GetModelInfo",
-          alias_methods("GetModelInfo", _answers_changed(_context_one_longer))),
+          alias_methods("GetModelInfo",
+                        _answers_changed(with_field("max_context_length", lambda length: length + 1)))),
     Fault("alias-not-in-health", "a served alias is missing from the standard health service",
           ("REQ-ALIAS-003",), "health statuses", change_health(_without_aliases)),
     # -- WatchLoad -----------------------------------------------------------------------------
     Fault("watch-sequence-not-increasing", "WatchLoad repeats the previous sequence number on every third message",
-          ("REQ-LOAD-014.1",), WATCH_LOAD, change_messages(WATCH_LOAD, _repeat_every_third)),
+          ("REQ-LOAD-014.1",), WATCH_LOAD,
+          change_messages(WATCH_LOAD, with_field("sequence", lambda sequence: sequence - sequence // 3))),
     Fault("watch-settings-not-first", "WatchLoad sends the initial snapshot before the settings",
           ("REQ-LOAD-004", "REQ-LOAD-009"), WATCH_LOAD, change_stream(WATCH_LOAD, _snapshot_before_settings)),
     Fault("watch-timestamp-backwards",
@@ -1019,9 +970,11 @@ for _fault in (
           ("REQ-CAP-003",), GET_CAPABILITIES, change_answer(GET_CAPABILITIES, _last_profile_twice)),
     Fault("capabilities-limit-out-of-range",
           "Capabilities reports openengine.core max_sequences as 0, below its minimum",
-          ("REQ-CAP-008",), GET_CAPABILITIES, answer_field(GET_CAPABILITIES, "generation.max_sequences", 0)),
+          ("REQ-CAP-008",), GET_CAPABILITIES,
+          change_answer(GET_CAPABILITIES, with_field("generation.max_sequences", lambda count: 0))),
     Fault("capabilities-revision-mismatch", "Capabilities.revision differs from EngineInfo.capability_revision",
-          ("REQ-REV-001",), GET_CAPABILITIES, change_answer(GET_CAPABILITIES, _next_revision)),
+          ("REQ-REV-001",), GET_CAPABILITIES,
+          change_answer(GET_CAPABILITIES, with_field("revision", lambda revision: revision + 1))),
     Fault("capabilities-role-mismatch",
           "EngineInfo reports a role the advertised role-scoped profiles do not allow",
           ("REQ-CAP-011",), GET_ENGINE_INFO, change_answer(GET_ENGINE_INFO, _role_mismatch)),
@@ -1059,12 +1012,14 @@ for _fault in (
           ("REQ-CORE-010.3",), ABORT, wrap_method(ABORT, _abort_counts_only("all"))),
     # -- Load -----------------------------------------------------------------------------------
     Fault("getload-instance-mismatch", "GetLoad reports an instance id other than EngineInfo's",
-          ("REQ-LOAD-002",), GET_LOAD, change_answer(GET_LOAD, _foreign_load_instance)),
+          ("REQ-LOAD-002",), GET_LOAD,
+          change_answer(GET_LOAD, with_field("instance_id", lambda instance: "not-" + instance))),
     Fault("load-ranks-not-summed", "per-rank used_kv_blocks leave out the prefix cache that the total counts",
           ("REQ-LOAD-023",), GET_LOAD, change_answer(GET_LOAD, _ranks_without_cache)),
     # -- Runtime events, sessions, admin --------------------------------------------------------
     Fault("events-sequence-from-zero", "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",
-          ("REQ-EVENTS-001",), RUNTIME_EVENTS, change_messages(RUNTIME_EVENTS, _numbered_from_zero)),
+          ("REQ-EVENTS-001",), RUNTIME_EVENTS,
+          change_messages(RUNTIME_EVENTS, with_field("sequence", lambda sequence: sequence - 1))),
     Fault("session-ttl-not-clamped", "OpenSession grants a time to live longer than max_session_ttl_ms",
           ("REQ-SESS-001",), OPEN_SESSION, change_answer(OPEN_SESSION, _unclamped_ttl)),
     Fault("admin-no-auth", "Admin performs calls without checking credentials",
@@ -1088,7 +1043,8 @@ for _fault in (
     Fault("profiles-shrink-when-busy", "while any request is in flight Capabilities lists openengine.core alone",
           ("REQ-CORE-005",), GET_CAPABILITIES, change_answer(GET_CAPABILITIES, _core_only_when_busy)),
     Fault("role-unspecified", "EngineInfo.role is ROLE_UNSPECIFIED",
-          ("REQ-CORE-012",), GET_ENGINE_INFO, answer_field(GET_ENGINE_INFO, "role", common_pb2.ROLE_UNSPECIFIED)),
+          ("REQ-CORE-012",), GET_ENGINE_INFO,
+          change_answer(GET_ENGINE_INFO, with_field("role", lambda role: common_pb2.ROLE_UNSPECIFIED))),
     Fault("vendor-name-not-canonical", "Capabilities.profiles also lists a vendor profile named `Acme.Fast_Path`",
           ("REQ-CAP-001",), GET_CAPABILITIES, extra_profile("Acme.Fast_Path", 1)),
     Fault("vendor-major-zero",
@@ -1137,7 +1093,7 @@ for _fault in (
     Fault("kv-session-aborts-all", "Abort by kv_session_id ends every request the engine holds",
           ("REQ-CORE-010.2",), ABORT, wrap_method(ABORT, _kv_session_aborts_all)),
     Fault("abort-counts-zero", "Abort ends the requests it targets but answers aborted 0",
-          ("REQ-CORE-010.5",), ABORT, answer_field(ABORT, "aborted", 0)),
+          ("REQ-CORE-010.5",), ABORT, change_answer(ABORT, with_field("aborted", lambda aborted: 0))),
     Fault("abort-nothing-not-found",
           "an Abort that targets no request fails NOT_FOUND instead of answering aborted 0",
           ("REQ-CORE-010.6",), ABORT, change_answer(ABORT, _nothing_to_abort_not_found)),
@@ -1165,8 +1121,7 @@ for _fault in (
     Fault("watch-snapshot-deltas", "WatchLoad snapshots after the first carry only the LoadInfo fields that changed",
           ("REQ-LOAD-003",), WATCH_LOAD, change_stream(WATCH_LOAD, _snapshot_deltas)),
     Fault("watch-zero-interval-periodic",
-          "WatchLoad treats a requested interval 0 as min_watch_interval_ms although change_driven "
-          "is advertised",
+          "WatchLoad treats a requested interval 0 as min_watch_interval_ms although change_driven is advertised",
           ("REQ-LOAD-007",), f"{OBSERVABILITY} state", with_load_limits(change_driven=False)),
     Fault("watch-settings-per-rank-echoed",
           "WatchLoad settings report per_rank as the request asked, whatever the engine supports",
@@ -1216,8 +1171,7 @@ for _fault in (
           "on an admin address of its own, health reports \"\" NOT_SERVING while openengine.v1.Admin is SERVING",
           ("REQ-ADMIN-001",), "admin health", _admin_health_overall_not_serving),
     Fault("shutdown-health-serving",
-          "during a graceful shutdown health reports every name SERVING: open Watch streams end "
-          "without NOT_SERVING",
+          "during a graceful shutdown health reports every name SERVING: open Watch streams end without NOT_SERVING",
           ("REQ-HEALTH-010",), "health", _serving_while_stopping),
     Fault("limited-token-allowed",
           "the admin guard also accepts `limited-<admin token>`, a credential meant to allow no "
