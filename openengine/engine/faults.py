@@ -157,6 +157,34 @@ def drop_messages(rpc: str, drop: Callable[[Any, int], bool]) -> Layer:
     return change_stream(rpc, transform)
 
 
+async def _read_ahead(items: AsyncIterator, keep: Callable[[asyncio.Future], None] | None = None):
+    """What `items` yields, read by a task of its own as soon as it comes and queued. Given to
+    `keep`, the task outlives the reader; otherwise it stops when the reader does."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def read():
+        try:
+            async for item in items:
+                queue.put_nowait(item)
+        except Exception as err:   # a refusal or failure reaches the reader as raised
+            queue.put_nowait(err)
+        queue.put_nowait(None)
+
+    task = asyncio.ensure_future(read())
+    if keep is not None:
+        keep(task)
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+    finally:
+        if keep is None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 def recode_refusals(rpc: str, code: RefusalCode, new_code: RefusalCode) -> Layer:
     """The RPC's refusals with `code` end the call with `new_code` instead, not retryable."""
     def make(inner, server):
@@ -511,33 +539,10 @@ async def _empty_after_settings(messages, request, server):
 
 
 def _snapshot_backlog(inner, server):
-    """Every message is queued as soon as the SDK's stream makes it, so none is ever replaced."""
     async def stream(request, context):
-        backlog: asyncio.Queue = asyncio.Queue()
-
-        async def drain():
-            async with contextlib.aclosing(inner(request, context)) as sent:
-                async for message in sent:
-                    backlog.put_nowait(message)
-            backlog.put_nowait(None)
-
-        reader = asyncio.ensure_future(drain())
-        try:
-            while True:
-                get = asyncio.ensure_future(backlog.get())
-                done, _ = await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if get not in done:
-                    get.cancel()
-                    reader.result()   # the SDK's stream raised (a refusal): the call ends with it
-                    continue
-                message = get.result()
-                if message is None:
-                    return
+        async with contextlib.aclosing(_read_ahead(inner(request, context))) as backlog:
+            async for message in backlog:
                 yield message
-        finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
     return stream
 
 
@@ -719,7 +724,7 @@ def _nothing_to_abort_not_found(answer, request, server):
 
 def _ignore_cancel(when_running: bool) -> Layer:
     """The backend ignores a client's cancelling a running (or, `when_running` false, queued)
-    request. Its outputs come from a task of their own, which the cancelled call's task never is."""
+    request: its outputs are read by a task of its own, which the cancelled call's task never is."""
     def layer(server) -> None:
         backend = server.backend
         generate, abort = backend.generate, backend.abort
@@ -729,23 +734,7 @@ def _ignore_cancel(when_running: bool) -> Layer:
             if reason is not AbortReason.CLIENT_CANCELLED or running != when_running:
                 await abort(request_id, reason)
 
-        async def produce(request, outputs: asyncio.Queue):
-            try:
-                async for output in generate(request):
-                    outputs.put_nowait(output)
-            except Exception as err:   # a refusal or failure reaches the call as the backend raised it
-                outputs.put_nowait(err)
-            outputs.put_nowait(None)
-
-        async def generate_regardless(request):
-            outputs: asyncio.Queue = asyncio.Queue()
-            backend.keep(asyncio.ensure_future(produce(request, outputs)))
-            while (output := await outputs.get()) is not None:
-                if isinstance(output, Exception):
-                    raise output
-                yield output
-
-        backend.generate = generate_regardless
+        backend.generate = lambda request: _read_ahead(generate(request), keep=backend.keep)
         backend.abort = abort_unless_cancelled
     return layer
 
@@ -877,12 +866,8 @@ def _revise_in_place(server) -> None:
     state.revise = revise
 
 
-def _pause_revises(inner, server):
-    async def pause(request, context):
-        answer = await inner(request, context)
-        server.state.revise(server.state.selection, ["paused"])
-        return answer
-    return pause
+def _new_revision(answer, request, server):
+    server.state.revise(server.state.selection, ["paused"])
 
 
 TASK_FAMILIES = {"Embed": "embed", "Classify": "classify", "Score": "score"}
@@ -1145,7 +1130,7 @@ for _fault in (
           "UpdateConfig changes the limits without starting a new capability revision",
           ("REQ-REV-003",), "state", _revise_in_place),
     Fault("pause-changes-revision", "PauseGeneration starts a new capability revision",
-          ("REQ-REV-004",), PAUSE_GENERATION, wrap_method(PAUSE_GENERATION, _pause_revises)),
+          ("REQ-REV-004",), PAUSE_GENERATION, change_answer(PAUSE_GENERATION, _new_revision)),
     Fault("revision-event-missing", "SubscribeRuntimeEvents never sends CapabilityRevisionChanged",
           ("REQ-REV-005",), RUNTIME_EVENTS, drop_messages(
               RUNTIME_EVENTS, lambda message, _: message.event.HasField("capability_revision_changed"))),
