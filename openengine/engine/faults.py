@@ -166,8 +166,8 @@ async def _read_ahead(items: AsyncIterator, keep: Callable[[asyncio.Future], Non
         try:
             async for item in items:
                 queue.put_nowait(item)
-        except Exception as err:   # a refusal or failure reaches the reader as raised
-            queue.put_nowait(err)
+        except Exception as error:   # a refusal or failure reaches the reader as raised
+            queue.put_nowait(error)
         queue.put_nowait(None)
 
     task = asyncio.ensure_future(read())
@@ -219,9 +219,9 @@ def alias_methods(name: str, make: Callable[[Callable, Any], Callable]) -> Layer
     """Every served alias's method `name` replaced by `make(inner, alias)`."""
     def layer(server) -> None:
         for alias in server.aliases:
-            impl = server.implementations[alias.service]
-            if hasattr(impl, name):
-                server.implementations[alias.service] = Wrapped(impl, **{name: make(getattr(impl, name), alias)})
+            served = server.implementations[alias.service]
+            if hasattr(served, name):
+                server.implementations[alias.service] = Wrapped(served, **{name: make(getattr(served, name), alias)})
     return layer
 
 
@@ -256,7 +256,7 @@ def admit_despite(ignored: Callable[[Any], bool]) -> Layer:
     """Generate admitted although the shared preflight found the violations `ignored` picks."""
     class Lenient(Admission):
         def violations(self, routed, tokenizer):
-            return [v for v in super().violations(routed, tokenizer) if not ignored(v)]
+            return [violation for violation in super().violations(routed, tokenizer) if not ignored(violation)]
 
     def layer(server) -> None:
         server.implementations[INFERENCE].admission = Lenient(server.state)
@@ -283,8 +283,8 @@ def with_load_limits(**values: Any) -> Layer:
     """Observability served over a view of the state in which these openengine.load limits hold,
     so WatchLoad uses (and reports) them instead of the advertised ones."""
     def layer(server) -> None:
-        impl = server.implementations[OBSERVABILITY]
-        server.implementations[OBSERVABILITY] = type(impl)(_LoadLimitsView(server.state, values))
+        served = server.implementations[OBSERVABILITY]
+        server.implementations[OBSERVABILITY] = type(served)(_LoadLimitsView(server.state, values))
     return layer
 
 
@@ -396,6 +396,10 @@ async def _snapshot_before_settings(messages, request, server):
     yield settings
     async for message in messages:
         yield message
+
+
+def _first_initial_snapshot(message, dropped: int) -> bool:
+    return not dropped and message.sequence == 1 and message.HasField("snapshot")
 
 
 def _every_second_a_second_early(message, request, server):
@@ -561,7 +565,7 @@ def _one_sender(inner, server):
 
 
 def _keep_profiles(caps, keep: Callable[[Any], bool]) -> None:
-    kept = [p for p in caps.profiles if keep(p)]
+    kept = [profile for profile in caps.profiles if keep(profile)]
     del caps.profiles[:]
     caps.profiles.extend(kept)
 
@@ -793,8 +797,8 @@ def _admin_health_overall_not_serving(server) -> None:
         return
     update = server.admin_health.update
 
-    async def update_overall_not_serving(statuses, **kw):
-        await update(_overall_not_serving(statuses, server), **kw)
+    async def update_overall_not_serving(statuses, **options):
+        await update(_overall_not_serving(statuses, server), **options)
     server.admin_health.update = update_overall_not_serving
 
 
@@ -919,8 +923,7 @@ for _fault in (
           "WatchLoad stamps every second message one second earlier than the previous one",
           ("REQ-LOAD-014.2",), WATCH_LOAD, change_messages(WATCH_LOAD, _every_second_a_second_early)),
     Fault("watch-no-initial-snapshot", "WatchLoad omits the initial snapshot even when the request asks for it",
-          ("REQ-LOAD-009",), WATCH_LOAD, drop_messages(WATCH_LOAD, lambda message, dropped: not dropped
-                                                       and message.sequence == 1 and message.HasField("snapshot"))),
+          ("REQ-LOAD-009",), WATCH_LOAD, drop_messages(WATCH_LOAD, _first_initial_snapshot)),
     Fault("watch-missing-heartbeat", "WatchLoad never sends heartbeats, however long the stream is quiet",
           ("REQ-LOAD-013",), WATCH_LOAD, drop_messages(WATCH_LOAD, lambda message, _: message.HasField("heartbeat"))),
     Fault("watch-interval-not-clamped",
