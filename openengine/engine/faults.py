@@ -101,6 +101,7 @@ def wrap_method(rpc: str, make: Callable[[Callable, Any], Callable]) -> Layer:
 
 
 def _answers_changed(change: Callable[[Any, Any, Any], None]) -> Callable[[Callable, Any], Callable]:
+    """A method's answers pass `change(answer, request, owner)`: owner is the server or the alias."""
     def make(inner, owner):
         async def answer(request, context):
             message = await inner(request, context)
