@@ -47,6 +47,16 @@ class Section:
     plots: list[str] = field(default_factory=list)
 
 
+def with_block(text: str, begin: str, end: str, block: str) -> str:
+    """`text` with the block between the `begin` and `end` markers replaced by `block` (which
+    carries its own markers), or `block` appended when the markers are not there yet. Sections
+    recorded by their own commands live in results.md this way, so that `make bench` keeps them."""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        return head + block + rest.split(end, 1)[1].lstrip("\n")
+    return text.rstrip("\n") + "\n\n" + block if block else text
+
+
 def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     try:

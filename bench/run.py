@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import svg, testsuite
+from bench import soak, svg, testsuite
 from bench.figures import Figure, Section, machine
 from bench.measure import loadavg
 
@@ -246,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     meta["loadavg_end"] = loadavg()
     write_json(out / "results.json", meta, sections)
     write_markdown(out / "results.md", meta, sections, os.path.relpath(plots, out))
-    # The test-suite timings are recorded separately (bench/testsuite.py); keep them in results.md.
+    # The test-suite timings and the conformance soak are recorded by their own commands
+    # (bench/testsuite.py, bench/soak.py); keep them in results.md.
     results = out / "results.md"
-    results.write_text(testsuite.with_section(results.read_text(), testsuite.section(testsuite.load_record())))
+    text = testsuite.with_section(results.read_text(), testsuite.section(testsuite.load_record()))
+    results.write_text(soak.with_section(text, soak.load_record()))
     goals = [f for s in sections for f in s.figures if f.met is not None]
     print(f"bench: wrote {out / 'results.md'}: {sum(1 for f in goals if f.met)} of {len(goals)} goals met",
           file=sys.stderr)

@@ -29,6 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.figures import with_block
+
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "soak.json"
 RESULTS = HERE / "results.md"
@@ -202,8 +204,8 @@ def section(record: dict) -> str:
              f"| cases | {record['patterns'] or 'all'} |\n"
              f"| load average at start / end | {record['load_start']} / {record['load_end']} |\n"
              f"| one-minute load average while it ran | {record.get('load_during', 'unknown')} |", "",
-             "The machine is shared: other work (other checkouts' test runs) ran beside the soak, "
-             "as the load averages show, on top of the burners.", "",
+             "The load averages count the burners; anything above their number is other work "
+             "that shared the machine.", "",
              "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for e in record["engines"]:
@@ -221,11 +223,16 @@ def section(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_section(text: str, block: str) -> str:
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + block + rest.split(END, 1)[1].lstrip("\n")
-    return text.rstrip("\n") + "\n\n" + block
+def with_section(text: str, record: dict | None) -> str:
+    """results.md with the soak section written from `record` (unchanged when there is none)."""
+    return with_block(text, BEGIN, END, section(record)) if record else text
+
+
+def load_record(path: Path = RECORD) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     print(section(record))
     if not args.no_record:
         RECORD.write_text(json.dumps(record, indent=2) + "\n")
-        RESULTS.write_text(with_section(RESULTS.read_text(), section(record)))
+        RESULTS.write_text(with_section(RESULTS.read_text(), record))
     clean = all(not r.failures and not r.tracebacks for r in results)
     return 0 if clean else 1
 

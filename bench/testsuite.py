@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_most, info, machine
+from bench.figures import Section, at_most, info, machine, with_block
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
@@ -99,12 +99,7 @@ def markdown(s: Section) -> str:
 
 def with_section(text: str, s: Section | None) -> str:
     """results.md with the test-suite section replaced, or appended when it is not there yet."""
-    block = markdown(s) if s else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        return head + block + tail
-    return text.rstrip("\n") + "\n\n" + block if block else text
+    return with_block(text, BEGIN, END, markdown(s) if s else "")
 
 
 def load_record(path: Path = RECORD) -> dict | None:
