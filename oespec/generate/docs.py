@@ -15,7 +15,7 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -150,17 +150,23 @@ class Site:
     def checks(self, req_id: str) -> list[Check]:
         """What checks a requirement (or one of its clauses, `REQ-CORE-010.2`), in the order
         check, breaking, validator, case. A requirement is checked by what checks any clause."""
+        return self._checks_by_requirement.get(req_id, [])
 
-        def cites(ids) -> bool:
-            return req_id in ids or ("." not in req_id and any(i.startswith(req_id + ".") for i in ids))
-
-        found = []
-        for kind, rows, page in (("check", self.check_rules, CHECK_RULES_PAGE),
-                                 ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
-                                 ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE)):
-            found += [Check(kind, r.id, page, r.anchor) for r in rows if cites(r.requirements)]
-        found += [Check("case", c.id, CASES_PAGE, c.anchor) for c in self.cases or [] if cites(c.requirements)]
-        return found
+    @cached_property
+    def _checks_by_requirement(self) -> dict[str, list[Check]]:
+        """Each requirement and clause id, with what cites it: every page asks for many ids."""
+        index: dict[str, list[Check]] = {}
+        families = [("check", self.check_rules, CHECK_RULES_PAGE),
+                    ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
+                    ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE),
+                    ("case", self.cases or [], CASES_PAGE)]
+        for kind, rows, page in families:
+            for row in rows:
+                check = Check(kind, row.id, page, row.anchor)
+                # a clause id counts for its requirement too
+                for req_id in dict.fromkeys(i for cited in row.requirements for i in {cited, cited.split(".")[0]}):
+                    index.setdefault(req_id, []).append(check)
+        return index
 
     def title_of(self, page: str) -> str:
         return self.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
