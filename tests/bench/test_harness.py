@@ -82,22 +82,22 @@ def test_synthetic_changes_are_visible_in_snapshots_and_wake_change_driven_watch
     async def main():
         engine = EngineServer(EngineConfig(port=0, profiles=("load",)))
         engine.backend.attach(engine.state)
-        rt = engine.state
+        state = engine.state
         load = SyntheticLoad(engine.backend)
-        assert change_counter(rt.build_load_info()) == 0
-        assert rt.build_load_info().running_requests == 1
-        watcher = Watcher(interval_ms=0, heartbeat_ms=0, per_rank=False, revision=rt.revision)
-        rt.load.open(watcher)
+        assert change_counter(state.build_load_info()) == 0
+        assert state.build_load_info().running_requests == 1
+        watcher = Watcher(interval_ms=0, heartbeat_ms=0, per_rank=False, revision=state.revision)
+        state.load.open(watcher)
         assert load.change() == 1
         assert watcher.dirty
         load.change()
-        taken = watcher.take(rt.build_load_info)
+        taken = watcher.take(state.build_load_info)
         assert taken is not None
         snapshot, coalesced = taken
         assert change_counter(snapshot) == 2 and coalesced == 1
-        rt.load.close(watcher)
+        state.load.close(watcher)
         load.close()
-        assert rt.build_load_info().running_requests == 0
+        assert state.build_load_info().running_requests == 0
 
     asyncio.run(main())
 
@@ -107,25 +107,25 @@ def test_poisson_driver_logs_increasing_counters_per_engine():
 
     async def main():
         resolved = resolve_config(EngineConfig(port=0, profiles=("load",)))
-        runtimes = []
+        states = []
         for _ in range(3):
             engine = EngineServer(resolved)
             engine.backend.attach(engine.state)
-            runtimes.append(engine.state)
-        driver = PoissonDriver([SyntheticLoad(rt.backend) for rt in runtimes], rate=200.0, seed=3)
+            states.append(engine.state)
+        driver = PoissonDriver([SyntheticLoad(state.backend) for state in states], rate=200.0, seed=3)
         driver.start()
         while len(driver.log) < 30:
             await asyncio.sleep(0.01)
         driver.stop()
-        return runtimes, driver.log
+        return states, driver.log
 
-    runtimes, log = asyncio.run(main())
+    states, log = asyncio.run(main())
     for engine in range(3):
         ks = [k for e, k, _ in log if e == engine]
         times = [t for e, _, t in log if e == engine]
         assert ks == list(range(1, len(ks) + 1))
         assert times == sorted(times)
-        assert change_counter(runtimes[engine].build_load_info()) == len(ks)
+        assert change_counter(states[engine].build_load_info()) == len(ks)
 
 
 # -- measurement ------------------------------------------------------------------------------------

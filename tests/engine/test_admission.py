@@ -10,7 +10,7 @@ import pytest
 
 from openengine.validate import Severity, preflight, validate_capabilities
 from openengine.v1 import (
-    common_pb2, discovery_pb2, generation_pb2 as G, kv_pb2, tasks_pb2,
+    common_pb2, discovery_pb2, generation_pb2, kv_pb2, tasks_pb2,
 )
 from tests.engine.conftest import running
 
@@ -19,18 +19,18 @@ LIMITS = {"core": {"max_sequences": 2, "max_logprobs": 3, "min_p": False, "logit
           "tasks": {"supported_tasks": ["embed"], "max_inputs_per_request": 2}}
 
 REQUESTS = [
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, n=3)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, logprobs=4)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, logprobs=3)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, min_p=0.1)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, prompt_logprobs=1)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, logit_bias={5: 1.0})),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, guided=G.GuidedDecoding(regex="a"))),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=100000)),
-    G.GenerateRequest(text="hi", sampling=G.SamplingParams(max_tokens=4, temperature=float("nan"))),
-    G.GenerateRequest(text="hi", session_id="s1"),
-    G.GenerateRequest(text="hi", kv_transfer=kv_pb2.KvTransferParams(role=kv_pb2.KV_TRANSFER_ROLE_PRODUCER)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, n=3)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, logprobs=4)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, logprobs=3)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, min_p=0.1)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, prompt_logprobs=1)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, logit_bias={5: 1.0})),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, guided=generation_pb2.GuidedDecoding(regex="a"))),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=100000)),
+    generation_pb2.GenerateRequest(text="hi", sampling=generation_pb2.SamplingParams(max_tokens=4, temperature=float("nan"))),
+    generation_pb2.GenerateRequest(text="hi", session_id="s1"),
+    generation_pb2.GenerateRequest(text="hi", kv_transfer=kv_pb2.KvTransferParams(role=kv_pb2.KV_TRANSFER_ROLE_PRODUCER)),
     tasks_pb2.EmbedRequest(inputs=[tasks_pb2.TaskInput(text="a")]),
     tasks_pb2.EmbedRequest(inputs=[tasks_pb2.TaskInput(text=t) for t in "abc"]),
     tasks_pb2.ScoreRequest(query=tasks_pb2.TaskInput(text="q"), documents=[tasks_pb2.TaskInput(text="d")]),
@@ -72,10 +72,10 @@ def test_the_engine_refuses_exactly_what_preflight_refuses_against_its_capabilit
 
 
 @pytest.mark.parametrize("request_, field, code", [
-    (G.GenerateRequest(token_ids=common_pb2.TokenIds(ids=[1 << 20])), "token_ids", grpc.StatusCode.INVALID_ARGUMENT),
-    (G.GenerateRequest(text="x" * 5000), "prompt", grpc.StatusCode.INVALID_ARGUMENT),
-    (G.GenerateRequest(text="hi", session_id="nope"), "session_id", grpc.StatusCode.NOT_FOUND),
-    (G.GenerateRequest(text="hi", adapter="nope"), "adapter", grpc.StatusCode.NOT_FOUND),
+    (generation_pb2.GenerateRequest(token_ids=common_pb2.TokenIds(ids=[1 << 20])), "token_ids", grpc.StatusCode.INVALID_ARGUMENT),
+    (generation_pb2.GenerateRequest(text="x" * 5000), "prompt", grpc.StatusCode.INVALID_ARGUMENT),
+    (generation_pb2.GenerateRequest(text="hi", session_id="nope"), "session_id", grpc.StatusCode.NOT_FOUND),
+    (generation_pb2.GenerateRequest(text="hi", adapter="nope"), "adapter", grpc.StatusCode.NOT_FOUND),
 ])
 def test_what_only_the_engine_knows_is_checked_after_preflight_passes(request_, field, code):
     with running(profiles=("sessions", "adapters")) as (_, stubs):

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from openengine.engine import FAULTS
-from openengine.v1 import admin_pb2, common_pb2, events_pb2, generation_pb2 as G, lifecycle_pb2, load_pb2 as L
+from openengine.v1 import admin_pb2, common_pb2, events_pb2, generation_pb2, lifecycle_pb2, load_pb2
 from openengine.v1 import sessions_pb2
 
 from tests.engine.conftest import AUTH, TOKEN, running
@@ -25,7 +25,7 @@ ALL = ("load", "admin", "runtime-events", "sessions")
 
 
 def watch(stubs, n, **kw):
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(**kw), timeout=10)
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(**kw), timeout=10)
     out = []
     try:
         for msg in call:
@@ -62,7 +62,7 @@ def initial_snapshot(engine, stubs):
 
 
 def heartbeats(engine, stubs):
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0, heartbeat_ms=20), timeout=0.5)
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=20), timeout=0.5)
     kinds = []
     try:
         for msg in call:
@@ -91,7 +91,7 @@ def coalesced_counted(engine, stubs):
     async def main():
         small = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
         async with grpc.aio.insecure_channel(engine.address, options=small) as ch:
-            call = og.ObservabilityStub(ch).WatchLoad(L.WatchLoadRequest(interval_ms=10, heartbeat_ms=0))
+            call = og.ObservabilityStub(ch).WatchLoad(load_pb2.WatchLoadRequest(interval_ms=10, heartbeat_ms=0))
             await call.read()
             await asyncio.sleep(0.6)  # stall for ~60 intervals
             msgs = [await call.read() for _ in range(60)]
@@ -104,7 +104,7 @@ def coalesced_counted(engine, stubs):
 
 
 def _long(stubs, rid):
-    call = stubs.inference.Generate(G.GenerateRequest(request_id=rid, text="x", sampling=G.SamplingParams(max_tokens=200)),
+    call = stubs.inference.Generate(generation_pb2.GenerateRequest(request_id=rid, text="x", sampling=generation_pb2.SamplingParams(max_tokens=200)),
                                     timeout=20)
     next(call)
     return call
@@ -119,7 +119,7 @@ def cancel_only_unsubscribes(engine, stubs):
 
 
 def never_ends_ok(engine, stubs):
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(), timeout=0.5)
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(), timeout=0.5)
     try:
         list(call)
     except grpc.RpcError as err:
@@ -128,11 +128,11 @@ def never_ends_ok(engine, stubs):
 
 
 def max_watchers(engine, stubs):
-    calls = [stubs.observability.WatchLoad(L.WatchLoadRequest(), timeout=10) for _ in range(2)]
+    calls = [stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(), timeout=10) for _ in range(2)]
     for c in calls:
         next(c)
     try:
-        next(stubs.observability.WatchLoad(L.WatchLoadRequest(), timeout=10))
+        next(stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(), timeout=10))
         return False
     except grpc.RpcError as err:
         return err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -142,7 +142,7 @@ def max_watchers(engine, stubs):
 
 
 def revision_ends_stream(engine, stubs):
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=20), timeout=1.5)
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=20), timeout=1.5)
     next(call)
     stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[admin_pb2.LimitUpdate(
         limit="openengine.load.max_watchers", uint_value=7)]), metadata=AUTH)
@@ -159,7 +159,7 @@ def requirement_holds(req):
 
 def limits_enforced(engine, stubs):
     try:
-        list(stubs.inference.Generate(G.GenerateRequest(text="x", sampling=G.SamplingParams(n=50, max_tokens=2))))
+        list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x", sampling=generation_pb2.SamplingParams(n=50, max_tokens=2))))
         return False
     except grpc.RpcError as err:
         return err.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -167,11 +167,11 @@ def limits_enforced(engine, stubs):
 
 def features_off_refused(engine, stubs):
     """With min_p, logit_bias and prompt_logprobs advertised off, each is refused alone."""
-    tries = [G.SamplingParams(max_tokens=2, min_p=0.1), G.SamplingParams(max_tokens=2, logit_bias={5: 1.0}),
-             G.SamplingParams(max_tokens=2, prompt_logprobs=1)]
+    tries = [generation_pb2.SamplingParams(max_tokens=2, min_p=0.1), generation_pb2.SamplingParams(max_tokens=2, logit_bias={5: 1.0}),
+             generation_pb2.SamplingParams(max_tokens=2, prompt_logprobs=1)]
     for sampling in tries:
         try:
-            list(stubs.inference.Generate(G.GenerateRequest(text="x", sampling=sampling)))
+            list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x", sampling=sampling)))
             return False
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
@@ -180,13 +180,13 @@ def features_off_refused(engine, stubs):
 
 
 def client_cancel_frees(engine, stubs):
-    long = G.SamplingParams(max_tokens=256, min_tokens=256, ignore_eos=True)   # over 0.5 s
-    call = stubs.inference.Generate(G.GenerateRequest(text="x", sampling=long), timeout=10)
+    long = generation_pb2.SamplingParams(max_tokens=256, min_tokens=256, ignore_eos=True)   # over 0.5 s
+    call = stubs.inference.Generate(generation_pb2.GenerateRequest(text="x", sampling=long), timeout=10)
     next(call)
     call.cancel()
     deadline = time.monotonic() + 0.2
     while time.monotonic() < deadline:
-        if stubs.observability.GetLoad(L.GetLoadRequest()).running_requests == 0:
+        if stubs.observability.GetLoad(load_pb2.GetLoadRequest()).running_requests == 0:
             return True
         time.sleep(0.01)
     return False
@@ -253,7 +253,7 @@ def abort_works(engine, stubs):
 
 
 def getload_instance(engine, stubs):
-    return stubs.observability.GetLoad(L.GetLoadRequest()).instance_id == stubs.info().instance_id
+    return stubs.observability.GetLoad(load_pb2.GetLoadRequest()).instance_id == stubs.info().instance_id
 
 
 def events_from_one(engine, stubs):
@@ -295,17 +295,17 @@ def health_list_answers(engine, stubs):
 
 def ranks_sum_to_total(engine, stubs):
     # A finished request leaves its blocks in the prefix cache, which the total counts.
-    list(stubs.inference.Generate(G.GenerateRequest(text="x" * 100, sampling=G.SamplingParams(max_tokens=2)),
+    list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x" * 100, sampling=generation_pb2.SamplingParams(max_tokens=2)),
                                   timeout=10))
-    info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+    info = stubs.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
     assert len(info.ranks) == 2 and info.used_kv_blocks > 0
     return sum(r.used_kv_blocks for r in info.ranks) == info.used_kv_blocks
 
 
 def nan_refused(engine, stubs):
     try:
-        list(stubs.inference.Generate(G.GenerateRequest(
-            text="hi", sampling=G.SamplingParams(max_tokens=1, temperature=float("nan"))), timeout=10))
+        list(stubs.inference.Generate(generation_pb2.GenerateRequest(
+            text="hi", sampling=generation_pb2.SamplingParams(max_tokens=1, temperature=float("nan"))), timeout=10))
         return False
     except grpc.RpcError as err:
         return err.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -12,11 +12,10 @@ from openengine.v1 import common_pb2, generation_pb2, kv_pb2, lifecycle_pb2, loa
 
 from tests.engine.conftest import running
 
-G = generation_pb2
 
 
 def generate(stubs, text="hello", **sampling):
-    req = G.GenerateRequest(text=text, sampling=G.SamplingParams(**sampling))
+    req = generation_pb2.GenerateRequest(text=text, sampling=generation_pb2.SamplingParams(**sampling))
     return list(stubs.inference.Generate(req, timeout=20))
 
 
@@ -43,7 +42,7 @@ def test_streams_chunks_then_a_final_with_usage(shared):
     assert any(m.WhichOneof("kind") == "chunk" for m in messages)
     ids, final = outputs(messages)[0]
     assert len(ids) == 8
-    assert final.finish_reason == G.FINISH_REASON_LENGTH
+    assert final.finish_reason == generation_pb2.FINISH_REASON_LENGTH
     assert final.usage.prompt_tokens == len(b"hello") and final.usage.completion_tokens == 8
 
 
@@ -64,7 +63,7 @@ def test_n_sequences_and_stop_strings(shared):
     text = bytes(out[0][0]).decode()
     stop = text[10:12]
     stopped = outputs(generate(stubs, "xyz", max_tokens=30, seed=1, temperature=1.0, stop=[stop]))[0]
-    assert stopped[1].finish_reason == G.FINISH_REASON_STOP and stopped[1].stop_reason == stop
+    assert stopped[1].finish_reason == generation_pb2.FINISH_REASON_STOP and stopped[1].stop_reason == stop
     assert bytes(stopped[0]).decode() == text[:text.index(stop)]
     kept = outputs(generate(stubs, "xyz", max_tokens=30, seed=1, temperature=1.0, stop=[stop],
                             include_stop_in_output=True))[0]
@@ -73,9 +72,9 @@ def test_n_sequences_and_stop_strings(shared):
 
 def test_guided_choice_and_logprobs(shared):
     _, stubs = shared
-    out = outputs(generate(stubs, "pick", max_tokens=20, guided=G.GuidedDecoding(
+    out = outputs(generate(stubs, "pick", max_tokens=20, guided=generation_pb2.GuidedDecoding(
         choice=common_pb2.StringList(values=["alpha", "beta"]))))[0]
-    assert bytes(out[0]).decode() in ("alpha", "beta") and out[1].finish_reason == G.FINISH_REASON_STOP
+    assert bytes(out[0]).decode() in ("alpha", "beta") and out[1].finish_reason == generation_pb2.FINISH_REASON_STOP
     messages = generate(stubs, max_tokens=3, logprobs=2)
     chunk = next(m.chunk for m in messages if m.WhichOneof("kind") == "chunk")
     assert len(chunk.logprobs[0].top) == 2
@@ -85,7 +84,7 @@ def test_guided_choice_and_logprobs(shared):
     (dict(n=5), "sampling.n"),
     (dict(logprobs=6), "sampling.logprobs"),
     (dict(max_tokens=100000), "sampling.max_tokens"),
-    (dict(guided=G.GuidedDecoding(regex="a+")), "sampling.guided"),
+    (dict(guided=generation_pb2.GuidedDecoding(regex="a+")), "sampling.guided"),
 ])
 def test_requests_beyond_advertised_limits_are_invalid_argument(shared, sampling, field):
     _, stubs = shared
@@ -98,9 +97,9 @@ def test_requests_beyond_advertised_limits_are_invalid_argument(shared, sampling
 def test_features_of_unadvertised_profiles_are_refused():
     with running(profiles=("core",)) as (_, stubs):
         for req, field in [
-            (G.GenerateRequest(text="a", adapter="x"), "adapter"),
-            (G.GenerateRequest(text="a", session_id="s"), "session_id"),
-            (G.GenerateRequest(text="a", kv_transfer=kv_pb2.KvTransferParams(role=1)), "kv_transfer"),
+            (generation_pb2.GenerateRequest(text="a", adapter="x"), "adapter"),
+            (generation_pb2.GenerateRequest(text="a", session_id="s"), "session_id"),
+            (generation_pb2.GenerateRequest(text="a", kv_transfer=kv_pb2.KvTransferParams(role=1)), "kv_transfer"),
         ]:
             with pytest.raises(grpc.RpcError) as err:
                 list(stubs.inference.Generate(req, timeout=5))
@@ -109,8 +108,8 @@ def test_features_of_unadvertised_profiles_are_refused():
 
 
 def _start_stream(stubs, request_id, **kw):
-    call = stubs.inference.Generate(G.GenerateRequest(
-        request_id=request_id, text="long", sampling=G.SamplingParams(max_tokens=200), **kw), timeout=30)
+    call = stubs.inference.Generate(generation_pb2.GenerateRequest(
+        request_id=request_id, text="long", sampling=generation_pb2.SamplingParams(max_tokens=200), **kw), timeout=30)
     return call
 
 
@@ -154,7 +153,7 @@ def test_abort_all_and_by_kv_session():
 
 def test_prefill_producer_returns_kv_transfer_params():
     with running(role="prefill", profiles=("kv",)) as (engine, stubs):
-        messages = list(stubs.inference.Generate(G.GenerateRequest(
+        messages = list(stubs.inference.Generate(generation_pb2.GenerateRequest(
             text="prompt text", kv_transfer=kv_pb2.KvTransferParams(role=kv_pb2.KV_TRANSFER_ROLE_PRODUCER,
                                                                     session_id="s", backend="nixl")), timeout=10))
         final = messages[-1].final
@@ -181,6 +180,6 @@ def test_prefix_cache_reports_cached_prompt_tokens(shared):
     generate(stubs, prompt, max_tokens=2)
     again = outputs(generate(stubs, prompt, max_tokens=2))[0][1]
     assert again.usage.cached_prompt_tokens == 48
-    bypass = outputs(list(stubs.inference.Generate(G.GenerateRequest(
-        text=prompt, bypass_prefix_cache=True, sampling=G.SamplingParams(max_tokens=2)))))[0][1]
+    bypass = outputs(list(stubs.inference.Generate(generation_pb2.GenerateRequest(
+        text=prompt, bypass_prefix_cache=True, sampling=generation_pb2.SamplingParams(max_tokens=2)))))[0][1]
     assert bypass.usage.cached_prompt_tokens == 0

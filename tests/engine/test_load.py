@@ -15,7 +15,6 @@ from openengine.v1 import admin_pb2, load_pb2, observability_service_pb2_grpc
 
 from tests.engine.conftest import AUTH, running
 
-L = load_pb2
 
 
 def read(call, n):
@@ -29,7 +28,7 @@ def read(call, n):
 
 def test_settings_first_then_initial_snapshot_with_sequence_and_timestamps():
     with running(profiles=("load",)) as (engine, stubs):
-        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=20, heartbeat_ms=0))
+        call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=20, heartbeat_ms=0))
         msgs = read(call, 6)
         call.cancel()
         assert msgs[0].WhichOneof("kind") == "settings"
@@ -54,7 +53,7 @@ def test_settings_first_then_initial_snapshot_with_sequence_and_timestamps():
 ])
 def test_effective_settings_are_clamped(shared, request_kw, expected):
     _, stubs = shared
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(**request_kw))
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(**request_kw))
     first = next(call)
     call.cancel()
     assert (first.settings.interval_ms, first.settings.heartbeat_ms) == expected
@@ -62,14 +61,14 @@ def test_effective_settings_are_clamped(shared, request_kw, expected):
 
 def test_zero_interval_without_change_driven_is_min_interval():
     with running(profiles=("load",), limits={"load": {"change_driven": False}}) as (_, stubs):
-        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0))
+        call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=0))
         assert next(call).settings.interval_ms == 10
         call.cancel()
 
 
 def test_no_initial_snapshot_when_asked_and_heartbeats_when_idle(shared):
     _, stubs = shared
-    call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0, heartbeat_ms=20, initial_snapshot=False))
+    call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=20, initial_snapshot=False))
     msgs = read(call, 4)
     call.cancel()
     assert msgs[0].settings.initial_snapshot is False
@@ -78,10 +77,10 @@ def test_no_initial_snapshot_when_asked_and_heartbeats_when_idle(shared):
 
 def test_change_driven_stream_follows_request_start_and_finish():
     with running(profiles=("load",)) as (_, stubs):
-        from openengine.v1 import generation_pb2 as G
-        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=0, heartbeat_ms=0))
+        from openengine.v1 import generation_pb2
+        call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=0))
         assert read(call, 2)[1].snapshot.load.running_requests == 0
-        list(stubs.inference.Generate(G.GenerateRequest(text="go", sampling=G.SamplingParams(max_tokens=3))))
+        list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="go", sampling=generation_pb2.SamplingParams(max_tokens=3))))
         seen = []
         for msg in call:
             seen.append(msg.snapshot.load.running_requests)
@@ -93,10 +92,10 @@ def test_change_driven_stream_follows_request_start_and_finish():
 
 def test_max_watchers_is_resource_exhausted_before_any_message():
     with running(profiles=("load",), limits={"load": {"max_watchers": 2}}) as (_, stubs):
-        open_calls = [stubs.observability.WatchLoad(L.WatchLoadRequest()) for _ in range(2)]
+        open_calls = [stubs.observability.WatchLoad(load_pb2.WatchLoadRequest()) for _ in range(2)]
         for c in open_calls:
             next(c)
-        third = stubs.observability.WatchLoad(L.WatchLoadRequest())
+        third = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest())
         with pytest.raises(grpc.RpcError) as err:
             next(third)
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -106,15 +105,15 @@ def test_max_watchers_is_resource_exhausted_before_any_message():
 
 def test_getload_snapshot_is_complete(shared):
     engine, stubs = shared
-    info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+    info = stubs.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
     assert info.instance_id == engine.state.instance_id and info.HasField("timestamp")
     assert len(info.ranks) == engine.resolved.config.data_parallel_size
-    assert len(stubs.observability.GetLoad(L.GetLoadRequest()).ranks) == 0
+    assert len(stubs.observability.GetLoad(load_pb2.GetLoadRequest()).ranks) == 0
 
 
 def test_revision_change_ends_watch_streams_with_aborted():
     with running(profiles=("load", "admin")) as (_, stubs):
-        call = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=50))
+        call = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=50))
         read(call, 2)
         res = stubs.admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[admin_pb2.LimitUpdate(
             limit="openengine.load.min_watch_interval_ms", uint_value=20)]), metadata=AUTH)
@@ -122,7 +121,7 @@ def test_revision_change_ends_watch_streams_with_aborted():
         with pytest.raises(grpc.RpcError) as err:
             list(call)
         assert err.value.code() == grpc.StatusCode.ABORTED
-        again = stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=1))
+        again = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=1))
         settings = next(again).settings
         again.cancel()
         assert settings.capability_revision == res.revision and settings.interval_ms == 20
@@ -144,7 +143,7 @@ def test_cancellation_storm_leaves_nothing_behind():
                 stub = observability_service_pb2_grpc.ObservabilityStub(ch)
 
                 async def one(i):
-                    call = stub.WatchLoad(L.WatchLoadRequest(interval_ms=10 + i % 5, heartbeat_ms=10))
+                    call = stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=10 + i % 5, heartbeat_ms=10))
                     await call.read()
                     if i % 2:
                         await call.read()
@@ -190,10 +189,10 @@ def test_stalled_watcher_coalesces_and_does_not_slow_the_others():
             async with grpc.aio.insecure_channel(engine.address, options=small) as slow_ch, \
                     grpc.aio.insecure_channel(engine.address) as ch:
                 slow = observability_service_pb2_grpc.ObservabilityStub(slow_ch).WatchLoad(
-                    L.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
+                    load_pb2.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
                 await slow.read()  # the settings: the stream is open, then it stalls
                 healthy = observability_service_pb2_grpc.ObservabilityStub(ch).WatchLoad(
-                    L.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
+                    load_pb2.WatchLoadRequest(interval_ms=interval, heartbeat_ms=0))
                 first = await healthy.read()
                 got = []
                 while len(got) < window_intervals:
@@ -234,7 +233,7 @@ def test_streams_pass_the_generated_watchload_checker(shared, request_kw):
     from openengine.validate import WatchLoadChecker, validate_capabilities
     _, stubs = shared
     report = validate_capabilities(stubs.caps(), engine_info=stubs.info())
-    req = L.WatchLoadRequest(**request_kw)
+    req = load_pb2.WatchLoadRequest(**request_kw)
     # Lateness judged as the conformance runner judges it: a busy test machine may hold the
     # engine back for a few hundred milliseconds.
     checker = WatchLoadChecker(instance_id=stubs.info().instance_id, capability_revision=stubs.info().capability_revision,
@@ -262,10 +261,10 @@ def test_per_rank_figures_add_up_to_the_totals():
         running_call = stubs.inference.Generate(generation_pb2.GenerateRequest(
             text="still running " * 4, sampling=generation_pb2.SamplingParams(max_tokens=200)))
         next(running_call)
-        info = stubs.observability.GetLoad(L.GetLoadRequest(per_rank=True))
+        info = stubs.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
         assert len(info.ranks) == 3 and info.used_kv_blocks > 0 and info.running_requests == 1
         assert check_load(info) == []
-        watch = stubs.observability.WatchLoad(L.WatchLoadRequest(per_rank=True))
+        watch = stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(per_rank=True))
         next(watch)
         snap = next(watch).snapshot.load
         assert len(snap.ranks) == 3 and check_load(snap) == []

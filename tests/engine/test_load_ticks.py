@@ -93,10 +93,10 @@ def test_joining_a_ticker_never_delays_the_first_snapshot_beyond_the_slack():
 
 
 def test_each_stream_sees_snapshots_an_interval_apart_from_the_opening_one():
-    from openengine.v1 import load_pb2 as L
+    from openengine.v1 import load_pb2
 
     with running(profiles=("load",)) as (_, stubs):
-        calls = [stubs.observability.WatchLoad(L.WatchLoadRequest(interval_ms=30, heartbeat_ms=0)) for _ in range(4)]
+        calls = [stubs.observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=30, heartbeat_ms=0)) for _ in range(4)]
         streams = []
         for call in calls:
             msgs = []

@@ -12,32 +12,32 @@ def invalid(field: str, message: str) -> Refusal:
 
 
 class Base:
-    """A service object of the reference backend (`ServiceProvider`): `rt` is the backend, which
+    """A service object of the reference backend (`ServiceProvider`): `backend` is that backend, which
     reads the advertised limits through the SDK's engine handle."""
 
-    def __init__(self, rt: Any):
-        self.rt = rt
+    def __init__(self, backend: Any):
+        self.backend = backend
 
     def model(self, name: str, field: str = "model") -> str:
         """The served model a request names (empty: the default model), else NOT_FOUND."""
         if not name:
-            return self.rt.default_model
-        if name not in self.rt.models:
+            return self.backend.default_model
+        if name not in self.backend.models:
             raise Refusal(RefusalCode.NOT_FOUND,
-                          f"{field}: no served model {name!r}; served: {', '.join(self.rt.models)}")
+                          f"{field}: no served model {name!r}; served: {', '.join(self.backend.models)}")
         return name
 
     def model_lists(self, model: str, profile: str, field: str = "model") -> None:
         """REQ-CAP-013 / REQ-TASKS-001: a model-scoped RPC for a model that does not list the profile."""
-        if not self.rt.lists(model, profile):
+        if not self.backend.lists(model, profile):
             raise invalid(field, f"model {model!r} does not list {profile} (see its ModelInfo.capabilities.profiles)")
 
     def admit(self, request, model: str) -> None:
         """Refuse `request` for what the SDK's shared preflight finds against what the engine
         advertises (REQ-CAP-009, REQ-SVC-003); what only the engine knows the service checks."""
-        self.rt.engine.preflight(request, model)
+        self.backend.engine.preflight(request, model)
 
     def serving_work(self, service: str) -> None:
-        if not self.rt.accepting:
+        if not self.backend.accepting:
             raise Refusal(RefusalCode.UNAVAILABLE,
-                          f"{service} is not serving ({self.rt.run.name}); retry later or elsewhere")
+                          f"{service} is not serving ({self.backend.run.name}); retry later or elsewhere")

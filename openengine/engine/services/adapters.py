@@ -6,7 +6,7 @@ from __future__ import annotations
 from openengine.engine.resources import Adapter
 from openengine.engine.services._base import Base, invalid
 from openengine.serve import Refusal, RefusalCode
-from openengine.v1 import adapters_pb2, events_pb2 as ES
+from openengine.v1 import adapters_pb2, events_pb2
 
 
 class Adapters(Base):
@@ -18,20 +18,20 @@ class Adapters(Base):
         """Per model: pinned adapters first, then the most recently loaded, up to its max_loras on
         the accelerator."""
         out: set[str] = set()
-        for model in self.rt.models:
-            cap = self.rt.model_limit(model, "openengine.adapters", "max_loras")
+        for model in self.backend.models:
+            cap = self.backend.model_limit(model, "openengine.adapters", "max_loras")
             ordered = sorted(self._of(model), key=lambda a: not a.pinned)
             out |= {a.name for a in ordered[:cap]}
         return out
 
     def _of(self, model: str) -> list[Adapter]:
-        return [a for a in self.rt.adapters.values() if a.model == model]
+        return [a for a in self.backend.adapters.values() if a.model == model]
 
     async def LoadAdapter(self, request: adapters_pb2.LoadAdapterRequest, context):
-        rt = self.rt
+        backend = self.backend
         model = self.model(request.model)
         self.model_lists(model, "openengine.adapters")
-        lim = lambda name: rt.model_limit(model, "openengine.adapters", name)  # noqa: E731
+        lim = lambda name: backend.model_limit(model, "openengine.adapters", name)  # noqa: E731
         if not request.name:
             raise invalid("name", "must not be empty")
         if not request.source:
@@ -39,7 +39,7 @@ class Adapters(Base):
         rank = request.rank if request.HasField("rank") else min(16, lim("max_lora_rank"))
         if rank < 1 or rank > lim("max_lora_rank"):
             raise invalid("rank", f"{rank} is outside 1..openengine.adapters.max_lora_rank = {lim('max_lora_rank')}")
-        if request.name in rt.adapters:
+        if request.name in backend.adapters:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"name: adapter {request.name!r} is already loaded")
         capacity = max(lim("max_loras"), lim("max_cpu_loras"))
         loaded = self._of(model)
@@ -52,25 +52,26 @@ class Adapters(Base):
             raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
                           f"{pinned} adapters are pinned, openengine.adapters.max_loras = {lim('max_loras')}")
         adapter = Adapter(request.name, model, request.source, rank, request.pinned)
-        rt.adapters[request.name] = adapter
-        rt.emit(ES.RuntimeEvent(adapter_loaded=ES.AdapterLoaded(name=adapter.name, model=model)), "adapter_loaded")
+        backend.adapters[request.name] = adapter
+        loaded_event = events_pb2.AdapterLoaded(name=adapter.name, model=model)
+        backend.emit(events_pb2.RuntimeEvent(adapter_loaded=loaded_event), "adapter_loaded")
         return adapters_pb2.LoadAdapterResponse(adapter=self._info(adapter, adapter.name in self._resident()))
 
     async def UnloadAdapter(self, request, context):
-        rt = self.rt
+        backend = self.backend
         model = self.model(request.model) if request.model else None
-        adapter = rt.adapters.get(request.name)
+        adapter = backend.adapters.get(request.name)
         if adapter is not None and model is not None and adapter.model != model:
             adapter = None  # loaded, but for another model
         if adapter is not None:
-            del rt.adapters[adapter.name]
-            rt.emit(ES.RuntimeEvent(adapter_unloaded=ES.AdapterUnloaded(name=adapter.name, model=adapter.model)),
-                    "adapter_unloaded")
+            del backend.adapters[adapter.name]
+            unloaded_event = events_pb2.AdapterUnloaded(name=adapter.name, model=adapter.model)
+            backend.emit(events_pb2.RuntimeEvent(adapter_unloaded=unloaded_event), "adapter_unloaded")
         return adapters_pb2.UnloadAdapterResponse(unloaded=adapter is not None)
 
     async def ListAdapters(self, request, context):
         model = self.model(request.model) if request.model else None
         resident = self._resident()
         return adapters_pb2.ListAdaptersResponse(
-            adapters=[self._info(a, a.name in resident) for a in self.rt.adapters.values()
+            adapters=[self._info(a, a.name in resident) for a in self.backend.adapters.values()
                       if model is None or a.model == model])

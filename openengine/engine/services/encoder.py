@@ -10,15 +10,15 @@ from openengine.v1 import encoder_pb2
 
 class Encoder(Base):
     async def Encode(self, request: encoder_pb2.EncodeRequest, context):
-        rt = self.rt
+        backend = self.backend
         self.serving_work("openengine.v1.Encoder")
         self.admit(request, self.model(request.model))
         if not request.items:
             raise invalid("items", "needs at least one item")
-        ttl = int(rt.limit("openengine.encoder", "handle_ttl_ms"))
-        now = rt.now_ns()
-        for handle in [h for h, (_, exp) in rt.encoder_cache.items() if exp <= now]:
-            del rt.encoder_cache[handle]
+        ttl = int(backend.limit("openengine.encoder", "handle_ttl_ms"))
+        now = backend.now_ns()
+        for handle in [h for h, (_, exp) in backend.encoder_cache.items() if exp <= now]:
+            del backend.encoder_cache[handle]
         out = encoder_pb2.EncodeResponse()
         for i, item in enumerate(request.items):
             kind = item.WhichOneof("item")
@@ -30,7 +30,7 @@ class Encoder(Base):
                 raise invalid(f"items[{i}].{kind}", "set data or url")
             handle, tokens = stand_in.encode_item(payload)
             expires = now + ttl * 1_000_000
-            rt.encoder_cache[handle] = (tokens, expires)
-            out.handles.add(handle=handle, encoder_instance_id=rt.instance_id, transfer_address=rt.address,
-                            item_id=item.item_id, num_tokens=tokens, expires_at=rt.timestamp(expires))
+            backend.encoder_cache[handle] = (tokens, expires)
+            out.handles.add(handle=handle, encoder_instance_id=backend.instance_id, transfer_address=backend.address,
+                            item_id=item.item_id, num_tokens=tokens, expires_at=backend.timestamp(expires))
         return out

@@ -10,21 +10,21 @@ from openengine.v1 import kv_pb2
 
 class Kv(Base):
     async def GetKvEventSources(self, request, context):
-        replay = self.rt.address if self.rt.limit("openengine.kv", "event_replay") else ""
+        replay = self.backend.address if self.backend.limit("openengine.kv", "event_replay") else ""
         return kv_pb2.GetKvEventSourcesResponse(sources=[kv_pb2.KvEventSource(
-            publisher="grpc", endpoint=self.rt.address, replay_endpoint=replay)])
+            publisher="grpc", endpoint=self.backend.address, replay_endpoint=replay)])
 
     async def SubscribeKvEvents(self, request: kv_pb2.SubscribeKvEventsRequest, context):
-        rt = self.rt
-        if request.HasField("from_sequence") and not rt.limit("openengine.kv", "event_replay"):
+        backend = self.backend
+        if request.HasField("from_sequence") and not backend.limit("openengine.kv", "event_replay"):
             raise invalid("from_sequence", "replay is off (openengine.kv.event_replay = false)")
-        if request.HasField("data_parallel_rank") and request.data_parallel_rank >= rt.config.data_parallel_size:
-            raise invalid("data_parallel_rank", f"the engine has {rt.config.data_parallel_size} rank(s)")
-        sub = Subscriber(max(64, int(rt.limit("openengine.kv", "event_buffer_size") or 0)))
-        rt.kv_events.subscribers.add(sub)
+        if request.HasField("data_parallel_rank") and request.data_parallel_rank >= backend.config.data_parallel_size:
+            raise invalid("data_parallel_rank", f"the engine has {backend.config.data_parallel_size} rank(s)")
+        sub = Subscriber(max(64, int(backend.limit("openengine.kv", "event_buffer_size") or 0)))
+        backend.kv_events.subscribers.add(sub)
         try:
             if request.HasField("from_sequence"):
-                for batch in list(rt.kv_buffer):
+                for batch in list(backend.kv_buffer):
                     if batch.sequence >= request.from_sequence:
                         yield batch
             dropped = 0
@@ -43,4 +43,4 @@ class Kv(Base):
                 sub.wake.clear()
                 await sub.wake.wait()
         finally:
-            rt.kv_events.subscribers.discard(sub)
+            backend.kv_events.subscribers.discard(sub)

@@ -10,23 +10,23 @@ from openengine.v1 import events_pb2
 
 class Observability(Base):
     async def SubscribeRuntimeEvents(self, request: events_pb2.SubscribeRuntimeEventsRequest, context):
-        rt = self.rt
-        cap = rt.limit("openengine.runtime-events", "max_subscribers")
-        if len(rt.runtime_events.subscribers) >= cap:
+        backend = self.backend
+        cap = backend.limit("openengine.runtime-events", "max_subscribers")
+        if len(backend.runtime_events.subscribers) >= cap:
             raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
                           f"{cap} runtime event streams are open, openengine.runtime-events.max_subscribers = {cap}")
-        sub = Subscriber(rt.runtime_events.capacity)
-        rt.runtime_events.subscribers.add(sub)
+        sub = Subscriber(backend.runtime_events.capacity)
+        backend.runtime_events.subscribers.add(sub)
         sequence = 1
         try:
             if request.initial_state:
-                phase = rt.run.phase
-                sub.put((rt.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
+                phase = backend.run.phase
+                sub.put((backend.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
                     previous=phase, state=phase, reason="current state"))))
             while True:
                 while sub.items:
                     ts, event = sub.items.popleft()
-                    yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=rt.timestamp(ts),
+                    yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=backend.timestamp(ts),
                                                                     event=event)
                     sequence += 1
                 if sub.overflowed:
@@ -36,4 +36,4 @@ class Observability(Base):
                 sub.wake.clear()
                 await sub.wake.wait()
         finally:
-            rt.runtime_events.subscribers.discard(sub)
+            backend.runtime_events.subscribers.discard(sub)

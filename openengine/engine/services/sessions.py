@@ -14,21 +14,21 @@ class Sessions(Base):
     def _info(self, s: Session) -> sessions_pb2.SessionInfo:
         return sessions_pb2.SessionInfo(session_id=s.session_id, model=s.model, capacity_tokens=s.capacity_tokens,
                                         ttl_ms=s.ttl_ms, retained_tokens=s.retained_tokens,
-                                        expires_at=self.rt.timestamp(s.expires_ns))
+                                        expires_at=self.backend.timestamp(s.expires_ns))
 
     async def OpenSession(self, request: sessions_pb2.OpenSessionRequest, context):
-        rt = self.rt
+        backend = self.backend
         model = self.model(request.model)
-        rt.expire_sessions()
-        lim = lambda name: rt.limit("openengine.sessions", name)  # noqa: E731
-        if len(rt.sessions) >= lim("max_sessions"):
-            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"{len(rt.sessions)} sessions are open, "
+        backend.expire_sessions()
+        lim = lambda name: backend.limit("openengine.sessions", name)  # noqa: E731
+        if len(backend.sessions) >= lim("max_sessions"):
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"{len(backend.sessions)} sessions are open, "
                           f"openengine.sessions.max_sessions = {lim('max_sessions')}")
         sid = request.session_id or f"sess-{uuid.uuid4().hex[:12]}"
-        if sid in rt.sessions:
+        if sid in backend.sessions:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"session_id: {sid!r} is already open")
         max_tokens = lim("max_session_tokens")
-        bound = max_tokens or rt.models[model].max_context_tokens
+        bound = max_tokens or backend.models[model].max_context_tokens
         if request.HasField("capacity_tokens"):
             if request.capacity_tokens > bound:
                 raise invalid("capacity_tokens", f"{request.capacity_tokens} exceeds "
@@ -42,20 +42,20 @@ class Sessions(Base):
                 raise invalid("ttl_ms", "must be positive")
         else:
             ttl = lim("default_session_ttl_ms")
-        session = Session(sid, model, capacity, ttl, expires_ns=rt.now_ns() + ttl * 1_000_000)
-        rt.sessions[sid] = session
-        rt.load_changed()
+        session = Session(sid, model, capacity, ttl, expires_ns=backend.now_ns() + ttl * 1_000_000)
+        backend.sessions[sid] = session
+        backend.load_changed()
         return sessions_pb2.OpenSessionResponse(session=self._info(session))
 
     async def CloseSession(self, request, context):
-        closed = self.rt.sessions.pop(request.session_id, None) is not None
+        closed = self.backend.sessions.pop(request.session_id, None) is not None
         if closed:
-            self.rt.load_changed()
+            self.backend.load_changed()
         return sessions_pb2.CloseSessionResponse(closed=closed)
 
     async def ListSessions(self, request, context):
-        rt = self.rt
-        rt.expire_sessions()
+        backend = self.backend
+        backend.expire_sessions()
         if request.model:
             self.model(request.model)
-        return sessions_pb2.ListSessionsResponse(sessions=[self._info(s) for s in rt.sessions.values()])
+        return sessions_pb2.ListSessionsResponse(sessions=[self._info(s) for s in backend.sessions.values()])

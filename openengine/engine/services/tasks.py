@@ -25,7 +25,7 @@ class Tasks(Base):
         if kind is None:
             raise invalid(field, "set text or token_ids")
         ids = list(item.token_ids.ids) if kind == "token_ids" else stand_in.tokenize(item.text)
-        limit = self.rt.models[model].max_context_tokens
+        limit = self.backend.models[model].max_context_tokens
         if truncate is not None:
             ids = ids[-truncate:] if truncate else []
         elif len(ids) > limit:
@@ -33,9 +33,9 @@ class Tasks(Base):
         return ids
 
     async def Embed(self, request: tasks_pb2.EmbedRequest, context):
-        rt = self.rt
+        backend = self.backend
         model = self._check(request, len(request.inputs), "inputs")
-        size = int(rt.model_limit(model, "openengine.tasks", "embedding_size"))
+        size = int(backend.model_limit(model, "openengine.tasks", "embedding_size"))
         if size == 0:
             raise invalid("model", "the model does not embed (openengine.tasks.embedding_size = 0)")
         if request.HasField("dimensions"):
