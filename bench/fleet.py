@@ -145,23 +145,32 @@ def figures(r: FleetResult) -> list[Figure]:
     g = f"fleet N={n}"
     hdr = tcp_header_bytes()
     pre = f"fleet.n{n}"
+    # The goals compare WatchLoad with polling at the interval polling was asked for. A polling
+    # scheduler that fell behind it (CPU-bound at large N) spent less than it was asked to, so its
+    # CPU and bytes are scaled by how far it fell behind (a poll costs about the same whatever the
+    # rate), and the note says so; where it kept its interval nothing is scaled.
+    k = _shortfall(r)
+    asked = (f", polling scaled from its achieved interval to the asked {r.poll_ms} ms (x{k:.2f}, an extrapolation)"
+             if k > 1.0 else f", at the asked {r.poll_ms} ms interval")
     out = [
         info(f"{pre}.watch.client_cpu", round(w.client_cpu_pct(), 2), "% of a core", group=g),
         info(f"{pre}.poll.client_cpu", round(p.client_cpu_pct(), 2), "% of a core", group=g),
-        at_most(f"{pre}.client_cpu_ratio", round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds), 3),
-                0.25, group=g, note="scheduler CPU, WatchLoad / polling"),
+        at_most(f"{pre}.client_cpu_ratio", round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds * k), 3),
+                0.25, group=g, note="scheduler CPU, WatchLoad / polling" + asked),
+        info(f"{pre}.client_cpu_ratio_measured", round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds), 3),
+             "ratio", group=g, note="scheduler CPU, WatchLoad / polling at the interval polling achieved"),
         info(f"{pre}.idle.server_cpu", round(r.idle_server_cpu_pct, 2), "% of a core", group=g,
              note="server process with no scheduler connected (engines + synthetic changes)"),
         info(f"{pre}.watch.server_cpu", round(w.server_cpu_pct(), 2), "% of a core", group=g),
         info(f"{pre}.poll.server_cpu", round(p.server_cpu_pct(), 2), "% of a core", group=g),
-        at_most(f"{pre}.server_cpu_ratio", round(_ratio(r.server_net_pct("watch"), r.server_net_pct("poll")), 3),
-                0.25, group=g, note="server CPU above idle, WatchLoad / polling"),
+        at_most(f"{pre}.server_cpu_ratio", round(_ratio(r.server_net_pct("watch"), r.server_net_pct("poll") * k), 3),
+                0.25, group=g, note="server CPU above idle, WatchLoad / polling" + asked),
         info(f"{pre}.server_cpu_ratio_gross", round(_ratio(w.server_cpu_pct(), p.server_cpu_pct()), 3), "ratio",
              group=g, note="server CPU including its idle cost, WatchLoad / polling"),
         info(f"{pre}.watch.bytes_per_s", round(w.tcp.on_wire(hdr) / w.seconds), "B/s", group=g),
         info(f"{pre}.poll.bytes_per_s", round(p.tcp.on_wire(hdr) / p.seconds), "B/s", group=g),
-        at_most(f"{pre}.bytes_ratio", round(_ratio(w.tcp.on_wire(hdr) / w.seconds, p.tcp.on_wire(hdr) / p.seconds), 3),
-                0.25, group=g, note="bytes on the wire incl. TCP/IP headers, WatchLoad / polling"),
+        at_most(f"{pre}.bytes_ratio", round(_ratio(w.tcp.on_wire(hdr) / w.seconds, p.tcp.on_wire(hdr) / p.seconds * k), 3),
+                0.25, group=g, note="bytes on the wire incl. TCP/IP headers, WatchLoad / polling" + asked),
         info(f"{pre}.payload_bytes_ratio", round(_ratio(w.tcp.payload / w.seconds, p.tcp.payload / p.seconds), 3),
              "ratio", group=g, note="TCP payload (HTTP/2 frames) only, WatchLoad / polling"),
         info(f"{pre}.watch.staleness_p50", round(w.staleness.quantile_ms(0.5), 2), "ms", group=g),
@@ -177,10 +186,6 @@ def figures(r: FleetResult) -> list[Figure]:
              note=f"{p.staleness.missed} not seen by the end of the window"),
         info(f"{pre}.poll.achieved_interval", round(1000.0 * n * p.seconds / p.messages, 1) if p.messages else 0.0,
              "ms", group=g, note=f"mean time between two polls of one engine (asked: {r.poll_ms} ms)"),
-        info(f"{pre}.client_cpu_ratio_at_asked_interval",
-             round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds * _shortfall(r)), 3), "ratio",
-             group=g, note="polling's CPU scaled linearly from the achieved to the asked interval "
-                           "(an extrapolation; equals the measured ratio when polling kept its interval)"),
         info(f"{pre}.watch.messages_per_s", round(w.messages / w.seconds, 1), "msg/s", group=g,
              note="snapshots and heartbeats received"),
         info(f"{pre}.watch.client_us_per_update", round(_per(w.client_cpu_s, w.messages), 1), "us", group=g,

@@ -219,6 +219,10 @@ def test_tiny_fleet_run_sees_every_change_in_both_modes():
     assert {"fleet.n2.client_cpu_ratio", "fleet.n2.server_cpu_ratio", "fleet.n2.bytes_ratio",
             "fleet.n2.staleness_p99_ratio"} <= names
     assert all(f.met is not None for f in fleet.figures(r) if f.goal)
+    # the goals are judged at the interval polling was asked for, and say so
+    by_name = {f.name: f for f in fleet.figures(r)}
+    for name in ("client_cpu_ratio", "server_cpu_ratio", "bytes_ratio"):
+        assert "asked 20 ms" in by_name[f"fleet.n2.{name}"].note
 
 
 @pytest.mark.slow
@@ -229,3 +233,25 @@ def test_tiny_fanout_run_stalls_for_real_and_keeps_serving_the_others():
     assert run.message_bytes > 0
     bare = fanout.measure("bare", 2, interval_ms=20, window_s=0.5, warmup_s=0.2, size=run.message_bytes)
     assert bare.delivered > 0 and bare.message_bytes == run.message_bytes
+
+
+def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
+    from bench.staleness import StalenessResult
+
+    def mode(name, polls_or_messages, client_cpu_s, server_cpu_s, sent):
+        return fleet.ModeResult(name, 10.0, client_cpu_s, server_cpu_s, TcpBytes(sent, sent, 0), 0,
+                                polls_or_messages, StalenessResult([1_000_000], 0, 1), 0)
+
+    # 10 engines polled every 50 ms for 10 s would be 2,000 polls; 1,000 means polling fell 2x behind.
+    behind = fleet.FleetResult(10, 4.0, 50, 0.0, {"watch": mode("watch", 400, 1.0, 1.0, 1000),
+                                                  "poll": mode("poll", 1000, 2.0, 2.0, 2000)}, 400)
+    by_name = {f.name: f for f in fleet.figures(behind)}
+    assert by_name["fleet.n10.client_cpu_ratio"].value == 0.25          # 1 / (2 x 2)
+    assert by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
+    assert by_name["fleet.n10.server_cpu_ratio"].value == 0.25
+    assert "scaled from its achieved interval to the asked 50 ms (x2.00" in by_name["fleet.n10.bytes_ratio"].note
+    kept = fleet.FleetResult(10, 4.0, 50, 0.0, {"watch": mode("watch", 400, 1.0, 1.0, 1000),
+                                                "poll": mode("poll", 2000, 2.0, 2.0, 2000)}, 400)
+    by_name = {f.name: f for f in fleet.figures(kept)}
+    assert by_name["fleet.n10.client_cpu_ratio"].value == by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
+    assert "at the asked 50 ms interval" in by_name["fleet.n10.client_cpu_ratio"].note
