@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -55,6 +57,14 @@ def with_block(text: str, begin: str, end: str, block: str) -> str:
         head, rest = text.split(begin, 1)
         return head + block + rest.split(end, 1)[1].lstrip("\n")
     return text.rstrip("\n") + "\n\n" + block if block else text
+
+
+def read_record(path: Path) -> dict | None:
+    """A JSON record a benchmark command keeps beside results.md; None when absent or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def machine() -> dict:

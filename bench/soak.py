@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.figures import with_block
+from bench.figures import read_record, with_block
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "soak.json"
@@ -229,10 +229,7 @@ def with_section(text: str, record: dict | None) -> str:
 
 
 def load_record(path: Path = RECORD) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_record(path)
 
 
 def main(argv: list[str] | None = None) -> int:

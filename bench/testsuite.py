@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_most, info, machine, with_block
+from bench.figures import Section, at_most, info, machine, read_record, with_block
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
@@ -103,10 +103,7 @@ def with_section(text: str, s: Section | None) -> str:
 
 
 def load_record(path: Path = RECORD) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_record(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,8 +34,8 @@ WIRE_WITHOUT_CASE = "SPEC006"
 CLAUSE_MARKERS = "SPEC007"
 # Where the conformance runner's cases are written, for the hint of SPEC006.
 CASES_DIR = "openengine/conformance/cases/"
-SPEC_RULES = RuleCatalogue("spec", (RuleSpec(id, name, "spec", category, purpose, Severity.ERROR)
-                                    for id, name, category, purpose in (
+SPEC_RULES = RuleCatalogue("spec", (RuleSpec(rule_id, name, "spec", category, purpose, Severity.ERROR)
+                                    for rule_id, name, category, purpose in (
     (MALFORMED_ID, "requirement-id", "requirements", "a requirement marker is a well-formed id such as REQ-LOAD-004"),
     (UNKNOWN_TAG, "requirement-tag", "requirements", f"a requirement's tag is one of {', '.join(TAGS)}"),
     (DUPLICATE_ID, "requirement-unique", "requirements", "each requirement id is defined once across spec/"),

@@ -147,8 +147,6 @@ def _unservable(err) -> int:
     return 2
 
 
-
-
 def build_config(args: argparse.Namespace):
     from openengine.engine import ConfigError, EngineConfig, config_from_mapping, load_config_file
 

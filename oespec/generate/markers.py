@@ -26,8 +26,8 @@ UNOPENED = "DOC004"
 NESTED = "DOC005"
 MISMATCHED = "DOC006"
 REPEATED = "DOC007"
-MARKER_RULES = RuleCatalogue("docs", (RuleSpec(id, name, "docs", "markers", purpose, Severity.ERROR)
-                                     for id, name, purpose in (
+MARKER_RULES = RuleCatalogue("docs", (RuleSpec(rule_id, name, "docs", "markers", purpose, Severity.ERROR)
+                                     for rule_id, name, purpose in (
     (MALFORMED, "marker-syntax", "a generated-region marker is `<!-- oespec:begin NAME -->` or "
                                  "`<!-- oespec:end NAME -->`"),
     (UNKNOWN_REGION, "marker-region", "a marker names a region the generators fill"),
