@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import math
 import os
@@ -106,7 +107,7 @@ def toolkit_section(quick: bool) -> Section:
     return section
 
 
-def validators_section(quick: bool) -> Section:
+def validators_section() -> Section:
     from bench import validators
 
     section = Section("Validators")
@@ -205,26 +206,16 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(fleet_section(args.quick, plots))
         elif name == "fanout":
             sections += fanout_sections(args.quick, plots)
-        elif name == "sdk":
-            from bench import sdk
-
-            sections.append(sdk.run(args.quick))
         elif name == "toolkit":
             sections.append(toolkit_section(args.quick))
         elif name == "validators":
-            sections.append(validators_section(args.quick))
+            sections.append(validators_section())
         elif name == "watchers":
             from bench import watchers
 
             sections.append(watchers.section(args.quick))
-        elif name == "llama":
-            from bench import llama
-
-            sections.append(llama.run(args.quick))
-        elif name == "reliability":
-            from bench import reliability
-
-            sections.append(reliability.run(args.quick))
+        else:   # sdk, llama, reliability
+            sections.append(importlib.import_module(f"bench.{name}").run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = loadavg()
