@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
+IDLE_TIMEOUT_S = 600.0   # a child that hears nothing for this long takes its runner for dead
 
 
 class ChildError(RuntimeError):
@@ -37,10 +38,6 @@ class Child:
                                      text=True, bufsize=1)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def read(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -102,6 +99,14 @@ class Child:
         self.close()
 
 
+def idle_cpu_per_s(host: Child, seconds: float) -> float:
+    """CPU seconds per second a bench/hosts.py process spends over `seconds` with nothing asked of it."""
+    before = host.ask("mark")["usage"]
+    time.sleep(seconds)
+    after = host.ask("mark")["usage"]
+    return (after["cpu_s"] - before["cpu_s"]) / ((after["mono_ns"] - before["mono_ns"]) / 1e9)
+
+
 # -- the child's side -------------------------------------------------------------------------
 
 def reply(**kw) -> None:
@@ -109,16 +114,15 @@ def reply(**kw) -> None:
     sys.stdout.flush()
 
 
-async def serve_commands(handlers: dict[str, Callable[..., Awaitable[dict] | dict]], *,
-                         idle_timeout: float = 600.0) -> None:
-    """Answer commands from stdin until `exit`, end of input, or `idle_timeout` seconds without one
+async def serve_commands(handlers: dict[str, Callable[..., Awaitable[dict] | dict]]) -> None:
+    """Answer commands from stdin until `exit`, end of input, or IDLE_TIMEOUT_S seconds without one
     (the runner died). Each handler gets the command's fields and returns the reply's fields."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while True:
         try:
-            line = await asyncio.wait_for(reader.readline(), idle_timeout)
+            line = await asyncio.wait_for(reader.readline(), IDLE_TIMEOUT_S)
         except asyncio.TimeoutError:
             return
         if not line:

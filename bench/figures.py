@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -23,8 +24,7 @@ class Figure:
     note: str = ""
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        return {k: d[k] for k in ("name", "value", "unit", "goal", "met", "group", "note")}
+        return asdict(self)
 
 
 def at_most(name: str, value: float, limit: float, unit: str = "ratio", **kw) -> Figure:
@@ -37,6 +37,28 @@ def at_least(name: str, value: float, limit: float, unit: str = "ratio", **kw) -
 
 def info(name: str, value: float, unit: str, **kw) -> Figure:
     return Figure(name, value, unit, **kw)
+
+
+def ratio(top: float, bottom: float) -> float:
+    """`top / bottom`, infinite when `bottom` is zero."""
+    return top / bottom if bottom else float("inf")
+
+
+def format_value(v) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{v:,}"
+
+
+def figure_table(figures: list[Figure]) -> list[str]:
+    """The results.md table of `figures`, one line each."""
+    lines = ["| figure | value | unit | goal | met | note |", "|---|---:|---|---|---|---|"]
+    for f in figures:
+        mark = "" if f.met is None else ("yes" if f.met else "**no**")
+        lines.append(f"| `{f.name}` | {format_value(f.value)} | {f.unit} | {f.goal} | {mark} | {f.note} |")
+    return lines
 
 
 @dataclass

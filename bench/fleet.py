@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.control import Child
-from bench.figures import Figure, Section, at_most, info
+from bench.control import Child, idle_cpu_per_s
+from bench.figures import Figure, Section, at_most, info, ratio
 from bench.measure import TcpBytes, loopback_tx_bytes, tcp_header_bytes
 from bench.staleness import StalenessResult, join
 
@@ -64,24 +64,19 @@ def _tcp(reading: dict) -> TcpBytes:
 
 
 def measure(engines: int, *, rate: float = 4.0, poll_ms: int = 50, heartbeat_ms: int = 1000,
-            window_s: float = 8.0, idle_s: float = 3.0, tail_s: float = 0.5, seed: int = 1,
-            workdir: Path | None = None) -> FleetResult:
+            window_s: float = 8.0, idle_s: float = 3.0, tail_s: float = 0.5, seed: int = 1) -> FleetResult:
     """Run the three windows for one fleet size. `tail_s`: changes in the last `tail_s` seconds of a
     window are not counted (the scheduler keeps watching to the end of the window, so every counted
     change had at least that long to arrive)."""
-    tmp = tempfile.TemporaryDirectory(prefix="oe-bench-fleet-") if workdir is None else None
-    where = Path(tmp.name) if tmp else workdir
-    try:
+    with tempfile.TemporaryDirectory(prefix="oe-bench-fleet-") as tmp:
+        where = Path(tmp)
         with Child("bench.hosts", "engines", "--count", str(engines), "--rate", str(rate),
                    "--seed", str(seed), name=f"server ({engines} engines)") as server:
             hello = server.read(120)
             ports = ",".join(str(p) for p in hello["ports"])
             server.ask("start_changes")
             time.sleep(0.5)
-            m0 = server.ask("mark")["usage"]
-            time.sleep(idle_s)
-            m1 = server.ask("mark")["usage"]
-            idle_pct = 100.0 * (m1["cpu_s"] - m0["cpu_s"]) / ((m1["mono_ns"] - m0["mono_ns"]) / 1e9)
+            idle_pct = 100.0 * idle_cpu_per_s(server, idle_s)
             raw = {}
             for mode in MODES:
                 args = ["--mode", mode, "--ports", ports, "--interval-ms", str(poll_ms),
@@ -116,9 +111,6 @@ def measure(engines: int, *, rate: float = 4.0, poll_ms: int = 50, heartbeat_ms:
                 tcp=_tcp(c1) - _tcp(c0), loopback_bytes=lo, messages=c1["messages"],
                 staleness=staleness, errors=c1["error_count"])
         return FleetResult(engines, rate, poll_ms, idle_pct, modes, len(changes))
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def _shortfall(r: FleetResult) -> float:
@@ -133,10 +125,6 @@ def _shortfall(r: FleetResult) -> float:
 def _per(cpu_s: float, count: int) -> float:
     """Microseconds of CPU per message (0 when none arrived)."""
     return 1e6 * cpu_s / count if count else 0.0
-
-
-def _ratio(a: float, b: float) -> float:
-    return a / b if b else float("inf")
 
 
 def figures(r: FleetResult) -> list[Figure]:
@@ -155,30 +143,30 @@ def figures(r: FleetResult) -> list[Figure]:
     out = [
         info(f"{pre}.watch.client_cpu", round(w.client_cpu_pct(), 2), "% of a core", group=g),
         info(f"{pre}.poll.client_cpu", round(p.client_cpu_pct(), 2), "% of a core", group=g),
-        at_most(f"{pre}.client_cpu_ratio", round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds * k), 3),
+        at_most(f"{pre}.client_cpu_ratio", round(ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds * k), 3),
                 0.25, group=g, note="scheduler CPU, WatchLoad / polling" + asked),
-        info(f"{pre}.client_cpu_ratio_measured", round(_ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds), 3),
+        info(f"{pre}.client_cpu_ratio_measured", round(ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds), 3),
              "ratio", group=g, note="scheduler CPU, WatchLoad / polling at the interval polling achieved"),
         info(f"{pre}.idle.server_cpu", round(r.idle_server_cpu_pct, 2), "% of a core", group=g,
              note="server process with no scheduler connected (engines + synthetic changes)"),
         info(f"{pre}.watch.server_cpu", round(w.server_cpu_pct(), 2), "% of a core", group=g),
         info(f"{pre}.poll.server_cpu", round(p.server_cpu_pct(), 2), "% of a core", group=g),
-        at_most(f"{pre}.server_cpu_ratio", round(_ratio(r.server_net_pct("watch"), r.server_net_pct("poll") * k), 3),
+        at_most(f"{pre}.server_cpu_ratio", round(ratio(r.server_net_pct("watch"), r.server_net_pct("poll") * k), 3),
                 0.25, group=g, note="server CPU above idle, WatchLoad / polling" + asked),
-        info(f"{pre}.server_cpu_ratio_gross", round(_ratio(w.server_cpu_pct(), p.server_cpu_pct()), 3), "ratio",
+        info(f"{pre}.server_cpu_ratio_gross", round(ratio(w.server_cpu_pct(), p.server_cpu_pct()), 3), "ratio",
              group=g, note="server CPU including its idle cost, WatchLoad / polling"),
         info(f"{pre}.watch.bytes_per_s", round(w.tcp.on_wire(hdr) / w.seconds), "B/s", group=g),
         info(f"{pre}.poll.bytes_per_s", round(p.tcp.on_wire(hdr) / p.seconds), "B/s", group=g),
-        at_most(f"{pre}.bytes_ratio", round(_ratio(w.tcp.on_wire(hdr) / w.seconds, p.tcp.on_wire(hdr) / p.seconds * k), 3),
+        at_most(f"{pre}.bytes_ratio", round(ratio(w.tcp.on_wire(hdr) / w.seconds, p.tcp.on_wire(hdr) / p.seconds * k), 3),
                 0.25, group=g, note="bytes on the wire incl. TCP/IP headers, WatchLoad / polling" + asked),
-        info(f"{pre}.payload_bytes_ratio", round(_ratio(w.tcp.payload / w.seconds, p.tcp.payload / p.seconds), 3),
+        info(f"{pre}.payload_bytes_ratio", round(ratio(w.tcp.payload / w.seconds, p.tcp.payload / p.seconds), 3),
              "ratio", group=g, note="TCP payload (HTTP/2 frames) only, WatchLoad / polling"),
         info(f"{pre}.watch.staleness_p50", round(w.staleness.quantile_ms(0.5), 2), "ms", group=g),
         info(f"{pre}.watch.staleness_p99", round(w.staleness.quantile_ms(0.99), 2), "ms", group=g),
         info(f"{pre}.poll.staleness_p50", round(p.staleness.quantile_ms(0.5), 2), "ms", group=g),
         info(f"{pre}.poll.staleness_p99", round(p.staleness.quantile_ms(0.99), 2), "ms", group=g),
         at_most(f"{pre}.staleness_p99_ratio",
-                round(_ratio(w.staleness.quantile_ms(0.99), p.staleness.quantile_ms(0.99)), 3), 1.0, group=g,
+                round(ratio(w.staleness.quantile_ms(0.99), p.staleness.quantile_ms(0.99)), 3), 1.0, group=g,
                 note="p99 staleness, WatchLoad / polling"),
         info(f"{pre}.watch.changes", w.staleness.changes, "changes", group=g,
              note=f"{w.staleness.missed} not seen by the end of the window"),
@@ -193,7 +181,7 @@ def figures(r: FleetResult) -> list[Figure]:
         info(f"{pre}.poll.client_us_per_poll", round(_per(p.client_cpu_s, p.messages), 1), "us", group=g,
              note="scheduler CPU per GetLoad round trip"),
         info(f"{pre}.update_over_poll_cpu",
-             round(_ratio(_per(w.client_cpu_s, w.messages), _per(p.client_cpu_s, p.messages)), 3), "ratio", group=g,
+             round(ratio(_per(w.client_cpu_s, w.messages), _per(p.client_cpu_s, p.messages)), 3), "ratio", group=g,
              note="client CPU per streamed update / client CPU per poll"),
     ]
     if w.errors or p.errors:

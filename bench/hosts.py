@@ -27,7 +27,7 @@ import time
 import grpc
 
 from bench.control import reply, serve_commands
-from bench.measure import rss_kib, usage
+from bench.measure import usage
 from bench.synthetic import PoissonDriver, SyntheticLoad
 
 BARE_METHOD = "/bench.Bare/Stream"
@@ -35,17 +35,21 @@ BARE_REQUEST = struct.Struct("=II")    # interval ms, payload bytes
 STAMP = struct.Struct("=q")            # a bare message starts with its send time (monotonic ns)
 
 
-def _engine_config(max_watchers: int):
-    from openengine.engine import EngineConfig, resolve_config
+def mark(**_) -> dict:
+    """The runner's `mark` command: this process's CPU time and memory now."""
+    return {"usage": usage().as_dict()}
 
-    return resolve_config(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
-                                       limits={"load": {"max_watchers": max_watchers}}))
+
+def coalescing(watchers) -> dict:
+    """The runner's `state` command: how many load watchers' mailboxes hold coalesced updates."""
+    return {"coalescing": sum(1 for w in watchers if w.coalesced > 0)}
 
 
 async def host_engines(count: int, rate: float, seed: int, max_watchers: int) -> None:
-    from openengine.engine import EngineServer
+    from openengine.engine import EngineConfig, EngineServer, resolve_config
 
-    resolved = _engine_config(max_watchers)
+    resolved = resolve_config(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
+                                           limits={"load": {"max_watchers": max_watchers}}))
     engines = []
     for i in range(count):
         engine = EngineServer(dataclasses.replace(resolved, instance_id=f"bench-{i:04d}"))
@@ -56,9 +60,6 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
     clock = engines[0].state.clock
     offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
     reply(ports=[e.port for e in engines], pid=os.getpid(), clock_offset_ns=offset)
-
-    def mark(**_):
-        return {"usage": usage().as_dict()}
 
     def start_changes(**_):
         driver.start()
@@ -74,11 +75,7 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         return {"path": path, "count": len(driver.log)}
 
     def state(**_):
-        watchers = [w for e in engines for w in e.state.load.watchers]
-        return {"watchers": len(watchers),
-                "coalescing": sum(1 for w in watchers if w.coalesced > 0),
-                "pending": sum(1 for w in watchers if w.pending is not None or w.dirty),
-                "rss_kib": rss_kib()}
+        return coalescing(w for e in engines for w in e.state.load.watchers)
 
     try:
         await serve_commands({"mark": mark, "start_changes": start_changes, "stop_changes": stop_changes,
@@ -131,13 +128,8 @@ async def host_sdk(max_watchers: int) -> None:
     offset = server.state.clock.now_ns() - time.monotonic_ns()
     reply(ports=[int(server.address.rsplit(":", 1)[1])], pid=os.getpid(), clock_offset_ns=offset)
 
-    def mark(**_):
-        return {"usage": usage().as_dict()}
-
     def state(**_):
-        watchers = list(server.state.load.watchers)
-        return {"watchers": len(watchers), "coalescing": sum(1 for w in watchers if w.coalesced > 0),
-                "rss_kib": rss_kib()}
+        return coalescing(server.state.load.watchers)
 
     try:
         await serve_commands({"mark": mark, "state": state})
@@ -175,18 +167,10 @@ async def host_bare() -> None:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     reply(ports=[port], pid=os.getpid(), clock_offset_ns=0)
-
-    def mark(**_):
-        return {"usage": usage().as_dict()}
-
-    def state(**_):
-        return {"rss_kib": rss_kib()}
-
     try:
-        await serve_commands({"mark": mark, "state": state})
+        await serve_commands({"mark": mark, "state": lambda **_: {}})
     finally:
         await server.stop(0.2)
-
 
 
 def main(argv: list[str] | None = None) -> int:

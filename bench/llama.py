@@ -1,11 +1,11 @@
 """llama.cpp served over OpenEngine against llama.cpp called directly, in one run.
 
 The model is a random-weight one written by `openengine.llama.tinymodel`, larger than the tests'
-(see `_bench_model`), the engine
-`oespec engine --backend llama` in its own process, and the client a `grpc.aio` program streaming
-B greedy requests at once (`ignore_eos`, so every request runs its full length). The direct
-figure is the same work with no server: one llama.cpp context of the same shape, the same B
-sequences decoded together in one `llama_batch` per step and sampled greedily, nothing else.
+(see `_bench_model`), the engine `oespec engine --backend llama` in its own process, and the
+client a `grpc.aio` program streaming B greedy requests at once (`ignore_eos`, so every request
+runs its full length). The direct figure is the same work with no server: one llama.cpp context
+of the same shape, the same B sequences decoded together in one `llama_batch` per step and
+sampled greedily, nothing else.
 Tokens per second through OpenEngine over tokens per second direct is the cost of the protocol
 (gRPC streams, the SDK, the scheduler's events and detokenization), at each batch size.
 
@@ -31,16 +31,14 @@ from bench.measure import loadavg
 # Above the largest batch, so the first-token probes never wait for a free sequence.
 MAX_RUNNING = 12
 CONTEXT = 512
+PROMPT = "the engine keeps this request running"
 
 
 def _bench_model():
     from openengine.llama.tinymodel import TinyModelSpec
 
-    # Larger than the tests' model: llama.cpp then spends about as long on a token as on a small
-    # real model on one core, so the ratio weighs the protocol's cost per token against real work
-    # rather than against a model that decodes in a tenth of a millisecond.
+    # Larger than the tests' model, so the ratio weighs the protocol against real work (bench/NOTES.md).
     return TinyModelSpec(context_length=CONTEXT, embedding=512, layers=4, heads=8, feed_forward=1536)
-PROMPT = "the engine keeps this request running"
 
 
 def direct_rate(model_path: Path, batch: int, tokens: int, threads: int) -> tuple[float, float]:
@@ -156,7 +154,7 @@ async def served(address: str, pid: int, batch: int, tokens: int, probes: int) -
 def run(quick: bool = False) -> Section:
     from openengine.llama.tinymodel import write_tiny_model
 
-    BENCH_MODEL = _bench_model()
+    model = _bench_model()
     section = Section("llama.cpp through OpenEngine")
     load_start = loadavg()
     threads = 1   # the engine's default (LlamaConfig.threads), on both sides
@@ -165,7 +163,7 @@ def run(quick: bool = False) -> Section:
     probes = 5 if quick else 15
     repeats = 2 if quick else 3
     with tempfile.TemporaryDirectory() as folder:
-        model_path = write_tiny_model(Path(folder) / "bench.gguf", BENCH_MODEL)
+        model_path = write_tiny_model(Path(folder) / "bench.gguf", model)
         proc, address = start_engine(model_path, threads)
         try:
             for batch in batches:
@@ -196,9 +194,8 @@ def run(quick: bool = False) -> Section:
             proc.terminate()
             proc.wait(30)
     section.discussion = (
-        f"A random-weight model (context {CONTEXT}, embedding {BENCH_MODEL.embedding}, "
-        f"{BENCH_MODEL.layers} layers), llama.cpp on "
-        f"{threads} thread on both sides, the engine with max_running_requests {MAX_RUNNING}, "
+        f"A random-weight model (context {CONTEXT}, embedding {model.embedding}, {model.layers} layers), "
+        f"llama.cpp on {threads} thread on both sides, the engine with max_running_requests {MAX_RUNNING}, "
         f"{tokens} tokens per request; how to read the ratios: bench/NOTES.md. "
         f"Load average at the start / end of this section: {load_start} / {loadavg()}.")
     return section

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import json
 import math
 import os
@@ -18,21 +19,19 @@ import time
 from pathlib import Path
 
 from bench import soak, svg, testsuite
-from bench.figures import Figure, Section, machine
-from bench.measure import loadavg
+from bench.figures import Figure, Section, figure_table, format_value, machine
+from bench.measure import loadavg, tcp_header_bytes
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama", "reliability")
 
 
-def _finite(v):
-    return v if isinstance(v, (int, float)) and math.isfinite(v) else None
-
-
 def figure_record(f: Figure) -> dict:
-    """The results.json record of one figure: {name, value, unit, goal, met} (+ group, note)."""
+    """The results.json record of one figure: {name, value, unit, goal, met} (+ group, note); JSON has no
+    infinity or NaN, so a value that is not finite is null."""
     d = f.as_dict()
-    d["value"] = _finite(d["value"])
+    if not (isinstance(d["value"], (int, float)) and math.isfinite(d["value"])):
+        d["value"] = None
     return d
 
 
@@ -40,7 +39,6 @@ def from_record(d: dict, group: str) -> Figure:
     """A figure from a plain {name, value, unit, goal, met} mapping (bench/validators.py)."""
     return Figure(d["name"], d["value"], d.get("unit", ""), d.get("goal") or "", d.get("met"),
                   group=d.get("group", group), note=d.get("note", ""))
-
 
 
 # -- sections ---------------------------------------------------------------------------------
@@ -70,7 +68,6 @@ def fleet_section(quick: bool, plots: Path) -> Section:
         }
         _plot(plots / "fleet_staleness.svg", "Fleet: staleness against N engines", "engines (N)",
               "staleness (ms)", stale, section, log_x=True)
-        from bench.measure import tcp_header_bytes
         hdr = tcp_header_bytes()
         traffic = {
             "WatchLoad": [(r.engines, r.modes["watch"].tcp.on_wire(hdr) / r.modes["watch"].seconds / 1024)
@@ -110,7 +107,7 @@ def toolkit_section(quick: bool) -> Section:
     return section
 
 
-def validators_section(quick: bool) -> Section:
+def validators_section() -> Section:
     from bench import validators
 
     section = Section("Validators")
@@ -127,7 +124,7 @@ def goal_summary(section: Section) -> str:
     goals = [f for f in section.figures if f.met is not None]
     if not goals:
         return ""
-    parts = [f"`{f.name}` {_fmt_value(f.value)} {f.unit} (goal {f.goal}: {'met' if f.met else 'NOT met'})"
+    parts = [f"`{f.name}` {format_value(f.value)} {f.unit} (goal {f.goal}: {'met' if f.met else 'NOT met'})"
              for f in goals]
     return "Against the goals in this run: " + "; ".join(parts) + "."
 
@@ -141,14 +138,6 @@ def _plot(path: Path, title: str, x_label: str, y_label: str, series: dict, sect
 
 
 # -- output -----------------------------------------------------------------------------------
-
-def _fmt_value(v) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
-    return f"{v:,}"
-
 
 def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: str) -> None:
     figs = [f for s in sections for f in s.figures]
@@ -170,7 +159,7 @@ def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: s
         f"| run time | {meta['seconds']:.0f} s |",
         "",
         f"**Goals met: {met} of {len(goals)}.** "
-        + ("Not met: " + ", ".join(f"`{f.name}` ({_fmt_value(f.value)}, goal {f.goal})"
+        + ("Not met: " + ", ".join(f"`{f.name}` ({format_value(f.value)}, goal {f.goal})"
                                      for f in goals if not f.met) + "." if met < len(goals) else ""),
         "",
         "All processes share the machine's cores (the benchmark's server and client processes compete "
@@ -179,11 +168,7 @@ def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: s
         "",
     ]
     for s in sections:
-        out += [f"## {s.title}", "", "| figure | value | unit | goal | met | note |", "|---|---:|---|---|---|---|"]
-        for f in s.figures:
-            mark = "" if f.met is None else ("yes" if f.met else "**no**")
-            out.append(f"| `{f.name}` | {_fmt_value(f.value)} | {f.unit} | {f.goal} | {mark} | {f.note} |")
-        out.append("")
+        out += [f"## {s.title}", "", *figure_table(s.figures), ""]
         if s.discussion:
             out += [s.discussion, ""]
         for p in s.plots:
@@ -221,26 +206,16 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(fleet_section(args.quick, plots))
         elif name == "fanout":
             sections += fanout_sections(args.quick, plots)
-        elif name == "sdk":
-            from bench import sdk
-
-            sections.append(sdk.run(args.quick))
         elif name == "toolkit":
             sections.append(toolkit_section(args.quick))
         elif name == "validators":
-            sections.append(validators_section(args.quick))
+            sections.append(validators_section())
         elif name == "watchers":
             from bench import watchers
 
             sections.append(watchers.section(args.quick))
-        elif name == "llama":
-            from bench import llama
-
-            sections.append(llama.run(args.quick))
-        elif name == "reliability":
-            from bench import reliability
-
-            sections.append(reliability.run(args.quick))
+        else:   # sdk, llama, reliability
+            sections.append(importlib.import_module(f"bench.{name}").run(args.quick))
         print(f"bench: {name} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     meta["seconds"] = time.monotonic() - start
     meta["loadavg_end"] = loadavg()

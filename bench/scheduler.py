@@ -121,7 +121,6 @@ class Scheduler:
         out = self._reading()
         self.recording = False
         out["messages"] = self.messages
-        out["errors"] = self.errors[:5]
         out["error_count"] = len(self.errors)
         return out
 
@@ -145,7 +144,6 @@ async def amain(args) -> None:
         await serve_commands({"open": sched.open, "go": sched.go, "stop": sched.stop, "dump": sched.dump})
     finally:
         await sched.close()
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,13 +10,12 @@ messages; the figure is server CPU per streamed token above the server process's
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
 import grpc
 
 from bench import fanout
-from bench.control import Child
+from bench.control import Child, idle_cpu_per_s
 from bench.figures import Section, at_most, info
 
 GENERATE_PATHS = {"sdk": "/openengine.v1.Inference/Generate", "bare": "/bench.Bare/Generate"}
@@ -42,10 +41,7 @@ def measure_generate(kind: str, *, clients: int = 4, calls: int = 4, tokens: int
 
     with Child("bench.hosts", "sdk" if kind == "sdk" else "bare", name=f"{kind} generate server") as server:
         port = server.read(60)["ports"][0]
-        i0 = server.ask("mark")["usage"]
-        time.sleep(idle_s)
-        i1 = server.ask("mark")["usage"]
-        idle_rate = (i1["cpu_s"] - i0["cpu_s"]) / ((i1["mono_ns"] - i0["mono_ns"]) / 1e9)
+        idle_rate = idle_cpu_per_s(server, idle_s)
         request = generation_pb2.GenerateRequest(text="x", sampling=generation_pb2.SamplingParams(max_tokens=tokens))
         received = [0] * clients
 
@@ -67,10 +63,6 @@ def measure_generate(kind: str, *, clients: int = 4, calls: int = 4, tokens: int
                        idle_rate)
 
 
-def _r(v: float, nd: int = 3) -> float:
-    return round(v, nd)
-
-
 def run(quick: bool = False) -> Section:
     section = Section("Engine SDK: server CPU against bare gRPC")
     counts = (20,) if quick else (100, 1000)
@@ -79,16 +71,16 @@ def run(quick: bool = False) -> Section:
     for n in counts:
         sdk = fanout.measure("sdk", n, window_s=window)
         bare = fanout.measure("bare", n, window_s=window, size=sdk.message_bytes or 100)
-        ratio = sdk.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
+        ratio = sdk.cost_over(bare)
         g = f"SDK WatchLoad, {n} streams"
         section.figures += [
-            info(f"sdk.watch.w{n}.server_us_per_message", _r(sdk.server_us_per_message, 1), "us", group=g,
+            info(f"sdk.watch.w{n}.server_us_per_message", round(sdk.server_us_per_message, 1), "us", group=g,
                  note=f"{n} WatchLoad streams at 100 ms from an engine on openengine.serve, {sdk.message_bytes} B"),
-            info(f"sdk.watch.w{n}.bare.server_us_per_message", _r(bare.server_us_per_message, 1), "us", group=g,
+            info(f"sdk.watch.w{n}.bare.server_us_per_message", round(bare.server_us_per_message, 1), "us", group=g,
                  note=f"{n} bare grpc.aio streams at 100 ms, {bare.message_bytes} B"),
-            at_most(f"sdk.watch.w{n}.server_cost_ratio", _r(ratio), 1.2, group=g,
+            at_most(f"sdk.watch.w{n}.server_cost_ratio", round(ratio, 3), 1.2, group=g,
                     note="server CPU per message, SDK WatchLoad / bare grpc.aio server streaming"),
-            info(f"sdk.watch.w{n}.delivered_fraction", _r(sdk.delivered / sdk.expected), "ratio", group=g),
+            info(f"sdk.watch.w{n}.delivered_fraction", round(sdk.delivered / sdk.expected, 3), "ratio", group=g),
         ]
         texts.append(f"**WatchLoad, {n} streams.** SDK {sdk.server_us_per_message:.1f} us, bare "
                      f"{bare.server_us_per_message:.1f} us per message: ratio {ratio:.2f}.")
@@ -101,11 +93,11 @@ def run(quick: bool = False) -> Section:
     ratio = sdk_gen.server_us_per_token / bare_gen.server_us_per_token
     g = "SDK Generate"
     section.figures += [
-        info("sdk.generate.server_us_per_token", _r(sdk_gen.server_us_per_token, 2), "us", group=g,
+        info("sdk.generate.server_us_per_token", round(sdk_gen.server_us_per_token, 2), "us", group=g,
              note=f"{sdk_gen.tokens} tokens, one per message, 4 concurrent calls; best of {len(runs['sdk'])} runs"),
-        info("sdk.generate.bare.server_us_per_token", _r(bare_gen.server_us_per_token, 2), "us", group=g,
+        info("sdk.generate.bare.server_us_per_token", round(bare_gen.server_us_per_token, 2), "us", group=g,
              note=f"the same messages from a bare grpc.aio method; best of {len(runs['bare'])} runs"),
-        at_most("sdk.generate.server_cost_ratio", _r(ratio), 1.5, group=g,
+        at_most("sdk.generate.server_cost_ratio", round(ratio, 3), 1.5, group=g,
                 note="server CPU per streamed token, SDK Generate / bare grpc.aio server streaming"),
     ]
     texts.append(

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.figures import read_record, with_block
+from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "soak.json"
@@ -186,13 +187,6 @@ class LoadSampler:
                 f"({len(ordered)} samples, one per {self.every:g} s)")
 
 
-def _loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def section(record: dict) -> str:
     lines = [BEGIN, "## Conformance soak", "",
              "Written by `python -m bench.soak`: the whole conformance suite run again and again "
@@ -244,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
     args = parser.parse_args(argv)
     engines = args.engine or list(ENGINES)
-    load_start = _loadavg()
+    load_start = loadavg()
     with burners(args.burners), LoadSampler() as sampler:
         results = soak(engines, args.runs, args.case, minutes=args.minutes,
                        log=lambda line: print(line, flush=True))
-        load_end = _loadavg()     # while the burners still run
+        load_end = loadavg()     # while the burners still run
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
               "runs_asked": args.runs, "minutes": args.minutes, "load_start": load_start, "load_end": load_end,

@@ -23,7 +23,7 @@ class StalenessResult:
     changes: int = 0       # changes in the window
 
     def quantile_ms(self, q: float) -> float:
-        return quantile(self.samples_ns, q) / 1e6 if self.samples_ns else math.nan
+        return quantile(self.samples_ns, q) / 1e6
 
 
 def quantile(sorted_values: list[int] | list[float], q: float) -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Callable
 
 from openengine.engine.backend import ReferenceBackend, Request
 from openengine.v1 import load_pb2
@@ -23,9 +22,9 @@ PROMPT_TOKENS = 1
 class SyntheticLoad:
     """One engine's change counter, driven through the engine's own scheduler."""
 
-    def __init__(self, backend: ReferenceBackend, *, request_id: str = "bench-synthetic-load"):
+    def __init__(self, backend: ReferenceBackend):
         self.backend = backend
-        self.request = Request(request_id=request_id, prompt_tokens=PROMPT_TOKENS)
+        self.request = Request(request_id="bench-synthetic-load", prompt_tokens=PROMPT_TOKENS)
         backend.scheduler.submit(self.request)
         if not self.request.running:
             raise RuntimeError("the engine has no free running slot for the synthetic request")
@@ -51,13 +50,11 @@ class PoissonDriver:
     """Applies changes to several engines, each a Poisson process of `rate` changes a second, and
     logs each change as (engine index, k, CLOCK_MONOTONIC ns) just before it is announced."""
 
-    def __init__(self, loads: list[SyntheticLoad], rate: float, *, seed: int = 1,
-                 on_change: Callable[[int, int, int], None] | None = None):
+    def __init__(self, loads: list[SyntheticLoad], rate: float, *, seed: int = 1):
         self.loads = loads
         self.rate = rate
         self.random = random.Random(seed)
         self.log: list[tuple[int, int, int]] = []
-        self.on_change = on_change
         self._handles: list[asyncio.TimerHandle | None] = [None] * len(loads)
         self.running = False
 
@@ -78,8 +75,6 @@ class PoissonDriver:
         now = time.monotonic_ns()
         k = self.loads[i].change()
         self.log.append((i, k, now))
-        if self.on_change is not None:
-            self.on_change(i, k, now)
         self._schedule(i)
 
     def stop(self) -> None:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_most, info, machine, read_record, with_block
+from bench.figures import Section, at_most, figure_table, info, machine, read_record, with_block
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +33,6 @@ LOGS = ROOT / "build" / "bench-testsuite"
 # Wall-time goals on 2 cores, in seconds.
 GOALS = {"test-fast": 60.0, "test": 150.0}
 BEGIN, END = "<!-- testsuite:begin -->", "<!-- testsuite:end -->"
-
 
 
 def time_target(target: str) -> dict:
@@ -87,14 +86,7 @@ def section(record: dict | None) -> Section | None:
 
 
 def markdown(s: Section) -> str:
-    from bench.run import _fmt_value
-
-    lines = [BEGIN, f"## {s.title}", "", "| figure | value | unit | goal | met | note |", "|---|---:|---|---|---|---|"]
-    for f in s.figures:
-        mark = "" if f.met is None else ("yes" if f.met else "**no**")
-        lines.append(f"| `{f.name}` | {_fmt_value(f.value)} | {f.unit} | {f.goal} | {mark} | {f.note} |")
-    lines += ["", s.discussion, END]
-    return "\n".join(lines) + "\n"
+    return "\n".join([BEGIN, f"## {s.title}", "", *figure_table(s.figures), "", s.discussion, END]) + "\n"
 
 
 def with_section(text: str, s: Section | None) -> str:

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_most, info
+from bench.figures import Section, at_most, info, ratio
 from oespec.buildcache import DISABLE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def run(repeats: int = 5) -> Section:
             if name in COLD:   # first, while build/ holds nothing the warm runs would leave
                 cold[name], _ = _time(ours, repo, repeats, env=cold_env)
             t_ours, code_ours = _time(ours, repo, repeats)
-            t_theirs, code_theirs = _time(theirs, repo, repeats)
+            t_theirs, _ = _time(theirs, repo, repeats)
             section.figures.append(info(f"toolkit.{name}.oespec_s", round(t_ours, 3), "s", group="toolkit"))
             if name in cold:
                 cold_note = f"{DISABLE_ENV}=1: nothing reused from build/"
@@ -77,12 +77,13 @@ def run(repeats: int = 5) -> Section:
                             group="toolkit", note=cold_note) if COLD[name] else
                     info(f"toolkit.{name}.oespec_cold_s", round(cold[name], 3), "s", group="toolkit", note=cold_note))
             section.figures.append(info(f"toolkit.{name}.buf_s", round(t_theirs, 3), "s", group="toolkit"))
-            ratio = t_ours / t_theirs if t_theirs else float("inf")
             note = what + ("" if code_ours in (0, 1) else f" (oespec exited {code_ours})")
-            section.figures.append(at_most(f"toolkit.{name}.ratio", round(ratio, 2), goal, group="toolkit",
-                                           note=note))
+            section.figures.append(at_most(f"toolkit.{name}.ratio", round(ratio(t_ours, t_theirs), 2), goal,
+                                           group="toolkit", note=note))
         section.figures += scaling_figures(Path(tmp), repeats)
-    section.discussion = discussion(repeats)
+    section.discussion = (f"Median wall time of each whole command over {repeats} runs after a warm-up, on a copy "
+                          f"of this repository; the cold figures set {DISABLE_ENV}=1. Method and history: "
+                          "bench/NOTES.md.")
     return section
 
 
@@ -112,11 +113,6 @@ def scaling_figures(tmp: Path, repeats: int) -> list:
             info("toolkit.check.profiles_2000_s", round(seconds[2000], 3), "s", group="toolkit"),
             at_most("toolkit.check.scaling_ratio", round(seconds[2000] / seconds[1000], 2), 2.0, group="toolkit",
                     note="oespec check of a registry with 2,000 added profiles against one with 1,000")]
-
-
-def discussion(repeats: int) -> str:
-    return (f"Median wall time of each whole command over {repeats} runs after a warm-up, on a copy of this "
-            f"repository; the cold figures set {DISABLE_ENV}=1. Method and history: bench/NOTES.md.")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 
 Run `python -m bench.validators` (prints a table of ratios), or import `collect()` for the
 figures as `{name, value, unit, goal, met}` records. Each measurement runs for a fixed, small
-time budget, so the whole run takes a few seconds. The WatchLoad figures compare CPU time of
-functions measured interleaved (`_side_by_side`), since their ratio is what is reported.
+time budget, so the whole run takes a few seconds (method: bench/NOTES.md).
 
 Compared on the same capability documents:
 - the generated validator on the protobuf message (what a client holds after a gRPC call),
@@ -156,23 +155,19 @@ def collect() -> list[dict]:
     per_stream = _side_by_side({"parse": parse_all, "check": check_all, "reads": read_changing_values})
     t_parse, t_check, t_reads = (per_stream[k] / len(wire) for k in ("parse", "check", "reads"))
     n = len(docs)
+
+    def record(name: str, value: float, unit: str, goal: str | None = None, met: bool | None = None) -> dict:
+        return {"name": name, "value": value, "unit": unit, "goal": goal, "met": met}
+
     return [
-        {"name": "validators.capabilities_per_doc_us", "value": round(t_gen / n * 1e6, 2), "unit": "us",
-         "goal": None, "met": None},
-        {"name": "validators.speedup_vs_jsonschema", "value": round(t_js / t_gen, 1), "unit": "x",
-         "goal": ">= 20", "met": t_js / t_gen >= 20},
-        {"name": "validators.speedup_vs_fastjsonschema", "value": round(t_fjs / t_gen, 2), "unit": "x",
-         "goal": None, "met": None},
-        {"name": "validators.speedup_vs_jsonschema_from_json", "value": round(t_js / t_gen_json, 2), "unit": "x",
-         "goal": None, "met": None},
-        {"name": "validators.watchload_check_per_msg_us", "value": round(t_check * 1e6, 3), "unit": "us",
-         "goal": None, "met": None},
-        {"name": "validators.watchload_parse_per_msg_us", "value": round(t_parse * 1e6, 3), "unit": "us",
-         "goal": None, "met": None},
-        {"name": "validators.watchload_check_over_parse", "value": round(t_check / t_parse, 2), "unit": "ratio",
-         "goal": None, "met": None},
-        {"name": "validators.watchload_changing_reads_over_parse", "value": round(t_reads / t_parse, 2),
-         "unit": "ratio", "goal": None, "met": None},
+        record("validators.capabilities_per_doc_us", round(t_gen / n * 1e6, 2), "us"),
+        record("validators.speedup_vs_jsonschema", round(t_js / t_gen, 1), "x", ">= 20", t_js / t_gen >= 20),
+        record("validators.speedup_vs_fastjsonschema", round(t_fjs / t_gen, 2), "x"),
+        record("validators.speedup_vs_jsonschema_from_json", round(t_js / t_gen_json, 2), "x"),
+        record("validators.watchload_check_per_msg_us", round(t_check * 1e6, 3), "us"),
+        record("validators.watchload_parse_per_msg_us", round(t_parse * 1e6, 3), "us"),
+        record("validators.watchload_check_over_parse", round(t_check / t_parse, 2), "ratio"),
+        record("validators.watchload_changing_reads_over_parse", round(t_reads / t_parse, 2), "ratio"),
     ]
 
 

@@ -9,11 +9,9 @@ the offset the server process reported).
 
     python -m bench.watchers --port P --count 100 --stalled 10 --interval-ms 100 --kind watchload
 
-With `--client-cpu` it measures instead what a client spends per streamed update, reading the same
-engine's WatchLoad streams four ways in turn, round after round: a bare grpc.aio reader (the
-floor: the stub parses each message and nothing else happens), `AsyncLoadWatcher`, a bare
-synchronous reader (one thread per stream) and `LoadWatcher`; and, in the same rounds, what `WatchLoadChecker.feed` costs per message of a
-recorded stream. It prints one JSON line with the medians and exits.
+With `--client-cpu` it measures instead what a client spends per streamed update, four readers
+and `WatchLoadChecker.feed` in interleaved rounds (bench/NOTES.md, "Watchers: client CPU per
+streamed update"), prints one JSON line with the medians and exits.
 
     python -m bench.watchers --port P --client-cpu --count 50 --interval-ms 10 --seconds 2 --rounds 5
 """
@@ -23,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections import Counter
 import os
 import sys
 import threading
@@ -32,7 +31,8 @@ import grpc
 
 from bench.control import reply, serve_commands
 from bench.hosts import BARE_METHOD, BARE_REQUEST, STAMP
-from bench.measure import tcp_bytes, usage
+from bench.measure import usage
+from bench.staleness import quantile
 from openengine.v1 import load_pb2, observability_service_pb2_grpc
 
 STREAMS_PER_CHANNEL = 100
@@ -117,21 +117,18 @@ class Watchers:
             pass
         started.set()
 
-    def _reading(self) -> dict:
-        return {"usage": usage().as_dict(), "tcp": tcp_bytes({self.args.port}).__dict__}
-
     def go(self, **_) -> dict:
         self.lags_ns.clear()
         self.delivered = 0
         self.recording = True
-        return self._reading()
+        return {"usage": usage().as_dict()}
 
     def stop(self, **_) -> dict:
-        out = self._reading()
+        out = {"usage": usage().as_dict()}
         self.recording = False
         lags = sorted(self.lags_ns)
-        out.update(delivered=self.delivered, lags_ns=_summary(lags), errors=self.errors[:5],
-                   message_bytes=round(sum(self.sizes) / len(self.sizes)) if self.sizes else 0)
+        out.update(delivered=self.delivered, lags_ns={"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99)},
+                   errors=self.errors[:5], message_bytes=round(sum(self.sizes) / len(self.sizes)) if self.sizes else 0)
         return out
 
     async def close(self) -> None:
@@ -141,15 +138,6 @@ class Watchers:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self._channels), return_exceptions=True)
-
-
-def _summary(sorted_lags: list[int]) -> dict:
-    from bench.staleness import quantile
-
-    if not sorted_lags:
-        return {"count": 0}
-    return {"count": len(sorted_lags), "p50": quantile(sorted_lags, 0.5), "p99": quantile(sorted_lags, 0.99),
-            "max": float(sorted_lags[-1])}
 
 
 # -- client CPU per streamed update ------------------------------------------------------------------
@@ -247,13 +235,12 @@ def _sync_round(args, request, watched: bool) -> tuple[float, int]:
 
 
 # Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
-VIOLATIONS: dict[str, int] = {}
+VIOLATIONS: Counter[str] = Counter()
 
 
 def _record_violations(watchers) -> None:
     for watcher in watchers:
-        for rule, count in watcher.violation_counts.items():
-            VIOLATIONS[rule] = VIOLATIONS.get(rule, 0) + count
+        VIOLATIONS.update(watcher.violation_counts)
 
 
 async def _recorded_stream(args, request, count: int) -> list:
@@ -377,7 +364,6 @@ async def amain(args) -> None:
         await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
         await watchers.close()
-
 
 
 def main(argv: list[str] | None = None) -> int:
