@@ -6,6 +6,7 @@ from typing import Any, Iterable, Mapping
 
 import grpc
 
+from openengine.contract import parse_version
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
 
 
@@ -126,13 +127,6 @@ async def _adrive(calls, timeout):
             answer, error = None, err
 
 
-def _version(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    major, _, minor = str(text).partition(".")
-    return int(major), int(minor or 0)
-
-
 class _Lookup:
     """Shared by the engine-wide and the per-model views."""
 
@@ -153,9 +147,9 @@ class _Lookup:
         """Is `profile` advertised (for a model view: listed by the model) at a version usable by a
         client written for `at_least` (same major, minor at least as high; REQ-CORE-007)?"""
         versions = self._versions(profile)
-        want = _version(at_least)
-        if want is None:
+        if at_least is None:
             return bool(versions)
+        want = parse_version(str(at_least))
         return any(major == want[0] and minor >= want[1] for major, minor in versions)
 
     def _versions(self, profile: str) -> tuple[tuple[int, int], ...]:

@@ -13,6 +13,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
+from openengine.v1 import options_pb2
 from openengine.validate._rules import Violation, violation
 
 # Messages whose proto3 JSON form is not an object of their fields.
@@ -22,13 +23,6 @@ _SPECIAL_JSON = {
     "google.protobuf.Any", "google.protobuf.Empty",
 } | {f"google.protobuf.{w}Value" for w in ("Bool", "Int32", "Int64", "UInt32", "UInt64", "Float",
                                            "Double", "String", "Bytes")}
-
-_LIMIT_OPTION = "openengine.v1.limit"
-
-
-def _is_limit(field: FieldDescriptor) -> bool:
-    options = field.GetOptions()
-    return any(field_descriptor.full_name == _LIMIT_OPTION for field_descriptor, _ in options.ListFields())
 
 
 def _short_error(err: Exception) -> str:
@@ -109,8 +103,7 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
         if value is None:
             continue   # proto3 JSON: null means the field's default
         oneof = field.containing_oneof
-        if oneof is not None and not getattr(oneof, "is_synthetic", lambda: False)() \
-                and not oneof.name.startswith("_"):
+        if oneof is not None and not oneof.name.startswith("_"):   # `_name`: proto3 `optional`
             if oneof.name in oneofs:
                 out.append(violation("OEV002", fpath, value, f"one field of oneof {oneof.name}",
                                      f"{field.name} and {oneofs[oneof.name]} are both set, but only one "
@@ -146,7 +139,7 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
         except (json_format.ParseError, ValueError, TypeError) as err:
             problem = _short_error(err)
         if problem is not None:
-            rule = "OEV113" if _is_limit(field) else "OEV002"
+            rule = "OEV113" if field.GetOptions().HasExtension(options_pb2.limit) else "OEV002"
             if field.enum_type is not None:
                 problem = f"{problem}; valid values: " + ", ".join(_enum_names(field.enum_type))
             type_name = (field.enum_type.name if field.enum_type else
