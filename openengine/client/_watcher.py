@@ -220,13 +220,12 @@ class _Watcher:
         """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
         return self._snapshots > since or self._mode == UNAVAILABLE or self._stopping()
 
-    def _new_checker(self) -> WatchLoadChecker:
+    def _new_checker(self) -> None:
         view = self._view
         self._checker = WatchLoadChecker(
             instance_id=view.instance_id, capability_revision=view.revision if view.engine_info is not None else None,
             observability=view.report.limits.get("openengine.load"), request=self._request,
             tolerance=self._tolerance, clock=self._clock, keep=0)
-        return self._checker
 
     def _record(self, found: list[Violation]) -> None:
         with self._changed:     # the stream loop and the watchdog both record
