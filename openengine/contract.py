@@ -405,11 +405,6 @@ def _service_modules():
             yield importlib.import_module(f"{v1_package.__name__}.{info.name}")
 
 
-def _registry_contract() -> options_pb2.RegistryContract:
-    """The registry_contract file option of capabilities.proto."""
-    return capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
-
-
 def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
     return dict(
         version=parse_version(decl.version), scope=decl.scope or "engine", roles=tuple(decl.roles),
@@ -426,7 +421,7 @@ def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
     """Read the catalogue from the compiled descriptors (once per process)."""
-    contract = _registry_contract()
+    contract = capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
     cap_fields = {f.message_type.full_name: f.name for f in capabilities_pb2.Capabilities.DESCRIPTOR.fields
                   if f.message_type is not None and f.name != "profiles"}
     profiles: dict[str, dict] = {

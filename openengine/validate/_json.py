@@ -32,17 +32,9 @@ def _short_error(err: Exception) -> str:
     return text.split(" at ", 1)[0].rstrip(".") if " at " in text else text.rstrip(".")
 
 
-def _enum_names(enum) -> list[str]:
-    """The names an enum field accepts in proto3 JSON, the UNSPECIFIED zero value left out."""
-    return [v.name for v in enum.values if v.number != 0]
-
-
 def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
-    keys: dict[str, FieldDescriptor] = {}
-    for f in descriptor.fields:
-        keys[f.name] = f
-        keys[f.json_name] = f
-    return keys
+    """A message's fields by proto name and by JSON name."""
+    return {key: f for f in descriptor.fields for key in (f.name, f.json_name)}
 
 
 _INT_BOUNDS = {
@@ -140,8 +132,9 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
             problem = _short_error(err)
         if problem is not None:
             rule = "OEV113" if field.GetOptions().HasExtension(options_pb2.limit) else "OEV002"
-            if field.enum_type is not None:
-                problem = f"{problem}; valid values: " + ", ".join(_enum_names(field.enum_type))
+            if field.enum_type is not None:   # the names proto3 JSON accepts, UNSPECIFIED left out
+                problem = f"{problem}; valid values: " + ", ".join(
+                    v.name for v in field.enum_type.values if v.number != 0)
             type_name = (field.enum_type.name if field.enum_type else
                          sub.full_name if sub else _TYPE_NAMES.get(field.type, "value"))
             out.append(violation(rule, fpath, value, ("list of " if field.is_repeated
@@ -151,16 +144,10 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
     return clean
 
 
-_TYPE_NAMES = {
-    FieldDescriptor.TYPE_BOOL: "bool", FieldDescriptor.TYPE_STRING: "string",
-    FieldDescriptor.TYPE_BYTES: "bytes (base64)", FieldDescriptor.TYPE_DOUBLE: "double",
-    FieldDescriptor.TYPE_FLOAT: "float", FieldDescriptor.TYPE_INT32: "int32",
-    FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_UINT32: "uint32",
-    FieldDescriptor.TYPE_UINT64: "uint64", FieldDescriptor.TYPE_SINT32: "sint32",
-    FieldDescriptor.TYPE_SINT64: "sint64", FieldDescriptor.TYPE_FIXED32: "fixed32",
-    FieldDescriptor.TYPE_FIXED64: "fixed64", FieldDescriptor.TYPE_SFIXED32: "sfixed32",
-    FieldDescriptor.TYPE_SFIXED64: "sfixed64",
-}
+# Scalar types by name as the proto writes them (`TYPE_INT32` -> `int32`); bytes are base64 in JSON.
+_TYPE_NAMES = {getattr(FieldDescriptor, name): name.removeprefix("TYPE_").lower()
+               for name in dir(FieldDescriptor) if name.startswith("TYPE_")}
+_TYPE_NAMES[FieldDescriptor.TYPE_BYTES] = "bytes (base64)"
 
 
 def message_from_json(obj: Any, message_class, *, path: str = ""):

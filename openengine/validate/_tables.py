@@ -3,10 +3,9 @@
 Limits (type, default, range, enum values), profile names, versions, scopes and roles are read
 once from the compiled descriptors (`openengine.contract`); prerequisites and incompatible
 combinations are judged afterwards by the contract's `combination_problems` (`_capabilities`), so
-nothing here is generated and nothing repeats the registry. Everything the interpreter needs per limit (its kind, bounds,
-enum map) is decided once when the tables are built, so the per-message loop is a presence test
-and one comparison per set limit, close to the unrolled per-profile code it replaces
-(bench/results.md, Validators).
+nothing here is generated and nothing repeats the registry. Everything the interpreter needs per
+limit (its kind, bounds, enum map) is decided once when the tables are built, so the per-message
+loop is a presence test and one comparison per set limit (bench/results.md, Validators).
 """
 
 from __future__ import annotations
