@@ -6,6 +6,7 @@ from typing import Any, Iterable, Mapping
 
 import grpc
 
+from openengine.aliases import ALIASES
 from openengine.contract import parse_version
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
 
@@ -39,13 +40,6 @@ class EarlierLayoutError(Exception):
         super().__init__(text)
 
 
-def _earlier_layouts():
-    """The known earlier layouts, newest first: a server serving several is reported by its newest."""
-    from openengine.aliases import ALIASES
-
-    return sorted(ALIASES.values(), key=lambda a: -a.revision)
-
-
 def _alias_health_call(channel, alias):
     """The alias's own Health method and an empty request: a call without side effects, for
     servers without standard health. Works on grpc and grpc.aio channels alike."""
@@ -63,7 +57,8 @@ def _earlier_layout_calls(channel):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     health = health_pb2_grpc.HealthStub(channel)
-    for alias in _earlier_layouts():
+    # Newest first: a server serving several earlier layouts is reported by its newest.
+    for alias in sorted(ALIASES.values(), key=lambda a: -a.revision):
         found = EarlierLayoutError(alias.service, alias.revision)
         try:
             yield health.Check, health_pb2.HealthCheckRequest(service=alias.service)
