@@ -192,6 +192,7 @@ class _Watcher:
 
     def _cancel_calls(self) -> None:
         """Release every waiter and end both streams: the watcher stops."""
+        self._rouse_events()
         self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
@@ -367,7 +368,6 @@ class LoadWatcher(_Watcher):
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self._adopted.set()
         self._cancel_calls()
         for thread in self._threads:
             thread.join(timeout)
@@ -482,7 +482,6 @@ class AsyncLoadWatcher(_Watcher):
 
     async def stop(self) -> None:
         self._stopped = True
-        self._rouse_events()
         self._cancel_calls()
         for task in self._tasks:
             task.cancel()
