@@ -67,19 +67,17 @@ class LimitInfo:
     def kind(self) -> str:
         field_type = self.field.type
         if self.enum is not None:
-            base = "enum"
-        elif field_type == descriptor.FieldDescriptor.TYPE_BOOL:
-            base = "bool"
-        elif field_type == descriptor.FieldDescriptor.TYPE_STRING:
-            base = "string"
-        elif field_type in (descriptor.FieldDescriptor.TYPE_DOUBLE, descriptor.FieldDescriptor.TYPE_FLOAT):
-            base = "double"
-        elif field_type in (descriptor.FieldDescriptor.TYPE_INT32, descriptor.FieldDescriptor.TYPE_INT64,
-                            descriptor.FieldDescriptor.TYPE_SINT32, descriptor.FieldDescriptor.TYPE_SINT64):
-            base = "int"
-        else:
-            base = "uint"
-        return base
+            return "enum"
+        if field_type == descriptor.FieldDescriptor.TYPE_BOOL:
+            return "bool"
+        if field_type == descriptor.FieldDescriptor.TYPE_STRING:
+            return "string"
+        if field_type in (descriptor.FieldDescriptor.TYPE_DOUBLE, descriptor.FieldDescriptor.TYPE_FLOAT):
+            return "double"
+        if field_type in (descriptor.FieldDescriptor.TYPE_INT32, descriptor.FieldDescriptor.TYPE_INT64,
+                          descriptor.FieldDescriptor.TYPE_SINT32, descriptor.FieldDescriptor.TYPE_SINT64):
+            return "int"
+        return "uint"
 
     def enum_spellings(self) -> dict[str, int]:
         """Registry spelling (`json_schema`) -> enum number, derived from the enum's value names."""
@@ -290,9 +288,6 @@ def _versions(have: Any) -> tuple[tuple[int, int], ...]:
     return tuple(tuple(v) for v in have)
 
 
-_NO_LIMITS: Mapping[str, Mapping[str, Any]] = {}
-
-
 def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
                          limits: Mapping[str, Mapping[str, Any]] | None = None, *,
                          cat: Catalogue | None = None) -> list[CombinationProblem]:
@@ -300,18 +295,17 @@ def combination_problems(advertised: Mapping[str, Any] | Iterable[str],
 
     `advertised` maps profile names to the (major, minor) version served, or to several versions
     when an engine advertises more than one major (a prerequisite holds when any satisfies it); a
-    plain collection of names means the catalogue's current versions. `limits` maps profile name -> limit name ->
-    value; a limit left out takes its contract default, so a partial mapping (or what a capability
-    message sets) is judged on effective values. The declarations come from the compiled
-    descriptors only. The reference
-    engine's start-up and `UpdateConfig`, the validators and the conformance runner all judge
-    combinations with this one function, so what one refuses the others refuse too. `cat`
-    defaults to the compiled catalogue.
+    plain collection of names means the catalogue's current versions. `limits` maps profile name ->
+    limit name -> value; a limit left out takes its contract default, so a partial mapping (or what a
+    capability message sets) is judged on effective values. The declarations come from the compiled
+    descriptors only. The reference engine's start-up and `UpdateConfig`, the validators and the
+    conformance runner all judge combinations with this one function, so what one refuses the others
+    refuse too. `cat` defaults to the compiled catalogue.
     """
     cat = cat or catalogue()
     if not isinstance(advertised, Mapping):
         advertised = {name: (cat.profile(name).version if cat.profile(name) else (0, 0)) for name in advertised}
-    limits = limits or _NO_LIMITS
+    limits = limits or {}
     problems: list[CombinationProblem] = []
     for profile in cat.profiles:
         if profile.name not in advertised:
@@ -411,11 +405,6 @@ def _service_modules():
             yield importlib.import_module(f"{v1_package.__name__}.{info.name}")
 
 
-def _registry_contract() -> options_pb2.RegistryContract:
-    """The registry_contract file option of capabilities.proto."""
-    return capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
-
-
 def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
     return dict(
         version=parse_version(decl.version), scope=decl.scope or "engine", roles=tuple(decl.roles),
@@ -432,14 +421,13 @@ def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
     """Read the catalogue from the compiled descriptors (once per process)."""
-    contract = _registry_contract()
-    declarations = {d.name: d for d in contract.profiles}
+    contract = capabilities_pb2.DESCRIPTOR.GetOptions().Extensions[options_pb2.registry_contract]
     cap_fields = {f.message_type.full_name: f.name for f in capabilities_pb2.Capabilities.DESCRIPTOR.fields
                   if f.message_type is not None and f.name != "profiles"}
     profiles: dict[str, dict] = {
-        name: dict(name=name, capability_field=None, capability_message=None, limits=(), rpcs=[],
-                   **_declared_facts(decl))
-        for name, decl in declarations.items()}
+        decl.name: dict(name=decl.name, capability_field=None, capability_message=None, limits=(), rpcs=[],
+                        **_declared_facts(decl))
+        for decl in contract.profiles}
     for msg in capabilities_pb2.DESCRIPTOR.message_types_by_name.values():
         options = msg.GetOptions()
         if not options.HasExtension(options_pb2.capability_profile):
@@ -454,10 +442,8 @@ def catalogue() -> Catalogue:
             limits.append(LimitInfo(capability_profile.profile, f.name, f, _parse_default(limit_options.default, f),
                                     _parse_bound(limit_options.minimum), _parse_bound(limit_options.maximum),
                                     limit_options.unit, limit_options.updatable))
-        entry = profiles.setdefault(capability_profile.profile, dict(
-            name=capability_profile.profile, version=parse_version(capability_profile.version),
-            scope=capability_profile.scope, roles=tuple(capability_profile.roles), rpcs=[]))
-        entry.update(capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
+        profiles[capability_profile.profile].update(
+            capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
     services: dict[str, descriptor.ServiceDescriptor] = {}
     rpcs: list[RpcInfo] = []
     for module in _service_modules():
@@ -470,14 +456,8 @@ def catalogue() -> Catalogue:
                 method_profile = method_options.Extensions[options_pb2.method_profile]
                 rpc = RpcInfo(svc.full_name, method, method_profile.profile, method_profile.since)
                 rpcs.append(rpc)
-                entry = profiles.setdefault(method_profile.profile, dict(
-                    name=method_profile.profile, version=parse_version(method_profile.since), scope="engine", roles=(),
-                    capability_field=None, capability_message=None, limits=(), rpcs=[]))
-                entry["rpcs"].append(rpc)
-    built = []
-    for entry in profiles.values():
-        entry["rpcs"] = tuple(entry["rpcs"])
-        built.append(ProfileInfo(**entry))
+                profiles[method_profile.profile]["rpcs"].append(rpc)
+    built = [ProfileInfo(**{**entry, "rpcs": tuple(entry["rpcs"])}) for entry in profiles.values()]
     # Contract order: the order of the Capabilities fields, then the rest in registry order.
     order = {name: i for i, name in enumerate(cap_fields.values())}
     built.sort(key=lambda p: order.get(p.capability_field, len(order)))

@@ -6,6 +6,8 @@ from typing import Any, Iterable, Mapping
 
 import grpc
 
+from openengine.aliases import ALIASES
+from openengine.contract import parse_version
 from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
 
 
@@ -38,13 +40,6 @@ class EarlierLayoutError(Exception):
         super().__init__(text)
 
 
-def _earlier_layouts():
-    """The known earlier layouts, newest first: a server serving several is reported by its newest."""
-    from openengine.aliases import ALIASES
-
-    return sorted(ALIASES.values(), key=lambda a: -a.revision)
-
-
 def _alias_health_call(channel, alias):
     """The alias's own Health method and an empty request: a call without side effects, for
     servers without standard health. Works on grpc and grpc.aio channels alike."""
@@ -62,7 +57,8 @@ def _earlier_layout_calls(channel):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     health = health_pb2_grpc.HealthStub(channel)
-    for alias in _earlier_layouts():
+    # Newest first: a server serving several earlier layouts is reported by its newest.
+    for alias in sorted(ALIASES.values(), key=lambda a: -a.revision):
         found = EarlierLayoutError(alias.service, alias.revision)
         try:
             yield health.Check, health_pb2.HealthCheckRequest(service=alias.service)
@@ -126,13 +122,6 @@ async def _adrive(calls, timeout):
             answer, error = None, err
 
 
-def _version(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    major, _, minor = str(text).partition(".")
-    return int(major), int(minor or 0)
-
-
 class _Lookup:
     """Shared by the engine-wide and the per-model views."""
 
@@ -153,9 +142,9 @@ class _Lookup:
         """Is `profile` advertised (for a model view: listed by the model) at a version usable by a
         client written for `at_least` (same major, minor at least as high; REQ-CORE-007)?"""
         versions = self._versions(profile)
-        want = _version(at_least)
-        if want is None:
+        if at_least is None:
             return bool(versions)
+        want = parse_version(str(at_least))
         return any(major == want[0] and minor >= want[1] for major, minor in versions)
 
     def _versions(self, profile: str) -> tuple[tuple[int, int], ...]:

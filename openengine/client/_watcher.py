@@ -192,6 +192,7 @@ class _Watcher:
 
     def _cancel_calls(self) -> None:
         """Release every waiter and end both streams: the watcher stops."""
+        self._rouse_events()
         self._notify()
         for call in (self._call, self._events_call):
             if call is not None:
@@ -220,13 +221,12 @@ class _Watcher:
         """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
         return self._snapshots > since or self._mode == UNAVAILABLE or self._stopping()
 
-    def _new_checker(self) -> WatchLoadChecker:
+    def _new_checker(self) -> None:
         view = self._view
         self._checker = WatchLoadChecker(
             instance_id=view.instance_id, capability_revision=view.revision if view.engine_info is not None else None,
             observability=view.report.limits.get("openengine.load"), request=self._request,
             tolerance=self._tolerance, clock=self._clock, keep=0)
-        return self._checker
 
     def _record(self, found: list[Violation]) -> None:
         with self._changed:     # the stream loop and the watchdog both record
@@ -368,7 +368,6 @@ class LoadWatcher(_Watcher):
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self._adopted.set()
         self._cancel_calls()
         for thread in self._threads:
             thread.join(timeout)
@@ -483,7 +482,6 @@ class AsyncLoadWatcher(_Watcher):
 
     async def stop(self) -> None:
         self._stopped = True
-        self._rouse_events()
         self._cancel_calls()
         for task in self._tasks:
             task.cancel()

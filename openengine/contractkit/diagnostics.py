@@ -10,7 +10,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
 from openengine.contractkit.locations import NOWHERE, Loc  # noqa: F401  (every stage imports them from here)
@@ -73,10 +73,6 @@ class Context:
 
 
 NO_CONTEXT = Context()
-
-
-class Printer(Protocol):
-    def __call__(self, diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str: ...
 
 
 # C0 and C1 control characters (DEL included), and the code points XML 1.0 cannot carry.
@@ -273,8 +269,8 @@ def render_sarif(diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-PRINTERS: dict[str, Printer] = {"text": render_text, "json": render_json, "github": render_github,
-                                "junit": render_junit, "sarif": render_sarif}
+PRINTERS: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json, "github": render_github,
+                                           "junit": render_junit, "sarif": render_sarif}
 
 
 def render(fmt: str, diags: list[Diagnostic], context: Context = NO_CONTEXT) -> str:

@@ -87,9 +87,4 @@ def integer_pattern(lo: int, hi: int) -> str:
 
 
 def matches(pattern: str, text: str) -> bool:
-    return _compiled(pattern).search(text) is not None
-
-
-@lru_cache(maxsize=None)
-def _compiled(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+    return re.search(pattern, text) is not None   # `re` keeps the compiled patterns

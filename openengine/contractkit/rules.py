@@ -34,10 +34,6 @@ class Severity(enum.IntEnum):
         except KeyError:
             raise ValueError(f"unknown severity {text!r}; use one of: info, warning, error") from None
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
     def __str__(self) -> str:
         return self.name.lower()
 

@@ -6,11 +6,13 @@ toolkit and the runtime parse and compare it with this one implementation.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 
 _VERSION_RE = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 _COMPARATOR_RE = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9]+\.[0-9]+)\s*$")
+_COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
 
 
 @dataclass(frozen=True, order=True)
@@ -50,17 +52,7 @@ class VersionRange:
     def contains(self, version: Version | tuple[int, int]) -> bool:
         if not isinstance(version, Version):
             version = Version(*version)
-        for op, bound in self.comparators:
-            ok = {
-                ">=": version >= bound,
-                ">": version > bound,
-                "<=": version <= bound,
-                "<": version < bound,
-                "==": version == bound,
-            }[op]
-            if not ok:
-                return False
-        return True
+        return all(_COMPARE[op](version, bound) for op, bound in self.comparators)
 
     def __str__(self) -> str:
         return ", ".join(f"{op} {v}" for op, v in self.comparators)

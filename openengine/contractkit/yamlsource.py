@@ -13,6 +13,7 @@ location: this stage never lets another exception escape.
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,16 +146,11 @@ def _scalar_value(node) -> Any:
     return text
 
 
-class _Budget:
-    def __init__(self, limit: int):
-        self.left = limit
-
-
-def _convert(node, depth: int, path: str, budget: _Budget) -> YNode:
+def _convert(node, depth: int, path: str, counted: Iterator[int]) -> YNode:
+    """`node` as a located node; `counted` numbers every node converted so far."""
     from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-    budget.left -= 1
-    if budget.left < 0:
+    if next(counted) >= MAX_NODES:
         raise SourceError(path, _loc(node), f"the document expands to more than {MAX_NODES} nodes",
                           "write the values out instead of nesting aliases")
     if depth > MAX_DEPTH:
@@ -163,7 +159,7 @@ def _convert(node, depth: int, path: str, budget: _Budget) -> YNode:
     if isinstance(node, ScalarNode):
         return YScalar(_scalar_value(node), node.value, _loc(node), node.tag or "")
     if isinstance(node, SequenceNode):
-        return YSeq([_convert(item, depth + 1, path, budget) for item in node.value], _loc(node))
+        return YSeq([_convert(item, depth + 1, path, counted) for item in node.value], _loc(node))
     if isinstance(node, MappingNode):
         entries: dict[str, YNode] = {}
         key_locs: dict[str, Loc] = {}
@@ -179,7 +175,7 @@ def _convert(node, depth: int, path: str, budget: _Budget) -> YNode:
             if key in entries:
                 duplicates.append((key, _loc(key_node), key_locs[key]))
                 continue
-            entries[key] = _convert(value_node, depth + 1, path, budget)
+            entries[key] = _convert(value_node, depth + 1, path, counted)
             key_locs[key] = _loc(key_node)
         return YMap(entries, key_locs, _loc(node), duplicates)
     raise SourceError(path, _loc(node), f"unsupported YAML node {type(node).__name__}")
@@ -329,7 +325,7 @@ def parse_text(text: str, path: str = "<string>") -> SourceFile:
         raise SourceError(path, _loc(nodes[1]), "the file holds more than one YAML document",
                           "remove the `---` separator and keep a single document")
     try:
-        root = _convert(nodes[0], 0, path, _Budget(MAX_NODES))
+        root = _convert(nodes[0], 0, path, itertools.count())
     except RecursionError:
         raise SourceError(path, Loc(1, 1), "YAML aliases nest too deeply",
                           "write the values out instead of using aliases") from None

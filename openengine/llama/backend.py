@@ -29,6 +29,10 @@ from openengine.v1 import generation_pb2
 # llama.cpp's sequence ids are bounded (LLAMA_MAX_SEQ).
 MAX_SEQUENCES = 256
 LARGEST_SEED = 0xFFFFFFFE   # llama.cpp seeds are 32-bit; 0xFFFFFFFF asks for a random one
+# SamplingParams fields passed on when set, under the same names; an unset one keeps the
+# scheduler's neutral default (`sched.Sampling`).
+_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty", "frequency_penalty",
+                    "presence_penalty")
 
 
 @dataclass(frozen=True)
@@ -228,18 +232,8 @@ class LlamaBackend:
             prompt=prompt,
             max_tokens=max_tokens,
             sampling=sched.Sampling(
-                temperature=sampling.temperature if sampling.HasField("temperature") else 1.0,
-                top_p=sampling.top_p if sampling.HasField("top_p") else 1.0,
-                top_k=sampling.top_k if sampling.HasField("top_k") else 0,
-                min_p=sampling.min_p if sampling.HasField("min_p") else 0.0,
-                seed=sampling.seed if sampling.HasField("seed") else None,
-                repetition_penalty=(sampling.repetition_penalty
-                                    if sampling.HasField("repetition_penalty") else 1.0),
-                frequency_penalty=(sampling.frequency_penalty
-                                   if sampling.HasField("frequency_penalty") else 0.0),
-                presence_penalty=(sampling.presence_penalty
-                                  if sampling.HasField("presence_penalty") else 0.0),
-                logit_bias=dict(sampling.logit_bias)),
+                logit_bias=dict(sampling.logit_bias),
+                **{name: getattr(sampling, name) for name in _SAMPLING_FIELDS if sampling.HasField(name)}),
             min_tokens=sampling.min_tokens,
             stop=tuple(s for s in sampling.stop if s),
             stop_token_ids=frozenset(sampling.stop_token_ids),

@@ -14,10 +14,8 @@ import logging
 import sys
 
 # --limit name -> LlamaConfig field.
-LIMITS = {"core.max_running_requests": "max_running_requests",
-          "core.max_queued_requests": "max_queued_requests",
-          "core.max_batch_tokens": "max_batch_tokens",
-          "core.max_logprobs": "max_logprobs"}
+LIMITS = {f"core.{field}": field
+          for field in ("max_running_requests", "max_queued_requests", "max_batch_tokens", "max_logprobs")}
 REFERENCE_ONLY = {"fault": "--fault", "alias": "--alias", "role": "--role",
                   "token_delay_ms": "--token-delay-ms", "config": "--config", "list_faults": "--list-faults",
                   "check_config": "--check-config"}
@@ -40,8 +38,7 @@ def llama_config(args: argparse.Namespace):
     values = {}
     for item in args.limit or ():
         name, sep, value = item.partition("=")
-        full = name if name.startswith("openengine.") else f"openengine.{name}"
-        field = LIMITS.get(full.removeprefix("openengine."))
+        field = LIMITS.get(name.removeprefix("openengine."))
         if not sep or field is None:
             raise UsageError(f"--limit {item!r}: the llama backend sets "
                              f"{', '.join(f'{k}=N' for k in LIMITS)}")

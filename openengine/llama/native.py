@@ -47,6 +47,17 @@ llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 llama_cpp.llama_backend_init()
 
 
+def _call_with_reason(function, *args):
+    """`function(*args)`, and when it returns null, llama.cpp's reason from the error lines it logged."""
+    with _log_lock:
+        _recent_errors.clear()
+    result = function(*args)
+    if result:
+        return result, ""
+    with _log_lock:
+        return result, "; ".join(_recent_errors) or "llama.cpp gave no reason"
+
+
 class ModelLoadError(Exception):
     """The file is missing or llama.cpp cannot load it; the message says which and why."""
 
@@ -73,12 +84,8 @@ class LlamaModel:
             raise ModelLoadError(f"{path}: no such model file (give the path of a .gguf file)")
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = 0
-        with _log_lock:
-            _recent_errors.clear()
-        pointer = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        pointer, reason = _call_with_reason(llama_cpp.llama_model_load_from_file, str(path).encode(), params)
         if not pointer:
-            with _log_lock:
-                reason = "; ".join(_recent_errors) or "llama.cpp gave no reason"
             raise ModelLoadError(f"{path}: llama.cpp cannot load this model ({reason}); "
                                  "give a GGUF file of an architecture llama.cpp supports")
         self.path = path
@@ -94,7 +101,7 @@ class LlamaModel:
         self.facts = ModelFacts(
             name=self._meta("general.name") or path.stem,
             context_length=int(llama_cpp.llama_model_n_ctx_train(pointer)),
-            vocab_size=int(llama_cpp.llama_vocab_n_tokens(self.vocab)),
+            vocab_size=count,
             bos_token_id=self._token_or_none(llama_cpp.llama_vocab_bos(self.vocab)),
             eos_token_id=self._token_or_none(llama_cpp.llama_vocab_eos(self.vocab)),
             description=self._description())
@@ -161,12 +168,8 @@ class LlamaModel:
         params.n_threads_batch = threads
         params.kv_unified = False
         params.no_perf = True
-        with _log_lock:
-            _recent_errors.clear()
-        context = llama_cpp.llama_init_from_model(self.pointer, params)
+        context, reason = _call_with_reason(llama_cpp.llama_init_from_model, self.pointer, params)
         if not context:
-            with _log_lock:
-                reason = "; ".join(_recent_errors) or "llama.cpp gave no reason"
             raise ModelLoadError(f"{self.path}: llama.cpp cannot make a context of "
                                  f"{sequences} x {context_per_sequence} tokens ({reason})")
         return context

@@ -393,7 +393,7 @@ class Scheduler:
             for queued in [r for r in self._waiting if r.request_id in self._cancelled]:
                 self._waiting.remove(queued)
                 events.append(Finished(queued.request_id, FinishReason.ABORTED, len(queued.prompt), 0))
-            for request_id in self._cancelled & self._running.keys():
+            for request_id in [held for held in self._running if held in self._cancelled]:
                 sequence = self._running.pop(request_id)
                 self._free(sequence)
                 events.append(Finished(request_id, FinishReason.ABORTED,
@@ -408,15 +408,10 @@ class Scheduler:
         return events
 
     def _abort_everything(self) -> list[Event]:
-        events: list[Event] = [Finished(r.request_id, FinishReason.ABORTED, len(r.prompt), 0)
-                               for r in self._waiting]
-        self._waiting.clear()
-        for sequence in self._running.values():
-            self._free(sequence)
-            events.append(Finished(sequence.request.request_id, FinishReason.ABORTED,
-                                   len(sequence.request.prompt), len(sequence.generated)))
-        self._running.clear()
-        return events
+        """Under the lock: cancel every queued and running request."""
+        self._cancelled.update(request.request_id for request in self._waiting)
+        self._cancelled.update(self._running)
+        return self._settle()
 
     def _free(self, sequence: _Sequence) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, sequence.seq_id, -1, -1)

@@ -53,11 +53,7 @@ def vocabulary() -> tuple[list[str], list[float], list[int]]:
         marked = SPACE + word
         pieces += [marked[:end] for end in range(2, len(marked) + 1)]
         pieces += [word[:end] for end in range(2, len(word) + 1)]
-    seen: set[str] = set()
-    for piece in pieces:
-        if piece in seen:
-            continue
-        seen.add(piece)
+    for piece in dict.fromkeys(pieces):   # each once, in first-seen order
         tokens.append(piece)
         types.append(TokenType.NORMAL)
         scores.append(float(len(piece)) - len(tokens) * 1e-4)

@@ -15,7 +15,6 @@ from openengine.validate import _tables as tables
 from openengine.validate._rules import Severity, Violation, violation
 
 
-
 @dataclass(frozen=True)
 class ModelReport:
     """One served model: the model-scoped profiles it lists and their effective limits."""

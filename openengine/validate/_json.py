@@ -13,6 +13,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern, matches
+from openengine.v1 import options_pb2
 from openengine.validate._rules import Violation, violation
 
 # Messages whose proto3 JSON form is not an object of their fields.
@@ -23,13 +24,6 @@ _SPECIAL_JSON = {
 } | {f"google.protobuf.{w}Value" for w in ("Bool", "Int32", "Int64", "UInt32", "UInt64", "Float",
                                            "Double", "String", "Bytes")}
 
-_LIMIT_OPTION = "openengine.v1.limit"
-
-
-def _is_limit(field: FieldDescriptor) -> bool:
-    options = field.GetOptions()
-    return any(field_descriptor.full_name == _LIMIT_OPTION for field_descriptor, _ in options.ListFields())
-
 
 def _short_error(err: Exception) -> str:
     text = str(err)
@@ -38,17 +32,9 @@ def _short_error(err: Exception) -> str:
     return text.split(" at ", 1)[0].rstrip(".") if " at " in text else text.rstrip(".")
 
 
-def _enum_names(enum) -> list[str]:
-    """The names an enum field accepts in proto3 JSON, the UNSPECIFIED zero value left out."""
-    return [v.name for v in enum.values if v.number != 0]
-
-
 def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
-    keys: dict[str, FieldDescriptor] = {}
-    for f in descriptor.fields:
-        keys[f.name] = f
-        keys[f.json_name] = f
-    return keys
+    """A message's fields by proto name and by JSON name."""
+    return {key: f for f in descriptor.fields for key in (f.name, f.json_name)}
 
 
 _INT_BOUNDS = {
@@ -109,8 +95,7 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
         if value is None:
             continue   # proto3 JSON: null means the field's default
         oneof = field.containing_oneof
-        if oneof is not None and not getattr(oneof, "is_synthetic", lambda: False)() \
-                and not oneof.name.startswith("_"):
+        if oneof is not None and not oneof.name.startswith("_"):   # `_name`: proto3 `optional`
             if oneof.name in oneofs:
                 out.append(violation("OEV002", fpath, value, f"one field of oneof {oneof.name}",
                                      f"{field.name} and {oneofs[oneof.name]} are both set, but only one "
@@ -146,9 +131,10 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
         except (json_format.ParseError, ValueError, TypeError) as err:
             problem = _short_error(err)
         if problem is not None:
-            rule = "OEV113" if _is_limit(field) else "OEV002"
-            if field.enum_type is not None:
-                problem = f"{problem}; valid values: " + ", ".join(_enum_names(field.enum_type))
+            rule = "OEV113" if field.GetOptions().HasExtension(options_pb2.limit) else "OEV002"
+            if field.enum_type is not None:   # the names proto3 JSON accepts, UNSPECIFIED left out
+                problem = f"{problem}; valid values: " + ", ".join(
+                    v.name for v in field.enum_type.values if v.number != 0)
             type_name = (field.enum_type.name if field.enum_type else
                          sub.full_name if sub else _TYPE_NAMES.get(field.type, "value"))
             out.append(violation(rule, fpath, value, ("list of " if field.is_repeated
@@ -158,16 +144,10 @@ def _clean(obj: Any, descriptor: Descriptor, path: str, out: list[Violation]) ->
     return clean
 
 
-_TYPE_NAMES = {
-    FieldDescriptor.TYPE_BOOL: "bool", FieldDescriptor.TYPE_STRING: "string",
-    FieldDescriptor.TYPE_BYTES: "bytes (base64)", FieldDescriptor.TYPE_DOUBLE: "double",
-    FieldDescriptor.TYPE_FLOAT: "float", FieldDescriptor.TYPE_INT32: "int32",
-    FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_UINT32: "uint32",
-    FieldDescriptor.TYPE_UINT64: "uint64", FieldDescriptor.TYPE_SINT32: "sint32",
-    FieldDescriptor.TYPE_SINT64: "sint64", FieldDescriptor.TYPE_FIXED32: "fixed32",
-    FieldDescriptor.TYPE_FIXED64: "fixed64", FieldDescriptor.TYPE_SFIXED32: "sfixed32",
-    FieldDescriptor.TYPE_SFIXED64: "sfixed64",
-}
+# Scalar types by name as the proto writes them (`TYPE_INT32` -> `int32`); bytes are base64 in JSON.
+_TYPE_NAMES = {getattr(FieldDescriptor, name): name.removeprefix("TYPE_").lower()
+               for name in dir(FieldDescriptor) if name.startswith("TYPE_")}
+_TYPE_NAMES[FieldDescriptor.TYPE_BYTES] = "bytes (base64)"
 
 
 def message_from_json(obj: Any, message_class, *, path: str = ""):

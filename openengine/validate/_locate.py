@@ -8,6 +8,7 @@ violation path such as `generation.max_logprobs` finds `"maxLogprobs"` as well.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Any, Iterator
@@ -23,12 +24,9 @@ def snake(key: str) -> str:
 
 class _Positions:
     def __init__(self, text: str):
-        self.text = text
         self.line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
 
     def at(self, offset: int) -> tuple[int, int]:
-        import bisect
-
         line = bisect.bisect_right(self.line_starts, offset)
         return line, offset - self.line_starts[line - 1] + 1
 

@@ -30,9 +30,6 @@ for _row in REQUEST_LIMITS:
     _BY_REQUEST[_row.request] = _BY_REQUEST.get(_row.request, ()) + (_row,)
 
 
-_ABSENT = object()
-
-
 def _values(msg, path: str) -> list[Any]:
     """The values at `path` that the request sets (empty when it sets none)."""
     if not path:
@@ -214,7 +211,7 @@ def _limit_problems(request, model: str | None, report: CapabilityReport) -> Ite
         values = _values(request, row.field)
         if not values:
             continue
-        path = row.field.replace("[]", "").replace("|", ".") .strip(".") or request.DESCRIPTOR.name
+        path = row.field.replace("[]", "").replace("|", ".").strip(".") or request.DESCRIPTOR.name
         if row.profile in refused_profiles:
             continue
         if not report.advertised(row.profile):
@@ -256,11 +253,10 @@ def _limit_problems(request, model: str | None, report: CapabilityReport) -> Ite
                     yield violation("OEV404", path, _shown(wanted), f"one of {limit} ({name})",
                                     f"{path} uses {_shown(wanted)}, which {name} does not list")
             elif row.check == "below_needs":
-                native = limit
                 needed = f"{row.profile}.{row.when}"
-                if native and value > native:
-                    yield violation("OEV401", path, value, f"<= {native} ({name})",
-                                    f"{path} is {value}, above {name} = {native}")
-                elif native and value < native and not report.effective(row.profile, row.when, model=model):
+                if limit and value > limit:
+                    yield violation("OEV401", path, value, f"<= {limit} ({name})",
+                                    f"{path} is {value}, above {name} = {limit}")
+                elif limit and value < limit and not report.effective(row.profile, row.when, model=model):
                     yield violation("OEV402", path, value, f"{needed} = true",
-                                    f"{path} below the native size {native} needs {needed}")
+                                    f"{path} below the native size {limit} needs {needed}")

@@ -3,10 +3,9 @@
 Limits (type, default, range, enum values), profile names, versions, scopes and roles are read
 once from the compiled descriptors (`openengine.contract`); prerequisites and incompatible
 combinations are judged afterwards by the contract's `combination_problems` (`_capabilities`), so
-nothing here is generated and nothing repeats the registry. Everything the interpreter needs per limit (its kind, bounds,
-enum map) is decided once when the tables are built, so the per-message loop is a presence test
-and one comparison per set limit, close to the unrolled per-profile code it replaces
-(bench/results.md, Validators).
+nothing here is generated and nothing repeats the registry. Everything the interpreter needs per
+limit (its kind, bounds, enum map) is decided once when the tables are built, so the per-message
+loop is a presence test and one comparison per set limit (bench/results.md, Validators).
 """
 
 from __future__ import annotations
@@ -165,61 +164,37 @@ REGISTRY_REVISION: int = contract.catalogue().registry_revision
 # -- the profile list -----------------------------------------------------------------------------
 
 def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, int]]]:
-    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates."""
+    """Advertised profile name -> list of (major, minor), checking names, majors and duplicates.
+    An entry's findings come in the order a reader meets them: its form, a repeat, then the registry."""
     advertised: dict[str, list[tuple[int, int]]] = {}
     seen = set()
+    known = tables().by_name
     for i, p in enumerate(profiles):
         name, major, minor = p.name, p.major, p.minor
+        if _canonical(name) is None:
+            out.append(violation("OEV102", f"{path}[{i}].name", name, "lower-case dotted name such as openengine.load",
+                                 "profile name is empty or not canonical"))
+        if major < 1:
+            out.append(violation("OEV103", f"{path}[{i}].major", major, ">= 1", "major version must be at least 1"))
         key = (name, major)
-        verdict = _entry_verdict(name, major)
-        if verdict:
-            _entry_findings(verdict, ("OEV102", "OEV103"), name, major, f"{path}[{i}]", out)
         if key in seen:
             out.append(violation("OEV104", f"{path}[{i}]", f"{name} {major}", "each (name, major) once",
                                  f"{name} major {major} is advertised more than once"))
         else:
             seen.add(key)
-        if verdict:
-            _entry_findings(verdict, ("OEV105", "OEV106"), name, major, f"{path}[{i}]", out)
+        if name.startswith(contract.STANDARD_PREFIX):
+            rule = known.get(name)
+            if rule is None:
+                out.append(violation("OEV105", f"{path}[{i}].name", name,
+                                     f"a profile of registry revision {REGISTRY_REVISION}",
+                                     f"{name} is not a standard profile this validator knows "
+                                     "(a typo, or a newer profile)"))
+            elif major != rule.version[0] and major >= 1:
+                out.append(violation("OEV106", f"{path}[{i}].major", major, str(rule.version[0]),
+                                     f"{name} has no major version {major} in the registry "
+                                     f"(known: {rule.version[0]}.{rule.version[1]})"))
         advertised.setdefault(name, []).append((major, minor))
     return advertised
-
-
-def _entry_verdict(name: str, major: int) -> tuple[str, ...]:
-    broken = []
-    if _canonical(name) is None:
-        broken.append("OEV102")
-    if major < 1:
-        broken.append("OEV103")
-    if name.startswith(contract.STANDARD_PREFIX):
-        rule = tables().by_name.get(name)
-        if rule is None:
-            broken.append("OEV105")
-        elif major != rule.version[0] and major >= 1:
-            broken.append("OEV106")
-    return tuple(broken)
-
-
-def _entry_findings(verdict: tuple[str, ...], rules: tuple[str, ...], name: str, major: int, where: str,
-                    out: list) -> None:
-    """The findings of `verdict` among `rules`, in the order a reader meets them in the entry."""
-    for rule_id in verdict:
-        if rule_id not in rules:
-            continue
-        if rule_id == "OEV102":
-            out.append(violation("OEV102", f"{where}.name", name, "lower-case dotted name such as openengine.load",
-                                 "profile name is empty or not canonical"))
-        elif rule_id == "OEV103":
-            out.append(violation("OEV103", f"{where}.major", major, ">= 1", "major version must be at least 1"))
-        elif rule_id == "OEV105":
-            out.append(violation("OEV105", f"{where}.name", name,
-                                 f"a profile of registry revision {REGISTRY_REVISION}",
-                                 f"{name} is not a standard profile this validator knows (a typo, or a newer profile)"))
-        else:
-            rule = tables().by_name[name]
-            out.append(violation("OEV106", f"{where}.major", major, str(rule.version[0]),
-                                 f"{name} has no major version {major} in the registry "
-                                 f"(known: {rule.version[0]}.{rule.version[1]})"))
 
 
 _canonical = re.compile(naming.CANONICAL_NAME).match
@@ -291,7 +266,6 @@ def check_role(advertised, role: int, role_name: str, out: list) -> None:
 
 _TABLES = tables()
 KNOWN_PROFILES: dict[str, tuple[int, int]] = {p.name: p.version for p in _TABLES.profiles}
-CAPABILITY_FIELDS: dict[str, str] = {p.name: p.field for p in _TABLES.with_field}
 MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _TABLES.profiles if p.model_scoped)
 ROLE_SCOPED: dict[str, tuple[int, ...]] = {p.name: p.roles for p in _TABLES.profiles if p.roles}
 DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.fresh_defaults() for p in _TABLES.profiles}

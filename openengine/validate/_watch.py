@@ -324,16 +324,13 @@ class WatchLoadChecker:
     def finish(self, now: float | None = None) -> list[Violation]:
         """The stream ended (or the recording did): report what never arrived."""
         found = self.tick(now)
+        missing: list[Violation] = []
         if self.messages == 0:
-            v = violation("OEV301", "kind", None, "settings", "the stream carried no message at all")
-            self.violations.append(v)
-            found = found + [v]
+            missing.append(violation("OEV301", "kind", None, "settings", "the stream carried no message at all"))
         elif self._initial_pending:
-            missing: list[Violation] = []
             self._missing_initial(missing, None)
-            self.violations.extend(missing)
-            found = found + missing
-        return found
+        self.violations.extend(missing)
+        return found + missing
 
     @property
     def latest_age(self) -> float | None:
