@@ -27,9 +27,9 @@ from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
 from oespec.descriptors import ALIAS_PROTO_DIR
 from oespec.generate.protodoc import ProtoDocs, describe
+from oespec.generate.requirements import spec_requirements
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
-from oespec.spec import SpecError, load_requirements
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.naming import streaming_shape
 from openengine.contractkit.rules import RuleSpec
@@ -195,19 +195,12 @@ def _load_protos(ctx: GenerationContext) -> ProtoDocs:
 
 def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
     """The spec's requirements; (nothing, False) while the spec is absent."""
-    spec_dir = root / SPEC_DIR
-    if not spec_dir.is_dir():
+    found = spec_requirements(root, "docs")
+    if found is None:
         return [], False
-    try:
-        found = load_requirements(spec_dir)
-    except SpecError as err:
-        raise GenerationError("docs", f"the spec's requirements are malformed:\n{err}") from None
-    out = []
-    for req in found:
-        page = Path(req.file).resolve().relative_to(spec_dir.resolve()).as_posix()
-        out.append(Requirement(req.id, req.tag, req.text, page, req.line,
-                               tuple((a.id, a.text) for a in req.assertions)))
-    return out, True
+    spec_dir = (root / SPEC_DIR).resolve()
+    return [Requirement(req.id, req.tag, req.text, Path(req.file).resolve().relative_to(spec_dir).as_posix(),
+                        req.line, tuple((a.id, a.text) for a in req.assertions)) for req in found], True
 
 
 def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
@@ -609,7 +602,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
 
-    problems = []
+    problems, messages = [], []
     for rel in _spec_pages(ctx):
         text = ctx.read(rel)
         if text is None or not has_markers(text):
@@ -619,12 +612,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
             new = rewrite(text, rel, region_renderer(site, page_path))
         except MarkerError as err:
             problems.extend(err.diagnostics)
+            messages.append(str(err))
             continue
         out.append(Output(rel, new))
     if problems:
-        lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
-                 for d in problems]
-        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines),
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(messages),
                               problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
                                         for d in problems])
     return out
