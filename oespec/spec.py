@@ -176,10 +176,7 @@ def requirements_by_id(requirements: Iterable[Requirement] | None = None, *,
 
 def referenced_ids(text: str) -> list[str]:
     """Requirement ids mentioned in `text`, in first-seen order, without repeats."""
-    seen: dict[str, None] = {}
-    for match in _REFERENCE_RE.finditer(text):
-        seen.setdefault(match.group(0), None)
-    return list(seen)
+    return list(dict.fromkeys(_REFERENCE_RE.findall(text)))
 
 
 def unknown_references(text_or_ids: str | Iterable[str],

@@ -176,7 +176,7 @@ def _add_schemas(files: Files, config) -> None:
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
-        return _drop_generated_header(markdown)
+        return GENERATED_HEADER.sub("", markdown, count=1)
     markdown = SIGNATURES.sub(lambda m: _signatures(m["module"], page.file.src_uri), markdown)
     try:
         from oespec.spec import parse_markdown
@@ -198,10 +198,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 
 GENERATED_HEADER = re.compile(r"\A<!-- generated from profiles\.yaml[^\n]*-->\n+")
-
-
-def _drop_generated_header(markdown: str) -> str:
-    return GENERATED_HEADER.sub("", markdown, count=1)
 
 
 # ------------------------------------------------------------------------- dependency picture

@@ -155,19 +155,19 @@ def _judge(r: Rule, change: Change, ctx: Context) -> tuple[Severity, str, str, d
 
 
 def compare(baseline: Registry | None, current: Registry, *, path: str | None = None,
-            baseline_path: str | None = None, ref: str = "baseline", rules: Iterable[Rule] | None = None) -> list[Diagnostic]:
+            baseline_path: str | None = None, ref: str = "baseline") -> list[Diagnostic]:
     """Every registry-level finding between `baseline` (None: the registry is new) and `current`."""
     _load_rules()
     path = path or current.path
     ctx = Context(baseline, current, baseline_path or path, ref)
-    selected = list(rules) if rules is not None else [r for r in iter_rules() if r.handler is not None]
+    selected = [r for r in iter_rules() if r.handler is not None]
     items = pairs(baseline, current)
     diags: list[Diagnostic] = []
     governed: set[str] = set()  # profiles a specific bump rule already reported
 
     for r in sorted(selected, key=lambda r: r.fallback):
         for pair in items:
-            if pair.kind not in r.kinds or r.handler is None:
+            if pair.kind not in r.kinds:
                 continue
             for change in r.handler(pair, ctx):
                 if r.fallback and change.profile in governed:

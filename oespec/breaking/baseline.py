@@ -23,9 +23,6 @@ class BaselineError(Exception):
 
 @dataclass(frozen=True)
 class Baseline:
-    ref: str
-    commit: str
-    root: Path                # where the files were extracted
     registry: Path | None     # the extracted registry, None when the ref has none
     proto: Path | None        # the extracted proto root, None when the ref has none
 
@@ -74,4 +71,4 @@ def materialize(ref: str, *, repo: Path, registry_rel: str, proto_rel: str, dest
             tar.extractall(dest, filter="data")
     registry = dest / registry_rel
     proto = dest / proto_rel
-    return Baseline(ref, commit, dest, registry if registry.is_file() else None, proto if proto.is_dir() else None)
+    return Baseline(registry if registry.is_file() else None, proto if proto.is_dir() else None)

@@ -1,6 +1,6 @@
 """The one adapter between two registries: every breaking rule sees them through the pairs it hands out.
 
-Elements are matched by kind and key (`KEYS`; an RPC by full name across the whole registry, so a
+Elements are matched by kind and key (`PROFILE_PARTS`; an RPC by full name across the whole registry, so a
 move is one pair). Order in the YAML never matters, nor the spelling of a message name (short or
 package-qualified). An unmatched element is a removal or an addition; when a removed and an added
 element differ only in name (and editorial text), both sides get a `renamed` note.
@@ -175,22 +175,18 @@ def match(kind: str, previous: Sequence[Any], current: Sequence[Any], *,
         if len(candidates) == 1:
             renamed_to[old] = candidates[0]
     renamed_from = {new: old for old, new in renamed_to.items()}
-    pairs = [Pair(kind, k, before.get(k), after.get(k), prev_parent, cur_parent,
-                  renamed_to.get(k) or renamed_from.get(k))
-             for k in list(before) + added]
-    return pairs
+    return [Pair(kind, k, before.get(k), after.get(k), prev_parent, cur_parent,
+                 renamed_to.get(k) or renamed_from.get(k))
+            for k in list(before) + added]
 
 
-KEYS: dict[str, Callable[[Any], str]] = {
-    "message": lambda m: m.name,
-    "limit": lambda lim: lim.name,
-    "requirement": lambda r: r.profile,
-    "incompatibility": incompatibility_key,
-    "history": lambda h: str(h.version),
-}
-
-_PROFILE_PARTS = (("message", "messages"), ("limit", "limits"), ("requirement", "requires"),
-                  ("incompatibility", "incompatible_with"), ("history", "history"))
+# A profile's elements other than messages, RPCs and its capability: (kind, attribute, key).
+PROFILE_PARTS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("limit", "limits", lambda lim: lim.name),
+    ("requirement", "requires", lambda r: r.profile),
+    ("incompatibility", "incompatible_with", incompatibility_key),
+    ("history", "history", lambda h: str(h.version)),
+)
 
 
 def _rpc_pairs(baseline: Registry, current: Registry) -> list[Pair]:
@@ -229,13 +225,11 @@ def pairs(baseline: Registry | None, current: Registry) -> list[Pair]:
         if not pp.kept:
             continue
         prev, cur = pp.previous, pp.current
-        for kind, attr in _PROFILE_PARTS:
-            if kind == "message":  # by resolved name: the short and the full spelling are one message
-                keys = (lambda m: type_name(m.name, base.package), lambda m: type_name(m.name, current.package))
-            else:
-                keys = (KEYS[kind], KEYS[kind])
-            out += match(kind, getattr(prev, attr), getattr(cur, attr), key=keys[0], key_after=keys[1],
-                         prev_parent=prev, cur_parent=cur)
+        # Messages by resolved name: the short and the full spelling are one message.
+        out += match("message", prev.messages, cur.messages, key=lambda m: type_name(m.name, base.package),
+                     key_after=lambda m: type_name(m.name, current.package), prev_parent=prev, cur_parent=cur)
+        for kind, attr, key in PROFILE_PARTS:
+            out += match(kind, getattr(prev, attr), getattr(cur, attr), key=key, prev_parent=prev, cur_parent=cur)
         caps = [c for c in (prev.capability,) if c], [c for c in (cur.capability,) if c]
         out += match("capability", *caps, key=lambda c: "capability", prev_parent=prev, cur_parent=cur)
     for rp in _rpc_pairs(base, current):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from oespec.breaking.match import type_name
 from oespec.diagnostics import Loc
-from oespec.registry import Profile, Registry
+from oespec.registry import Profile, Registry, Rpc
 from openengine.contractkit.naming import snake_case
 
 CONTAINERS = ("Capabilities", "ModelCapabilities")
@@ -142,6 +142,13 @@ def _capability_profile(registry: Registry, number: int) -> Profile | None:
     return next((p for p in registry.profiles if p.capability and p.capability.number == number), None)
 
 
+def _rpcs_of_file(registry: Registry, file: str) -> list[tuple[Profile, Rpc]]:
+    """The RPCs whose service a generated `<service>_service.proto` file defines."""
+    stem = Path(file).stem
+    return [(profile, rpc) for profile, rpc in registry.all_rpcs()
+            if stem.endswith("_service") and snake_case(rpc.service_short) == stem[: -len("_service")]]
+
+
 def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origin | None:
     """The registry element behind a finding on a generated file, looked up in `registry`."""
     pkg = registry.package
@@ -175,10 +182,8 @@ def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origi
             if rpc.service in (service, f"{pkg}.{service}") and (not rpcs or rpc.method in rpcs):
                 return Origin(f"RPC {rpc.name} of {profile.name}", profile.name, rpc.loc, side)
     for file in names.get("file", []):
-        for profile, rpc in registry.all_rpcs():
-            stem = Path(file).stem
-            if stem.endswith("_service") and snake_case(rpc.service_short) == stem[: -len("_service")]:
-                return Origin(f"RPC {rpc.name} of {profile.name}", profile.name, rpc.loc, side)
+        for profile, rpc in _rpcs_of_file(registry, file):
+            return Origin(f"RPC {rpc.name} of {profile.name}", profile.name, rpc.loc, side)
     return None
 
 
@@ -247,11 +252,9 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
         reached_any = reached_any or bool(owners)
         found |= owners
     for file in names.get("file", []):
-        stem = Path(file).stem
-        for profile, rpc in baseline.all_rpcs():
-            if stem.endswith("_service") and snake_case(rpc.service_short) == stem[: -len("_service")]:
-                found.add(profile.name)
-                reached_any = True
+        members = _rpcs_of_file(baseline, file)
+        found |= {profile.name for profile, _ in members}
+        reached_any = reached_any or bool(members)
     origin = None
     if generated:
         # What the baseline generated is what changed; the current registry says where it is now.

@@ -35,6 +35,11 @@ def _owner(pair: Pair) -> str | None:
     return parent.name if parent else None
 
 
+def _moved(pair: Pair) -> bool:
+    """A kept element that now belongs to another profile."""
+    return bool(pair.kept and pair.prev_parent and pair.cur_parent and pair.prev_parent.name != pair.cur_parent.name)
+
+
 # Rules that differ only in what they say: `message(pair)` is the text of the finding.
 def _when_added(message: Callable[[Pair], str]):
     def handler(pair: Pair, ctx: Context):
@@ -125,9 +130,8 @@ def history_missing(pair: Pair, ctx: Context):
       breaks="both", bump="none", severity=Severity.ERROR,
       purpose="the `since` of an existing RPC, message or limit never changes")
 def since_rewritten(pair: Pair, ctx: Context):
-    moved = pair.kind == "rpc" and pair.prev_parent and pair.cur_parent \
-        and pair.prev_parent.name != pair.cur_parent.name  # `since` is relative to the owning profile
-    if pair.kept and not moved and pair.previous.since != pair.current.since:
+    # `since` is relative to the owning profile: an RPC that moved may say another
+    if pair.kept and not (pair.kind == "rpc" and _moved(pair)) and pair.previous.since != pair.current.since:
         yield Change(pair.current.at("since"),
                      f"{pair.kind} {pair.key} changed `since` from {pair.previous.since} to {pair.current.since}",
                      _owner(pair), pair.previous.at("since"), hint=f"restore since: \"{pair.previous.since}\"")
@@ -359,10 +363,9 @@ def incompatibility_changed(pair: Pair, ctx: Context):
     if not pair.kept:
         return
     before, after = pair.previous, pair.current
-    if {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when}:
-        return
-    if incompatibility_loosened(before, after):
-        return  # OEB026
+    if {condition_key(c) for c in before.when} == {condition_key(c) for c in after.when} \
+            or _forbids_less(before, after):
+        return  # unchanged, or loosened (OEB026)
     yield Change(after.loc, f"conditions of the incompatibility of {pair.cur_parent.name} "
                  f"{_with(pair.key)} changed from '{_conditions(before)}' to '{_conditions(after)}'",
                  _owner(pair), before.loc)
@@ -398,9 +401,7 @@ rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="
       breaks="servers", bump="minor",
       purpose="a profile may gain an RPC in a minor version")
 def rpc_added(pair: Pair, ctx: Context):
-    moved = pair.kept and pair.prev_parent is not None and pair.cur_parent is not None \
-        and pair.prev_parent.name != pair.cur_parent.name
-    if (pair.added or moved) and ctx.baseline is not None and ctx.baseline.profile(pair.cur_parent.name):
+    if (pair.added or _moved(pair)) and ctx.baseline is not None and ctx.baseline.profile(pair.cur_parent.name):
         yield Change(pair.current.loc, f"RPC {pair.key} was added to {pair.cur_parent.name}", pair.cur_parent.name)
 
 
@@ -408,7 +409,7 @@ def rpc_added(pair: Pair, ctx: Context):
       breaks="both", bump="major",
       purpose="an RPC never moves to another profile within the major of the profile it leaves")
 def rpc_moved(pair: Pair, ctx: Context):
-    if pair.kept and pair.prev_parent and pair.cur_parent and pair.prev_parent.name != pair.cur_parent.name:
+    if _moved(pair):
         yield Change(pair.current.loc, f"RPC {pair.key} moved from {pair.prev_parent.name} to "
                      f"{pair.cur_parent.name}", pair.prev_parent.name, pair.previous.loc)
 

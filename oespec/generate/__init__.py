@@ -125,7 +125,6 @@ class GenerationContext:
                 sources[out.path[len("proto/"):]] = out.content
         return sources
 
-
     def compiled(self, generator: str):
         """The contract as generation will leave it, compiled once and shared by every generator:
         (FileDescriptorSet with source info, Python modules by path). Raises `GenerationError`
@@ -191,16 +190,15 @@ def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
     return ctx.outputs
 
 
+def _differs(root: Path, out: Output) -> bool:
+    """Is the file on disk missing or other than what generation would write?"""
+    path = Path(root) / out.path
+    return not path.is_file() or path.read_bytes() != out.data()
+
+
 def stale_outputs(root: Path, outputs: list[Output]) -> list[str]:
     """Committed outputs whose file on disk differs from what generation would write."""
-    stale = []
-    for out in outputs:
-        if not out.committed:
-            continue
-        path = Path(root) / out.path
-        if not path.is_file() or path.read_bytes() != out.data():
-            stale.append(out.path)
-    return stale
+    return [out.path for out in outputs if out.committed and _differs(root, out)]
 
 
 def orphan_files(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ...] = (),
@@ -213,18 +211,14 @@ def orphan_files(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ..
     """
     root = Path(root)
     wanted = {o.path for o in outputs}
-    found: list[str] = []
-    for d in owned_dirs:
-        for p in sorted((root / d).rglob("*")) if (root / d).is_dir() else []:
-            rel = p.relative_to(root).as_posix()
-            if p.is_file() and rel not in wanted and "__pycache__" not in p.parts:
-                found.append(rel)
-    for d in marked_dirs:
-        for p in sorted((root / d).rglob("*")) if (root / d).is_dir() else []:
-            rel = p.relative_to(root).as_posix()
-            if p.is_file() and rel not in wanted and _has_header(p):
-                found.append(rel)
-    return found
+
+    def unplanned(folder: str) -> list[Path]:
+        files = sorted((root / folder).rglob("*")) if (root / folder).is_dir() else []
+        return [p for p in files if p.is_file() and p.relative_to(root).as_posix() not in wanted]
+
+    found = [p for d in owned_dirs for p in unplanned(d) if "__pycache__" not in p.parts]
+    found += [p for d in marked_dirs for p in unplanned(d) if _has_header(p)]
+    return [p.relative_to(root).as_posix() for p in found]
 
 
 def _has_header(path: Path) -> bool:
@@ -243,7 +237,7 @@ def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ())
     step fails, files already replaced are restored from their previous content.
     """
     root = Path(root)
-    changed = [o for o in outputs if not (root / o.path).is_file() or (root / o.path).read_bytes() != o.data()]
+    changed = [o for o in outputs if _differs(root, o)]
     temps: list[tuple[Path, Path]] = []
     backups: dict[Path, bytes | None] = {}
     try:

@@ -10,7 +10,6 @@ environment refuses any other string.
 
 from __future__ import annotations
 
-import importlib
 import json
 import posixpath
 import re
@@ -28,6 +27,7 @@ from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
 from oespec.descriptors import ALIAS_PROTO_DIR
 from oespec.generate.protodoc import ProtoDocs, describe
+from oespec.generate.requirements import spec_requirements
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
 from openengine.contractkit.locations import Loc
@@ -73,12 +73,13 @@ class Requirement:
 
     @property
     def anchor(self) -> str:
-        return requirement_anchor(self.id)
+        """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
+        return self.id.lower()
 
 
-def requirement_anchor(req_id: str) -> str:
-    """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
-    return req_id.lower()
+def anchor_id(name: str) -> str:
+    """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class RuleRow:
 
     @property
     def anchor(self) -> str:
-        return re.sub(r"[^a-z0-9]+", "-", self.id.lower()).strip("-")
+        return anchor_id(self.id)
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,7 @@ class CaseRow:
 
     @property
     def anchor(self) -> str:
-        return case_anchor(self.id)
-
-
-def case_anchor(case_id: str) -> str:
-    return "case-" + re.sub(r"[^a-z0-9]+", "-", case_id.lower()).strip("-")
+        return "case-" + anchor_id(self.id)
 
 
 @dataclass(frozen=True)
@@ -168,9 +165,6 @@ class Site:
                     index.setdefault(req_id, []).append(check)
         return index
 
-    def title_of(self, page: str) -> str:
-        return self.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
-
     def requirement(self, req_id: str) -> Requirement | None:
         return next((r for r in self.requirements if r.id == req_id), None)
 
@@ -189,10 +183,6 @@ def protocol_page_path(proto_path: str) -> str:
     return f"{PROTOCOL}/{stem}.md"
 
 
-def type_anchor(full_name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", full_name.lower()).strip("-")
-
-
 # ---------------------------------------------------------------------------------------- inputs
 
 def _load_protos(ctx: GenerationContext) -> ProtoDocs:
@@ -204,24 +194,13 @@ def _load_protos(ctx: GenerationContext) -> ProtoDocs:
 
 
 def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
-    """The spec's requirements; (nothing, False) while the spec loader or the spec is absent."""
-    try:
-        spec = importlib.import_module("oespec.spec")
-    except ImportError:
+    """The spec's requirements; (nothing, False) while the spec is absent."""
+    found = spec_requirements(root, "docs")
+    if found is None:
         return [], False
-    spec_dir = root / SPEC_DIR
-    if not spec_dir.is_dir():
-        return [], False
-    try:
-        found = spec.load_requirements(spec_dir)
-    except getattr(spec, "SpecError", ()) as err:
-        raise GenerationError("docs", f"the spec's requirements are malformed:\n{err}") from None
-    out = []
-    for req in found:
-        page = Path(req.file).resolve().relative_to(spec_dir.resolve()).as_posix()
-        out.append(Requirement(req.id, req.tag, req.text, page, req.line,
-                               tuple((a.id, a.text) for a in req.assertions)))
-    return out, True
+    spec_dir = (root / SPEC_DIR).resolve()
+    return [Requirement(req.id, req.tag, req.text, Path(req.file).resolve().relative_to(spec_dir).as_posix(),
+                        req.line, tuple((a.id, a.text) for a in req.assertions)) for req in found], True
 
 
 def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
@@ -229,23 +208,16 @@ def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
                     s.category, s.purpose, s.facts, s.requirements) for s in specs]
 
 
-def rule_catalogue(rules: RuleCatalogues, family: str) -> list[RuleRow] | None:
-    """The rules of one family as the pages show them: `check` (OE), `breaking` (OEB) or
-    `validator` (OEV), from the catalogue entries handed in (see oespec.pipeline); None when
-    that family is not available. The one place the pages read rules from."""
-    if family == "check":
-        return _rule_rows(rules.check)
-    if family == "breaking":
-        return _breaking_rule_rows(rules.breaking)
-    if family == "validator":
-        if rules.validator is None:
-            return None
-        python_only = rules.python_only_validator_rules
-        return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                        (("where", "Python validators" if row.id in python_only
-                          else "Python validators and JSON Schemas"),), row.requirements)
-                for row in _rule_rows(rules.validator)]
-    raise ValueError(f"unknown rule family {family!r}")
+def _validator_rule_rows(rules: RuleCatalogues) -> list[RuleRow] | None:
+    """The runtime's validator rules (OEV), each saying where it is checked; None when the
+    runtime's catalogue is not available."""
+    if rules.validator is None:
+        return None
+    python_only = rules.python_only_validator_rules
+    return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
+                    (("where", "Python validators" if row.id in python_only
+                      else "Python validators and JSON Schemas"),), row.requirements)
+            for row in _rule_rows(rules.validator)]
 
 
 def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
@@ -294,16 +266,16 @@ def gather(ctx: GenerationContext) -> Site:
                                       "oespec.pipeline.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx.root)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                rule_catalogue(ctx.rules, "check") or [], rule_catalogue(ctx.rules, "breaking"),
-                validator_rules=rule_catalogue(ctx.rules, "validator"), cases=case_catalogue(ctx.rules),
+                _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
+                validator_rules=_validator_rule_rows(ctx.rules), cases=case_catalogue(ctx.rules),
                 page_titles=_page_titles(ctx.root, (r.page for r in requirements)),
                 spec_pages=frozenset(rel[len(SPEC_DIR) + 1:] for rel in _spec_pages(ctx)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:
-            site.type_pages[m.full_name] = (page, type_anchor(m.full_name))
+            site.type_pages[m.full_name] = (page, anchor_id(m.full_name))
         for e in f.enums:
-            site.type_pages[e.full_name] = (page, type_anchor(e.full_name))
+            site.type_pages[e.full_name] = (page, anchor_id(e.full_name))
     site.type_owners = type_owners(site)
     return site
 
@@ -314,6 +286,12 @@ def type_owners(site: Site) -> dict[str, list[str]]:
     package = site.registry.package
     full = lambda name: name if "." in name else f"{package}.{name}"  # noqa: E731
     owners: dict[str, list[str]] = {}
+
+    def claim(name: str, profile: Profile) -> None:
+        holders = owners.setdefault(full(name), [])
+        if profile.name not in holders:
+            holders.append(profile.name)
+
     # A capability message and the enums of its limits belong to their own profile, not to the
     # core whose Capabilities holds them.
     for p in site.registry.profiles:
@@ -321,15 +299,10 @@ def type_owners(site: Site) -> dict[str, list[str]]:
             owners[full(p.capability.message)] = [p.name]
         for limit in p.limits:
             if limit.type.base == "enum" and limit.type.enum_name:
-                owners.setdefault(full(limit.type.enum_name), [])
-                if p.name not in owners[full(limit.type.enum_name)]:
-                    owners[full(limit.type.enum_name)].append(p.name)
+                claim(limit.type.enum_name, p)
     for p in site.registry.profiles:
-        names = [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]
-        for name in names:
-            owners.setdefault(full(name), [])
-            if p.name not in owners[full(name)]:
-                owners[full(name)].append(p.name)
+        for name in [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]:
+            claim(name, p)
     fields = {m.full_name: [f.type for f in m.fields if f.is_reference]
               for f_ in site.protos.files for m in f_.messages}
     queue = list(owners)
@@ -458,7 +431,8 @@ class Pages:
         return Md(", ".join(self.check(c) for c in found)) if found else Md("—")
 
     def page_title(self, page: str) -> Md:
-        return self.link(mdsafe.inline(self.site.title_of(page)), page)
+        title = self.site.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
+        return self.link(mdsafe.inline(title), page)
 
     @staticmethod
     def anchor(anchor_id: str) -> Md:
@@ -563,7 +537,7 @@ def _context(site: Site, page: str, **extra) -> dict:
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
-                shape=method_shape, method_signature=method_signature, services_of=services_of, type_anchor=type_anchor,
+                shape=method_shape, method_signature=method_signature, services_of=services_of, anchor_id=anchor_id,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 
@@ -628,7 +602,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
 
-    problems = []
+    problems, messages = [], []
     for rel in _spec_pages(ctx):
         text = ctx.read(rel)
         if text is None or not has_markers(text):
@@ -638,12 +612,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
             new = rewrite(text, rel, region_renderer(site, page_path))
         except MarkerError as err:
             problems.extend(err.diagnostics)
+            messages.append(str(err))
             continue
         out.append(Output(rel, new))
     if problems:
-        lines = [f"{d.path}:{d.line}:{d.column}: {d.rule_id} {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
-                 for d in problems]
-        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(lines),
+        raise GenerationError("docs", "wrong generated-region markers:\n" + "\n".join(messages),
                               problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
                                         for d in problems])
     return out

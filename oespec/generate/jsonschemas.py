@@ -12,17 +12,18 @@ majors are accepted, as clients must accept them (REQ-CAP-005).
 
 from __future__ import annotations
 
+import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from openengine.contractkit.naming import enum_value_prefix
+from openengine.contractkit.naming import CANONICAL_NAME, enum_value_prefix
 from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from oespec.generate.templating import render
 from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
-from openengine.contractkit import naming
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
 SCHEMA_DIR = "schemas"
@@ -35,7 +36,6 @@ ROOTS = {
     "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
     "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
 }
-CANONICAL_NAME = naming.CANONICAL_NAME
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
@@ -47,6 +47,16 @@ _INT_TYPES = {
     _FD.TYPE_UINT64: "uint64", _FD.TYPE_FIXED64: "uint64",
 }
 _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
+# Well-known types as the proto3 JSON mapping writes them.
+WELL_KNOWN = {
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
+                                  "description": "RFC 3339, UTC or with an offset"},
+    "google.protobuf.Duration": {"type": "string", "pattern": _DURATION},
+    "google.protobuf.Struct": {"type": "object"},
+    "google.protobuf.Value": {},
+    "google.protobuf.ListValue": {"type": "array"},
+    "google.protobuf.Empty": {"type": "object", "additionalProperties": False},
+}
 
 
 def _pool(fds) -> descriptor_pool.DescriptorPool:
@@ -89,53 +99,31 @@ class SchemaBuilder:
 
     # -- messages -----------------------------------------------------------------------------------
     def message(self, d: Descriptor) -> dict:
-        special = self.well_known(d)
-        if special is not None:
-            return special
+        if d.full_name in WELL_KNOWN:
+            return dict(WELL_KNOWN[d.full_name])
         profile = self.limit_profiles.get(d.full_name)
         props: dict[str, Any] = {}
         rules: list[dict] = []
         for f in d.fields:
             limit = profile.limit(f.name) if profile else None
-            schema = self.field(f, limit, profile)
+            schema = self.field(f, limit)
             for key in dict.fromkeys((f.json_name, f.name)):
                 props[key] = schema
             if f.json_name != f.name:
                 rules.append({"not": {"required": [f.name, f.json_name]}})
-        for oneof in d.oneofs:
-            members = [f for f in oneof.fields]
-            if len(members) < 2:
-                continue   # proto3 `optional` (a synthetic oneof of one field)
-            for i, a in enumerate(members):
-                for b in members[i + 1:]:
-                    rules.append({"not": {"allOf": [_present(a), _present(b)]}})
+        for oneof in d.oneofs:   # (a proto3 `optional` is a synthetic oneof of one field: no pairs)
+            for a, b in itertools.combinations(oneof.fields, 2):
+                rules.append({"not": {"allOf": [_present(a), _present(b)]}})
         out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
         if d.full_name == f"{PACKAGE}.ServiceProfile":
-            self.service_profile(out, rules)
+            self.service_profile(out)
         elif d.full_name in (f"{PACKAGE}.Capabilities", f"{PACKAGE}.ModelCapabilities"):
             rules += self.capability_rules(d)
         if rules:
             out["allOf"] = rules
         return out
 
-    def well_known(self, d: Descriptor) -> dict | None:
-        name = d.full_name
-        if name == "google.protobuf.Timestamp":
-            return {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
-                    "description": "RFC 3339, UTC or with an offset"}
-        if name == "google.protobuf.Duration":
-            return {"type": "string", "pattern": _DURATION}
-        if name == "google.protobuf.Struct":
-            return {"type": "object"}
-        if name in ("google.protobuf.Value",):
-            return {}
-        if name == "google.protobuf.ListValue":
-            return {"type": "array"}
-        if name == "google.protobuf.Empty":
-            return {"type": "object", "additionalProperties": False}
-        return None
-
-    def service_profile(self, out: dict, rules: list[dict]) -> None:
+    def service_profile(self, out: dict) -> None:
         """REQ-CAP-001, REQ-CAP-002: a canonical name and a positive major are required."""
         props = out["properties"]
         props["name"] = {"type": "string", "pattern": CANONICAL_NAME}
@@ -143,7 +131,7 @@ class SchemaBuilder:
         out["required"] = ["name", "major"]
 
     # -- fields -------------------------------------------------------------------------------------
-    def field(self, f: FieldDescriptor, limit: Limit | None, profile: Profile | None) -> dict:
+    def field(self, f: FieldDescriptor, limit: Limit | None) -> dict:
         sub = f.message_type
         if sub is not None and sub.GetOptions().map_entry:
             key, value = sub.fields_by_name["key"], sub.fields_by_name["value"]
@@ -170,10 +158,9 @@ class SchemaBuilder:
             return {"anyOf": [{"type": "string", "enum": [v.name for v in f.enum_type.values]},
                               _integer("int32") | {"type": "integer"}]}
         if f.type in _INT_TYPES:
-            kind = _INT_TYPES[f.type]
             if limit is not None:
-                return _integer(kind, limit.minimum, limit.maximum)
-            return _integer(kind)
+                return _integer(_INT_TYPES[f.type], limit.minimum, limit.maximum)
+            return _integer(_INT_TYPES[f.type])
         if f.type == _FD.TYPE_BOOL:
             return {"type": "boolean"}
         if f.type == _FD.TYPE_STRING:
@@ -365,8 +352,6 @@ INPUT_SCHEMAS = {
 def published_input_schemas(root) -> list[Output]:
     """Each input-file schema of the runtime in `root`, as published under schemas/: the same
     document, marked generated."""
-    from pathlib import Path
-
     outputs = []
     for source, name in INPUT_SCHEMAS.items():
         path = Path(root) / source

@@ -28,35 +28,25 @@ _LINK_RE = re.compile(r"\[(?P<text>[^\[\]\n]*)\]\((?P<url>[^()\s]*)\)")
 # only absolute web and mail links are kept.
 SAFE_LINK = re.compile(r"^(?:https?://[\w.-]+(?:[/?#][^\s<>\"'`]*)?|mailto:[^\s<>\"'`]+)$", re.IGNORECASE)
 
-_TEXT_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "{": "&#123;", "}": "&#125;"}
-_CELL_ENTITIES = {**_TEXT_ENTITIES, "|": "&#124;"}
-
-
-# The tables as `str.translate` maps: one C loop per text instead of a Python step per character
+# Entity tables as `str.translate` maps: one C loop per text instead of a Python step per character
 # (escaping is most of the time spent rendering the reference pages).
-_TRANSLATIONS = {id(table): str.maketrans(table) for table in (_TEXT_ENTITIES, _CELL_ENTITIES)}
+_TEXT_ENTITIES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "{": "&#123;", "}": "&#125;"})
+_CELL_ENTITIES = {**_TEXT_ENTITIES, ord("|"): "&#124;"}
 
 
-def _escape_chars(text: str, table: dict[str, str]) -> str:
-    translation = _TRANSLATIONS.get(id(table))
-    if translation is None:
-        return "".join(table.get(ch, ch) for ch in text)
-    return text.translate(translation)
-
-
-def _escape_text(text: str, table: dict[str, str]) -> str:
+def _escape_text(text: str, table: dict[int, str]) -> str:
     """Escape text that is not a kept link: brackets too, so no link or image can form."""
-    return _escape_chars(text, table).replace("[", "\\[").replace("]", "\\]")
+    return text.translate(table).replace("[", "\\[").replace("]", "\\]")
 
 
-def _escape_prose(text: str, table: dict[str, str]) -> str:
+def _escape_prose(text: str, table: dict[int, str]) -> str:
     """Escape text outside code spans; keep well-formed, safe links."""
     out: list[str] = []
     pos = 0
     for match in _LINK_RE.finditer(text):
         before = text[pos:match.start()]
         url = match.group("url")
-        label = _escape_chars(match.group("text"), table)
+        label = match.group("text").translate(table)
         if SAFE_LINK.match(url) and label.strip():
             # `![..](..)` would be an image fetched from anywhere: the `!` stays text.
             if before.endswith("!"):
@@ -64,7 +54,7 @@ def _escape_prose(text: str, table: dict[str, str]) -> str:
                 out.append(_escape_text(before, table) + "&#33;")
             else:
                 out.append(_escape_text(before, table))
-            out.append(f"[{label}]({_escape_chars(url, table)})")
+            out.append(f"[{label}]({url.translate(table)})")
         else:
             # Show what was written, but as text: `javascript:` and friends never become a link.
             out.append(_escape_text(before + match.group(0), table))
@@ -73,7 +63,7 @@ def _escape_prose(text: str, table: dict[str, str]) -> str:
     return "".join(out)
 
 
-def _escape(text: str, table: dict[str, str]) -> str:
+def _escape(text: str, table: dict[int, str]) -> str:
     out: list[str] = []
     pos = 0
     for match in _CODE_SPAN_RE.finditer(text):

@@ -23,8 +23,6 @@ from openengine.contractkit.naming import enum_value_name, snake_case
 PROTO_DIR = "proto"
 V1_DIR = "openengine/v1/"
 CAPABILITIES_FILE = V1_DIR + "capabilities.proto"
-# Fields of Capabilities and ModelCapabilities that are not owned by a profile.
-RESERVED_CAPABILITY_FIELDS = {"profiles": 1, "revision": 2}
 _TOP_LEVEL_TYPE = re.compile(r"^(?:message|enum)\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
@@ -74,25 +72,16 @@ def _registry_text(value) -> str:
     return "" if value is None else str(value)
 
 
-def limit_proto_type(limit: Limit) -> str:
-    return limit.type.enum_name if limit.type.base == "enum" else limit.type.base
-
-
 def _limit_comment(profile: Profile, limit: Limit) -> str:
     facts = [f"Default: {_registry_text(limit.default) or 'empty'}."]
     if limit.minimum is not None or limit.maximum is not None:
-        lo = "" if limit.minimum is None else _registry_text(limit.minimum)
-        hi = "" if limit.maximum is None else _registry_text(limit.maximum)
-        facts.append(f"Range: {lo}..{hi}.")
+        facts.append(f"Range: {_registry_text(limit.minimum)}..{_registry_text(limit.maximum)}.")
     if limit.unit:
         facts.append(f"Unit: {limit.unit}.")
     facts.append(f"Since {profile.name} {limit.since}.")
     if limit.updatable:
         facts.append("UpdateConfig may change it while the engine runs.")
-    if limit.type.repeated:
-        facts.append("An empty list means the default.")
-    else:
-        facts.append("Absent means the default.")
+    facts.append("An empty list means the default." if limit.type.repeated else "Absent means the default.")
     if limit.deprecated:
         facts.append(f"Deprecated: {limit.deprecated}")
     return f"{limit.description.strip()}\n\n{' '.join(facts)}"
@@ -109,7 +98,8 @@ def _limit_field(profile: Profile, limit: Limit) -> FieldDoc:
     literal.append(("since", _quote(str(limit.since))))
     if limit.updatable:
         literal.append(("updatable", "true"))
-    return FieldDoc(limit.name, limit.field, limit_proto_type(limit), limit.type.base == "enum",
+    is_enum = limit.type.base == "enum"
+    return FieldDoc(limit.name, limit.field, limit.type.enum_name if is_enum else limit.type.base, is_enum,
                     "repeated" if limit.type.repeated else "optional", None, _limit_comment(profile, limit),
                     bool(limit.deprecated), options=(Option(LIMIT_OPTION, tuple(literal)),))
 
@@ -297,12 +287,10 @@ def generate(ctx: GenerationContext) -> list[Output]:
                     "set registry.package to openengine.v1")])
     caps = capabilities_file(registry)
     outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}", render_file(caps))]
-    generated = {o.path[len(PROTO_DIR) + 1:] for o in outputs}
     # Only the v1 package's own files: the compatibility aliases under openengine/legacy/ reuse
     # earlier names (GenerationCapabilities, ...) in packages of their own.
     hand_written = {rel: text for rel, text in ctx.proto_sources().items()
-                    if rel not in generated and not rel.endswith("_service.proto")
-                    and rel.startswith(V1_DIR)}
+                    if rel != CAPABILITIES_FILE and not rel.endswith("_service.proto") and rel.startswith(V1_DIR)}
     declared = declared_types(hand_written)
     for name in (*(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:

@@ -17,7 +17,7 @@ from oespec.descriptors import scalar_names
 
 # Field numbers of the descriptor messages, the steps of a SourceCodeInfo location path.
 _FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
-_MSG_FIELD, _MSG_NESTED, _MSG_ENUM, _MSG_ONEOF = 2, 3, 4, 8
+_MSG_FIELD, _MSG_NESTED, _MSG_ENUM = 2, 3, 4
 _ENUM_VALUE = 2
 _SERVICE_METHOD = 2
 
@@ -109,14 +109,6 @@ class FileDoc:
 class ProtoDocs:
     files: list[FileDoc] = field(default_factory=list)
 
-    def types(self) -> set[str]:
-        """Full names of every message and enum described."""
-        return {m.full_name for f in self.files for m in f.messages} | {
-            e.full_name for f in self.files for e in f.enums}
-
-    def services(self) -> dict[str, ServiceDoc]:
-        return {s.full_name: s for f in self.files for s in f.services}
-
 
 def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
     if loc is None:
@@ -148,11 +140,10 @@ def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDoc
             if msg.options.map_entry:
                 return
             entries = {f"{prefix}{scope}{msg.name}.{n.name}": n for n in msg.nested_type if n.options.map_entry}
-            fields = []
-            for i, fdesc in enumerate(msg.field):
-                fields.append(_field(fdesc, msg, entries, _comment(where.get(path + (_MSG_FIELD, i)))))
+            fields = tuple(_field(fdesc, msg, entries, _comment(where.get(path + (_MSG_FIELD, i))))
+                           for i, fdesc in enumerate(msg.field))
             messages.append(MessageDoc(prefix + scope + msg.name, scope + msg.name,
-                                       _comment(where.get(path)), tuple(fields)))
+                                       _comment(where.get(path)), fields))
             for i, nested in enumerate(msg.nested_type):
                 walk_message(nested, path + (_MSG_NESTED, i), f"{scope}{msg.name}.")
             for i, enum in enumerate(msg.enum_type):

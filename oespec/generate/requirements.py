@@ -30,12 +30,20 @@ def index_document(requirements: list[spec.Requirement], spec_dir: Path) -> str:
     return f'{{"$comment": {json.dumps(HEADER_TEXT)},\n "requirements": [\n  {body}\n ]}}\n'
 
 
-def generate(ctx: GenerationContext) -> list[Output]:
-    spec_dir = ctx.root / SPEC_DIR
+def spec_requirements(root: Path, generator: str) -> list[spec.Requirement] | None:
+    """The requirements of the spec under `root`, None when there is no spec folder; malformed
+    ones stop `generator`."""
+    spec_dir = root / SPEC_DIR
     if not spec_dir.is_dir():
-        return []  # a registry without a spec (a fixture tree): nothing to index
+        return None
     try:
-        found = spec.load_requirements(spec_dir)
+        return spec.load_requirements(spec_dir)
     except spec.SpecError as err:
-        raise GenerationError("requirements", f"the spec's requirements are malformed:\n{err}") from None
-    return [Output(OUTPUT, index_document(found, spec_dir))]
+        raise GenerationError(generator, f"the spec's requirements are malformed:\n{err}") from None
+
+
+def generate(ctx: GenerationContext) -> list[Output]:
+    found = spec_requirements(ctx.root, "requirements")
+    if found is None:
+        return []  # a registry without a spec (a fixture tree): nothing to index
+    return [Output(OUTPUT, index_document(found, ctx.root / SPEC_DIR))]

@@ -219,10 +219,7 @@ def _stringify_versions(source: SourceFile) -> dict:
 def resolve(source: SourceFile) -> Resolved:
     """Schema-check `source` and build the model."""
     problems = schema_problems(source, registry_schema(), SCHEMA_FILE, instance=_stringify_versions(source))
-    return _build(source, [_registry_problem(source, problem) for problem in problems])
-
-
-def _build(source: SourceFile, diags: list[Diagnostic]) -> Resolved:
+    diags = [_registry_problem(source, problem) for problem in problems]
     if not diags:
         diags += _check_version_texts(source)
     if diags:
