@@ -146,9 +146,6 @@ class ResolvedConfig:
 # Shipped with the package; `oespec generate` publishes a copy as schemas/engine_config.schema.json
 # (with a modeline in the README examples) for editors and other tools. The engine itself checks a
 # file with `file_problems`, which needs no JSON Schema library.
-CONFIG_SCHEMA = "schemas/engine_config.schema.json"
-
-
 def config_schema() -> dict:
     """The configuration file's JSON Schema."""
     from importlib import resources
@@ -425,13 +422,13 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
             if profile.limit(name) is not None:
                 values[name] = value
         limits[profile.name] = values
-    configured: set[str] = set()
+    configured: dict[str, set[str]] = {}   # full profile name -> the limits the configuration sets
     for spelled_profile, values in config.limits.items():
         profile = cat.lookup(spelled_profile)
         if profile is None:
             problems.append(f"limits: unknown profile {spelled_profile!r}")
             continue
-        configured.add(profile.name)
+        configured.setdefault(profile.name, set()).update(values)
         limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
     problems += watch_interval_problems(limits)
 
@@ -456,12 +453,12 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
     if unused and not model_problems:
         warnings.append(f"not advertised, no served model lists it: {', '.join(p.name for p in unused)}")
         advertised = tuple(p for p in advertised if p not in unused)
-    for name in sorted(configured - {p.name for p in chosen}):
+    for name in sorted(configured.keys() - {p.name for p in chosen}):
         why = f" ({left_out[name]})" if name in left_out else " (add it to --profiles)"
         problems.append(f"limits: {name} is configured but not enabled{why}")
     limits = {p.name: limits[p.name] for p in advertised}
     if "openengine.admin" in limits and "updatable_limits" in limits["openengine.admin"] \
-            and not _configured(config, cat, "openengine.admin", "updatable_limits"):
+            and "updatable_limits" not in configured.get("openengine.admin", ()):
         limits["openengine.admin"]["updatable_limits"] = [
             lim.reference for p in advertised for lim in p.limits if lim.updatable]
 
@@ -634,11 +631,3 @@ def _coerce_limits(profile, values: dict, where: str, problems: list[str]) -> di
         except ValueError as err:
             problems.append(f"{where}: {err}")
     return out
-
-
-def _configured(config: EngineConfig, cat: Catalogue, profile: str, limit: str) -> bool:
-    for spelled, values in config.limits.items():
-        p = cat.lookup(spelled)
-        if p is not None and p.name == profile and limit in values:
-            return True
-    return False

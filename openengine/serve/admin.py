@@ -45,12 +45,6 @@ class Admin:
         except IllegalTransition as err:
             raise Refusal(RefusalCode.FAILED_PRECONDITION, str(err)) from None
 
-    def _abort_all(self, reason: AbortReason) -> int:
-        hits = [f for f in self.state.in_flight.values() if f.aborted is None]
-        for flight in hits:
-            self.state.abort(flight, reason)
-        return len(hits)
-
     async def Drain(self, request: admin_pb2.DrainRequest, context):
         state = self.state
         loop = asyncio.get_running_loop()
@@ -66,7 +60,7 @@ class Admin:
             if remaining == 0:
                 return
             if deadline is not None and loop.time() >= deadline:
-                aborted += self._abort_all(AbortReason.DRAIN_DEADLINE)
+                aborted += state.abort_all(AbortReason.DRAIN_DEADLINE)
             await asyncio.sleep(0.05)
 
     async def PauseGeneration(self, request: admin_pb2.PauseGenerationRequest, context):
@@ -81,13 +75,13 @@ class Admin:
         await self.operations.pause(mode)
         aborted = kept = 0
         if mode == "abort":
-            aborted = self._abort_all(AbortReason.PAUSED)
+            aborted = state.abort_all(AbortReason.PAUSED)
         elif mode == "wait":
             loop = asyncio.get_running_loop()
             until = loop.time() + request.timeout_ms / 1000.0 if request.HasField("timeout_ms") else None
             while state.in_flight and (until is None or loop.time() < until):
                 await asyncio.sleep(0.01)
-            aborted = self._abort_all(AbortReason.PAUSED)
+            aborted = state.abort_all(AbortReason.PAUSED)
         else:
             kept = len(state.in_flight)
         return admin_pb2.PauseGenerationResponse(aborted_requests=aborted, kept_requests=kept)

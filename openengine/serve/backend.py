@@ -280,6 +280,10 @@ class EngineHandle(Protocol):
     def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
         """A model-scoped profile's limits as `model` sees them: its own values over the engine's."""
 
+    def served_model(self, name: str, field: str = "model") -> str:
+        """The served model a request names (empty: the default model); `Refusal` (NOT_FOUND) naming
+        `field` for a model the engine does not serve."""
+
     def lists(self, model: str, profile: str) -> bool:
         """Whether served `model` lists the advertised model-scoped `profile` (REQ-CAP-012)."""
 
