@@ -24,11 +24,11 @@ from openengine.engine import model as stand_in
 from openengine.engine.config import ResolvedConfig
 from openengine.engine.resources import Adapter, EventStream, Session
 from openengine.engine import services
-from openengine.engine.services._base import invalid
 from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, Final, FinishReason, GenerateRequest, Load, Model, RankLoad,
     Refusal, RefusalCode, Tokenizer,
 )
+from openengine.serve.backend import invalid
 from openengine.serve.load import Clock
 from openengine.serve.runstate import STOPPING, RunState
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2

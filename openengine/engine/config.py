@@ -20,7 +20,7 @@ from openengine.engine.faults import FAULTS
 from openengine.engine import services
 from openengine.serve import AdminAccess
 from openengine.serve.limits import coerce
-from openengine.serve.profiles import combination_refusals, watch_interval_problems
+from openengine.serve.profiles import combination_refusals, missing_rpcs, watch_interval_problems
 from openengine.serve.server import PROTOCOL_CLASSES
 
 ROLE_NAMES = role_numbers()
@@ -409,10 +409,10 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         if not profile.allows_role(role):
             problems.append(f"{profile.name} is scoped to role {' or '.join(profile.roles)}; "
                             f"this engine's role is {role} (use --role {profile.roles[0]} or drop the profile)")
-        missing = _unimplemented(profile)
+        missing = missing_rpcs(profile, implemented)
         if missing:
             problems.append(f"{profile.name} cannot be advertised: this engine has no implementation of "
-                            f"{', '.join(missing)} (REQ-CORE-002); drop the profile")
+                            f"{', '.join(r.name for r in missing)} (REQ-CORE-002); drop the profile")
 
     # Limits of every profile: registry default < reference engine choice < configuration.
     limits: dict[str, dict[str, Any]] = {}
@@ -509,11 +509,6 @@ def implemented(rpc: RpcInfo) -> bool:
     return any(callable(getattr(owner, rpc.method.name, None)) for owner in owners if owner is not None)
 
 
-def _unimplemented(profile: ProfileInfo) -> list[str]:
-    """RPCs of `profile` the engine has no code for (REQ-CORE-002)."""
-    return [rpc.name for rpc in profile.rpcs if not implemented(rpc)]
-
-
 def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[ProfileInfo],
                     left_out: dict[str, str]) -> list[ProfileInfo]:
     """What `--profiles all` may add to the explicit profiles, in catalogue order: every profile the
@@ -523,9 +518,9 @@ def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[Profile
     for profile in cat.profiles:
         if profile in explicit or not profile.allows_role(config.role):
             continue
-        missing = _unimplemented(profile)
+        missing = missing_rpcs(profile, implemented)
         if missing:
-            left_out[profile.name] = f"this engine has no implementation of {', '.join(missing)}"
+            left_out[profile.name] = f"this engine has no implementation of {', '.join(r.name for r in missing)}"
         elif profile.scope == "model" and not any(_lists(cat, m, profile) for m in config.served_models):
             left_out[profile.name] = "no served model lists it"
         else:

@@ -199,6 +199,11 @@ class Refusal(Exception):
         self.retryable = retryable
 
 
+def invalid(field: str, message: str) -> Refusal:
+    """The INVALID_ARGUMENT refusal of a request field: `field: message`."""
+    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
+
+
 class AbortReason(enum.Enum):
     """Why the SDK asks a backend to stop a request."""
 

@@ -221,7 +221,9 @@ class Server:
         self.description = backend.describe()
         self._provided = dict(backend.services()) if isinstance(backend, ServiceProvider) else {}
         self._health_servicer = HealthServicer()
-        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES}
+        # The SDK serves a service only with the backend part it needs.
+        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES
+                          if isinstance(backend, getattr(cls, "needs", object))}
         unknown = [name for name in config.aliases if lookup_alias(name) is None]
         if unknown:
             raise CannotServe([f"aliases: unknown alias {name!r}; known: {', '.join(ALIASES)} "
@@ -246,8 +248,7 @@ class Server:
         self.interceptors: list = [self.wire]
         self.implementations: dict[str, object] = {
             **self._provided,
-            **{name: cls(self.state) for name, cls in self._protocol.items()
-               if isinstance(backend, getattr(cls, "needs", object))},
+            **{name: cls(self.state) for name, cls in self._protocol.items()},
             HEALTH_SERVICE: self._health_servicer,
             **{a.service: alias.implementation(a, self) for a in self.aliases},
         }
@@ -267,10 +268,7 @@ class Server:
         if rpc.service == HEALTH_SERVICE:
             candidates = [self._health_servicer]
         else:
-            cls = self._protocol.get(rpc.service)
-            if cls is not None and not isinstance(self.backend, getattr(cls, "needs", object)):
-                cls = None   # the SDK serves it only with the backend part it needs
-            candidates = [cls, self._provided.get(rpc.service)]
+            candidates = [self._protocol.get(rpc.service), self._provided.get(rpc.service)]
         for owner in candidates:
             found = getattr(owner, rpc.method.name, None) if owner is not None else None
             if found is not None and (inspect.iscoroutinefunction(found) or inspect.isasyncgenfunction(found)):

@@ -1,14 +1,11 @@
-"""What every service of the backend shares: the Base class and the refusals."""
+"""What every service of the backend shares: the Base class, and `invalid` for its refusals."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from openengine.serve import Refusal, RefusalCode
-
-
-def invalid(field: str, message: str) -> Refusal:
-    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
+from openengine.serve.backend import invalid
 
 
 class Base:
