@@ -48,7 +48,6 @@ class Request:
     running: bool = False
     aborted: AbortReason | None = None
     scheduled: asyncio.Event = field(default_factory=asyncio.Event)
-    order: int = 0
 
     def abort(self, reason: AbortReason) -> None:
         if self.aborted is None:
@@ -73,9 +72,8 @@ class Scheduler:
         return self.running.get(request_id) or next((r for _, _, r in self.queued if r.request_id == request_id), None)
 
     def submit(self, req: Request) -> None:
-        req.order = next(self._order)
         honour = self._backend.limit("openengine.core", "priority")
-        heapq.heappush(self.queued, (req.priority if honour else 0, req.order, req))
+        heapq.heappush(self.queued, (req.priority if honour else 0, next(self._order), req))
         self.pump()
 
     def pump(self) -> None:
