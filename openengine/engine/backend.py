@@ -28,6 +28,7 @@ from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, Final, FinishReason, GenerateRequest, Load, Model, RankLoad,
     Refusal, RefusalCode, Tokenizer,
 )
+from openengine.serve.backend import invalid
 from openengine.serve.load import Clock
 from openengine.serve.runstate import STOPPING, RunState
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
@@ -47,7 +48,6 @@ class Request:
     running: bool = False
     aborted: AbortReason | None = None
     scheduled: asyncio.Event = field(default_factory=asyncio.Event)
-    order: int = 0
 
     def abort(self, reason: AbortReason) -> None:
         if self.aborted is None:
@@ -72,9 +72,8 @@ class Scheduler:
         return self.running.get(request_id) or next((r for _, _, r in self.queued if r.request_id == request_id), None)
 
     def submit(self, req: Request) -> None:
-        req.order = next(self._order)
         honour = self._backend.limit("openengine.core", "priority")
-        heapq.heappush(self.queued, (req.priority if honour else 0, req.order, req))
+        heapq.heappush(self.queued, (req.priority if honour else 0, next(self._order), req))
         self.pump()
 
     def pump(self) -> None:
@@ -92,10 +91,8 @@ class Scheduler:
         if self.running.get(req.request_id) is req:
             del self.running[req.request_id]
         else:
-            before = len(self.queued)
             self.queued = [e for e in self.queued if e[2] is not req]
-            if len(self.queued) != before:
-                heapq.heapify(self.queued)
+            heapq.heapify(self.queued)
         req.running = False
         self.pump()
 
@@ -142,10 +139,6 @@ class _Sequence:
         return best
 
 
-def _invalid(field: str, message: str) -> Refusal:
-    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
-
-
 class ReferenceBackend:
     """The stand-in model served through the SDK: `Backend`, `AdminOperations`, `StateListener`
     and `ServiceProvider` (the optional services of `services/`)."""
@@ -167,7 +160,6 @@ class ReferenceBackend:
         self.sessions: dict[str, Session] = {}
         self.adapters: dict[str, Adapter] = {}
         self.encoder_cache: dict[str, tuple[int, int]] = {}   # handle -> (tokens, expires_ns)
-        self._tasks: set[asyncio.Task] = set()
         self._services = {f"openengine.v1.{name}": cls(self) for name, cls in services.service_classes().items()}
 
     # -- what it is ------------------------------------------------------------------------------
@@ -232,8 +224,7 @@ class ReferenceBackend:
 
     @property
     def total_kv_blocks(self) -> int:
-        configured = int(self.limit("openengine.kv", "total_kv_blocks") or 0) if self.has("openengine.kv") else 0
-        return configured or 4096
+        return int(self.limit("openengine.kv", "total_kv_blocks") or 0) or 4096
 
     def now_ns(self) -> int:
         return self.clock.now_ns()
@@ -244,11 +235,6 @@ class ReferenceBackend:
     def load_changed(self) -> None:
         if self.engine is not None:
             self.engine.load_changed()
-
-    def keep(self, task: asyncio.Task) -> None:
-        """Hold a reference to a background task until it ends."""
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- one request -------------------------------------------------------------------------------
 
@@ -261,44 +247,44 @@ class ReferenceBackend:
         prompt = (list(message.token_ids.ids) if message.WhichOneof("prompt") == "token_ids"
                   else stand_in.tokenize(message.text))
         if not prompt:
-            raise _invalid("prompt", "the prompt is empty")
+            raise invalid("prompt", "the prompt is empty")
         extra = sum(h.num_tokens for h in message.encoder_inputs)
         if len(prompt) + extra >= m.max_context_tokens:
-            raise _invalid("prompt", f"{len(prompt) + extra} tokens leave no room in the context "
-                           f"(ModelInfo.max_context_tokens = {m.max_context_tokens})")
+            raise invalid("prompt", f"{len(prompt) + extra} tokens leave no room in the context "
+                          f"(ModelInfo.max_context_tokens = {m.max_context_tokens})")
         if request.sequences < 1:
-            raise _invalid("sampling.n", "must be at least 1")
+            raise invalid("sampling.n", "must be at least 1")
         guided = s.guided.WhichOneof("constraint") if s.HasField("guided") else None
         if guided == "json_object" and not s.guided.json_object:
-            raise _invalid("sampling.guided.json_object", "must be true when set")
+            raise invalid("sampling.guided.json_object", "must be true when set")
         if guided == "choice" and not s.guided.choice.values:
-            raise _invalid("sampling.guided.choice", "needs at least one choice")
+            raise invalid("sampling.guided.choice", "needs at least one choice")
         room = m.max_context_tokens - len(prompt) - extra
         if s.HasField("max_tokens"):
             if s.max_tokens < 1:
-                raise _invalid("sampling.max_tokens", "must be at least 1")
+                raise invalid("sampling.max_tokens", "must be at least 1")
             if s.max_tokens > room:
-                raise _invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed "
-                               f"ModelInfo.max_context_tokens = {m.max_context_tokens}")
+                raise invalid("sampling.max_tokens", f"prompt plus {s.max_tokens} tokens exceed "
+                              f"ModelInfo.max_context_tokens = {m.max_context_tokens}")
             max_tokens = s.max_tokens
         else:
             max_tokens = min(m.max_output_tokens, room)
         if s.HasField("min_tokens") and s.min_tokens > max_tokens:
-            raise _invalid("sampling.min_tokens", f"{s.min_tokens} exceeds max_tokens {max_tokens}")
+            raise invalid("sampling.min_tokens", f"{s.min_tokens} exceeds max_tokens {max_tokens}")
         if message.HasField("adapter"):
             loaded = self.adapters.get(message.adapter)
             if loaded is None:
                 raise Refusal(RefusalCode.NOT_FOUND, f"adapter: no loaded adapter {message.adapter!r}")
             if loaded.model != request.model:
-                raise _invalid("adapter", f"{message.adapter!r} is loaded for model {loaded.model!r}, "
-                                          f"not {request.model!r}")
+                raise invalid("adapter", f"{message.adapter!r} is loaded for model {loaded.model!r}, "
+                                         f"not {request.model!r}")
         if message.HasField("session_id"):
             self.expire_sessions()
             if message.session_id not in self.sessions:
                 raise Refusal(RefusalCode.NOT_FOUND, f"session_id: no open session {message.session_id!r}")
         kv = message.kv_transfer if message.HasField("kv_transfer") else None
         if kv is not None and kv.role == kv_pb2.KV_TRANSFER_ROLE_UNSPECIFIED:
-            raise _invalid("kv_transfer.role", "set KV_TRANSFER_ROLE_PRODUCER or KV_TRANSFER_ROLE_CONSUMER")
+            raise invalid("kv_transfer.role", "set KV_TRANSFER_ROLE_PRODUCER or KV_TRANSFER_ROLE_CONSUMER")
         producer = self.config.role == "prefill" or (kv is not None and kv.role == kv_pb2.KV_TRANSFER_ROLE_PRODUCER)
         # A KV producer computes the prompt and the first token only.
         return Plan(prompt, request.sequences, 1 if producer else max_tokens, guided, kv, extra, producer)

@@ -20,7 +20,7 @@ from openengine.engine.faults import FAULTS
 from openengine.engine import services
 from openengine.serve import AdminAccess
 from openengine.serve.limits import coerce
-from openengine.serve.profiles import combination_refusals, watch_interval_problems
+from openengine.serve.profiles import combination_refusals, missing_rpcs, watch_interval_problems
 from openengine.serve.server import PROTOCOL_CLASSES
 
 ROLE_NAMES = role_numbers()
@@ -146,9 +146,6 @@ class ResolvedConfig:
 # Shipped with the package; `oespec generate` publishes a copy as schemas/engine_config.schema.json
 # (with a modeline in the README examples) for editors and other tools. The engine itself checks a
 # file with `file_problems`, which needs no JSON Schema library.
-CONFIG_SCHEMA = "schemas/engine_config.schema.json"
-
-
 def config_schema() -> dict:
     """The configuration file's JSON Schema."""
     from importlib import resources
@@ -412,10 +409,10 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
         if not profile.allows_role(role):
             problems.append(f"{profile.name} is scoped to role {' or '.join(profile.roles)}; "
                             f"this engine's role is {role} (use --role {profile.roles[0]} or drop the profile)")
-        missing = _unimplemented(profile)
+        missing = missing_rpcs(profile, implemented)
         if missing:
             problems.append(f"{profile.name} cannot be advertised: this engine has no implementation of "
-                            f"{', '.join(missing)} (REQ-CORE-002); drop the profile")
+                            f"{', '.join(r.name for r in missing)} (REQ-CORE-002); drop the profile")
 
     # Limits of every profile: registry default < reference engine choice < configuration.
     limits: dict[str, dict[str, Any]] = {}
@@ -425,13 +422,13 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
             if profile.limit(name) is not None:
                 values[name] = value
         limits[profile.name] = values
-    configured: set[str] = set()
+    configured: dict[str, set[str]] = {}   # full profile name -> the limits the configuration sets
     for spelled_profile, values in config.limits.items():
         profile = cat.lookup(spelled_profile)
         if profile is None:
             problems.append(f"limits: unknown profile {spelled_profile!r}")
             continue
-        configured.add(profile.name)
+        configured.setdefault(profile.name, set()).update(values)
         limits[profile.name].update(_coerce_limits(profile, values, "limits", problems))
     problems += watch_interval_problems(limits)
 
@@ -456,12 +453,12 @@ def resolve_config(config: EngineConfig, *, cat: Catalogue | None = None) -> Res
     if unused and not model_problems:
         warnings.append(f"not advertised, no served model lists it: {', '.join(p.name for p in unused)}")
         advertised = tuple(p for p in advertised if p not in unused)
-    for name in sorted(configured - {p.name for p in chosen}):
+    for name in sorted(configured.keys() - {p.name for p in chosen}):
         why = f" ({left_out[name]})" if name in left_out else " (add it to --profiles)"
         problems.append(f"limits: {name} is configured but not enabled{why}")
     limits = {p.name: limits[p.name] for p in advertised}
     if "openengine.admin" in limits and "updatable_limits" in limits["openengine.admin"] \
-            and not _configured(config, cat, "openengine.admin", "updatable_limits"):
+            and "updatable_limits" not in configured.get("openengine.admin", ()):
         limits["openengine.admin"]["updatable_limits"] = [
             lim.reference for p in advertised for lim in p.limits if lim.updatable]
 
@@ -512,11 +509,6 @@ def implemented(rpc: RpcInfo) -> bool:
     return any(callable(getattr(owner, rpc.method.name, None)) for owner in owners if owner is not None)
 
 
-def _unimplemented(profile: ProfileInfo) -> list[str]:
-    """RPCs of `profile` the engine has no code for (REQ-CORE-002)."""
-    return [rpc.name for rpc in profile.rpcs if not implemented(rpc)]
-
-
 def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[ProfileInfo],
                     left_out: dict[str, str]) -> list[ProfileInfo]:
     """What `--profiles all` may add to the explicit profiles, in catalogue order: every profile the
@@ -526,9 +518,9 @@ def _all_candidates(config: EngineConfig, cat: Catalogue, explicit: list[Profile
     for profile in cat.profiles:
         if profile in explicit or not profile.allows_role(config.role):
             continue
-        missing = _unimplemented(profile)
+        missing = missing_rpcs(profile, implemented)
         if missing:
-            left_out[profile.name] = f"this engine has no implementation of {', '.join(missing)}"
+            left_out[profile.name] = f"this engine has no implementation of {', '.join(r.name for r in missing)}"
         elif profile.scope == "model" and not any(_lists(cat, m, profile) for m in config.served_models):
             left_out[profile.name] = "no served model lists it"
         else:
@@ -634,11 +626,3 @@ def _coerce_limits(profile, values: dict, where: str, problems: list[str]) -> di
         except ValueError as err:
             problems.append(f"{where}: {err}")
     return out
-
-
-def _configured(config: EngineConfig, cat: Catalogue, profile: str, limit: str) -> bool:
-    for spelled, values in config.limits.items():
-        p = cat.lookup(spelled)
-        if p is not None and p.name == profile and limit in values:
-            return True
-    return False

@@ -29,12 +29,12 @@ from openengine.legacy.rev2.v1 import openengine_pb2 as rev2
 from openengine.legacy.rev3.v1 import control_pb2 as rev3
 from openengine.serve import AbortReason, Gate, Layer, Refusal, RefusalCode
 from openengine.serve.admission import Admission
+from openengine.serve.protocol import abort_targets
 from openengine.serve.runstate import STOPPING
-from openengine.serve.server import bearer_matches
+from openengine.serve.server import INFERENCE, authorization, bearer_matches
 from openengine.v1 import common_pb2, events_pb2, generation_pb2, lifecycle_pb2, load_pb2
 
 DISCOVERY = "openengine.v1.Discovery"
-INFERENCE = "openengine.v1.Inference"
 OBSERVABILITY = "openengine.v1.Observability"
 TASKS = "openengine.v1.Tasks"
 HEALTH = "grpc.health.v1.Health"
@@ -335,10 +335,6 @@ def _without_aliases(statuses, server):
     return {name: status for name, status in statuses.items() if name not in {a.service for a in server.aliases}}
 
 
-def _authorization(context) -> str:
-    return dict(context.invocation_metadata() or ()).get("authorization", "")
-
-
 class _ProfileBlindGate(Gate):
     def unadvertised(self, rpc):
         return None
@@ -357,7 +353,7 @@ class _DrainOpenGate(Gate):
 class _ExactBearerGate(Gate):
     def credentials(self, context):
         refusal = super().credentials(context)
-        if refusal is None and self.token and not _authorization(context).startswith("Bearer "):
+        if refusal is None and self.token and not authorization(context).startswith("Bearer "):
             return Refusal(RefusalCode.UNAUTHENTICATED, "Admin needs 'authorization: Bearer <token>' metadata")
         return refusal
 
@@ -373,7 +369,7 @@ LIMITED_PREFIX = "limited-"
 class _LimitedTokenAllowedGate(Gate):
     def credentials(self, context):
         refusal = super().credentials(context)
-        if refusal is not None and self.token and bearer_matches(_authorization(context), LIMITED_PREFIX + self.token):
+        if refusal is not None and self.token and bearer_matches(authorization(context), LIMITED_PREFIX + self.token):
             return None
         return refusal
 
@@ -498,8 +494,7 @@ def _cancel_aborts_everything(inner, server):
                 async for message in sent:
                     yield message
         except (asyncio.CancelledError, GeneratorExit):
-            for flight in list(server.state.in_flight.values()):
-                server.state.abort(flight, AbortReason.ABORT_RPC)
+            server.state.abort_all(AbortReason.ABORT_RPC)
             raise
     return stream
 
@@ -694,22 +689,13 @@ async def _queued_abort_waits_for_a_slot(messages, request, server):
         yield message
 
 
-def _abort_targets(server, request) -> list:
-    target = request.WhichOneof("target")
-    flights = [f for f in server.state.in_flight.values() if f.aborted is None]
-    if target == "request_ids":
-        return [f for f in flights if f.request.request_id in set(request.request_ids.values)]
-    if target == "kv_session_id":
-        return [f for f in flights if f.kv_session == request.kv_session_id]
-    return flights
-
-
 def _abort_counts_only(form: str):
     def make(inner, server):
         async def abort(request: lifecycle_pb2.AbortRequest, context):
             if request.WhichOneof("target") != form:
                 return await inner(request, context)
-            return lifecycle_pb2.AbortResponse(aborted=len(_abort_targets(server, request)))
+            found = [f for f in abort_targets(server.state, request) if f.aborted is None]
+            return lifecycle_pb2.AbortResponse(aborted=len(found))
         return abort
     return make
 
@@ -739,7 +725,7 @@ def _ignore_cancel(when_running: bool) -> Layer:
             if reason is not AbortReason.CLIENT_CANCELLED or running != when_running:
                 await abort(request_id, reason)
 
-        backend.generate = lambda request: _read_ahead(generate(request), keep=backend.keep)
+        backend.generate = lambda request: _read_ahead(generate(request), keep=server.state.keep)
         backend.abort = abort_unless_cancelled
     return layer
 
@@ -1168,11 +1154,3 @@ for _fault in (
           ("REQ-ADMIN-003",), "gate", replace_gate(_LimitedTokenAllowedGate)),
 ):
     FAULTS.register(_fault.spec, _fault)
-
-
-def fault(name: str) -> Fault:
-    """The fault called `name`; ValueError naming the known ones otherwise."""
-    try:
-        return FAULTS[name]
-    except KeyError:
-        raise ValueError(f"unknown fault {name!r}; `oespec engine --list-faults` lists them") from None

@@ -10,14 +10,12 @@ Embeddings, classifications and scores are hashes of the input in the same way.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import struct
 from dataclasses import dataclass
 
 VOCAB_SIZE = 257
 EOS_TOKEN_ID = 256
-BOS_TOKEN_ID: int | None = None
 TOKENIZER_NAME = "utf-8-bytes"
 
 # Generated text: lower-case words with spaces and the odd full stop, always valid UTF-8.
@@ -152,7 +150,3 @@ def encode_item(payload: bytes) -> tuple[str, int]:
     """An encoder-cache handle and the number of embedding tokens of one media item."""
     d = _digest(payload, "encode")
     return d[:12].hex(), 16 + d[12] % 48
-
-
-def json_dump(obj) -> str:
-    return json.dumps(obj, sort_keys=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from openengine.serve.backend import AbortReason, AdminOperations, Refusal, RefusalCode
+from openengine.serve.backend import AbortReason, AdminOperations, Refusal, RefusalCode, invalid
 from openengine.serve.limits import coerce
 from openengine.serve.profiles import combination_refusals
 from openengine.serve.runstate import DRAINING, PAUSED, SLEEPING, IllegalTransition, RunState
@@ -17,10 +17,6 @@ from openengine.v1 import admin_pb2
 from openengine.validate import Severity, number_violations
 
 ADMIN_PROFILE = "openengine.admin"
-
-
-def _invalid(field: str, message: str) -> Refusal:
-    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
 
 
 class Admin:
@@ -45,12 +41,6 @@ class Admin:
         except IllegalTransition as err:
             raise Refusal(RefusalCode.FAILED_PRECONDITION, str(err)) from None
 
-    def _abort_all(self, reason: AbortReason) -> int:
-        hits = [f for f in self.state.in_flight.values() if f.aborted is None]
-        for flight in hits:
-            self.state.abort(flight, reason)
-        return len(hits)
-
     async def Drain(self, request: admin_pb2.DrainRequest, context):
         state = self.state
         loop = asyncio.get_running_loop()
@@ -66,7 +56,7 @@ class Admin:
             if remaining == 0:
                 return
             if deadline is not None and loop.time() >= deadline:
-                aborted += self._abort_all(AbortReason.DRAIN_DEADLINE)
+                aborted += state.abort_all(AbortReason.DRAIN_DEADLINE)
             await asyncio.sleep(0.05)
 
     async def PauseGeneration(self, request: admin_pb2.PauseGenerationRequest, context):
@@ -76,18 +66,18 @@ class Admin:
         mode = by_number.get(request.mode or spellings.get("abort", 0))   # unspecified means abort
         modes = self._limit("pause_modes")
         if mode is None or mode not in modes:
-            raise _invalid("mode", f"{mode or request.mode} is not in {ADMIN_PROFILE}.pause_modes ({', '.join(modes)})")
+            raise invalid("mode", f"{mode or request.mode} is not in {ADMIN_PROFILE}.pause_modes ({', '.join(modes)})")
         await self._transition("pause", f"PauseGeneration ({mode})", mode=mode)
         await self.operations.pause(mode)
         aborted = kept = 0
         if mode == "abort":
-            aborted = self._abort_all(AbortReason.PAUSED)
+            aborted = state.abort_all(AbortReason.PAUSED)
         elif mode == "wait":
             loop = asyncio.get_running_loop()
             until = loop.time() + request.timeout_ms / 1000.0 if request.HasField("timeout_ms") else None
             while state.in_flight and (until is None or loop.time() < until):
                 await asyncio.sleep(0.01)
-            aborted = self._abort_all(AbortReason.PAUSED)
+            aborted = state.abort_all(AbortReason.PAUSED)
         else:
             kept = len(state.in_flight)
         return admin_pb2.PauseGenerationResponse(aborted_requests=aborted, kept_requests=kept)
@@ -103,15 +93,15 @@ class Admin:
         tags = set(request.tags)
         known = set(self._limit("wake_tags"))
         if tags - known:
-            raise _invalid("tags", f"{', '.join(sorted(tags - known))} not in {ADMIN_PROFILE}.wake_tags "
-                                   f"({', '.join(sorted(known)) or 'none'})")
+            raise invalid("tags", f"{', '.join(sorted(tags - known))} not in {ADMIN_PROFILE}.wake_tags "
+                                  f"({', '.join(sorted(known)) or 'none'})")
         return tags
 
     async def Sleep(self, request: admin_pb2.SleepRequest, context):
         level = request.level or 1
         deepest = self._limit("max_sleep_level")
         if level > deepest:
-            raise _invalid("level", f"{level} exceeds {ADMIN_PROFILE}.max_sleep_level = {deepest}")
+            raise invalid("level", f"{level} exceeds {ADMIN_PROFILE}.max_sleep_level = {deepest}")
         tags = self._tags(request)
         if self.state.in_flight:
             raise Refusal(RefusalCode.FAILED_PRECONDITION, "requests are in flight; drain or pause first")
@@ -141,7 +131,7 @@ class Admin:
         state = self.state
         errors = [f"{v.message} ({v.requirement})" for v in number_violations(request) if v.severity is Severity.ERROR]
         if errors:
-            raise _invalid("updates", "; ".join(errors))
+            raise invalid("updates", "; ".join(errors))
         updatable = set(self._limit("updatable_limits"))
         limits = {k: dict(v) for k, v in state.selection.limits.items()}
         model_limits = {m: {k: dict(v) for k, v in per.items()} for m, per in state.selection.model_limits.items()}
@@ -150,24 +140,24 @@ class Admin:
             where = f"updates[{i}]"
             lim = state.catalogue.limit(update.limit)
             if lim is None or lim.profile not in limits:
-                raise _invalid(f"{where}.limit", f"{update.limit!r} is not a limit of an advertised profile")
+                raise invalid(f"{where}.limit", f"{update.limit!r} is not a limit of an advertised profile")
             if update.limit not in updatable:
-                raise _invalid(f"{where}.limit", f"{update.limit} is not in {ADMIN_PROFILE}.updatable_limits")
+                raise invalid(f"{where}.limit", f"{update.limit} is not in {ADMIN_PROFILE}.updatable_limits")
             if update.model and update.model not in state.models:
                 raise Refusal(RefusalCode.NOT_FOUND, f"{where}.model: no served model {update.model!r}")
             # A model-scoped limit named for one model changes that model's value only.
             per_model = bool(update.model) and state.catalogue.profile(lim.profile).scope == "model"
             if per_model and not state.lists(update.model, lim.profile):
-                raise _invalid(f"{where}.model", f"model {update.model!r} does not list {lim.profile} "
-                                                 "(see its ModelInfo.capabilities.profiles)")
+                raise invalid(f"{where}.model", f"model {update.model!r} does not list {lim.profile} "
+                                                "(see its ModelInfo.capabilities.profiles)")
             kind = update.WhichOneof("value")
             if kind is None:
-                raise _invalid(f"{where}.value", "set the new value")
+                raise invalid(f"{where}.value", "set the new value")
             value = getattr(update, kind)
             try:
                 value = coerce(lim, list(value.values) if kind == "string_values" else value)
             except ValueError as err:
-                raise _invalid(f"{where}.{kind}", str(err)) from None
+                raise invalid(f"{where}.{kind}", str(err)) from None
             if per_model:
                 own = model_limits.setdefault(update.model, {}).setdefault(lim.profile, {})
                 current = own.get(lim.name, limits[lim.profile][lim.name])
@@ -184,7 +174,7 @@ class Admin:
                                         {m: [p.name for p in state.model_profiles(m)] for m in state.models},
                                         model_limits, cat=state.catalogue)
         if problems:
-            raise _invalid("updates", "; ".join(problems))
+            raise invalid("updates", "; ".join(problems))
         if request.validate_only or not changed:
             return admin_pb2.UpdateConfigResponse(previous_revision=state.revision, revision=state.revision,
                                                   changed_limits=changed)

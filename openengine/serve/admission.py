@@ -45,10 +45,7 @@ class Admission:
             raise Refusal(RefusalCode.UNAVAILABLE, "openengine.v1.Inference is not taking work now; "
                                                    "retry later or on another engine", retryable=True)
         self.check_room()
-        model = message.model or state.default_model
-        if model not in state.models:
-            raise Refusal(RefusalCode.NOT_FOUND,
-                          f"model: no served model {message.model!r}; served: {', '.join(state.models)}")
+        model = state.served_model(message.model)
         if message.WhichOneof("prompt") is None:
             raise Refusal(RefusalCode.INVALID_ARGUMENT, "prompt: set text or token_ids")
         routed = message

@@ -199,6 +199,11 @@ class Refusal(Exception):
         self.retryable = retryable
 
 
+def invalid(field: str, message: str) -> Refusal:
+    """The INVALID_ARGUMENT refusal of a request field: `field: message`."""
+    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
+
+
 class AbortReason(enum.Enum):
     """Why the SDK asks a backend to stop a request."""
 
@@ -279,6 +284,10 @@ class EngineHandle(Protocol):
 
     def model_limit_values(self, model: str, profile: str) -> dict[str, Any]:
         """A model-scoped profile's limits as `model` sees them: its own values over the engine's."""
+
+    def served_model(self, name: str, field: str = "model") -> str:
+        """The served model a request names (empty: the default model); `Refusal` (NOT_FOUND) naming
+        `field` for a model the engine does not serve."""
 
     def lists(self, model: str, profile: str) -> bool:
         """Whether served `model` lists the advertised model-scoped `profile` (REQ-CAP-012)."""

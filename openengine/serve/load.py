@@ -72,13 +72,11 @@ class Watcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     ticker: "Ticker | None" = None
     due_from: float = math.inf      # loop time from which periodic ticks are offered
-    count_coalesced: bool = True
 
     def offer(self, snapshot: Snapshot | None) -> None:
         """Offer an update; never blocks. `None` marks a change whose snapshot is built on take."""
         if self.pending is not None or self.dirty:
-            if self.count_coalesced:
-                self.coalesced += 1
+            self.coalesced += 1
         if snapshot is None:
             self.dirty = True
             self.pending = None

@@ -72,12 +72,7 @@ class Discovery:
         return capabilities(self.state)
 
     async def GetModelInfo(self, request, context):
-        state = self.state
-        name = request.model or state.default_model
-        if name not in state.models:
-            raise Refusal(RefusalCode.NOT_FOUND,
-                          f"model: no served model {request.model!r}; served: {', '.join(state.models)}")
-        return model_info(state, name)
+        return model_info(self.state, self.state.served_model(request.model))
 
 
 class Inference:
@@ -132,20 +127,19 @@ class Inference:
                         break
                     kind = type(output)
                     if kind is Chunk:
-                        flight.writing_since = clock()
-                        yield chunk_message(output)
-                        flight.writing_since = None
+                        message = chunk_message(output)
                     elif kind is Final:
                         unfinished -= 1
-                        flight.writing_since = clock()
-                        yield final_message(output)
-                        flight.writing_since = None
+                        message = final_message(output)
                     elif kind is Failure:
                         ended = True
                         yield failure_message(output)
                         return
                     else:
                         raise TypeError(f"the backend yielded {kind.__name__}; yield Chunk, Final or Failure")
+                    flight.writing_since = clock()
+                    yield message
+                    flight.writing_since = None
                     output = await anext(iterator, _END)
             except Refusal as refusal:
                 if not started:
@@ -183,25 +177,25 @@ class Lifecycle:
         self.state = state
 
     async def Abort(self, request: lifecycle_pb2.AbortRequest, context):
-        state = self.state
-        target = request.WhichOneof("target")
-        if target is None:
-            raise Refusal(RefusalCode.INVALID_ARGUMENT, "target: set request_ids, kv_session_id or all")
-        if target == "request_ids":
-            ids = set(request.request_ids.values)
-            hits = [f for f in state.in_flight.values() if f.request.request_id in ids]
-        elif target == "kv_session_id":
-            if not request.kv_session_id:
-                raise Refusal(RefusalCode.INVALID_ARGUMENT, "kv_session_id: must not be empty")
-            hits = [f for f in state.in_flight.values() if f.kv_session == request.kv_session_id]
-        else:
-            if not request.all:
-                raise Refusal(RefusalCode.INVALID_ARGUMENT, "all: must be true when set")
-            hits = list(state.in_flight.values())
-        hits = [f for f in hits if f.aborted is None]
-        for flight in hits:
-            state.abort(flight, AbortReason.ABORT_RPC)
-        return lifecycle_pb2.AbortResponse(aborted=len(hits))
+        aborted = self.state.abort_all(AbortReason.ABORT_RPC, abort_targets(self.state, request))
+        return lifecycle_pb2.AbortResponse(aborted=aborted)
+
+
+def abort_targets(state: ServingState, request: lifecycle_pb2.AbortRequest) -> list[InFlight]:
+    """The requests in flight an AbortRequest names; INVALID_ARGUMENT for a target set wrong."""
+    target = request.WhichOneof("target")
+    if target is None:
+        raise Refusal(RefusalCode.INVALID_ARGUMENT, "target: set request_ids, kv_session_id or all")
+    if target == "request_ids":
+        ids = set(request.request_ids.values)
+        return [f for f in state.in_flight.values() if f.request.request_id in ids]
+    if target == "kv_session_id":
+        if not request.kv_session_id:
+            raise Refusal(RefusalCode.INVALID_ARGUMENT, "kv_session_id: must not be empty")
+        return [f for f in state.in_flight.values() if f.kv_session == request.kv_session_id]
+    if not request.all:
+        raise Refusal(RefusalCode.INVALID_ARGUMENT, "all: must be true when set")
+    return list(state.in_flight.values())
 
 
 class Observability:

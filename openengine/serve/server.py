@@ -194,11 +194,9 @@ class Gate:
             if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
                 return Refusal(RefusalCode.UNAUTHENTICATED,
                                "Admin needs a client certificate signed by the configured CA")
-        if self.token:
-            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not bearer_matches(sent, self.token):
-                return Refusal(RefusalCode.UNAUTHENTICATED,
-                               "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
+        if self.token and not bearer_matches(authorization(context), self.token):
+            return Refusal(RefusalCode.UNAUTHENTICATED,
+                           "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
 
@@ -223,7 +221,9 @@ class Server:
         self.description = backend.describe()
         self._provided = dict(backend.services()) if isinstance(backend, ServiceProvider) else {}
         self._health_servicer = HealthServicer()
-        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES}
+        # The SDK serves a service only with the backend part it needs.
+        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES
+                          if isinstance(backend, getattr(cls, "needs", object))}
         unknown = [name for name in config.aliases if lookup_alias(name) is None]
         if unknown:
             raise CannotServe([f"aliases: unknown alias {name!r}; known: {', '.join(ALIASES)} "
@@ -248,8 +248,7 @@ class Server:
         self.interceptors: list = [self.wire]
         self.implementations: dict[str, object] = {
             **self._provided,
-            **{name: cls(self.state) for name, cls in self._protocol.items()
-               if isinstance(backend, getattr(cls, "needs", object))},
+            **{name: cls(self.state) for name, cls in self._protocol.items()},
             HEALTH_SERVICE: self._health_servicer,
             **{a.service: alias.implementation(a, self) for a in self.aliases},
         }
@@ -269,10 +268,7 @@ class Server:
         if rpc.service == HEALTH_SERVICE:
             candidates = [self._health_servicer]
         else:
-            cls = self._protocol.get(rpc.service)
-            if cls is not None and not isinstance(self.backend, getattr(cls, "needs", object)):
-                cls = None   # the SDK serves it only with the backend part it needs
-            candidates = [cls, self._provided.get(rpc.service)]
+            candidates = [self._protocol.get(rpc.service), self._provided.get(rpc.service)]
         for owner in candidates:
             found = getattr(owner, rpc.method.name, None) if owner is not None else None
             if found is not None and (inspect.iscoroutinefunction(found) or inspect.isasyncgenfunction(found)):
@@ -357,16 +353,10 @@ class Server:
         separate = config.admin.port is not None
         compiled = [s for s in self.catalogue.services if s != HEALTH_SERVICE]
         main_services = [s for s in compiled if not (separate and s == ADMIN)]
-        server = grpc.aio.server(options=self._server_options(), interceptors=list(self.interceptors))
-        server.add_generic_rpc_handlers(self._service_handlers(main_services) + alias.handlers(self))
-        health_pb2_grpc.add_HealthServicer_to_server(self.implementations[HEALTH_SERVICE], server)
         advertised = [s for s in state.advertised_services() if s in main_services]
-        reflection.enable_server_reflection(advertised + [a.service for a in self.aliases]
-                                            + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
-        port = server.add_insecure_port(f"{config.host}:{config.port}")
-        if port == 0:
-            raise OSError(f"cannot listen on {config.host}:{config.port}")
-        self.address = f"{_host_for_url(config.host)}:{port}"
+        server, self.address = self._grpc_server(
+            self._service_handlers(main_services) + alias.handlers(self), self.implementations[HEALTH_SERVICE],
+            advertised + [a.service for a in self.aliases], config.host, config.port)
         state.address = self.address
         self.servers.append(server)
         if separate:
@@ -383,29 +373,33 @@ class Server:
             await s.start()
         self._log_started()
 
-    def _server_options(self) -> list[tuple[str, int]]:
-        return [("grpc.so_reuseport", 0), *self.config.connections.options()]
-
     def _admin_server(self) -> grpc.aio.Server:
         admin = self.config.admin
-        server = grpc.aio.server(options=self._server_options(), interceptors=list(self.interceptors))
-        server.add_generic_rpc_handlers(self._service_handlers([ADMIN]))
-        health_pb2_grpc.add_HealthServicer_to_server(self.admin_health.servicer, server)
-        names = ([ADMIN] if self.state.has_service(ADMIN) else []) + [HEALTH_SERVICE, reflection.SERVICE_NAME]
-        reflection.enable_server_reflection(names, server)
-        host = admin.host or self.config.host
-        where = f"{host}:{admin.port}"
+        credentials = None
         if admin.mtls:
-            creds = grpc.ssl_server_credentials(
+            credentials = grpc.ssl_server_credentials(
                 [(Path(admin.tls_key).read_bytes(), Path(admin.tls_cert).read_bytes())],
                 root_certificates=Path(admin.client_ca).read_bytes(), require_client_auth=True)
-            port = server.add_secure_port(where, creds)
-        else:
-            port = server.add_insecure_port(where)
-        if port == 0:
-            raise OSError(f"cannot listen on {where}")
-        self.admin_address = f"{_host_for_url(host)}:{port}"
+        server, self.admin_address = self._grpc_server(
+            self._service_handlers([ADMIN]), self.admin_health.servicer,
+            [ADMIN] if self.state.has_service(ADMIN) else [], admin.host or self.config.host, admin.port, credentials)
         return server
+
+    def _grpc_server(self, handlers: list, health, reflected: list[str], host: str, port: int,
+                     credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.aio.Server, str]:
+        """A gRPC server with the wire policy, `handlers`, standard health answered by `health` and
+        reflection of `reflected`, listening on host:port (with TLS when given `credentials`);
+        returns it and its address."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *self.config.connections.options()],
+                                 interceptors=list(self.interceptors))
+        server.add_generic_rpc_handlers(handlers)
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        reflection.enable_server_reflection(reflected + [HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+        where = f"{host}:{port}"
+        bound = server.add_secure_port(where, credentials) if credentials else server.add_insecure_port(where)
+        if bound == 0:
+            raise OSError(f"cannot listen on {where}")
+        return server, f"{_host_for_url(host)}:{bound}"
 
     def _log_started(self) -> None:
         state = self.state
@@ -440,13 +434,17 @@ class Server:
             await self.admin_health.shutdown()
         await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
         state.load.end_all(RefusalCode.UNAVAILABLE, "the engine is shutting down")
-        for flight in list(state.in_flight.values()):
-            state.abort(flight, AbortReason.SHUTDOWN)
+        state.abort_all(AbortReason.SHUTDOWN)
         await asyncio.gather(*(s.stop(grace) for s in self.servers))
         log.info("stopped")
 
     async def wait(self) -> None:
         await asyncio.gather(*(s.wait_for_termination() for s in self.servers))
+
+
+def authorization(context) -> str:
+    """The call's `authorization` metadata, "" when it sent none."""
+    return dict(context.invocation_metadata() or ()).get("authorization", "")
 
 
 def bearer_matches(header: str, token: str) -> bool:

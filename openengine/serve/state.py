@@ -128,6 +128,14 @@ class ServingState:
     def default_model(self) -> str:
         return self.description.models[0].name
 
+    def served_model(self, name: str, field: str = "model") -> str:
+        """The served model a request names (empty: the default model); NOT_FOUND for another name."""
+        if not name:
+            return self.default_model
+        if name not in self.models:
+            raise Refusal(RefusalCode.NOT_FOUND, f"{field}: no served model {name!r}; served: {', '.join(self.models)}")
+        return name
+
     def model_profiles(self, model: str) -> list[ProfileInfo]:
         """The advertised model-scoped profiles `model` lists."""
         listed = {self.catalogue.lookup(p).name for p in self.models[model].profiles}
@@ -178,6 +186,13 @@ class ServingState:
         """Requests whose client has not taken a message for `limit` seconds."""
         return [f for f in self.in_flight.values()
                 if f.aborted is None and f.writing_since is not None and now - f.writing_since >= limit]
+
+    def abort_all(self, reason: AbortReason, flights=None) -> int:
+        """Abort `flights` (by default every request in flight) not aborted yet; how many that was."""
+        hits = [f for f in (self.in_flight.values() if flights is None else flights) if f.aborted is None]
+        for flight in hits:
+            self.abort(flight, reason)
+        return len(hits)
 
     def abort(self, flight: InFlight, reason: AbortReason) -> None:
         """Mark a request aborted and tell the backend to stop it (the call ends it on the stream)."""

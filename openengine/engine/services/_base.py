@@ -1,14 +1,11 @@
-"""What every service of the backend shares: the Base class and the refusals."""
+"""What every service of the backend shares: the Base class, and `invalid` for its refusals."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from openengine.serve import Refusal, RefusalCode
-
-
-def invalid(field: str, message: str) -> Refusal:
-    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")
+from openengine.serve.backend import invalid
 
 
 class Base:
@@ -20,12 +17,7 @@ class Base:
 
     def model(self, name: str, field: str = "model") -> str:
         """The served model a request names (empty: the default model), else NOT_FOUND."""
-        if not name:
-            return self.backend.default_model
-        if name not in self.backend.models:
-            raise Refusal(RefusalCode.NOT_FOUND,
-                          f"{field}: no served model {name!r}; served: {', '.join(self.backend.models)}")
-        return name
+        return self.backend.engine.served_model(name, field)
 
     def model_lists(self, model: str, profile: str, field: str = "model") -> None:
         """REQ-CAP-013 / REQ-TASKS-001: a model-scoped RPC for a model that does not list the profile."""

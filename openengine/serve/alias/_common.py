@@ -8,7 +8,7 @@ from typing import Any
 from openengine.contractkit.naming import enum_value_prefix
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.serve.runstate import DRAINING, SERVING
-from openengine.v1 import common_pb2, generation_pb2, lifecycle_pb2, load_pb2
+from openengine.v1 import common_pb2, discovery_pb2, generation_pb2, lifecycle_pb2, load_pb2
 
 
 class AliasBase:
@@ -83,6 +83,17 @@ def load_info(earlier, info: load_pb2.LoadInfo):
                       queued_requests=rank.queued_requests, used_kv_blocks=rank.used_kv_blocks,
                       total_kv_blocks=rank.total_kv_blocks)
     return out
+
+
+def model_info_fields(info: discovery_pb2.ModelInfo) -> dict[str, Any]:
+    """v1 ModelInfo -> the fields revisions 2 and 3 both give their ModelInfo."""
+    return dict(
+        model_id=info.base_model or info.model, served_model_name=info.model,
+        max_context_length=info.max_context_tokens, max_output_tokens=info.max_output_tokens,
+        supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
+        supports_lora="openengine.adapters" in {p.name for p in info.capabilities.profiles},
+        supports_multimodal=info.multimodal, reasoning_parser=info.reasoning_parser,
+        tool_call_parser=info.tool_call_parser)
 
 
 def not_translated(field: str, replacement: str) -> Refusal:

@@ -6,7 +6,7 @@ Revision 3's `Inference/Generate` is not aliased: v1 serves its own Generate und
 from __future__ import annotations
 
 from openengine.serve.alias import kv
-from openengine.serve.alias._common import AliasBase, enum_by_suffix
+from openengine.serve.alias._common import AliasBase, enum_by_suffix, model_info_fields
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev3.v1 import control_pb2 as r3
 from openengine.v1 import adapters_pb2, common_pb2, discovery_pb2, kv_pb2, lifecycle_pb2
@@ -44,13 +44,7 @@ class ControlAlias(AliasBase):
     async def GetModelInfo(self, request: r3.GetModelInfoRequest, context):
         info = await self.unary("openengine.v1.Discovery/GetModelInfo",
                                 discovery_pb2.GetModelInfoRequest(model=request.model), context)
-        profiles = {p.name for p in info.capabilities.profiles}
-        return r3.ModelInfo(
-            model_id=info.base_model or info.model, served_model_name=info.model,
-            max_context_length=info.max_context_tokens, max_output_tokens=info.max_output_tokens,
-            supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
-            supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
-            reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
+        return r3.ModelInfo(**model_info_fields(info))
 
     def abort_request(self, request: r3.AbortRequest) -> lifecycle_pb2.AbortRequest:
         v1 = lifecycle_pb2.AbortRequest()

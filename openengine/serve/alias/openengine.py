@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from openengine.serve.alias import kv
 from openengine.serve.alias._common import (AliasBase, enum_by_suffix, error_code, finish_reason,
-                                             not_translated)
+                                             model_info_fields, not_translated)
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.legacy.rev2.v1 import openengine_pb2 as r2
 from openengine.v1 import (admin_pb2, common_pb2, discovery_pb2, generation_pb2, kv_pb2, lifecycle_pb2)
@@ -99,17 +99,10 @@ def generate_responses(request_id: str, message: generation_pb2.GenerateResponse
 
 
 def model_info(info: discovery_pb2.ModelInfo, state) -> r2.ModelInfo:
-    profiles = {p.name for p in info.capabilities.profiles}
     core = state.selection.limits.get("openengine.core", {})
-    return r2.ModelInfo(
-        model_id=info.base_model or info.model, served_model_name=info.model,
-        max_context_length=info.max_context_tokens, max_output_tokens=info.max_output_tokens,
-        max_running_requests=int(core.get("max_running_requests") or 0),
-        supports_text_input=info.tokenizer.text_input, supports_token_ids_input=True,
-        supports_logprobs=bool(core.get("max_logprobs")),
-        supports_guided_decoding=bool(core.get("guided_decoding_modes")),
-        supports_lora="openengine.adapters" in profiles, supports_multimodal=info.multimodal,
-        reasoning_parser=info.reasoning_parser, tool_call_parser=info.tool_call_parser)
+    return r2.ModelInfo(**model_info_fields(info), max_running_requests=int(core.get("max_running_requests") or 0),
+                        supports_logprobs=bool(core.get("max_logprobs")),
+                        supports_guided_decoding=bool(core.get("guided_decoding_modes")))
 
 
 class OpenEngineAlias(AliasBase):
