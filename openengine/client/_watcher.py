@@ -176,13 +176,15 @@ class _Watcher:
         """Wake the events loop, which waits for a view that advertises runtime events: a new view
         came, or the watcher ends."""
 
-    def _watchdog_period(self) -> float:
-        """Seconds between silence checks: a quarter of the tolerance the stream's period allows
-        (a heartbeat of 1 s: every 125 ms at tolerance 0.5), never more often than
-        `watchdog_interval`."""
+    def _watchdog_delay(self) -> float:
+        """Seconds until the next silence check: the moment the stream becomes overdue, so a
+        busy stream wakes its watchdog about once per allowed silence rather than many times (a
+        message meanwhile moves the moment on); never sooner than `watchdog_interval`."""
         checker = self._checker
-        period_ms = (checker.heartbeat_ms or checker.interval_ms) if checker is not None else 0
-        return max(self._watchdog_interval, period_ms * self._tolerance / 4000.0)
+        overdue = checker.overdue_at if checker is not None else None
+        if overdue is None:
+            return self._watchdog_interval
+        return max(self._watchdog_interval, overdue - self._clock())
 
     def _notify(self) -> None:
         with self._changed:
@@ -445,7 +447,7 @@ class LoadWatcher(_Watcher):
                 return
 
     def _watchdog(self) -> None:
-        while not self._stop.wait(self._watchdog_period()) and self._mode != UNAVAILABLE:
+        while not self._stop.wait(self._watchdog_delay()) and self._mode != UNAVAILABLE:
             self._cancel_if_silent()
 
 
@@ -577,5 +579,5 @@ class AsyncLoadWatcher(_Watcher):
 
     async def _watchdog(self) -> None:
         while not self._stopping() and self._mode != UNAVAILABLE:
-            await asyncio.sleep(self._watchdog_period())
+            await asyncio.sleep(self._watchdog_delay())
             self._cancel_if_silent()

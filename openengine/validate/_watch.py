@@ -303,17 +303,27 @@ class WatchLoadChecker:
                                  "per_rank is true but the engine does not advertise per_rank"))
 
     # -- silence ------------------------------------------------------------------------------------
+    @property
+    def overdue_at(self) -> float | None:
+        """When, on the checker's clock, the stream will have been silent for longer than its
+        heartbeat (or, without heartbeats, its interval) allows, unless a message comes first;
+        None while nothing bounds the silence (no settings or message yet, or no period)."""
+        period = self.heartbeat_ms or self.interval_ms
+        if self.settings is None or self._last_received is None or not period:
+            return None
+        return self._last_received + (period * (1 + self.tolerance) + self.slack_ms) / 1000.0
+
     def tick(self, now: float | None = None) -> list[Violation]:
-        """Report a stream that has been silent for longer than its heartbeat (or, without
-        heartbeats, its interval) allows. Reported once per silence."""
-        if self.settings is None or self._last_received is None or self._silence_reported:
+        """Report a stream that is past `overdue_at`. Reported once per silence."""
+        overdue = self.overdue_at
+        if overdue is None or self._silence_reported:
             return []
         now = self.clock() if now is None else now
-        silent_ms = (now - self._last_received) * 1000.0
-        period = self.heartbeat_ms or self.interval_ms
-        if not period or silent_ms <= period * (1 + self.tolerance) + self.slack_ms:
+        if now <= overdue:
             return []
         self._silence_reported = True
+        silent_ms = (now - self._last_received) * 1000.0
+        period = self.heartbeat_ms or self.interval_ms
         rule = "OEV312" if self.heartbeat_ms else "OEV311"
         what = "heartbeat" if self.heartbeat_ms else "interval"
         found = violation(rule, "heartbeat" if self.heartbeat_ms else "snapshot", round(silent_ms),
