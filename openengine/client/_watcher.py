@@ -111,8 +111,9 @@ class _Watcher:
         self._events_call = None
         self._mode = WATCH
         self._poll_interval = poll_interval if poll_interval is not None else 0.1
-        self._changed = threading.Condition()     # notified on every snapshot and when the watcher ends
-        self._wake: Callable[[], None] | None = None   # the async watcher's wake-up
+        # Guards the violation records both of LoadWatcher's threads write; its snapshot waiters
+        # wait on it too.
+        self._changed = threading.Condition()
         if view is not None:
             self._adopt(view)
 
@@ -187,10 +188,8 @@ class _Watcher:
         return max(self._watchdog_interval, overdue - self._clock())
 
     def _notify(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-        if self._wake is not None:
-            self._wake()
+        """Wake whoever waits for a new snapshot or for the watcher's end."""
+        raise NotImplementedError
 
     def _cancel_calls(self) -> None:
         """Release every waiter and end both streams: the watcher stops."""
@@ -263,14 +262,12 @@ class _Watcher:
         return True
 
     def _store(self, load) -> None:
-        with self._changed:
-            self._latest = load
-            self._latest_at = self._clock()
-            self._snapshots += 1
-            self._delays = None           # a working stream: the next failure starts backoff afresh
-            self._changed.notify_all()
-        if self._wake is not None:
-            self._wake()
+        # The count goes up last: a waiter that sees it sees the snapshot too.
+        self._latest = load
+        self._latest_at = self._clock()
+        self._snapshots += 1
+        self._delays = None           # a working stream: the next failure starts backoff afresh
+        self._notify()
         if self._on_snapshot is not None:
             self._on_snapshot(load)
 
@@ -351,6 +348,10 @@ class LoadWatcher(_Watcher):
 
     def _rouse_events(self) -> None:
         self._adopted.set()
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def wait_for_snapshot(self, timeout: float | None = None):
         """Block until a snapshot newer than the call arrives and return it; None as soon as it is
@@ -474,9 +475,12 @@ class AsyncLoadWatcher(_Watcher):
         if self._adopted is not None:
             self._adopted.set()
 
+    def _notify(self) -> None:
+        if self._woken is not None:     # set on the loop: only the watcher's own tasks store
+            self._woken.set()
+
     async def start(self) -> "AsyncLoadWatcher":
-        self._woken = woken = asyncio.Event()
-        self._wake = woken.set   # called on the loop: the watcher's own tasks
+        self._woken = asyncio.Event()
         self._adopted = asyncio.Event()
         self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
                        asyncio.create_task(self._events())]
