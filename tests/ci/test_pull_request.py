@@ -17,7 +17,9 @@ import pytest
 
 from .conftest import git, run
 
-pytestmark = pytest.mark.slow
+# Each test runs several whole workflow steps (the conformance step is the whole suite against an
+# engine): on a loaded machine that outlasts the suite's default per-test timeout, a hang guard.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # The load tests that read a snapshot; the cancellation storm (slow) adds nothing to the verdict.
 LOAD_TESTS = "tests/engine/test_load.py -m 'not slow'"
