@@ -43,8 +43,9 @@ class FanoutRun:
         return (self.watchers - self.stalled) * self.seconds * 1000.0 / self.interval_ms
 
     def cost_over(self, bare: "FanoutRun") -> float:
-        """Server CPU per message of this run over that of a bare run (infinite when the bare one got none)."""
-        return self.server_us_per_message / bare.server_us_per_message if bare.delivered else float("inf")
+        """Server CPU per message of this run over that of a bare run (infinite when the bare one got
+        none, or spent nothing measurable above idle)."""
+        return ratio(self.server_us_per_message, bare.server_us_per_message) if bare.delivered else float("inf")
 
 
 def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 100, window_s: float = 6.0,

@@ -114,12 +114,13 @@ def measure(engines: int, *, rate: float = 4.0, poll_ms: int = 50, heartbeat_ms:
 
 
 def _shortfall(r: FleetResult) -> float:
-    """Asked poll rate / achieved poll rate (1 when the polling scheduler kept its interval)."""
+    """Asked poll rate / achieved poll rate, to two places (1 when the polling scheduler kept its
+    interval, or fell behind it by less than 0.5%: jitter, not a shortfall to scale by)."""
     p = r.modes["poll"]
     if not p.messages:
         return 1.0
     achieved_ms = 1000.0 * r.engines * p.seconds / p.messages
-    return max(1.0, achieved_ms / r.poll_ms)
+    return max(1.0, round(achieved_ms / r.poll_ms, 2))
 
 
 def _per(cpu_s: float, count: int) -> float:

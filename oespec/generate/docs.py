@@ -193,12 +193,12 @@ def _load_protos(ctx: GenerationContext) -> ProtoDocs:
     return describe(fds, set(sources))
 
 
-def _load_requirements(root: Path) -> tuple[list[Requirement], bool]:
+def _load_requirements(ctx: GenerationContext) -> tuple[list[Requirement], bool]:
     """The spec's requirements; (nothing, False) while the spec is absent."""
-    found = spec_requirements(root, "docs")
+    found = spec_requirements(ctx, "docs")
     if found is None:
         return [], False
-    spec_dir = (root / SPEC_DIR).resolve()
+    spec_dir = (ctx.root / SPEC_DIR).resolve()
     return [Requirement(req.id, req.tag, req.text, Path(req.file).resolve().relative_to(spec_dir).as_posix(),
                         req.line, tuple((a.id, a.text) for a in req.assertions)) for req in found], True
 
@@ -264,7 +264,7 @@ def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.pipeline.plan (or `oespec generate`)")
-    requirements, spec_available = _load_requirements(ctx.root)
+    requirements, spec_available = _load_requirements(ctx)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
                 validator_rules=_validator_rule_rows(ctx.rules), cases=case_catalogue(ctx.rules),

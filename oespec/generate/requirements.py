@@ -30,20 +30,23 @@ def index_document(requirements: list[spec.Requirement], spec_dir: Path) -> str:
     return f'{{"$comment": {json.dumps(HEADER_TEXT)},\n "requirements": [\n  {body}\n ]}}\n'
 
 
-def spec_requirements(root: Path, generator: str) -> list[spec.Requirement] | None:
-    """The requirements of the spec under `root`, None when there is no spec folder; malformed
-    ones stop `generator`."""
-    spec_dir = root / SPEC_DIR
+def spec_requirements(ctx: GenerationContext, generator: str) -> list[spec.Requirement] | None:
+    """The requirements of the spec under the tree being generated, read once per generation and
+    shared by the generators that need them; None when there is no spec folder; malformed ones
+    stop `generator`."""
+    spec_dir = ctx.root / SPEC_DIR
     if not spec_dir.is_dir():
         return None
-    try:
-        return spec.load_requirements(spec_dir)
-    except spec.SpecError as err:
-        raise GenerationError(generator, f"the spec's requirements are malformed:\n{err}") from None
+    if "spec_requirements" not in ctx.cache:
+        try:
+            ctx.cache["spec_requirements"] = spec.load_requirements(spec_dir)
+        except spec.SpecError as err:
+            raise GenerationError(generator, f"the spec's requirements are malformed:\n{err}") from None
+    return ctx.cache["spec_requirements"]
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
-    found = spec_requirements(ctx.root, "requirements")
+    found = spec_requirements(ctx, "requirements")
     if found is None:
         return []  # a registry without a spec (a fixture tree): nothing to index
     return [Output(OUTPUT, index_document(found, ctx.root / SPEC_DIR))]

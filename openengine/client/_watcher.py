@@ -29,6 +29,9 @@ from openengine.validate import Violation, WatchLoadChecker
 
 WATCH, POLL, UNAVAILABLE = "watch", "poll", "unavailable"
 RESTARTS_KEPT = 100
+# The longest the silence watchdog sleeps: a stream reopened meanwhile may allow less silence than
+# the one it went to sleep on.
+WATCHDOG_LONGEST_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -178,14 +181,14 @@ class _Watcher:
         came, or the watcher ends."""
 
     def _watchdog_delay(self) -> float:
-        """Seconds until the next silence check: the moment the stream becomes overdue, so a
-        busy stream wakes its watchdog about once per allowed silence rather than many times (a
-        message meanwhile moves the moment on); never sooner than `watchdog_interval`."""
+        """Seconds until the next silence check: the moment the stream becomes overdue (a message
+        meanwhile moves it on), so a busy stream does not wake its watchdog many times per allowed
+        silence; never sooner than `watchdog_interval`, never later than WATCHDOG_LONGEST_S."""
         checker = self._checker
         overdue = checker.overdue_at if checker is not None else None
         if overdue is None:
             return self._watchdog_interval
-        return max(self._watchdog_interval, overdue - self._clock())
+        return min(WATCHDOG_LONGEST_S, max(self._watchdog_interval, overdue - self._clock()))
 
     def _notify(self) -> None:
         """Wake whoever waits for a new snapshot or for the watcher's end."""

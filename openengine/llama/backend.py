@@ -22,7 +22,7 @@ from openengine.llama import scheduler as sched
 from openengine.llama.native import LlamaModel
 from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, FinishReason,
-    GenerateRequest, Load, Model, Refusal, RefusalCode, Tokenizer,
+    GenerateRequest, Load, Model, Refusal, RefusalCode, Tokenizer, invalid,
 )
 from openengine.v1 import generation_pb2
 
@@ -200,32 +200,32 @@ class LlamaBackend:
         (max_output_tokens among them) and the number domains."""
         message, sampling = request.message, request.sampling
         if message.encoder_inputs:
-            raise _invalid("encoder_inputs", "this engine takes no encoder outputs "
+            raise invalid("encoder_inputs", "this engine takes no encoder outputs "
                                              "(openengine.encoder is not advertised)")
         if message.WhichOneof("prompt") == "token_ids":
             prompt = tuple(message.token_ids.ids)
         else:
             prompt = tuple(self.model.tokenize(message.text))
         if not prompt:
-            raise _invalid("prompt", "the prompt is empty")
+            raise invalid("prompt", "the prompt is empty")
         room = self.context_tokens - len(prompt)
         if room < 1:
-            raise _invalid("prompt", f"{len(prompt)} tokens leave no room in the context "
+            raise invalid("prompt", f"{len(prompt)} tokens leave no room in the context "
                                      f"(ModelInfo.max_context_tokens = {self.context_tokens})")
         if sampling.HasField("max_tokens"):
             if sampling.max_tokens < 1:
-                raise _invalid("sampling.max_tokens", "must be at least 1")
+                raise invalid("sampling.max_tokens", "must be at least 1")
             if sampling.max_tokens > room:
-                raise _invalid("sampling.max_tokens", f"the prompt's {len(prompt)} tokens plus "
+                raise invalid("sampling.max_tokens", f"the prompt's {len(prompt)} tokens plus "
                                f"{sampling.max_tokens} exceed ModelInfo.max_context_tokens = "
                                f"{self.context_tokens}")
             max_tokens = sampling.max_tokens
         else:
             max_tokens = min(self.max_output_tokens, room)
         if sampling.min_tokens > max_tokens:
-            raise _invalid("sampling.min_tokens", f"{sampling.min_tokens} exceeds max_tokens {max_tokens}")
+            raise invalid("sampling.min_tokens", f"{sampling.min_tokens} exceeds max_tokens {max_tokens}")
         if sampling.HasField("seed") and sampling.seed > LARGEST_SEED:
-            raise _invalid("sampling.seed", f"{sampling.seed} is above {LARGEST_SEED}: llama.cpp "
+            raise invalid("sampling.seed", f"{sampling.seed} is above {LARGEST_SEED}: llama.cpp "
                                             "seeds are 32-bit")
         return sched.SequenceRequest(
             request_id=request.request_id,
@@ -335,6 +335,3 @@ class _Stream:
 
 _FINISH = {sched.FinishReason.STOP: FinishReason.STOP, sched.FinishReason.LENGTH: FinishReason.LENGTH}
 
-
-def _invalid(field: str, message: str) -> Refusal:
-    return Refusal(RefusalCode.INVALID_ARGUMENT, f"{field}: {message}")

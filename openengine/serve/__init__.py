@@ -11,7 +11,7 @@ policy, reflection, shutdown); `SequenceStops` applies a request's stop conditio
 from openengine.serve.backend import (
     AbortReason, AdminOperations, Backend, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final,
     FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
-    StateListener, Tokenizer,
+    StateListener, Tokenizer, invalid,
 )
 from openengine.serve.profiles import CannotServe
 from openengine.serve.server import AdminAccess, ConnectionPolicy, Gate, Layer, RunningServer, ServeConfig, Server, serve
@@ -22,5 +22,5 @@ __all__ = [
     "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
     "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "Tokenizer",
     "AdminAccess", "CannotServe", "ConnectionPolicy", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig",
-    "Server", "serve",
+    "Server", "invalid", "serve",
 ]

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from openengine.contract import CORE
-from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode, Tokenizer
+from openengine.serve.backend import GenerateRequest, Refusal, RefusalCode, Tokenizer, invalid
 from openengine.serve.state import refuse_errors
 from openengine.v1 import generation_pb2
 from openengine.validate import Violation, number_violations, preflight
@@ -47,7 +47,7 @@ class Admission:
         self.check_room()
         model = state.served_model(message.model)
         if message.WhichOneof("prompt") is None:
-            raise Refusal(RefusalCode.INVALID_ARGUMENT, "prompt: set text or token_ids")
+            raise invalid("prompt", "set text or token_ids")
         routed = message
         if not message.model and len(state.models) > 1:
             routed = generation_pb2.GenerateRequest()
@@ -55,13 +55,12 @@ class Admission:
             routed.model = model
         tokenizer = state.models[model].tokenizer
         if message.WhichOneof("prompt") == "text" and not tokenizer.text_input:
-            raise Refusal(RefusalCode.INVALID_ARGUMENT,
-                          f"text: model {model!r} takes token_ids only (ModelInfo.tokenizer.text_input is false)")
+            raise invalid("text", f"model {model!r} takes token_ids only (ModelInfo.tokenizer.text_input is false)")
         if message.WhichOneof("prompt") == "token_ids":
             outside = next((t for t in message.token_ids.ids if t >= tokenizer.vocab_size), None)
             if outside is not None:
-                raise Refusal(RefusalCode.INVALID_ARGUMENT, f"token_ids: token id {outside} is outside the "
-                              f"vocabulary of model {model!r} ({tokenizer.vocab_size} tokens)")
+                raise invalid("token_ids", f"token id {outside} is outside the vocabulary of model {model!r} "
+                                           f"({tokenizer.vocab_size} tokens)")
         refuse_errors(self.violations(routed, tokenizer))
         request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if request_id in state.in_flight:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 
 from openengine.serve.admission import Admission
-from openengine.serve.backend import AbortReason, Chunk, Failure, Final, Refusal, RefusalCode
+from openengine.serve.backend import AbortReason, Chunk, Failure, Final, Refusal, RefusalCode, invalid
 from openengine.serve.discovery import capabilities, engine_info, model_info
 from openengine.serve.load import Watcher
 from openengine.serve.loadwire import Framer, Snapshot
@@ -185,16 +185,16 @@ def abort_targets(state: ServingState, request: lifecycle_pb2.AbortRequest) -> l
     """The requests in flight an AbortRequest names; INVALID_ARGUMENT for a target set wrong."""
     target = request.WhichOneof("target")
     if target is None:
-        raise Refusal(RefusalCode.INVALID_ARGUMENT, "target: set request_ids, kv_session_id or all")
+        raise invalid("target", "set request_ids, kv_session_id or all")
     if target == "request_ids":
         ids = set(request.request_ids.values)
         return [f for f in state.in_flight.values() if f.request.request_id in ids]
     if target == "kv_session_id":
         if not request.kv_session_id:
-            raise Refusal(RefusalCode.INVALID_ARGUMENT, "kv_session_id: must not be empty")
+            raise invalid("kv_session_id", "must not be empty")
         return [f for f in state.in_flight.values() if f.kv_session == request.kv_session_id]
     if not request.all:
-        raise Refusal(RefusalCode.INVALID_ARGUMENT, "all: must be true when set")
+        raise invalid("all", "must be true when set")
     return list(state.in_flight.values())
 
 

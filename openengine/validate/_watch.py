@@ -303,26 +303,33 @@ class WatchLoadChecker:
                                  "per_rank is true but the engine does not advertise per_rank"))
 
     # -- silence ------------------------------------------------------------------------------------
+    def _allowed_silence_ms(self) -> float | None:
+        """How long the stream may stay silent: its heartbeat (or, without heartbeats, its
+        interval) with the tolerance; None while nothing bounds it (no settings, or no period)."""
+        period = self.heartbeat_ms or self.interval_ms
+        if self.settings is None or not period:
+            return None
+        return period * (1 + self.tolerance) + self.slack_ms
+
     @property
     def overdue_at(self) -> float | None:
-        """When, on the checker's clock, the stream will have been silent for longer than its
-        heartbeat (or, without heartbeats, its interval) allows, unless a message comes first;
-        None while nothing bounds the silence (no settings or message yet, or no period)."""
-        period = self.heartbeat_ms or self.interval_ms
-        if self.settings is None or self._last_received is None or not period:
+        """When, on the checker's clock, `tick` would report the stream silent unless a message
+        comes first; None while nothing bounds the silence (no settings or message yet)."""
+        allowed, last = self._allowed_silence_ms(), self._last_received
+        if allowed is None or last is None:
             return None
-        return self._last_received + (period * (1 + self.tolerance) + self.slack_ms) / 1000.0
+        return last + allowed / 1000.0
 
     def tick(self, now: float | None = None) -> list[Violation]:
-        """Report a stream that is past `overdue_at`. Reported once per silence."""
-        overdue = self.overdue_at
-        if overdue is None or self._silence_reported:
+        """Report a stream that has been silent for longer than it may be. Reported once per silence."""
+        allowed, last = self._allowed_silence_ms(), self._last_received
+        if allowed is None or last is None or self._silence_reported:
             return []
         now = self.clock() if now is None else now
-        if now <= overdue:
+        silent_ms = (now - last) * 1000.0
+        if silent_ms <= allowed:
             return []
         self._silence_reported = True
-        silent_ms = (now - self._last_received) * 1000.0
         period = self.heartbeat_ms or self.interval_ms
         rule = "OEV312" if self.heartbeat_ms else "OEV311"
         what = "heartbeat" if self.heartbeat_ms else "interval"

@@ -121,6 +121,21 @@ def test_missing_heartbeat_by_tick_and_finish():
     assert [v.rule_id for v in checker.finish(12.0)] == ["OEV312"]
 
 
+def test_overdue_at_is_when_tick_starts_reporting():
+    checker = WatchLoadChecker(clock=lambda: 0.0)
+    assert checker.overdue_at is None                      # nothing received yet
+    checker.feed(settings(interval=0, heartbeat=100, initial=False), received_at=10.0)
+    overdue = checker.overdue_at
+    assert 10.1 < overdue < 10.5
+    assert checker.tick(overdue - 0.001) == []
+    assert [v.rule_id for v in checker.tick(overdue + 0.001)] == ["OEV312"]
+    checker.feed(heartbeat(1, 100), received_at=11.0)      # a message moves the moment on
+    assert checker.overdue_at == pytest.approx(overdue + 1.0)
+    idle = WatchLoadChecker(clock=lambda: 0.0)
+    idle.feed(settings(interval=0, heartbeat=0, initial=False), received_at=10.0)
+    assert idle.overdue_at is None                         # no period: silence is never overdue
+
+
 def test_finish_reports_no_message_and_missing_initial_snapshot():
     assert [v.rule_id for v in WatchLoadChecker().finish(0.0)] == ["OEV301"]
     checker = run([settings(interval=0, heartbeat=0)])

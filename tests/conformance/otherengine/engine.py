@@ -112,6 +112,7 @@ class Bugs:
     timestamps_backwards: bool = False     # every second WatchLoad message is stamped a second early (REQ-LOAD-014)
     snapshot_backlog: bool = False         # a stalled watcher gets every missed snapshot afterwards (REQ-LOAD-015)
     coalesced_uncounted: bool = False      # coalesced is always 0 (REQ-LOAD-016)
+    coalesced_overcounted: bool = False    # every snapshot's coalesced claims 5 updates more (REQ-LOAD-016)
     one_sender: bool = False               # a stream waits while any other stream's send is blocked (REQ-LOAD-017)
     watch_cancel_aborts: bool = False      # cancelling a WatchLoad stream aborts every request (REQ-LOAD-018)
     empty_watch_message: bool = False      # one WatchLoad message sets no kind (REQ-LOAD-022)
@@ -704,7 +705,7 @@ def watch_load(st: State, request, context):
                 # due, so consecutive LoadInfo timestamps stay a whole interval apart however
                 # long taking the lock took.
                 next_tick = time.monotonic() + period
-                coalesced = 0 if bugs.coalesced_uncounted else missed
+                coalesced = 0 if bugs.coalesced_uncounted else missed + 5 if bugs.coalesced_overcounted else missed
                 yield send(message(snapshot=load_pb2.LoadSnapshot(load=load, coalesced=coalesced)))
             else:
                 yield send(message(heartbeat=load_pb2.Heartbeat()))
