@@ -115,13 +115,31 @@ def _capability_message(registry: Registry, profile: Profile) -> MessageDoc:
                       fields, (Option("(openengine.v1.capability_profile)", literal),))
 
 
-def _enums(registry: Registry) -> list[EnumDoc]:
+def _enums(registry: Registry, declared: dict[str, str], sources: dict[str, str]) -> tuple[list[EnumDoc], set[str]]:
+    """The enums of the registry's enum limits, and the files to import for those a hand-written
+    file already declares (upstream's `GuidedDecodingMode`, `Modality`): those are reused, never
+    declared twice, and must have the registry's values."""
     enums: dict[str, EnumDoc] = {}
+    imports: set[str] = set()
     for profile in registry.profiles:
         for limit in profile.limits:
             if limit.type.base != "enum":
                 continue
             name = limit.type.enum_name
+            if name in declared:
+                rel = declared[name]
+                written = _declared_values(sources.get(rel, ""), name)
+                wanted = {enum_value_name(name, v): n for v, n in limit.type.enum_wire.items()}
+                wrong = sorted(v for v, n in wanted.items() if written.get(v) != n)
+                if wrong:
+                    raise GenerationError("proto", f"enum {name} differs from its declaration in {rel}", problems=[
+                        Problem(registry.path, limit.at("values"),
+                                f"limit {profile.name}.{limit.name} gives {name} values that {rel} declares "
+                                f"otherwise ({', '.join(wrong)})",
+                                f"use the numbers {rel} gives: " + ", ".join(
+                                    f"{v}: {n}" for v, n in sorted(written.items(), key=lambda i: i[1]) if n))])
+                imports.add(rel)
+                continue
             values = (EnumValueDoc(enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + \
                 tuple(EnumValueDoc(enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
                       for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
@@ -132,7 +150,14 @@ def _enums(registry: Registry) -> list[EnumDoc]:
                             f"enum {name} of limit {profile.name}.{limit.name} is declared with other values elsewhere",
                             "give one of the limits its own `enum:` name, or the same values")])
             enums.setdefault(name, view)
-    return list(enums.values())
+    return list(enums.values()), imports
+
+
+def _declared_values(text: str, enum: str) -> dict[str, int]:
+    """VALUE_NAME -> number of `enum` as a hand-written file declares it."""
+    match = re.search(rf"^enum\s+{re.escape(enum)}\s*\{{(.*?)^\}}", text, re.M | re.S)
+    body = match.group(1) if match else ""
+    return {name: int(number) for name, number in re.findall(r"^\s*([A-Z][A-Z0-9_]*)\s*=\s*(\d+)\s*;", body, re.M)}
 
 
 def _condition_literal(condition: Condition) -> Literal:
@@ -167,6 +192,9 @@ def registry_contract_option(registry: Registry) -> Option:
     fields: list[tuple[str, str | Literal]] = [("revision", str(registry.revision))]
     if registry.schema_revision is not None:
         fields.append(("schema_revision", str(registry.schema_revision)))
+    if registry.minimum_client_revision is not None:
+        fields.append(("minimum_client_revision", str(registry.minimum_client_revision)))
+    fields.append(("schema_release", _quote(registry.schema_release)))
     fields += [("profiles", _profile_declaration(profile)) for profile in registry.profiles]
     return Option("(openengine.v1.registry_contract)", tuple(fields))
 
@@ -175,7 +203,8 @@ def _plain_field(label: str, type_name: str, name: str, number: int, comment: st
     return FieldDoc(name, number, type_name, type_name[:1].isupper(), label, None, comment)
 
 
-def capabilities_file(registry: Registry) -> FileDoc:
+def capabilities_file(registry: Registry, declared: dict[str, str] | None = None,
+                      sources: dict[str, str] | None = None) -> FileDoc:
     owned = sorted((p for p in registry.profiles if p.capability is not None), key=lambda p: p.capability.number)
     cap_fields = [
         _plain_field("repeated", "ServiceProfile", "profiles", 1,
@@ -183,15 +212,18 @@ def capabilities_file(registry: Registry) -> FileDoc:
                      "listed is unsupported, not temporarily unavailable."),
         _plain_field("", "uint64", "revision", 2,
                      "Capability revision of the current configuration epoch; equals "
-                     "EngineInfo.capability_revision and increases whenever what requests are legal changes."),
+                     "ServerInfo.capability_revision and increases whenever what requests are legal changes."),
+        _plain_field("repeated", "ModelCapabilities", "models", 3,
+                     "The model-scoped profiles and limits of every served model, one entry per model."),
     ]
     model_fields = [
         _plain_field("repeated", "ServiceProfile", "profiles", 1,
                      "The model-scoped profiles this model supports; each is also advertised in Capabilities."),
+        _plain_field("", "string", "model", 2, "The served model (ServerInfo.supported_models) these are for."),
     ]
     for p in owned:
         cap = p.capability
-        scope_note = " Engine-wide values; each model may narrow them in ModelInfo.capabilities." \
+        scope_note = " Engine-wide values; each model may narrow them in Capabilities.models." \
             if p.scope.kind == "model" else ""
         comment = f"Limits of {p.name}; set only when {p.name} is advertised.{scope_note}"
         cap_fields.append(_plain_field("", cap.message, cap.field, cap.number, comment))
@@ -206,11 +238,12 @@ def capabilities_file(registry: Registry) -> FileDoc:
         "epoch (see revision).", tuple(cap_fields))
     model_caps = MessageDoc(
         f"{package}.ModelCapabilities", "ModelCapabilities",
-        "Model-scoped capabilities of one served model, carried by ModelInfo.", tuple(model_fields))
+        "Model-scoped capabilities of one served model (Capabilities.models).", tuple(model_fields))
+    enums, enum_imports = _enums(registry, declared or {}, sources or {})
     return FileDoc(CAPABILITIES_FILE, package,
                    (capabilities, model_caps, *(_capability_message(registry, p) for p in owned)),
-                   tuple(_enums(registry)), (),
-                   imports=("openengine/v1/common.proto", "openengine/v1/options.proto"),
+                   tuple(enums), (),
+                   imports=tuple(sorted({"openengine/v1/common.proto", "openengine/v1/options.proto", *enum_imports})),
                    options=(registry_contract_option(registry),))
 
 
@@ -285,13 +318,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
             Problem(registry.path, registry.at("package"),
                     f"package {registry.package} is not supported; the contract lives in openengine.v1",
                     "set registry.package to openengine.v1")])
-    caps = capabilities_file(registry)
-    outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}", render_file(caps))]
-    # Only the v1 package's own files: the compatibility aliases under openengine/legacy/ reuse
-    # earlier names (GenerationCapabilities, ...) in packages of their own.
     hand_written = {rel: text for rel, text in ctx.proto_sources().items()
                     if rel != CAPABILITIES_FILE and not rel.endswith("_service.proto") and rel.startswith(V1_DIR)}
     declared = declared_types(hand_written)
+    caps = capabilities_file(registry, declared, hand_written)
+    outputs = [Output(f"{PROTO_DIR}/{CAPABILITIES_FILE}", render_file(caps))]
     for name in (*(m.name for m in caps.messages), *(e.name for e in caps.enums)):
         if name in declared:
             rel = declared[name]

@@ -293,8 +293,15 @@ class Registry(Located):
     revision: int
     package: str
     profiles: tuple[Profile, ...]
-    # EngineInfo.schema_revision of this layout (spec/revisions.md); None when the header omits it.
+    # ServerInfo.schema_revision and minimum_client_revision of this contract, on upstream
+    # OpenEngine v1's scale (spec/revisions.md); None when the header omits them.
     schema_revision: int | None = None
+    minimum_client_revision: int | None = None
+
+    @property
+    def schema_release(self) -> str:
+        """The immutable release name ServerInfo.schema_release reports: one per registry revision."""
+        return f"openengine-profiles/registry-{self.revision}"
 
     def profile(self, name: str) -> Profile | None:
         return next((p for p in self.profiles if p.name == name), None)

@@ -234,6 +234,7 @@ def resolve(source: SourceFile) -> Resolved:
         package=header.plain()["package"],
         profiles=tuple(_profile(p) for p in _items(root, "profiles")),
         schema_revision=header.plain().get("schema_revision"),
+        minimum_client_revision=header.plain().get("minimum_client_revision"),
         loc=root.loc,
         locs={**_locs(header), "registry": root.key_loc("registry"), "profiles": root.key_loc("profiles")},
     )
