@@ -10,8 +10,8 @@ policy, reflection, shutdown); `SequenceStops` applies a request's stop conditio
 
 from openengine.serve.backend import (
     AbortReason, AdminOperations, Backend, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final,
-    FinishReason, GenerateOutput, GenerateRequest, Load, Model, RankLoad, Refusal, RefusalCode, ServiceProvider,
-    StateListener, Tokenizer, invalid,
+    FinishReason, GenerateOutput, GenerateRequest, Load, Model, Prompt, RankLoad, Refusal, RefusalCode, ServiceProvider,
+    StateListener, StopMatch, Tokenizer, TokenInfo, invalid,
 )
 from openengine.serve.profiles import CannotServe
 from openengine.serve.server import AdminAccess, ConnectionPolicy, Gate, Layer, RunningServer, ServeConfig, Server, serve
@@ -19,8 +19,8 @@ from openengine.serve.stopping import SequenceStops
 
 __all__ = [
     "AbortReason", "AdminOperations", "Backend", "Chunk", "EngineDescription", "EngineHandle", "ErrorCode",
-    "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "RankLoad",
-    "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "Tokenizer",
+    "Failure", "Final", "FinishReason", "GenerateOutput", "GenerateRequest", "Load", "Model", "Prompt", "RankLoad",
+    "Refusal", "RefusalCode", "ServiceProvider", "StateListener", "StopMatch", "Tokenizer", "TokenInfo",
     "AdminAccess", "CannotServe", "ConnectionPolicy", "Gate", "Layer", "RunningServer", "SequenceStops", "ServeConfig",
     "Server", "invalid", "serve",
 ]

@@ -27,21 +27,22 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Mapping, Protocol, Union, runtime_checkable
 
-from openengine.v1 import generation_pb2, kv_pb2
+from openengine.v1 import error_pb2, generation_pb2, kv_pb2
 
 # -- what a backend declares ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Tokenizer:
-    """The model's tokenizer as ModelInfo.tokenizer reports it."""
+    """The model's tokenizer as ModelInfo reports it (tokenizer_modes, vocab_size, eos_token_id,
+    supports_text_input)."""
 
     name: str
     vocab_size: int
     eos_token_id: int | None = None
     bos_token_id: int | None = None
     text_input: bool = True      # the engine tokenizes `text` prompts itself
-    text_output: bool = True     # the engine detokenizes (chunks carry `text`)
+    text_output: bool = True     # the engine detokenizes (TokenOutput carries `text`)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class EngineDescription:
     engine_version: str
     models: tuple[Model, ...]
     limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    role: str = "aggregated"            # aggregated, prefill, decode or encoder
+    role: str = "aggregated"            # aggregated, prefill, decode or encoder (ServerInfo.engine_role)
     data_parallel_size: int = 1
     tensor_parallel_size: int = 1
 
@@ -82,53 +83,77 @@ class EngineDescription:
 class GenerateRequest:
     """An admitted Generate call, as the backend runs it.
 
-    `message` is the request as the client sent it, already admitted: every check
+    `message` is upstream's `GenerateRequest` as the client sent it, already admitted: every check
     `openengine.validate.preflight` makes against the engine's advertised capabilities has
     passed (limits, switches that are off, number domains, model-scoped profiles). `model` is the
-    served model it is routed to (never empty) and `request_id` its id (one is made when the
-    client sent none). What only the engine knows (its vocabulary, room left in the context,
+    served model it is routed to (never empty), `request_id` its id (one is made when the client
+    sent none) and `priority` the `openengine-priority` metadata value (0 when absent; higher is
+    more urgent). What only the engine knows (its vocabulary, room left in the context,
     adapters and sessions it holds) the backend checks and refuses with `Refusal`."""
 
     request_id: str
     model: str
     message: generation_pb2.GenerateRequest
+    priority: int = 0
 
     @property
     def sampling(self) -> generation_pb2.SamplingParams:
         return self.message.sampling
 
     @property
+    def stopping(self) -> generation_pb2.StoppingOptions:
+        return self.message.stopping
+
+    @property
+    def response(self) -> generation_pb2.ResponseOptions:
+        return self.message.response
+
+    @property
     def sequences(self) -> int:
-        """How many output sequences the request asks for (`sampling.n`, 1 when unset)."""
+        """How many outputs the request asks for (`sampling.num_sequences`, 1 when unset)."""
         s = self.message.sampling
-        return s.n if s.HasField("n") else 1
+        return s.num_sequences if s.HasField("num_sequences") else 1
 
 
 class FinishReason(enum.IntEnum):
-    """Why a sequence ended (generation.proto FinishReason)."""
+    """Why an output ended (generation.proto FinishReason)."""
 
     STOP = generation_pb2.FINISH_REASON_STOP
     LENGTH = generation_pb2.FINISH_REASON_LENGTH
-    ABORTED = generation_pb2.FINISH_REASON_ABORTED
+    CANCELLED = generation_pb2.FINISH_REASON_CANCELLED
+
+
+TokenInfo = generation_pb2.TokenInfo
+StopMatch = generation_pb2.StopMatch
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Information about the prompt's tokens (log-probabilities when the request asked for
+    them), one `TokenInfo` per prompt token; yielded at most once, before any `Chunk`."""
+
+    tokens: tuple[generation_pb2.TokenInfo, ...]
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """New tokens of one output sequence. `logprobs` and `prompt_logprobs` are the messages
-    `generation_pb2.TokenLogprobs`, when the request asked for them."""
+    """New tokens of one output. `logprobs`, when the request asked for output log-probabilities,
+    holds one `TokenInfo` per token of `token_ids` (its logprob, rank and candidates); the SDK
+    fills in ids and text."""
 
     token_ids: tuple[int, ...]
     text: str = ""
     index: int = 0
-    logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
-    prompt_logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
+    logprobs: tuple[generation_pb2.TokenInfo, ...] = ()
 
 
 @dataclass(frozen=True)
 class Final:
-    """The end of one output sequence: its last tokens, why it ended and its token accounting.
-    A KV producer (prefill role, or a request whose `kv_transfer.role` is PRODUCER) sets
-    `kv_transfer` to what a consumer needs to fetch the request's cache (disaggregated handoff)."""
+    """The end of one output: its last tokens (every token not sent in a `Chunk`, the
+    end-of-sequence token included when it ended the output), why it ended and its token
+    accounting. `stop_match` says what matched when the reason is STOP (`SequenceStops` gives
+    it). A KV producer (prefill role) sets `kv_session` to the cache a decode engine continues
+    from: the stream then ends with PrefillReady."""
 
     finish_reason: FinishReason
     prompt_tokens: int
@@ -137,22 +162,26 @@ class Final:
     text: str = ""
     index: int = 0
     cached_prompt_tokens: int = 0
-    stop_reason: str = ""
-    logprobs: tuple[generation_pb2.TokenLogprobs, ...] = ()
-    kv_transfer: kv_pb2.KvTransferParams | None = None
+    stop_match: generation_pb2.StopMatch | None = None
+    logprobs: tuple[generation_pb2.TokenInfo, ...] = ()
+    kv_session: kv_pb2.KvSessionRef | None = None
 
 
 class ErrorCode(enum.IntEnum):
-    """What went wrong after acceptance (common.proto ErrorCode)."""
+    """What went wrong after acceptance (upstream error.proto ErrorCode)."""
 
-    INVALID_ARGUMENT = 1
-    RESOURCE_EXHAUSTED = 2
-    ABORTED = 3
-    DEADLINE_EXCEEDED = 4
-    UNAVAILABLE = 5
-    KV_TRANSFER_FAILED = 6
-    NOT_FOUND = 7
-    INTERNAL = 8
+    INVALID_ARGUMENT = error_pb2.ERROR_CODE_INVALID_ARGUMENT
+    UNSUPPORTED_FEATURE = error_pb2.ERROR_CODE_UNSUPPORTED_FEATURE
+    ROLE_MISMATCH = error_pb2.ERROR_CODE_ROLE_MISMATCH
+    MODEL_NOT_FOUND = error_pb2.ERROR_CODE_MODEL_NOT_FOUND
+    OVERLOADED = error_pb2.ERROR_CODE_OVERLOADED
+    REQUEST_NOT_FOUND = error_pb2.ERROR_CODE_REQUEST_NOT_FOUND
+    DUPLICATE_REQUEST = error_pb2.ERROR_CODE_DUPLICATE_REQUEST
+    KV_SESSION_NOT_FOUND = error_pb2.ERROR_CODE_KV_SESSION_NOT_FOUND
+    KV_TRANSFER_FAILED = error_pb2.ERROR_CODE_KV_TRANSFER_FAILED
+    CANCELLED = error_pb2.ERROR_CODE_CANCELLED
+    DRAINING = error_pb2.ERROR_CODE_DRAINING
+    INTERNAL = error_pb2.ERROR_CODE_INTERNAL
 
 
 @dataclass(frozen=True)
@@ -162,10 +191,9 @@ class Failure:
     code: ErrorCode
     message: str
     retryable: bool = False
-    details: Mapping[str, str] = field(default_factory=dict)
 
 
-GenerateOutput = Union[Chunk, Final, Failure]
+GenerateOutput = Union[Prompt, Chunk, Final, Failure]
 
 
 class RefusalCode(enum.Enum):
@@ -207,7 +235,7 @@ def invalid(field: str, message: str) -> Refusal:
 class AbortReason(enum.Enum):
     """Why the SDK asks a backend to stop a request."""
 
-    ABORT_RPC = "abort"                # Lifecycle/Abort named it
+    ABORT_RPC = "abort"                # Control/Abort named it
     CLIENT_CANCELLED = "cancelled"     # the client went away (REQ-CORE-011)
     STALLED_CONSUMER = "stalled"       # the client stopped reading for longer than the stall limit
     PAUSED = "paused"                  # Admin PauseGeneration with mode abort (or wait, past its timeout)
@@ -262,11 +290,11 @@ class EngineHandle(Protocol):
 
     @property
     def instance_id(self) -> str:
-        """The instance id the engine reports (EngineInfo, LoadInfo)."""
+        """The instance id the engine reports (ServerInfo, LoadInfo)."""
 
     @property
     def address(self) -> str:
-        """host:port the engine serves on (a KV producer's `remote_address`)."""
+        """host:port the engine serves on (a KV producer's KvSessionRef endpoint)."""
 
     @property
     def revision(self) -> int:
@@ -311,10 +339,11 @@ class Backend(Protocol):
         """Called once before serving starts, with the handle to report load changes through."""
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[GenerateOutput]:
-        """Run one admitted request: `Chunk`s, then one `Final` per sequence (`sampling.n`), or
-        a `Failure`. Raise `Refusal` before the first output to refuse it. When the client goes
-        away or the request is aborted the SDK calls `abort` and closes the iterator; an
-        aborted request's stream ends with the SDK's terminal ABORTED error."""
+        """Run one admitted request: at most one `Prompt`, `Chunk`s, then one `Final` per output
+        (`sampling.num_sequences`), or a `Failure`. Raise `Refusal` before the first output to
+        refuse it. When the client goes away or the request is aborted the SDK calls `abort` and
+        closes the iterator; an aborted request's open outputs end with the SDK's
+        GenerationFinished(CANCELLED)."""
 
     async def abort(self, request_id: str, reason: AbortReason) -> None:
         """Stop a request `generate` is running and free what it holds, at once."""

@@ -15,32 +15,33 @@ class SequenceStops:
     """The stop conditions of one output sequence.
 
     Feed `add` every generated token with the text it adds. It answers the text that may be sent
-    now and, when the sequence must end at this token, the stop reason (the matched string, or
-    the token id in decimal; "" for the end-of-sequence token). Text that could still turn out
-    to be the start of a stop string is held back until it cannot; `rest()` gives it up when
-    the sequence ends for another reason (length, abort).
+    now and, when the output must end at this token, the `StopMatch` that ended it (a stop
+    string, a stop token, or the end-of-sequence token). Text that could still turn out to be
+    the start of a stop string is held back until it cannot; `rest()` gives it up when the
+    output ends for another reason (length, abort).
     """
 
-    def __init__(self, sampling: generation_pb2.SamplingParams, eos_token_id: int | None = None):
-        self.strings = tuple(s for s in sampling.stop if s)
-        self.token_ids = frozenset(sampling.stop_token_ids)
-        self.eos_token_id = None if sampling.ignore_eos else eos_token_id
-        self.include_stop = sampling.include_stop_in_output
-        self.min_tokens = sampling.min_tokens if sampling.HasField("min_tokens") else 0
+    def __init__(self, stopping: generation_pb2.StoppingOptions, eos_token_id: int | None = None):
+        conditions = stopping.conditions
+        self.strings = tuple(c.stop_text for c in conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text)
+        self.token_ids = frozenset(c.stop_token_id for c in conditions if c.WhichOneof("condition") == "stop_token_id")
+        self.eos_token_id = None if stopping.ignore_eos else eos_token_id
+        self.include_stop = stopping.include_stop_in_output
+        self.min_tokens = stopping.min_tokens if stopping.HasField("min_tokens") else 0
         self.longest = max((len(s) for s in self.strings), default=0)
         self.generated = 0
         self.text = ""
         self.sent = 0
 
-    def add(self, token_id: int, text: str = "") -> tuple[str, str | None]:
+    def add(self, token_id: int, text: str = "") -> tuple[str, generation_pb2.StopMatch | None]:
         self.generated += 1
         before = len(self.text)
         self.text += text
         if self.generated >= self.min_tokens:
             if token_id == self.eos_token_id:
-                return self.rest(), ""
+                return self.rest(), generation_pb2.StopMatch(eos_token_id=token_id)
             if token_id in self.token_ids:
-                return self.rest(), str(token_id)
+                return self.rest(), generation_pb2.StopMatch(stop_token_id=token_id)
             # Only a match that ends in the new text: an earlier one came before min_tokens.
             found = [(at, s) for s in self.strings
                      if (at := self.text.find(s, max(0, before - len(s) + 1))) >= 0]
@@ -48,7 +49,7 @@ class SequenceStops:
                 at, stop = min(found)
                 out = self._take(at + len(stop) if self.include_stop else at)
                 self.sent = len(self.text)   # nothing after the match is ever sent
-                return out, stop
+                return out, generation_pb2.StopMatch(stop_text=stop)
         return self._take(len(self.text) - self._held()), None
 
     def rest(self) -> str:
