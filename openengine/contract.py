@@ -231,8 +231,10 @@ class Catalogue:
     rpcs: tuple[RpcInfo, ...] = ()
     core: str = ""
     registry_revision: int = 0    # registry.revision the contract was generated from
-    schema_revision: int = 0      # registry.schema_revision (EngineInfo.schema_revision); 0 if undeclared
+    schema_revision: int = 0      # registry.schema_revision (ServerInfo.schema_revision); 0 if undeclared
     request_limits: tuple[RequestLimit, ...] = ()   # every request's bounded fields, in RPC order
+    minimum_client_revision: int = 0   # ServerInfo.minimum_client_revision (registry header)
+    schema_release: str = ""           # ServerInfo.schema_release: the immutable release name
 
     def profile(self, name: str) -> ProfileInfo | None:
         return next((p for p in self.profiles if p.name == name), None)
@@ -464,7 +466,8 @@ def catalogue() -> Catalogue:
     ordered_services = dict(sorted(services.items(), key=lambda kv: _service_rank(kv[0], rpcs, built)))
     core = next((p.name for p in built if p.mandatory), built[0].name if built else "")
     return Catalogue(tuple(built), ordered_services, tuple(rpcs), core, contract.revision,
-                     contract.schema_revision, _request_limits(ordered_services.values()))
+                     contract.schema_revision, _request_limits(ordered_services.values()),
+                     contract.minimum_client_revision, contract.schema_release)
 
 
 def _request_limits(services: Iterable[descriptor.ServiceDescriptor]) -> tuple[RequestLimit, ...]:
