@@ -70,6 +70,8 @@ class Admission:
         model = state.served_model(message.model)
         if message.WhichOneof("input") is None:
             raise invalid("input", "set prompt or token_ids")
+        if message.sampling.HasField("num_sequences") and message.sampling.num_sequences == 0:
+            raise invalid("sampling.num_sequences", "must be at least 1 when set")
         tokenizer = state.models[model].tokenizer
         if message.WhichOneof("input") == "prompt" and not tokenizer.text_input:
             raise invalid("prompt", f"model {model!r} takes token_ids only (ModelInfo.supports_text_input is false)")

@@ -124,6 +124,7 @@ class Events:
             if self.started:
                 raise BackendMistake("Prompt", "came after other outputs; yield it once, first")
             self.started = True
+            self.prompt_tokens = max(self.prompt_tokens, len(output.tokens))
             tokens = []
             for given in output.tokens:
                 info = generation_pb2.TokenInfo()

@@ -169,7 +169,8 @@ def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
         assert gone.code() == grpc.StatusCode.NOT_FOUND and "no adapter 'x'" in gone.details()
         assert control.GetModelInfo(model_pb2.GetModelInfoRequest(model="m")).supports_lora
         caps = discovery_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    assert [(m.model, [p.name for p in m.profiles]) for m in caps.models] == [("m", ["openengine.adapters"])]
+    assert [(m.model, [p.name for p in m.profiles], m.adapters.max_loras) for m in caps.models] == \
+        [("m", ["openengine.adapters"], 1)]
 
 
 def test_generate_streams_upstream_events_with_usage_on_the_last_only():
