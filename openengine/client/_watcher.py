@@ -252,8 +252,8 @@ class WatchState:
         """The stream closed without an error (or was closed to reopen it)."""
         if self.stopped:
             return
-        if self._refresh_needed and self._reopen_now():
-            return
+        if self._refresh_needed:
+            return                      # closed for a new discovery: reopened without backoff
         self._back_off()
 
     def polled(self, load) -> None:
@@ -361,10 +361,6 @@ class WatchState:
         self._refresh_needed = True
         if self.on_revision_change is not None:
             self.on_revision_change(revision)
-
-    def _reopen_now(self) -> bool:
-        """A stream closed for a new discovery is reopened without backoff."""
-        return True
 
     def _back_off(self) -> None:
         """Wait before the next attempt, or end when backoff is exhausted. Discovery is re-read
