@@ -15,7 +15,7 @@ from typing import Any
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, YScalar, YSeq, read_file
 from openengine.contract import Catalogue, catalogue, role_numbers
-from openengine.serve import AdminAccess
+from openengine.serve import AdminAccess, ConnectionPolicy
 
 ROLE_NAMES = role_numbers()
 
@@ -84,6 +84,8 @@ class EngineConfig:
     data_parallel_size: int = 1
     # Where Admin is served and how it is guarded: the SDK's own settings.
     admin: AdminAccess = AdminAccess()
+    # How long connections are kept and how many calls may wait: the SDK's own settings.
+    connections: ConnectionPolicy = ConnectionPolicy()
 
     @property
     def served_models(self) -> tuple[ModelConfig, ...]:
@@ -238,7 +240,7 @@ def _limits_problems(node, where: str, cat: Catalogue) -> list[FileProblem]:
 
 
 _TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
-             "engine_name", "data_parallel_size", "admin"}
+             "engine_name", "data_parallel_size", "admin", "connections"}
 
 
 def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
@@ -272,6 +274,9 @@ def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, 
         kw["models"] = tuple(ModelConfig(**_model(e, f"{source}: models[{i}]")) for i, e in enumerate(entries))
     if "admin" in data:
         kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminAccess, f"{source}: admin"))
+    if "connections" in data:
+        kw["connections"] = replace(base.connections, **_sub(data["connections"], ConnectionPolicy,
+                                                             f"{source}: connections"))
     return replace(base, **kw)
 
 
@@ -317,6 +322,11 @@ def check(config: EngineConfig) -> EngineConfig:
         seen.add(m.name)
         if m.max_output_tokens < 1 or m.max_context_tokens < m.max_output_tokens:
             problems.append(f"model {m.name!r}: need 1 <= max_output_tokens <= max_context_tokens")
+    admin = config.admin
+    if any((admin.tls_cert, admin.tls_key, admin.client_ca)) and not all((admin.tls_cert, admin.tls_key, admin.client_ca)):
+        problems.append("admin mTLS needs all of --admin-tls-cert, --admin-tls-key and --admin-client-ca")
+    if admin.mtls and admin.port is None:
+        problems.append("admin mTLS needs its own address: set --admin-port")
     if problems:
         raise ConfigError(problems)
     return config

@@ -18,7 +18,7 @@ log = logging.getLogger("openengine.engine")
 def serve_config(config: EngineConfig) -> ServeConfig:
     """What the SDK serves for a configuration: its address, profiles and admin guard."""
     return ServeConfig(host=config.host, port=config.port, profiles=requested_profiles(config),
-                       instance_id=config.instance_id, admin=config.admin)
+                       instance_id=config.instance_id, admin=config.admin, connections=config.connections)
 
 
 def log_address(server: Server) -> None:
