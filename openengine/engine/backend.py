@@ -361,10 +361,14 @@ class ReferenceBackend:
                     yield Chunk((token,), text=text if text_out else "", index=q.index, logprobs=infos)
                     continue
                 q.finished = True
+                sent = (token,)
                 if match is None:
                     text += q.stops.rest()
+                elif match.WhichOneof("match") == "stop_token_id" and not stopping.include_stop_in_output:
+                    # A stop token kept out of the output: counted as generated, never sent.
+                    sent, infos, text = (), (), text[:len(text) - len(piece)]
                 yield Final(FinishReason.STOP if match is not None else FinishReason.LENGTH,
-                            prompt_tokens=len(prompt), completion_tokens=len(q.generated), token_ids=(token,),
+                            prompt_tokens=len(prompt), completion_tokens=len(q.generated), token_ids=sent,
                             text=text if text_out else "", index=q.index, cached_prompt_tokens=cached,
                             stop_match=match, logprobs=infos)
         # The request completed: its blocks join the prefix cache, a session retains them.

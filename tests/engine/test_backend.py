@@ -127,8 +127,13 @@ def test_stop_text_ends_the_output_with_its_match_and_keeps_it_only_when_asked()
 def test_stop_token_eos_and_ignore_eos():
     free = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40))))[0][0]
     token = free[5]
-    ids, _, final = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token]))))[0]
-    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token) + 1]
+    ids, text, final = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token]))))[0]
+    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token)]
+    assert text == stand_in.detokenize(ids)
+    assert final.completion_tokens == len(ids) + 1
+    ids, text, _ = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token],
+                                                                           include_stop_in_output=True))))[0]
+    assert ids == free[:free.index(token) + 1] and text == stand_in.detokenize(ids)
     choice = g.GuidedDecoding(choice=g.ChoiceConstraint(choices=["yes"]))
     ids, text, final = by_output(run(backend(), request("pick", guided=choice, stopping=stopping(max_tokens=20))))[0]
     assert text == "yes" and ids[-1] == stand_in.EOS_TOKEN_ID and final.stop_match.eos_token_id == stand_in.EOS_TOKEN_ID
