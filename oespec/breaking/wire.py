@@ -40,7 +40,8 @@ CATALOGUE.register(WIRE_RULE.spec, WIRE_RULE)
 
 
 _NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
-_ENUM_VALUE = re.compile(r'\bEnum value "(\d+)"')
+_ENUM_VALUE = re.compile(r'\b[Ee]num value "(\d+)"')
+_FIELD_NUMBER = re.compile(r'\b[Ff]ield "(\d+)"')
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class UpstreamScope:
             return values is not None and all(n in values for n in numbers)
         if "message" in names:
             fields = self._find(self.fields, names["message"][0])
-            numbers = [int(v) for v in names.get("field", []) if v.isdigit()]
+            numbers = [int(n) for n in _FIELD_NUMBER.findall(buf_message)]
             return fields is not None and all(n in fields for n in numbers)
         return any(f in self.files for f in names.get("file", []))
 
