@@ -651,7 +651,7 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
                 continue
             close()
             title = re.sub(r"<[^>]+>", "", heading[2])
-            slug = slugify(re.sub(r"[`*_]", "", title), "-")
+            slug = slugify(re.sub(r"[`*]", "", title), "-")
             count = seen.get(slug, 0)
             seen[slug] = count + 1
             current, body = (f"{slug}_{count}" if count else slug, title), [title]
@@ -662,14 +662,20 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
 def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...],
                   context: str = "") -> tuple[Requirement | SpecSection, ...]:
     """The requirements whose code spans name one of `names` (and `context` too, when given: a
-    field's message), else the first spec section that does."""
-    def names_it(spans: frozenset[str], words: frozenset[str]) -> bool:
+    field's message), else the spec section that does (one whose title names it first), else,
+    with a `context`, the section that names the element alone."""
+    def names_it(spans: frozenset[str], words: frozenset[str], context: str) -> bool:
         return any(n in spans or (n in words and (not context or context in words)) for n in names)
 
-    found = [r for r in site.requirements if names_it(*_code_words(r.text))]
+    found = [r for r in site.requirements if names_it(*_code_words(r.text), context)]
     if found:
         return tuple(found[:3])
-    return tuple(s for s in sections if names_it(s.spans, s.words))[:1]
+    for within in dict.fromkeys((context, "")):
+        matching = [s for s in sections if names_it(s.spans, s.words, within)]
+        titled = [s for s in matching if any(n in s.title for n in names)]
+        if matching:
+            return ((titled or matching)[0],)
+    return ()
 
 
 def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
@@ -701,6 +707,14 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
         page = protocol_page_path(a.file[len("proto/"):])
         return (page, anchor_id(target)) if a.kind in ("service", "rpc") else (page, "")
 
+    by_profile = {p.name: _where_stated(site, sections, (p.name,)) for p in site.registry.profiles}
+
+    def stated(element, names: tuple[str, ...], profiles: tuple[str, ...], context: str = ""):
+        """Where the spec states the element; else its profile's section; else its file's mention."""
+        own = _where_stated(site, sections, names, context)
+        fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
+        return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
+
     services, types, extensions = [], [], []
     for a in found:
         name = short(a.name)
@@ -710,18 +724,19 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
                 o.name for n, o in rpc_owner.items() if n.startswith(a.name + "/")))
             names = (name, a.name) if a.kind == "service" else (name, a.name, name.split("/")[-1])
             services.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
-                                  _where_stated(site, sections, names)))
+                                  stated(a, names, profiles)))
         elif a.kind in ("message", "enum"):
-            types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a),
-                               tuple(site.type_owners.get(a.name, ())), _where_stated(site, sections, (name, a.name))))
+            profiles = tuple(site.type_owners.get(a.name, ()))
+            types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
+                               stated(a, (name, a.name), profiles)))
         else:
             parent = short(a.parent)
             leaf = a.name.rsplit(".", 1)[-1]
+            profiles = tuple(site.type_owners.get(a.parent, ()))
             extensions.append(Added(a.kind, a.name, f"{parent}.{leaf}", a.definition, a.parent, reference(a),
-                                    tuple(site.type_owners.get(a.parent, ())),
-                                    _where_stated(site, sections, (f"{parent}.{leaf}", leaf),
-                                                  parent.rsplit(".", 1)[-1])))
-    profiles = tuple((p, _where_stated(site, sections, (p.name,))) for p in site.registry.profiles)
+                                    profiles, stated(a, (f"{parent}.{leaf}", leaf), profiles,
+                                                     parent.rsplit(".", 1)[-1])))
+    profiles = tuple((p, by_profile[p.name]) for p in site.registry.profiles)
     return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles)
 
 
