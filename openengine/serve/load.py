@@ -360,7 +360,8 @@ class Observability:
             beat_s = heartbeat / 1000.0
             while True:
                 if watcher.closed_with is not None:
-                    raise watcher.closed_with
+                    ended = watcher.closed_with
+                    raise Refusal(ended.code, ended.message)
                 taken = watcher.take(build)
                 if taken is not None:
                     yield framer.snapshot(*stamp(), *taken)
