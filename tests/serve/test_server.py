@@ -114,7 +114,8 @@ def refused(call) -> grpc.RpcError:
 def test_what_a_backend_does_not_state_is_not_advertised():
     server = Server(Backend())
     assert [p.name for p in server.state.advertised] == ["openengine.core", "openengine.load"]
-    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in server.state.selection.left_out)
+    left_out = server.state.selection.left_out
+    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in left_out)
     core = server.state.selection.limits["openengine.core"]
     assert (core["max_logprobs"], core["output_logprobs"], core["prompt_logprobs"], core["max_sequences"]) == \
         (0, False, False, 1)
@@ -155,7 +156,8 @@ def test_control_and_discovery_answer_from_the_same_limits():
     assert (model.model_id, model.vocab_size, model.eos_token_id, model.max_output_tokens) == ("m", 256, 0, 64)
     assert unknown.code() == grpc.StatusCode.NOT_FOUND
     assert health.state == lifecycle_pb2.HEALTH_STATE_READY
-    assert [(c.name, c.state) for c in health.checks] == [("scheduler", health.state), ("inference_probe", health.state)]
+    assert [(c.name, c.state) for c in health.checks] == \
+        [("scheduler", health.state), ("inference_probe", health.state)]
 
 
 def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
@@ -365,7 +367,8 @@ def test_a_stalled_consumer_is_aborted_and_leaves_the_load():
 
 @pytest.mark.parametrize("figures, says", [
     (Load(running_requests=-5), "Backend.load() running_requests is -5; load figures are never negative"),
-    (Load(running_requests=300), "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
+    (Load(running_requests=300),
+     "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
 ])
 def test_wrong_load_figures_answer_internal_naming_them_and_are_logged_once(figures, says, caplog):
     with running(Backend(load=figures)) as engine, grpc.insecure_channel(engine.address) as channel:
