@@ -420,3 +420,16 @@ def test_a_repeated_cause_is_logged_once_per_interval_with_its_count(caplog, mon
     assert len(messages) == 3 and "request 0" in messages[0]
     assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
     assert counter.counts == {"some cause": 51, "other cause": 1}
+
+
+def test_a_stop_token_kept_out_of_the_output_is_withheld_and_counted():
+    def script(request):
+        return [Chunk((65,), text="A"), Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=2, token_ids=(7,),
+                                              stop_match=StopMatch(stop_token_id=7))]
+
+    with running(Backend(script=script)) as engine:
+        out = generate(engine.address)
+        kept = generate(engine.address, stopping=generation_pb2.StoppingOptions(include_stop_in_output=True))
+    assert [[t.token_id for t in m.token.tokens] for m in out if m.HasField("token")] == [[65]]
+    assert out[-1].finished.stop_match.stop_token_id == 7 and out[-1].usage.completion_tokens == 2
+    assert [[t.token_id for t in m.token.tokens] for m in kept if m.HasField("token")] == [[65], [7]]
