@@ -364,12 +364,17 @@ class ReferenceBackend:
                 elif match.WhichOneof("match") == "stop_token_id" and not stopping.include_stop_in_output:
                     # A stop token kept out of the output: its id is sent and counted, its text is not.
                     text = text[:len(text) - len(piece)]
+                if all(q.finished for q in seqs):
+                    # Before the last Final: the SDK closes the stream once every output has ended.
+                    self._completed(req, message, prompt + [t for t in seqs[0].generated if t < 256], salt)
                 yield Final(FinishReason.STOP if match is not None else FinishReason.LENGTH,
                             prompt_tokens=len(prompt), completion_tokens=len(q.generated), token_ids=sent,
                             text=text, index=q.index, cached_prompt_tokens=cached, stop_match=match,
                             logprobs=infos)
-        # The request completed: its blocks join the prefix cache, a session retains them.
-        all_tokens = prompt + [t for t in seqs[0].generated if t < 256]
+
+    def _completed(self, req: Request, message, all_tokens: list[int], salt: str) -> None:
+        """A request completed: its blocks join the prefix cache, a session retains them."""
+        adapter = message.lora_name
         self.store_blocks(stand_in.block_hashes(all_tokens, self.kv_block_size, salt=salt, adapter=adapter),
                           all_tokens, adapter, req)
         if message.HasField("session_id") and message.session_id in self.sessions:
