@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from openengine.contract import CORE
 from openengine.serve.backend import ErrorCode, GenerateRequest, Refusal, RefusalCode, invalid
 from openengine.serve.runstate import DRAINING
-from openengine.serve.status import refuse_errors
 from openengine.v1 import generation_pb2
-from openengine.validate import number_violations, preflight
 
 PRIORITY_KEY = "openengine-priority"
 DP_RANK_KEY = "openengine-target-dp-rank"
@@ -84,13 +82,7 @@ class Admission:
         if DP_RANK_KEY in keys and message.kv.HasField("session") and int(keys[DP_RANK_KEY]) != message.kv.session.dp_rank:
             raise invalid(DP_RANK_KEY, f"{keys[DP_RANK_KEY]} differs from kv.session.dp_rank "
                                        f"{message.kv.session.dp_rank}, which decides KV affinity")
-        routed = message
-        if not message.model and len(state.models) > 1:
-            routed = generation_pb2.GenerateRequest()
-            routed.CopyFrom(message)
-            routed.model = model
-        refuse_errors(preflight(routed, state.advertised_report())
-                      + number_violations(routed, vocab_size=tokenizer.vocab_size))
+        state.preflight(message, model)
         request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if request_id in state.in_flight:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")

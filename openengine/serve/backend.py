@@ -267,13 +267,16 @@ class AbortReason(enum.Enum):
 
 @dataclass(frozen=True)
 class RankLoad:
-    """One data-parallel rank's share of the load (upstream RankLoadInfo)."""
+    """One data-parallel rank's share of the load (upstream RankLoadInfo; its token figures only
+    count towards the totals, which RankLoadInfo does not carry)."""
 
     rank: int
     running_requests: int = 0
     queued_requests: int = 0
     used_kv_blocks: int = 0
     total_kv_blocks: int = 0
+    running_tokens: int = 0
+    waiting_tokens: int = 0
     prefill_batch_size: int = 0
     decode_batch_size: int = 0
 
@@ -282,8 +285,9 @@ class RankLoad:
 class Load:
     """The engine's numbers now (upstream LoadInfo). Every figure is a count, never negative, and
     `running_requests` never exceeds the advertised `max_running_requests`: the SDK checks each
-    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, every total that
-    both messages carry is the SDK's sum over them and the totals given here are ignored.
+    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, the totals of
+    requests, KV blocks and tokens are the SDK's sums over them (the ones given here are
+    ignored); the batch sizes are the ones given here.
     `attributes` are engine-specific values (strings, numbers, booleans)."""
 
     running_requests: int = 0

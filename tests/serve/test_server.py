@@ -399,3 +399,21 @@ def test_interceptors_and_a_state_listener_see_the_server():
         generate(engine.address)
     assert "/openengine.v1.Inference/Generate" in Counting.methods
     assert backend.heard == [("ENGINE_STATE_STOPPING", "shutdown")]
+
+
+def test_a_repeated_cause_is_logged_once_per_interval_with_its_count(caplog, monkeypatch):
+    from openengine.serve import wire
+
+    now = [0.0]
+    monkeypatch.setattr(wire.time, "monotonic", lambda: now[0])
+    counter = wire.CauseCounter()
+    with caplog.at_level(logging.DEBUG, logger="openengine.serve"):
+        for i in range(50):
+            counter.record("some cause", f"request {i}")
+        now[0] = wire.LOG_INTERVAL_S + 1
+        counter.record("some cause", "request 50")
+        counter.record("other cause", "x")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3 and "request 0" in messages[0]
+    assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
+    assert counter.counts == {"some cause": 51, "other cause": 1}
