@@ -255,7 +255,7 @@ def request_limit_known(ctx: CheckContext):
                           option.path)
 
 
-@rule("OE108", "upstream-extended-by-addition", requirements=("REQ-ADD-010",), category="contract",
+@rule("OE108", "upstream-extended-by-addition", requirements=("REQ-REV-012",), category="contract",
       needs_contract=True,
       purpose="the proposal extends upstream's messages and enums only with numbers from 100 up, and adds no "
               "RPC to upstream's services (new RPCs go in sibling services)")
