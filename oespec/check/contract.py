@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
     Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
 )
