@@ -109,7 +109,7 @@ def fanout_sections(quick: bool, plots: Path) -> list[Section]:
 def toolkit_section(quick: bool) -> Section:
     from bench import toolkit
 
-    section = toolkit.run(repeats=1 if quick else 5)
+    section = toolkit.run(repeats=QUICK_ROUNDS if quick else ROUNDS)
     section.discussion += "\n\n" + goal_summary(section)
     return section
 
