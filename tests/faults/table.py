@@ -20,7 +20,7 @@ from openengine.v1 import (
 )
 
 from tests.faults.seams import (
-    HEALTH, BackendWrapper, Call, Instead, OnMetadata, OnRpc, answer_instead, change_answer, change_messages,
+    HEALTH, _message_classes, BackendWrapper, Call, Instead, OnMetadata, OnRpc, answer_instead, change_answer, change_messages,
     change_request, change_stream, drop_messages, read_ahead, recode, refuse, with_field,
 )
 
@@ -377,13 +377,13 @@ class _WirePolicyOff(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        if handler is None or handler.request_deserializer is None:
+        classes = _message_classes(details.method)
+        if handler is None or classes is None:
             return handler
-        decode = handler.request_deserializer
 
         async def parse(raw, context):
             try:
-                return decode(raw)
+                classes[0].FromString(raw)
             except Exception as error:
                 await context.abort(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
 
@@ -391,15 +391,14 @@ class _WirePolicyOff(grpc.aio.ServerInterceptor):
             behaviour = handler.unary_stream
 
             async def stream(raw, context):
-                request = await parse(raw, context)
-                async with contextlib.aclosing(behaviour(request, context)) as sent:
-                    async for message in sent:
-                        yield message
+                await parse(raw, context)
+                return await behaviour(raw, context)
             return grpc.unary_stream_rpc_method_handler(stream, response_serializer=handler.response_serializer)
         behaviour = handler.unary_unary
 
         async def unary(raw, context):
-            return await behaviour(await parse(raw, context), context)
+            await parse(raw, context)
+            return await behaviour(raw, context)
         return grpc.unary_unary_rpc_method_handler(unary, response_serializer=handler.response_serializer)
 
 
