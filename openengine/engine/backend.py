@@ -362,8 +362,8 @@ class ReferenceBackend:
                 if match is None:
                     text += q.stops.rest()
                 elif match.WhichOneof("match") == "stop_token_id" and not stopping.include_stop_in_output:
-                    # A stop token kept out of the output: its id is sent and counted, its text is not.
-                    text = text[:len(text) - len(piece)]
+                    # A stop token kept out of the output: counted as generated, never sent.
+                    sent, infos, text = (), (), text[:len(text) - len(piece)]
                 if all(q.finished for q in seqs):
                     # Before the last Final: the SDK closes the stream once every output has ended.
                     self._completed(req, message, prompt + [t for t in seqs[0].generated if t < 256], salt)
