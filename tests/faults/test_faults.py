@@ -35,6 +35,14 @@ def test_every_fault_breaks_named_requirements_through_one_seam():
         assert (fault.wire is None) != (fault.engine is None), fault.name
 
 
+def test_every_fault_cites_requirements_the_spec_defines():
+    from oespec.spec import load_requirements
+
+    known = {i for r in load_requirements(ROOT / "spec") for i in r.ids}
+    for fault in FAULTS.values():
+        assert set(fault.requirements) <= known, f"{fault.name} cites what spec/ does not define"
+
+
 def test_the_list_says_what_each_fault_breaks():
     out = subprocess.run([sys.executable, "-m", "tests.faults", "--list"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
