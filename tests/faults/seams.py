@@ -120,7 +120,8 @@ class OnRpc(grpc.aio.ServerInterceptor):
     """The method `rpc` (`package.Service/Method`) served by `make(inner)`: `inner(request, call)`
     is the engine's behaviour (a coroutine for a unary method, an async iterator of response
     messages for a streaming one), and what `make` returns replaces it. Requests and responses
-    are messages, whatever form the engine's handler takes them in."""
+    are messages, whatever form the engine's handler takes them in. `make` runs once per call:
+    what a fault keeps across calls lives outside it."""
 
     def __init__(self, rpc: str, make: Callable[[Callable], Callable], *, recode: Callable | None = None):
         self.method = f"/{rpc}"

@@ -415,7 +415,7 @@ CHECKS = {
     "generate-no-terminal": ({}, aborted_stream_cancelled),
     "abort-ignored": ({}, abort_all_works),
     "abort-by-id-ignored": ({}, aborted_stream_cancelled),
-    "abort-finished-not-found": ({}, abort_statuses),
+    "abort-finished-aborted": ({}, abort_statuses),
     "abort-unknown-aborted": ({}, abort_statuses),
     "final-without-usage": ({}, usage_on_the_final_response),
     "max-tokens-overrun": ({}, max_tokens_honoured),
