@@ -16,7 +16,6 @@ import codecs
 import collections
 import heapq
 import itertools
-import logging
 import time
 import uuid
 import zlib
@@ -35,8 +34,6 @@ from openengine.serve import (
     Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo, invalid,
 )
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
-
-log = logging.getLogger("openengine.engine")
 
 
 @dataclass(eq=False)
@@ -322,8 +319,10 @@ class ReferenceBackend:
             if req.aborted is not None:
                 return
             self.store_blocks(hashes, prompt, adapter, req)
-            yield Final(FinishReason.LENGTH, prompt_tokens=len(prompt), completion_tokens=0,
-                        cached_prompt_tokens=cached, kv_session=self._kv_session(message, req, len(prompt)))
+            session = self._kv_session(message, req, len(prompt))
+            for index in range(request.sequences):    # every output continues from the one session
+                yield Final(FinishReason.LENGTH, prompt_tokens=len(prompt), completion_tokens=0, index=index,
+                            cached_prompt_tokens=cached, kv_session=session)
             return
         temperature = sampling.temperature if sampling.HasField("temperature") else 1.0
         seed = sampling.seed if sampling.HasField("seed") else 0

@@ -177,7 +177,9 @@ def test_what_only_the_engine_knows_is_refused_before_the_first_output():
 
 def test_prefill_hands_over_a_kv_session_and_decode_continues_from_it():
     prefill = backend("openengine.kv", role="prefill")
-    outputs = run(prefill, request("a prompt long enough for two blocks of KV", stopping=stopping(max_tokens=8)))
+    outputs = run(prefill, request("a prompt long enough for two blocks of KV", stopping=stopping(max_tokens=8),
+                                   sampling=g.SamplingParams(num_sequences=2)))
+    assert [o.index for o in outputs] == [0, 1] and outputs[0].kv_session == outputs[1].kv_session
     final = outputs[-1]
     assert isinstance(final, Final) and final.completion_tokens == 0 and not final.token_ids
     session = final.kv_session
