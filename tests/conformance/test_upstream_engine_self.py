@@ -37,6 +37,9 @@ BROKEN_CHECK = {
     "model-info-unknown-ok": "model-info", "health-not-ready": "health",
 }
 
+# Findings named apart from the driver check that reports them.
+CHECK_OF = {"abort": "abort-and-load", "load": "abort-and-load", "abort-status": "abort-and-load"}
+
 
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory):
@@ -72,7 +75,9 @@ def test_each_variant_breaks_the_clause_it_names(stubs):
     try:
         for name in VARIANTS:
             engines[name] = start_upstream_engine(stubs, name, **OPTIONS)
-        found = _drive(stubs, {name: address for name, (address, _) in engines.items()})
+        # Each variant only through the check meant to catch it, which keeps the run short.
+        found = _drive(stubs, {name: f"{address}/{CHECK_OF.get(BROKEN_CHECK[name], BROKEN_CHECK[name])}"
+                               for name, (address, _) in engines.items()})
     finally:
         for _, process in engines.values():
             stop_upstream_engine(process)

@@ -1,11 +1,12 @@
 """Drive upstream-only engines as a revision-1 client would, and print what each got wrong.
 
-    python -S driver.py --stubs DIR --site SITE_PACKAGES NAME=HOST:PORT [NAME=HOST:PORT ...]
+    python -S driver.py --stubs DIR --site SITE_PACKAGES NAME=HOST:PORT[/CHECK,...] ...
 
 Runs under `python -S` with upstream's stubs first on sys.path (see bootstrap.py), so every
 message it sends or decodes is upstream's. Targets are checked at once, the checks of one target
 one after another (its load figures must see only the driver's own requests). Prints one JSON
-object: {NAME: {CHECK: [problem, ...]}}; an empty list is a pass. The abort check expects the
+object: {NAME: {FINDING: [problem, ...]}}, a finding being named after its check (the
+abort check also reports `load` and `abort-status`); no entry is a pass. The abort check expects the
 target to run one request at a time (`--slots 1`).
 """
 
@@ -328,9 +329,9 @@ class Probe:
     CHECKS = ("server_info", "model_info", "health", "stream", "seed", "num_sequences", "logprobs",
               "stop_text", "stop_token", "eos", "min_tokens", "abort_and_load", "unimplemented", "refusals")
 
-    async def run(self) -> dict[str, list[str]]:
+    async def run(self, only: list[str]) -> dict[str, list[str]]:
         async with self.channel:
-            for name in self.CHECKS:
+            for name in only or self.CHECKS:
                 try:
                     await asyncio.wait_for(getattr(self, name)(), CHECK_TIMEOUT)
                 except Exception as exc:       # a check that cannot finish is a finding, not a crash
@@ -351,8 +352,8 @@ async def drive(targets: dict[str, str]) -> dict:
     import grpc
 
     pb = Stubs()
-    probes = {name: Probe(grpc, pb, address) for name, address in targets.items()}
-    found = await asyncio.gather(*(p.run() for p in probes.values()))
+    probes = {name: Probe(grpc, pb, address) for name, (address, _) in targets.items()}
+    found = await asyncio.gather(*(p.run(targets[name][1]) for name, p in probes.items()))
     return dict(zip(probes, found))
 
 
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stubs", required=True)
     p.add_argument("--site", action="append", default=[])
-    p.add_argument("targets", nargs="+", help="NAME=HOST:PORT")
+    p.add_argument("targets", nargs="+", help="NAME=HOST:PORT, or NAME=HOST:PORT/CHECK,... for some checks only")
     args = p.parse_args(argv)
     from bootstrap import use_stubs
 
@@ -368,7 +369,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    targets = dict(t.split("=", 1) for t in args.targets)
+    targets = {}
+    for target in args.targets:
+        name, rest = target.split("=", 1)
+        address, _, only = rest.partition("/")
+        checks = [c.replace("-", "_") for c in only.split(",") if c]
+        unknown = set(checks) - set(Probe.CHECKS)
+        if unknown:
+            print(f"unknown checks {sorted(unknown)}; known: {', '.join(Probe.CHECKS)}", file=sys.stderr)
+            return 2
+        targets[name] = (address, checks)
     try:
         result = asyncio.run(drive(targets))
     except Exception:
