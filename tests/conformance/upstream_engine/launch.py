@@ -139,3 +139,23 @@ def run_driver(stubs_dir: Path | str, *args: str, timeout: float = 60.0) -> subp
     """driver.py in its own `python -S` child with the stubs: its stdout is JSON."""
     return subprocess.run(child_command("driver.py", stubs_dir, *args), capture_output=True,
                           text=True, timeout=timeout, check=False, env=child_env())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the engine by hand until interrupted: stubs from the pinned image in a temporary
+    folder, the address on stdout, every other argument passed on to engine.py."""
+    import signal
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    with tempfile.TemporaryDirectory(prefix="upstream-stubs-") as tmp:
+        stubs = generate_stubs(Path(tmp))
+        process = subprocess.Popen(child_command("engine.py", stubs, *args), env=child_env())
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            return process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -345,6 +345,32 @@ class Engine:
             responses[-1].usage.CopyFrom(self.usage(job))
         return responses
 
+    def tick(self, job: Job, started: bool, key: bytes) -> list:
+        """One step of every open output: its new tokens and, where it ends, its finish."""
+        responses = []
+        for out in job.outputs:
+            if out.done:
+                continue
+            if job.aborted or not started:
+                if self.variant == "abort-no-cancelled":
+                    out.done = True
+                else:
+                    responses.append(self.finished(out, gen.FINISH_REASON_CANCELLED, None))
+                continue
+            sent, reason, match = self.step(job, out, key)
+            if sent:
+                out.emitted += len(sent)
+                index = None if out.index == 0 and self.variant == "missing-output-index" else out.index
+                responses.append(gen.GenerateResponse(token=gen.TokenOutput(
+                    output_index=index, tokens=[i for i, _ in sent], text="".join(t for _, t in sent))))
+            if reason is not None:
+                responses.append(self.finished(out, reason, match))
+                if out.index == 0 and self.variant == "finished-twice":
+                    responses.append(self.finished(out, reason, match))
+        if self.variant == "no-finished-event":
+            responses = [r for r in responses if not r.HasField("finished")]
+        return responses
+
     async def generate(self, job: Job):
         try:
             if job.request.response.return_prompt_logprobs and self.variant != "logprobs-ignored":
@@ -352,42 +378,21 @@ class Engine:
             started = await self.acquire(job)
             key = toy.context_key(job.prompt)
             delay = self.config.token_ms / 1000.0
-            while True:
+            ending = False
+            while not ending:
                 if started and not job.aborted:
-                    with contextlib.suppress(asyncio.TimeoutError):
+                    with contextlib.suppress(asyncio.TimeoutError):   # an abort ends the wait early
                         await asyncio.wait_for(job.stop.wait(), delay)
-                responses = []
-                for out in job.outputs:
-                    if out.done:
-                        continue
-                    if job.aborted or not started:
-                        if self.variant == "abort-no-cancelled":
-                            out.done = True
-                        else:
-                            responses.append(self.finished(out, gen.FINISH_REASON_CANCELLED, None))
-                        continue
-                    sent, reason, match = self.step(job, out, key)
-                    if sent:
-                        out.emitted += len(sent)
-                        index = None if out.index == 0 and self.variant == "missing-output-index" else out.index
-                        responses.append(gen.GenerateResponse(token=gen.TokenOutput(
-                            output_index=index, tokens=[i for i, _ in sent], text="".join(t for _, t in sent))))
-                    if reason is not None:
-                        responses.append(self.finished(out, reason, match))
-                        if out.index == 0 and self.variant == "finished-twice":
-                            responses.append(self.finished(out, reason, match))
-                if self.variant == "no-finished-event":
-                    responses = [r for r in responses if not r.HasField("finished")]
+                responses = self.tick(job, started, key)
                 ending = all(o.done for o in job.outputs)
                 if ending:
+                    # Freed before the last events go out, so load is back to idle when they arrive.
                     self.release(job)
                     responses = self.last_step(job, responses)
                 for response in responses:
                     if self.variant == "usage-on-every-response" and not response.HasField("usage"):
                         response.usage.CopyFrom(self.usage(job))
                     yield self.stamp(job, response)
-                if ending:
-                    return
         finally:
             self.release(job)
 
