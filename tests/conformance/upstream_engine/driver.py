@@ -68,8 +68,8 @@ class Probe:
                 setattr(r.response, name, value)
         return r
 
-    async def generate(self, request) -> list:
-        return [m async for m in self.inference.Generate(request, timeout=10)]
+    async def generate(self, request, metadata=None) -> list:
+        return [m async for m in self.inference.Generate(request, timeout=10, metadata=metadata)]
 
     def outputs(self, responses) -> dict[int, dict]:
         """Per output index: token ids, text, and its finished events."""
@@ -316,6 +316,13 @@ class Probe:
         }
         for what, (code, request) in cases.items():
             await self.status("refusals", code, self.generate(request), what)
+        metadata = {
+            "a malformed priority": ("INVALID_ARGUMENT", (("openengine-priority", "high"),)),
+            "a repeated routing key": ("INVALID_ARGUMENT", (("openengine-routing-key", "a"), ("openengine-routing-key", "b"))),
+            "a priority the model does not use": ("OK", (("openengine-priority", "-3"),)),
+        }
+        for what, (code, pairs) in metadata.items():
+            await self.status("refusals", code, self.generate(self.request(f"md-{code}", max_tokens=2), pairs), what)
 
     async def status(self, check, code, awaitable, what=""):
         try:

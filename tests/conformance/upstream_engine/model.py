@@ -54,7 +54,8 @@ def log_softmax(values: list[float]) -> list[float]:
 
 def ranked(logprobs: list[float]) -> list[int]:
     """Token ids, likeliest first (ties by id, so ranks are stable)."""
-    return sorted(range(len(logprobs)), key=lambda t: (-logprobs[t], t))
+    # A stable sort keeps equal scores in id order, reversed or not.
+    return sorted(range(len(logprobs)), key=logprobs.__getitem__, reverse=True)
 
 
 class Sampler:
