@@ -283,7 +283,7 @@ def _expect_success(stream: Stream, what: str) -> None:
 @case("core.generate.stream", profile=CORE,
       requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-015", "REQ-SVC-002",
                 "REQ-CORE-016.1", "REQ-CORE-016.2", "REQ-CORE-017.1", "REQ-CORE-017.2",
-                "REQ-CORE-017.3", "REQ-CORE-019.1", "REQ-CORE-019.3", "REQ-CORE-006"),
+                "REQ-CORE-017.3", "REQ-CORE-017.4", "REQ-CORE-019.1", "REQ-CORE-019.3", "REQ-CORE-006"),
       title="Generate streams token events, then one finished (LENGTH at max_tokens) with the "
             "usage on the final response and the request id on every one, then OK")
 async def generate_stream(ctx: Context):
@@ -308,9 +308,6 @@ async def generate_stream(ctx: Context):
            f"usage.completion_tokens {usage.completion_tokens} != {tokens} tokens streamed "
            "(REQ-CORE-017.3)")
     expect(usage.prompt_tokens > 0, "usage.prompt_tokens is 0 for a non-empty prompt (REQ-CORE-017.3)")
-    texts = [m.token.text for m in stream.responses if m.HasField("token")]
-    if all(texts) and "".join(texts) != out.text:
-        raise Failed("token texts are not the new text of each event (REQ-CORE-016.2)")
     return f"{tokens} tokens, usage {usage.prompt_tokens}+{usage.completion_tokens}"
 
 
@@ -687,10 +684,10 @@ async def abort_targets(ctx: Context):
                                 f"{lifecycle_pb2.AbortStatus.Name(again.status)}, not "
                                 "ABORT_STATUS_ALREADY_FINISHED")
         except grpc.aio.AioRpcError as err:
-            # An engine that no longer remembers the request may answer NOT_FOUND.
-            if err.code() != grpc.StatusCode.NOT_FOUND:
-                problems.append(f"Abort naming a finished request failed with "
-                                f"{status_name(err.code())}: aborting twice is not an error")
+            # It finished moments ago: an engine still remembers it.
+            problems.append(f"Abort naming a request that had just finished failed with "
+                            f"{status_name(err.code())}, not ABORT_STATUS_ALREADY_FINISHED: "
+                            "aborting a finished request is not an error")
         own = await ctx.control.Abort(_by_id(running))
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "Abort") from None
@@ -995,6 +992,46 @@ async def stop_strings(ctx: Context):
     return f"stopped at {stop!r} after {len(ids)} tokens"
 
 
+@case("core.generate.min-tokens", profile=CORE, requires=("REQ-CORE-019.2", "REQ-CORE-006"),
+      title="a stop condition the output reaches before min_tokens does not end it")
+async def min_tokens(ctx: Context):
+    def choose(ids, _text):
+        k = _first_new(ids, 1)
+        return None if k is None or k + 4 > len(ids) else (ids[k], k)
+
+    def apply(r, stop):
+        token, at = stop
+        r.stopping.conditions.add(stop_token_id=token)
+        r.stopping.min_tokens = at + 4
+
+    (token, at), ids, _, final = await _stop_runs(ctx, choose, apply)
+    _expect_finished(final)
+    floor = at + 4
+    expect(len(ids) >= floor, f"with min_tokens {floor} and stop token {token} (generated at "
+                              f"position {at}), the output ended after {len(ids)} tokens with "
+                              f"{finish_reason_name(final.reason)}: nothing ends an output before "
+                              "min_tokens")
+    return f"stop token at {at} held back until {floor}"
+
+
+@case("core.generate.seed", profile=CORE, requires=("REQ-CORE-006",),
+      title="requests with the same seed and sampling parameters generate the same tokens")
+async def seed(ctx: Context):
+    outputs = []
+    for _ in range(3):
+        request = ctx.generate_request(max_tokens=8, ignore_eos=True, prompt="conformance seeds this",
+                                       temperature=1.0, seed=1234)
+        stream = Stream(await ctx.generate(request), request)
+        if stream.error is not None:
+            raise Failed(f"a seeded request within every limit: {stream.failure()}")
+        outputs.append(tuple(stream.output(0).token_ids))
+    # Engines need not be bit-exact under concurrency; two of three alike shows the seed is used.
+    expect(len(set(outputs)) < 3, f"three requests with seed 1234 and temperature 1.0 generated "
+                                  f"three different outputs {[list(o) for o in outputs]}: "
+                                  "sampling.seed is not honoured")
+    return "same seed, same tokens"
+
+
 # ------------------------------------------------------------------------------------------------
 # Limits of each model
 
@@ -1079,6 +1116,10 @@ async def back_to_idle(ctx: Context):
 async def control_health(ctx: Context):
     from openengine.v1 import lifecycle_pb2
 
+    stream = Stream(await ctx.generate(ctx.generate_request(max_tokens=1)))
+    if stream.error is not None:
+        raise Unchecked(f"a 1-token request {stream.failure()[4:]}, so whether the engine serves "
+                        "could not be seen")
     answer = await ctx.control.Health(lifecycle_pb2.HealthRequest())
     expect(answer.state in (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED),
            f"Control/Health answered {lifecycle_pb2.HealthState.Name(answer.state)} while the "

@@ -263,16 +263,14 @@ async def getload_complete(ctx: Context):
     want = ctx.server_info.instance_id
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
                                      "ServerInfo.instance_id: a snapshot names the engine's instance")
-    expect(not info.ranks, f"GetLoad without per_rank answered {len(info.ranks)} ranks: ranks "
-                           "are sent only when the request sets per_rank and the engine supports it")
-    ranked = await ctx.control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
+    expect(not info.ranks, f"GetLoad without include_per_rank answered {len(info.ranks)} ranks: "
+                           "ranks are sent only when the request sets include_per_rank")
     if ctx.limit(LOAD, "per_rank"):
+        ranked = await ctx.control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
         dp = max(1, ctx.server_info.parallelism.data_parallel_size)
-        expect(len(ranked.ranks) == dp, f"GetLoad with per_rank answered {len(ranked.ranks)} ranks, but "
-                                        f"ServerInfo says data_parallel_size {dp}: one entry per rank")
-    else:
-        expect(not ranked.ranks, f"ObservabilityCapabilities.per_rank is false, but GetLoad with "
-                                 f"per_rank answered {len(ranked.ranks)} ranks: ranks stay empty")
+        expect(len(ranked.ranks) == dp, f"GetLoad with include_per_rank answered {len(ranked.ranks)} "
+                                        f"ranks, but ServerInfo says data_parallel_size {dp}: one "
+                                        "entry per rank")
 
 
 @case("core.getload.current", profile=CORE, requires=("REQ-LOAD-001.2",),
