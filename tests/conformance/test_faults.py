@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from openengine.engine.faults import FAULTS
+from tests.faults import FAULTS
 
-from openengine.engine import AdminConfig
+from openengine.serve import AdminAccess
 
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
 
@@ -168,7 +168,7 @@ PLAN.update({
                                       engine=dict(limits={"tasks": {"supported_tasks": ["embed"]}})),
     "watch-one-sender": dict(run=["load.watch.stalled-isolated"], fails={"load.watch.stalled-isolated"}),
     "admin-address-overall-not-serving": dict(run=["admin.own-address-health"], fails={"admin.own-address-health"},
-                                            engine=dict(admin=AdminConfig(port=0, token=TOKEN)),
+                                            engine=dict(admin=AdminAccess(port=0, token=TOKEN)),
                                             admin_address=True),
     # Only a signal to an engine process shows a graceful shutdown.
     "shutdown-health-serving": dict(run=["core.shutdown.graceful"], fails={"core.shutdown.graceful"},
