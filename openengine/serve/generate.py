@@ -26,14 +26,17 @@ from openengine.v1 import error_pb2, generation_pb2
 log = logging.getLogger("openengine.serve")
 _END = object()     # the backend's outputs are exhausted
 
-# What a cancelled output's GenerationFinished says, by why the SDK ended the request.
-CANCELLED_BECAUSE = {
-    AbortReason.ABORT_RPC: "cancelled by Control/Abort",
-    AbortReason.CLIENT_CANCELLED: "the client cancelled the call",
-    AbortReason.STALLED_CONSUMER: "the client stopped reading the stream",
-    AbortReason.PAUSED: "generation was paused",
-    AbortReason.DRAIN_DEADLINE: "the drain deadline passed",
-    AbortReason.SHUTDOWN: "the engine is shutting down",
+# How a stream ends when the SDK stopped its request. A client's own stop (Abort, going away)
+# cancels the open outputs; a stop the engine made (stalled reader, pause, drain, shutdown) is a
+# failure the client may retry elsewhere: (EngineError code or None for CANCELLED, why).
+ENDED_BECAUSE = {
+    AbortReason.ABORT_RPC: (None, "cancelled by Control/Abort"),
+    AbortReason.CLIENT_CANCELLED: (None, "the client cancelled the call"),
+    AbortReason.STALLED_CONSUMER: (ErrorCode.OVERLOADED, "the client stopped reading the stream"),
+    AbortReason.PAUSED: (ErrorCode.OVERLOADED, "generation was paused; retry later or on another engine"),
+    AbortReason.DRAIN_DEADLINE: (ErrorCode.DRAINING, "the engine is draining and its deadline passed; "
+                                                     "retry on another engine"),
+    AbortReason.SHUTDOWN: (ErrorCode.DRAINING, "the engine is shutting down; retry on another engine"),
 }
 # The EngineError of a backend's refusal that comes after its first output.
 LATE_REFUSAL = {RefusalCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
@@ -236,9 +239,9 @@ class Inference:
 
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         """Admit (a refusal is the call's status), then stream the events of the backend's
-        outputs. After acceptance every ending is in the stream: the outputs' own, CANCELLED for
-        each open output when the SDK ended the request, or one EngineError; the status is OK. A
-        client that goes away has its request aborted in the backend at once."""
+        outputs. After acceptance every ending is in the stream (`ENDED_BECAUSE` when the SDK
+        stopped the request), with status OK. A client that goes away has its request aborted in
+        the backend at once."""
         state = self.state
         admitted = self.admission.admit(request, context.invocation_metadata())
         flight = InFlight(admitted)
@@ -286,7 +289,8 @@ class Inference:
                                    f"the engine failed while generating ({type(err).__name__}); the failure is logged")
                 return
             if flight.aborted is not None:
-                for message in events.cancelled(CANCELLED_BECAUSE[flight.aborted]):
+                code, why = ENDED_BECAUSE[flight.aborted]
+                for message in events.cancelled(why) if code is None else [events.error(code, why, retryable=True)]:
                     yield message
             else:
                 yield events.unfinished(state.backend_errors)

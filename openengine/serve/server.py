@@ -361,8 +361,8 @@ class Server:
     async def stop(self, grace: float = 1.0) -> None:
         """Graceful shutdown: every health status goes NOT_SERVING first, open Watch streams get
         it, then WatchLoad streams end with status UNAVAILABLE, every accepted Generate stream
-        (running or queued) ends its open outputs with GenerationFinished(CANCELLED) and status
-        OK, and the server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
+        (running or queued) ends with a retryable EngineError DRAINING and status OK, and the
+        server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
         if self._stopped:
             return
         self._stopped = True

@@ -445,3 +445,19 @@ def test_log_probabilities_advertised_and_asked_for_must_be_delivered():
     assert "Chunk.logprobs has 0 entries for 1 tokens; the request asked for output log-probabilities" in \
         output[0].error.message
     assert "Prompt is missing" in prompt[0].error.message
+
+
+@pytest.mark.parametrize("reason, code", [(AbortReason.PAUSED, error_pb2.ERROR_CODE_OVERLOADED),
+                                          (AbortReason.DRAIN_DEADLINE, error_pb2.ERROR_CODE_DRAINING)])
+def test_a_request_the_engine_stops_ends_with_a_retryable_error(reason, code):
+    backend = Backend(hold=True)
+    with running(backend) as engine, grpc.insecure_channel(engine.address) as channel:
+        stream = inference_grpc.InferenceStub(channel).Generate(generation_pb2.GenerateRequest(prompt="hi"), timeout=10)
+        assert next(stream).WhichOneof("event") == "token"
+
+        async def stop():
+            engine.server.state.abort_all(reason)
+
+        asyncio.run_coroutine_threadsafe(stop(), engine.loop).result(5)
+        rest = list(stream)
+    assert [(m.error.code, m.error.retryable, m.usage.completion_tokens) for m in rest] == [(code, True, 1)]
