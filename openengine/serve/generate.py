@@ -171,6 +171,10 @@ class Events:
                                  f"is {final.completion_tokens}, but {counted} for output {index}; count every "
                                  "token of the output's Chunks and Final")
         self.counted[index] = final.completion_tokens
+        if (final.finish_reason == FinishReason.STOP) != (stop is not None and stop.WhichOneof("match") is not None):
+            raise BackendMistake("Final.stop_match", f"is {'unset' if stop is None else 'set'} with finish_reason "
+                                                     f"{FinishReason(final.finish_reason).name}; set it exactly when "
+                                                     "the reason is STOP (SequenceStops gives it)")
         if final.cached_prompt_tokens > final.prompt_tokens:
             raise BackendMistake("Final.cached_prompt_tokens",
                                  f"is {final.cached_prompt_tokens}, more than prompt_tokens {final.prompt_tokens}")

@@ -56,7 +56,7 @@ class Holding:
         stop = self.held[request.request_id] = asyncio.Event()
         try:
             await stop.wait()
-            yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
+            yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=0)
         finally:
             del self.held[request.request_id]
 
@@ -218,7 +218,7 @@ def test_a_burst_of_2000_calls_is_answered_by_the_engine_none_cancelled_by_grpc(
 
     class Quick(Holding):
         async def generate(self, request):
-            yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
+            yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=0)
 
     with RunningServer(lambda: Quick(running=4, queued=12), ServeConfig(port=0)) as engine:
         ends = asyncio.run(burst(engine.address, 2000))

@@ -209,7 +209,7 @@ def test_priority_metadata_reaches_the_backend_when_advertised():
 
     def script(request):
         seen.append(request.priority)
-        return [Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=0)]
+        return [Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=0)]
 
     with running(Backend(limits={"core": {"priority": True}}, script=script)) as engine:
         generate(engine.address, (("openengine-priority", "-7"),))
@@ -265,6 +265,9 @@ def test_a_backend_refusal_before_output_is_the_calls_status():
     ([Chunk((65,)), Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=5)], error_pb2.ERROR_CODE_INTERNAL,
      "Backend.generate() Final.completion_tokens is 5, but 1 tokens were sent"),
     ([Chunk((65,)), Chunk((66,), index=3)], error_pb2.ERROR_CODE_INTERNAL, "Chunk.index is 3"),
+    ([Chunk((65,)), Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=1,
+                          stop_match=StopMatch(stop_text="x"))],
+     error_pb2.ERROR_CODE_INTERNAL, "Final.stop_match is set with finish_reason LENGTH"),
 ])
 def test_a_failure_after_acceptance_is_the_streams_terminal_error(outputs, code, says):
     with running(Backend(script=lambda request: outputs)) as engine:
