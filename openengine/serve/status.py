@@ -63,7 +63,7 @@ class BackendErrors:
 
     def report(self, method: str, where: str, what: str) -> str:
         """Log `Backend.<method>`'s `where` being `what` the first time; the text for the client."""
-        text = f"engine error: Backend.{method} {where} {what}"
+        text = f"engine error in Backend.{method}: {where} {what}"
         if (method, where) not in self.seen:
             self.seen.add((method, where))
             log.error("%s (logged once; every call it affects answers INTERNAL)", text)

@@ -263,7 +263,7 @@ def test_a_backend_refusal_before_output_is_the_calls_status():
      error_pb2.ERROR_CODE_KV_TRANSFER_FAILED, "KV transfer failed"),
     ([Chunk((65,))], error_pb2.ERROR_CODE_INTERNAL, "output(s) 0 unfinished"),
     ([Chunk((65,)), Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=5)], error_pb2.ERROR_CODE_INTERNAL,
-     "Backend.generate() Final.completion_tokens is 5, but 1 tokens were sent"),
+     "Backend.generate(): Final.completion_tokens is 5, but 1 tokens were sent"),
     ([Chunk((65,)), Chunk((66,), index=3)], error_pb2.ERROR_CODE_INTERNAL, "Chunk.index is 3"),
     ([Chunk((65,)), Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=1,
                           stop_match=StopMatch(stop_text="x"))],
@@ -369,16 +369,16 @@ def test_a_stalled_consumer_is_aborted_and_leaves_the_load():
 
 
 @pytest.mark.parametrize("figures, says", [
-    (Load(running_requests=-5), "Backend.load() running_requests is -5; load figures are never negative"),
+    (Load(running_requests=-5), "Backend.load(): Load.running_requests is -5; load figures are never negative"),
     (Load(running_requests=300),
-     "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
+     "Backend.load(): Load.running_requests is 300, above the advertised max_running_requests 256"),
 ])
 def test_wrong_load_figures_answer_internal_naming_them_and_are_logged_once(figures, says, caplog):
     with running(Backend(load=figures)) as engine, grpc.insecure_channel(engine.address) as channel:
         control = control_grpc.ControlStub(channel)
         with caplog.at_level(logging.ERROR, logger="openengine.serve"):
             errors = [refused(lambda: control.GetLoad(server_pb2.GetLoadRequest())) for _ in range(3)]
-    assert {(e.code(), e.details()) for e in errors} == {(grpc.StatusCode.INTERNAL, f"engine error: {says}")}
+    assert {(e.code(), e.details()) for e in errors} == {(grpc.StatusCode.INTERNAL, f"engine error in {says}")}
     logged = [r for r in caplog.records if "Backend.load()" in r.getMessage()]
     assert len(logged) == 1 and logged[0].exc_info is None
 

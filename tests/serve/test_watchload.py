@@ -45,4 +45,4 @@ def test_a_stream_of_wrong_figures_ends_internal_naming_the_figure():
         with pytest.raises(grpc.RpcError) as err:
             list(stream)
     assert err.value.code() == grpc.StatusCode.INTERNAL
-    assert "Backend.load() queued_requests is -1" in err.value.details()
+    assert "Backend.load(): Load.queued_requests is -1" in err.value.details()
