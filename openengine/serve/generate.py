@@ -110,6 +110,8 @@ class Events:
             raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.counted) - 1}")
         if index not in self.open:
             raise BackendMistake(f"{kind}.index", f"{index}: that output already ended with its Final")
+        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2**32 for t in token_ids):
+            raise BackendMistake(f"{kind}.token_ids", f"is {token_ids!r}; token ids are whole numbers from 0")
         if (logprobs or self.wants_logprobs) and len(logprobs) != len(token_ids):
             asked = "; the request asked for output log-probabilities" if self.wants_logprobs else ""
             raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens{asked}")
@@ -288,9 +290,9 @@ class Inference:
                 return
             except Exception as err:
                 # After acceptance a failure is the stream's terminal error, never a status.
-                log.exception("request %s failed in the backend", admitted.request_id)
-                yield events.error(ErrorCode.INTERNAL,
-                                   f"the engine failed while generating ({type(err).__name__}); the failure is logged")
+                yield events.error(ErrorCode.INTERNAL, state.backend_errors.report(
+                    "generate()", type(err).__name__, "was raised while generating (logged once, with its traceback)",
+                    exc_info=err))
                 return
             if flight.aborted is not None:
                 code, why = ENDED_BECAUSE[flight.aborted]
