@@ -21,9 +21,10 @@ its request, response and both streaming flags. File names and options are not o
 not compared.
 
 buf's PACKAGE category then runs as a second opinion (when buf is installed): it accepts additions
-and file moves, and it judges what the walk above leaves out (for example a field's cardinality
-or UTF-8 validation). Its findings are kept only at places the walk found nothing, so one change
-is reported once, with the walk's clearer message.
+and file moves, and it judges what the walk above leaves out (for example a field's UTF-8
+validation or a method's idempotency level); its rules about code-generation options (go_package,
+jstype, ...) are left out, as they change nothing on the wire. Its findings are kept only at places
+the walk found nothing, so one change is reported once, with the walk's clearer message.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ UNUSABLE = "OEB105"
 BUF_SECOND_OPINION = "OEB106"
 BUF_CATEGORY = "PACKAGE"
 BUF_TIMEOUT_S = 300
+# PACKAGE's rules about code-generation options (go_package, java_package, jstype, ...): they
+# change no byte on the wire and no JSON name, and the repository's files may carry their own.
+BUF_EXCEPT = (
+    "FILE_SAME_CC_ENABLE_ARENAS", "FILE_SAME_CC_GENERIC_SERVICES", "FILE_SAME_CSHARP_NAMESPACE",
+    "FILE_SAME_GO_PACKAGE", "FILE_SAME_JAVA_GENERIC_SERVICES", "FILE_SAME_JAVA_MULTIPLE_FILES",
+    "FILE_SAME_JAVA_OUTER_CLASSNAME", "FILE_SAME_JAVA_PACKAGE", "FILE_SAME_OBJC_CLASS_PREFIX",
+    "FILE_SAME_OPTIMIZE_FOR", "FILE_SAME_PHP_CLASS_PREFIX", "FILE_SAME_PHP_METADATA_NAMESPACE",
+    "FILE_SAME_PHP_NAMESPACE", "FILE_SAME_PY_GENERIC_SERVICES", "FILE_SAME_RUBY_PACKAGE", "FILE_SAME_SWIFT_PREFIX",
+    "FIELD_SAME_CPP_STRING_TYPE", "FIELD_SAME_JAVA_UTF8_VALIDATION", "FIELD_SAME_JSTYPE",
+)
 
 
 def _spec(rule_id: str, name: str, purpose: str) -> RuleSpec:
@@ -472,7 +483,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
     buf = buf or find_buf()
     if buf is None:
         return []
-    config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY]}})
+    config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY], "except": list(BUF_EXCEPT)}})
     cmd = [buf, "breaking", ".", "--against", str(image.resolve()), "--config", config, "--error-format", "json"]
     try:
         proc = subprocess.run(cmd, cwd=proto_root, capture_output=True, text=True, timeout=BUF_TIMEOUT_S)
