@@ -289,11 +289,14 @@ def elements(fds: descriptor_pb2.FileDescriptorSet, *, only: set[str] | None = N
         def message(m, prefix, path):
             full = f"{prefix}.{m.name}"
             add("message", full, m, path, prefix)
+            # A map field is written `map<K, V>`; its entry type is the compiler's, not the author's.
+            maps = {f".{full}.{n.name}": f"map<{_type_word(n.field[0])}, {_type_word(n.field[1])}>"
+                    for n in m.nested_type if n.options.map_entry}
             for j, f in enumerate(m.field):
                 oneof = ""
                 if f.HasField("oneof_index") and not f.proto3_optional:
                     oneof = m.oneof_decl[f.oneof_index].name
-                add("field", f"{full}.{f.name}", f, path + (2, j), full, oneof=oneof)
+                add("field", f"{full}.{f.name}", f, path + (2, j), full, oneof=oneof, map=maps.get(f.type_name, ""))
             for j, nested in enumerate(m.nested_type):
                 message(nested, full, path + (3, j))
             for j, e in enumerate(m.enum_type):
@@ -338,7 +341,8 @@ def _label(f) -> str:
 
 def field_text(e: Element) -> str:
     f = e.proto
-    text = f"{_label(f)}{_type_word(f)} {f.name} = {f.number}"
+    kind = e.extra.get("map") or f"{_label(f)}{_type_word(f)}"
+    text = f"{kind} {f.name} = {f.number}"
     if e.extra.get("oneof"):
         text += f" (in oneof {e.extra['oneof']})"
     return text
@@ -544,14 +548,14 @@ class Addition:
     kind: str          # service, rpc, message, field, enum, enum_value
     name: str          # full name (package.Service/Method for an rpc)
     parent: str        # the enclosing element's full name (a package for top-level ones)
-    upstream_parent: bool   # the parent is upstream's: an extension of an upstream element
+    extends_upstream: bool  # the parent is upstream's: a field or value added to an upstream element
     file: str
     line: int
     definition: str    # the element as proto text (a field `optional uint32 x = 101`), or its name
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "parent": self.parent,
-                "extends_upstream": self.upstream_parent, "file": self.file, "line": self.line,
+                "extends_upstream": self.extends_upstream, "file": self.file, "line": self.line,
                 "definition": self.definition}
 
 
@@ -569,6 +573,8 @@ def additions(upstream: descriptor_pb2.FileDescriptorSet, ours: descriptor_pb2.F
         parent_new = e.parent in here and e.parent not in up
         if parent_new and e.kind != "rpc":
             continue
+        if e.kind == "message" and e.proto.options.map_entry:
+            continue                  # a map field's entry type: the field is the addition
         if e.kind == "field":
             definition = field_text(e)
         elif e.kind == "enum_value":

@@ -134,10 +134,9 @@ class Stream:
                 found.append(f"the engine failed the request: {r.error.code} {r.error.message}")
             if r.HasField("usage") and i != len(self.responses) - 1:
                 found.append(f"response {i} carries usage but is not the final response")
-        if not finished_at:
-            found.append("no finished event")
-        elif finished_at.get(0) is None:
-            found.append("no finished event for output 0")
+        outputs = {0} | {r.token.output_index for r in self.responses if r.WhichOneof("event") == "token"}
+        for index in sorted(outputs - set(finished_at)):
+            found.append(f"no finished event for output {index}")
         usage = self.usage
         if usage is None:
             found.append("the final response carries no usage")
@@ -198,7 +197,7 @@ def check_server_info(c: Client, checks: Checks):
         problems.append(f"schema_revision {info.schema_revision} (zero is invalid)")
     if info.minimum_client_revision > CLIENT_REVISION:
         problems.append(f"minimum_client_revision {info.minimum_client_revision}: a revision-{CLIENT_REVISION} "
-                        "client must reject this server")
+                        "client cannot use this server")
     if not info.schema_release:
         problems.append("schema_release is empty")
     if not info.instance_id:

@@ -209,7 +209,8 @@ message Capabilities {
 
 def _add_everything(tree: Tree) -> None:
     tree.edit("openengine/v1/server.proto", "  .google.protobuf.Struct extra = 12;\n",
-              "  .google.protobuf.Struct extra = 12;\n  uint64 capability_revision = 100;\n")
+              "  .google.protobuf.Struct extra = 12;\n  uint64 capability_revision = 100;\n"
+              "  map<string, string> labels = 101;\n")
     tree.edit("openengine/v1/server.proto", "  ENGINE_ROLE_DECODE = 3;\n",
               "  ENGINE_ROLE_DECODE = 3;\n  ENGINE_ROLE_ENCODER = 100;\n")
     tree.edit("openengine/v1/generation.proto", "  .google.protobuf.Struct extra = 12;\n",
@@ -222,9 +223,10 @@ def test_additions_pass_the_gate_and_are_what_diff_lists(tree):
     assert tree.check() == []
     found, errors = diff(tree.proto, IMAGE_PATH, display=SHOWN)
     assert errors == []
-    listed = {(a.kind, a.name, a.upstream_parent, a.definition) for a in found}
+    listed = {(a.kind, a.name, a.extends_upstream, a.definition) for a in found}
     assert listed == {
         ("field", "openengine.v1.ServerInfo.capability_revision", True, "uint64 capability_revision = 100"),
+        ("field", "openengine.v1.ServerInfo.labels", True, "map<string, string> labels = 101"),   # no entry type
         ("enum_value", "openengine.v1.EngineRole.ENGINE_ROLE_ENCODER", True, "ENGINE_ROLE_ENCODER = 100"),
         ("field", "openengine.v1.GenerateRequest.session_id", True, "optional string session_id = 100"),
         ("service", "openengine.v1.Discovery", False, "service openengine.v1.Discovery"),
