@@ -196,7 +196,8 @@ async def server_revisions(ctx: Context):
     problems = []
     if info.schema_revision != contract.schema_revision:
         problems.append(f"schema_revision is {info.schema_revision}; an engine of this contract "
-                        f"serves {contract.schema_revision}")
+                        f"serves {contract.schema_revision} (upstream v1 is 1, this contract one "
+                        f"additive revision on it) with schema_release {contract.schema_release!r}")
     if info.minimum_client_revision != contract.minimum_client_revision:
         problems.append(f"minimum_client_revision is {info.minimum_client_revision}, not "
                         f"{contract.minimum_client_revision}: every revision-"
