@@ -147,16 +147,3 @@ def test_an_engine_of_upstreams_layout_is_judged_and_told_what_to_add():
     assert report.verdict.startswith("DOES NOT CONFORM") and report.exit_code == 1
     text = render_text(report)
     assert "migration:" in text and "Observability/WatchLoad" in text
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("variant", ["max-tokens-overrun", "no-stop-match", "abort-unknown-ok",
-                                     "phantom-running", "model-info-unknown-ok", "usage-on-every-message"])
-def test_defects_of_an_upstream_layout_engine_are_caught_too(variant):
-    v = VARIANTS[variant]
-    with _serving(Serves(upstream_only=True), v.bugs, v.timing) as (_, options):
-        report = asyncio.run(run_options(options, patterns=list(v.patterns)))
-    bad = failed(report)
-    assert v.cases <= set(bad), f"{variant}: {sorted(v.cases - set(bad))} passed; failures: {bad}"
-    assert any(v.says in bad[case] for case in v.cases), bad
