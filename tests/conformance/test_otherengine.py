@@ -118,32 +118,3 @@ def test_a_correct_engine_with_admin_on_its_own_address_conforms():
     assert outcomes["admin.own-address-health"] is Outcome.PASS
     assert outcomes["admin.rpcs.served"] is Outcome.PASS
     assert outcomes["health.check.advertised-services"] is Outcome.PASS
-
-
-@pytest.mark.timeout(120)
-def test_an_engine_of_upstreams_layout_is_judged_and_told_what_to_add():
-    """Upstream's Inference and Control alone: every case whose RPCs exist runs and passes, and
-    each requirement the proposal adds fails with its id and what to add."""
-    from openengine.conformance.report import render_text
-
-    with _serving(Serves(upstream_only=True)) as (_, options):
-        report = asyncio.run(run_options(options))
-    bad = failed(report)
-    assert "add the Discovery service" in bad["core.discovery.answers"]
-    assert "grpc.health.v1.Health" in bad["health.served"]
-    assert "Discovery/GetCapabilities" in bad["core.rpcs.served"]
-    assert "schema_revision is 1" in bad["core.server-info.revisions"]
-    assert set(bad) <= {"core.discovery.answers", "core.rpcs.served", "core.profiles.core-listed",
-                        "core.server-info.revisions"} | {r.id for r in report.results
-                                                         if r.id.startswith("health.")}
-    outcomes = {r.id: r.outcome for r in report.results}
-    for case in ("core.generate.stream", "core.generate.request-id", "core.generate.terminal",
-                 "core.generate.stop-token-ids", "core.generate.stop-strings",
-                 "core.generate.output-logprobs", "core.abort.by-id", "core.abort.targets",
-                 "core.load.back-to-idle", "core.getload.current", "core.model-info.answers",
-                 "core.control-health", "core.server-info.instance-id", "core.generate.client-cancel",
-                 "load.absent.unimplemented"):
-        assert outcomes[case] is Outcome.PASS, (case, outcomes[case])
-    assert report.verdict.startswith("DOES NOT CONFORM") and report.exit_code == 1
-    text = render_text(report)
-    assert "migration:" in text and "Observability/WatchLoad" in text
