@@ -171,6 +171,7 @@ ProgressFn = Callable[[str, int, int, "CaseResult | None"], None]
 
 
 async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str]:
+    ctx.last_rpc = ""
     try:
         async with asyncio.timeout(timeout) as ctx.case_deadline:
             note = await c.fn(ctx)
@@ -182,7 +183,9 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
     except Unchecked as err:
         return Outcome.UNCHECKED, str(err)
     except TimeoutError:
-        return Outcome.FAIL, f"no verdict within {timeout:g} s: the engine did not answer in time"
+        waiting = f" (the last call was {ctx.last_rpc})" if ctx.last_rpc else ""
+        return Outcome.FAIL, (f"no verdict within {timeout:g} s: the engine did not answer in "
+                              f"time{waiting}")
     except grpc.aio.AioRpcError as err:
         return Outcome.FAIL, ctx.describe_rpc_error(err)
     except asyncio.CancelledError:
