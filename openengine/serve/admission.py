@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from openengine.contract import CORE
 from openengine.serve.backend import ErrorCode, GenerateRequest, Refusal, RefusalCode, invalid
 from openengine.serve.runstate import DRAINING
-from openengine.serve.state import refuse_errors
+from openengine.serve.status import refuse_errors
 from openengine.v1 import generation_pb2
 from openengine.validate import number_violations, preflight
 

@@ -18,21 +18,12 @@ from openengine.serve.discovery import advertised_report
 from openengine.serve.load import Clock, LoadPublisher, load_info
 from openengine.serve.profiles import Selection
 from openengine.serve.runstate import RunState, transition
-from openengine.serve.status import BackendErrors
-from openengine.validate import Severity, preflight
+from openengine.serve.status import BackendErrors, refuse_errors
+from openengine.validate import preflight
 
 log = logging.getLogger("openengine.serve")
 # How many ended request ids Abort tells from unknown ones.
 FINISHED_REMEMBERED = 4096
-
-
-def refuse_errors(violations) -> None:
-    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
-    each with its field, the rule and the requirement."""
-    errors = list(dict.fromkeys(
-        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
-    if errors:
-        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
 
 
 @dataclass(eq=False)

@@ -141,7 +141,7 @@ def test_control_and_discovery_answer_from_the_same_limits():
         model = control.GetModelInfo(model_pb2.GetModelInfoRequest())
         caps = discovery_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
         unknown = refused(lambda: control.GetModelInfo(model_pb2.GetModelInfoRequest(model="other")))
-        health = control.Health(lifecycle_pb2.HealthRequest())
+        health = control.Health(lifecycle_pb2.HealthRequest(include_inference_probe=True))
     assert (info.schema_revision, info.minimum_client_revision) == (2, 1)
     assert info.schema_release.startswith("openengine-profiles/registry-")
     assert info.engine_role == server_pb2.ENGINE_ROLE_AGGREGATED and info.supported_models == ["m"]
@@ -155,6 +155,7 @@ def test_control_and_discovery_answer_from_the_same_limits():
     assert (model.model_id, model.vocab_size, model.eos_token_id, model.max_output_tokens) == ("m", 256, 0, 64)
     assert unknown.code() == grpc.StatusCode.NOT_FOUND
     assert health.state == lifecycle_pb2.HEALTH_STATE_READY
+    assert [(c.name, c.state) for c in health.checks] == [("scheduler", health.state), ("inference_probe", health.state)]
 
 
 def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
