@@ -33,7 +33,7 @@ MISTAKES = {
     "logprobs-not-returned": (("core.generate.output-logprobs",), r"logprob"),
     "max-tokens-ignored": (("core.generate.stream",), r"max_tokens \d+"),
     "negative-load": (("core.getload.complete",), r"negative"),
-    "exception-mid-stream": (("core.generate.stream", "core.abort.queued", "load.watch.snapshots-complete"),
+    "exception-mid-stream": (("core.generate.stream", "load.watch.snapshots-complete"),
                              r"ERROR_CODE_INTERNAL.*RuntimeError"),
     "load-always-zero": (("core.getload.current",), r"counted 0 running"),
 }
