@@ -1,4 +1,4 @@
-"""A toy engine on the OpenEngine SDK, written from spec/sdk.md and the counting example alone.
+"""A toy engine on the OpenEngine SDK's public names, as an engine author writes one.
 
 Its model spells the alphabet on from the prompt's last letter, one letter every `token_ms`, and
 ends with its end-of-sequence token after 'z'. It runs `slots` requests at a time and queues up
@@ -42,6 +42,9 @@ class Job:
 
 
 class ToyBackend:
+    """At most `slots` requests spell at once; up to `queue` others wait for a slot (the SDK
+    refuses any more, retryable)."""
+
     def __init__(self, token_ms: float = 2.0, slots: int = 2, queue: int = 4):
         self.token_seconds = token_ms / 1000
         self.slots, self.queue = slots, queue
@@ -91,11 +94,10 @@ class ToyBackend:
         prompt = list(message.token_ids.ids) if message.HasField("token_ids") else list(message.prompt.encode())
         limit, stops = self.max_tokens(request), SequenceStops(stopping, eos_token_id=EOS)
         job = self.jobs[request.request_id] = Job(len(prompt))
-        self.engine.load_changed()
         try:
             async with self._slots:
                 job.running = True
-                self.engine.load_changed()
+                self.engine.load_changed()      # queued -> running: change-driven watchers see it
                 token = prompt[-1] if prompt else ord(" ")
                 while not job.aborted:
                     await asyncio.sleep(self.token_seconds)
