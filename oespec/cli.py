@@ -22,12 +22,13 @@ COMMANDS: dict[str, str] = {
     "breaking": "oespec.commands.breaking",
     "spec": "oespec.commands.spec",
     "rules": "oespec.commands.rules",
+    "upstream": "oespec.commands.upstream",
 }
 
 TOOLKIT_INSTALL = "pip install 'openengine-profiles[toolkit]'"
 EXIT_UNUSABLE = 2
 PROJECT_PACKAGES = ("oespec", "openengine")
-BINDINGS = ("openengine.v1", "openengine.legacy")
+BINDINGS = ("openengine.v1",)
 
 
 def missing_module_message(command: str, err: ModuleNotFoundError) -> str | None:

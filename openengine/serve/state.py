@@ -19,7 +19,7 @@ from openengine.serve.load import Clock, LoadPublisher, load_info
 from openengine.serve.profiles import Selection
 from openengine.serve.runstate import RunState, transition
 from openengine.serve.status import BackendErrors, refuse_errors
-from openengine.validate import preflight
+from openengine.validate import number_violations, preflight
 
 log = logging.getLogger("openengine.serve")
 # How many ended request ids Abort tells from unknown ones.
@@ -157,13 +157,15 @@ class ServingState:
     def preflight(self, message, model: str) -> None:
         """Refuse `message` (any request the shared preflight knows: Generate, tasks, Encode)
         with INVALID_ARGUMENT for every error `openengine.validate.preflight` finds against what
-        the engine advertises; `model` is the served model it is routed to."""
+        the engine advertises, and every number outside its domain; `model` is the served model
+        it is routed to."""
         if getattr(message, "model", None) == "" and len(self.models) > 1:
             routed = type(message)()
             routed.CopyFrom(message)
             routed.model = model
             message = routed
-        refuse_errors(preflight(message, self.advertised_report()))
+        refuse_errors(preflight(message, self.advertised_report())
+                      + number_violations(message, vocab_size=self.models[model].tokenizer.vocab_size))
 
     # -- load and requests ---------------------------------------------------------------------
 
