@@ -152,6 +152,11 @@ def run(counts: tuple[int, ...] = (10, 100, 1000), *, interval_ms: int = 100, wi
         plain_runs, stalled_runs = [p for p, _ in rounds_], [s_ for _, s_ in rounds_]
         pairs.append((_median(plain_runs), _median(stalled_runs)))
         fan.figures += figures(plain_runs, stalled_runs)
+        fan.figures.append(info(
+            f"fanout.w{n}.rounds_lag_p99", round(max(r.lag_p99_ms for r in plain_runs + stalled_runs), 2), "ms",
+            group=f"fan-out {n} watchers",
+            note="p99 of every round (unstalled: " + ", ".join(f"{r.lag_p99_ms:.1f}" for r in plain_runs)
+                 + "; stalled: " + ", ".join(f"{r.lag_p99_ms:.1f}" for r in stalled_runs) + " ms); value: the worst"))
     fan.discussion = fanout_discussion(pairs)
 
     limit = Section("Limit: WatchLoad against a bare gRPC stream")

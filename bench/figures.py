@@ -105,9 +105,13 @@ def interleaved(measure: Callable[[str], float], sides: tuple[str, str], rounds:
     goes first from round to round, so that neither always runs on a warmer (or busier) machine."""
     pairs = []
     for i in range(rounds):
-        order = sides if i % 2 == 0 else sides[::-1]
-        got = {side: measure(side) for side in order}
-        pairs.append((got[sides[0]], got[sides[1]]))
+        if i % 2 == 0:
+            first = measure(sides[0])
+            second = measure(sides[1])
+        else:
+            second = measure(sides[1])
+            first = measure(sides[0])
+        pairs.append((first, second))
     return pairs
 
 

@@ -91,10 +91,10 @@ def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
 
 def _problem(load: Load, max_running: int) -> tuple[str, str] | None:
     """(field, what is wrong) for the first figure of `load` the protocol cannot carry."""
-    figures = [(name, getattr(load, name), most) for name, most in LOAD_FIGURES.items()]
+    figures = [(f"Load.{name}", getattr(load, name), most) for name, most in LOAD_FIGURES.items()]
     for i, rank in enumerate(load.ranks):
-        figures += [(f"ranks[{i}].{name}", getattr(rank, name), most) for name, most in RANK_FIGURES.items()]
-        figures.append((f"ranks[{i}].rank", rank.rank, 2**32 - 1))
+        figures += [(f"Load.ranks[{i}].{name}", getattr(rank, name), most) for name, most in RANK_FIGURES.items()]
+        figures.append((f"Load.ranks[{i}].rank", rank.rank, 2**32 - 1))
     for name, value, most in figures:
         if isinstance(value, bool) or not isinstance(value, int):
             return name, f"is {value!r}; load figures are whole numbers"
@@ -104,11 +104,11 @@ def _problem(load: Load, max_running: int) -> tuple[str, str] | None:
             return name, f"is {value}, more than LoadInfo.{name.rpartition('.')[2]} holds"
     running = sum(r.running_requests for r in load.ranks) if load.ranks else load.running_requests
     if running > max_running:
-        return "running_requests", f"is {running}, above the advertised max_running_requests {max_running}"
+        return "Load.running_requests", f"is {running}, above the advertised max_running_requests {max_running}"
     try:
         struct_pb2.Struct().update(load.attributes)
     except (TypeError, ValueError, AttributeError):
-        return "attributes", "holds a value that is not a string, number or boolean"
+        return "Load.attributes", "holds a value that is not a string, number or boolean"
     return None
 
 
