@@ -66,6 +66,10 @@ class Checks:
         self.failed += not ok
         return ok
 
+    def skip(self, name: str, why: str) -> None:
+        """A check of an optional feature the engine does not advertise."""
+        print(f"SKIP {name}: {why}", flush=True)
+
     def expect(self, name: str, problems: list[str], success: str) -> bool:
         return self.report(not problems, name, "; ".join(problems) if problems else success)
 
@@ -134,10 +138,9 @@ class Stream:
                 found.append(f"the engine failed the request: {r.error.code} {r.error.message}")
             if r.HasField("usage") and i != len(self.responses) - 1:
                 found.append(f"response {i} carries usage but is not the final response")
-        if not finished_at:
-            found.append("no finished event")
-        elif finished_at.get(0) is None:
-            found.append("no finished event for output 0")
+        outputs = {0} | {r.token.output_index for r in self.responses if r.WhichOneof("event") == "token"}
+        for index in sorted(outputs - set(finished_at)):
+            found.append(f"no finished event for output {index}")
         usage = self.usage
         if usage is None:
             found.append("the final response carries no usage")
@@ -156,7 +159,8 @@ class Client:
         self.text_input = True
 
     def request(self, tag: str, *, max_tokens: int, seed: int | None = None, temperature: float | None = None,
-                stop: str = "") -> generation_pb2.GenerateRequest:
+                stop: str = "", stop_token: int | None = None, sequences: int = 0,
+                logprobs: bool = False) -> generation_pb2.GenerateRequest:
         req = generation_pb2.GenerateRequest(request_id=f"upstream-client-{tag}-{uuid.uuid4().hex[:12]}",
                                              model=self.model)
         if self.text_input:
@@ -171,6 +175,14 @@ class Client:
             req.sampling.temperature = temperature
         if stop:
             req.stopping.conditions.add(stop_text=stop)
+        if stop_token is not None:
+            req.stopping.conditions.add(stop_token_id=stop_token)
+        if stop or stop_token is not None:
+            req.stopping.include_stop_in_output = False     # unset would leave it to the engine
+        if sequences:
+            req.sampling.num_sequences = sequences
+        if logprobs:
+            req.response.return_output_logprobs = True
         return req
 
     def generate(self, req: generation_pb2.GenerateRequest) -> Stream:
@@ -198,7 +210,7 @@ def check_server_info(c: Client, checks: Checks):
         problems.append(f"schema_revision {info.schema_revision} (zero is invalid)")
     if info.minimum_client_revision > CLIENT_REVISION:
         problems.append(f"minimum_client_revision {info.minimum_client_revision}: a revision-{CLIENT_REVISION} "
-                        "client must reject this server")
+                        "client cannot use this server")
     if not info.schema_release:
         problems.append("schema_release is empty")
     if not info.instance_id:
@@ -297,6 +309,68 @@ def check_stop_text(c: Client, checks: Checks):
             problems.append(f"the output is {s.text!r}; the stop text {stop!r} should end it at {expected!r}")
     checks.expect("inference.generate.stop_text", problems,
                   f"stop text {stop!r} ended the output at {expected!r} (reason STOP, stop_match.stop_text)")
+
+
+def check_stop_token(c: Client, checks: Checks):
+    ref = c.generate(c.request("stop-token-reference", max_tokens=TOKEN_LIMIT, seed=SEED, temperature=0.0))
+    if ref.problems() or len(ref.tokens) < 3:
+        checks.report(False, "inference.generate.stop_token",
+                      "; ".join(ref.problems()) or "the reference output has fewer than 3 tokens")
+        return
+    stop = ref.tokens[2]
+    expected = ref.tokens[:ref.tokens.index(stop)]
+    s = c.generate(c.request("stop-token", max_tokens=TOKEN_LIMIT, seed=SEED, temperature=0.0, stop_token=stop))
+    problems = s.problems()
+    if s.status == grpc.StatusCode.OK:
+        finished = s.finished
+        reasons = [generation_pb2.FinishReason.Name(f.reason) for f in finished]
+        if reasons != ["FINISH_REASON_STOP"]:
+            problems.append(f"finished with {reasons}, not [FINISH_REASON_STOP]")
+        elif finished[0].stop_match.WhichOneof("match") != "stop_token_id" or \
+                finished[0].stop_match.stop_token_id != stop:
+            problems.append(f"stop_match is {finished[0].stop_match}, not stop_token_id {stop}")
+        if s.tokens != expected:
+            problems.append(f"the output is {s.tokens}; the stop token {stop} should end it at {expected}")
+    checks.expect("inference.generate.stop_token", problems,
+                  f"stop token {stop} ended the output after {len(expected)} tokens (reason STOP, stop_token_id)")
+
+
+def check_sequences(c: Client, checks: Checks, model_info):
+    """Each output of a request with several gets its own index and exactly one finished event."""
+    name = "inference.generate.num_sequences"
+    most = model_info.generation.max_num_sequences if model_info is not None and \
+        model_info.generation.HasField("max_num_sequences") else 1
+    if most < 2:
+        checks.skip(name, "the model does not advertise generation.max_num_sequences of 2 or more")
+        return
+    s = c.generate(c.request("sequences", max_tokens=TOKEN_LIMIT, sequences=2))
+    problems = s.problems()
+    if s.status == grpc.StatusCode.OK:
+        finished = sorted((f.output_index, generation_pb2.FinishReason.Name(f.reason)) for f in s.finished)
+        if finished != [(0, "FINISH_REASON_LENGTH"), (1, "FINISH_REASON_LENGTH")]:
+            problems.append(f"finished events {finished}, not one LENGTH for each of outputs 0 and 1")
+        per_output = {i: sum(len(r.token.tokens) for r in s.responses
+                             if r.WhichOneof("event") == "token" and r.token.output_index == i) for i in (0, 1)}
+        if per_output != {0: TOKEN_LIMIT, 1: TOKEN_LIMIT}:
+            problems.append(f"tokens per output {per_output}, not {TOKEN_LIMIT} each")
+        if s.usage is not None and s.usage.completion_tokens != len(s.tokens):
+            problems.append(f"usage completion_tokens {s.usage.completion_tokens}, but {len(s.tokens)} tokens came "
+                            "over both outputs")
+    checks.expect(name, problems, f"outputs 0 and 1 with {TOKEN_LIMIT} tokens and one finished event each, "
+                                  "usage summed over both")
+
+
+def check_logprobs(c: Client, checks: Checks, model_info):
+    name = "inference.generate.output_logprobs"
+    if model_info is None or not model_info.generation.output_logprobs.supported:
+        checks.skip(name, "the model does not advertise generation.output_logprobs.supported")
+        return
+    s = c.generate(c.request("logprobs", max_tokens=TOKEN_LIMIT, logprobs=True))
+    problems = s.problems()
+    infos = [t for r in s.responses if r.WhichOneof("event") == "token" for t in r.token.tokens]
+    if s.status == grpc.StatusCode.OK and not all(t.HasField("logprob") for t in infos):
+        problems.append(f"{sum(not t.HasField('logprob') for t in infos)} of {len(infos)} tokens have no logprob")
+    checks.expect(name, problems, f"every one of {len(infos)} tokens carries its logprob")
 
 
 def check_seed(c: Client, checks: Checks):
@@ -426,7 +500,10 @@ def main() -> int:
         check_health(c, checks)
         check_max_tokens(c, checks)
         check_stop_text(c, checks)
+        check_stop_token(c, checks)
         check_seed(c, checks)
+        check_sequences(c, checks, model_info)
+        check_logprobs(c, checks, model_info)
         check_abort(c, checks, model_info)
         check_optional(c, checks)
     print(f"{checks.failed} check{'s' if checks.failed != 1 else ''} failed" if checks.failed else "every check passed")

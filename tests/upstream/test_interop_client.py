@@ -15,7 +15,8 @@ from tests.interop.stubs import ROOT, upstream_command
 SERVICER = Path(__file__).resolve().parent / "upstream_servicer.py"
 CHECKS = ("control.get_server_info", "control.get_model_info[counting-model]", "control.get_model_info[unknown]",
           "control.get_load", "control.health", "inference.generate.max_tokens", "inference.generate.stop_text",
-          "inference.generate.seed", "control.abort.running", "control.abort.unknown", "control.abort.no_target",
+          "inference.generate.stop_token", "inference.generate.seed", "inference.generate.num_sequences",
+          "inference.generate.output_logprobs", "control.abort.running", "control.abort.unknown", "control.abort.no_target",
           "control.load_lora", "control.unload_lora", "control.list_loras", "control.get_kv_event_sources",
           "control.subscribe_kv_events")
 
@@ -38,7 +39,7 @@ def _run_client(stubs: Path, defect: str = "") -> tuple[int, dict[str, str], str
     verdicts = {}
     for out in proc.stdout.splitlines():
         verdict, _, rest = out.partition(" ")
-        if verdict in ("PASS", "FAIL"):
+        if verdict in ("PASS", "FAIL", "SKIP"):
             verdicts[rest.split(":", 1)[0]] = verdict
     return proc.returncode, verdicts, proc.stdout + proc.stderr
 
@@ -72,6 +73,8 @@ DEFECTS = {
     "usage-early": "inference.generate.max_tokens",
     "request-id": "inference.generate.max_tokens",
     "stop": "inference.generate.stop_text",
+    "stop-token": "inference.generate.stop_token",
+    "num-sequences": "inference.generate.num_sequences",
     "seed": "inference.generate.seed",
     "abort": "control.abort.running",
     "garbage": "control.list_loras",

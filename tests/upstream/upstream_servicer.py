@@ -51,8 +51,11 @@ class Control(openengine_pb2_grpc.ControlServicer):
     def GetModelInfo(self, request, context):
         if request.model not in (MODEL, "") and DEFECT != "unknown-model":
             context.abort(grpc.StatusCode.NOT_FOUND, f"no model {request.model!r}")
-        return model_pb2.ModelInfo(model_id=MODEL, served_model_name=MODEL, max_output_tokens=MAX_OUTPUT,
+        info = model_pb2.ModelInfo(model_id=MODEL, served_model_name=MODEL, max_output_tokens=MAX_OUTPUT,
                                    supports_text_input=True, supports_token_ids_input=True)
+        info.generation.max_num_sequences = 2
+        info.generation.output_logprobs.supported = True
+        return info
 
     def GetLoad(self, request, context):
         return server_pb2.LoadInfo(instance_id="counting-1", running_requests=len(self.running))
@@ -95,44 +98,58 @@ class Inference(openengine_pb2_grpc.InferenceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no model {request.model!r}")
         limit = request.stopping.max_tokens if request.stopping.HasField("max_tokens") else 16
         limit = limit + 2 if DEFECT == "max-tokens" else limit
-        stops = [c.stop_text for c in request.stopping.conditions if c.WhichOneof("condition") == "stop_text"]
+        texts = [c.stop_text for c in request.stopping.conditions if c.WhichOneof("condition") == "stop_text"]
+        ids = {c.stop_token_id for c in request.stopping.conditions if c.WhichOneof("condition") == "stop_token_id"}
+        texts = [] if DEFECT == "stop" else texts
+        ids = set() if DEFECT == "stop-token" else ids
+        outputs = request.sampling.num_sequences if request.sampling.HasField("num_sequences") else 1
+        outputs = 1 if DEFECT == "num-sequences" else outputs
         seeded = request.sampling.HasField("seed") and DEFECT != "seed"
         random_ids = request.sampling.HasField("temperature") and request.sampling.temperature > 0
-        rng = random.Random(request.sampling.seed if seeded else uuid.uuid4().int)
         aborted = self.running.setdefault(rid, threading.Event())
         echoed = "" if DEFECT == "request-id" else rid
         prompt_tokens = len(request.prompt.split()) or len(request.token_ids.ids)
-        text, count, reason, match = "", 0, generation_pb2.FINISH_REASON_LENGTH, None
+        completion = 0
         try:
-            while count < limit:
-                if aborted.is_set():
-                    reason = generation_pb2.FINISH_REASON_CANCELLED
-                    break
-                token = rng.randrange(1, 30000) if random_ids else count + 1
-                piece = f" w{token}"
-                count += 1
-                hit = next((s for s in stops if s in text + piece), None) if DEFECT != "stop" else None
-                if hit is not None:
-                    reason, match = generation_pb2.FINISH_REASON_STOP, generation_pb2.StopMatch(stop_text=hit)
-                    break
-                text += piece
-                response = generation_pb2.GenerateResponse(request_id=echoed)
-                response.token.output_index = 0
-                response.token.tokens.add(token_id=token, token=piece)
-                response.token.text = piece
-                if DEFECT == "usage-early":
-                    response.usage.prompt_tokens = prompt_tokens
-                yield response
-                time.sleep(TOKEN_DELAY_S)
-            last = generation_pb2.GenerateResponse(request_id=rid)
-            last.finished.output_index = 0
-            last.finished.reason = reason
-            if match is not None:
-                last.finished.stop_match.CopyFrom(match)
-            last.usage.prompt_tokens = prompt_tokens
-            last.usage.completion_tokens = count
-            last.usage.total_tokens = prompt_tokens + count
-            yield last
+            # The outputs one after the other: each ends with its own finished event.
+            for index in range(outputs):
+                rng = random.Random((request.sampling.seed + index) if seeded else uuid.uuid4().int)
+                text, count, reason, match = "", 0, generation_pb2.FINISH_REASON_LENGTH, None
+                while count < limit:
+                    if aborted.is_set():
+                        reason = generation_pb2.FINISH_REASON_CANCELLED
+                        break
+                    token = rng.randrange(1, 30000) if random_ids else count + 1
+                    piece = f" w{token}"
+                    count += 1
+                    hit = next((t for t in texts if t in text + piece), None)
+                    if hit is not None or token in ids:
+                        reason = generation_pb2.FINISH_REASON_STOP
+                        match = generation_pb2.StopMatch(stop_text=hit) if hit is not None else \
+                            generation_pb2.StopMatch(stop_token_id=token)
+                        break
+                    text += piece
+                    response = generation_pb2.GenerateResponse(request_id=echoed)
+                    response.token.output_index = index
+                    info = response.token.tokens.add(token_id=token, token=piece)
+                    if request.response.return_output_logprobs:
+                        info.logprob = -0.5
+                    response.token.text = piece
+                    if DEFECT == "usage-early":
+                        response.usage.prompt_tokens = prompt_tokens
+                    yield response
+                    time.sleep(TOKEN_DELAY_S)
+                completion += count
+                last = generation_pb2.GenerateResponse(request_id=rid)
+                last.finished.output_index = index
+                last.finished.reason = reason
+                if match is not None:
+                    last.finished.stop_match.CopyFrom(match)
+                if index == outputs - 1:
+                    last.usage.prompt_tokens = prompt_tokens
+                    last.usage.completion_tokens = completion
+                    last.usage.total_tokens = prompt_tokens + completion
+                yield last
         finally:
             self.running.pop(rid, None)
             self.finished.add(rid)

@@ -242,6 +242,7 @@ async def model_info(ctx: Context):
 @case("core.capabilities.stable", profile=CORE, requires=("REQ-CORE-005",),
       title="the profile list does not change with load or health")
 async def capabilities_stable(ctx: Context):
+    ctx.require_decoding(observable=True)
     from openengine.v1 import discovery_pb2
 
     def key(caps):
@@ -287,6 +288,7 @@ def _expect_success(stream: Stream, what: str) -> None:
       title="Generate streams token events, then one finished (LENGTH at max_tokens) with the "
             "usage on the final response and the request id on every one, then OK")
 async def generate_stream(ctx: Context):
+    ctx.require_decoding()
     from openengine.v1 import generation_pb2
 
     # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
@@ -330,6 +332,7 @@ async def generate_request_id(ctx: Context):
       title="each of num_sequences outputs ends with exactly one finished event, nothing follows "
             "it, and usage counts every output")
 async def generate_terminal(ctx: Context):
+    ctx.require_decoding()
     n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
     request = ctx.generate_request(max_tokens=4, num_sequences=n)
     stream = Stream(await ctx.generate(request), request)
@@ -490,6 +493,7 @@ def _shown_limit(value) -> str:
       title="with output log-probabilities advertised, a request for them and max_logprobs "
             "candidates gets a logprob, a rank and that many candidates on every token")
 async def output_logprobs(ctx: Context):
+    ctx.require_decoding()
     if not ctx.limit(CORE, "output_logprobs"):
         raise Skipped("output log-probabilities are not advertised")
     top = int(ctx.limit(CORE, "max_logprobs"))
@@ -516,6 +520,7 @@ async def output_logprobs(ctx: Context):
       title="with prompt log-probabilities advertised, a request for them gets one prompt event "
             "first, one TokenInfo per prompt token, the first without a logprob")
 async def prompt_logprobs(ctx: Context):
+    ctx.require_decoding()
     if not ctx.limit(CORE, "prompt_logprobs"):
         raise Skipped("prompt log-probabilities are not advertised")
     request = ctx.generate_request(max_tokens=2)
@@ -538,6 +543,7 @@ async def prompt_logprobs(ctx: Context):
       title="with supports_stop_in_output reported, include_stop_in_output keeps the matched stop "
             "string at the output's end")
 async def stop_in_output(ctx: Context):
+    ctx.require_decoding()
     info = ctx.discovery.models.get(ctx.model)
     gen = info.generation if info is not None and info.HasField("generation") else None
     if gen is None or not gen.supports_stop_in_output:
@@ -635,12 +641,14 @@ def _all():
       title="Abort by request id answers ABORTED and ends the running stream with a CANCELLED "
             "finished event carrying the usage, then OK")
 async def abort_by_id(ctx: Context):
+    ctx.require_decoding(observable=True)
     return await _abort_running(ctx, _by_id)
 
 
 @case("core.abort.all", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-SVC-002"),
       title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
+    ctx.require_decoding(observable=True)
     return await _abort_running(ctx, lambda req: _all())
 
 
@@ -654,11 +662,12 @@ async def abort_targets(ctx: Context):
     finished = ctx.generate_request(max_tokens=2)
     await ctx.generate(finished)
     running = ctx.long_request(prompt="conformance keeps running")
-    call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
+    # A prefill engine holds no request for long: the Aborts are judged without one running.
+    call = None if ctx.prefill else ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
     problems = []
     try:
-        first = await call.read()
-        expect_running(first, running)
+        if call is not None:
+            expect_running(await call.read(), running)
         forms = [
             ("an unknown request id", lifecycle_pb2.AbortRequest(request_id="conformance-no-such-request"),
              {grpc.StatusCode.NOT_FOUND}),
@@ -688,12 +697,15 @@ async def abort_targets(ctx: Context):
             problems.append(f"Abort naming a request that had just finished failed with "
                             f"{status_name(err.code())}, not ABORT_STATUS_ALREADY_FINISHED: "
                             "aborting a finished request is not an error")
-        own = await ctx.control.Abort(_by_id(running))
+        own = await ctx.control.Abort(_by_id(running)) if call is not None else None
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "Abort") from None
     finally:
-        call.cancel()
+        if call is not None:
+            call.cancel()
     expect(not problems, "; ".join(problems))
+    if own is None:
+        return "4 targets, no request running beside them (a prefill engine)"
     expect(own.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
            f"after Aborts targeting other requests, aborting the running request by its own id "
            f"answered {lifecycle_pb2.AbortStatus.Name(own.status)}: it had already been ended by "
@@ -741,6 +753,7 @@ async def client_cancel(ctx: Context):
     still be running had the engine ignored the cancellation, so it must already be gone from
     GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
     yardstick."""
+    ctx.require_decoding(observable=True)
     from openengine.v1 import server_pb2
 
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
@@ -939,6 +952,7 @@ def _expect_finished(final) -> None:
       title="an output ends with FINISH_REASON_STOP at the first token given as a stop_token_id, "
             "ignore_eos notwithstanding, names it in stop_match, and sends nothing after it")
 async def stop_token_ids(ctx: Context):
+    ctx.require_decoding()
     from openengine.v1 import generation_pb2
 
     def choose(ids, _text):
@@ -972,6 +986,7 @@ async def stop_token_ids(ctx: Context):
       title="an output ends with FINISH_REASON_STOP when its text reaches a stop_text condition, "
             "names it in stop_match, and the string is left out of the output")
 async def stop_strings(ctx: Context):
+    ctx.require_decoding()
     from openengine.v1 import generation_pb2
 
     stop, ids, text, final = await _stop_runs(
@@ -995,6 +1010,7 @@ async def stop_strings(ctx: Context):
 @case("core.generate.min-tokens", profile=CORE, requires=("REQ-CORE-019.2", "REQ-CORE-006"),
       title="a stop condition the output reaches before min_tokens does not end it")
 async def min_tokens(ctx: Context):
+    ctx.require_decoding()
     def choose(ids, _text):
         k = _first_new(ids, 1)
         return None if k is None or k + 4 > len(ids) else (ids[k], k)
@@ -1017,6 +1033,7 @@ async def min_tokens(ctx: Context):
 @case("core.generate.seed", profile=CORE, requires=("REQ-CORE-006",),
       title="requests with the same seed and sampling parameters generate the same tokens")
 async def seed(ctx: Context):
+    ctx.require_decoding()
     outputs = []
     for _ in range(3):
         request = ctx.generate_request(max_tokens=8, ignore_eos=True, prompt="conformance seeds this",
@@ -1082,16 +1099,18 @@ async def back_to_idle(ctx: Context):
         return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
 
     long = ctx.long_request(prompt="conformance counts this request")
-    call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout)
-    try:
-        first = await call.read()
-        expect_running(first, long)
-        busy = await load()
-        expect(busy.running_requests + busy.queued_requests >= 1,
-               "a request had streamed its first tokens, but GetLoad counted no running or "
-               "queued request (REQ-LOAD-001.2)")
-    finally:
-        call.cancel()
+    busy = None
+    if not ctx.prefill:     # a prefill engine holds no request long enough to be counted
+        call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout)
+        try:
+            first = await call.read()
+            expect_running(first, long)
+            busy = await load()
+            expect(busy.running_requests + busy.queued_requests >= 1,
+                   "a request had streamed its first tokens, but GetLoad counted no running or "
+                   "queued request (REQ-LOAD-001.2)")
+        finally:
+            call.cancel()
     await ctx.generate(ctx.generate_request(max_tokens=2))
     loop = asyncio.get_running_loop()
     end = loop.time() + max(1.0, ctx.options.rpc_timeout)
@@ -1105,6 +1124,8 @@ async def back_to_idle(ctx: Context):
                          f"queued requests {max(1.0, ctx.options.rpc_timeout):g} s later: a "
                          "request stops counting once its stream has ended")
         await asyncio.sleep(0.05)
+    if busy is None:
+        return "idle after (a prefill engine: no request counted while running)"
     cap = int(ctx.limit(CORE, "max_running_requests"))
     expect(busy.running_requests <= cap, f"GetLoad counted {busy.running_requests} running "
                                          f"requests, above max_running_requests {cap}")

@@ -277,6 +277,7 @@ async def getload_complete(ctx: Context):
       title="GetLoad describes the engine when it answers: a request that has streamed is counted, "
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
+    ctx.require_decoding(observable=True)
     from openengine.v1 import server_pb2
 
     idle = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
@@ -690,6 +691,7 @@ async def message_kinds(ctx: Context):
 @case("load.watch.snapshots-complete", profile=LOAD, requires=("REQ-LOAD-003",),
       title="every snapshot is a complete, current LoadInfo (it shows a running request)")
 async def snapshots_complete(ctx: Context):
+    ctx.require_decoding(observable=True)
     lim = _limits(ctx)
     w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0)
     # Ends as soon as a snapshot counts the request; the bound only stops a wait for nothing.
@@ -910,6 +912,7 @@ async def stalled_isolated(ctx: Context):
 @case("load.watch.cancel-only-unsubscribes", profile=LOAD, requires=("REQ-LOAD-018",),
       title="cancelling a WatchLoad stream leaves running requests, health and other streams alone")
 async def cancel_only(ctx: Context):
+    ctx.require_decoding(observable=True)
     from grpc_health.v1 import health_pb2
     from openengine.v1 import generation_pb2
 

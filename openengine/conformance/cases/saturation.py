@@ -131,6 +131,7 @@ class Saturated:
 async def saturate(ctx: Context) -> Saturated:
     """Fill every slot with a long request, see each one stream, then queue one more and see it
     counted as queued (GetLoad), or, without load, see it wait while the others stream."""
+    ctx.require_decoding(observable=True)
     slots = int(ctx.limit(CORE, "max_running_requests"))
     if slots > MAX_SLOTS:
         raise Unchecked(f"max_running_requests is {slots}; the case fills at most {MAX_SLOTS} slots")
