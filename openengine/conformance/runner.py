@@ -171,6 +171,7 @@ ProgressFn = Callable[[str, int, int, "CaseResult | None"], None]
 
 
 async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str]:
+    ctx.last_rpc = ""
     try:
         async with asyncio.timeout(timeout) as ctx.case_deadline:
             note = await c.fn(ctx)
@@ -182,7 +183,9 @@ async def _run_case(ctx: Context, c: Case, timeout: float) -> tuple[Outcome, str
     except Unchecked as err:
         return Outcome.UNCHECKED, str(err)
     except TimeoutError:
-        return Outcome.FAIL, f"no verdict within {timeout:g} s: the engine did not answer in time"
+        waiting = f" (the last call was {ctx.last_rpc})" if ctx.last_rpc else ""
+        return Outcome.FAIL, (f"no verdict within {timeout:g} s: the engine did not answer in "
+                              f"time{waiting}")
     except grpc.aio.AioRpcError as err:
         return Outcome.FAIL, ctx.describe_rpc_error(err)
     except asyncio.CancelledError:
@@ -212,10 +215,11 @@ def apply_expected(result: CaseResult, expected: dict[str, str]) -> CaseResult:
 
 
 async def _serving_before(ctx: Context, c: Case) -> str | None:
-    """Why a case that pauses or reconfigures the engine must not start now, or None.
+    """Why a case that pauses or reconfigures the engine cannot start now, or None.
 
-    A run that finds the engine paused or draining (left so by an earlier run, or by a case of
-    this one) would turn every admin case into a false failure; refuse to start them instead."""
+    The run began with the engine serving (`preflight`), so an engine found paused or asleep
+    here did not come back from a case that resumed it: that is the engine's failure, reported
+    on the case it keeps from running rather than as a false failure of what the case checks."""
     if not c.uses_admin:
         return None
     from grpc_health.v1 import health_pb2
@@ -225,8 +229,11 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     except grpc.aio.AioRpcError as err:
         return f"not run: health Check for openengine.v1.Inference failed with {status_name(err.code())}"
     if status != health_pb2.HealthCheckResponse.SERVING:
-        return ("not run: openengine.v1.Inference is not SERVING before this case (paused, asleep "
-                "or draining), so what it checks cannot be observed; resume the engine and rerun")
+        name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+        # It was SERVING when the run began, and every pause of the runner ended with a resume.
+        return (f"not run: openengine.v1.Inference is {name} before this case, although it was "
+                "SERVING when the run began and every pause or sleep of the runner ended with "
+                "ResumeGeneration or WakeUp: the engine did not return to serving (REQ-HEALTH-007)")
     return None
 
 
@@ -359,7 +366,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                 t0 = time.monotonic()
                 refused = await _serving_before(ctx, c)
                 if refused:
-                    outcome, reason = Outcome.UNCHECKED, refused
+                    outcome, reason = Outcome.FAIL, refused
                 else:
                     before = await _settle_before(ctx, c)
                     outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)

@@ -70,7 +70,7 @@ def test_suite_passes(engine_kw):
     if "openengine.load" in advertised:
         assert not [req for req in report.unchecked_requirements() if req.startswith("REQ-LOAD-")]
     if "models" in engine_kw:
-        assert report.engine["served_models"] == [m.name for m in engine_kw["models"]]
+        assert report.engine["supported_models"] == [m.name for m in engine_kw["models"]]
 
 
 def test_profile_option_restricts_and_forces():

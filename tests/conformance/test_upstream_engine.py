@@ -39,7 +39,7 @@ CAUGHT_BY = {
     "length-reported-as-stop": ("core.generate.stream", "finished with FINISH_REASON_STOP"),
     "min-tokens-ignored": ("core.generate.min-tokens", "nothing ends an output before min_tokens"),
     "seed-ignored": ("core.generate.seed", "sampling.seed is not honoured"),
-    "num-sequences-ignored": ("core.generate.terminal", "output(s) [1] never got a finished event"),
+    "num-sequences-ignored": ("core.generate.terminal", "output(s) [1"),
     "logprobs-ignored": ("core.generate.output-logprobs", "were not delivered"),
     "abort-ignored": ("core.abort.by-id", "with FINISH_REASON_LENGTH, not a finished event with "
                                           "FINISH_REASON_CANCELLED"),

@@ -196,7 +196,8 @@ async def server_revisions(ctx: Context):
     problems = []
     if info.schema_revision != contract.schema_revision:
         problems.append(f"schema_revision is {info.schema_revision}; an engine of this contract "
-                        f"serves {contract.schema_revision}")
+                        f"serves {contract.schema_revision} (upstream v1 is 1, this contract one "
+                        f"additive revision on it) with schema_release {contract.schema_release!r}")
     if info.minimum_client_revision != contract.minimum_client_revision:
         problems.append(f"minimum_client_revision is {info.minimum_client_revision}, not "
                         f"{contract.minimum_client_revision}: every revision-"
@@ -333,7 +334,8 @@ async def generate_request_id(ctx: Context):
             "it, and usage counts every output")
 async def generate_terminal(ctx: Context):
     ctx.require_decoding()
-    n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
+    # Every output the engine advertises (bounded, so the case stays short).
+    n = max(1, min(MAX_OUTPUTS_ASKED, int(ctx.limit(CORE, "max_sequences"))))
     request = ctx.generate_request(max_tokens=4, num_sequences=n)
     stream = Stream(await ctx.generate(request), request)
     _expect_success(stream, f"a request for {n} outputs")
@@ -346,6 +348,9 @@ async def generate_terminal(ctx: Context):
            f"usage.completion_tokens {stream.usage.completion_tokens} != "
            f"{stream.counted_tokens()} tokens over the {n} outputs (REQ-CORE-017.3)")
     return f"{n} output(s)"
+
+
+MAX_OUTPUTS_ASKED = 8
 
 
 @dataclass(frozen=True)
@@ -517,14 +522,18 @@ async def output_logprobs(ctx: Context):
 
 
 @case("core.generate.prompt-logprobs", profile=CORE, requires=("REQ-CORE-006", "REQ-CORE-016.3"),
-      title="with prompt log-probabilities advertised, a request for them gets one prompt event "
-            "first, one TokenInfo per prompt token, the first without a logprob")
+      title="with prompt log-probabilities advertised, a request for them and max_logprobs "
+            "candidates gets one prompt event first, one TokenInfo per prompt token, each after the "
+            "first with a logprob and that many candidates")
 async def prompt_logprobs(ctx: Context):
     ctx.require_decoding()
     if not ctx.limit(CORE, "prompt_logprobs"):
         raise Skipped("prompt log-probabilities are not advertised")
+    top = int(ctx.limit(CORE, "max_logprobs"))
     request = ctx.generate_request(max_tokens=2)
     request.response.return_prompt_logprobs = True
+    if top:
+        request.response.prompt_candidates.top_n = top
     stream = Stream(await ctx.generate(request), request)
     _expect_success(stream, "a request for prompt logprobs")
     _expect_shape(stream, request_id=request.request_id)
@@ -536,7 +545,10 @@ async def prompt_logprobs(ctx: Context):
            f"{stream.usage.prompt_tokens}")
     missing = [k for k, t in enumerate(tokens[1:], 1) if not t.HasField("logprob")]
     expect(not missing, f"prompt tokens {missing[:5]} have no logprob")
-    return f"{len(tokens)} prompt tokens"
+    short = [k for k, t in enumerate(tokens[1:], 1) if top and len(t.candidates) != top]
+    expect(not short, f"prompt tokens {short[:5]} do not carry the {top} candidates asked "
+                      f"(max_logprobs {top})")
+    return f"{len(tokens)} prompt tokens" + (f", {top} candidates each" if top else "")
 
 
 @case("core.generate.stop-in-output", profile=CORE, requires=("REQ-CORE-013.3", "REQ-CORE-006"),

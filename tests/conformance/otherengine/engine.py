@@ -646,6 +646,8 @@ def generate(st: State, request, context):
             info = prompt.tokens.add(token_id=byte, token=chr(byte))
             if k:
                 info.logprob, info.rank = -1.0, 1
+                for c in range(request.response.prompt_candidates.top_n):
+                    info.candidates.add(token_id=100 + c, logprob=-1.0 - c, token=chr(100 + c), rank=c + 1)
         prompt_event = response(prompt=prompt)
         if not st.bugs.prompt_event_late:
             yield prompt_event
