@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 BASE ?= origin/main
 
 .DEFAULT_GOAL := all
-.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean llama
+.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean llama upstream-pin
 
 all: setup generate check site
 
@@ -58,6 +58,20 @@ check: setup bindings
 	$(OESPEC) spec
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code proto
+	$(OESPEC) upstream check
+
+# Builds upstream/openengine-v1.binpb and upstream/PIN.md from a checkout of upstream OpenEngine;
+# moving the pin to a newer commit is the same step, and `make check` then lists what changed:
+# `make upstream-pin UPSTREAM=../openengine COMMIT=4def7c5 DATE=2026-07-23 REVISION=1`.
+UPSTREAM ?=
+COMMIT ?=
+DATE ?=
+REVISION ?=
+upstream-pin: setup
+	@[ -n "$(UPSTREAM)" ] && [ -n "$(COMMIT)" ] || \
+	  { echo "make upstream-pin needs UPSTREAM=<upstream checkout> and COMMIT=<sha>" >&2; exit 2; }
+	$(OESPEC) upstream pin --from "$(UPSTREAM)" --commit "$(COMMIT)" $(if $(DATE),--date "$(DATE)") \
+	  $(if $(REVISION),--schema-revision "$(REVISION)")
 
 # Every test, spread over four workers per core (pytest-xdist): much of the suite waits on stream
 # windows, engines and subprocesses rather than computes. tests/conftest.py deals the slow tests

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "breaking": "oespec.commands.breaking",
     "spec": "oespec.commands.spec",
     "rules": "oespec.commands.rules",
+    "upstream": "oespec.commands.upstream",
 }
 
 TOOLKIT_INSTALL = "pip install 'openengine-profiles[toolkit]'"

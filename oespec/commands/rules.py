@@ -33,7 +33,9 @@ def family_catalogues() -> dict[str, RuleCatalogue]:
     except ImportError:
         pass
     else:
-        out["breaking"] = breaking_catalogue()
+        from oespec.upstream import register_rules
+
+        out["breaking"] = register_rules(breaking_catalogue())   # the upstream gate's ids
     try:
         from openengine.conformance.cases import CASES, all_cases
         from openengine.engine.faults import FAULTS
