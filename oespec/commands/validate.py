@@ -2,7 +2,7 @@
 
 The file holds one of the `KINDS` (auto-detected from the keys of its first value, or chosen with
 --kind), or a document holding the discovery answers together (`{"capabilities": {...},
-"engine_info": {...}, "model_info": {...} or [...]}`); a WatchLoad stream is JSON lines or
+"server_info": {...}, "model_info": {...} or [...]}`); a WatchLoad stream is JSON lines or
 concatenated as grpcurl prints it. Each value is judged (a stream as one stream); every violation
 is a Diagnostic at the line of the offending key, with its rule id; the exit status is that of
 `oespec check`.
@@ -21,14 +21,14 @@ HELP = "validate a discovery answer, a GetLoad answer or a recorded WatchLoad st
 
 # Each kind: the message it holds and the RPC that answers with it, in the order a tie is decided.
 KINDS = {"capabilities": ("capabilities_pb2", "Capabilities", "GetCapabilities"),
-         "engine-info": ("discovery_pb2", "EngineInfo", "GetEngineInfo"),
-         "model-info": ("discovery_pb2", "ModelInfo", "GetModelInfo"),
-         "load": ("load_pb2", "LoadInfo", "GetLoad"),
+         "server-info": ("server_pb2", "ServerInfo", "GetServerInfo"),
+         "model-info": ("model_pb2", "ModelInfo", "GetModelInfo"),
+         "load": ("server_pb2", "LoadInfo", "GetLoad"),
          "watchload": ("load_pb2", "WatchLoadResponse", "WatchLoad")}
 
 
 # The keys of a document holding the discovery answers together.
-_COMBINED_KEYS = {"capabilities", "engine_info", "engineInfo", "model_info", "modelInfo"}
+_COMBINED_KEYS = {"capabilities", "server_info", "serverInfo", "model_info", "modelInfo"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
     from openengine.validate import locate
 
-    where = locate(keys, prefix + v.path if prefix and not v.path.startswith(("engine_info", "model_info", "capabilities"))
+    where = locate(keys, prefix + v.path if prefix and not v.path.startswith(("server_info", "model_info", "capabilities"))
                    else v.path) or (line, 1)
     details = {"path": v.path or "(message)"}
     if v.value is not None:
@@ -99,7 +99,7 @@ def _kind(values) -> str:
     if not isinstance(first, dict):
         return "capabilities"
     keys = set(first)
-    if "capabilities" in keys and keys <= _COMBINED_KEYS:   # ModelInfo has a `capabilities` field too
+    if "capabilities" in keys and keys <= _COMBINED_KEYS:
         return "capabilities"
 
     def known(kind: str) -> int:
@@ -121,7 +121,7 @@ def _capabilities(path: str, values) -> list[Diagnostic]:
     diags = []
     for line, value, keys in values:
         doc, errors = document_from_json(value)
-        report = validate_capabilities(doc.capabilities, engine_info=doc.engine_info, model_infos=doc.model_infos)
+        report = validate_capabilities(doc.capabilities, server_info=doc.server_info, model_infos=doc.model_infos)
         prefix = "capabilities." if is_combined(value) else ""
         diags += [_diag(path, keys, line, v) for v in errors]
         diags += [_diag(path, keys, line, v, prefix) for v in report.violations]
@@ -138,8 +138,8 @@ def _load_observability(args):
         raise Unusable(args.capabilities, line, 1, "OEV003",
                        "--capabilities: expected a capabilities document (a JSON object)")
     doc, _ = document_from_json(value)
-    report = validate_capabilities(doc.capabilities, engine_info=doc.engine_info)
-    instance = doc.engine_info.instance_id if doc.engine_info is not None else None
+    report = validate_capabilities(doc.capabilities, server_info=doc.server_info)
+    instance = doc.server_info.instance_id if doc.server_info is not None else None
     return report.limits["openengine.load"], instance
 
 
@@ -162,19 +162,20 @@ def _watchload(path: str, values, args) -> list[Diagnostic]:
 
 
 def _answer(path: str, values, kind: str) -> list[Diagnostic]:
-    """An EngineInfo, ModelInfo or LoadInfo per value: what does not decode, then what the checks find."""
+    """A ServerInfo, ModelInfo or LoadInfo per value: what does not decode, then what the checks find
+    (a ModelInfo alone is only decoded: its rules span the capabilities)."""
     from openengine import validate
 
     diags = []
     for line, value, keys in values:
         msg, errors = validate.message_from_json(value, _message_class(kind))
-        if kind == "engine-info":
+        if kind == "server-info":
             unreadable = {v.path for v in errors}
-            # The checks name fields as within a combined document (`engine_info.role`); this one is bare.
-            checked = [replace(v, path=v.path.removeprefix("engine_info.")) for v in validate.check_engine_info(msg)]
+            # The checks name fields as within a combined document (`server_info.engine_role`); this one is bare.
+            checked = [replace(v, path=v.path.removeprefix("server_info.")) for v in validate.check_server_info(msg)]
             checked = [v for v in checked if v.path not in unreadable]
         else:
-            checked = validate.check_model_info(msg) if kind == "model-info" else validate.check_load(msg, "")
+            checked = [] if kind == "model-info" else validate.check_load(msg, "")
         diags += [_diag(path, keys, line, v) for v in errors + checked]
     return diags
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Mapping, Protocol, Union, runtime_checkable
+from typing import Any, AsyncIterator, Callable, Mapping, Protocol, Union, runtime_checkable
 
 from openengine.v1 import error_pb2, generation_pb2, kv_pb2
 
@@ -35,14 +35,16 @@ from openengine.v1 import error_pb2, generation_pb2, kv_pb2
 @dataclass(frozen=True)
 class Tokenizer:
     """The model's tokenizer as ModelInfo reports it (tokenizer_modes, vocab_size, eos_token_id,
-    supports_text_input)."""
+    supports_text_input). `token_text` gives one token id's text: the SDK fills `TokenInfo.token`
+    and the candidates' `token` with it (unless the request sets `skip_detokenize`); without it
+    they carry only what the backend set."""
 
     name: str
     vocab_size: int
     eos_token_id: int | None = None
     bos_token_id: int | None = None
-    text_input: bool = True      # the engine tokenizes `text` prompts itself
-    text_output: bool = True     # the engine detokenizes (TokenOutput carries `text`)
+    text_input: bool = True      # the engine tokenizes `prompt` text itself
+    token_text: Callable[[int], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,10 @@ class Prompt:
 
 @dataclass(frozen=True)
 class Chunk:
-    """New tokens of one output. `logprobs`, when the request asked for output log-probabilities,
-    holds one `TokenInfo` per token of `token_ids` (its logprob, rank and candidates); the SDK
-    fills in ids and text."""
+    """New tokens of one output (`index`, from 0 to `sequences - 1`) and the text they add (the
+    SDK drops it for a request with `skip_detokenize`). `logprobs`, when the request asked for
+    output log-probabilities, holds one `TokenInfo` per token of `token_ids` (its logprob, rank
+    and candidates); the SDK fills in each token's id and text."""
 
     token_ids: tuple[int, ...]
     text: str = ""
@@ -151,9 +154,11 @@ class Chunk:
 class Final:
     """The end of one output: its last tokens (every token not sent in a `Chunk`, the
     end-of-sequence token included when it ended the output), why it ended and its token
-    accounting. `stop_match` says what matched when the reason is STOP (`SequenceStops` gives
-    it). A KV producer (prefill role) sets `kv_session` to the cache a decode engine continues
-    from: the stream then ends with PrefillReady."""
+    accounting: `completion_tokens` is the number of tokens sent for this output, in its Chunks
+    and here (the SDK checks it), `cached_prompt_tokens` at most `prompt_tokens`. `stop_match`
+    says what matched when the reason is STOP (`SequenceStops` gives it). A KV producer (prefill
+    role) sets `kv_session` to the cache a decode engine continues from: the stream then ends
+    with PrefillReady instead of GenerationFinished."""
 
     finish_reason: FinishReason
     prompt_tokens: int
@@ -211,20 +216,24 @@ class RefusalCode(enum.Enum):
     # A feature the engine does not have, asked for by one request although the capabilities
     # cannot say so (a request field no limit covers).
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
 
 
 class Refusal(Exception):
     """Raised by a backend before its first output to refuse a request: the call ends with
     `code` and `message` as its gRPC status. The message names the field and why, and how to
-    fix it (`sampling.max_tokens: 9000 exceeds the context (4096)`). A `retryable` refusal (the
+    fix it (`stopping.max_tokens: 9000 exceeds the context (4096)`). A `retryable` refusal (the
     engine is full or not taking work now) also carries an `EngineError` with `retryable` set in
-    the status details, so a scheduler knows to send the request again, here later or elsewhere."""
+    the status details (its `error` code, OVERLOADED unless given), so a scheduler knows to send
+    the request again, here later or elsewhere."""
 
-    def __init__(self, code: RefusalCode, message: str, *, retryable: bool = False):
+    def __init__(self, code: RefusalCode, message: str, *, retryable: bool = False,
+                 error: ErrorCode = ErrorCode.OVERLOADED):
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
+        self.error = error
 
 
 def invalid(field: str, message: str) -> Refusal:
@@ -248,21 +257,24 @@ class AbortReason(enum.Enum):
 
 @dataclass(frozen=True)
 class RankLoad:
-    """One data-parallel rank's share of the load."""
+    """One data-parallel rank's share of the load (upstream RankLoadInfo)."""
 
     rank: int
     running_requests: int = 0
     queued_requests: int = 0
     used_kv_blocks: int = 0
     total_kv_blocks: int = 0
-    running_tokens: int = 0
-    waiting_tokens: int = 0
+    prefill_batch_size: int = 0
+    decode_batch_size: int = 0
 
 
 @dataclass(frozen=True)
 class Load:
-    """The engine's numbers now. With `ranks`, every total the spec sums over ranks
-    (REQ-LOAD-023) is computed by the SDK from them and the totals given here are ignored."""
+    """The engine's numbers now (upstream LoadInfo). Every figure is a count, never negative, and
+    `running_requests` never exceeds the advertised `max_running_requests`: the SDK checks each
+    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, every total that
+    both messages carry is the SDK's sum over them and the totals given here are ignored.
+    `attributes` are engine-specific values (strings, numbers, booleans)."""
 
     running_requests: int = 0
     queued_requests: int = 0

@@ -16,6 +16,15 @@ from openengine.serve.backend import EngineDescription
 from openengine.serve.limits import coerce
 
 
+# What a backend gets for a limit it does not state, where the contract's default would switch
+# on a feature the backend has to implement itself: off, so an engine never advertises what it
+# does not do. Every other unstated limit takes the contract's default.
+UNSTATED = {"openengine.core": {"max_logprobs": 0, "output_logprobs": False, "prompt_logprobs": False,
+                                "max_sequences": 1, "min_p": False, "priority": False,
+                                "guided_decoding_modes": [], "speculative_decoding": False,
+                                "logits_post_processor": False}}
+
+
 class CannotServe(Exception):
     """The backend cannot be served as asked: every reason, each naming what to change."""
 
@@ -133,7 +142,7 @@ def select(cat: Catalogue, description: EngineDescription, requested: Iterable[s
                 names.add(profile.name)
         chosen = [p for p in cat.profiles if p.name in names]
         problems += [why for why in (_why_not(p, role, implemented) for p in chosen) if why]
-    limits = {p.name: {**p.defaults(), **declared.get(p.name, {})} for p in chosen}
+    limits = {p.name: {**p.defaults(), **UNSTATED.get(p.name, {}), **declared.get(p.name, {})} for p in chosen}
     if requested is None:
         # Leave out what does not combine, one profile at a time, until the rest does.
         while True:
