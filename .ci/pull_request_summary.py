@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-STEPS = ("check", "breaking", "test", "conformance", "site")
+STEPS = ("check", "upstream", "breaking", "test", "conformance", "site")
 ANNOTATION = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<body>.*)$")
 
 

@@ -28,7 +28,7 @@ COMMANDS: dict[str, str] = {
 TOOLKIT_INSTALL = "pip install 'openengine-profiles[toolkit]'"
 EXIT_UNUSABLE = 2
 PROJECT_PACKAGES = ("oespec", "openengine")
-BINDINGS = ("openengine.v1", "openengine.legacy")
+BINDINGS = ("openengine.v1",)
 
 
 def missing_module_message(command: str, err: ModuleNotFoundError) -> str | None:

@@ -39,7 +39,6 @@ class MethodInfo:
     server_streaming: bool
     file: str
     loc: Loc
-    alias: bool = False       # a compatibility alias of an earlier revision (ALIAS_PROTO_DIR)
 
     @property
     def streaming(self) -> str:
@@ -55,12 +54,6 @@ class FieldInfo:
     explicit_presence: bool   # proto3 `optional`
     file: str
     loc: Loc
-
-
-# Compatibility aliases of the earlier revisions' services live here (relative to the proto root).
-# They keep their earlier full names in package openengine.v1 but belong to no profile: they are
-# answered by the v1 RPCs they map to (spec/services.md, REQ-ALIAS-001..003).
-ALIAS_PROTO_DIR = "openengine/legacy/"
 
 
 @dataclass(frozen=True)
@@ -79,6 +72,10 @@ class Contract:
     services: dict[str, tuple[str, Loc]] = field(default_factory=dict)
     # The request_limit options of request messages (filled by the check stage's loader).
     request_limits: list = field(default_factory=list)
+    # With the pinned upstream image: what upstream defines, and every element here, by full name
+    # (`oespec.upstream.Element`); None without the image.
+    upstream: dict | None = None
+    elements: dict = field(default_factory=dict)
 
 
 def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
@@ -107,8 +104,7 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
             name = f"{service}/{m.name}"
             contract.methods[name] = MethodInfo(name, m.input_type.lstrip("."), m.output_type.lstrip("."),
                                                 m.client_streaming, m.server_streaming, display,
-                                                locs.get((6, i, 2, j), Loc(1, 1)),
-                                                alias=fdp.name.startswith(ALIAS_PROTO_DIR))
+                                                locs.get((6, i, 2, j), Loc(1, 1)))
 
 
 def standard_health(contract: Contract) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from oespec.breaking import CATALOGUE, Context, compare
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
-from oespec.breaking.wire import WireError, compare_protos
+from oespec.breaking.wire import UpstreamScope, WireError, compare_protos
 from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleSpec
 from oespec.registry import Registry, SourceError, load_registry
@@ -112,6 +112,7 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
     proto_rel = _relative(proto_path, root, "proto directory")
     proto_display = proto.rstrip("/") or "."
 
+    scope, gate = _upstream_gate(root, proto_path, current.package)
     with tempfile.TemporaryDirectory(prefix="oespec-baseline-") as tmp:
         try:
             base = materialize(ref, repo=root, registry_rel=registry_rel, proto_rel=proto_rel, dest=Path(tmp))
@@ -122,8 +123,24 @@ def check_against(ref: str, *, registry: str = "profiles.yaml", proto: str = "pr
         diags = notes + compare(baseline, current, path=registry, baseline_path=registry_rel, ref=ref)
         ctx = Context(baseline, current, registry_rel, ref)
         try:
-            diags += compare_protos(ctx, proto_path, base.proto, proto_display=proto_display)
+            diags += compare_protos(ctx, proto_path, base.proto, proto_display=proto_display, upstream=scope)
         except WireError as err:
             raise BreakingError(proto_display, f"{err.message} (baseline {ref})", err.hint) from None
-    return sorted_diagnostics(diags)
+    return sorted_diagnostics(diags + gate)
+
+
+def _upstream_gate(root: Path, proto: Path, package: str) -> tuple[UpstreamScope | None, list[Diagnostic]]:
+    """What upstream v1 at the pin defines, and the upstream gate's findings on the working tree:
+    changes to upstream's elements are judged there, never by a profile's version. Without a pin
+    in the repository there is neither."""
+    from oespec import upstream
+
+    image = root / upstream.IMAGE
+    if not image.is_file():
+        return None, []
+    try:
+        scope = UpstreamScope.from_image(upstream.load_image(image), package)
+        return scope, upstream.check(proto, image, root / upstream.PIN, use_buf=False)
+    except upstream.UpstreamError as err:
+        return None, [err.diagnostic()]
 

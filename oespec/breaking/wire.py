@@ -7,6 +7,10 @@ even though the bytes on the wire stay the same. Each finding is attributed, whe
 to every profile that owns the element, transitively (`oespec.breaking.ownership`); when every
 owner received a new major version in the same change, or was removed after being deprecated, the
 finding is accepted and reported as info.
+
+What upstream OpenEngine v1 defines (the pinned image, `oespec.upstream`) is outside the profiles'
+versioning: no bump makes a change to it legal. buf's findings on those elements are left to the
+upstream gate, which `oespec breaking` runs too, so each such change is reported once, by the gate.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.breaking import CATALOGUE, Context, Rule, breaking_spec
@@ -32,6 +37,74 @@ WIRE_RULE = Rule(breaking_spec(
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
 ), kinds=(), handler=None)
 CATALOGUE.register(WIRE_RULE.spec, WIRE_RULE)
+
+
+_NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
+_ENUM_VALUE = re.compile(r'\b[Ee]num value "(\d+)"')
+_FIELD_NUMBER = re.compile(r'\b[Ff]ield "(\d+)"')
+
+
+@dataclass(frozen=True)
+class UpstreamScope:
+    """What upstream v1 at the pin defines, keyed as buf names it (relative to the package; a
+    nested type as `Outer.Inner`)."""
+
+    fields: dict[str, frozenset[int]]      # message -> upstream's field numbers
+    values: dict[str, frozenset[int]]      # enum -> upstream's value numbers
+    methods: dict[str, frozenset[str]]     # service -> upstream's method names
+    files: frozenset[str]
+
+    @classmethod
+    def from_image(cls, fds, package: str) -> "UpstreamScope":
+        fields: dict[str, frozenset[int]] = {}
+        values: dict[str, frozenset[int]] = {}
+        methods: dict[str, frozenset[str]] = {}
+
+        def enum(e, outer: str) -> None:
+            values[f"{outer}{e.name}"] = frozenset(v.number for v in e.value)
+
+        def message(m, outer: str) -> None:
+            name = f"{outer}{m.name}"
+            fields[name] = frozenset(f.number for f in m.field)
+            for nested in m.nested_type:
+                message(nested, name + ".")
+            for e in m.enum_type:
+                enum(e, name + ".")
+
+        own = [f for f in fds.file if f.package == package]
+        for f in own:
+            for m in f.message_type:
+                message(m, "")
+            for e in f.enum_type:
+                enum(e, "")
+            for svc in f.service:
+                methods[svc.name] = frozenset(m.name for m in svc.method)
+        return cls(fields, values, methods, frozenset(f.name for f in own))
+
+    @staticmethod
+    def _find(table: dict, name: str):
+        """buf names a nested type by its own name alone; match it as a suffix too."""
+        if name in table:
+            return table[name]
+        return next((v for k, v in table.items() if k.endswith("." + name)), None)
+
+    def defines(self, buf_message: str) -> bool:
+        """Does one buf finding name an element upstream defines?"""
+        names: dict[str, list[str]] = {}
+        for kind, value in _NAMED.findall(buf_message):
+            names.setdefault(kind, []).append(value)
+        if "service" in names:
+            methods = self._find(self.methods, names["service"][0])
+            return methods is not None and all(rpc in methods for rpc in names.get("RPC", []))
+        if "enum" in names:
+            values = self._find(self.values, names["enum"][0])
+            numbers = [int(n) for n in _ENUM_VALUE.findall(buf_message)]
+            return values is not None and all(n in values for n in numbers)
+        if "message" in names:
+            fields = self._find(self.fields, names["message"][0])
+            numbers = [int(n) for n in _FIELD_NUMBER.findall(buf_message)]
+            return fields is not None and all(n in fields for n in numbers)
+        return any(f in self.files for f in names.get("file", []))
 
 
 class WireError(Exception):
@@ -112,18 +185,22 @@ def _accepted_by(profile: str, ctx: Context) -> str | None:
 
 
 def fold(findings: list[dict], ctx: Context, *, proto_display: str, graph: WireGraph | None = None,
-         current_root: Path | None = None, baseline_root: Path | None = None) -> list[Diagnostic]:
+         current_root: Path | None = None, baseline_root: Path | None = None,
+         upstream: UpstreamScope | None = None) -> list[Diagnostic]:
     """buf JSON findings -> Diagnostics (path relative to the repository, `buf:<RULE>` ids).
 
     Each finding is charged to every profile that owns what it names (`oespec.breaking.ownership`);
     it is accepted when each of them received a new major version or was removed after being
     deprecated. A finding on a file generated from the registry also names the registry element
-    (and its line) that produced the changed proto element.
+    (and its line) that produced the changed proto element. A finding on what `upstream` defines
+    is left out: the upstream gate judges it.
     """
     diags = []
     for f in findings:
         rule_id = f"buf:{f.get('type', 'UNKNOWN')}"
         message = str(f.get("message", "")).strip()
+        if upstream is not None and upstream.defines(message):
+            continue
         rel = f.get("path")
         path = f"{proto_display}/{rel}" if rel else proto_display
         line, column = (int(f.get("start_line", 0)), int(f.get("start_column", 0))) if rel else (0, 0)
@@ -169,8 +246,9 @@ def deleted_tree(baseline_files: list[str], ctx: Context, *, proto_display: str)
 
 
 def compare_protos(ctx: Context, current: Path, baseline: Path | None, *, proto_display: str = "proto",
-                   buf: str | None = None) -> list[Diagnostic]:
-    """Wire findings between two proto roots; none when the baseline has no protos yet."""
+                   buf: str | None = None, upstream: UpstreamScope | None = None) -> list[Diagnostic]:
+    """Wire findings between two proto roots, except those on what `upstream` defines; none when
+    the baseline has no protos yet."""
     before, after = proto_files(baseline), proto_files(current)
     if not before:
         return []  # nothing was published: every proto file is new
@@ -179,4 +257,4 @@ def compare_protos(ctx: Context, current: Path, baseline: Path | None, *, proto_
     findings = run_buf(current, baseline, buf=buf)
     graph = load_graph(baseline, ctx.baseline.package) if findings and ctx.baseline is not None else None
     return fold(findings, ctx, proto_display=proto_display, graph=graph, current_root=current,
-                baseline_root=baseline)
+                baseline_root=baseline, upstream=upstream)

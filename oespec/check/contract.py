@@ -15,19 +15,23 @@ from pathlib import Path
 from oespec.check import CheckContext, Finding, rule
 from oespec.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
-    ALIAS_PROTO_DIR, Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
+    Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
 )
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set
 
 _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 CONTRACT_COMPILE_RULE = "OE100"
+# The proposal's fields and enum values in upstream's messages and enums take numbers from here up,
+# so upstream's own growth below it never meets them (spec/additions.md).
+FIRST_ADDED_NUMBER = 100
 
 
 def load_contract(proto_root: Path | str, display_root: str | None = None, *,
-                  cache: BuildCache | None = None) -> Contract | list[Diagnostic]:
+                  cache: BuildCache | None = None, upstream_image: Path | None = None) -> Contract | list[Diagnostic]:
     """Compile every .proto under `proto_root` (reusing `cache`'s compile of the same sources);
-    descriptors, or the located compile errors."""
+    descriptors, or the located compile errors. With `upstream_image` (the pinned upstream v1),
+    the contract also knows which elements upstream defines."""
     root = Path(proto_root)
     shown = display_root if display_root is not None else str(proto_root)
     sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.proto"))}
@@ -41,6 +45,16 @@ def load_contract(proto_root: Path | str, display_root: str | None = None, *,
             add_file(contract, fdp, f"{shown}/{fdp.name}")
     standard_health(contract)
     contract.request_limits = _request_limits(fds, sources, shown)
+    if upstream_image is not None and Path(upstream_image).is_file():
+        from oespec.upstream import UpstreamError, elements, load_image
+
+        try:
+            image = load_image(Path(upstream_image))
+        except UpstreamError:
+            return contract   # `oespec upstream check` reports an unreadable pin (OEB105)
+        contract.upstream = {name: e for name, e in elements(image).items()
+                             if not e.file.startswith("google/protobuf/")}
+        contract.elements = elements(fds, only=set(sources), display=shown)
     return contract
 
 
@@ -147,7 +161,7 @@ def rpc_has_profile(ctx: CheckContext):
         owners.setdefault(rpc.name, []).append(profile.name)
     prefix = ctx.registry.package + "."
     for name, method in sorted(ctx.contract.methods.items()):
-        if not name.startswith(prefix) or method.alias:
+        if not name.startswith(prefix):
             continue
         if name not in owners:
             yield Finding(method.loc, f"{name} belongs to no profile",
@@ -239,3 +253,28 @@ def request_limit_known(ctx: CheckContext):
                           (f"did you mean {close[0]}? " if close else "") +
                           f"restore the limit in profiles.yaml, or remove or change the option in {option.path}",
                           option.path)
+
+
+@rule("OE108", "upstream-extended-by-addition", requirements=("REQ-ADD-010",), category="contract",
+      needs_contract=True,
+      purpose="the proposal extends upstream's messages and enums only with numbers from 100 up, and adds no "
+              "RPC to upstream's services (new RPCs go in sibling services)")
+def upstream_extended_by_addition(ctx: CheckContext):
+    upstream, ours = ctx.contract.upstream, ctx.contract.elements
+    if upstream is None:
+        return
+    for name, element in ours.items():
+        if name in upstream or element.parent not in upstream:
+            continue
+        if element.kind == "rpc":
+            yield Finding(element.loc, f"{name} adds an RPC to upstream's service {element.parent}",
+                          "upstream's services keep exactly upstream's RPCs; put the RPC in a sibling service of "
+                          "the proposal (its profile's `rpcs` in profiles.yaml) and run `oespec generate`",
+                          path=element.file)
+        elif element.kind in ("field", "enum_value") and element.proto.number < FIRST_ADDED_NUMBER:
+            what = "field" if element.kind == "field" else "enum value"
+            yield Finding(element.loc,
+                          f"{what} {name} is added to upstream's {element.parent} with number "
+                          f"{element.proto.number}, below {FIRST_ADDED_NUMBER}",
+                          f"give it the next free number from {FIRST_ADDED_NUMBER} up: upstream's own additions "
+                          "take the numbers below", path=element.file)

@@ -9,6 +9,7 @@ from pathlib import Path
 from oespec.check import catalogue, run_rules
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, emit_unusable
 from oespec.buildcache import for_checkout
+from oespec.upstream import IMAGE as UPSTREAM_IMAGE
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "check the profile registry (schema and semantic rules)"
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
         from oespec.check.contract import load_contract
 
-        loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache)
+        loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache,
+                               upstream_image=proto_root.parent / UPSTREAM_IMAGE)  # the pin beside proto/
         if isinstance(loaded, list):
             compile_errors = loaded
         else:

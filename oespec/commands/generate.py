@@ -23,7 +23,7 @@ _AGAIN = "OESPEC_GENERATE_AGAIN"
 # Build outputs that generation owns entirely (never committed).
 OWNED_DIRS = ("openengine/v1",)
 # Committed folders where generated files (those with the header) sit beside hand-written ones.
-MARKED_DIRS = ("proto", "site/generated")
+MARKED_DIRS = ("proto", "schemas", "site/generated")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from oespec.generate import GenerationContext, Output
 
 PACKAGE_DIR = "openengine"
-# The v1 contract, and the compatibility aliases of earlier revisions with their messages.
-BOUND_DIRS = ("openengine/v1/", "openengine/legacy/")
+BOUND_DIRS = ("openengine/v1/",)
 INIT = '"""Python bindings of the OpenEngine v1 contract, built by `oespec generate` (not committed)."""\n'
 
 

@@ -25,7 +25,6 @@ from oespec.generate import mdsafe
 from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
-from oespec.descriptors import ALIAS_PROTO_DIR
 from oespec.generate.protodoc import ProtoDocs, describe
 from oespec.generate.requirements import spec_requirements
 from oespec.generate.templating import make_environment
@@ -48,6 +47,7 @@ CHECK_RULES_PAGE = "reference/check-rules.md"
 BREAKING_RULES_PAGE = "reference/breaking-rules.md"
 VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
+ADDITIONS_PAGE = "reference/additions.md"
 NAV_FILE = "nav.yml"
 
 STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
@@ -434,6 +434,16 @@ class Pages:
         title = self.site.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
         return self.link(mdsafe.inline(title), page)
 
+    def stated(self, where: Iterable) -> Md:
+        """Links to where the spec states an element: its requirements, else its section; or a dash."""
+        links = [self.requirement(w) if isinstance(w, Requirement) else
+                 self.link(mdsafe.inline(w.title), w.page, w.anchor) for w in where]
+        return Md(", ".join(links)) if links else Md("—")
+
+    def reference(self, shown: str, target: tuple[str, str]) -> Md:
+        """An element's name linked to its protocol reference entry."""
+        return self.link(mdsafe.code(shown), *target)
+
     @staticmethod
     def anchor(anchor_id: str) -> Md:
         """An anchor a link can point at (ids are generated: lower-case words and hyphens)."""
@@ -576,6 +586,160 @@ def _spec_pages(ctx: GenerationContext) -> list[str]:
     return sorted(p.relative_to(ctx.root).as_posix() for p in spec_dir.rglob("*.md") if p.is_file())
 
 
+# ------------------------------------------------------------------- what the proposal adds
+
+@dataclass(frozen=True)
+class SpecSection:
+    """A section of a spec page (under a `##` or deeper heading) and the names its code spans hold."""
+
+    page: str
+    anchor: str
+    title: str
+    spans: frozenset[str]
+    words: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Added:
+    """One element the proposal adds to upstream v1, as the additions page lists it."""
+
+    kind: str                     # service, rpc, message, enum, field, enum_value
+    name: str                     # full name
+    shown: str                    # what the page prints: `Service/Method`, `Message.field`, ...
+    definition: str               # proto text
+    parent: str                   # the enclosing element's full name
+    reference: tuple[str, str]    # (page, anchor) of its protocol reference entry
+    profiles: tuple[str, ...]     # profiles that own it
+    spec: tuple[Requirement | SpecSection, ...]   # where the spec states it
+
+
+@dataclass(frozen=True)
+class Additions:
+    """The proposal's additions to upstream v1 at the pin; `pin` is None without a pinned image."""
+
+    pin: Any
+    services: tuple[Added, ...] = ()
+    types: tuple[Added, ...] = ()           # new messages and enums
+    extensions: tuple[Added, ...] = ()      # fields and values added to upstream's messages and enums
+    profiles: tuple[tuple[Profile, tuple[Requirement | SpecSection, ...]], ...] = ()
+
+
+def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
+    """Every headed section of every spec page, with the anchor the site gives its heading (the
+    Markdown toc extension's, repeated titles numbered as it numbers them)."""
+    from markdown.extensions.toc import slugify
+
+    from oespec.fences import fenced_lines
+
+    sections = []
+    for rel in _spec_pages(ctx):
+        text = ctx.read(rel) or ""
+        fenced = fenced_lines(text)
+        seen: dict[str, int] = {}
+        current: tuple[str, str] | None = None
+        body: list[str] = []
+
+        def close() -> None:
+            if current is not None:
+                spans, words = _code_words("\n".join(body))
+                sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], current[0], current[1], spans, words))
+
+        for number, line in enumerate(text.splitlines(), 1):
+            heading = None if number in fenced else re.match(r"^(#{1,6}) +(.+?)\s*#*\s*$", line)
+            if heading is None:
+                body.append(line)
+                continue
+            close()
+            title = re.sub(r"<[^>]+>", "", heading[2])
+            slug = slugify(re.sub(r"[`*]", "", title), "-")
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            current, body = (f"{slug}_{count}" if count else slug, title), [title]
+        close()
+    return sections
+
+
+def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...],
+                  context: str = "") -> tuple[Requirement | SpecSection, ...]:
+    """The requirements whose code spans name one of `names` (and `context` too, when given: a
+    field's message), else the spec section that does (one whose title names it first), else,
+    with a `context`, the section that names the element alone."""
+    def names_it(spans: frozenset[str], words: frozenset[str], context: str) -> bool:
+        return any(n in spans or (n in words and (not context or context in words)) for n in names)
+
+    found = [r for r in site.requirements if names_it(*_code_words(r.text), context)]
+    if found:
+        return tuple(found[:3])
+    for within in dict.fromkeys((context, "")):
+        matching = [s for s in sections if names_it(s.spans, s.words, within)]
+        titled = [s for s in matching if any(n in s.title for n in names)]
+        if matching:
+            return ((titled or matching)[0],)
+    return ()
+
+
+def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
+    """What proto/ adds to the pinned upstream v1 (`oespec.upstream.additions`), each element with
+    its protocol reference entry, its profiles and where the spec states it."""
+    from oespec import upstream
+
+    image = ctx.root / upstream.IMAGE
+    if not image.is_file():
+        return Additions(None)
+    try:
+        pin = upstream.read_pin(ctx.root / upstream.PIN)
+        fds = upstream.load_image(image)
+    except upstream.UpstreamError as err:
+        raise GenerationError("docs", f"{err.path}: {err.message}") from None
+    ours = ctx.compiled("docs")[0]
+    found = upstream.additions(fds, ours, set(ctx.proto_sources()), "proto")
+    sections = spec_sections(ctx)
+    package = site.registry.package
+    rpc_owner = site.registry.rpc_owner()
+
+    def short(name: str) -> str:
+        return name[len(package) + 1:] if name.startswith(package + ".") else name
+
+    def reference(a) -> tuple[str, str]:
+        target = a.name.split("/")[0] if a.kind == "rpc" else (a.parent if a.kind in ("field", "enum_value") else a.name)
+        if target in site.type_pages:
+            return site.type_pages[target]
+        page = protocol_page_path(a.file[len("proto/"):])
+        return (page, anchor_id(target)) if a.kind in ("service", "rpc") else (page, "")
+
+    by_profile = {p.name: _where_stated(site, sections, (p.name,)) for p in site.registry.profiles}
+
+    def stated(element, names: tuple[str, ...], profiles: tuple[str, ...], context: str = ""):
+        """Where the spec states the element; else its profile's section; else its file's mention."""
+        own = _where_stated(site, sections, names, context)
+        fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
+        return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
+
+    services, types, extensions = [], [], []
+    for a in found:
+        name = short(a.name)
+        if a.kind in ("service", "rpc"):
+            owner = rpc_owner.get(a.name)
+            profiles = (owner.name,) if a.kind == "rpc" and owner is not None else tuple(dict.fromkeys(
+                o.name for n, o in rpc_owner.items() if n.startswith(a.name + "/")))
+            names = (name, a.name) if a.kind == "service" else (name, a.name, name.split("/")[-1])
+            services.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
+                                  stated(a, names, profiles)))
+        elif a.kind in ("message", "enum"):
+            profiles = tuple(site.type_owners.get(a.name, ()))
+            types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
+                               stated(a, (name, a.name), profiles)))
+        else:
+            parent = short(a.parent)
+            leaf = a.name.rsplit(".", 1)[-1]
+            profiles = tuple(site.type_owners.get(a.parent, ()))
+            extensions.append(Added(a.kind, a.name, f"{parent}.{leaf}", a.definition, a.parent, reference(a),
+                                    profiles, stated(a, (f"{parent}.{leaf}", leaf), profiles,
+                                                     parent.rsplit(".", 1)[-1])))
+    profiles = tuple((p, by_profile[p.name]) for p in site.registry.profiles)
+    return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles)
+
+
 # --------------------------------------------------------------------------------------- generate
 
 def generate(ctx: GenerationContext) -> list[Output]:
@@ -600,6 +764,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(VALIDATOR_RULES_PAGE, "validator-rules.md.j2")
     page(CASES_PAGE, "conformance-cases.md.j2")
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
+    page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
 
     problems, messages = [], []
@@ -629,13 +794,6 @@ def _nav(site: Site) -> str:
     for profile in site.registry.profiles:
         lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
     lines.append("protocol:" + ("" if site.protos.files else " []"))
-    current = [f for f in site.protos.files if not f.path.startswith(ALIAS_PROTO_DIR)]
-    earlier = [f for f in site.protos.files if f.path.startswith(ALIAS_PROTO_DIR)]
-    # The current layout first; the earlier layouts' files after it, in a section of their own.
-    for f in current:
+    for f in site.protos.files:
         lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
-    if earlier:
-        lines.append('  - "Earlier layouts":')
-        for f in earlier:
-            lines.append(f"      - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
     return "\n".join(lines) + "\n"

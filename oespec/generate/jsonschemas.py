@@ -31,11 +31,14 @@ PACKAGE = "openengine.v1"
 # Output file -> (root message, description).
 ROOTS = {
     "capabilities.schema.json": ("Capabilities", "The answer of Discovery/GetCapabilities."),
-    "engine_info.schema.json": ("EngineInfo", "The answer of Discovery/GetEngineInfo."),
-    "model_info.schema.json": ("ModelInfo", "The answer of Discovery/GetModelInfo, with model-scoped capabilities."),
-    "load_info.schema.json": ("LoadInfo", "The answer of Observability/GetLoad: one complete load snapshot."),
+    "server_info.schema.json": ("ServerInfo", "The answer of Control/GetServerInfo."),
+    "model_info.schema.json": ("ModelInfo", "The answer of Control/GetModelInfo."),
+    "load_info.schema.json": ("LoadInfo", "The answer of Control/GetLoad: one complete load snapshot."),
     "watch_load_response.schema.json": ("WatchLoadResponse", "One message of an Observability/WatchLoad stream."),
 }
+# The engine roles role-scoped profiles name: upstream's enum, with the proposal's additions.
+ROLE_ENUM = "EngineRole"
+ROLE_PREFIX = enum_value_prefix(ROLE_ENUM)
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
@@ -286,7 +289,7 @@ def build_schemas(registry: Registry, pool) -> dict[str, dict]:
 
 
 def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Registry enum value -> wire number, per limit enum; and Role value name -> number. Every
+    """Registry enum value -> wire number, per limit enum; and EngineRole value name -> number. Every
     enum value and role the registry names must exist in the compiled contract: each one missing
     is a located problem (the runtime validators map wire numbers back to these spellings)."""
     wire: dict[str, dict[str, int]] = {}
@@ -320,21 +323,22 @@ def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], 
                     continue
                 mapping[value] = number
             numbers[lim.type.enum_name] = mapping
-    roles = wire.get("Role")
+    roles = wire.get(ROLE_ENUM)
     if roles is None:
-        problems.append(Problem(registry.path, registry.loc, "enum Role (the engine roles that role-scoped "
+        problems.append(Problem(registry.path, registry.loc, f"enum {ROLE_ENUM} (the engine roles that role-scoped "
                                 "profiles name) is not declared by any proto of openengine.v1",
-                                "declare enum Role with ROLE_<NAME> values in proto/openengine/v1/common.proto"))
+                                f"restore upstream's enum {ROLE_ENUM} in proto/openengine/v1/server.proto"))
     else:
-        where = declared_in.get("Role", "proto")
+        where = declared_in.get(ROLE_ENUM, "proto")
         for p in registry.profiles:
             for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
-                if f"ROLE_{role.upper()}" not in roles:
+                value = ROLE_PREFIX + role.upper()
+                if value not in roles:
                     problems.append(Problem(
                         registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
-                        f"{p.name} names role {role}, but enum Role in {where} has no ROLE_{role.upper()} "
+                        f"{p.name} names role {role}, but enum {ROLE_ENUM} in {where} has no {value} "
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
-                        f"restore ROLE_{role.upper()} in {where} (a wire value is never renamed or removed), "
+                        f"restore {value} in {where} (a wire value is never renamed or removed), "
                         "or stop naming the role here"))
     if problems:
         raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)

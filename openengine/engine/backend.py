@@ -32,13 +32,11 @@ from openengine.engine.config import EngineConfig, description_limits, model_pro
 from openengine.engine.resources import Adapter, EventStream, Session
 from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Final, FinishReason, GenerateRequest, Load,
-    Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, Tokenizer, TokenInfo, invalid,
+    Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo, invalid,
 )
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
 
 log = logging.getLogger("openengine.engine")
-
-STOPPING = events_pb2.ENGINE_STATE_STOPPING
 
 
 @dataclass(eq=False)
@@ -136,7 +134,7 @@ class ReferenceBackend:
         self.config = config
         self.catalogue = catalogue()
         self.engine: EngineHandle | None = None
-        self.phase = events_pb2.ENGINE_STATE_SERVING
+        self.phase = SERVING
         self.phase_name = "ENGINE_STATE_SERVING"
         self.holding = False         # paused with mode keep: requests stay but make no progress
         self.scheduler = Scheduler(self)
@@ -153,7 +151,8 @@ class ReferenceBackend:
     # -- what it is ------------------------------------------------------------------------------
 
     def describe(self) -> EngineDescription:
-        tokenizer = Tokenizer(stand_in.TOKENIZER_NAME, stand_in.VOCAB_SIZE, eos_token_id=stand_in.EOS_TOKEN_ID)
+        tokenizer = Tokenizer(stand_in.TOKENIZER_NAME, stand_in.VOCAB_SIZE, eos_token_id=stand_in.EOS_TOKEN_ID,
+                              token_text=lambda token: stand_in.detokenize([token]))
         multimodal = self.config.role == "encoder"
         models = tuple(Model(m.name, m.max_context_tokens, m.max_output_tokens, tokenizer,
                              profiles=model_profiles(self.config, m, self.catalogue), limits=m.limits,
@@ -303,7 +302,6 @@ class ReferenceBackend:
         if req.aborted is not None:
             return
         prompt = plan.prompt
-        text_out = not message.skip_detokenize
         adapter = message.lora_name
         # Models do not share cached blocks: any but the default model keys them by its name too.
         salt = message.kv.cache_salt if request.model == self.default_model \
@@ -318,7 +316,7 @@ class ReferenceBackend:
         else:
             cached = min(self.cached_prefix_tokens(hashes), len(prompt))
         if response.return_prompt_logprobs:
-            yield Prompt(tuple(_prompt_infos(prompt, response, text_out)))
+            yield Prompt(tuple(_prompt_infos(prompt, response)))
         if plan.prefill:
             await asyncio.sleep(self.config.token_delay_ms / 1000.0)
             if req.aborted is not None:
@@ -355,24 +353,28 @@ class ReferenceBackend:
                 q.generated.append(token)
                 piece = q.text.decode(bytes([token])) if token < 256 else ""
                 text, match = q.stops.add(token, piece)
-                infos = (_output_info(q.sampler, token, response, text_out),) if response.return_output_logprobs \
-                    else ()
+                infos = (_output_info(q.sampler, token, response),) if response.return_output_logprobs else ()
                 if match is None and len(q.generated) < plan.max_tokens:
-                    yield Chunk((token,), text=text if text_out else "", index=q.index, logprobs=infos)
+                    yield Chunk((token,), text=text, index=q.index, logprobs=infos)
                     continue
                 q.finished = True
                 sent = (token,)
                 if match is None:
                     text += q.stops.rest()
                 elif match.WhichOneof("match") == "stop_token_id" and not stopping.include_stop_in_output:
-                    # A stop token kept out of the output: counted as generated, never sent.
-                    sent, infos, text = (), (), text[:len(text) - len(piece)]
+                    # A stop token kept out of the output: its id is sent and counted, its text is not.
+                    text = text[:len(text) - len(piece)]
+                if all(q.finished for q in seqs):
+                    # Before the last Final: the SDK closes the stream once every output has ended.
+                    self._completed(req, message, prompt + [t for t in seqs[0].generated if t < 256], salt)
                 yield Final(FinishReason.STOP if match is not None else FinishReason.LENGTH,
                             prompt_tokens=len(prompt), completion_tokens=len(q.generated), token_ids=sent,
-                            text=text if text_out else "", index=q.index, cached_prompt_tokens=cached,
-                            stop_match=match, logprobs=infos)
-        # The request completed: its blocks join the prefix cache, a session retains them.
-        all_tokens = prompt + [t for t in seqs[0].generated if t < 256]
+                            text=text, index=q.index, cached_prompt_tokens=cached, stop_match=match,
+                            logprobs=infos)
+
+    def _completed(self, req: Request, message, all_tokens: list[int], salt: str) -> None:
+        """A request completed: its blocks join the prefix cache, a session retains them."""
+        adapter = message.lora_name
         self.store_blocks(stand_in.block_hashes(all_tokens, self.kv_block_size, salt=salt, adapter=adapter),
                           all_tokens, adapter, req)
         if message.HasField("session_id") and message.session_id in self.sessions:
@@ -398,8 +400,8 @@ class ReferenceBackend:
         running = list(self.scheduler.running.values())
         queued = [r for _, _, r in self.scheduler.queued if r.aborted is None]
         return Load(active_kv_sessions=self.kv_sessions_active(),
-                    prefill_batch_size=sum(1 for r in running if r.generated == 0),
-                    decode_batch_size=sum(1 for r in running if r.generated > 0),
+                    running_tokens=sum(r.prompt_tokens + r.generated for r in running),
+                    waiting_tokens=sum(r.prompt_tokens for r in queued),
                     ranks=tuple(self.rank_loads(running, queued)),
                     attributes={"model": self.default_model, "state": self.phase_name})
 
@@ -418,8 +420,8 @@ class ReferenceBackend:
             busy = sum(-(-(r.prompt_tokens + r.generated) // bs) for r in rr)
             out.append(RankLoad(rank, running_requests=len(rr), queued_requests=len(rq),
                                 used_kv_blocks=min(rank_total, busy + rank_cached), total_kv_blocks=rank_total,
-                                running_tokens=sum(r.prompt_tokens + r.generated for r in rr),
-                                waiting_tokens=sum(r.prompt_tokens for r in rq)))
+                                prefill_batch_size=sum(1 for r in rr if r.generated == 0),
+                                decode_batch_size=sum(1 for r in rr if r.generated > 0)))
         return out
 
     def kv_sessions_active(self) -> int:
@@ -535,8 +537,7 @@ def _block_hash(digest: bytes) -> kv_pb2.KvBlockHash:
     return kv_pb2.KvBlockHash(value=digest, encoding="bytes")
 
 
-def _candidates(selection: generation_pb2.CandidateTokenSelection, logprob_of,
-                text_out: bool) -> list[generation_pb2.LogProb]:
+def _candidates(selection: generation_pb2.CandidateTokenSelection, logprob_of) -> list[generation_pb2.LogProb]:
     """The candidates a CandidateTokenSelection asks for, each with its rank in the whole
     vocabulary ordered most likely first."""
     kind = selection.WhichOneof("selection")
@@ -550,28 +551,26 @@ def _candidates(selection: generation_pb2.CandidateTokenSelection, logprob_of,
         picked = [t for t, _ in ranked]
     else:
         picked = [t for t in selection.token_ids.ids if t in rank_of]
-    return [generation_pb2.LogProb(token_id=t, logprob=logprob_of(t), rank=rank_of[t],
-                                   token=stand_in.detokenize([t]) if text_out else "") for t in picked]
+    return [generation_pb2.LogProb(token_id=t, logprob=logprob_of(t), rank=rank_of[t]) for t in picked]
 
 
-def _output_info(sampler: stand_in.SequenceSampler, token: int, response, text_out: bool) -> TokenInfo:
-    return TokenInfo(token_id=token, token=stand_in.detokenize([token]) if text_out else "",
-                     logprob=sampler.logprob(token), rank=1,
-                     candidates=_candidates(response.output_candidates, sampler.logprob, text_out))
+def _output_info(sampler: stand_in.SequenceSampler, token: int, response) -> TokenInfo:
+    return TokenInfo(token_id=token, logprob=sampler.logprob(token), rank=1,
+                     candidates=_candidates(response.output_candidates, sampler.logprob))
 
 
-def _prompt_infos(prompt: list[int], response, text_out: bool) -> list[TokenInfo]:
+def _prompt_infos(prompt: list[int], response) -> list[TokenInfo]:
     """One TokenInfo per prompt token from `prompt_logprob_start`; the first token of the prompt
     has no conditional probability, so it carries none."""
     out = []
     for pos in range(response.prompt_logprob_start, len(prompt)):
         token = prompt[pos]
-        info = TokenInfo(token_id=token, token=stand_in.detokenize([token]) if text_out else "")
+        info = TokenInfo(token_id=token)
         if pos > 0:
             def logprob_of(t, pos=pos):
                 return stand_in.prompt_candidate_logprob(prompt, pos, t)
             info.logprob, info.rank = logprob_of(token), 1
-            info.candidates.extend(_candidates(response.prompt_candidates, logprob_of, text_out))
+            info.candidates.extend(_candidates(response.prompt_candidates, logprob_of))
         out.append(info)
     return out
 

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from openengine.contract import CORE
 from openengine.serve.backend import ErrorCode, GenerateRequest, Refusal, RefusalCode, invalid
 from openengine.serve.runstate import DRAINING
-from openengine.serve.state import refuse_errors
 from openengine.v1 import generation_pb2
-from openengine.validate import number_violations, preflight
 
 PRIORITY_KEY = "openengine-priority"
 DP_RANK_KEY = "openengine-target-dp-rank"
@@ -70,6 +68,8 @@ class Admission:
         model = state.served_model(message.model)
         if message.WhichOneof("input") is None:
             raise invalid("input", "set prompt or token_ids")
+        if message.sampling.HasField("num_sequences") and message.sampling.num_sequences == 0:
+            raise invalid("sampling.num_sequences", "must be at least 1 when set")
         tokenizer = state.models[model].tokenizer
         if message.WhichOneof("input") == "prompt" and not tokenizer.text_input:
             raise invalid("prompt", f"model {model!r} takes token_ids only (ModelInfo.supports_text_input is false)")
@@ -79,16 +79,11 @@ class Admission:
             if outside is not None:
                 raise invalid("token_ids", f"token id {outside} is outside the vocabulary of model {model!r} "
                                            f"({tokenizer.vocab_size} tokens)")
-        if DP_RANK_KEY in keys and message.kv.HasField("session") and int(keys[DP_RANK_KEY]) != message.kv.session.dp_rank:
+        session = message.kv.session if message.kv.HasField("session") else None
+        if DP_RANK_KEY in keys and session is not None and int(keys[DP_RANK_KEY]) != session.dp_rank:
             raise invalid(DP_RANK_KEY, f"{keys[DP_RANK_KEY]} differs from kv.session.dp_rank "
                                        f"{message.kv.session.dp_rank}, which decides KV affinity")
-        routed = message
-        if not message.model and len(state.models) > 1:
-            routed = generation_pb2.GenerateRequest()
-            routed.CopyFrom(message)
-            routed.model = model
-        refuse_errors(preflight(routed, state.advertised_report())
-                      + number_violations(routed, vocab_size=tokenizer.vocab_size))
+        state.preflight(message, model)
         request_id = message.request_id or f"req-{uuid.uuid4().hex[:16]}"
         if request_id in state.in_flight:
             raise Refusal(RefusalCode.ALREADY_EXISTS, f"request_id: {request_id!r} is already in flight")

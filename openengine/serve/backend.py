@@ -1,24 +1,34 @@
 """The interface between the protocol and an engine: what a backend declares and implements.
 
-The SDK (`openengine.serve`) owns everything the OpenEngine protocol defines: discovery, standard
-health, GetLoad and WatchLoad, the capability revision, admission against the advertised limits,
-Abort, cancellation, the admin guard, the wire policy, reflection and graceful shutdown. A backend
+The SDK (`openengine.serve`) owns everything the OpenEngine protocol defines: Control's core RPCs
+(server and model info, GetLoad, Health, Abort), discovery, standard health, WatchLoad, the
+capability revision, admission against the advertised limits, the `openengine-*` metadata,
+cancellation, the admin guard, the wire policy, reflection and graceful shutdown. A backend
 supplies only what is the engine's own:
 
 - `describe()`: its identity, its models and their limits, and the limits it serves each profile
-  with (`EngineDescription`);
-- `generate(request)`: an async iterator of `Chunk`s ending, per output sequence, in a `Final`, or
-  in one `Failure` (`GenerateOutput`);
+  with (`EngineDescription`). A limit it does not state takes the contract's default, except
+  that every feature the backend would have to implement itself is off (no log-probabilities,
+  one output per request, no guided decoding, no min_p, no priority): it states what it does;
+- `generate(request)`: an async iterator of at most one `Prompt`, `Chunk`s and, per output, a
+  `Final`, or one `Failure` (`GenerateOutput`); the SDK turns them into upstream's
+  GenerateResponse events;
 - `abort(request_id, reason)`: stop one request it is running;
-- `load()`: its numbers now (`Load`); it calls `EngineHandle.load_changed()` when they change.
+- `load()`: its figures now (`Load`); it calls `EngineHandle.load_changed()` when they change.
+
+The backend applies the request's stop conditions (`stopping`: max_tokens, min_tokens, stop
+texts, stop token ids, ignore_eos, include_stop_in_output; `SequenceStops` holds the rules) and
+samples as `sampling` says. The SDK handles `skip_detokenize` (it sends no text) and fills each
+token's text from `Tokenizer.token_text`.
 
 Optional profiles are optional parts: a backend that implements `AdminOperations` can be served
-with `openengine.admin`, one that returns a servicer for a service from `services()` serves the
-RPCs of that service itself (`openengine.kv`, `openengine.tasks`, ...). Which profiles a backend
-can serve is derived from the compiled contract's RPCs and what the backend implements, never
-from a list; asking for one it cannot serve is refused at start, naming what is missing.
+with `openengine.admin`; one that returns an object for a service from `services()` serves the
+RPCs of that service it implements (`openengine.v1.Tasks`, or Control's LoRA and KV-event RPCs
+beside the SDK's core ones). Which profiles a backend can serve is derived from the compiled
+contract's RPCs and what the backend implements, never from a list; asking for one it cannot
+serve is refused at start, naming what is missing.
 
-Everything here is plain typed data plus two `Protocol`s; nothing imports gRPC.
+Everything here is plain typed data plus `Protocol`s; nothing imports gRPC.
 """
 
 from __future__ import annotations
@@ -66,8 +76,11 @@ class Model:
 class EngineDescription:
     """What the backend is and serves. `limits` gives, per profile (full or short name), the
     values of that profile's typed limits the engine really has (`{"core": {"max_sequences": 4}}`);
-    a limit left out takes the contract's default. The SDK checks every value against the
-    contract's type and range and refuses to start on one that does not fit."""
+    a limit left out takes the contract's default, except the core limits that switch on what
+    the backend would have to implement (they are off: max_logprobs 0, output_logprobs and
+    prompt_logprobs false, max_sequences 1, no guided decoding, min_p or priority). The SDK
+    checks every value against the contract's type and range and refuses to start on one that
+    does not fit."""
 
     engine_name: str
     engine_version: str
@@ -257,13 +270,16 @@ class AbortReason(enum.Enum):
 
 @dataclass(frozen=True)
 class RankLoad:
-    """One data-parallel rank's share of the load (upstream RankLoadInfo)."""
+    """One data-parallel rank's share of the load (upstream RankLoadInfo; its token figures only
+    count towards the totals, which RankLoadInfo does not carry)."""
 
     rank: int
     running_requests: int = 0
     queued_requests: int = 0
     used_kv_blocks: int = 0
     total_kv_blocks: int = 0
+    running_tokens: int = 0
+    waiting_tokens: int = 0
     prefill_batch_size: int = 0
     decode_batch_size: int = 0
 
@@ -272,8 +288,9 @@ class RankLoad:
 class Load:
     """The engine's numbers now (upstream LoadInfo). Every figure is a count, never negative, and
     `running_requests` never exceeds the advertised `max_running_requests`: the SDK checks each
-    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, every total that
-    both messages carry is the SDK's sum over them and the totals given here are ignored.
+    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, the totals of
+    requests, KV blocks and tokens are the SDK's sums over them (the ones given here are
+    ignored); the batch sizes are the ones given here.
     `attributes` are engine-specific values (strings, numbers, booleans)."""
 
     running_requests: int = 0
@@ -286,7 +303,7 @@ class Load:
     decode_batch_size: int = 0
     active_kv_sessions: int = 0
     ranks: tuple[RankLoad, ...] = ()
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
 # -- what the SDK gives a backend -------------------------------------------------------------------
@@ -396,7 +413,7 @@ class StateListener(Protocol):
     ends them when the state becomes STOPPING. Called on the event loop, after the change."""
 
     def state_changed(self, previous: Any, current: Any, reason: str) -> None:
-        """The run state changed (`openengine.serve.runstate.RunState`: phase, pause mode, sleep tags)."""
+        """The run state changed (`openengine.serve.RunState`: phase, pause mode, sleep tags)."""
 
     def revision_changed(self, previous: int, revision: int, changed: tuple[str, ...]) -> None:
         """A new capability revision is advertised; `changed` names the limits that changed."""

@@ -37,11 +37,8 @@ def capabilities(state) -> capabilities_pb2.Capabilities:
         if p.capability_field and p.scope != "model":
             fill_capability(getattr(caps, p.capability_field), p, state.selection.limits[p.name])
     for name in state.models:
-        listed = state.model_profiles(name)
-        if not listed:
-            continue
         model = caps.models.add(model=name)
-        for p in listed:
+        for p in state.model_profiles(name):
             model.profiles.add(name=p.name, major=p.version[0], minor=p.version[1])
             if p.capability_field:
                 fill_capability(getattr(model, p.capability_field), p, state.model_limit_values(name, p.name))

@@ -57,9 +57,10 @@ class Events:
     def __init__(self, request: GenerateRequest, tokenizer: Tokenizer):
         self.request_id = request.request_id
         self.skip_text = request.message.skip_detokenize
+        self.keep_stop = request.message.stopping.include_stop_in_output
         self.token_text = None if self.skip_text else tokenizer.token_text
         self.open = set(range(request.sequences))
-        self.sent = [0] * request.sequences
+        self.counted = [0] * request.sequences   # tokens per output, as usage counts them
         message = request.message
         self.prompt_tokens = len(message.token_ids.ids) if message.WhichOneof("input") == "token_ids" else 0
         self.cached_tokens: int | None = None
@@ -71,7 +72,7 @@ class Events:
         return generation_pb2.GenerateResponse(request_id=self.request_id, **event)
 
     def _usage(self) -> generation_pb2.Usage:
-        completion = sum(self.sent)
+        completion = sum(self.counted)
         usage = generation_pb2.Usage(prompt_tokens=self.prompt_tokens, completion_tokens=completion,
                                      total_tokens=self.prompt_tokens + completion)
         if self.cached_tokens is not None:
@@ -99,15 +100,15 @@ class Events:
                     candidate.token = self.token_text(candidate.token_id)
 
     def _tokens(self, kind: str, index: int, token_ids, text: str, logprobs) -> list:
-        if index not in range(len(self.sent)):
-            raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.sent) - 1}")
+        if index not in range(len(self.counted)):
+            raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.counted) - 1}")
         if index not in self.open:
             raise BackendMistake(f"{kind}.index", f"{index}: that output already ended with its Final")
         if logprobs and len(logprobs) != len(token_ids):
             raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens")
         if not token_ids and not text:
             return []
-        self.sent[index] += len(token_ids)
+        self.counted[index] += len(token_ids)
         self.started = True
         tokens = [self._token_info(t, logprobs[i] if logprobs else None) for i, t in enumerate(token_ids)]
         return [self._event(token=generation_pb2.TokenOutput(
@@ -124,6 +125,7 @@ class Events:
             if self.started:
                 raise BackendMistake("Prompt", "came after other outputs; yield it once, first")
             self.started = True
+            self.prompt_tokens = max(self.prompt_tokens, len(output.tokens))
             tokens = []
             for given in output.tokens:
                 info = generation_pb2.TokenInfo()
@@ -137,15 +139,28 @@ class Events:
 
     def _final(self, final: Final) -> list[generation_pb2.GenerateResponse]:
         index = final.index
-        events = self._tokens("Final", index, final.token_ids, final.text, final.logprobs)
+        token_ids, logprobs = final.token_ids, final.logprobs
+        # A stop token ends the output without being part of it unless the request keeps it: the
+        # SDK withholds it (when the backend sent it in this Final) and it still counts as generated.
+        withheld = 0
+        stop = final.stop_match
+        if final.finish_reason == FinishReason.STOP and stop is not None and not self.keep_stop \
+                and stop.WhichOneof("match") == "stop_token_id":
+            withheld = 1
+            if token_ids and token_ids[-1] == stop.stop_token_id:
+                token_ids, logprobs = token_ids[:-1], logprobs[:-1]
+        events = self._tokens("Final", index, token_ids, final.text, logprobs)
         for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
             value = getattr(final, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
                 raise BackendMistake(f"Final.{name}", f"is {value!r}; token counts are whole numbers from 0")
-        if final.completion_tokens != self.sent[index]:
+        sent = self.counted[index]
+        if final.completion_tokens not in (sent, sent + withheld):
+            counted = f"{sent} tokens were sent" + (" and a stop token withheld" if withheld else "")
             raise BackendMistake("Final.completion_tokens",
-                                 f"is {final.completion_tokens}, but {self.sent[index]} tokens were sent for output "
-                                 f"{index}; count every token of the output's Chunks and Final")
+                                 f"is {final.completion_tokens}, but {counted} for output {index}; count every "
+                                 "token of the output's Chunks and Final")
+        self.counted[index] = final.completion_tokens
         if final.cached_prompt_tokens > final.prompt_tokens:
             raise BackendMistake("Final.cached_prompt_tokens",
                                  f"is {final.cached_prompt_tokens}, more than prompt_tokens {final.prompt_tokens}")

@@ -18,6 +18,7 @@ the merge of its parts, so the client reads exactly one WatchLoadResponse.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.descriptor import FieldDescriptor
 
 from openengine.contract import CORE
-from openengine.serve.backend import Load, Refusal, RefusalCode
+from openengine.serve.backend import Load, RankLoad, Refusal, RefusalCode
 from openengine.v1 import load_pb2, server_pb2
 from openengine.validate import effective_watch_settings
 
@@ -38,8 +39,11 @@ _MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**
 # The figures `Load` and `RankLoad` carry, with the largest value their LoadInfo field holds.
 LOAD_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.LoadInfo.DESCRIPTOR.fields if f.type in _MAX
                 and f.name not in ("rejected_requests", "timestamp_unix_nanos")}
-RANK_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.RankLoadInfo.DESCRIPTOR.fields
-                if f.type in _MAX and f.name != "data_parallel_rank"}
+# The figures a rank has; its RankLoadInfo carries those that message has. Each total of requests,
+# blocks and tokens is the sum over the ranks; the batch sizes are the engine's own.
+RANK_FIGURES = {f.name: LOAD_FIGURES[f.name] for f in dataclasses.fields(RankLoad) if f.name in LOAD_FIGURES}
+RANK_INFO_FIGURES = tuple(f.name for f in server_pb2.RankLoadInfo.DESCRIPTOR.fields if f.name in RANK_FIGURES)
+RANK_SUMMED = tuple(name for name in RANK_FIGURES if not name.endswith("_batch_size"))
 
 
 class Clock:
@@ -77,12 +81,12 @@ def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
     if load.attributes:
         info.attributes.update(load.attributes)
     if load.ranks:
-        ranks = [server_pb2.RankLoadInfo(data_parallel_rank=r.rank, **{n: getattr(r, n) for n in RANK_FIGURES})
-                 for r in load.ranks]
-        for name in RANK_FIGURES:
-            setattr(info, name, sum(getattr(rank, name) for rank in ranks))
+        for name in RANK_SUMMED:
+            setattr(info, name, sum(getattr(rank, name) for rank in load.ranks))
         if per_rank:
-            info.ranks.extend(ranks)
+            info.ranks.extend(server_pb2.RankLoadInfo(data_parallel_rank=r.rank,
+                                                      **{n: getattr(r, n) for n in RANK_INFO_FIGURES})
+                              for r in load.ranks)
     return info
 
 
@@ -356,7 +360,8 @@ class Observability:
             beat_s = heartbeat / 1000.0
             while True:
                 if watcher.closed_with is not None:
-                    raise watcher.closed_with
+                    ended = watcher.closed_with
+                    raise Refusal(ended.code, ended.message)
                 taken = watcher.take(build)
                 if taken is not None:
                     yield framer.snapshot(*stamp(), *taken)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from openengine.contract import Catalogue, ProfileInfo, RpcInfo, combination_problems
 from openengine.serve.backend import EngineDescription
 from openengine.serve.limits import coerce
+from openengine.serve.load import LOAD_PROFILE
 
 
 # What a backend gets for a limit it does not state, where the contract's default would switch
@@ -108,8 +109,9 @@ def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str,
 def watch_interval_problems(limits: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The WatchLoad interval limits must be ordered for any request's settings to be computed
     (openengine.validate.effective_watch_settings clamps between them)."""
-    load = limits.get("openengine.load")
-    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
+    load = limits.get(LOAD_PROFILE)
+    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"]
+                     <= load["max_watch_interval_ms"]):
         return ["limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
                 "<= max_watch_interval_ms"]
     return []

@@ -510,15 +510,6 @@ class RunningServer:
     def address(self) -> str:
         return self.server.address
 
-    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-        """Run `fn()` on the server's loop (a coroutine function or a plain one); its result."""
-        async def wrapper():
-            result = fn()
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
-
     def stop(self, timeout: float = 10.0) -> None:
         if self._stop is not None and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self._stop.set)

@@ -18,21 +18,12 @@ from openengine.serve.discovery import advertised_report
 from openengine.serve.load import Clock, LoadPublisher, load_info
 from openengine.serve.profiles import Selection
 from openengine.serve.runstate import RunState, transition
-from openengine.serve.status import BackendErrors
-from openengine.validate import Severity, preflight
+from openengine.serve.status import BackendErrors, refuse_errors
+from openengine.validate import number_violations, preflight
 
 log = logging.getLogger("openengine.serve")
 # How many ended request ids Abort tells from unknown ones.
 FINISHED_REMEMBERED = 4096
-
-
-def refuse_errors(violations) -> None:
-    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
-    each with its field, the rule and the requirement."""
-    errors = list(dict.fromkeys(
-        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
-    if errors:
-        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
 
 
 @dataclass(eq=False)
@@ -166,13 +157,15 @@ class ServingState:
     def preflight(self, message, model: str) -> None:
         """Refuse `message` (any request the shared preflight knows: Generate, tasks, Encode)
         with INVALID_ARGUMENT for every error `openengine.validate.preflight` finds against what
-        the engine advertises; `model` is the served model it is routed to."""
+        the engine advertises, and every number outside its domain; `model` is the served model
+        it is routed to."""
         if getattr(message, "model", None) == "" and len(self.models) > 1:
             routed = type(message)()
             routed.CopyFrom(message)
             routed.model = model
             message = routed
-        refuse_errors(preflight(message, self.advertised_report()))
+        refuse_errors(preflight(message, self.advertised_report())
+                      + number_violations(message, vocab_size=self.models[model].tokenizer.vocab_size))
 
     # -- load and requests ---------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from grpc_status import rpc_status
 
 from openengine.serve.backend import Refusal, RefusalCode
 from openengine.v1 import error_pb2
+from openengine.validate import Severity
 
 log = logging.getLogger("openengine.serve")
 
@@ -36,6 +37,15 @@ class PlainStatus(grpc.Status):
     code: grpc.StatusCode
     details: str
     trailing_metadata: tuple = ()
+
+
+def refuse_errors(violations) -> None:
+    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
+    each with its field, the rule and the requirement."""
+    errors = list(dict.fromkeys(
+        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
+    if errors:
+        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
 
 
 async def refuse(refusal: Refusal, context) -> None:

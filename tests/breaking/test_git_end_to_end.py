@@ -186,34 +186,46 @@ def _major(text: str, profile: str, changes: str) -> str:
 
 
 @pytest.mark.slow
-def test_transitive_ownership_on_the_real_contract(tmp_path, monkeypatch, capsys):
-    """KvTransferParams is listed by openengine.kv and reached through core's GenerateRequest: a
-    major of kv alone does not make deleting one of its fields legal; majors of both do."""
+def test_ownership_on_the_real_contract_and_upstream_left_to_its_gate(tmp_path, monkeypatch, capsys):
+    """EncoderCacheHandle is the proposal's, listed by openengine.encoder and reached through core's
+    GenerateRequest.encoder_inputs: a major of encoder alone does not make deleting one of its
+    fields legal; majors of both do. A change to a field upstream defines is the upstream gate's
+    finding, whatever the bumps."""
     repo_root = Path(__file__).resolve().parents[2]
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     shutil.copy(repo_root / "profiles.yaml", root / "profiles.yaml")
     shutil.copytree(repo_root / "proto", root / "proto")
+    shutil.copytree(repo_root / "upstream", root / "upstream")
     commit(root, "baseline")
     monkeypatch.chdir(root)
-    kv = root / "proto" / "openengine" / "v1" / "kv.proto"
-    text = kv.read_text()
-    assert "  string remote_address = 4;\n" in text
-    kv.write_text(text.replace("  string remote_address = 4;\n", "  reserved 4;\n"))
+    common = root / "proto" / "openengine" / "v1" / "common.proto"
+    text = common.read_text()
+    assert "  string transfer_address = 3;\n" in text
+    common.write_text(text.replace("  string transfer_address = 3;\n", "  reserved 3;\n"))
+    generation = root / "proto" / "openengine" / "v1" / "generation.proto"
+    upstream_field = "optional double temperature = 1 "
+    assert upstream_field in generation.read_text()
+    generation.write_text(generation.read_text().replace(upstream_field, "optional float temperature = 1 "))
     registry = root / "profiles.yaml"
     base = registry.read_text()
     revision = int(base.split("revision: ", 1)[1].split("\n", 1)[0])
     bumped = base.replace(f"revision: {revision}", f"revision: {revision + 1}", 1)
-    registry.write_text(_major(bumped, "openengine.kv", "KvTransferParams loses remote_address."))
+    registry.write_text(_major(bumped, "openengine.encoder", "EncoderCacheHandle loses transfer_address."))
     code, diags = oespec(capsys, "--against", "HEAD")
-    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("kv.proto")]
+    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("common.proto")]
     assert code == 1 and wire
     assert all(d["severity"] == "error" for d in wire)
-    assert all("openengine.core" in d["details"]["profile"] and "openengine.kv" in d["details"]["profile"]
+    assert all("openengine.core" in d["details"]["profile"] and "openengine.encoder" in d["details"]["profile"]
                for d in wire)
-    registry.write_text(_major(_major(bumped, "openengine.kv", "KvTransferParams loses remote_address."),
-                               "openengine.core", "GenerateRequest.kv_transfer loses remote_address."))
+    registry.write_text(_major(_major(bumped, "openengine.encoder", "EncoderCacheHandle loses transfer_address."),
+                               "openengine.core", "GenerateRequest.encoder_inputs loses transfer_address."))
     code, diags = oespec(capsys, "--against", "HEAD")
-    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("kv.proto")]
+    wire = [d for d in diags if d["rule_id"].startswith("buf:") and d["path"].endswith("common.proto")]
     assert wire and all(d["severity"] == "info" for d in wire)
+    # The upstream field: one error, the gate's, at its line; never a buf finding a bump accepts.
+    upstream = [d for d in diags if d["path"].endswith("generation.proto")]
+    assert [(d["rule_id"], d["severity"], d["line"]) for d in upstream] == [
+        ("OEB101", "error", line_of(generation, "optional float temperature = 1 "))]
+    assert code == 1

@@ -128,9 +128,8 @@ def test_stop_token_eos_and_ignore_eos():
     free = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40))))[0][0]
     token = free[5]
     ids, text, final = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token]))))[0]
-    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token)]
-    assert text == stand_in.detokenize(ids)
-    assert final.completion_tokens == len(ids) + 1
+    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token) + 1]
+    assert text == stand_in.detokenize(ids[:-1]) and final.completion_tokens == len(ids)
     ids, text, _ = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token],
                                                                            include_stop_in_output=True))))[0]
     assert ids == free[:free.index(token) + 1] and text == stand_in.detokenize(ids)

@@ -65,8 +65,8 @@ def _line_of(path: Path, needle: str) -> int:
 def test_generate_writes_services_capabilities_and_bindings(tree: Path):
     assert _generate(tree) == 0
     protos = tree / "proto" / "openengine" / "v1"
-    for name in ("capabilities.proto", "inference_service.proto", "discovery_service.proto",
-                 "observability_service.proto", "lifecycle_service.proto", "adapters_service.proto"):
+    for name in ("capabilities.proto", "inference_service.proto", "control_service.proto", "discovery_service.proto",
+                 "observability_service.proto", "adapters_service.proto"):
         assert HEADER_TEXT in (protos / name).read_text().splitlines()[0]
     assert "rpc WatchLoad(WatchLoadRequest) returns (stream WatchLoadResponse)" in \
         (protos / "observability_service.proto").read_text()
@@ -241,16 +241,16 @@ def test_every_missing_message_is_reported_at_once_location_first(tree: Path, ca
 
 
 def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
-    """Renaming a value of the hand-written Role enum used to end `oespec generate` in KeyError."""
+    """Renaming a value of upstream's EngineRole enum used to end `oespec generate` in KeyError."""
     from oespec.generate import GenerationError
     from oespec.generate.jsonschemas import contract_enums
     from oespec.protoc import compile_descriptor_set
 
     proto = REPO / "proto"
     sources = {p.relative_to(proto).as_posix(): p.read_text() for p in proto.rglob("*.proto")}
-    common = "openengine/v1/common.proto"
-    assert "ROLE_ENCODER = 4;" in sources[common]
-    sources[common] = sources[common].replace("ROLE_ENCODER = 4;", "ROLE_VISION = 4;")
+    server = "openengine/v1/server.proto"
+    assert "ENGINE_ROLE_ENCODER = 100;" in sources[server]
+    sources[server] = sources[server].replace("ENGINE_ROLE_ENCODER = 100;", "ENGINE_ROLE_VISION = 100;")
     registry = load_registry(REPO / "profiles.yaml", display_path="profiles.yaml").registry
     with pytest.raises(GenerationError) as exc:
         contract_enums(registry, compile_descriptor_set(sources, source_info=False))

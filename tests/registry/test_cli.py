@@ -181,7 +181,7 @@ def test_without_protos_beside_the_registry_the_check_says_the_proto_checks_did_
     protos = tmp_path / "protos"
     shutil.copytree(ROOT / "proto", protos)
     caps = protos / "openengine/v1/capabilities.proto"
-    caps.write_text(caps.read_text().replace("GenerationCapabilities generation = 10", "GenerationCapabilities generation = 9"))
+    caps.write_text(caps.read_text().replace("CoreCapabilities core = 10", "CoreCapabilities core = 9"))
     code = run(["check", str(registry), "--no-head", "--proto-root", str(protos)])
     assert code == 1 and "OE105" in capsys.readouterr().out
     # A proto root that does not exist is unusable input.

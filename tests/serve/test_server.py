@@ -114,7 +114,8 @@ def refused(call) -> grpc.RpcError:
 def test_what_a_backend_does_not_state_is_not_advertised():
     server = Server(Backend())
     assert [p.name for p in server.state.advertised] == ["openengine.core", "openengine.load"]
-    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in server.state.selection.left_out)
+    left_out = server.state.selection.left_out
+    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in left_out)
     core = server.state.selection.limits["openengine.core"]
     assert (core["max_logprobs"], core["output_logprobs"], core["prompt_logprobs"], core["max_sequences"]) == \
         (0, False, False, 1)
@@ -141,7 +142,7 @@ def test_control_and_discovery_answer_from_the_same_limits():
         model = control.GetModelInfo(model_pb2.GetModelInfoRequest())
         caps = discovery_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
         unknown = refused(lambda: control.GetModelInfo(model_pb2.GetModelInfoRequest(model="other")))
-        health = control.Health(lifecycle_pb2.HealthRequest())
+        health = control.Health(lifecycle_pb2.HealthRequest(include_inference_probe=True))
     assert (info.schema_revision, info.minimum_client_revision) == (2, 1)
     assert info.schema_release.startswith("openengine-profiles/registry-")
     assert info.engine_role == server_pb2.ENGINE_ROLE_AGGREGATED and info.supported_models == ["m"]
@@ -155,6 +156,8 @@ def test_control_and_discovery_answer_from_the_same_limits():
     assert (model.model_id, model.vocab_size, model.eos_token_id, model.max_output_tokens) == ("m", 256, 0, 64)
     assert unknown.code() == grpc.StatusCode.NOT_FOUND
     assert health.state == lifecycle_pb2.HEALTH_STATE_READY
+    assert [(c.name, c.state) for c in health.checks] == \
+        [("scheduler", health.state), ("inference_probe", health.state)]
 
 
 def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
@@ -168,7 +171,8 @@ def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
         assert gone.code() == grpc.StatusCode.NOT_FOUND and "no adapter 'x'" in gone.details()
         assert control.GetModelInfo(model_pb2.GetModelInfoRequest(model="m")).supports_lora
         caps = discovery_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    assert [(m.model, [p.name for p in m.profiles]) for m in caps.models] == [("m", ["openengine.adapters"])]
+    assert [(m.model, [p.name for p in m.profiles], m.adapters.max_loras) for m in caps.models] == \
+        [("m", ["openengine.adapters"], 1)]
 
 
 def test_generate_streams_upstream_events_with_usage_on_the_last_only():
@@ -363,7 +367,8 @@ def test_a_stalled_consumer_is_aborted_and_leaves_the_load():
 
 @pytest.mark.parametrize("figures, says", [
     (Load(running_requests=-5), "Backend.load() running_requests is -5; load figures are never negative"),
-    (Load(running_requests=300), "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
+    (Load(running_requests=300),
+     "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
 ])
 def test_wrong_load_figures_answer_internal_naming_them_and_are_logged_once(figures, says, caplog):
     with running(Backend(load=figures)) as engine, grpc.insecure_channel(engine.address) as channel:
@@ -397,3 +402,34 @@ def test_interceptors_and_a_state_listener_see_the_server():
         generate(engine.address)
     assert "/openengine.v1.Inference/Generate" in Counting.methods
     assert backend.heard == [("ENGINE_STATE_STOPPING", "shutdown")]
+
+
+def test_a_repeated_cause_is_logged_once_per_interval_with_its_count(caplog, monkeypatch):
+    from openengine.serve import wire
+
+    now = [0.0]
+    monkeypatch.setattr(wire.time, "monotonic", lambda: now[0])
+    counter = wire.CauseCounter()
+    with caplog.at_level(logging.DEBUG, logger="openengine.serve"):
+        for i in range(50):
+            counter.record("some cause", f"request {i}")
+        now[0] = wire.LOG_INTERVAL_S + 1
+        counter.record("some cause", "request 50")
+        counter.record("other cause", "x")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3 and "request 0" in messages[0]
+    assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
+    assert counter.counts == {"some cause": 51, "other cause": 1}
+
+
+def test_a_stop_token_kept_out_of_the_output_is_withheld_and_counted():
+    def script(request):
+        return [Chunk((65,), text="A"), Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=2, token_ids=(7,),
+                                              stop_match=StopMatch(stop_token_id=7))]
+
+    with running(Backend(script=script)) as engine:
+        out = generate(engine.address)
+        kept = generate(engine.address, stopping=generation_pb2.StoppingOptions(include_stop_in_output=True))
+    assert [[t.token_id for t in m.token.tokens] for m in out if m.HasField("token")] == [[65]]
+    assert out[-1].finished.stop_match.stop_token_id == 7 and out[-1].usage.completion_tokens == 2
+    assert [[t.token_id for t in m.token.tokens] for m in kept if m.HasField("token")] == [[65], [7]]

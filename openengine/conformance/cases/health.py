@@ -30,7 +30,10 @@ async def served(ctx: Context):
     try:
         await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
     except grpc.aio.AioRpcError as err:
-        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}") from None
+        hint = (": add the standard grpc.health.v1.Health service, reporting \"\" and each "
+                "service the engine serves (openengine.v1.Inference, openengine.v1.Control, ...)"
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED else "")
+        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}{hint}") from None
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=""))
     try:
         # Served means "not refused"; what Watch sends first is REQ-HEALTH-005's case.
@@ -165,15 +168,22 @@ async def watch_unknown(ctx: Context):
         reader.cancel()
 
 
-@case("health.pause.work-not-serving", profile=CORE, requires=("REQ-HEALTH-007",),
-      title="while paused every advertised work service is NOT_SERVING; after resume SERVING")
+@case("health.pause.work-not-serving", profile=CORE, requires=("REQ-HEALTH-007", "REQ-HEALTH-014"),
+      title="while paused every advertised work service is NOT_SERVING and Control/Health "
+            "NOT_READY; after resume SERVING")
 async def pause_work(ctx: Context):
+    from openengine.v1 import lifecycle_pb2
+
     ctx.admin()
     work = [s for s in WORK_SERVICES if s in ctx.advertised_services]
     async with ctx.paused():
         for service in work:
             if not await ctx.wait_health(service, S.NOT_SERVING):
                 raise Failed(f"{service} is {_name(await ctx.check_health(service))} while paused")
+        state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+        expect(state == lifecycle_pb2.HEALTH_STATE_NOT_READY,
+               f"Control/Health answered {lifecycle_pb2.HealthState.Name(state)} while paused, not "
+               "HEALTH_STATE_NOT_READY")
     for service in work:
         if not await ctx.wait_health(service, S.SERVING):
             raise Failed(f"{service} is {_name(await ctx.check_health(service))} after resume")
@@ -201,7 +211,7 @@ async def pause_unavailable(ctx: Context):
 @case("health.pause.control-serving", profile=CORE, requires=("REQ-HEALTH-009",),
       title="while paused the control services stay SERVING and discovery answers")
 async def pause_control(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
     ctx.admin()
     control = [s for s in ctx.main_services if s not in WORK_SERVICES]
@@ -213,5 +223,5 @@ async def pause_control(ctx: Context):
             if status != S.SERVING:
                 bad.append(f"{service} is {_name(status)}")
         expect(not bad, "while paused: " + "; ".join(bad))
-        await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
     return f"{len(control)} control services"
