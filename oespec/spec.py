@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.fences import paragraphs
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 

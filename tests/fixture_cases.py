@@ -20,6 +20,7 @@ DATA = Path(__file__).resolve().parent / "data"
 BREAKING = DATA / "breaking"
 INVALID_REGISTRIES = DATA / "registry" / "invalid"
 INVALID_BASE = DATA / "registry" / "valid" / "minimal"
+CONTRACT_CASES = DATA / "contract"
 HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -131,3 +132,11 @@ def invalid_registry(case: str) -> Path:
     """The profiles.yaml of an invalid-registry case, written out."""
     tree = _applied(_read_tree(INVALID_BASE), INVALID_REGISTRIES / case / "profiles.diff")
     return _written(tree, "invalid", case) / "profiles.yaml"
+
+
+@functools.cache
+def contract_case(case: str) -> Path:
+    """The repository's proto/ with a contract case's proto.diff applied, written out: the proto root."""
+    repo = DATA.parent.parent
+    tree = {f"proto/{name}": text for name, text in _read_tree(repo / "proto").items()}
+    return _written(_applied(tree, CONTRACT_CASES / case / "proto.diff"), "contract", case) / "proto"

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from oespec.cli import run
-from oespec.diagnostics import PRINTERS
+from openengine.contractkit.diagnostics import PRINTERS
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from oespec.breaking.match import Pair, pairs
-from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from oespec.registry import Registry, Version
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec, SpecFacts
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from oespec.breaking import Change, Context, rule
 from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
-from oespec.diagnostics import Loc, Severity
+from openengine.contractkit.diagnostics import Loc, Severity
 from oespec.registry import Limit, Profile
 
 SCOPE_WIDTH = {"role": 0, "model": 1, "engine": 2}

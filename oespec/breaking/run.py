@@ -10,7 +10,7 @@ from pathlib import Path
 from oespec.breaking import CATALOGUE, Context, compare
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
 from oespec.breaking.wire import UpstreamScope, WireError, compare_protos
-from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleSpec
 from oespec.registry import Registry, SourceError, load_registry
 

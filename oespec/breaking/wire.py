@@ -25,7 +25,7 @@ from pathlib import Path
 
 from oespec.breaking import CATALOGUE, Context, Rule, breaking_spec
 from oespec.breaking.ownership import WireGraph, attribute, is_generated, load_graph
-from oespec.diagnostics import Diagnostic, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.registry import Registry
 
 BUF_CATEGORY = "FILE"

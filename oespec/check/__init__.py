@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from oespec.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec, SpecFacts
 from oespec.registry import Registry, Resolved, SourceFile
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
     Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
 )
@@ -255,7 +255,7 @@ def request_limit_known(ctx: CheckContext):
                           option.path)
 
 
-@rule("OE108", "upstream-extended-by-addition", requirements=("REQ-ADD-010",), category="contract",
+@rule("OE108", "upstream-extended-by-addition", requirements=("REQ-REV-012",), category="contract",
       needs_contract=True,
       purpose="the proposal extends upstream's messages and enums only with numbers from 100 up, and adds no "
               "RPC to upstream's services (new RPCs go in sibling services)")

@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from oespec.registry.source import SourceError, SourceFile, YMap, parse_text
+from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, parse_text
 
 
 @dataclass(frozen=True)

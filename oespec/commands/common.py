@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from oespec.diagnostics import PRINTERS, Context, Diagnostic, Severity, exit_code, render, sorted_diagnostics
+from openengine.contractkit.diagnostics import PRINTERS, Context, Diagnostic, Severity, exit_code, render, sorted_diagnostics
 from oespec.registry import SourceError
 
 EXIT_UNUSABLE = 2

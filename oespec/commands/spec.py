@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.spec import CASES_DIR, UNKNOWN_REFERENCE, WIRE_WITHOUT_CASE, referenced_ids, scan_requirements
 
 HELP = "check the spec's numbered requirements (ids, tags, duplicates) and citations of them"

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, write
-from oespec.diagnostics import Diagnostic, Severity, exit_code, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, Severity, exit_code, sorted_diagnostics
 
 HELP = "validate a discovery answer, a GetLoad answer or a recorded WatchLoad stream (proto3 JSON)"
 

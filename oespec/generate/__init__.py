@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from oespec.diagnostics import NOWHERE, Loc, Severity
+from openengine.contractkit.diagnostics import NOWHERE, Loc, Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.registry import Registry
 

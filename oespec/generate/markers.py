@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.fences import fenced_lines
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 

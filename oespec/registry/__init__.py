@@ -5,7 +5,7 @@ from oespec.registry.model import (
     Registry, Requirement, Rpc, Scope, Version, VersionRange,
 )
 from oespec.registry.resolve import Resolved, resolve
-from oespec.registry.source import SourceError, SourceFile, parse_text, read_file
+from openengine.contractkit.yamlsource import SourceError, SourceFile, parse_text, read_file
 
 DEFAULT_REGISTRY = "profiles.yaml"
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from oespec.diagnostics import NOWHERE, Loc
+from openengine.contractkit.diagnostics import NOWHERE, Loc
 from openengine.contractkit.conditions import CONDITION_OPERATORS, condition_holds, condition_text  # noqa: F401
 from openengine.contractkit.naming import STREAMING_SHAPES, streams_from_client, streams_from_server  # noqa: F401
 from openengine.contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)

@@ -14,12 +14,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from oespec.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.registry.model import (
     Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
     Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
 )
-from oespec.registry.source import SourceFile, YMap, YNode, YScalar, YSeq
+from openengine.contractkit.yamlsource import SourceFile, YMap, YNode, YScalar, YSeq
 from openengine.contractkit.yamlsource import SchemaProblem, describe_path, node_at, schema_problems
 
 SCHEMA_RULE = "OE001"

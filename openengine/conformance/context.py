@@ -415,6 +415,7 @@ class Context:
             raise KeyError(f"{profile} has no limit {name}")
         caps = self.discovery.capabilities
         field_name = info.capability_field
+        spelled = {number: text for text, number in spec.enum_spellings().items()}
         if caps is not None and field_name:
             model = model or self.model
             for entry in caps.models:
@@ -422,11 +423,11 @@ class Context:
                         and entry.HasField(field_name):
                     value = _field_value(getattr(entry, field_name), name)
                     if value is not None:
-                        return value
+                        return _spelled(value, spelled)
             if caps.HasField(field_name):
                 value = _field_value(getattr(caps, field_name), name)
                 if value is not None:
-                    return value
+                    return _spelled(value, spelled)
         elif profile == CORE:
             value = self._upstream_limit(name, model or self.model)
             if value is not None:
@@ -642,6 +643,13 @@ def _field_value(message, name: str) -> Any:
         values = list(getattr(message, name))
         return values if values else None
     return getattr(message, name) if message.HasField(name) else None
+
+
+def _spelled(value: Any, spelled: dict[int, str]) -> Any:
+    """Enum values of a limit as the registry spells them (`embed`), as its defaults are."""
+    if not spelled or not isinstance(value, list):
+        return value
+    return [spelled.get(v, v) for v in value]
 
 
 def overdue(request, got: list, seconds: float) -> str:

@@ -54,14 +54,14 @@ def test_the_site_step_fails_on_a_broken_link_and_on_an_unknown_anchor(tree):
 
 
 def _delete_load_field(tree: Path) -> None:
-    """The simulated pull request: LoadInfo.prefill_batch_size deleted (its number reserved),
+    """The simulated pull request: WatchLoadSettings.instance_id deleted (its number reserved),
     openengine.load bumped to 2.0 with a history entry and the registry's revision raised, so the
     version rules call it legal."""
     proto = tree / "proto" / "openengine" / "v1" / "load.proto"
     text = proto.read_text(encoding="utf-8")
-    field = re.search(r"\n(?:\s*//[^\n]*\n)*\s*uint32 prefill_batch_size = (\d+);", text)
-    assert field, "LoadInfo.prefill_batch_size is gone from load.proto: pick another field"
-    proto.write_text(text.replace(field[0], f"\n  reserved {field[1]};\n  reserved \"prefill_batch_size\";"),
+    field = re.search(r"\n(?:\s*//[^\n]*\n)*\s*string instance_id = (\d+);", text)
+    assert field, "WatchLoadSettings.instance_id is gone from load.proto: pick another field"
+    proto.write_text(text.replace(field[0], f"\n  reserved {field[1]};\n  reserved \"instance_id\";"),
                      encoding="utf-8")
     registry = tree / "profiles.yaml"
     text = registry.read_text(encoding="utf-8")
@@ -70,7 +70,7 @@ def _delete_load_field(tree: Path) -> None:
     tail = tail.replace('    version: "1.0"\n', '    version: "2.0"\n', 1)
     history_end = re.compile(r"    history:\n(?:      .*\n)+").search(tail).end()    # oldest first
     tail = (tail[:history_end] + '      - version: "2.0"\n'
-            "        changes: Removes LoadInfo.prefill_batch_size.\n" + tail[history_end:])
+            "        changes: Removes WatchLoadSettings.instance_id.\n" + tail[history_end:])
     head = re.sub(r"(?m)^(  revision: )(\d+)$", lambda m: f"{m[1]}{int(m[2]) + 1}", head, count=1)
     registry.write_text(head + tail, encoding="utf-8")
     proc = run([".venv/bin/oespec", "generate"], tree)
@@ -79,7 +79,7 @@ def _delete_load_field(tree: Path) -> None:
 
 def test_a_version_legal_field_deletion_that_breaks_the_engine_fails_the_workflow(git_tree):
     _delete_load_field(git_tree)
-    git(git_tree, "commit", "-q", "-am", "load 2.0: drop prefill_batch_size")
+    git(git_tree, "commit", "-q", "-am", "load 2.0: drop WatchLoadSettings.instance_id")
 
     # The version rules are satisfied: the registry checks and the breaking step passes.
     proc, _ = _steps(git_tree, "check", "breaking")
@@ -88,7 +88,7 @@ def test_a_version_legal_field_deletion_that_breaks_the_engine_fails_the_workflo
     # The reference engine still sets the field: the tests and the conformance suite catch it.
     proc, _ = _steps(git_tree, "test", PYTEST_ARGS=LOAD_TESTS)
     assert proc.returncode != 0 and _status(git_tree, "test") != 0
-    assert "prefill_batch_size" in proc.stdout + proc.stderr
+    assert "instance_id" in proc.stdout + proc.stderr
     proc, summary = _steps(git_tree, "conformance")
     assert proc.returncode != 0 and _status(git_tree, "conformance") != 0
 

@@ -381,7 +381,7 @@ def test_the_reference_engine_restarted_on_its_port_is_followed():
 
     request = load_pb2.WatchLoadRequest(interval_ms=20)
     with RunningEngine(EngineConfig(port=0, profiles=("load",))) as engine:
-        port = engine.engine.port
+        port = int(engine.address.rpartition(":")[2])
         channel = grpc.insecure_channel(engine.address)
         watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=request, backoff=FAST).start()
         first = watcher.wait_for_snapshot(timeout=10).instance_id

@@ -41,7 +41,8 @@ FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
 VENV = Path(sys.executable).parent.parent
 # What a maintainer's checkout needs to run the workflow; tests and benchmarks stay behind.
 COPIED = (".ci", ".gitignore", "Makefile", "README.md", "buf.yaml", "mkdocs.yml", "profiles.yaml", "pyproject.toml",
-          "requirements.txt", "requirements-llama.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests")
+          "requirements.txt", "requirements-llama.txt", "oespec", "openengine", "proto", "schemas", "site", "spec", "tests",
+          "upstream")
 BUILD_OUTPUTS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 GENERATED = "generated from profiles.yaml"
 STEP_TIMEOUT = 600   # a workflow run: a suite, a site build
@@ -61,7 +62,7 @@ def _ignore(directory: str, entries: list[str]) -> set[str]:
     rel = Path(directory).resolve().relative_to(REPO).as_posix()
     skip = {e for e in entries if e in BUILD_OUTPUTS}
     if rel == "openengine":
-        skip |= {"v1", "legacy"} & set(entries)   # bindings: build outputs
+        skip |= {"v1"} & set(entries)   # bindings: build outputs
     if rel == "site":
         skip |= {"build"} & set(entries)
     return skip
@@ -243,7 +244,7 @@ def test_only_the_engines_service_module_is_hand_written_python(generated: Path)
     changed = []
     for path in sorted(generated.rglob("*.py")):
         rel = path.relative_to(generated)
-        if rel.parts[:2] in (("openengine", "v1"), ("openengine", "legacy")) or "__pycache__" in rel.parts:
+        if rel.parts[:2] == ("openengine", "v1") or "__pycache__" in rel.parts:
             continue
         original = REPO / rel
         if not original.exists() or original.read_bytes() != path.read_bytes():

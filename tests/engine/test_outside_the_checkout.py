@@ -31,7 +31,7 @@ import yaml
 from google.protobuf import json_format
 
 from openengine.conformance import all_cases, coverage, render_matrix
-from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
+from openengine.v1 import control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, server_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 OESPEC = Path(sys.executable).parent / "oespec"
@@ -75,9 +75,9 @@ def engine_process(oespec: Path | str, *args: str, cwd: Path, env: dict | None =
 def discovery(address: str) -> dict:
     """What the engine says about itself, without what differs per process (its instance id)."""
     with grpc.insecure_channel(address) as channel:
-        stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-        info = stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=10)
-        caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=10)
+        info = control_service_pb2_grpc.ControlStub(channel).GetServerInfo(server_pb2.GetServerInfoRequest(), timeout=10)
+        caps = discovery_service_pb2_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest(),
+                                                                                timeout=10)
     info.ClearField("instance_id")
     return {"info": json_format.MessageToDict(info), "capabilities": json_format.MessageToDict(caps)}
 
@@ -126,7 +126,7 @@ def _sources(directory: str, entries: list[str]) -> set[str]:
     if rel == ".":
         skip |= {".git", ".venv", "build", "site", "bench", "tests"} & set(entries)
     if rel == "openengine":
-        skip |= {"v1", "legacy"} & set(entries)
+        skip |= {"v1"} & set(entries)
     return skip
 
 
@@ -164,7 +164,7 @@ def test_the_sdist_holds_the_sources_and_builds_the_same_wheel(built):
                    "proto/openengine/v1/options.proto", "spec/index.md", "schemas/capabilities.schema.json",
                    "openengine/conformance/requirements.json", "oespec/registry/profiles.schema.json"):
         assert needed in names, f"the sdist lacks {needed}"
-    assert not [n for n in names if n.startswith(("openengine/v1/", "openengine/legacy/"))], \
+    assert not [n for n in names if n.startswith("openengine/v1/")], \
         "the sdist carries build outputs"
     assert wheel_files(built.wheel) == wheel_files(built.tree_wheel)
 
@@ -176,9 +176,8 @@ def test_the_wheel_carries_the_bindings_oespec_generate_writes(built):
     top = {name.split("/", 1)[0] for name in files}
     info = next(name for name in top if name.endswith(".dist-info"))
     assert top - {info} == {"oespec", "openengine"}
-    bound = {name: data for name, data in files.items() if name.startswith(("openengine/v1/", "openengine/legacy/"))}
-    in_checkout = {p.relative_to(ROOT).as_posix(): p.read_bytes()
-                   for folder in ("openengine/v1", "openengine/legacy") for p in (ROOT / folder).rglob("*")
+    bound = {name: data for name, data in files.items() if name.startswith("openengine/v1/")}
+    in_checkout = {p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "openengine/v1").rglob("*")
                    if p.is_file() and "__pycache__" not in p.parts}
     assert in_checkout, "the checkout has no bindings; run `make bindings`"
     assert bound == in_checkout

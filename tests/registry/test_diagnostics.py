@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from oespec.diagnostics import (
+from openengine.contractkit.diagnostics import (
     PRINTERS, Diagnostic, Loc, Severity, exit_code, render_github, render_json, render_text,
     sorted_diagnostics,
 )

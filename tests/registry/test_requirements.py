@@ -37,8 +37,9 @@ def _failing_rules() -> set[str]:
     """Rule ids some fixture expects as a failure (check: any listed finding; breaking: warning or error)."""
     failing = set()
     yaml = YAML(typ="safe")
-    for expected in (DATA / "registry" / "invalid").glob("*/expected.yaml"):
-        failing |= {entry["rule"] for entry in yaml.load(expected.read_text())}
+    for folder in ("registry/invalid", "contract"):
+        for expected in (DATA / folder).glob("*/expected.yaml"):
+            failing |= {entry["rule"] for entry in yaml.load(expected.read_text())}
     for expected in (DATA / "breaking").glob("*/expected.yaml"):
         for entry in yaml.load(expected.read_text())["findings"] or []:
             if entry["severity"] in ("warning", "error"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from oespec.diagnostics import Loc
+from openengine.contractkit.diagnostics import Loc
 from oespec.registry import SourceError, load_registry_text, parse_text, read_file
-from oespec.registry.source import YMap, YScalar, YSeq
+from openengine.contractkit.yamlsource import YMap, YScalar, YSeq
 
 
 def test_locations_are_one_based():

@@ -457,16 +457,3 @@ def test_requirement_pages_show_titles_and_link_what_checks_each_requirement(pag
         ids = {attrs["id"] for _, attrs in scan(served).elements if attrs.get("id")}
         missing = targets.get(url, set()) - ids
         assert missing == set(), (url, sorted(missing)[:5])
-
-
-@REPOSITORY
-def test_the_protocol_sidebar_lists_the_current_layout_first(page, server):
-    """The files of v1 come first; the earlier layouts' files follow in a section of their own."""
-    page.goto(server + "reference/protocol/")
-    names = page.evaluate("() => [...document.querySelectorAll('.md-nav--primary .md-nav__link')]"
-                          ".map(a => a.textContent.trim())")
-    protos = [n for n in names if n.endswith(".proto") or n == "Earlier layouts"]
-    assert "capabilities.proto" in protos and "Earlier layouts" in protos, protos
-    split = protos.index("Earlier layouts")
-    assert "capabilities.proto" in protos[:split] and "openengine.proto" in protos[split:], protos
-    assert "control.proto" not in protos[:split], protos

@@ -45,6 +45,22 @@ def test_every_profile_has_a_page_and_a_nav_entry(registry, repository_docs):
         assert docs.profile_page_path(profile) in nav
 
 
+def test_the_additions_page_lists_what_only_the_proposal_defines(registry, repository_docs):
+    """What upstream v1 defines never appears; each addition links its reference entry."""
+    page = repository_docs[f"{docs.GENERATED_DIR}/{docs.ADDITIONS_PAGE}"]
+    sections = dict(part.split("\n", 1) for part in page.split("\n## ")[1:])
+    for profile in registry.profiles:
+        assert f"`{profile.name}`" in sections["Profiles"]
+    services = sections["Services and RPCs"]
+    assert "[`Discovery/GetCapabilities`](protocol/discovery_service.md#openengine-v1-discovery)" in services
+    assert "`Control" not in services and "`Inference" not in services
+    assert "`GetCapabilitiesRequest`" in sections["Messages and enums"]
+    assert "`GenerateRequest`" not in sections["Messages and enums"]
+    extensions = sections["Fields and values added to upstream's messages and enums"]
+    assert "`ServerInfo.capability_revision`" in extensions and "`uint64 capability_revision = 100`" in extensions
+    assert "`EngineRole.ENGINE_ROLE_ENCODER`" in extensions and "temperature" not in extensions
+
+
 def test_committed_pages_are_current(repository_plan):
     stale = stale_outputs(ROOT, list(repository_plan))
     assert stale == [], "run `make generate`"

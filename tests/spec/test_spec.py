@@ -29,7 +29,6 @@ SPEC = ROOT / "spec"
 # registry's (`requirement_areas` in profiles.yaml), so a new profile's page needs no entry here.
 SPEC_AREAS = {
     "SVC": {"services.md"},
-    "ALIAS": {"services.md"},
     "ADD": {"additions.md"},
     "VER": {"versioning.md"},
 }

@@ -7,7 +7,7 @@ import math
 from oespec.check import CheckContext, Finding, rule
 from oespec.check.rules._common import prerequisites, profiles_by_name
 from oespec.check.rules.limits import NUMERIC, _show
-from oespec.diagnostics import Severity
+from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS
 
 

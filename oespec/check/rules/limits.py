@@ -7,7 +7,7 @@ import re
 
 from oespec.check import CheckContext, Finding, rule
 from oespec.check.rules.numbering import GENERATED_MESSAGES
-from oespec.diagnostics import Severity
+from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS, Limit
 
 NUMERIC = ("uint32", "uint64", "int32", "double")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oespec.check import CheckContext, Finding, rule
-from oespec.diagnostics import Severity
+from openengine.contractkit.diagnostics import Severity
 
 # Standard gRPC services (health, reflection) that standard profiles may require as they are.
 GRPC_STANDARD_PREFIX = "grpc."

@@ -7,7 +7,7 @@ import re
 
 from oespec.check import CheckContext, Finding, rule
 from oespec.check.rules._common import versioned_elements
-from oespec.diagnostics import Severity
+from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import Version
 
 

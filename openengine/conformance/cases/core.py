@@ -286,7 +286,7 @@ def _expect_success(stream: Stream, what: str) -> None:
 
 
 @case("core.generate.stream", profile=CORE,
-      requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-015",
+      requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-015", "REQ-SVC-002",
                 "REQ-CORE-016.1", "REQ-CORE-016.2", "REQ-CORE-017.1", "REQ-CORE-017.2",
                 "REQ-CORE-017.3", "REQ-CORE-019.1", "REQ-CORE-019.3", "REQ-CORE-006"),
       title="Generate streams token events, then one finished (LENGTH at max_tokens) with the "
@@ -297,8 +297,8 @@ async def generate_stream(ctx: Context):
     # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
     request = ctx.generate_request(max_tokens=6, ignore_eos=True)
     stream = Stream(await ctx.generate(request), request)
-    _expect_success(stream, "a 6-token request")
     _expect_shape(stream, request_id=request.request_id)
+    _expect_success(stream, "a 6-token request")
     out = stream.output(0)
     tokens = len(out.tokens)
     expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated (ignore_eos set): an "
@@ -653,7 +653,7 @@ async def abort_all(ctx: Context):
 
 
 @case("core.abort.targets", profile=CORE,
-      requires=("REQ-CORE-010.5", "REQ-CORE-010.6", "REQ-CORE-010.8"),
+      requires=("REQ-CORE-010.2", "REQ-CORE-010.5", "REQ-CORE-010.6", "REQ-CORE-010.8"),
       title="Abort answers ALREADY_FINISHED for a finished request, NOT_FOUND for an unknown "
             "request or KV session, INVALID_ARGUMENT without a target, and ends nothing then")
 async def abort_targets(ctx: Context):
@@ -1050,7 +1050,8 @@ async def model_limits(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # Load (Control/GetLoad) and health (Control/Health)
 
-@case("core.load.back-to-idle", profile=CORE, requires=("REQ-LOAD-024.1", "REQ-LOAD-024.2"),
+@case("core.load.back-to-idle", profile=CORE,
+      requires=("REQ-LOAD-001.2", "REQ-LOAD-024.1", "REQ-LOAD-024.2"),
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "
             "and 0 queued, with no negative figure")
 async def back_to_idle(ctx: Context):

@@ -24,6 +24,17 @@ def _name(status: int) -> str:
     return S.ServingStatus.Name(status)
 
 
+async def require_health(ctx: Context) -> None:
+    """Fail at once, saying what to add, when the engine serves no standard health at all: each
+    health requirement is then broken for that one reason."""
+    try:
+        await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise Failed("the engine does not serve grpc.health.v1.Health: add it, with a status "
+                         "for \"\" and for each service it serves (REQ-HEALTH-001)") from None
+
+
 @case("health.served", profile=CORE, requires=("REQ-HEALTH-001",),
       title="grpc.health.v1.Health Check and Watch are served")
 async def served(ctx: Context):
@@ -50,6 +61,7 @@ async def served(ctx: Context):
 @case("health.check.advertised-services", profile=CORE, requires=("REQ-HEALTH-002",),
       title="Check answers SERVING or NOT_SERVING for every advertised service served on the address")
 async def check_advertised(ctx: Context):
+    await require_health(ctx)
     problems = []
     for service in ctx.main_services:
         try:
@@ -66,6 +78,7 @@ async def check_advertised(ctx: Context):
 @case("health.check.unknown-not-found", profile=CORE, requires=("REQ-HEALTH-003",),
       title="Check for an unknown, short, mis-cased or unadvertised service name fails NOT_FOUND")
 async def check_unknown(ctx: Context):
+    await require_health(ctx)
     names = ["conformance.no.such.Service", "Inference", INFERENCE.lower(), INFERENCE.upper()]
     # Unadvertised services, and Admin when it is served only on an address of its own.
     names += [s for s in ctx.contract.all_services if s not in ctx.main_services]
@@ -84,6 +97,7 @@ async def check_unknown(ctx: Context):
 @case("health.check.overall", profile=CORE, requires=("REQ-HEALTH-004",),
       title='Check("") is SERVING exactly when openengine.v1.Inference is')
 async def check_overall(ctx: Context):
+    await require_health(ctx)
     overall, inference = await ctx.check_health(""), await ctx.check_health(INFERENCE)
     expect((overall == S.SERVING) == (inference == S.SERVING),
            f'Check("") is {_name(overall)} while {INFERENCE} is {_name(inference)}')
@@ -106,6 +120,7 @@ async def _first(reader: Reader, what: str, wait: float):
 @case("health.watch.first-message", profile=CORE, requires=("REQ-HEALTH-005",),
       title="Watch sends the current status at once, for every advertised service")
 async def watch_first(ctx: Context):
+    await require_health(ctx)
     for service in [""] + ctx.main_services:
         current = await ctx.check_health(service)
         reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=service),
@@ -152,6 +167,7 @@ async def watch_change(ctx: Context):
 @case("health.watch.unknown-service", profile=CORE, requires=("REQ-HEALTH-006",),
       title="Watch for an unknown service sends SERVICE_UNKNOWN and keeps the stream open")
 async def watch_unknown(ctx: Context):
+    await require_health(ctx)
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
                             timeout=ctx.options.case_timeout)
     reader = Reader(call)

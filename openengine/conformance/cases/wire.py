@@ -159,6 +159,9 @@ async def admin_bearer_case(ctx: Context):
 @case("health.list", profile=CORE, requires=("REQ-HEALTH-013",),
       title="Health/List reports exactly the names Check answers, with the same statuses")
 async def health_list(ctx: Context):
+    from openengine.conformance.cases.health import require_health
+
+    await require_health(ctx)
     try:
         listed = (await ctx.health.List(health_pb2.HealthListRequest())).statuses
     except grpc.aio.AioRpcError as err:

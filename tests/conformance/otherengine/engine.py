@@ -147,8 +147,8 @@ class Bugs:
     health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
     health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
     health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
-    discovery_under_short_name: bool = False   # Discovery also answers as openengine.Discovery (REQ-SVC-001)
-    abort_error_twice: bool = False        # an aborted stream carries its EngineError twice (REQ-SVC-002)
+    control_under_short_name: bool = False   # Control also answers as openengine.Control (REQ-SVC-001)
+    abort_error_twice: bool = False        # a failed stream carries its EngineError twice (REQ-SVC-002)
     unknown_model_invalid: bool = False    # an unknown model fails INVALID_ARGUMENT (REQ-SVC-003)
     watchers_full_unavailable: bool = False   # a stream beyond max_watchers fails UNAVAILABLE (REQ-SVC-004)
     nan_temperature_accepted: bool = False   # a NaN temperature is sampled as if greedy (REQ-SVC-005)
@@ -406,9 +406,10 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.admin.pause_modes.append(caps_pb.PAUSE_MODE_ABORT)
         out.admin.max_sleep_level = 1
         out.admin.updatable_limits.append(UPDATABLE)
+    # Every served model has its entry, so a model-scoped profile no model lists is visible.
+    model = out.models.add(model=MODEL)
     if st.tasks:
         out.profiles.add(name="openengine.tasks", major=1, minor=0)
-        model = out.models.add(model=MODEL)
         model.profiles.add(name="openengine.tasks", major=1, minor=0)
         model.tasks.supported_tasks.append(caps_pb.TASK_FAMILY_EMBED)
         model.tasks.max_inputs_per_request = MAX_TASK_INPUTS
@@ -1383,8 +1384,8 @@ class OtherEngine:
             self.admin_port = self.admin_server.add_insecure_port("127.0.0.1:0")
         elif tokens:
             handlers[ADMIN] = admin_handlers(st, tokens, unary, stream)
-        if bugs.discovery_under_short_name:
-            handlers["openengine.Discovery"] = handlers["openengine.v1.Discovery"]
+        if bugs.control_under_short_name:
+            handlers["openengine.Control"] = handlers["openengine.v1.Control"]
         if bugs.watch_unimplemented:
             del handlers["openengine.v1.Observability"]["WatchLoad"]
         self.health = st.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
