@@ -115,14 +115,16 @@ SUBSCRIBE, AWAIT_VIEW = "subscribe", "await-view"
 
 class WatchState:
     """Every decision of a load watcher, with no I/O. Its inputs are methods named after what
-    happened; `next_step()` says what to do next. `wake` is called whenever a waiter may have
-    something new to see (a snapshot, the end)."""
+    happened; `next_step()` says what to do next. `wake` is called whenever a snapshot waiter may
+    have something new to see (a snapshot, the end), `rouse` when the events loop may (a new view,
+    the end); neither is called per message otherwise."""
 
     def __init__(self, *, view: CapabilityView | None = None, request=None, backoff: Backoff | None = None,
                  tolerance: float = 0.5, poll_interval: float | None = None, watchdog_interval: float = 0.05,
                  on_snapshot: Callable | None = None, on_revision_change: Callable | None = None,
                  on_restart: Callable[[Restart], None] | None = None, violations_kept: int = 1000,
-                 clock: Callable[[], float] = time.monotonic, wake: Callable[[], None] = lambda: None):
+                 clock: Callable[[], float] = time.monotonic, wake: Callable[[], None] = lambda: None,
+                 rouse: Callable[[], None] = lambda: None):
         from openengine.v1 import load_pb2, server_pb2
 
         self.request = request if request is not None else load_pb2.WatchLoadRequest()
@@ -137,6 +139,7 @@ class WatchState:
         self.on_restart = on_restart
         self.clock = clock
         self.wake = wake
+        self.rouse = rouse
         self.view: CapabilityView | None = None
         self.latest = None
         self.latest_at: float | None = None
@@ -228,7 +231,7 @@ class WatchState:
                 else max(DEFAULT_POLL_S, (least or 100) / 1000.0)
         else:
             self.mode = POLL           # GetLoad is core: every engine answers it
-        self.wake()
+        self.rouse()
 
     def received(self, msg) -> bool:
         """Judge and keep one stream message. False when the stream must be closed now: it speaks
@@ -302,6 +305,7 @@ class WatchState:
     def stop(self) -> None:
         self.stopped = True
         self.wake()
+        self.rouse()
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
         """Nothing is left to try: say why, and release every waiter."""
@@ -310,6 +314,7 @@ class WatchState:
             self.last_error = error
         self.mode = UNAVAILABLE
         self.wake()
+        self.rouse()
 
     # -- inputs: the events loop -----------------------------------------------------------------
     def runtime_event(self, msg) -> bool:
@@ -437,10 +442,9 @@ class LoadWatcher(_Driver):
         self._threads: list[threading.Thread] = []
         self._call = None
         self._events_call = None
-        self._state = WatchState(wake=self._wake, **options)
+        self._state = WatchState(wake=self._wake, rouse=self._view_changed.set, **options)
 
     def _wake(self) -> None:
-        self._view_changed.set()
         with self._changed:
             self._changed.notify_all()
 
@@ -502,6 +506,8 @@ class LoadWatcher(_Driver):
 
     def _stream(self, request) -> None:
         self._call = call = self._watch_stub.WatchLoad(request)
+        if self._state.stopped:     # stop() came before the call existed to be cancelled
+            call.cancel()
         try:
             for msg in call:
                 if not self._do(self._state.received, msg):
@@ -525,6 +531,8 @@ class LoadWatcher(_Driver):
                 continue
             self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
                 events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
             error: BaseException | None = None
             try:
                 for msg in call:
@@ -565,13 +573,16 @@ class AsyncLoadWatcher(_Driver):
         self._view_changed: asyncio.Event | None = None
         self._call = None
         self._events_call = None
-        self._state = WatchState(wake=self._wake, **options)
+        self._state = WatchState(wake=self._wake, rouse=self._rouse, **options)
 
+    # Both set on the loop: only the watcher's own tasks feed the state machine.
     def _wake(self) -> None:
-        # Set on the loop: only the watcher's own tasks feed the state machine.
-        for event in (self._woken, self._view_changed):
-            if event is not None:
-                event.set()
+        if self._woken is not None:
+            self._woken.set()
+
+    def _rouse(self) -> None:
+        if self._view_changed is not None:
+            self._view_changed.set()
 
     async def start(self) -> "AsyncLoadWatcher":
         self._woken = asyncio.Event()
@@ -638,6 +649,8 @@ class AsyncLoadWatcher(_Driver):
 
     async def _stream(self, request) -> None:
         self._call = call = self._watch_stub.WatchLoad(request)
+        if self._state.stopped:     # stop() came before the call existed to be cancelled
+            call.cancel()
         try:
             async for msg in call:
                 if not self._state.received(msg):
@@ -661,6 +674,8 @@ class AsyncLoadWatcher(_Driver):
                 continue
             self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
                 events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
             error: BaseException | None = None
             try:
                 async for msg in call:

@@ -26,14 +26,17 @@ from openengine.v1 import error_pb2, generation_pb2
 log = logging.getLogger("openengine.serve")
 _END = object()     # the backend's outputs are exhausted
 
-# What a cancelled output's GenerationFinished says, by why the SDK ended the request.
-CANCELLED_BECAUSE = {
-    AbortReason.ABORT_RPC: "cancelled by Control/Abort",
-    AbortReason.CLIENT_CANCELLED: "the client cancelled the call",
-    AbortReason.STALLED_CONSUMER: "the client stopped reading the stream",
-    AbortReason.PAUSED: "generation was paused",
-    AbortReason.DRAIN_DEADLINE: "the drain deadline passed",
-    AbortReason.SHUTDOWN: "the engine is shutting down",
+# How a stream ends when the SDK stopped its request. A client's own stop (Abort, going away)
+# cancels the open outputs; a stop the engine made (stalled reader, pause, drain, shutdown) is a
+# failure the client may retry elsewhere: (EngineError code or None for CANCELLED, why).
+ENDED_BECAUSE = {
+    AbortReason.ABORT_RPC: (None, "cancelled by Control/Abort"),
+    AbortReason.CLIENT_CANCELLED: (None, "the client cancelled the call"),
+    AbortReason.STALLED_CONSUMER: (ErrorCode.OVERLOADED, "the client stopped reading the stream"),
+    AbortReason.PAUSED: (ErrorCode.OVERLOADED, "generation was paused; retry later or on another engine"),
+    AbortReason.DRAIN_DEADLINE: (ErrorCode.DRAINING, "the engine is draining and its deadline passed; "
+                                                     "retry on another engine"),
+    AbortReason.SHUTDOWN: (ErrorCode.DRAINING, "the engine is shutting down; retry on another engine"),
 }
 # The EngineError of a backend's refusal that comes after its first output.
 LATE_REFUSAL = {RefusalCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
@@ -58,6 +61,9 @@ class Events:
         self.request_id = request.request_id
         self.skip_text = request.message.skip_detokenize
         self.keep_stop = request.message.stopping.include_stop_in_output
+        response = request.message.response
+        self.wants_logprobs = response.return_output_logprobs
+        self.wants_prompt = response.return_prompt_logprobs
         self.token_text = None if self.skip_text else tokenizer.token_text
         self.open = set(range(request.sequences))
         self.counted = [0] * request.sequences   # tokens per output, as usage counts them
@@ -104,8 +110,14 @@ class Events:
             raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.counted) - 1}")
         if index not in self.open:
             raise BackendMistake(f"{kind}.index", f"{index}: that output already ended with its Final")
-        if logprobs and len(logprobs) != len(token_ids):
-            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens")
+        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2**32 for t in token_ids):
+            raise BackendMistake(f"{kind}.token_ids", f"is {token_ids!r}; token ids are whole numbers from 0")
+        if (logprobs or self.wants_logprobs) and len(logprobs) != len(token_ids):
+            asked = "; the request asked for output log-probabilities" if self.wants_logprobs else ""
+            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens{asked}")
+        if self.wants_prompt and not self.started:
+            raise BackendMistake("Prompt", "is missing; the request asked for prompt log-probabilities: yield a "
+                                           "Prompt before the first Chunk")
         if not token_ids and not text:
             return []
         self.counted[index] += len(token_ids)
@@ -161,6 +173,10 @@ class Events:
                                  f"is {final.completion_tokens}, but {counted} for output {index}; count every "
                                  "token of the output's Chunks and Final")
         self.counted[index] = final.completion_tokens
+        if (final.finish_reason == FinishReason.STOP) != (stop is not None and stop.WhichOneof("match") is not None):
+            raise BackendMistake("Final.stop_match", f"is {'unset' if stop is None else 'set'} with finish_reason "
+                                                     f"{FinishReason(final.finish_reason).name}; set it exactly when "
+                                                     "the reason is STOP (SequenceStops gives it)")
         if final.cached_prompt_tokens > final.prompt_tokens:
             raise BackendMistake("Final.cached_prompt_tokens",
                                  f"is {final.cached_prompt_tokens}, more than prompt_tokens {final.prompt_tokens}")
@@ -229,9 +245,9 @@ class Inference:
 
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         """Admit (a refusal is the call's status), then stream the events of the backend's
-        outputs. After acceptance every ending is in the stream: the outputs' own, CANCELLED for
-        each open output when the SDK ended the request, or one EngineError; the status is OK. A
-        client that goes away has its request aborted in the backend at once."""
+        outputs. After acceptance every ending is in the stream (`ENDED_BECAUSE` when the SDK
+        stopped the request), with status OK. A client that goes away has its request aborted in
+        the backend at once."""
         state = self.state
         admitted = self.admission.admit(request, context.invocation_metadata())
         flight = InFlight(admitted)
@@ -274,12 +290,13 @@ class Inference:
                 return
             except Exception as err:
                 # After acceptance a failure is the stream's terminal error, never a status.
-                log.exception("request %s failed in the backend", admitted.request_id)
-                yield events.error(ErrorCode.INTERNAL,
-                                   f"the engine failed while generating ({type(err).__name__}); the failure is logged")
+                yield events.error(ErrorCode.INTERNAL, state.backend_errors.report(
+                    "generate()", type(err).__name__, "was raised while generating (logged once, with its traceback)",
+                    exc_info=err))
                 return
             if flight.aborted is not None:
-                for message in events.cancelled(CANCELLED_BECAUSE[flight.aborted]):
+                code, why = ENDED_BECAUSE[flight.aborted]
+                for message in events.cancelled(why) if code is None else [events.error(code, why, retryable=True)]:
                     yield message
             else:
                 yield events.unfinished(state.backend_errors)
