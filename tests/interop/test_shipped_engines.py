@@ -57,6 +57,8 @@ CHECKS = {
 OPTIONAL = {"inference.generate.num_sequences", "inference.generate.output_logprobs"}
 SKIPPABLE = {"reference": set(), "counting": OPTIONAL, "llama": OPTIONAL}
 
+# One worker takes the whole module (`--dist loadgroup`), so the engines start once; not `waits`,
+# whose tests tests/conftest.py deals out over several workers.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("upstream-interop")]
 
 
