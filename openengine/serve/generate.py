@@ -223,6 +223,28 @@ class Events:
             "generate()", "iterator", f"ended with output(s) {indexes} unfinished; end each output with a Final"))
 
 
+async def next_output(flight: InFlight, iterator):
+    """The backend's next output, or _END when it has no more or the request was aborted while
+    the backend held it (the abort cancels this wait: `ServingState.abort`)."""
+    task = asyncio.current_task()
+    flight.waiting = task
+    try:
+        output = await anext(iterator, _END)
+    except asyncio.CancelledError:
+        # Only the abort's own cancellation ends the wait quietly; any other (the call itself is
+        # cancelled) goes on.
+        if not flight.wait_cancelled or task.uncancel() > 0:
+            raise
+        flight.wait_cancelled = False
+        return _END
+    finally:
+        flight.waiting = None
+    if flight.wait_cancelled:    # the backend swallowed the cancellation: withdraw it
+        flight.wait_cancelled = False
+        task.uncancel()
+    return output
+
+
 class Inference:
     """openengine.v1.Inference."""
 
@@ -259,17 +281,7 @@ class Inference:
         clock = asyncio.get_running_loop().time
         try:
             try:
-                # Abort cancels the wait for the first output: a request the backend holds in its
-                # queue ends at once, without waiting for a slot.
-                flight.first_output = asyncio.ensure_future(anext(iterator, _END))
-                try:
-                    output = await flight.first_output
-                except asyncio.CancelledError:
-                    if flight.aborted is None or asyncio.current_task().cancelling():
-                        raise
-                    output = _END
-                finally:
-                    flight.first_output = None
+                output = await next_output(flight, iterator)
                 while output is not _END and flight.aborted is None:
                     for message in events.output(output):
                         flight.writing_since = clock()
@@ -277,7 +289,7 @@ class Inference:
                         flight.writing_since = None
                     if events.done:
                         return
-                    output = await anext(iterator, _END)
+                    output = await next_output(flight, iterator)
             except Refusal as refusal:
                 if not events.started:
                     raise

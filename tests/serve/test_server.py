@@ -464,3 +464,22 @@ def test_a_request_the_engine_stops_ends_with_a_retryable_error(reason, code):
         asyncio.run_coroutine_threadsafe(stop(), engine.loop).result(5)
         rest = list(stream)
     assert [(m.error.code, m.error.retryable, m.usage.completion_tokens) for m in rest] == [(code, True, 1)]
+
+
+def test_abort_ends_the_stream_at_once_even_when_the_backend_is_slow_to_stop():
+    class Slow(Backend):
+        async def generate(self, request):
+            yield Chunk((65,), text="A")
+            await asyncio.sleep(30)   # a long step that does not look at abort
+            yield Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=2, token_ids=(66,))
+
+    backend = Slow()
+    with running(backend) as engine, grpc.insecure_channel(engine.address) as channel:
+        stream = inference_grpc.InferenceStub(channel).Generate(
+            generation_pb2.GenerateRequest(prompt="hi", request_id="slow"), timeout=10)
+        assert next(stream).WhichOneof("event") == "token"
+        control_grpc.ControlStub(channel).Abort(lifecycle_pb2.AbortRequest(request_id="slow"), timeout=5)
+        rest = list(stream)
+    assert [(m.finished.reason, m.usage.completion_tokens) for m in rest] == \
+        [(generation_pb2.FINISH_REASON_CANCELLED, 1)]
+    assert backend.aborts == [("slow", AbortReason.ABORT_RPC)]
