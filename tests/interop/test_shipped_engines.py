@@ -7,7 +7,9 @@ The client (tests/interop/upstream_client.py) runs in a process whose `openengin
 stubs generated from upstream/openengine-v1.binpb alone. It calls every upstream RPC and judges
 each answer by upstream's docs/api.md: the answer decodes as upstream's message; Generate honours
 max_tokens, stop texts and tokens, seeds, usage, finish reasons and Abort; GetServerInfo passes a
-revision-1 client's compatibility rule. Its exit status is 0 only when every check passes.
+revision-1 client's compatibility rule. Its exit status is 0 only when every check passes. Then
+tests/interop/upstream_unknown_fields.py, in a process of the same kind, lists what the engine's
+answers carry beyond upstream's messages: only the proposal's additions, numbered from 100 up.
 
 The three engines start together and the three clients run together, once for the module, so its
 wall time is one engine's start plus one client's run; the tests then read the recorded runs."""
@@ -26,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.interop.stubs import CLIENT, ROOT, upstream_command
+
+UNKNOWN_FIELDS = CLIENT.parent / "upstream_unknown_fields.py"
 
 OESPEC = str(Path(sys.executable).parent / "oespec")
 EXAMPLE = ROOT / "examples" / "counting_engine.py"
@@ -104,6 +108,8 @@ class ClientRun:
     address: str
     returncode: int | None      # None: the engine never served, so no client ran
     output: str
+    unknown_fields_returncode: int | None = None
+    unknown_fields_output: str = ""
     engine_log: str = ""        # the engine's whole log, start to stop
 
     @property
@@ -143,9 +149,12 @@ def run_client(stubs: Path, engine: Engine) -> ClientRun:
         why = f"exited with status {status} before it served" if status is not None else \
             f"logged no address within {START_SECONDS} s"
         return ClientRun(engine.name, "", None, f"(no client ran: the engine {why})")
-    proc = subprocess.run(upstream_command(stubs, CLIENT, "--target", engine.address, "--timeout", CLIENT_TIMEOUT),
-                          capture_output=True, text=True, timeout=180)
-    return ClientRun(engine.name, engine.address, proc.returncode, proc.stdout + proc.stderr)
+    client, probe = (subprocess.run(upstream_command(stubs, script, "--target", engine.address,
+                                                     "--timeout", CLIENT_TIMEOUT),
+                                    capture_output=True, text=True, timeout=180)
+                     for script in (CLIENT, UNKNOWN_FIELDS))
+    return ClientRun(engine.name, engine.address, client.returncode, client.stdout + client.stderr,
+                     probe.returncode, probe.stdout + probe.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +188,52 @@ def test_an_upstream_client_gets_correct_answers(client_runs, engine):
     assert not not_passed, f"{not_passed}\n{run.explain()}"
     # An engine answers every call of a correct client without failing inside.
     assert "Traceback" not in run.engine_log, run.explain()
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_what_upstream_does_not_define_is_numbered_from_100(client_runs, engine):
+    run = client_runs[engine]
+    assert run.unknown_fields_returncode == 0, f"{run.unknown_fields_output}\n{run.explain()}"
+    # The proposal's capability_revision is in every ServerInfo: seen, so the probe reads the answers.
+    assert "FIELD openengine.v1.ServerInfo 100" in run.unknown_fields_output.splitlines(), run.unknown_fields_output
+
+
+def test_the_unknown_field_probe_names_a_field_below_100(upstream_stubs):
+    """An engine whose GenerationFinished carries a field 50 that upstream does not define: the
+    probe finds it inside the stream's message and fails."""
+    import grpc
+
+    from openengine.v1 import generation_pb2, lifecycle_pb2, model_pb2, server_pb2
+
+    field_50 = bytes([0x90, 0x03, 0x01])     # key 50 << 3 | VARINT (400, as a varint), then value 1
+    finished = generation_pb2.GenerationFinished(output_index=0, reason=generation_pb2.FINISH_REASON_LENGTH)
+    finished_bytes = finished.SerializeToString() + field_50
+    response = generation_pb2.GenerateResponse(request_id="r").SerializeToString()
+    response += bytes([5 << 3 | 2, len(finished_bytes)]) + finished_bytes      # field 5, finished (short)
+    answers = {
+        "/openengine.v1.Control/GetServerInfo": server_pb2.ServerInfo(supported_models=["m"]).SerializeToString(),
+        "/openengine.v1.Control/GetModelInfo": model_pb2.ModelInfo(model_id="m").SerializeToString(),
+        "/openengine.v1.Control/GetLoad": server_pb2.LoadInfo().SerializeToString(),
+        "/openengine.v1.Control/Health": lifecycle_pb2.HealthResponse().SerializeToString(),
+    }
+
+    class Handler(grpc.GenericRpcHandler):
+        def service(self, details):
+            if details.method == "/openengine.v1.Inference/Generate":
+                return grpc.unary_stream_rpc_method_handler(lambda request, context: iter([response]))
+            if details.method in answers:
+                return grpc.unary_unary_rpc_method_handler(lambda request, context: answers[details.method])
+            return None
+
+    server = grpc.server(ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((Handler(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        proc = subprocess.run(upstream_command(upstream_stubs, UNKNOWN_FIELDS, "--target", f"127.0.0.1:{port}"),
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        server.stop(0)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL fields upstream does not define, below 100: openengine.v1.GenerationFinished 50" in proc.stdout, \
+        proc.stdout + proc.stderr
