@@ -9,18 +9,23 @@ The backend interface and its types are in `openengine.serve.backend`; the SDK d
 the wire policy, reflection, shutdown); `SequenceStops` applies a request's stop conditions for a
 backend. A backend uses only the names exported here.
 
-A Generate call walks forward through these modules, each entered once:
-  server (the route: profile advertised, else UNIMPLEMENTED) -> generate.Inference.Generate ->
-  admission (engine taking work, room, metadata, model, preflight; a refusal is the status) ->
-  the backend's `generate` iterator -> generate.Events (each output becomes upstream's events,
-  checked against the stream's rules) -> wire (the write policy) -> the client.
-The stream's end (its last output, an abort, the client going away) leaves the in-flight table
-kept by state, which admission counts room on and Control/Abort looks requests up in.
+A Generate call walks forward, through each module once:
+  server.Server.invoke_stream (the profile is advertised, else UNIMPLEMENTED)
+  -> generate.Inference.Generate
+  -> admission.Admission.admit (taking work, room, the openengine-* metadata, the model, the
+     preflight against what is advertised; a refusal is the call's status), which reads the
+     engine's state (state.ServingState: what is advertised, the in-flight table)
+  -> the backend's `generate` iterator
+  -> generate.Events (each output becomes upstream's GenerateResponse events, checked against
+     the stream's rules and the usage)
+  -> wire.WirePolicy (the write, a vanished client) -> the client.
+The stream's end takes the request out of the in-flight table (state.ServingState.ended), where
+Control/Abort finds requests and admission counts room.
 
-A WatchLoad call: server -> load.Observability.WatchLoad, which opens a Watcher with the
-publisher (load.LoadPublisher) and waits on it; a tick of a shared load.Ticker or a load change
-offers it a Snapshot built by load.load_info from the backend's `load()` (checked figures as
-upstream's LoadInfo) -> wire -> the client.
+A WatchLoad call: server.Server.invoke_stream -> load.Observability.WatchLoad, which opens a
+load.Watcher with the publisher (load.LoadPublisher) and waits on it; a tick of a shared
+load.Ticker, or a load change, offers it a load.Snapshot that load.load_info built from the
+backend's `load()` (each figure checked, as upstream's LoadInfo) -> wire.WirePolicy -> the client.
 """
 
 from openengine.serve.backend import (

@@ -79,7 +79,8 @@ class Admission:
             if outside is not None:
                 raise invalid("token_ids", f"token id {outside} is outside the vocabulary of model {model!r} "
                                            f"({tokenizer.vocab_size} tokens)")
-        if DP_RANK_KEY in keys and message.kv.HasField("session") and int(keys[DP_RANK_KEY]) != message.kv.session.dp_rank:
+        session = message.kv.session if message.kv.HasField("session") else None
+        if DP_RANK_KEY in keys and session is not None and int(keys[DP_RANK_KEY]) != session.dp_rank:
             raise invalid(DP_RANK_KEY, f"{keys[DP_RANK_KEY]} differs from kv.session.dp_rank "
                                        f"{message.kv.session.dp_rank}, which decides KV affinity")
         state.preflight(message, model)

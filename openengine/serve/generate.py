@@ -26,14 +26,17 @@ from openengine.v1 import error_pb2, generation_pb2
 log = logging.getLogger("openengine.serve")
 _END = object()     # the backend's outputs are exhausted
 
-# What a cancelled output's GenerationFinished says, by why the SDK ended the request.
-CANCELLED_BECAUSE = {
-    AbortReason.ABORT_RPC: "cancelled by Control/Abort",
-    AbortReason.CLIENT_CANCELLED: "the client cancelled the call",
-    AbortReason.STALLED_CONSUMER: "the client stopped reading the stream",
-    AbortReason.PAUSED: "generation was paused",
-    AbortReason.DRAIN_DEADLINE: "the drain deadline passed",
-    AbortReason.SHUTDOWN: "the engine is shutting down",
+# How a stream ends when the SDK stopped its request. A client's own stop (Abort, going away)
+# cancels the open outputs; a stop the engine made (stalled reader, pause, drain, shutdown) is a
+# failure the client may retry elsewhere: (EngineError code or None for CANCELLED, why).
+ENDED_BECAUSE = {
+    AbortReason.ABORT_RPC: (None, "cancelled by Control/Abort"),
+    AbortReason.CLIENT_CANCELLED: (None, "the client cancelled the call"),
+    AbortReason.STALLED_CONSUMER: (ErrorCode.OVERLOADED, "the client stopped reading the stream"),
+    AbortReason.PAUSED: (ErrorCode.OVERLOADED, "generation was paused; retry later or on another engine"),
+    AbortReason.DRAIN_DEADLINE: (ErrorCode.DRAINING, "the engine is draining and its deadline passed; "
+                                                     "retry on another engine"),
+    AbortReason.SHUTDOWN: (ErrorCode.DRAINING, "the engine is shutting down; retry on another engine"),
 }
 # The EngineError of a backend's refusal that comes after its first output.
 LATE_REFUSAL = {RefusalCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
@@ -57,9 +60,13 @@ class Events:
     def __init__(self, request: GenerateRequest, tokenizer: Tokenizer):
         self.request_id = request.request_id
         self.skip_text = request.message.skip_detokenize
+        self.keep_stop = request.message.stopping.include_stop_in_output
+        response = request.message.response
+        self.wants_logprobs = response.return_output_logprobs
+        self.wants_prompt = response.return_prompt_logprobs
         self.token_text = None if self.skip_text else tokenizer.token_text
         self.open = set(range(request.sequences))
-        self.sent = [0] * request.sequences
+        self.counted = [0] * request.sequences   # tokens per output, as usage counts them
         message = request.message
         self.prompt_tokens = len(message.token_ids.ids) if message.WhichOneof("input") == "token_ids" else 0
         self.cached_tokens: int | None = None
@@ -71,7 +78,7 @@ class Events:
         return generation_pb2.GenerateResponse(request_id=self.request_id, **event)
 
     def _usage(self) -> generation_pb2.Usage:
-        completion = sum(self.sent)
+        completion = sum(self.counted)
         usage = generation_pb2.Usage(prompt_tokens=self.prompt_tokens, completion_tokens=completion,
                                      total_tokens=self.prompt_tokens + completion)
         if self.cached_tokens is not None:
@@ -99,15 +106,21 @@ class Events:
                     candidate.token = self.token_text(candidate.token_id)
 
     def _tokens(self, kind: str, index: int, token_ids, text: str, logprobs) -> list:
-        if index not in range(len(self.sent)):
-            raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.sent) - 1}")
+        if index not in range(len(self.counted)):
+            raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.counted) - 1}")
         if index not in self.open:
             raise BackendMistake(f"{kind}.index", f"{index}: that output already ended with its Final")
-        if logprobs and len(logprobs) != len(token_ids):
-            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens")
+        if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2**32 for t in token_ids):
+            raise BackendMistake(f"{kind}.token_ids", f"is {token_ids!r}; token ids are whole numbers from 0")
+        if (logprobs or self.wants_logprobs) and len(logprobs) != len(token_ids):
+            asked = "; the request asked for output log-probabilities" if self.wants_logprobs else ""
+            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens{asked}")
+        if self.wants_prompt and not self.started:
+            raise BackendMistake("Prompt", "is missing; the request asked for prompt log-probabilities: yield a "
+                                           "Prompt before the first Chunk")
         if not token_ids and not text:
             return []
-        self.sent[index] += len(token_ids)
+        self.counted[index] += len(token_ids)
         self.started = True
         tokens = [self._token_info(t, logprobs[i] if logprobs else None) for i, t in enumerate(token_ids)]
         return [self._event(token=generation_pb2.TokenOutput(
@@ -138,15 +151,32 @@ class Events:
 
     def _final(self, final: Final) -> list[generation_pb2.GenerateResponse]:
         index = final.index
-        events = self._tokens("Final", index, final.token_ids, final.text, final.logprobs)
+        token_ids, logprobs = final.token_ids, final.logprobs
+        # A stop token ends the output without being part of it unless the request keeps it: the
+        # SDK withholds it (when the backend sent it in this Final) and it still counts as generated.
+        withheld = 0
+        stop = final.stop_match
+        if final.finish_reason == FinishReason.STOP and stop is not None and not self.keep_stop \
+                and stop.WhichOneof("match") == "stop_token_id":
+            withheld = 1
+            if token_ids and token_ids[-1] == stop.stop_token_id:
+                token_ids, logprobs = token_ids[:-1], logprobs[:-1]
+        events = self._tokens("Final", index, token_ids, final.text, logprobs)
         for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
             value = getattr(final, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
                 raise BackendMistake(f"Final.{name}", f"is {value!r}; token counts are whole numbers from 0")
-        if final.completion_tokens != self.sent[index]:
+        sent = self.counted[index]
+        if final.completion_tokens not in (sent, sent + withheld):
+            counted = f"{sent} tokens were sent" + (" and a stop token withheld" if withheld else "")
             raise BackendMistake("Final.completion_tokens",
-                                 f"is {final.completion_tokens}, but {self.sent[index]} tokens were sent for output "
-                                 f"{index}; count every token of the output's Chunks and Final")
+                                 f"is {final.completion_tokens}, but {counted} for output {index}; count every "
+                                 "token of the output's Chunks and Final")
+        self.counted[index] = final.completion_tokens
+        if (final.finish_reason == FinishReason.STOP) != (stop is not None and stop.WhichOneof("match") is not None):
+            raise BackendMistake("Final.stop_match", f"is {'unset' if stop is None else 'set'} with finish_reason "
+                                                     f"{FinishReason(final.finish_reason).name}; set it exactly when "
+                                                     "the reason is STOP (SequenceStops gives it)")
         if final.cached_prompt_tokens > final.prompt_tokens:
             raise BackendMistake("Final.cached_prompt_tokens",
                                  f"is {final.cached_prompt_tokens}, more than prompt_tokens {final.prompt_tokens}")
@@ -193,6 +223,28 @@ class Events:
             "generate()", "iterator", f"ended with output(s) {indexes} unfinished; end each output with a Final"))
 
 
+async def next_output(flight: InFlight, iterator):
+    """The backend's next output, or _END when it has no more or the request was aborted while
+    the backend held it (the abort cancels this wait: `ServingState.abort`)."""
+    task = asyncio.current_task()
+    flight.waiting = task
+    try:
+        output = await anext(iterator, _END)
+    except asyncio.CancelledError:
+        # Only the abort's own cancellation ends the wait quietly; any other (the call itself is
+        # cancelled) goes on.
+        if not flight.wait_cancelled or task.uncancel() > 0:
+            raise
+        flight.wait_cancelled = False
+        return _END
+    finally:
+        flight.waiting = None
+    if flight.wait_cancelled:    # the backend swallowed the cancellation: withdraw it
+        flight.wait_cancelled = False
+        task.uncancel()
+    return output
+
+
 class Inference:
     """openengine.v1.Inference."""
 
@@ -215,9 +267,9 @@ class Inference:
 
     async def Generate(self, request: generation_pb2.GenerateRequest, context):
         """Admit (a refusal is the call's status), then stream the events of the backend's
-        outputs. After acceptance every ending is in the stream: the outputs' own, CANCELLED for
-        each open output when the SDK ended the request, or one EngineError; the status is OK. A
-        client that goes away has its request aborted in the backend at once."""
+        outputs. After acceptance every ending is in the stream (`ENDED_BECAUSE` when the SDK
+        stopped the request), with status OK. A client that goes away has its request aborted in
+        the backend at once."""
         state = self.state
         admitted = self.admission.admit(request, context.invocation_metadata())
         flight = InFlight(admitted)
@@ -229,17 +281,7 @@ class Inference:
         clock = asyncio.get_running_loop().time
         try:
             try:
-                # Abort cancels the wait for the first output: a request the backend holds in its
-                # queue ends at once, without waiting for a slot.
-                flight.first_output = asyncio.ensure_future(anext(iterator, _END))
-                try:
-                    output = await flight.first_output
-                except asyncio.CancelledError:
-                    if flight.aborted is None or asyncio.current_task().cancelling():
-                        raise
-                    output = _END
-                finally:
-                    flight.first_output = None
+                output = await next_output(flight, iterator)
                 while output is not _END and flight.aborted is None:
                     for message in events.output(output):
                         flight.writing_since = clock()
@@ -247,7 +289,7 @@ class Inference:
                         flight.writing_since = None
                     if events.done:
                         return
-                    output = await anext(iterator, _END)
+                    output = await next_output(flight, iterator)
             except Refusal as refusal:
                 if not events.started:
                     raise
@@ -260,12 +302,13 @@ class Inference:
                 return
             except Exception as err:
                 # After acceptance a failure is the stream's terminal error, never a status.
-                log.exception("request %s failed in the backend", admitted.request_id)
-                yield events.error(ErrorCode.INTERNAL,
-                                   f"the engine failed while generating ({type(err).__name__}); the failure is logged")
+                yield events.error(ErrorCode.INTERNAL, state.backend_errors.report(
+                    "generate()", type(err).__name__, "was raised while generating (logged once, with its traceback)",
+                    exc_info=err))
                 return
             if flight.aborted is not None:
-                for message in events.cancelled(CANCELLED_BECAUSE[flight.aborted]):
+                code, why = ENDED_BECAUSE[flight.aborted]
+                for message in events.cancelled(why) if code is None else [events.error(code, why, retryable=True)]:
                     yield message
             else:
                 yield events.unfinished(state.backend_errors)

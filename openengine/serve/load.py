@@ -39,10 +39,9 @@ _MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**
 # The figures `Load` and `RankLoad` carry, with the largest value their LoadInfo field holds.
 LOAD_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.LoadInfo.DESCRIPTOR.fields if f.type in _MAX
                 and f.name not in ("rejected_requests", "timestamp_unix_nanos")}
-# The figures a rank has; its RankLoadInfo carries those that message has. Each total of requests,
-# blocks and tokens is the sum over the ranks; the batch sizes are the engine's own.
+# The figures a rank has (its RankLoadInfo's). The totals of requests and KV blocks are the sums
+# over the ranks; the batch sizes are the engine's own.
 RANK_FIGURES = {f.name: LOAD_FIGURES[f.name] for f in dataclasses.fields(RankLoad) if f.name in LOAD_FIGURES}
-RANK_INFO_FIGURES = tuple(f.name for f in server_pb2.RankLoadInfo.DESCRIPTOR.fields if f.name in RANK_FIGURES)
 RANK_SUMMED = tuple(name for name in RANK_FIGURES if not name.endswith("_batch_size"))
 
 
@@ -85,17 +84,17 @@ def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
             setattr(info, name, sum(getattr(rank, name) for rank in load.ranks))
         if per_rank:
             info.ranks.extend(server_pb2.RankLoadInfo(data_parallel_rank=r.rank,
-                                                      **{n: getattr(r, n) for n in RANK_INFO_FIGURES})
+                                                      **{n: getattr(r, n) for n in RANK_FIGURES})
                               for r in load.ranks)
     return info
 
 
 def _problem(load: Load, max_running: int) -> tuple[str, str] | None:
     """(field, what is wrong) for the first figure of `load` the protocol cannot carry."""
-    figures = [(name, getattr(load, name), most) for name, most in LOAD_FIGURES.items()]
+    figures = [(f"Load.{name}", getattr(load, name), most) for name, most in LOAD_FIGURES.items()]
     for i, rank in enumerate(load.ranks):
-        figures += [(f"ranks[{i}].{name}", getattr(rank, name), most) for name, most in RANK_FIGURES.items()]
-        figures.append((f"ranks[{i}].rank", rank.rank, 2**32 - 1))
+        figures += [(f"Load.ranks[{i}].{name}", getattr(rank, name), most) for name, most in RANK_FIGURES.items()]
+        figures.append((f"Load.ranks[{i}].rank", rank.rank, 2**32 - 1))
     for name, value, most in figures:
         if isinstance(value, bool) or not isinstance(value, int):
             return name, f"is {value!r}; load figures are whole numbers"
@@ -105,11 +104,11 @@ def _problem(load: Load, max_running: int) -> tuple[str, str] | None:
             return name, f"is {value}, more than LoadInfo.{name.rpartition('.')[2]} holds"
     running = sum(r.running_requests for r in load.ranks) if load.ranks else load.running_requests
     if running > max_running:
-        return "running_requests", f"is {running}, above the advertised max_running_requests {max_running}"
+        return "Load.running_requests", f"is {running}, above the advertised max_running_requests {max_running}"
     try:
         struct_pb2.Struct().update(load.attributes)
     except (TypeError, ValueError, AttributeError):
-        return "attributes", "holds a value that is not a string, number or boolean"
+        return "Load.attributes", "holds a value that is not a string, number or boolean"
     return None
 
 
@@ -360,7 +359,8 @@ class Observability:
             beat_s = heartbeat / 1000.0
             while True:
                 if watcher.closed_with is not None:
-                    raise watcher.closed_with
+                    ended = watcher.closed_with
+                    raise Refusal(ended.code, ended.message)
                 taken = watcher.take(build)
                 if taken is not None:
                     yield framer.snapshot(*stamp(), *taken)

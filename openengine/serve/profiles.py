@@ -110,7 +110,8 @@ def watch_interval_problems(limits: Mapping[str, Mapping[str, Any]]) -> list[str
     """The WatchLoad interval limits must be ordered for any request's settings to be computed
     (openengine.validate.effective_watch_settings clamps between them)."""
     load = limits.get(LOAD_PROFILE)
-    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
+    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"]
+                     <= load["max_watch_interval_ms"]):
         return ["limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
                 "<= max_watch_interval_ms"]
     return []

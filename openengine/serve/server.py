@@ -188,6 +188,8 @@ class Server:
         if report.errors:
             raise CannotServe([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])
         self.services = {name: cls(self.state) for name, cls in protocol.items()}
+        # What each RPC's calls run (None: nothing serves it), resolved once.
+        self.implementations = {rpc.name: self._method(rpc, self.services) for rpc in self.catalogue.rpcs}
         admin = config.admin
         self.admin_token = admin.token or (None if admin.mtls else secrets.token_urlsafe(24))
         self.admin_token_generated = admin.token is None and not admin.mtls
@@ -212,10 +214,6 @@ class Server:
                 return found
         return None
 
-    def implementation(self, rpc: RpcInfo) -> Callable | None:
-        """The bound method a call of `rpc` runs, None when nothing serves it."""
-        return self._method(rpc, self.services)
-
     # -- routing ---------------------------------------------------------------------------------
 
     def refusal(self, rpc: RpcInfo, context) -> Refusal | None:
@@ -239,7 +237,7 @@ class Server:
 
     async def invoke_unary(self, rpc: RpcInfo, request, context):
         """Run one unary call: the checks, the implementation, a refusal as the call's status."""
-        impl = self.implementation(rpc)
+        impl = self.implementations[rpc.name]
         refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
@@ -250,7 +248,7 @@ class Server:
 
     async def invoke_stream(self, rpc: RpcInfo, request, context):
         """Run one server-streaming call (see `invoke_unary`)."""
-        impl = self.implementation(rpc)
+        impl = self.implementations[rpc.name]
         refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
@@ -363,8 +361,8 @@ class Server:
     async def stop(self, grace: float = 1.0) -> None:
         """Graceful shutdown: every health status goes NOT_SERVING first, open Watch streams get
         it, then WatchLoad streams end with status UNAVAILABLE, every accepted Generate stream
-        (running or queued) ends its open outputs with GenerationFinished(CANCELLED) and status
-        OK, and the server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
+        (running or queued) ends with a retryable EngineError DRAINING and status OK, and the
+        server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
         if self._stopped:
             return
         self._stopped = True

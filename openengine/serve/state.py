@@ -33,9 +33,11 @@ class InFlight:
     request: GenerateRequest
     aborted: AbortReason | None = None
     writing_since: float | None = None   # loop time a message was handed to gRPC, until it is taken
-    # The wait for the backend's first output: an aborted request the backend has not started
-    # (still queued in it) ends at once, without waiting for a slot to free up.
-    first_output: asyncio.Future | None = None
+    # The call's task while it waits for the backend's next output: an abort cancels that wait,
+    # so a request ends at once however long the backend would take to notice (a request still
+    # queued in the backend, a slow step).
+    waiting: asyncio.Task | None = None
+    wait_cancelled: bool = False
 
     @property
     def kv_session(self) -> str:
@@ -207,6 +209,7 @@ class ServingState:
         if flight.aborted is not None:
             return
         flight.aborted = reason
-        if flight.first_output is not None:
-            flight.first_output.cancel()
+        if flight.waiting is not None:
+            flight.wait_cancelled = True
+            flight.waiting.cancel()
         self.keep(asyncio.ensure_future(self.backend.abort(flight.request.request_id, reason)))

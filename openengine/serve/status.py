@@ -61,12 +61,13 @@ class BackendErrors:
 
     seen: set[tuple[str, str]] = field(default_factory=set)
 
-    def report(self, method: str, where: str, what: str) -> str:
-        """Log `Backend.<method>`'s `where` being `what` the first time; the text for the client."""
-        text = f"engine error: Backend.{method} {where} {what}"
+    def report(self, method: str, where: str, what: str, *, exc_info: BaseException | None = None) -> str:
+        """Log `Backend.<method>`'s `where` being `what` the first time (with the traceback of
+        `exc_info`, when the backend raised); the text for the client."""
+        text = f"engine error in Backend.{method}: {where} {what}"
         if (method, where) not in self.seen:
             self.seen.add((method, where))
-            log.error("%s (logged once; every call it affects answers INTERNAL)", text)
+            log.error("%s (logged once; every call it affects answers INTERNAL)", text, exc_info=exc_info)
         return text
 
     def refusal(self, method: str, where: str, what: str) -> Refusal:

@@ -26,7 +26,8 @@ class SequenceStops:
 
     def __init__(self, stopping: generation_pb2.StoppingOptions, eos_token_id: int | None = None):
         conditions = stopping.conditions
-        self.strings = tuple(c.stop_text for c in conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text)
+        self.strings = tuple(c.stop_text for c in conditions
+                             if c.WhichOneof("condition") == "stop_text" and c.stop_text)
         self.token_ids = frozenset(c.stop_token_id for c in conditions if c.WhichOneof("condition") == "stop_token_id")
         self.eos_token_id = None if stopping.ignore_eos else eos_token_id
         self.include_stop = stopping.include_stop_in_output

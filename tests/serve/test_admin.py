@@ -102,6 +102,9 @@ def test_admin_is_guarded_and_drives_the_backend_and_the_revision():
             auth = (("authorization", f"Bearer {TOKEN}"),)
             assert stub.ResetPrefixCache(admin_pb2.ResetPrefixCacheRequest(), metadata=auth).freed_blocks == 7
             assert stub.Sleep(admin_pb2.SleepRequest(level=2), metadata=auth).released_bytes == 2 << 20
+            with pytest.raises(grpc.RpcError) as err:
+                stub.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=auth)
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "WakeUp" in err.value.details()
             assert stub.WakeUp(admin_pb2.WakeUpRequest(), metadata=auth).awake
             update = admin_pb2.UpdateConfigRequest(updates=[admin_pb2.LimitUpdate(
                 limit="openengine.load.max_watchers", uint_value=9)])

@@ -1,6 +1,7 @@
 """The example engine (examples/counting_engine.py) is an engine built outside the runtime package
-on the SDK's public names alone, and it conforms: started from a folder outside the checkout and
-checked by `oespec conformance`, shutdown included."""
+on the SDK's public names alone: started from a folder outside the checkout with no flag but the
+port, a client generated from upstream's protos gets correct answers to every upstream RPC, and
+it conforms (`oespec conformance`, shutdown included)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from pathlib import Path
 import pytest
 
 import openengine.serve
+from tests.interop.stubs import upstream_command, upstream_stubs  # noqa: F401  (the session fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "counting_engine.py"
 OESPEC = Path(sys.executable).parent / "oespec"
+UPSTREAM_CLIENT = ROOT / "tests" / "interop" / "upstream_client.py"
 
 pytestmark = pytest.mark.waits
 
@@ -39,7 +42,7 @@ def test_the_example_is_small_and_uses_only_the_sdks_public_names():
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_the_example_conforms_from_outside_the_checkout(tmp_path):
+def test_the_example_serves_upstream_clients_and_conforms_from_outside_the_checkout(tmp_path, upstream_stubs):
     shutil.copy(EXAMPLE, tmp_path / "engine.py")
     proc = subprocess.Popen([sys.executable, "engine.py", "--port", "0"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -47,6 +50,9 @@ def test_the_example_conforms_from_outside_the_checkout(tmp_path):
         line = proc.stdout.readline()
         found = re.search(r"listening on (\S+)", line)
         assert found, f"the example did not start: {line!r}"
+        upstream = subprocess.run(upstream_command(upstream_stubs, UPSTREAM_CLIENT, "--target", found.group(1)),
+                                  capture_output=True, text=True, timeout=120)
+        assert upstream.returncode == 0, upstream.stdout + upstream.stderr
         result = subprocess.run(
             [str(OESPEC), "conformance", "--target", found.group(1), "--format", "json",
              "--shutdown-command", f"kill -TERM {proc.pid}"],

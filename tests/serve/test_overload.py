@@ -56,7 +56,7 @@ class Holding:
         stop = self.held[request.request_id] = asyncio.Event()
         try:
             await stop.wait()
-            yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
+            yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=0)
         finally:
             del self.held[request.request_id]
 
@@ -170,8 +170,9 @@ def test_only_a_retryable_refusal_carries_an_engine_error():
     assert plain.code == grpc.StatusCode.INVALID_ARGUMENT and not plain.trailing_metadata
 
 
-def test_on_shutdown_running_and_queued_streams_end_cancelled_and_ok():
-    """What the SDK's Server.stop says: every open output ends CANCELLED, the status is OK."""
+def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_draining_error_and_ok():
+    """What the SDK's Server.stop says: every accepted stream ends with a retryable DRAINING error
+    (with its usage), the status is OK."""
     engine = RunningServer(lambda: Holding(running=1, queued=2), ServeConfig(port=0)).start()
     client = Client(engine.address)
     try:
@@ -181,8 +182,9 @@ def test_on_shutdown_running_and_queued_streams_end_cancelled_and_ok():
         ends = []
         for call in client.calls:
             messages = list(call)   # raises on a non-OK status
-            ends.append((messages[-1].finished.reason, messages[-1].HasField("usage"), call.code()))
-        assert ends == [(generation_pb2.FINISH_REASON_CANCELLED, True, grpc.StatusCode.OK)] * 3
+            last = messages[-1]
+            ends.append((last.error.code, last.error.retryable, last.HasField("usage"), call.code()))
+        assert ends == [(error_pb2.ERROR_CODE_DRAINING, True, True, grpc.StatusCode.OK)] * 3
     finally:
         client.channel.close()
         engine.stop()
@@ -216,7 +218,7 @@ def test_a_burst_of_2000_calls_is_answered_by_the_engine_none_cancelled_by_grpc(
 
     class Quick(Holding):
         async def generate(self, request):
-            yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
+            yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=0)
 
     with RunningServer(lambda: Quick(running=4, queued=12), ServeConfig(port=0)) as engine:
         ends = asyncio.run(burst(engine.address, 2000))

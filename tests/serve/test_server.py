@@ -114,7 +114,8 @@ def refused(call) -> grpc.RpcError:
 def test_what_a_backend_does_not_state_is_not_advertised():
     server = Server(Backend())
     assert [p.name for p in server.state.advertised] == ["openengine.core", "openengine.load"]
-    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in server.state.selection.left_out)
+    left_out = server.state.selection.left_out
+    assert any(r.startswith("openengine.admin needs openengine.v1.Admin/Drain") for r in left_out)
     core = server.state.selection.limits["openengine.core"]
     assert (core["max_logprobs"], core["output_logprobs"], core["prompt_logprobs"], core["max_sequences"]) == \
         (0, False, False, 1)
@@ -155,7 +156,8 @@ def test_control_and_discovery_answer_from_the_same_limits():
     assert (model.model_id, model.vocab_size, model.eos_token_id, model.max_output_tokens) == ("m", 256, 0, 64)
     assert unknown.code() == grpc.StatusCode.NOT_FOUND
     assert health.state == lifecycle_pb2.HEALTH_STATE_READY
-    assert [(c.name, c.state) for c in health.checks] == [("scheduler", health.state), ("inference_probe", health.state)]
+    assert [(c.name, c.state) for c in health.checks] == \
+        [("scheduler", health.state), ("inference_probe", health.state)]
 
 
 def test_control_dispatches_per_rpc_to_the_sdk_and_the_backend():
@@ -207,7 +209,7 @@ def test_priority_metadata_reaches_the_backend_when_advertised():
 
     def script(request):
         seen.append(request.priority)
-        return [Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=0)]
+        return [Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=0)]
 
     with running(Backend(limits={"core": {"priority": True}}, script=script)) as engine:
         generate(engine.address, (("openengine-priority", "-7"),))
@@ -220,7 +222,7 @@ def test_logprobs_and_prompt_information_are_merged_into_token_info():
         yield Chunk((65, 66), text="AB", logprobs=(TokenInfo(logprob=-0.1, rank=1),
                                                   TokenInfo(logprob=-0.2, rank=2, candidates=[{"token_id": 67}])))
         yield Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=3, token_ids=(0,),
-                    stop_match=StopMatch(eos_token_id=0))
+                    stop_match=StopMatch(eos_token_id=0), logprobs=(TokenInfo(logprob=-0.3),))
 
     limits = {"core": {"max_logprobs": 2, "output_logprobs": True, "prompt_logprobs": True}}
     with running(Backend(limits=limits, script=script)) as engine:
@@ -261,8 +263,11 @@ def test_a_backend_refusal_before_output_is_the_calls_status():
      error_pb2.ERROR_CODE_KV_TRANSFER_FAILED, "KV transfer failed"),
     ([Chunk((65,))], error_pb2.ERROR_CODE_INTERNAL, "output(s) 0 unfinished"),
     ([Chunk((65,)), Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=5)], error_pb2.ERROR_CODE_INTERNAL,
-     "Backend.generate() Final.completion_tokens is 5, but 1 tokens were sent"),
+     "Backend.generate(): Final.completion_tokens is 5, but 1 tokens were sent"),
     ([Chunk((65,)), Chunk((66,), index=3)], error_pb2.ERROR_CODE_INTERNAL, "Chunk.index is 3"),
+    ([Chunk((65,)), Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=1,
+                          stop_match=StopMatch(stop_text="x"))],
+     error_pb2.ERROR_CODE_INTERNAL, "Final.stop_match is set with finish_reason LENGTH"),
 ])
 def test_a_failure_after_acceptance_is_the_streams_terminal_error(outputs, code, says):
     with running(Backend(script=lambda request: outputs)) as engine:
@@ -364,15 +369,16 @@ def test_a_stalled_consumer_is_aborted_and_leaves_the_load():
 
 
 @pytest.mark.parametrize("figures, says", [
-    (Load(running_requests=-5), "Backend.load() running_requests is -5; load figures are never negative"),
-    (Load(running_requests=300), "Backend.load() running_requests is 300, above the advertised max_running_requests 256"),
+    (Load(running_requests=-5), "Backend.load(): Load.running_requests is -5; load figures are never negative"),
+    (Load(running_requests=300),
+     "Backend.load(): Load.running_requests is 300, above the advertised max_running_requests 256"),
 ])
 def test_wrong_load_figures_answer_internal_naming_them_and_are_logged_once(figures, says, caplog):
     with running(Backend(load=figures)) as engine, grpc.insecure_channel(engine.address) as channel:
         control = control_grpc.ControlStub(channel)
         with caplog.at_level(logging.ERROR, logger="openengine.serve"):
             errors = [refused(lambda: control.GetLoad(server_pb2.GetLoadRequest())) for _ in range(3)]
-    assert {(e.code(), e.details()) for e in errors} == {(grpc.StatusCode.INTERNAL, f"engine error: {says}")}
+    assert {(e.code(), e.details()) for e in errors} == {(grpc.StatusCode.INTERNAL, f"engine error in {says}")}
     logged = [r for r in caplog.records if "Backend.load()" in r.getMessage()]
     assert len(logged) == 1 and logged[0].exc_info is None
 
@@ -417,3 +423,63 @@ def test_a_repeated_cause_is_logged_once_per_interval_with_its_count(caplog, mon
     assert len(messages) == 3 and "request 0" in messages[0]
     assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
     assert counter.counts == {"some cause": 51, "other cause": 1}
+
+
+def test_a_stop_token_kept_out_of_the_output_is_withheld_and_counted():
+    def script(request):
+        return [Chunk((65,), text="A"), Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=2, token_ids=(7,),
+                                              stop_match=StopMatch(stop_token_id=7))]
+
+    with running(Backend(script=script)) as engine:
+        out = generate(engine.address)
+        kept = generate(engine.address, stopping=generation_pb2.StoppingOptions(include_stop_in_output=True))
+    assert [[t.token_id for t in m.token.tokens] for m in out if m.HasField("token")] == [[65]]
+    assert out[-1].finished.stop_match.stop_token_id == 7 and out[-1].usage.completion_tokens == 2
+    assert [[t.token_id for t in m.token.tokens] for m in kept if m.HasField("token")] == [[65], [7]]
+
+
+def test_log_probabilities_advertised_and_asked_for_must_be_delivered():
+    limits = {"core": {"max_logprobs": 2, "output_logprobs": True, "prompt_logprobs": True}}
+    outputs = [Chunk((65,), text="A"), Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=1)]
+    with running(Backend(limits=limits, script=lambda request: outputs)) as engine:
+        output = generate(engine.address, response=generation_pb2.ResponseOptions(return_output_logprobs=True))
+        prompt = generate(engine.address, response=generation_pb2.ResponseOptions(return_prompt_logprobs=True))
+    assert [m.WhichOneof("event") for m in output] == ["error"]
+    assert "Chunk.logprobs has 0 entries for 1 tokens; the request asked for output log-probabilities" in \
+        output[0].error.message
+    assert "Prompt is missing" in prompt[0].error.message
+
+
+@pytest.mark.parametrize("reason, code", [(AbortReason.PAUSED, error_pb2.ERROR_CODE_OVERLOADED),
+                                          (AbortReason.DRAIN_DEADLINE, error_pb2.ERROR_CODE_DRAINING)])
+def test_a_request_the_engine_stops_ends_with_a_retryable_error(reason, code):
+    backend = Backend(hold=True)
+    with running(backend) as engine, grpc.insecure_channel(engine.address) as channel:
+        stream = inference_grpc.InferenceStub(channel).Generate(generation_pb2.GenerateRequest(prompt="hi"), timeout=10)
+        assert next(stream).WhichOneof("event") == "token"
+
+        async def stop():
+            engine.server.state.abort_all(reason)
+
+        asyncio.run_coroutine_threadsafe(stop(), engine.loop).result(5)
+        rest = list(stream)
+    assert [(m.error.code, m.error.retryable, m.usage.completion_tokens) for m in rest] == [(code, True, 1)]
+
+
+def test_abort_ends_the_stream_at_once_even_when_the_backend_is_slow_to_stop():
+    class Slow(Backend):
+        async def generate(self, request):
+            yield Chunk((65,), text="A")
+            await asyncio.sleep(30)   # a long step that does not look at abort
+            yield Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=2, token_ids=(66,))
+
+    backend = Slow()
+    with running(backend) as engine, grpc.insecure_channel(engine.address) as channel:
+        stream = inference_grpc.InferenceStub(channel).Generate(
+            generation_pb2.GenerateRequest(prompt="hi", request_id="slow"), timeout=10)
+        assert next(stream).WhichOneof("event") == "token"
+        control_grpc.ControlStub(channel).Abort(lifecycle_pb2.AbortRequest(request_id="slow"), timeout=5)
+        rest = list(stream)
+    assert [(m.finished.reason, m.usage.completion_tokens) for m in rest] == \
+        [(generation_pb2.FINISH_REASON_CANCELLED, 1)]
+    assert backend.aborts == [("slow", AbortReason.ABORT_RPC)]

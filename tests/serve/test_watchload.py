@@ -45,4 +45,19 @@ def test_a_stream_of_wrong_figures_ends_internal_naming_the_figure():
         with pytest.raises(grpc.RpcError) as err:
             list(stream)
     assert err.value.code() == grpc.StatusCode.INTERNAL
-    assert "Backend.load() queued_requests is -1" in err.value.details()
+    assert "Backend.load(): Load.queued_requests is -1" in err.value.details()
+
+
+def test_getload_sums_the_ranks_and_lists_them_when_asked():
+    from openengine.serve import RankLoad
+    from openengine.v1 import control_service_pb2_grpc as control_grpc
+
+    figures = Load(running_requests=99, running_tokens=40, decode_batch_size=3, attributes={"gpu": "a", "hot": 0.5},
+                   ranks=(RankLoad(0, running_requests=1, used_kv_blocks=5), RankLoad(1, running_requests=2)))
+    with running(Backend(load=figures)) as engine, grpc.insecure_channel(engine.address) as channel:
+        control = control_grpc.ControlStub(channel)
+        plain = control.GetLoad(server_pb2.GetLoadRequest())
+        ranked = control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
+    assert (plain.running_requests, plain.used_kv_blocks, plain.running_tokens, plain.decode_batch_size) == (3, 5, 40, 3)
+    assert not plain.ranks and [(r.data_parallel_rank, r.running_requests) for r in ranked.ranks] == [(0, 1), (1, 2)]
+    assert plain.timestamp_unix_nanos > 0 and dict(plain.attributes) == {"gpu": "a", "hot": 0.5}

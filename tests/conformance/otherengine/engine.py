@@ -92,6 +92,8 @@ class Bugs:
     model_info_unknown_ok: bool = False    # GetModelInfo answers for any name (REQ-CORE-020.1)
     schema_revision_wrong: bool = False    # ServerInfo says schema_revision 1 (REQ-REV-009)
     control_health_unspecified: bool = False   # Control/Health answers UNSPECIFIED (REQ-HEALTH-014)
+    metadata_unchecked: bool = False       # malformed or repeated openengine- metadata accepted (REQ-SVC-007)
+    upstream_views_differ: bool = False    # ModelInfo says 4 sequences, Capabilities 2 (REQ-CAP-014)
     cancel_ignored_while_queued: bool = False   # a queued request the client cancels stays (REQ-CORE-011)
     ignore_stop_token_ids: bool = False    # stop_token_ids do not end a sequence (REQ-CORE-013)
     ignore_stop_strings: bool = False      # stop strings do not end a sequence (REQ-CORE-013)
@@ -464,7 +466,7 @@ def model_info(st: State, request, context):
                                max_output_tokens=MAX_OUTPUT_TOKENS, supports_text_input=True,
                                supports_token_ids_input=True)
     gen = info.generation
-    gen.max_num_sequences = st.timing.max_sequences
+    gen.max_num_sequences = st.timing.max_sequences + 2 * st.bugs.upstream_views_differ
     gen.output_logprobs.supported = st.timing.logprobs
     gen.prompt_logprobs.supported = st.timing.logprobs
     if st.timing.logprobs:
@@ -517,6 +519,22 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
+def metadata_refusal(context) -> tuple[grpc.StatusCode, str] | None:
+    """Upstream's request metadata: each openengine- key at most once, numbers that parse."""
+    seen: dict[str, str] = {}
+    for key, value in context.invocation_metadata():
+        if not key.startswith("openengine-"):
+            continue
+        if key in seen:
+            return grpc.StatusCode.INVALID_ARGUMENT, f"metadata {key}: sent more than once"
+        seen[key] = value
+    limits = {"openengine-priority": (-2**31, 2**31 - 1), "openengine-target-dp-rank": (0, 2**32 - 1)}
+    for key, (low, high) in limits.items():
+        if key in seen and not (seen[key].lstrip("-").isdigit() and low <= int(seen[key]) <= high):
+            return grpc.StatusCode.INVALID_ARGUMENT, f"metadata {key}: {seen[key]!r} is not a number in range"
+    return None
+
+
 def _token_info(request, st: State, token: int) -> gen_pb.TokenInfo:
     info = gen_pb.TokenInfo(token_id=token, token="" if not token else chr(token))
     if request.response.return_output_logprobs and not st.bugs.logprobs_not_returned:
@@ -531,7 +549,7 @@ def generate(st: State, request, context):
         if st.bugs.paused_refuses_exhausted and st.run_state == events_pb2.ENGINE_STATE_PAUSED:
             context.abort_with_status(full_status())
         context.abort(grpc.StatusCode.UNAVAILABLE, f"the engine is {events_pb2.EngineState.Name(st.run_state)}")
-    problem = refusal(st, request)
+    problem = refusal(st, request) or (None if st.bugs.metadata_unchecked else metadata_refusal(context))
     if problem:
         context.abort(*problem)
     request_id = request.request_id or uuid.uuid4().hex

@@ -205,6 +205,10 @@ VARIANTS: dict[str, Variant] = {
                                     "failed with UNAVAILABLE, not RESOURCE_EXHAUSTED", watchers_full_unavailable=True),
     "nan-temperature-accepted": variant("REQ-SVC-005", "core.numbers.sampling", "sampling.temperature = nan was accepted",
                                    nan_temperature_accepted=True),
+    "metadata-unchecked": variant("REQ-SVC-007", "core.generate.metadata",
+                                  "openengine-priority sent twice was accepted", metadata_unchecked=True),
+    "upstream-views-differ": variant("REQ-CAP-014", "capabilities.upstream-views-agree", "OEV138",
+                                     upstream_views_differ=True),
     "undecodable-unknown": variant("REQ-SVC-006", "core.wire.undecodable", "UNKNOWN, not INTERNAL",
                               undecodable_unknown=True),
     # -- with Admin, runtime events, an admin address, a shutdown command ------------------------

@@ -1,16 +1,13 @@
 """The run state is one value (phase, pause mode, sleep tags) changed only through the transition
-table; an event the table does not allow raises, and Admin refuses it with FAILED_PRECONDITION."""
+table; an event the table does not allow raises, naming the state."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
 from openengine.serve.runstate import (
     DRAINING, PAUSED, SERVING, SLEEPING, STOPPING, TRANSITIONS, IllegalTransition, RunState, allowed, transition,
 )
-from openengine.v1 import admin_pb2
-from tests.engine.conftest import AUTH, running
 
 PHASES = (SERVING, PAUSED, DRAINING, SLEEPING, STOPPING)
 EVENTS = ("pause", "resume", "drain", "sleep", "wake", "stop")
@@ -46,15 +43,3 @@ def test_pause_mode_and_sleep_tags_are_part_of_the_state():
     assert partly == RunState(SLEEPING, sleep_tags=frozenset({"kv_cache"}), sleep_level=2)
     assert transition(partly, "wake", tags=frozenset({"kv_cache"})) == RunState(SERVING)
     assert transition(transition(RunState(), "sleep"), "wake") == RunState(SERVING)   # no tags: everything
-
-
-def test_admin_refuses_an_illegal_transition_with_failed_precondition():
-    with running(profiles=("admin",)) as (engine, stubs):
-        stubs.admin.Sleep(admin_pb2.SleepRequest(level=1), metadata=AUTH, timeout=5)
-        with pytest.raises(grpc.RpcError) as err:
-            stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=AUTH, timeout=5)
-        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert "SLEEPING" in err.value.details() and "WakeUp" in err.value.details()
-        assert engine.server.state.run.phase == SLEEPING     # unchanged by the refused call
-        assert stubs.admin.WakeUp(admin_pb2.WakeUpRequest(), metadata=AUTH, timeout=5).awake
-        assert engine.server.state.run == RunState(SERVING)
