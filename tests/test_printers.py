@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oespec.cli import run
-from oespec.commands.rules import all_specs
+from oespec.catalogues import all_specs
 from openengine.contractkit.diagnostics import PRINTERS, Diagnostic, Severity
 from openengine.contractkit.diagnostics import Context, render, render_sarif
 from openengine.contractkit.rules import RuleSpec, find_spec

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from oespec.cli import run
-from oespec.commands.rules import all_specs, family_specs
+from oespec.catalogues import all_specs, family_specs
 from openengine.contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity, find_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,7 @@ def test_every_family_registers_through_the_one_catalogue_type():
     docs and generate ids all live in a `RuleCatalogue`, each payload of its family's own type."""
     from oespec.breaking import Rule as BreakingRule
     from oespec.check import Rule as CheckRule
-    from oespec.commands.rules import family_catalogues
+    from oespec.catalogues import family_catalogues
     from openengine.conformance.cases import Case
     from openengine.engine.faults import Fault
     from openengine.validate import Rule as ValidatorRule
@@ -343,3 +343,25 @@ def test_oespec_rules_filters_by_family(capsys):
     assert run(["rules", "--family", "spec", "--family", "docs"]) == 0
     ids = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert ids and all(i.startswith(("SPEC", "DOC")) for i in ids)
+
+
+def test_every_rule_a_module_defines_is_in_the_list_that_runs():
+    """Rules are plain lists (`RULES`): a rule left out of its module's list, or a module left out
+    of its family's, would silently never run."""
+    import importlib
+    import pkgutil
+
+    from oespec import check
+    from oespec.breaking import rule as breaking_rule, rules as breaking_rules
+    from oespec.check import contract, rule as check_rule, rules as registry_rules
+
+    modules = [contract, breaking_rules] + [importlib.import_module(f"oespec.check.rules.{m.name}")
+                                            for m in pkgutil.iter_modules(registry_rules.__path__)]
+    for module in modules:
+        defined = [v for v in vars(module).values() if isinstance(v, (check_rule.Rule, breaking_rule.Rule))]
+        if module is not contract and module is not breaking_rules and not defined:
+            continue   # a helper module of the rule modules
+        assert sorted(r.id for r in defined) == sorted(r.id for r in module.RULES), module.__name__
+        if module.__name__.startswith("oespec.check.rules."):
+            assert all(r in registry_rules.RULES for r in module.RULES), module.__name__
+    assert {r.id for r in check.RULES} == {r.id for r in registry_rules.RULES} | {r.id for r in contract.RULES}

@@ -263,7 +263,7 @@ def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | Non
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
-                                      "oespec.pipeline.plan (or `oespec generate`)")
+                                      "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from oespec.breaking import iter_rules as breaking_rules
+from oespec.breaking import catalogue as breaking_catalogue
 from oespec.check import iter_rules as check_rules
 from oespec.cli import run
 from oespec.spec import scan_requirements
@@ -27,9 +27,9 @@ def _citing() -> dict[str, set[str]]:
     for r in check_rules():
         for req in r.requirements:
             cited.setdefault(req, set()).add(r.id)
-    for r in breaking_rules():
-        if r.requirement:
-            cited.setdefault(r.requirement, set()).add(r.id)
+    for spec in breaking_catalogue().specs():   # the upstream gate's ids among them
+        for req in spec.requirements:
+            cited.setdefault(req, set()).add(spec.id)
     return cited
 
 

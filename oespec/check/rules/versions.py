@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import versioned_elements
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import Version
@@ -204,3 +204,7 @@ def revision_not_bumped(ctx: CheckContext):
                   f"registry.revision is still {registry.revision} (the committed one is {head.revision})",
                   f"set registry.revision to {head.revision + 1}; every change to the registry or the "
                   "protos, editorial ones included, gets a new revision")
+
+
+RULES = [major_version, history_current, history_order, history_not_newer, since_not_newer, since_in_history,
+         history_gap, history_contradicts_since, since_without_history_mention, revision_not_bumped]
