@@ -21,9 +21,10 @@ its request, response and both streaming flags. File names and options are not o
 not compared.
 
 buf's PACKAGE category then runs as a second opinion (when buf is installed): it accepts additions
-and file moves, and it judges what the walk above leaves out (for example a field's cardinality
-or UTF-8 validation). Its findings are kept only at places the walk found nothing, so one change
-is reported once, with the walk's clearer message.
+and file moves, and it judges what the walk above leaves out (for example a field's UTF-8
+validation or a method's idempotency level); its rules about code-generation options (go_package,
+jstype, ...) are left out, as they change nothing on the wire. Its findings are kept only at places
+the walk found nothing, so one change is reported once, with the walk's clearer message.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ UNUSABLE = "OEB105"
 BUF_SECOND_OPINION = "OEB106"
 BUF_CATEGORY = "PACKAGE"
 BUF_TIMEOUT_S = 300
+# PACKAGE's rules about code-generation options (go_package, java_package, jstype, ...): they
+# change no byte on the wire and no JSON name, and the repository's files may carry their own.
+BUF_EXCEPT = (
+    "FILE_SAME_CC_ENABLE_ARENAS", "FILE_SAME_CC_GENERIC_SERVICES", "FILE_SAME_CSHARP_NAMESPACE",
+    "FILE_SAME_GO_PACKAGE", "FILE_SAME_JAVA_GENERIC_SERVICES", "FILE_SAME_JAVA_MULTIPLE_FILES",
+    "FILE_SAME_JAVA_OUTER_CLASSNAME", "FILE_SAME_JAVA_PACKAGE", "FILE_SAME_OBJC_CLASS_PREFIX",
+    "FILE_SAME_OPTIMIZE_FOR", "FILE_SAME_PHP_CLASS_PREFIX", "FILE_SAME_PHP_METADATA_NAMESPACE",
+    "FILE_SAME_PHP_NAMESPACE", "FILE_SAME_PY_GENERIC_SERVICES", "FILE_SAME_RUBY_PACKAGE", "FILE_SAME_SWIFT_PREFIX",
+    "FIELD_SAME_CPP_STRING_TYPE", "FIELD_SAME_JAVA_UTF8_VALIDATION", "FIELD_SAME_JSTYPE",
+)
 
 
 def _spec(rule_id: str, name: str, purpose: str) -> RuleSpec:
@@ -278,11 +289,14 @@ def elements(fds: descriptor_pb2.FileDescriptorSet, *, only: set[str] | None = N
         def message(m, prefix, path):
             full = f"{prefix}.{m.name}"
             add("message", full, m, path, prefix)
+            # A map field is written `map<K, V>`; its entry type is the compiler's, not the author's.
+            maps = {f".{full}.{n.name}": f"map<{_type_word(n.field[0])}, {_type_word(n.field[1])}>"
+                    for n in m.nested_type if n.options.map_entry}
             for j, f in enumerate(m.field):
                 oneof = ""
                 if f.HasField("oneof_index") and not f.proto3_optional:
                     oneof = m.oneof_decl[f.oneof_index].name
-                add("field", f"{full}.{f.name}", f, path + (2, j), full, oneof=oneof)
+                add("field", f"{full}.{f.name}", f, path + (2, j), full, oneof=oneof, map=maps.get(f.type_name, ""))
             for j, nested in enumerate(m.nested_type):
                 message(nested, full, path + (3, j))
             for j, e in enumerate(m.enum_type):
@@ -327,7 +341,8 @@ def _label(f) -> str:
 
 def field_text(e: Element) -> str:
     f = e.proto
-    text = f"{_label(f)}{_type_word(f)} {f.name} = {f.number}"
+    kind = e.extra.get("map") or f"{_label(f)}{_type_word(f)}"
+    text = f"{kind} {f.name} = {f.number}"
     if e.extra.get("oneof"):
         text += f" (in oneof {e.extra['oneof']})"
     return text
@@ -472,7 +487,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
     buf = buf or find_buf()
     if buf is None:
         return []
-    config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY]}})
+    config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY], "except": list(BUF_EXCEPT)}})
     cmd = [buf, "breaking", ".", "--against", str(image.resolve()), "--config", config, "--error-format", "json"]
     try:
         proc = subprocess.run(cmd, cwd=proto_root, capture_output=True, text=True, timeout=BUF_TIMEOUT_S)
@@ -533,14 +548,14 @@ class Addition:
     kind: str          # service, rpc, message, field, enum, enum_value
     name: str          # full name (package.Service/Method for an rpc)
     parent: str        # the enclosing element's full name (a package for top-level ones)
-    upstream_parent: bool   # the parent is upstream's: an extension of an upstream element
+    extends_upstream: bool  # the parent is upstream's: a field or value added to an upstream element
     file: str
     line: int
     definition: str    # the element as proto text (a field `optional uint32 x = 101`), or its name
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "parent": self.parent,
-                "extends_upstream": self.upstream_parent, "file": self.file, "line": self.line,
+                "extends_upstream": self.extends_upstream, "file": self.file, "line": self.line,
                 "definition": self.definition}
 
 
@@ -558,6 +573,8 @@ def additions(upstream: descriptor_pb2.FileDescriptorSet, ours: descriptor_pb2.F
         parent_new = e.parent in here and e.parent not in up
         if parent_new and e.kind != "rpc":
             continue
+        if e.kind == "message" and e.proto.options.map_entry:
+            continue                  # a map field's entry type: the field is the addition
         if e.kind == "field":
             definition = field_text(e)
         elif e.kind == "enum_value":

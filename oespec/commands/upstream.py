@@ -99,6 +99,7 @@ def _diff(args: argparse.Namespace) -> int:
         return 0
     for a in found:
         where = f"{a.file}:{a.line}" if a.line else a.file
-        sys.stdout.write(f"{where}: {a.kind} {a.name}: {a.definition}\n")
+        shown = a.definition if a.kind in ("field", "enum_value", "rpc") else ""
+        sys.stdout.write(f"{where}: {a.kind} {a.name}" + (f": {shown}" if shown else "") + "\n")
     sys.stdout.write(f"{len(found)} addition{'s' if len(found) != 1 else ''} to upstream\n")
     return 0

@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2
 from oespec.breaking.wire import find_buf
 from oespec.cli import run
 from oespec.upstream import (
-    FIELD_CHANGED, IMAGE, METHOD_CHANGED, MISSING, PIN, PIN_MISMATCH, UNUSABLE, VALUE_CHANGED,
+    BUF_SECOND_OPINION, FIELD_CHANGED, IMAGE, METHOD_CHANGED, MISSING, PIN, PIN_MISMATCH, UNUSABLE, VALUE_CHANGED,
     build_image, buf_findings, check, diff, read_pin,
 )
 from tests.upstream.protorender import render
@@ -209,7 +209,8 @@ message Capabilities {
 
 def _add_everything(tree: Tree) -> None:
     tree.edit("openengine/v1/server.proto", "  .google.protobuf.Struct extra = 12;\n",
-              "  .google.protobuf.Struct extra = 12;\n  uint64 capability_revision = 100;\n")
+              "  .google.protobuf.Struct extra = 12;\n  uint64 capability_revision = 100;\n"
+              "  map<string, string> labels = 101;\n")
     tree.edit("openengine/v1/server.proto", "  ENGINE_ROLE_DECODE = 3;\n",
               "  ENGINE_ROLE_DECODE = 3;\n  ENGINE_ROLE_ENCODER = 100;\n")
     tree.edit("openengine/v1/generation.proto", "  .google.protobuf.Struct extra = 12;\n",
@@ -222,9 +223,10 @@ def test_additions_pass_the_gate_and_are_what_diff_lists(tree):
     assert tree.check() == []
     found, errors = diff(tree.proto, IMAGE_PATH, display=SHOWN)
     assert errors == []
-    listed = {(a.kind, a.name, a.upstream_parent, a.definition) for a in found}
+    listed = {(a.kind, a.name, a.extends_upstream, a.definition) for a in found}
     assert listed == {
         ("field", "openengine.v1.ServerInfo.capability_revision", True, "uint64 capability_revision = 100"),
+        ("field", "openengine.v1.ServerInfo.labels", True, "map<string, string> labels = 101"),   # no entry type
         ("enum_value", "openengine.v1.EngineRole.ENGINE_ROLE_ENCODER", True, "ENGINE_ROLE_ENCODER = 100"),
         ("field", "openengine.v1.GenerateRequest.session_id", True, "optional string session_id = 100"),
         ("service", "openengine.v1.Discovery", False, "service openengine.v1.Discovery"),
@@ -293,3 +295,17 @@ def test_buf_agrees_with_the_element_comparison(tree):
     assert len(ours) == 1 and ours[0].rule_id == FIELD_CHANGED
     assert [(d.path, d.line) for d in by_buf] == [(ours[0].path, ours[0].line)]
     assert "FIELD_SAME_TYPE" in by_buf[0].message
+
+
+@pytest.mark.skipif(find_buf() is None, reason="buf is not installed")
+def test_buf_reports_what_the_element_comparison_leaves_out_and_no_code_generation_option(tree, rendered):
+    tree.edit("openengine/v1/generation.proto", "package openengine.v1;\n",
+              'package openengine.v1;\noption go_package = "example.com/openengine/v1";\n'
+              'option java_package = "com.example.openengine.v1";\n')
+    assert tree.check() == []
+    tree.edit("openengine/v1/openengine.proto", "returns (.openengine.v1.ServerInfo);",
+              "returns (.openengine.v1.ServerInfo) { option idempotency_level = NO_SIDE_EFFECTS; }")
+    diags = tree.check()
+    assert [(d.rule_id, d.path, d.line) for d in diags] == [
+        (BUF_SECOND_OPINION, *_at(rendered[1], "openengine.v1.Control/GetServerInfo")[:2])]
+    assert "RPC_SAME_IDEMPOTENCY_LEVEL" in diags[0].message
