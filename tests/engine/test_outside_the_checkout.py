@@ -347,7 +347,7 @@ def test_a_protocol_maintainer_checks_generates_and_compares_with_the_toolkit_in
     assert (folder / "schemas" / "capabilities.schema.json").is_file()
     # A wire break is found by the registry rules and by the buf the toolkit installs.
     load = folder / "proto" / "openengine" / "v1" / "load.proto"
-    load.write_text(load.read_text(encoding="utf-8").replace("bool per_rank = 1;", "bool per_rank = 99;"),
+    load.write_text(load.read_text(encoding="utf-8").replace("bool per_rank = 4;", "bool per_rank = 99;"),
                     encoding="utf-8")
     broken = oespec_in(toolkit, "breaking", "--against", "HEAD", cwd=folder, timeout=300)
     assert broken.returncode == 1 and "buf:FIELD_NO_DELETE" in broken.stdout, broken.stdout + broken.stderr
