@@ -1,6 +1,7 @@
 """Every rule family's catalogue, read from one place: the ids each `oespec` command can emit (the
 toolkit's check, breaking, generate, spec and docs families) and, when the runtime and its bindings
-can be imported, the runtime's (validator rules, conformance cases, engine faults). `oespec rules`,
+can be imported, the runtime's (validator rules and conformance cases; the faults that break an
+engine on purpose are test machinery and live with the tests). `oespec rules`,
 the SARIF printer and the generated docs all read them here.
 
 This is part of the composition layer (with `oespec.cli` and `oespec.commands`): the only code
@@ -32,18 +33,17 @@ def family_catalogues() -> dict[str, RuleCatalogue]:
         out["breaking"] = breaking_catalogue()
     try:
         from openengine.conformance.cases import CASES, all_cases
-        from openengine.engine.faults import FAULTS
         from openengine.validate import RULES as VALIDATOR_RULES
     except (ImportError, AttributeError):
         return out
     all_cases()   # imports every case module, which registers its cases
-    out.update(validator=VALIDATOR_RULES, conformance=CASES, fault=FAULTS)
+    out.update(validator=VALIDATOR_RULES, conformance=CASES)
     return {family: out[family] for family in FAMILIES if family in out}
 
 
-# Families listed in the order they were registered: cases in the order they run, faults as
-# `--list-faults` prints them. The others are listed in id order.
-_REGISTRATION_ORDER = ("conformance", "fault")
+# Families listed in the order they were registered (cases in the order they run); the others in
+# id order.
+_REGISTRATION_ORDER = ("conformance",)
 
 
 def family_specs() -> dict[str, list[RuleSpec]]:

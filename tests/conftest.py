@@ -21,6 +21,8 @@ import os
 
 import pytest
 
+from tests.checkout import NotSetUp, make_shared_checkout
+
 
 def _module(item) -> str:
     return item.nodeid.split("::", 1)[0]
@@ -57,6 +59,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for item in members:
                 item.add_marker(pytest.mark.xdist_group(name))
 
+
+
+@pytest.fixture(scope="session")
+def shared_checkout(tmp_path_factory):
+    """The working tree copied once per run (per worker) into a git repository, for the tests that
+    run the project's own commands in a tree of their own: each clones it (tests/checkout.py)."""
+    try:
+        return make_shared_checkout(tmp_path_factory.mktemp("checkout") / "repo")
+    except NotSetUp as err:
+        pytest.skip(str(err))
 
 
 @pytest.hookimpl(trylast=True)

@@ -313,11 +313,12 @@ def test_conformance_text_and_json_add_the_report_to_the_records():
 @pytest.fixture(scope="module")
 def faulty_engine():
     pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
-    from openengine.engine import AdminConfig, EngineConfig, RunningEngine
+    from openengine.engine import EngineConfig
+    from openengine.serve import AdminAccess
+    from tests.faults import faulty_engine as committing
 
-    config = EngineConfig(port=0, profiles=("all",), faults=("capabilities-limit-out-of-range",),
-                          admin=AdminConfig(token="printer-test-token"))
-    with RunningEngine(config) as engine:
+    config = EngineConfig(port=0, profiles=("all",), admin=AdminAccess(token="printer-test-token"))
+    with committing(config, ["capabilities-limit-out-of-range"]) as engine:
         yield engine
 
 

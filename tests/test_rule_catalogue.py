@@ -22,6 +22,9 @@ from oespec.cli import run
 from oespec.catalogues import all_specs, family_specs
 from openengine.contractkit.rules import FAMILIES, RuleCatalogue, RuleSpec, Severity, find_spec
 
+# The families the product catalogues: every one but the faults, which are test machinery.
+PRODUCT_FAMILIES = tuple(f for f in FAMILIES if f != "fault")
+
 ROOT = Path(__file__).resolve().parents[1]
 ID_SHAPE = re.compile(r"\b(?:OEB|OEV|OE|SPEC|DOC)[0-9]{3}\b")
 SOURCES = ("oespec", "openengine.contractkit", "openengine")
@@ -214,8 +217,8 @@ def test_the_emission_scan_follows_handed_on_ids_and_finds_computed_ones():
 
 def test_every_family_is_present_and_ids_are_unique():
     families = family_specs()
-    assert set(families) == set(FAMILIES)
-    assert all(families[f] for f in FAMILIES)
+    assert set(families) == set(PRODUCT_FAMILIES)
+    assert all(families[f] for f in PRODUCT_FAMILIES)
     total = sum(len(v) for v in families.values())
     assert len(all_specs()) == total      # merged() refuses an id claimed twice
     for rid in ("OE000", "OE100", "OE900", "OE901", "OEB000", "SPEC001", "SPEC005", "DOC001", "DOC007"):
@@ -252,19 +255,19 @@ def test_the_registrar_stores_the_familys_payload_and_returns_the_handler():
 
 
 def test_every_family_registers_through_the_one_catalogue_type():
-    """Check rules, breaking rules, validator rules, conformance cases, faults, and the spec,
-    docs and generate ids all live in a `RuleCatalogue`, each payload of its family's own type."""
+    """Check rules, breaking rules, validator rules, conformance cases, and the spec, docs and
+    generate ids all live in a `RuleCatalogue`, each payload of its family's own type. (The faults
+    that break an engine on purpose are test machinery, tests/faults, not a family of the product.)"""
     from oespec.breaking import Rule as BreakingRule
     from oespec.check import Rule as CheckRule
     from oespec.catalogues import family_catalogues
     from openengine.conformance.cases import Case
-    from openengine.engine.faults import Fault
     from openengine.validate import Rule as ValidatorRule
 
     cats = family_catalogues()
-    assert set(cats) == set(FAMILIES)
+    assert set(cats) == set(PRODUCT_FAMILIES)
     payload_type = {"check": CheckRule, "breaking": BreakingRule, "validator": ValidatorRule,
-                    "conformance": Case, "fault": Fault}
+                    "conformance": Case}
     for family, cat in cats.items():
         assert isinstance(cat, RuleCatalogue) and cat.family == family
         for rule_id in cat:
@@ -313,12 +316,13 @@ def test_ids_real_commands_emit_are_catalogued(capsys):
 def test_ids_a_conformance_run_emits_are_catalogued(capsys):
     """Every record a conformance run prints names a catalogued case."""
     pytest.importorskip("openengine.v1.capabilities_pb2", reason="run `make bindings` first")
-    from openengine.engine import EngineConfig, RunningEngine
+    from openengine.engine import EngineConfig
+    from tests.faults import faulty_engine
 
     # The cases that judge the missing core profile, and core cases it makes fail. Not all of
     # core.*: its saturation cases stream long requests for seconds to add records of the same kind.
     selection = ("capabilities.*", "core.profiles.*", "core.discovery.*", "core.numbers.*", "core.generate.limits")
-    with RunningEngine(EngineConfig(port=0, faults=("capabilities-missing-core",))) as engine:
+    with faulty_engine(EngineConfig(port=0), ["capabilities-missing-core"]) as engine:
         code = run(["conformance", "--target", engine.address, *(f"--case={c}" for c in selection),
                     "--format", "json"])
     data = json.loads(capsys.readouterr().out)
@@ -335,7 +339,7 @@ def test_oespec_rules_prints_every_family(fmt, capsys):
         assert rid in out, (fmt, rid)
     if fmt == "json":
         rows = json.loads(out)
-        assert {r["family"] for r in rows} == set(FAMILIES)
+        assert {r["family"] for r in rows} == set(PRODUCT_FAMILIES)
         assert len(rows) == len(all_specs())
 
 

@@ -9,7 +9,7 @@ import sys
 from openengine.contractkit.rules import FAMILIES, RuleSpec
 from oespec.catalogues import all_specs, family_specs
 
-HELP = "list every rule, case and fault id the toolkit can emit"
+HELP = "list every rule and case id the toolkit can emit"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
