@@ -20,6 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 IDLE_TIMEOUT_S = 600.0   # a child that hears nothing for this long takes its runner for dead
 
 
+def counting_backend():
+    """The example engine's backend class (examples/counting_engine.py), loaded from its file: an
+    engine written only from the SDK's documentation, outside the package and the tests."""
+    import importlib.util
+
+    path = ROOT / "examples" / "counting_engine.py"
+    spec = importlib.util.spec_from_file_location("counting_engine", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("counting_engine", module)
+    spec.loader.exec_module(module)
+    return module.CountingBackend
+
+
 class ChildError(RuntimeError):
     pass
 

@@ -4,9 +4,9 @@
     python -m bench.hosts bare                             # the gRPC floor: a bare streaming RPC
     python -m bench.hosts sdk                              # one engine on the SDK (openengine.serve)
 
-`engines` hosts N reference engines (`openengine.engine.EngineServer`, the same object
-`oespec engine` runs) in one event loop, each on its own 127.0.0.1 port, with Poisson load changes
-(bench/synthetic.py). `bare` is a grpc.aio server with one generic server-streaming method and
+`engines` hosts N reference engines (`openengine.engine.ReferenceBackend` on the SDK's `Server`,
+what `oespec engine` runs) in one event loop, each on its own 127.0.0.1 port, with Poisson load
+changes (bench/synthetic.py). `bare` is a grpc.aio server with one generic server-streaming method and
 no engine behind it, which sends a fixed-size byte string per interval, and a Generate-shaped
 method that streams the same messages an engine would, built per token. `sdk` serves one backend
 through `openengine.serve`: a load that stays put and a Generate that streams one token per
@@ -46,20 +46,22 @@ def coalescing(watchers) -> dict:
 
 
 async def host_engines(count: int, rate: float, seed: int, max_watchers: int) -> None:
-    from openengine.engine import EngineConfig, EngineServer, resolve_config
+    from openengine.engine import EngineConfig, ReferenceBackend, check, serve_config
+    from openengine.serve import Server
 
-    resolved = resolve_config(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
-                                           limits={"load": {"max_watchers": max_watchers}}))
+    config = check(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
+                                limits={"load": {"max_watchers": max_watchers}}))
     engines = []
     for i in range(count):
-        engine = EngineServer(dataclasses.replace(resolved, instance_id=f"bench-{i:04d}"))
+        engine = Server(ReferenceBackend(config),
+                        dataclasses.replace(serve_config(config), instance_id=f"bench-{i:04d}"))
         await engine.start()
         engines.append(engine)
     loads = [SyntheticLoad(e.backend) for e in engines]
     driver = PoissonDriver(loads, rate, seed=seed)
     clock = engines[0].state.clock
     offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
-    reply(ports=[e.port for e in engines], pid=os.getpid(), clock_offset_ns=offset)
+    reply(ports=[_port(e) for e in engines], pid=os.getpid(), clock_offset_ns=offset)
 
     def start_changes(**_):
         driver.start()
@@ -85,6 +87,10 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         await asyncio.gather(*(e.stop(0.2) for e in engines), return_exceptions=True)
 
 
+def _port(server) -> int:
+    return int(server.address.rsplit(":", 1)[1])
+
+
 class BenchBackend:
     """The least an engine can be: a fixed load, and `max_tokens` one-token chunks then a final."""
 
@@ -104,7 +110,7 @@ class BenchBackend:
     async def generate(self, request):
         from openengine.serve import Chunk, Final, FinishReason
 
-        count = request.sampling.max_tokens
+        count = request.stopping.max_tokens
         for _ in range(count - 1):
             yield Chunk((65,), text="A")
         yield Final(FinishReason.LENGTH, prompt_tokens=1, completion_tokens=count, token_ids=(65,), text="A")
@@ -126,7 +132,7 @@ async def host_sdk(max_watchers: int) -> None:
     server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
     await server.start()
     offset = server.state.clock.now_ns() - time.monotonic_ns()
-    reply(ports=[int(server.address.rsplit(":", 1)[1])], pid=os.getpid(), clock_offset_ns=offset)
+    reply(ports=[_port(server)], pid=os.getpid(), clock_offset_ns=offset)
 
     def state(**_):
         return coalescing(server.state.load.watchers)
@@ -149,13 +155,16 @@ async def host_bare() -> None:
     from openengine.v1 import generation_pb2
 
     async def generate(request, context):
-        # What a hand-written servicer streams: one message per token, built as it goes.
-        count = request.sampling.max_tokens
-        for _ in range(count - 1):
-            yield generation_pb2.GenerateResponse(chunk=generation_pb2.GenerateChunk(token_ids=(65,), text="A"))
-        yield generation_pb2.GenerateResponse(final=generation_pb2.GenerateFinal(
-            token_ids=(65,), text="A", finish_reason=generation_pb2.FINISH_REASON_LENGTH,
-            usage=generation_pb2.Usage(prompt_tokens=1, completion_tokens=count)))
+        # What a hand-written servicer streams: one message per token, built as it goes, then the
+        # output's end with the usage.
+        count = request.stopping.max_tokens
+        for _ in range(count):
+            yield generation_pb2.GenerateResponse(request_id=request.request_id, token=generation_pb2.TokenOutput(
+                output_index=0, tokens=[generation_pb2.TokenInfo(token_id=65, token="A")], text="A"))
+        yield generation_pb2.GenerateResponse(
+            request_id=request.request_id,
+            finished=generation_pb2.GenerationFinished(output_index=0, reason=generation_pb2.FINISH_REASON_LENGTH),
+            usage=generation_pb2.Usage(prompt_tokens=1, completion_tokens=count, total_tokens=count + 1))
 
     handler = grpc.method_handlers_generic_handler("bench.Bare", {
         "Stream": grpc.unary_stream_rpc_method_handler(stream),

@@ -114,15 +114,17 @@ async def _stream(stub, generation_pb2, tokens: int) -> tuple[int, float]:
     start = time.perf_counter()
     first = None
     count = 0
-    call = stub.Generate(generation_pb2.GenerateRequest(text=PROMPT, sampling=generation_pb2.SamplingParams(
-        temperature=0.0, max_tokens=tokens, ignore_eos=True)))
+    call = stub.Generate(generation_pb2.GenerateRequest(
+        prompt=PROMPT, sampling=generation_pb2.SamplingParams(temperature=0.0),
+        stopping=generation_pb2.StoppingOptions(max_tokens=tokens, ignore_eos=True)))
     async for response in call:
         if first is None:
             first = time.perf_counter() - start
-        kind = response.WhichOneof("kind")
-        if kind == "error":
+        event = response.WhichOneof("event")
+        if event == "error":
             raise RuntimeError(f"the engine failed a request: {response.error.message}")
-        count += len(getattr(response, kind).token_ids)
+        if event == "token":
+            count += len(response.token.tokens)
     return count, first
 
 

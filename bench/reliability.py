@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import importlib.util
 import logging
 import os
 import signal
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from bench.control import ROOT, Child, reply, serve_commands
+from bench.control import Child, counting_backend, reply, serve_commands
 from bench.figures import Section, at_least, at_most, info
 from bench.measure import rss_kib
 
@@ -51,21 +50,12 @@ CHANNELS = 8                 # client connections a burst is spread over
 PATIENCE_S = 30.0            # the longest any wait of the soak lasts
 
 
-def _counting_backend():
-    path = ROOT / "examples" / "counting_engine.py"
-    spec = importlib.util.spec_from_file_location("counting_engine", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("counting_engine", module)
-    spec.loader.exec_module(module)
-    return module.CountingBackend
-
-
 # -- the engine process --------------------------------------------------------------------------
 
 async def _serve(port: int) -> None:
     from openengine.serve import ConnectionPolicy, ServeConfig, Server
 
-    backend = _counting_backend()(TOKEN_MS / 1000.0, slots=SLOTS, queue=QUEUE)
+    backend = counting_backend()(TOKEN_MS / 1000.0, slots=SLOTS, queue=QUEUE)
     config = ServeConfig(port=port, connections=ConnectionPolicy(handshake_timeout_s=HANDSHAKE_S))
     server = Server(backend, config)
     await server.start()
@@ -79,17 +69,17 @@ async def _serve(port: int) -> None:
 async def _hold(address: str, count: int) -> None:
     """A client that opens `count` long streams, says so once the engine shows them all accepted,
     and waits to be killed."""
-    from openengine.v1 import generation_pb2, inference_service_pb2_grpc, load_pb2, observability_service_pb2_grpc
+    from openengine.v1 import control_service_pb2_grpc, generation_pb2, inference_service_pb2_grpc, server_pb2
 
     channel = grpc.aio.insecure_channel(address)
     stub = inference_service_pb2_grpc.InferenceStub(channel)
-    load = observability_service_pb2_grpc.ObservabilityStub(channel)
-    sampling = generation_pb2.SamplingParams(max_tokens=2048, min_tokens=2048, ignore_eos=True)
-    calls = [stub.Generate(generation_pb2.GenerateRequest(text="hold", sampling=sampling), timeout=120)
+    load = control_service_pb2_grpc.ControlStub(channel)
+    stopping = generation_pb2.StoppingOptions(max_tokens=2048, min_tokens=2048, ignore_eos=True)
+    calls = [stub.Generate(generation_pb2.GenerateRequest(prompt="hold", stopping=stopping), timeout=120)
              for _ in range(count)]
     deadline = time.monotonic() + PATIENCE_S
     while time.monotonic() < deadline:
-        now = await load.GetLoad(load_pb2.GetLoadRequest(), timeout=5)
+        now = await load.GetLoad(server_pb2.GetLoadRequest(), timeout=5)
         if now.running_requests + now.queued_requests >= count:
             break
         await asyncio.sleep(0.02)
@@ -119,30 +109,53 @@ class Burst:
         return 1000.0 * values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
 
 
+def engine_error(err: grpc.RpcError):
+    """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
+    from grpc_status import rpc_status
+
+    from openengine.v1 import error_pb2
+
+    try:
+        status = rpc_status.from_call(err)
+    except ValueError:   # details that disagree with the status itself
+        return None
+    for detail in status.details if status is not None else ():
+        if detail.Is(error_pb2.EngineError.DESCRIPTOR):
+            error = error_pb2.EngineError()
+            detail.Unpack(error)
+            return error
+    return None
+
+
 async def _burst(address: str, count: int) -> Burst:
     """`count` Generate calls at once, each to its end."""
-    from openengine.conformance.cases.overload import engine_error
     from openengine.v1 import generation_pb2, inference_service_pb2_grpc
 
     channels = [grpc.aio.insecure_channel(address) for _ in range(CHANNELS)]
     stubs = [inference_service_pb2_grpc.InferenceStub(c) for c in channels]
     result = Burst(count)
-    sampling = generation_pb2.SamplingParams(max_tokens=TOKENS, min_tokens=TOKENS, ignore_eos=True)
+    stopping = generation_pb2.StoppingOptions(max_tokens=TOKENS, min_tokens=TOKENS, ignore_eos=True)
 
     async def one(i: int) -> None:
         started = time.monotonic()
         first = None
         try:
-            call = stubs[i % CHANNELS].Generate(generation_pb2.GenerateRequest(text="soak", sampling=sampling),
+            call = stubs[i % CHANNELS].Generate(generation_pb2.GenerateRequest(prompt="soak", stopping=stopping),
                                                 timeout=PATIENCE_S * 2)
             async for message in call:
                 if first is None:
                     first = time.monotonic() - started
-                if message.WhichOneof("kind") == "final":
+                event = message.WhichOneof("event")
+                if event == "finished":
                     result.completed += 1
                     result.ttft_s.append(first)
                     return
-            result.statuses["OK without a final"] = result.statuses.get("OK without a final", 0) + 1
+                if event == "error":
+                    name = f"EngineError {message.error.code}"
+                    result.statuses[name] = result.statuses.get(name, 0) + 1
+                    result.details.setdefault(name, message.error.message)
+                    return
+            result.statuses["OK without an end"] = result.statuses.get("OK without an end", 0) + 1
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and first is None:
                 result.refused += 1
@@ -204,11 +217,11 @@ class Watchers:
 
 
 async def _get_load(address: str):
-    from openengine.v1 import load_pb2, observability_service_pb2_grpc
+    from openengine.v1 import control_service_pb2_grpc, server_pb2
 
     async with grpc.aio.insecure_channel(address) as channel:
-        stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-        return await stub.GetLoad(load_pb2.GetLoadRequest(), timeout=5)
+        stub = control_service_pb2_grpc.ControlStub(channel)
+        return await stub.GetLoad(server_pb2.GetLoadRequest(), timeout=5)
 
 
 async def _until_idle(address: str) -> int:

@@ -23,7 +23,7 @@ import grpc
 from bench.control import reply, serve_commands
 from bench.measure import tcp_bytes, usage
 from bench.synthetic import change_counter
-from openengine.v1 import load_pb2, observability_service_pb2_grpc
+from openengine.v1 import control_service_pb2_grpc, load_pb2, observability_service_pb2_grpc, server_pb2
 
 # Both modes, the same: no HTTP/2 BDP probing. A load channel carries small messages only, so
 # the bandwidth estimate it feeds is never used, while each probe costs a PING and its ack
@@ -54,7 +54,8 @@ class Scheduler:
         for i, port in enumerate(self.ports):
             channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
             self._channels.append(channel)
-            stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+            stub = (observability_service_pb2_grpc.ObservabilityStub(channel) if self.mode == "watch"
+                    else control_service_pb2_grpc.ControlStub(channel))
             first = asyncio.Event()
             self._first.append(first)
             run = self._watch if self.mode == "watch" else self._poll
@@ -87,7 +88,7 @@ class Scheduler:
     async def _poll(self, i: int, stub, first: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
         period = self.interval_ms / 1000.0
-        request = load_pb2.GetLoadRequest()
+        request = server_pb2.GetLoadRequest()
         # Engines are polled at evenly spread phases, as a scheduler with many targets would.
         next_at = loop.time() + period * i / max(1, len(self.ports))
         try:

@@ -42,7 +42,7 @@ def measure_generate(kind: str, *, clients: int = 4, calls: int = 4, tokens: int
     with Child("bench.hosts", "sdk" if kind == "sdk" else "bare", name=f"{kind} generate server") as server:
         port = server.read(60)["ports"][0]
         idle_rate = idle_cpu_per_s(server, idle_s)
-        request = generation_pb2.GenerateRequest(text="x", sampling=generation_pb2.SamplingParams(max_tokens=tokens))
+        request = generation_pb2.GenerateRequest(prompt="x", stopping=generation_pb2.StoppingOptions(max_tokens=tokens))
         received = [0] * clients
 
         def client(i: int) -> None:

@@ -7,8 +7,8 @@ traceback in the runner's output).
     python -m bench.soak --minutes 40             # no run starts after 40 minutes
     python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
 
-The engines are the reference engine (every profile) and the independent test engine
-(tests/conformance/otherengine), each started afresh for every run. The figures, with the load
+The engines are the reference engine (every profile) and the example counting engine
+(examples/counting_engine.py, on the SDK alone), each started afresh for every run. The figures, with the load
 they ran under, go to bench/soak.json and the "Conformance soak" section of bench/results.md.
 """
 
@@ -98,21 +98,23 @@ class EngineSoak:
 
 @contextlib.contextmanager
 def reference_engine():
-    from openengine.engine import AdminConfig, EngineConfig, RunningEngine
+    from openengine.engine import EngineConfig, RunningEngine
+    from openengine.serve import AdminAccess
 
-    with RunningEngine(EngineConfig(port=0, admin=AdminConfig(token=TOKEN))) as engine:
+    with RunningEngine(EngineConfig(port=0, admin=AdminAccess(token=TOKEN))) as engine:
         yield engine.address, TOKEN
 
 
 @contextlib.contextmanager
-def test_engine():
-    from tests.conformance.otherengine import OtherEngine
+def counting_engine():
+    from bench.control import counting_backend
+    from openengine.serve import RunningServer, ServeConfig
 
-    with OtherEngine() as engine:
+    with RunningServer(counting_backend(), ServeConfig(port=0)) as engine:
         yield engine.address, None
 
 
-ENGINES = {"reference": reference_engine, "test-engine": test_engine}
+ENGINES = {"reference": reference_engine, "counting-example": counting_engine}
 
 
 def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], list[str]]:

@@ -75,17 +75,16 @@ def _stream():
     from openengine.v1 import load_pb2
 
     msgs = []
-    settings = load_pb2.WatchLoadResponse(sequence=0)
-    settings.timestamp.FromNanoseconds(0)
+    start = 1_700_000_000 * 1_000_000_000     # a wall-clock reading: zero is no timestamp
+    settings = load_pb2.WatchLoadResponse(sequence=0, timestamp_unix_nanos=start)
     settings.settings.interval_ms, settings.settings.heartbeat_ms = 100, 1000
     settings.settings.instance_id = "engine-1"
     msgs.append(settings)
     for seq in range(1, 2001):
-        msg = load_pb2.WatchLoadResponse(sequence=seq)
-        msg.timestamp.FromNanoseconds(seq * 100_000_000)
+        msg = load_pb2.WatchLoadResponse(sequence=seq, timestamp_unix_nanos=start + seq * 100_000_000)
         load = msg.snapshot.load
         load.instance_id = "engine-1"
-        load.timestamp.FromNanoseconds(seq * 100_000_000)
+        load.timestamp_unix_nanos = start + seq * 100_000_000
         load.running_requests, load.queued_requests, load.used_kv_blocks = seq % 64, seq % 7, seq * 3
         load.total_kv_blocks, load.running_tokens, load.waiting_tokens = 100000, seq * 50, seq * 5
         load.prefill_batch_size, load.decode_batch_size = 4, 32
@@ -147,10 +146,8 @@ def collect() -> list[dict]:
         # change with every message (sequence, the message's and the snapshot's timestamps).
         for m in parsed:
             m.sequence
-            ts = m.timestamp
-            ts.seconds, ts.nanos
-            ts = m.snapshot.load.timestamp
-            ts.seconds, ts.nanos
+            m.timestamp_unix_nanos
+            m.snapshot.load.timestamp_unix_nanos
 
     per_stream = _side_by_side({"parse": parse_all, "check": check_all, "reads": read_changing_values})
     t_parse, t_check, t_reads = (per_stream[k] / len(wire) for k in ("parse", "check", "reads"))

@@ -100,8 +100,7 @@ class Watchers:
                 if watchload:
                     if msg.WhichOneof("kind") != "snapshot":
                         continue
-                    ts = msg.snapshot.load.timestamp
-                    made = ts.seconds * 1_000_000_000 + ts.nanos - offset
+                    made = msg.snapshot.load.timestamp_unix_nanos - offset
                     size = msg.ByteSize()
                 else:
                     made = STAMP.unpack_from(msg)[0]

@@ -1,4 +1,5 @@
-"""A minimal OpenEngine engine on the SDK: a counting model served with core and load.
+"""A minimal OpenEngine engine on the SDK: a counting model served with core and load, on
+upstream's OpenEngine v1 (Inference, Control) and the proposal's services beside it.
 
 The model is not a language model: it answers each prompt by counting on from the prompt's last
 byte through printable ASCII, one token every `--token-ms`, and ends its sequence (EOS) when the
@@ -24,6 +25,10 @@ EOS = 256
 FIRST, LAST = ord(" "), ord("~")
 
 
+def text_of(token: int) -> str:
+    return "" if token == EOS else chr(token)
+
+
 @dataclass(eq=False)
 class Job:
     prompt_tokens: int
@@ -46,22 +51,21 @@ class CountingBackend:
 
     def describe(self) -> EngineDescription:
         model = Model("counter", max_context_tokens=4096, max_output_tokens=2048,
-                      tokenizer=Tokenizer("bytes", vocab_size=257, eos_token_id=EOS))
+                      tokenizer=Tokenizer("bytes", vocab_size=257, eos_token_id=EOS, token_text=text_of))
         return EngineDescription(
             engine_name="counting-engine", engine_version="1.0", models=(model,),
-            limits={"core": {"max_sequences": 1, "max_logprobs": 0, "max_running_requests": self.slots,
-                             "max_queued_requests": self.queue},
+            limits={"core": {"max_running_requests": self.slots, "max_queued_requests": self.queue},
                     "load": {"min_watch_interval_ms": 100, "change_driven": True}})
 
     def attach(self, engine: EngineHandle) -> None:
         self.engine = engine
 
     async def generate(self, request: GenerateRequest):
-        message, sampling = request.message, request.sampling
-        prompt = list(message.token_ids.ids) if message.HasField("token_ids") else list(message.text.encode())
-        limit = sampling.max_tokens if sampling.HasField("max_tokens") else 2048
-        floor = sampling.min_tokens if sampling.HasField("min_tokens") else 0
-        stops = SequenceStops(sampling, eos_token_id=EOS)
+        message, stopping = request.message, request.stopping
+        prompt = list(message.token_ids.ids) if message.HasField("token_ids") else list(message.prompt.encode())
+        limit = stopping.max_tokens if stopping.HasField("max_tokens") else 2048
+        floor = stopping.min_tokens if stopping.HasField("min_tokens") else 0
+        stops = SequenceStops(stopping, eos_token_id=EOS)
         job = self.jobs[request.request_id] = Job(len(prompt))
         try:
             async with self._free:
@@ -72,12 +76,12 @@ class CountingBackend:
                     await asyncio.sleep(self.token_seconds)
                     token = token + 1 if token < LAST else FIRST
                     job.generated += 1
-                    if token == LAST and not sampling.ignore_eos and job.generated > floor:
+                    if token == LAST and not stopping.ignore_eos and job.generated > floor:
                         token = EOS   # the count is complete: the sequence ends instead
-                    text, stop = stops.add(token, "" if token == EOS else chr(token))
+                    text, stop = stops.add(token, text_of(token))
                     if stop is not None or job.generated >= limit:
                         reason = FinishReason.STOP if stop is not None else FinishReason.LENGTH
-                        yield Final(reason, token_ids=(token,), text=text + stops.rest(), stop_reason=stop or "",
+                        yield Final(reason, token_ids=(token,), text=text + stops.rest(), stop_match=stop,
                                     prompt_tokens=len(prompt), completion_tokens=job.generated)
                         return
                     yield Chunk((token,), text=text)

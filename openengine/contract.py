@@ -27,7 +27,7 @@ import openengine.v1 as v1_package
 from openengine.contractkit.conditions import condition_holds, condition_text
 from openengine.contractkit.naming import enum_spelling
 from openengine.contractkit.versions import VersionRange
-from openengine.v1 import capabilities_pb2, common_pb2, options_pb2
+from openengine.v1 import capabilities_pb2, options_pb2, server_pb2
 
 STANDARD_PREFIX = "openengine."
 CORE = "openengine.core"
@@ -367,15 +367,16 @@ def _forbidden(profile: str, inc: Incompatibility, values: tuple[Any, ...]) -> C
 
 
 def role_numbers() -> dict[str, int]:
-    """Role spelling (`prefill`, as scopes and `--role` write it) -> `Role` enum number, from the
-    `Role` enum itself."""
-    enum = common_pb2.Role.DESCRIPTOR
+    """Role spelling (`prefill`, as scopes and `--role` write it) -> `EngineRole` enum number, from
+    the `EngineRole` enum itself."""
+    enum = server_pb2.EngineRole.DESCRIPTOR
     return {enum_spelling(enum.name, v.name): v.number for v in enum.values if v.number != 0}
 
 
 def role_spelling(number: int) -> str:
-    """`Role` enum number -> its value name (`ROLE_PREFILL`), or the number when unknown."""
-    value = common_pb2.Role.DESCRIPTOR.values_by_number.get(number)
+    """`EngineRole` enum number -> its value name (`ENGINE_ROLE_PREFILL`), or the number when
+    unknown."""
+    value = server_pb2.EngineRole.DESCRIPTOR.values_by_number.get(number)
     return value.name if value is not None else str(number)
 
 

@@ -80,10 +80,10 @@ def test_an_unusable_file_prints_in_every_format(fmt, capsys, tmp_path):
 
 ODD_VALUES = [
     "null", '"a string"', "1", "[]", "{}", '{"profiles": [null]}', '{"profiles": [{"name": 5}]}',
-    '{"settings": 5}', '{"capabilities": []}', '{"engine_info": 5}', '{"model_info": [5]}',
+    '{"settings": 5}', '{"capabilities": []}', '{"server_info": 5}', '{"model_info": [5]}',
     '{"sequence": 1, "snapshot": {"load": 5}}', '{"ranks": [null]}', '{"runningRequests": 1e400}',
     '[[[[[[[[[[[[]]]]]]]]]]]]', '{"a": ' * 40 + "1" + "}" * 40, '"\\u0000\\u001b[2J"',
-    '{"capabilities": {}, "engine_info": {"role": "ROLE_X"}, "model_info": [{"name": "m", "profiles": [5]}]}',
+    '{"capabilities": {}, "server_info": {"engineRole": "ROLE_X"}, "model_info": [{"modelId": "m", "tokenizerModes": [5]}]}',
 ]
 
 
@@ -101,12 +101,12 @@ def test_odd_json_is_judged_never_a_crash(kind, capsys, tmp_path):
 def test_an_unknown_enum_value_lists_the_valid_ones(capsys, tmp_path):
     doc = tmp_path / "caps.json"
     doc.write_text(json.dumps({"profiles": [{"name": "openengine.core", "major": 1}],
-                               "generation": {"guidedDecodingModes": ["GUIDED_DECODING_MODE_XML"]}}))
+                               "core": {"guidedDecodingModes": ["GUIDED_DECODING_MODE_XML"]}}))
     code, diags = _validate(capsys, str(doc))
     assert code == 1 and [d["rule_id"] for d in diags] == ["OEV113"]
     message = diags[0]["message"]
     assert "GUIDED_DECODING_MODE_XML" in message
-    assert "valid values: GUIDED_DECODING_MODE_JSON_SCHEMA, GUIDED_DECODING_MODE_JSON_OBJECT" in message
+    assert "valid values: GUIDED_DECODING_MODE_JSON_SCHEMA, " in message and "GUIDED_DECODING_MODE_CHOICE" in message
     assert "UNSPECIFIED" not in message
 
 
@@ -120,20 +120,22 @@ def answers(tmp_path_factory):
 
     from openengine.engine import EngineConfig, RunningEngine
     from openengine.v1 import (
-        discovery_pb2, discovery_service_pb2_grpc, load_pb2, observability_service_pb2_grpc,
+        control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, load_pb2, model_pb2,
+        observability_service_pb2_grpc, server_pb2,
     )
 
     folder = tmp_path_factory.mktemp("answers")
     with RunningEngine(EngineConfig(port=0, profiles=("all",))) as engine, \
             grpc.insecure_channel(engine.address) as channel:
+        control = control_service_pb2_grpc.ControlStub(channel)
         discovery = discovery_service_pb2_grpc.DiscoveryStub(channel)
         observability = observability_service_pb2_grpc.ObservabilityStub(channel)
-        info = discovery.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=10)
-        got = {"engine-info": [info],
-               "model-info": [discovery.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m), timeout=10)
-                              for m in info.served_models],
+        info = control.GetServerInfo(server_pb2.GetServerInfoRequest(), timeout=10)
+        got = {"server-info": [info],
+               "model-info": [control.GetModelInfo(model_pb2.GetModelInfoRequest(model=m), timeout=10)
+                              for m in info.supported_models],
                "capabilities": [discovery.GetCapabilities(discovery_pb2.GetCapabilitiesRequest(), timeout=10)],
-               "load": [observability.GetLoad(load_pb2.GetLoadRequest(), timeout=10)]}
+               "load": [control.GetLoad(server_pb2.GetLoadRequest(), timeout=10)]}
         stream = observability.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=20), timeout=10)
         got["watchload"] = [next(stream) for _ in range(3)]
         stream.cancel()
@@ -145,7 +147,7 @@ def answers(tmp_path_factory):
     return files
 
 
-@pytest.mark.parametrize("kind", ["capabilities", "engine-info", "model-info", "load", "watchload"])
+@pytest.mark.parametrize("kind", ["capabilities", "server-info", "model-info", "load", "watchload"])
 def test_every_answer_is_read_as_its_kind_and_judged_clean(answers, kind, capsys):
     code = run(["validate", str(answers[kind]), "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
@@ -156,25 +158,26 @@ def test_every_answer_is_read_as_its_kind_and_judged_clean(answers, kind, capsys
 
 
 def test_a_named_kind_is_read_as_named(answers, capsys):
-    code = run(["validate", str(answers["engine-info"]), "--kind", "capabilities", "--format", "json"])
+    code = run(["validate", str(answers["server-info"]), "--kind", "capabilities", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["kind"] == "capabilities"
-    assert {d["rule_id"] for d in doc["diagnostics"]} >= {"OEV002"}    # EngineInfo's fields are unknown there
+    assert {d["rule_id"] for d in doc["diagnostics"]} >= {"OEV002"}    # ServerInfo's fields are unknown there
 
 
-def test_an_engine_info_answer_is_judged_on_its_own(capsys, tmp_path):
+def test_a_server_info_answer_is_judged_on_its_own(capsys, tmp_path):
     doc = tmp_path / "info.json"
-    doc.write_text(json.dumps({"instanceId": "", "engineName": "e", "role": "ROLE_DECODE",
-                               "capabilityRevision": "0", "servedModels": ["m"]}, indent=2))
+    doc.write_text(json.dumps({"instanceId": "", "engineName": "e", "engineRole": "ENGINE_ROLE_DECODE",
+                               "schemaRevision": 2, "minimumClientRevision": 1,
+                               "schemaRelease": "openengine-profiles/registry-6",
+                               "capabilityRevision": "0", "supportedModels": ["m"]}, indent=2))
     code, diags = _validate(capsys, str(doc))
     assert code == 1
-    assert sorted((d["rule_id"], d["line"]) for d in diags) == [("OEV135", 5), ("OEV136", 2)]
+    assert sorted((d["rule_id"], d["line"]) for d in diags) == [("OEV135", 8), ("OEV136", 2)]
 
 
-def test_a_model_info_answer_is_judged_on_its_own(capsys, tmp_path):
+def test_a_model_info_answer_is_read_as_one(capsys, tmp_path):
     doc = tmp_path / "model.json"
-    doc.write_text(json.dumps({"model": "m", "maxContextTokens": 4096, "maxOutputTokens": 64,
-                               "capabilities": {"profiles": [{"name": "openengine.load", "major": 1}]}},
-                              indent=2))
+    doc.write_text(json.dumps({"modelId": "m", "maxContextLength": 4096, "maxOutputTokens": 64,
+                               "generation": {"maxNumSequences": "two"}}, indent=2))
     code, diags = _validate(capsys, str(doc))
-    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV133"]
+    assert code == 1 and [(d["rule_id"], d["line"]) for d in diags] == [("OEV002", 6)]

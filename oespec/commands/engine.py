@@ -1,4 +1,4 @@
-"""oespec engine: run the reference engine (or list the faults it can commit on purpose)."""
+"""oespec engine: run the reference engine (or, with --backend llama, a GGUF model)."""
 
 from __future__ import annotations
 
@@ -37,13 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin-tls-key", default=None, help="server private key (PEM) for the admin address")
     parser.add_argument("--admin-client-ca", default=None,
                         help="CA (PEM) that admin client certificates must be signed by (mutual TLS)")
-    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
-                        help="break one conformance rule on purpose (repeatable); see --list-faults")
-    parser.add_argument("--alias", default=None, metavar="NAMES",
-                        help="also serve compatibility aliases of earlier revisions, comma-separated: "
-                             "openengine (openengine.v1.OpenEngine, revision 2), control "
-                             "(openengine.v1.Control, revision 3); off by default")
-    parser.add_argument("--list-faults", action="store_true", help="print every fault and exit")
     parser.add_argument("--check-config", action="store_true",
                         help="check the configuration, print what would be served, and exit")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -56,8 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="llama.cpp threads per step for --backend llama (default: 1)")
     connections = parser.add_argument_group(
         "connections", "how long a connection is kept, in seconds, and how many calls may wait for the "
-        "event loop (openengine.serve.ConnectionPolicy); "
-        "set for --backend llama, while the reference engine keeps the defaults")
+        "event loop (openengine.serve.ConnectionPolicy)")
     for name, text in CONNECTION_FLAGS.items():
         counted = name == "max_pending_calls"
         connections.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int if counted else float,
@@ -84,14 +76,14 @@ def _policy_default(name: str) -> str:
     return "never" if value is None else f"{value:g}"
 
 
-def connection_policy(args: argparse.Namespace):
-    """The connection flags as a ConnectionPolicy (unset ones keep its defaults)."""
+def connection_policy(args: argparse.Namespace, base=None):
+    """The connection flags over `base` (default: ConnectionPolicy's defaults)."""
     from openengine.serve import ConnectionPolicy
 
     given = {name: getattr(args, name) for name in CONNECTION_FLAGS if getattr(args, name, None) is not None}
     if given.get("idle_timeout_s") == 0:
         given["idle_timeout_s"] = None
-    return ConnectionPolicy(**given)
+    return dataclasses.replace(base or ConnectionPolicy(), **given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,45 +91,42 @@ def run(args: argparse.Namespace) -> int:
         from openengine.llama.command import run as run_llama
         args.connections = connection_policy(args)
         return run_llama(args)
-    connection_flags = [f"--{name.replace('_', '-')}" for name in CONNECTION_FLAGS
-                        if getattr(args, name, None) is not None]
-    if connection_flags and not args.list_faults:
-        sys.stderr.write(f"oespec engine: {', '.join(connection_flags)}: the reference engine serves with the default "
-                         "connection policy; these flags set it for --backend llama\n")
-        return 2
-    from openengine.engine import FAULTS
-
-    if args.list_faults:
-        for fault in FAULTS.values():
-            sys.stdout.write(f"{fault.name}  {fault.description} ({', '.join(fault.requirements)}) "
-                             f"[{fault.part}]\n")
-        return 0
-    from openengine.engine import ConfigError, resolve_config
+    from openengine.engine import ConfigError, check
+    from openengine.serve import CannotServe
 
     try:
-        config = build_config(args)
-        resolved = resolve_config(config)
+        config = check(build_config(args))
     except ConfigError as err:
         return _unservable(err)
     if args.check_config:
-        sys.stdout.write(f"role {resolved.role}; profiles: "
-                         f"{', '.join(f'{p.name} {p.version_text}' for p in resolved.advertised)}\n")
-        models = (f"{m.name} ({', '.join(m.profiles) or 'no model-scoped profiles'})" for m in resolved.models)
-        sys.stdout.write(f"models: {', '.join(models)}\n")
-        for warning in resolved.warnings:
-            sys.stdout.write(f"warning: {warning}\n")
-        return 0
+        return _check_config(config)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s oespec engine: %(message)s", datefmt="%H:%M:%S")
     from openengine.engine import serve
 
     try:
-        asyncio.run(serve(resolved))
-    except ConfigError as err:
+        asyncio.run(serve(config))
+    except (ConfigError, CannotServe) as err:
         return _unservable(err)
     except OSError as err:
         sys.stderr.write(f"oespec engine: {err}\n")
         return 1
+    return 0
+
+
+def _check_config(config) -> int:
+    """What the SDK would serve for `config`, without starting it."""
+    from openengine.engine import ReferenceBackend, serve_config
+    from openengine.serve import CannotServe, Server
+
+    try:
+        server = Server(ReferenceBackend(config), serve_config(config))
+    except CannotServe as err:
+        return _unservable(err)
+    advertised = server.state.advertised
+    sys.stdout.write(f"role {config.role}; profiles: {', '.join(f'{p.name} {p.version_text}' for p in advertised)}\n")
+    for model in server.description.models:
+        sys.stdout.write(f"model {model.name}: {', '.join(model.profiles) or 'no model-scoped profiles'}\n")
     return 0
 
 
@@ -161,11 +150,8 @@ def build_config(args: argparse.Namespace):
             changes[key] = value
     if args.profiles is not None:
         changes["profiles"] = tuple(p for p in args.profiles.split(",") if p.strip())
-    if args.fault:
-        changes["faults"] = tuple(config.faults) + tuple(args.fault)
-    if args.alias is not None:
-        from openengine.engine.config import split_aliases
-        changes["aliases"] = split_aliases(args.alias)
+    if any(getattr(args, name, None) is not None for name in CONNECTION_FLAGS):
+        changes["connections"] = connection_policy(args, config.connections)
     if args.limit:
         limits = {k: dict(v) for k, v in config.limits.items()}
         for item in args.limit:

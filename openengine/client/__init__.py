@@ -1,18 +1,24 @@
-"""Client helpers on top of the generated validators.
+"""Client helpers on top of the validators.
 
 - `CapabilityView`: what does this engine support? `supports`, `limit` (defaults applied),
   `require` (raises `CapabilityError` naming everything missing), `model(name)` for model-scoped
-  limits; built from discovery messages or fetched (`fetch`, `afetch`). A server of an earlier
-  layout (no `Discovery/GetCapabilities`) is reported as `EarlierLayoutError`, naming the alias
-  and schema revision it serves (REQ-ALIAS-004).
+  limits; built from discovery answers (Control/GetServerInfo, Control/GetModelInfo,
+  Discovery/GetCapabilities) or fetched (`fetch`, `afetch`). An engine serving upstream
+  OpenEngine v1 alone is `upstream_only`: it advertises no profile and is known by what its
+  ServerInfo and ModelInfo report.
 - `LoadWatcher` / `AsyncLoadWatcher`: the engine's latest load, from a validated WatchLoad
-  stream with reconnection (`Backoff`) and a GetLoad polling fallback; it follows an engine that
-  restarts behind the same address (`Restart`) and ends with a reason when nothing is left to try.
+  stream with reconnection (`Backoff`) and Control/GetLoad polling as the fallback; it follows an
+  engine that restarts behind the same address (`Restart`) and ends with a reason when nothing is
+  left to try. Both drive one state machine, `WatchState`, which does no I/O.
 """
 
-from openengine.client._view import CapabilityError, CapabilityView, EarlierLayoutError, ModelView
-from openengine.client._watcher import POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, LoadWatcher, Restart
+from openengine.client._view import (
+    CapabilityError, CapabilityView, IncompatibleServerError, ModelView, NotOpenEngineError,
+)
+from openengine.client._watcher import (
+    POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, LoadWatcher, Restart, WatchState,
+)
 
-__all__ = ["AsyncLoadWatcher", "Backoff", "CapabilityError", "CapabilityView", "EarlierLayoutError",
-           "LoadWatcher", "ModelView", "Restart",
+__all__ = ["AsyncLoadWatcher", "Backoff", "CapabilityError", "CapabilityView", "IncompatibleServerError",
+           "LoadWatcher", "ModelView", "NotOpenEngineError", "Restart", "WatchState",
            "POLL", "UNAVAILABLE", "WATCH"]

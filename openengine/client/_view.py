@@ -1,4 +1,10 @@
-"""What does this engine support? A typed view over its discovery answers."""
+"""What does this engine support? A typed view over its discovery answers.
+
+Discovery is upstream's Control/GetServerInfo and Control/GetModelInfo plus the proposal's
+Discovery/GetCapabilities. An engine that serves upstream OpenEngine v1 alone answers
+GetCapabilities with UNIMPLEMENTED: the view then knows only what its ServerInfo and ModelInfo
+report (`upstream_only`), advertises no profile, and a limit those answers leave out is None.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,8 @@ from typing import Any, Iterable, Mapping
 
 import grpc
 
-from openengine.aliases import ALIASES
-from openengine.contract import parse_version
-from openengine.validate import DEFAULTS, CapabilityReport, Violation, validate_capabilities
+from openengine.contract import catalogue, parse_version
+from openengine.validate import DEFAULTS, CapabilityReport, Violation, from_upstream, validate_capabilities
 
 
 class CapabilityError(Exception):
@@ -19,77 +24,53 @@ class CapabilityError(Exception):
         super().__init__("the engine does not provide: " + "; ".join(self.missing))
 
 
-class EarlierLayoutError(Exception):
-    """The server does not answer `Discovery/GetCapabilities`: it speaks an earlier layout.
+class NotOpenEngineError(Exception):
+    """The server answers `openengine.v1.Control/GetServerInfo` with UNIMPLEMENTED: it serves no
+    OpenEngine v1 at all."""
 
-    `service` is the compatibility alias it was found to serve (`openengine.v1.Control`,
-    `openengine.v1.OpenEngine`) and `revision` that layout's schema revision, or both None when
-    no known earlier layout answered either (REQ-ALIAS-004)."""
+    def __init__(self):
+        super().__init__("the server answers openengine.v1.Control/GetServerInfo with UNIMPLEMENTED: "
+                         "it is not an OpenEngine v1 server")
 
-    def __init__(self, service: str | None, revision: int | None):
-        self.service = service
+
+class IncompatibleServerError(Exception):
+    """The server's `minimum_client_revision` is above the revision this client implements: upstream's
+    rule is that such a client rejects the server."""
+
+    def __init__(self, minimum: int, revision: int):
+        self.minimum = minimum
         self.revision = revision
-        if service is None:
-            text = ("the server answers openengine.v1.Discovery/GetCapabilities with UNIMPLEMENTED and "
-                    "serves no known earlier OpenEngine layout: it is not an OpenEngine server, or one "
-                    "older than schema revision 2")
-        else:
-            text = (f"the server speaks the earlier OpenEngine layout of schema revision {revision} "
-                    f"({service}), not the v1 services: openengine.v1.Discovery/GetCapabilities answers "
-                    f"UNIMPLEMENTED. Use a client of that revision, or upgrade the server")
-        super().__init__(text)
-
-
-def _alias_health_call(channel, alias):
-    """The alias's own Health method and an empty request: a call without side effects, for
-    servers without standard health. Works on grpc and grpc.aio channels alike."""
-    from google.protobuf import message_factory
-
-    method = alias.descriptor.methods_by_name["Health"]
-    call = channel.unary_unary(f"/{alias.service}/Health",
-                               request_serializer=lambda m: m.SerializeToString(),
-                               response_deserializer=message_factory.GetMessageClass(method.output_type).FromString)
-    return call, message_factory.GetMessageClass(method.input_type)()
-
-
-def _earlier_layout_calls(channel):
-    """The calls that find which earlier layout a server speaks (see `_drive`); returns the error."""
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    health = health_pb2_grpc.HealthStub(channel)
-    # Newest first: a server serving several earlier layouts is reported by its newest.
-    for alias in sorted(ALIASES.values(), key=lambda a: -a.revision):
-        found = EarlierLayoutError(alias.service, alias.revision)
-        try:
-            yield health.Check, health_pb2.HealthCheckRequest(service=alias.service)
-            return found
-        except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                continue  # NOT_FOUND: health knows the server and says this alias is not served
-        try:
-            yield _alias_health_call(channel, alias)
-            return found
-        except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                return found
-    return EarlierLayoutError(None, None)
+        super().__init__(f"the server needs clients of schema revision {minimum} or later; this client "
+                         f"implements revision {revision}")
 
 
 def _discovery_calls(channel, models: bool):
-    """The discovery answers: (capabilities, engine info, model infos)."""
-    from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
+    """The discovery answers: (capabilities or None, server info, model infos by served name).
+    A generator of (method, request) calls, run by `_drive` or `_adrive`."""
+    from openengine.v1 import (
+        control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, model_pb2, server_pb2,
+    )
 
-    stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
+    control = control_service_pb2_grpc.ControlStub(channel)
     try:
-        caps = yield stub.GetCapabilities, discovery_pb2.GetCapabilitiesRequest()
+        info = yield control.GetServerInfo, server_pb2.GetServerInfoRequest()
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise NotOpenEngineError() from None
+        raise
+    revision = catalogue().schema_revision
+    if info.minimum_client_revision > revision:
+        raise IncompatibleServerError(info.minimum_client_revision, revision)
+    try:
+        caps = yield discovery_service_pb2_grpc.DiscoveryStub(channel).GetCapabilities, \
+            discovery_pb2.GetCapabilitiesRequest()
     except grpc.RpcError as err:
         if err.code() != grpc.StatusCode.UNIMPLEMENTED:
             raise
-        raise (yield from _earlier_layout_calls(channel)) from None
-    info = yield stub.GetEngineInfo, discovery_pb2.GetEngineInfoRequest()
-    infos = []
-    for model in info.served_models if models else ():
-        infos.append((yield stub.GetModelInfo, discovery_pb2.GetModelInfoRequest(model=model)))
+        caps = None     # upstream's layout alone
+    infos = {}
+    for model in info.supported_models if models else ():
+        infos[model] = yield control.GetModelInfo, model_pb2.GetModelInfoRequest(model=model)
     return caps, info, infos
 
 
@@ -130,8 +111,9 @@ class _Lookup:
 
     def limit(self, profile: str, limit: str) -> Any:
         """The effective value of `profile`.`limit`: the model's value, the engine-wide value, or
-        the registry default when neither is set. None when the profile is not advertised.
-        Raises KeyError for a standard profile or limit the registry does not define."""
+        the registry default when neither is set. None when the profile is not advertised (for an
+        upstream-only engine: when its answers do not report the value). Raises KeyError for a
+        standard profile or limit the registry does not define."""
         if profile in DEFAULTS and limit not in DEFAULTS[profile]:
             raise KeyError(f"{profile} has no limit {limit!r}")
         if profile.startswith("openengine.") and profile not in DEFAULTS:
@@ -140,7 +122,8 @@ class _Lookup:
 
     def supports(self, profile: str, at_least: str | None = None) -> bool:
         """Is `profile` advertised (for a model view: listed by the model) at a version usable by a
-        client written for `at_least` (same major, minor at least as high; REQ-CORE-007)?"""
+        client written for `at_least` (same major, minor at least as high; REQ-CORE-007)? An
+        upstream-only engine advertises none."""
         versions = self._versions(profile)
         if at_least is None:
             return bool(versions)
@@ -153,7 +136,8 @@ class _Lookup:
     def require(self, *profiles: str | tuple[str, str], limits: Mapping[str, Any] | None = None) -> None:
         """Raise CapabilityError naming everything missing: profiles (a name, or (name, at_least))
         and limits (`"profile.limit": wanted`; a number must be reached, a bool must be true, a list
-        must contain every wanted element)."""
+        must contain every wanted element). On an upstream-only engine a core limit its answers
+        report counts; one they do not report is missing."""
         missing: list[str] = []
         for entry in profiles:
             name, at_least = (entry, None) if isinstance(entry, str) else entry
@@ -161,7 +145,8 @@ class _Lookup:
                 missing.append(f"{name}" + (f" >= {at_least}" if at_least else ""))
         for key, wanted in (limits or {}).items():
             profile, _, limit = key.rpartition(".")
-            if not self.supports(profile):
+            known = self.report.upstream_only and profile == catalogue().core
+            if not known and not self.supports(profile):
                 missing.append(f"{key} (profile {profile} not advertised)")
                 continue
             actual = self.limit(profile, limit)
@@ -207,13 +192,24 @@ class CapabilityView(_Lookup):
         view.limit("openengine.adapters", "max_loras")
         view.model("llama").limit("openengine.tasks", "max_inputs_per_request")
         view.require("openengine.load", limits={"openengine.core.max_logprobs": 5})
+
+    `capabilities` None means the engine serves upstream's layout alone (`upstream_only`).
+    `model_infos` are GetModelInfo answers, as a sequence or by the served name each was asked for.
     """
 
-    def __init__(self, capabilities, *, engine_info=None, model_infos: Iterable = ()):
+    def __init__(self, capabilities, *, server_info=None, model_infos: Iterable | Mapping[str, Any] = ()):
         self.capabilities = capabilities
-        self.engine_info = engine_info
-        self.model_infos = list(model_infos)
-        self.report = validate_capabilities(capabilities, engine_info=engine_info, model_infos=self.model_infos)
+        self.server_info = server_info
+        self.model_infos = dict(model_infos) if isinstance(model_infos, Mapping) else list(model_infos)
+        if capabilities is None:
+            self.report = from_upstream(server_info, self.model_infos)
+        else:
+            self.report = validate_capabilities(capabilities, server_info=server_info, model_infos=self.model_infos)
+
+    @property
+    def upstream_only(self) -> bool:
+        """The engine serves upstream OpenEngine v1 alone: no profile, no GetCapabilities."""
+        return self.capabilities is None
 
     @property
     def violations(self) -> tuple[Violation, ...]:
@@ -222,13 +218,13 @@ class CapabilityView(_Lookup):
 
     @property
     def revision(self) -> int:
-        if self.engine_info is not None and self.engine_info.capability_revision:
-            return self.engine_info.capability_revision
-        return self.capabilities.revision
+        if self.server_info is not None and self.server_info.capability_revision:
+            return self.server_info.capability_revision
+        return self.capabilities.revision if self.capabilities is not None else 0
 
     @property
     def instance_id(self) -> str | None:
-        return self.engine_info.instance_id if self.engine_info is not None else None
+        return self.server_info.instance_id if self.server_info is not None else None
 
     @property
     def profiles(self) -> Mapping[str, tuple[tuple[int, int], ...]]:
@@ -239,13 +235,14 @@ class CapabilityView(_Lookup):
 
     @classmethod
     def fetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
-        """Read GetCapabilities and GetEngineInfo (and GetModelInfo per served model) over a
-        grpc.Channel."""
+        """Read GetServerInfo and GetCapabilities (and GetModelInfo per supported model) over a
+        grpc.Channel. Raises NotOpenEngineError or IncompatibleServerError when the server is
+        not one this client may use."""
         caps, info, infos = _drive(_discovery_calls(channel, models), timeout)
-        return cls(caps, engine_info=info, model_infos=infos)
+        return cls(caps, server_info=info, model_infos=infos)
 
     @classmethod
     async def afetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
         """`fetch` over a grpc.aio.Channel."""
         caps, info, infos = await _adrive(_discovery_calls(channel, models), timeout)
-        return cls(caps, engine_info=info, model_infos=infos)
+        return cls(caps, server_info=info, model_infos=infos)

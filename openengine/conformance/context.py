@@ -108,29 +108,28 @@ class Deadlined:
 
 def _stubs():
     from openengine.v1 import (
-        adapters_service_pb2_grpc, admin_service_pb2_grpc, discovery_service_pb2_grpc,
-        encoder_service_pb2_grpc, inference_service_pb2_grpc, kv_service_pb2_grpc,
-        lifecycle_service_pb2_grpc, observability_service_pb2_grpc, sessions_service_pb2_grpc,
-        tasks_service_pb2_grpc,
+        admin_service_pb2_grpc, control_service_pb2_grpc, discovery_service_pb2_grpc,
+        encoder_service_pb2_grpc, inference_service_pb2_grpc, observability_service_pb2_grpc,
+        sessions_service_pb2_grpc, tasks_service_pb2_grpc,
     )
     return {
         "inference": inference_service_pb2_grpc.InferenceStub,
+        "control": control_service_pb2_grpc.ControlStub,
         "discovery": discovery_service_pb2_grpc.DiscoveryStub,
-        "lifecycle": lifecycle_service_pb2_grpc.LifecycleStub,
         "observability": observability_service_pb2_grpc.ObservabilityStub,
-        "kv": kv_service_pb2_grpc.KvStub,
         "tasks": tasks_service_pb2_grpc.TasksStub,
         "encoder": encoder_service_pb2_grpc.EncoderStub,
         "sessions": sessions_service_pb2_grpc.SessionsStub,
-        "adapters": adapters_service_pb2_grpc.AdaptersStub,
         "admin": admin_service_pb2_grpc.AdminStub,
     }
 
 
 SERVICE_NAMES = {name: f"openengine.v1.{name.capitalize()}" for name in (
-    "inference", "discovery", "lifecycle", "observability", "kv", "tasks", "encoder", "sessions",
-    "adapters", "admin")}
+    "inference", "control", "discovery", "observability", "tasks", "encoder", "sessions", "admin")}
 ADMIN_SERVICE = "openengine.v1.Admin"
+INFERENCE = "openengine.v1.Inference"
+CONTROL = "openengine.v1.Control"
+DISCOVERY = "openengine.v1.Discovery"
 
 
 def _read_pem(path: str | None, what: str) -> bytes | None:
@@ -173,10 +172,17 @@ def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
 
 @dataclass
 class Discovery:
-    engine_info: Any = None
+    """What the engine said about itself. Upstream's Control reads (ServerInfo, ModelInfo) make
+    an engine OpenEngine; `Discovery/GetCapabilities` is the proposal's, and an engine of
+    upstream's layout alone lacks it: then `capabilities` is None and `capabilities_error` says
+    how the call failed."""
+
+    server_info: Any = None
     capabilities: Any = None
     models: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    capabilities_error: str | None = None
+    capabilities_code: Any = None
 
 
 class Context:
@@ -259,6 +265,9 @@ class Context:
         details = err.details() or ""
         rpc = f" ({self.last_rpc})" if self.last_rpc else ""
         out = f"an RPC{rpc} failed with {status_name(err.code())}" + (f": {details}" if details else "")
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED and self.last_rpc.startswith(HEALTH_SERVICE):
+            out += ("; the engine lacks the standard health service: add grpc.health.v1.Health "
+                    "(REQ-HEALTH-001)")
         if err.code() == grpc.StatusCode.UNIMPLEMENTED and self.last_rpc.startswith(ADMIN_SERVICE) \
                 and not self.options.admin_elsewhere:
             out += ("; hint: Admin is advertised but not served on the main address: give its own "
@@ -297,25 +306,55 @@ class Context:
         return multi(request, timeout=timeout or self.options.rpc_timeout, metadata=metadata)
 
     async def discover(self) -> None:
-        """Read EngineInfo, Capabilities and every served model's ModelInfo (again)."""
-        from openengine.v1 import discovery_pb2
+        """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
+        (Discovery), again. A GetCapabilities that fails leaves `capabilities` None: the cases
+        that need it report what the engine lacks."""
+        from openengine.v1 import discovery_pb2, model_pb2, server_pb2
 
         d = Discovery()
-        step = "GetEngineInfo"
+        step = "Control/GetServerInfo"
         try:
-            d.engine_info = await self.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
-            step = "GetCapabilities"
-            d.capabilities = await self.discovery_rpc.GetCapabilities(
-                discovery_pb2.GetCapabilitiesRequest())
-            for model in d.engine_info.served_models:
-                step = f"GetModelInfo({model!r})"
-                d.models[model] = await self.discovery_rpc.GetModelInfo(
-                    discovery_pb2.GetModelInfoRequest(model=model))
+            d.server_info = await self.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+            for model in d.server_info.supported_models:
+                step = f"Control/GetModelInfo({model!r})"
+                d.models[model] = await self.control.GetModelInfo(
+                    model_pb2.GetModelInfoRequest(model=model))
         except grpc.aio.AioRpcError as err:
             details = err.details() or ""
-            d.error = f"Discovery/{step} failed with {status_name(err.code())}" + \
+            d.error = f"{step} failed with {status_name(err.code())}" + \
                 (f": {details}" if details else "")
+        try:
+            d.capabilities = await self.discovery_rpc.GetCapabilities(
+                discovery_pb2.GetCapabilitiesRequest())
+        except grpc.aio.AioRpcError as err:
+            details = err.details() or ""
+            d.capabilities_code = err.code()
+            d.capabilities_error = (f"Discovery/GetCapabilities failed with "
+                                    f"{status_name(err.code())}" + (f": {details}" if details else ""))
         self.discovery = d
+
+    @property
+    def has_discovery(self) -> bool:
+        """The engine answered GetCapabilities (the proposal's discovery)."""
+        return self.discovery.capabilities is not None
+
+    def require_capabilities(self) -> Any:
+        """The Capabilities message; a case that judges its content cannot run without it."""
+        if self.discovery.capabilities is None:
+            code = self.discovery.capabilities_code
+            why = "the engine does not serve Discovery/GetCapabilities" \
+                if code == grpc.StatusCode.UNIMPLEMENTED else self.discovery.capabilities_error
+            raise Unchecked(f"no Capabilities to judge: {why} (see core.discovery.answers)")
+        return self.discovery.capabilities
+
+    def missing_discovery(self) -> str:
+        """Why Capabilities could not be read, as a migration step when the RPC is absent."""
+        d = self.discovery
+        if d.capabilities_code == grpc.StatusCode.UNIMPLEMENTED:
+            return ("the engine does not serve openengine.v1.Discovery/GetCapabilities "
+                    "(UNIMPLEMENTED): add the Discovery service, whose GetCapabilities lists "
+                    "openengine.core and every other profile served, with their limits")
+        return d.capabilities_error or "GetCapabilities was not read"
 
     async def locate_admin(self) -> None:
         """Find out whether the main address serves Admin RPCs (REQ-ADMIN-001 lets an engine
@@ -334,8 +373,8 @@ class Context:
 
     # -- what the engine advertises -----------------------------------------------------------
     @property
-    def engine_info(self):
-        return self.discovery.engine_info
+    def server_info(self):
+        return self.discovery.server_info
 
     @property
     def capabilities(self):
@@ -367,41 +406,90 @@ class Context:
                 if s != ADMIN_SERVICE or self.admin_on_main]
 
     def limit(self, profile: str, name: str, *, model: str | None = None) -> Any:
-        """The effective value of a limit, by the validators' one lookup (REQ-CAP-013: the model's
-        message, else the engine-wide one, else the default); the default for a profile the run
-        forces although the engine does not advertise it."""
-        from openengine.validate import DEFAULTS
-
-        if name not in DEFAULTS.get(profile, {}):
+        """The effective value of a limit (REQ-CAP-013): the model's capability message, else the
+        engine-wide one, else, for an engine without Capabilities, what upstream's ModelInfo and
+        ServerInfo report of it, else the registry's default."""
+        info = self.contract.profiles.get(profile)
+        spec = info.limit(name) if info is not None else None
+        if spec is None:
             raise KeyError(f"{profile} has no limit {name}")
-        value = self.capability_report().effective(profile, name, model=model)
-        if value is None:
-            value = DEFAULTS[profile][name]
-            return list(value) if isinstance(value, list) else value
-        return value
+        caps = self.discovery.capabilities
+        field_name = info.capability_field
+        spelled = {number: text for text, number in spec.enum_spellings().items()}
+        if caps is not None and field_name:
+            model = model or self.model
+            for entry in caps.models:
+                if entry.model == model and entry.DESCRIPTOR.fields_by_name.get(field_name) \
+                        and entry.HasField(field_name):
+                    value = _field_value(getattr(entry, field_name), name)
+                    if value is not None:
+                        return _spelled(value, spelled)
+            if caps.HasField(field_name):
+                value = _field_value(getattr(caps, field_name), name)
+                if value is not None:
+                    return _spelled(value, spelled)
+        elif profile == CORE:
+            value = self._upstream_limit(name, model or self.model)
+            if value is not None:
+                return value
+        default = spec.default
+        return list(default) if isinstance(default, (list, tuple)) else default
+
+    def _upstream_limit(self, name: str, model: str) -> Any:
+        """A core limit as upstream's own discovery reports it (ModelInfo.generation,
+        ServerInfo.capacity), for an engine that serves no Capabilities."""
+        info = self.discovery.models.get(model)
+        gen = info.generation if info is not None and info.HasField("generation") else None
+        if gen is not None:
+            if name == "max_sequences" and gen.HasField("max_num_sequences"):
+                return gen.max_num_sequences
+            if name == "output_logprobs" and gen.HasField("output_logprobs") \
+                    and gen.output_logprobs.HasField("supported"):
+                return gen.output_logprobs.supported
+            if name == "max_logprobs" and gen.HasField("output_logprobs") \
+                    and gen.output_logprobs.HasField("max_top_n"):
+                return gen.output_logprobs.max_top_n
+            if name == "prompt_logprobs" and gen.HasField("prompt_logprobs") \
+                    and gen.prompt_logprobs.HasField("supported"):
+                return gen.prompt_logprobs.supported
+            if name == "priority" and gen.HasField("supports_priority"):
+                return gen.supports_priority
+        server = self.discovery.server_info
+        if name == "max_running_requests" and server is not None and server.HasField("capacity") \
+                and server.capacity.HasField("max_running_requests"):
+            return server.capacity.max_running_requests
+        if name == "token_ids_input" and info is not None and info.HasField("supports_token_ids_input"):
+            return info.supports_token_ids_input
+        return None
 
     def capability_report(self):
-        """The discovery answers, validated once (again only when discovery is re-read)."""
+        """The validators' verdict on the discovery answers (computed once per discovery)."""
         from openengine.validate import validate_capabilities
-        from openengine.v1 import capabilities_pb2
 
         d = self.discovery
-        key = (id(d.capabilities), id(d.engine_info), tuple(id(m) for m in d.models.values()))
+        key = (id(d.capabilities), id(d.server_info), tuple(id(m) for m in d.models.values()))
         if getattr(self, "_report_key", None) != key:
-            caps = d.capabilities if d.capabilities is not None else capabilities_pb2.Capabilities()
-            self._report = validate_capabilities(caps, engine_info=d.engine_info, model_infos=list(d.models.values()))
+            self._report = validate_capabilities(self.require_capabilities(),
+                                                 server_info=d.server_info,
+                                                 model_infos=list(d.models.values()))
             self._report_key = key
         return self._report
 
     @property
     def model(self) -> str:
-        models = list(self.engine_info.served_models) if self.engine_info else []
+        models = list(self.server_info.supported_models) if self.server_info else []
         return models[0] if models else ""
 
     def models_with(self, profile: str) -> list[str]:
-        """Served models whose ModelInfo lists a model-scoped profile."""
-        return [m for m, info in self.discovery.models.items()
-                if any(p.name == profile for p in info.capabilities.profiles)]
+        """Served models whose entry in Capabilities.models lists a model-scoped profile."""
+        caps = self.discovery.capabilities
+        if caps is None:
+            return []
+        return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
+
+    def max_output_tokens(self, model: str | None = None) -> int:
+        info = self.discovery.models.get(model or self.model)
+        return info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
 
     # -- helpers ------------------------------------------------------------------------------
     def request_id(self, prefix: str = "conf") -> str:
@@ -465,17 +553,16 @@ class Context:
             await asyncio.sleep(0.02)
 
     async def busy(self) -> tuple[int, int] | None:
-        """(running, queued) requests as GetLoad counts them now; None when the engine does not
-        advertise openengine.load or GetLoad fails (whether it is idle cannot be seen)."""
-        from openengine.v1 import load_pb2
+        """(running, queued) requests as Control/GetLoad counts them now; None when GetLoad fails
+        (whether the engine is idle cannot be seen: GetLoad's own cases report that)."""
+        from openengine.v1 import server_pb2
 
-        if not self.advertised("openengine.load") or self.load_unreadable:
+        if self.load_unreadable:
             return None
         try:
-            info = await self.observability.GetLoad(load_pb2.GetLoadRequest())
-        except grpc.aio.AioRpcError:
-            # Its own cases report a GetLoad that fails; the run stops relying on it.
-            self.load_unreadable = True
+            info = await self.control.GetLoad(server_pb2.GetLoadRequest())
+        except grpc.aio.AioRpcError as err:
+            self.load_unreadable = f"Control/GetLoad failed with {status_name(err.code())}"
             return None
         return info.running_requests, info.queued_requests
 
@@ -492,24 +579,49 @@ class Context:
                 return counts
             await asyncio.sleep(0.02)
 
-    def generate_request(self, *, max_tokens: int = 8, prompt: str = "conformance says hello",
-                         request_id: str | None = None, **sampling):
+    def generate_request(self, *, max_tokens: int | None = 8, prompt: str = "conformance says hello",
+                         request_id: str | None = None, min_tokens: int | None = None,
+                         ignore_eos: bool | None = None, stop: tuple[str, ...] = (),
+                         stop_token_ids: tuple[int, ...] = (), **sampling):
+        """A GenerateRequest to the default model; `sampling` sets SamplingParams fields."""
         from openengine.v1 import generation_pb2
 
+        stopping = generation_pb2.StoppingOptions()
+        if max_tokens is not None:
+            stopping.max_tokens = max_tokens
+        if min_tokens is not None:
+            stopping.min_tokens = min_tokens
+        if ignore_eos is not None:
+            stopping.ignore_eos = ignore_eos
+        for text in stop:
+            stopping.conditions.add(stop_text=text)
+        for token in stop_token_ids:
+            stopping.conditions.add(stop_token_id=token)
         return generation_pb2.GenerateRequest(
-            request_id=request_id or self.request_id("gen"), model=self.model, text=prompt,
-            sampling=generation_pb2.SamplingParams(max_tokens=max_tokens, **sampling))
+            request_id=request_id or self.request_id("gen"), model=self.model, prompt=prompt,
+            sampling=generation_pb2.SamplingParams(**sampling), stopping=stopping)
 
     async def generate(self, request, *, timeout: float | None = None) -> list:
-        """Run one Generate to its end and return every response message."""
+        """Run one Generate to its end and return every response message. A stream that does not
+        end in time fails the case with what had arrived by then, against what was asked."""
         call = self.inference.Generate(request, timeout=timeout)
-        return [msg async for msg in call]
+        got: list = []
+        try:
+            async for msg in call:
+                got.append(msg)
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.DEADLINE_EXCEEDED or not got:
+                raise
+            raise Failed(overdue(request, got, timeout or self.options.rpc_timeout)) from None
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        return got
 
     def long_generation_tokens(self) -> int:
         """The most output tokens a request to the default model may ask for (its
         ModelInfo.max_output_tokens, bounded so a runaway case stays short)."""
-        info = self.discovery.models.get(self.model)
-        out = info.max_output_tokens if info is not None and info.max_output_tokens else 0
+        out = self.max_output_tokens()
         return max(1, min(out or LONG_REQUEST_TOKENS, LONG_REQUEST_TOKENS))
 
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
@@ -520,6 +632,33 @@ class Context:
         tokens = self.long_generation_tokens()
         return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
                                      prompt=prompt, **sampling)
+
+
+def _field_value(message, name: str) -> Any:
+    """A limit field of a capability message: None when it is not set."""
+    fd = message.DESCRIPTOR.fields_by_name.get(name)
+    if fd is None:
+        return None
+    if fd.is_repeated:
+        values = list(getattr(message, name))
+        return values if values else None
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _spelled(value: Any, spelled: dict[int, str]) -> Any:
+    """Enum values of a limit as the registry spells them (`embed`), as its defaults are."""
+    if not spelled or not isinstance(value, list):
+        return value
+    return [spelled.get(v, v) for v in value]
+
+
+def overdue(request, got: list, seconds: float) -> str:
+    """What a Generate stream that did not end in time had delivered, against what it asked."""
+    tokens = sum(len(m.token.tokens) for m in got if m.HasField("token"))
+    stopping = request.stopping
+    asked = f"asked max_tokens {stopping.max_tokens}" if stopping.HasField("max_tokens") \
+        else "asked no max_tokens"
+    return (f"{asked}; {tokens} tokens arrived and the stream had not ended after {seconds:g} s")
 
 
 class Reader:

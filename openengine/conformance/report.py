@@ -61,8 +61,23 @@ def _summary_lines(report: Report) -> list[str]:
             out.append("  without a case: " + ", ".join(cov.uncovered))
     if not report.results:
         out.append("no case ran: check --profile and --case")
+    out += _migration_lines(report)
     out.append(report.verdict)
     return out
+
+
+def _migration_lines(report: Report) -> list[str]:
+    """For an engine of upstream's layout alone: the report is a migration checklist."""
+    found = report.engine.get("discovery") if report.engine else None
+    if found in (None, "served"):
+        return []
+    from openengine.conformance.contract import CORE, load_contract
+
+    optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"
+                for p in load_contract().profiles.values() if p.name != CORE]
+    return [f"migration: the engine answers {found}; it serves upstream's layout without the "
+            "proposal's services. Each FAIL above names the requirement and what to add.",
+            "  optional profiles, advertised in GetCapabilities once served: " + "; ".join(optional)]
 
 
 def _engine_lines(report: Report) -> list[str]:

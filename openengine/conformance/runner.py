@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import enum
 import fnmatch
 import logging
@@ -70,6 +71,7 @@ class Report:
     seconds: float = 0.0
     discovery_error: str | None = None
     forced: list[str] = field(default_factory=list)
+    started_at: str = ""
 
     def counts(self) -> dict[str, int]:
         out = {str(o): 0 for o in Outcome}
@@ -232,31 +234,36 @@ def _shown_busy(counts: tuple[int, int]) -> str:
     return f"{counts[0]} running and {counts[1]} queued requests"
 
 
-async def _not_idle_before(ctx: Context, c: Case, left_by: str | None) -> str | None:
-    """Why a case must not judge now: the engine still counts requests (GetLoad) after a
-    bounded wait for quiescence. A case judges an idle engine, so a defect another case left
-    behind is never blamed on it."""
+async def _settle_before(ctx: Context, c: Case) -> tuple[int, int] | None:
+    """Wait, boundedly, for the engine to be idle before a case, and return what GetLoad still
+    counts then (None when idle or unreadable). A case is never refused for it: an engine whose
+    count does not return to zero fails `core.load.back-to-idle`, and each case judges only what
+    it adds to that count."""
     if c.when != "advertised" or c.disruptive:
         return None
-    counts = await ctx.wait_idle(ctx.options.rpc_timeout)
-    if counts is None:
-        return None
-    culprit = f" (left by {left_by})" if left_by else ""
-    return (f"not run: the engine was not idle before this case: GetLoad still counted "
-            f"{_shown_busy(counts)} after {ctx.options.rpc_timeout:g} s{culprit}")
+    return await ctx.wait_idle(ctx.options.rpc_timeout)
 
 
-async def _residue(ctx: Context, c: Case) -> str | None:
-    """What a case left behind: requests the engine still counts after a bounded wait. The
-    case started and ended them, so their residue is its failure."""
+async def _residue(ctx: Context, c: Case, before: tuple[int, int] | None) -> str | None:
+    """What a case left behind: requests the engine still counts beyond what it counted before
+    the case, after a bounded wait. The case started and ended them, so their residue is its
+    failure."""
     if c.when != "advertised" or c.disruptive:
         return None
-    counts = await ctx.wait_idle(ctx.options.rpc_timeout)
-    if counts is None:
-        return None
+    base = before or (0, 0)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + ctx.options.rpc_timeout
+    while True:
+        counts = await ctx.busy()
+        if counts is None or (counts[0] <= base[0] and counts[1] <= base[1]):
+            return None
+        if loop.time() >= end:
+            break
+        await asyncio.sleep(0.02)
+    was = f" (it counted {_shown_busy(base)} before the case)" if before else ""
     return (f"after this case ended (every request it made cancelled, aborted or finished), "
-            f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later: the "
-            "engine did not free them (REQ-CORE-010, REQ-CORE-011)")
+            f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later{was}: "
+            "the engine did not free them (REQ-CORE-010, REQ-CORE-011, REQ-LOAD-024.2)")
 
 
 class _DeserializeFailures(logging.Filter):
@@ -278,16 +285,22 @@ def _quiet_deserialize_failures():
 
 
 def _engine_summary(ctx: Context) -> dict:
-    info = ctx.engine_info
+    info = ctx.server_info
     if info is None:
         return {}
-    from openengine.v1 import common_pb2
+    from openengine.v1 import server_pb2
 
+    role = server_pb2.EngineRole.Name(info.engine_role) \
+        if info.engine_role in server_pb2.EngineRole.values() else str(info.engine_role)
     return {"instance_id": info.instance_id, "engine_name": info.engine_name,
-            "engine_version": info.engine_version, "role": common_pb2.Role.Name(info.role)
-            if info.role in common_pb2.Role.values() else str(info.role),
+            "engine_version": info.engine_version, "role": role,
             "capability_revision": info.capability_revision,
-            "served_models": list(info.served_models)}
+            "schema_revision": info.schema_revision,
+            "minimum_client_revision": info.minimum_client_revision,
+            "schema_release": info.schema_release,
+            "supported_models": list(info.supported_models),
+            "discovery": "served" if ctx.has_discovery else
+                         (ctx.discovery.capabilities_error or "not read")}
 
 
 async def run_suite(options: Options, **kw) -> Report:
@@ -309,6 +322,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
     selected = resolve_profiles(profiles, contract) if profiles else None
     expected = expected or {}
     started = time.monotonic()
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     ctx = Context(options, contract)
     results: list[CaseResult] = []
     forced: set[str] = set()
@@ -321,7 +335,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
             ctx.discovery.error = "discovery did not finish in time"
         except Exception as err:  # the channel itself failed: treat as a discovery failure
             ctx.discovery.error = f"discovery failed: {type(err).__name__}: {err}"
-        if ctx.capabilities is None:
+        if ctx.server_info is None:
             chosen, _ = plan(cases, {CORE}, selected=selected, patterns=patterns, contract=contract)
             reason = ctx.discovery.error or "discovery failed"
             for c in chosen:
@@ -337,18 +351,17 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
             chosen, forced = plan(cases, ctx.advertised_profiles, selected=selected,
                                   patterns=patterns, contract=contract)
             ctx.forced = forced
-            left_by = None
             for i, c in enumerate(chosen):
                 if progress:
                     progress(c.id, i, len(chosen), None)
                 t0 = time.monotonic()
-                refused = await _serving_before(ctx, c) or await _not_idle_before(ctx, c, left_by)
+                refused = await _serving_before(ctx, c)
                 if refused:
                     outcome, reason = Outcome.UNCHECKED, refused
                 else:
+                    before = await _settle_before(ctx, c)
                     outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
-                    residue = await _residue(ctx, c)
-                    left_by = c.id if residue else None
+                    residue = await _residue(ctx, c, before)
                     if residue and outcome is Outcome.FAIL:
                         reason = f"{reason}; and {residue}"
                     elif residue:
@@ -368,7 +381,8 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
     except Exception:
         cov = None
     return Report(options.target, _engine_summary(ctx), sorted(ctx.advertised_profiles), results,
-                  cov, time.monotonic() - started, ctx.discovery.error, sorted(forced))
+                  cov, time.monotonic() - started, ctx.discovery.error, sorted(forced),
+                  started_at=started_at)
 
 
 def run(options: Options, **kw) -> Report:

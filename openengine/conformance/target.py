@@ -1,9 +1,11 @@
 """The target of a run: parse `HOST:PORT`, and check before any case that something at that
-address speaks gRPC and serves OpenEngine discovery.
+address speaks gRPC and serves OpenEngine.
 
 A wrong address is not a conformance verdict: nothing listening, an unknown host, an HTTP server
-or a gRPC server without `openengine.v1.Discovery` raise `TargetUnusable` with one line saying
-what was found, and the command exits 2 as for any other unusable input.
+or a gRPC server that serves neither upstream's `openengine.v1.Control` nor its
+`openengine.v1.Inference` raise `TargetUnusable` with one line saying what was found, and the
+command exits 2 as for any other unusable input. An engine of upstream's layout without the
+proposal's services is OpenEngine: the run judges it and says what it lacks.
 """
 
 from __future__ import annotations
@@ -163,16 +165,17 @@ def _unreachable_reason(details: str) -> str:
 
 
 async def preflight(ctx) -> None:
-    """One harmless call before the suite: GetEngineInfo on the main address.
+    """One harmless call before the suite: Control/GetServerInfo on the main address.
 
     UNAVAILABLE (refused, unknown host, not HTTP/2) and a connection that never becomes ready are
-    unusable targets; UNIMPLEMENTED means a gRPC server that is not an OpenEngine engine. Any
-    other outcome, a slow or malformed answer included, is for the cases to judge."""
-    from openengine.v1 import discovery_pb2
+    unusable targets. UNIMPLEMENTED for Control and for Inference means a gRPC server that is not
+    an OpenEngine engine. Any other outcome, a slow or malformed answer included, is for the
+    cases to judge."""
+    from openengine.v1 import server_pb2
 
     target = ctx.options.target
     try:
-        await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
         await _serving(ctx)
         return
     except grpc.aio.AioRpcError as err:
@@ -181,10 +184,11 @@ async def preflight(ctx) -> None:
         await _tls_mismatch(ctx)
     if code == grpc.StatusCode.UNAVAILABLE:
         raise TargetUnusable(f"cannot reach {target}: {_unreachable_reason(details)}")
-    if code == grpc.StatusCode.UNIMPLEMENTED:
+    if code == grpc.StatusCode.UNIMPLEMENTED and not await _serves_inference(ctx):
         raise TargetUnusable(
-            f"{target} speaks gRPC but does not serve openengine.v1.Discovery: it is not an "
-            "OpenEngine engine's main address (an admin address goes in --admin-target)")
+            f"{target} speaks gRPC but serves neither openengine.v1.Control nor "
+            "openengine.v1.Inference: it is not an OpenEngine engine's main address (an admin "
+            "address goes in --admin-target)")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         state = ctx.channel.get_state(try_to_connect=False)
         if state != grpc.ChannelConnectivity.READY:
@@ -192,6 +196,22 @@ async def preflight(ctx) -> None:
                                  f"{ctx.options.rpc_timeout:g} s (it accepts connections but "
                                  "does not speak HTTP/2)")
     # A connected server that answered badly or slowly: the discovery case reports it.
+
+
+async def _serves_inference(ctx) -> bool:
+    """Whether Inference/Generate exists: a request naming no model and no prompt, which any
+    engine refuses before doing anything, answers something other than UNIMPLEMENTED."""
+    from openengine.v1 import generation_pb2
+
+    call = ctx.inference.Generate(generation_pb2.GenerateRequest(request_id="conformance-probe"))
+    try:
+        async for _ in call:
+            pass
+    except grpc.aio.AioRpcError as err:
+        return err.code() != grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        call.cancel()
+    return True
 
 
 async def _tls_mismatch(ctx) -> None:
@@ -232,8 +252,9 @@ NOT_SERVING_WAIT_SECONDS = 5.0
 
 async def _serving(ctx) -> None:
     """The engine is ready for work, or a run would report every case that needs it as a
-    failure. An engine still starting gets a few seconds; a health service that fails is for
-    the health cases to judge."""
+    failure. An engine still starting gets a few seconds. Readiness is read from the standard
+    health service, or from upstream's Control/Health when there is none; a health service that
+    fails is for the health cases to judge."""
     from grpc_health.v1 import health_pb2
 
     serving = health_pb2.HealthCheckResponse.SERVING
@@ -241,9 +262,31 @@ async def _serving(ctx) -> None:
         if await ctx.wait_health("openengine.v1.Inference", serving, within=NOT_SERVING_WAIT_SECONDS):
             return
         status = await ctx.check_health("openengine.v1.Inference")
-    except grpc.aio.AioRpcError:
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+            await _ready_by_control(ctx)
         return
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
     raise TargetUnusable(
         f"{ctx.options.target} reports openengine.v1.Inference {name}: a run needs an engine ready "
         "for work (is it paused, asleep or draining, perhaps left so by an earlier run?)")
+
+
+async def _ready_by_control(ctx) -> None:
+    from openengine.v1 import lifecycle_pb2
+
+    ready = (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + NOT_SERVING_WAIT_SECONDS
+    while True:
+        try:
+            state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+        except grpc.aio.AioRpcError:
+            return
+        if state in ready:
+            return
+        if loop.time() >= end:
+            raise TargetUnusable(
+                f"{ctx.options.target} reports Control/Health {lifecycle_pb2.HealthState.Name(state)}"
+                ": a run needs an engine ready for work")
+        await asyncio.sleep(0.05)

@@ -1,5 +1,5 @@
-"""The OpenEngine reference engine: the SDK (`openengine.serve`) serving a small, deterministic
-stand-in for a model, advertising exactly the profiles it is configured with.
+"""The OpenEngine reference engine: a plain backend of the SDK (`openengine.serve`) serving a
+small, deterministic stand-in for a model.
 
     from openengine.engine import EngineConfig, RunningEngine
     with RunningEngine(EngineConfig(port=0, profiles=("load", "admin"))) as engine:
@@ -8,16 +8,13 @@ stand-in for a model, advertising exactly the profiles it is configured with.
 `oespec engine` starts one from the command line.
 """
 
-from openengine.contract import Catalogue, LimitInfo, ProfileInfo, RpcInfo, catalogue
+from openengine.engine.backend import ReferenceBackend
 from openengine.engine.config import (
-    AdminConfig, ConfigError, EngineConfig, ModelConfig, ResolvedConfig, ResolvedModel, config_from_mapping,
-    load_config_file, resolve_config,
+    ConfigError, EngineConfig, ModelConfig, check, config_from_mapping, load_config_file,
 )
-from openengine.engine.faults import FAULTS, Fault
-from openengine.engine.server import EngineServer, RunningEngine, serve
+from openengine.engine.server import RunningEngine, serve, serve_config
 
 __all__ = [
-    "AdminConfig", "Catalogue", "ConfigError", "EngineConfig", "EngineServer", "FAULTS", "Fault",
-    "LimitInfo", "ModelConfig", "ProfileInfo", "ResolvedConfig", "ResolvedModel", "RpcInfo", "RunningEngine",
-    "catalogue", "config_from_mapping", "load_config_file", "resolve_config", "serve",
+    "ConfigError", "EngineConfig", "ModelConfig", "ReferenceBackend", "RunningEngine", "check",
+    "config_from_mapping", "load_config_file", "serve", "serve_config",
 ]

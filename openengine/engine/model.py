@@ -46,6 +46,7 @@ class SequenceSampler:
     state: bytes
     forced: list[int] | None = None
     position: int = 0
+    chosen: int = -1
 
     @classmethod
     def start(cls, prompt_ids, *, seed: int, index: int, temperature: float, adapter: str | None,
@@ -71,40 +72,34 @@ class SequenceSampler:
             self.state = _digest(self.state)
             token = _ALPHABET[self.state[0] % len(_ALPHABET)]
         self.position += 1
+        self.chosen = token
         return token
 
     def logprob(self, token: int) -> float:
-        """A made-up but deterministic log-probability for the chosen token."""
-        return -round((self.state[1] / 255.0) * 2.0 + 0.01, 4)
-
-    def top(self, k: int, token: int) -> list[tuple[int, float]]:
-        """k candidates, the chosen token first, log-probabilities decreasing."""
-        out = [(token, self.logprob(token))]
-        step = 0
-        while len(out) < k:
-            cand = _ALPHABET[(self.state[2 + step] + step) % len(_ALPHABET)]
-            step += 1
-            if any(c == cand for c, _ in out):
-                if step > 24:
-                    cand = (token + step) % 256
-                else:
-                    continue
-            out.append((cand, out[-1][1] - 0.5 - (self.state[(3 + step) % 32] / 255.0)))
-        return out
+        """A made-up but deterministic log-probability of `token` at this step: the chosen token
+        (the last one `next_token` gave) is always the most likely one."""
+        top = -round((self.state[1] / 255.0) * 2.0 + 0.01, 4)
+        if token == self.chosen:
+            return top
+        return round(top - 0.5 - ((self.state[2] + token * 37) % 251) / 50.0, 4)
 
 
 def _clip(ids):
     return [i & 0xFF for i in ids]
 
 
-def prompt_logprobs(prompt_ids, k: int) -> list[tuple[int, float, list[tuple[int, float]]]]:
-    out = []
-    for pos, tok in enumerate(prompt_ids):
-        d = _digest(bytes(_clip(prompt_ids[:pos + 1])))
-        lp = -round(d[0] / 255.0 * 3.0 + 0.01, 4)
-        top = [(tok, lp)] + [((tok + j + 1) % 256, lp - j - 1.0) for j in range(max(0, k - 1))]
-        out.append((tok, lp, top[:k]))
-    return out
+def prompt_logprob(prompt_ids, pos: int) -> float:
+    """The made-up log-probability of the prompt token at `pos` given the tokens before it."""
+    d = _digest(bytes(_clip(prompt_ids[:pos + 1])))
+    return -round(d[0] / 255.0 * 3.0 + 0.01, 4)
+
+
+def prompt_candidate_logprob(prompt_ids, pos: int, token: int) -> float:
+    """The prompt token at `pos` is the most likely one there; any other is less likely."""
+    top = prompt_logprob(prompt_ids, pos)
+    if token == prompt_ids[pos]:
+        return top
+    return round(top - 1.0 - ((token - prompt_ids[pos]) % VOCAB_SIZE) / 64.0, 4)
 
 
 def embed(ids, size: int, *, normalize: bool = True) -> list[float]:

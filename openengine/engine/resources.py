@@ -7,7 +7,7 @@ import asyncio
 import collections
 from dataclasses import dataclass, field
 
-from openengine.serve import Refusal, RefusalCode
+from openengine.serve import ErrorCode
 
 
 class EventStream:
@@ -21,7 +21,7 @@ class EventStream:
         for sub in list(self.subscribers):
             sub.put(item)
 
-    def close_all(self, code: RefusalCode, message: str) -> None:
+    def close_all(self, code: ErrorCode, message: str) -> None:
         for sub in list(self.subscribers):
             sub.close(code, message)
 
@@ -32,7 +32,8 @@ class Subscriber:
     items: collections.deque = field(default_factory=collections.deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
-    closed_with: Refusal | None = None
+    # Why the engine ends this stream (shutdown, changed capabilities): the code and message.
+    closed_with: tuple[ErrorCode, str] | None = None
 
     def put(self, item) -> None:
         if len(self.items) >= self.capacity:
@@ -41,8 +42,8 @@ class Subscriber:
             self.items.append(item)
         self.wake.set()
 
-    def close(self, code: RefusalCode, message: str) -> None:
-        self.closed_with = Refusal(code, message)
+    def close(self, code: ErrorCode, message: str) -> None:
+        self.closed_with = (code, message)
         self.wake.set()
 
 
@@ -56,10 +57,10 @@ class Session:
     expires_ns: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Adapter:
+    """A loaded LoRA adapter (upstream's LoraAdapter: id, name, path)."""
+
+    lora_id: int
     name: str
-    model: str
-    source: str
-    rank: int
-    pinned: bool
+    source_path: str

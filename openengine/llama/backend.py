@@ -1,12 +1,14 @@
 """llama.cpp as an OpenEngine backend: the scheduler (`openengine.llama.scheduler`) behind the
 SDK's `Backend` interface.
 
-What it advertises comes from the model file and the configuration: the context length and
-vocabulary from the GGUF file, the limits from `LlamaConfig`. It serves the core (one output
-sequence per request, sampling with temperature, top-k, top-p, min-p, seed, penalties and logit
-bias, stop strings and stop token ids, log-probabilities), load, and admin (pause in every mode,
-sleep level 1 that frees the KV cache); it has no guided decoding, no prompt log-probabilities
-and no updatable limits, and advertises none of them.
+It receives upstream's `GenerateRequest` and answers in the SDK's outputs, which the SDK turns
+into upstream's GenerateResponse events. What it advertises comes from the model file and the
+configuration: the context length and vocabulary from the GGUF file, the limits from
+`LlamaConfig`. It serves the core (one output per request, sampling with temperature, top-k,
+top-p, min-p, seed and penalties, stop texts and stop token ids with the matched stop reported,
+output log-probabilities with the top N candidates), load, and admin (pause in every mode, sleep
+level 1 that frees the KV cache); it has no guided decoding, no prompt log-probabilities and no
+updatable limits, and advertises none of them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from openengine.llama import scheduler as sched
 from openengine.llama.native import LlamaModel
 from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, FinishReason,
-    GenerateRequest, Load, Model, Refusal, RefusalCode, Tokenizer, invalid,
+    GenerateRequest, Load, Model, Refusal, RefusalCode, StopMatch, Tokenizer, TokenInfo, invalid,
 )
 from openengine.v1 import generation_pb2
 
@@ -113,7 +115,8 @@ class LlamaBackend:
             engine_name="llama.cpp", engine_version=f"llama-cpp-python {llama_cpp.__version__}",
             models=(model,),
             limits={"core": {"max_sequences": 1, "max_logprobs": self.config.max_logprobs,
-                             "min_p": True, "logit_bias": True, "prompt_logprobs": False,
+                             "output_logprobs": self.config.max_logprobs > 0,
+                             "min_p": True, "prompt_logprobs": False,
                              "max_running_requests": self.config.max_running_requests,
                              "max_queued_requests": self.config.max_queued_requests,
                              "max_batch_tokens": self.config.max_batch_tokens},
@@ -125,7 +128,7 @@ class LlamaBackend:
 
     async def generate(self, request: GenerateRequest):
         plan = self.plan(request)
-        stream = _Stream(self.logprobs_message)
+        stream = _Stream(self.token_info)
         self._streams[request.request_id] = stream
         try:
             self.scheduler.submit(plan)
@@ -195,52 +198,57 @@ class LlamaBackend:
     # -- admission ----------------------------------------------------------------------------------
 
     def plan(self, request: GenerateRequest) -> sched.SequenceRequest:
-        """What only this engine can check (the room its context leaves, its seeds), then the
-        scheduler's request. The SDK's admission has already checked the advertised limits
-        (max_output_tokens among them) and the number domains."""
-        message, sampling = request.message, request.sampling
+        """What only this engine can check (the room its context leaves, its seeds, the kinds of
+        candidates it returns), then the scheduler's request. The SDK's admission has already
+        checked the advertised limits (max_output_tokens among them) and the number domains."""
+        message, sampling, stopping, response = request.message, request.sampling, request.stopping, request.response
         if message.encoder_inputs:
             raise invalid("encoder_inputs", "this engine takes no encoder outputs "
                                              "(openengine.encoder is not advertised)")
-        if message.WhichOneof("prompt") == "token_ids":
+        if message.WhichOneof("input") == "token_ids":
             prompt = tuple(message.token_ids.ids)
         else:
-            prompt = tuple(self.model.tokenize(message.text))
+            prompt = tuple(self.model.tokenize(message.prompt))
         if not prompt:
             raise invalid("prompt", "the prompt is empty")
         room = self.context_tokens - len(prompt)
         if room < 1:
             raise invalid("prompt", f"{len(prompt)} tokens leave no room in the context "
-                                     f"(ModelInfo.max_context_tokens = {self.context_tokens})")
-        if sampling.HasField("max_tokens"):
-            if sampling.max_tokens < 1:
-                raise invalid("sampling.max_tokens", "must be at least 1")
-            if sampling.max_tokens > room:
-                raise invalid("sampling.max_tokens", f"the prompt's {len(prompt)} tokens plus "
-                               f"{sampling.max_tokens} exceed ModelInfo.max_context_tokens = "
+                                     f"(ModelInfo.max_context_length = {self.context_tokens})")
+        if stopping.HasField("max_tokens"):
+            if stopping.max_tokens < 1:
+                raise invalid("stopping.max_tokens", "must be at least 1")
+            if stopping.max_tokens > room:
+                raise invalid("stopping.max_tokens", f"the prompt's {len(prompt)} tokens plus "
+                               f"{stopping.max_tokens} exceed ModelInfo.max_context_length = "
                                f"{self.context_tokens}")
-            max_tokens = sampling.max_tokens
+            max_tokens = stopping.max_tokens
         else:
             max_tokens = min(self.max_output_tokens, room)
-        if sampling.min_tokens > max_tokens:
-            raise invalid("sampling.min_tokens", f"{sampling.min_tokens} exceeds max_tokens {max_tokens}")
+        if stopping.min_tokens > max_tokens:
+            raise invalid("stopping.min_tokens", f"{stopping.min_tokens} exceeds max_tokens {max_tokens}")
         if sampling.HasField("seed") and sampling.seed > LARGEST_SEED:
             raise invalid("sampling.seed", f"{sampling.seed} is above {LARGEST_SEED}: llama.cpp "
                                             "seeds are 32-bit")
+        selection = response.output_candidates.WhichOneof("selection")
+        if response.return_output_logprobs and selection not in (None, "top_n"):
+            raise invalid(f"response.output_candidates.{selection}",
+                          "this engine returns the top N candidates only (top_n)")
+        conditions = stopping.conditions
         return sched.SequenceRequest(
             request_id=request.request_id,
             prompt=prompt,
             max_tokens=max_tokens,
             sampling=sched.Sampling(
-                logit_bias=dict(sampling.logit_bias),
                 **{name: getattr(sampling, name) for name in _SAMPLING_FIELDS if sampling.HasField(name)}),
-            min_tokens=sampling.min_tokens,
-            stop=tuple(s for s in sampling.stop if s),
-            stop_token_ids=frozenset(sampling.stop_token_ids),
-            ignore_eos=sampling.ignore_eos,
-            include_stop_in_output=sampling.include_stop_in_output,
+            min_tokens=stopping.min_tokens,
+            stop=tuple(c.stop_text for c in conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text),
+            stop_token_ids=frozenset(c.stop_token_id for c in conditions
+                                     if c.WhichOneof("condition") == "stop_token_id"),
+            ignore_eos=stopping.ignore_eos,
+            include_stop_in_output=stopping.include_stop_in_output,
             detokenize=not message.skip_detokenize,
-            logprobs=sampling.logprobs if sampling.HasField("logprobs") else None)
+            logprobs=response.output_candidates.top_n if response.return_output_logprobs else None)
 
     # -- events from the scheduler's thread ---------------------------------------------------------
 
@@ -270,21 +278,22 @@ class LlamaBackend:
         if started and self._engine is not None:
             self._engine.load_changed()
 
-    def logprobs_message(self, logprob: sched.TokenLogprob) -> generation_pb2.TokenLogprobs:
-        return generation_pb2.TokenLogprobs(
+    def token_info(self, logprob: sched.TokenLogprob) -> generation_pb2.TokenInfo:
+        """One generated token's log-probability, rank and top candidates as upstream's TokenInfo."""
+        return TokenInfo(
             token_id=logprob.token_id, logprob=logprob.logprob, rank=logprob.rank,
-            top=[generation_pb2.TopLogprob(
-                token_id=token, logprob=value,
+            candidates=[generation_pb2.LogProb(
+                token_id=token, logprob=value, rank=rank,
                 token=self.model.piece(token).decode("utf-8", errors="replace"))
-                for token, value in logprob.top])
+                for rank, (token, value) in enumerate(logprob.top, start=1)])
 
 
 class _Stream:
     """The events of one request, from the scheduler to its `generate` iterator. Events that
     arrive while the client is still reading earlier ones are sent together, as one chunk."""
 
-    def __init__(self, logprobs_message):
-        self.logprobs_message = logprobs_message
+    def __init__(self, token_info):
+        self.token_info = token_info
         self.events: list[sched.Event] = []
         self.ready = asyncio.Event()
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -318,20 +327,20 @@ class _Stream:
             if isinstance(event, sched.Errored):
                 return Failure(ErrorCode.INTERNAL, f"llama.cpp failed: {event.message}", retryable=True)
             if isinstance(event, sched.Finished):
-                if event.reason is sched.FinishReason.ABORTED:
-                    return Failure(ErrorCode.ABORTED, "aborted: the engine stopped the request",
-                                   retryable=True)
+                # A request the scheduler dropped (Abort, or the engine closing) ends CANCELLED
+                # with the tokens it had made, as upstream's cancellation does.
                 return Final(_FINISH[event.reason], prompt_tokens=event.prompt_tokens,
                              completion_tokens=event.completion_tokens, token_ids=tuple(tokens),
-                             text="".join(text), stop_reason=event.stop_reason,
-                             logprobs=self._proto_logprobs(logprobs))
+                             text="".join(text), stop_match=StopMatch(**{event.stop[0]: event.stop[1]})
+                             if event.stop else None, logprobs=self._token_infos(logprobs))
         if not tokens:
             return None
-        return Chunk(tuple(tokens), text="".join(text), logprobs=self._proto_logprobs(logprobs))
+        return Chunk(tuple(tokens), text="".join(text), logprobs=self._token_infos(logprobs))
 
-    def _proto_logprobs(self, logprobs: list[sched.TokenLogprob]) -> tuple:
-        return tuple(self.logprobs_message(item) for item in logprobs)
+    def _token_infos(self, logprobs: list[sched.TokenLogprob]) -> tuple:
+        return tuple(self.token_info(item) for item in logprobs)
 
 
-_FINISH = {sched.FinishReason.STOP: FinishReason.STOP, sched.FinishReason.LENGTH: FinishReason.LENGTH}
+_FINISH = {sched.FinishReason.STOP: FinishReason.STOP, sched.FinishReason.LENGTH: FinishReason.LENGTH,
+           sched.FinishReason.ABORTED: FinishReason.CANCELLED}
 

@@ -3,7 +3,7 @@
 The command's flags that describe the server (address, profiles, instance id, admin access, log
 level) mean what they mean for the reference engine; `--limit` sets the limits the llama backend
 has (`LIMITS`) and `--threads` llama.cpp's threads; the flags of the reference engine's stand-in
-model (faults, aliases, role, token delay, configuration file) are refused, naming the flag.
+model (role, token delay, configuration file) are refused, naming the flag.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 # --limit name -> LlamaConfig field.
 LIMITS = {f"core.{field}": field
           for field in ("max_running_requests", "max_queued_requests", "max_batch_tokens", "max_logprobs")}
-REFERENCE_ONLY = {"fault": "--fault", "alias": "--alias", "role": "--role",
-                  "token_delay_ms": "--token-delay-ms", "config": "--config", "list_faults": "--list-faults",
+REFERENCE_ONLY = {"role": "--role",
+                  "token_delay_ms": "--token-delay-ms", "config": "--config",
                   "check_config": "--check-config"}
 
 

@@ -112,7 +112,9 @@ class Finished:
     completion_tokens: int
     token_ids: tuple[int, ...] = ()
     text: str = ""
-    stop_reason: str = ""
+    # What ended a STOP: ("eos_token_id", token), ("stop_token_id", token) or ("stop_text", text),
+    # named as upstream's StopMatch names them; None for another reason.
+    stop: tuple[str, int | str] | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
 
 
@@ -492,17 +494,17 @@ class Scheduler:
         text.add(self.model.piece(token))
         may_stop = produced >= request.min_tokens
         if may_stop and not request.ignore_eos and self.model.is_end_of_generation(token):
-            return self._finish(sequence, FinishReason.STOP, "", text.finish())
+            return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), text.finish())
         if may_stop and token in request.stop_token_ids:
-            return self._finish(sequence, FinishReason.STOP, str(token), text.finish())
+            return self._finish(sequence, FinishReason.STOP, ("stop_token_id", token), text.finish())
         if may_stop and request.stop:
             found = text.find_stop(before)
             if found is not None:
                 stop, at = found
                 end = at + len(stop) if request.include_stop_in_output else at
-                return self._finish(sequence, FinishReason.STOP, stop, text.take(end))
+                return self._finish(sequence, FinishReason.STOP, ("stop_text", stop), text.take(end))
         if produced >= request.max_tokens:
-            return self._finish(sequence, FinishReason.LENGTH, "", text.finish())
+            return self._finish(sequence, FinishReason.LENGTH, None, text.finish())
         out = Emitted(request.request_id, tuple(sequence.unsent),
                       text.take_safe() if request.detokenize else "",
                       tuple(sequence.unsent_logprobs))
@@ -510,12 +512,12 @@ class Scheduler:
         sequence.unsent_logprobs.clear()
         return out
 
-    def _finish(self, sequence: _Sequence, reason: FinishReason, stop_reason: str,
+    def _finish(self, sequence: _Sequence, reason: FinishReason, stop: tuple[str, int | str] | None,
                 last_text: str) -> Finished:
         request = sequence.request
         return Finished(request.request_id, reason, len(request.prompt), len(sequence.generated),
                         tuple(sequence.unsent), last_text if request.detokenize else "",
-                        stop_reason, tuple(sequence.unsent_logprobs))
+                        stop, tuple(sequence.unsent_logprobs))
 
     def _fail(self, sequences: list[_Sequence], message: str) -> None:
         logger.error("%s; failing %d requests", message, len(sequences))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from openengine.contract import catalogue
 from openengine.serve.backend import AbortReason, AdminOperations, Refusal, RefusalCode, invalid
 from openengine.serve.limits import coerce
 from openengine.serve.profiles import combination_refusals
@@ -17,6 +18,7 @@ from openengine.v1 import admin_pb2
 from openengine.validate import Severity, number_violations
 
 ADMIN_PROFILE = "openengine.admin"
+ADMIN_SERVICE = catalogue().profile(ADMIN_PROFILE).services[0]
 
 
 class Admin:

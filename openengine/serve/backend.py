@@ -1,31 +1,41 @@
 """The interface between the protocol and an engine: what a backend declares and implements.
 
-The SDK (`openengine.serve`) owns everything the OpenEngine protocol defines: discovery, standard
-health, GetLoad and WatchLoad, the capability revision, admission against the advertised limits,
-Abort, cancellation, the admin guard, the wire policy, reflection and graceful shutdown. A backend
+The SDK (`openengine.serve`) owns everything the OpenEngine protocol defines: Control's core RPCs
+(server and model info, GetLoad, Health, Abort), discovery, standard health, WatchLoad, the
+capability revision, admission against the advertised limits, the `openengine-*` metadata,
+cancellation, the admin guard, the wire policy, reflection and graceful shutdown. A backend
 supplies only what is the engine's own:
 
 - `describe()`: its identity, its models and their limits, and the limits it serves each profile
-  with (`EngineDescription`);
-- `generate(request)`: an async iterator of `Chunk`s ending, per output sequence, in a `Final`, or
-  in one `Failure` (`GenerateOutput`);
+  with (`EngineDescription`). A limit it does not state takes the contract's default, except
+  that every feature the backend would have to implement itself is off (no log-probabilities,
+  one output per request, no guided decoding, no min_p, no priority): it states what it does;
+- `generate(request)`: an async iterator of at most one `Prompt`, `Chunk`s and, per output, a
+  `Final`, or one `Failure` (`GenerateOutput`); the SDK turns them into upstream's
+  GenerateResponse events;
 - `abort(request_id, reason)`: stop one request it is running;
-- `load()`: its numbers now (`Load`); it calls `EngineHandle.load_changed()` when they change.
+- `load()`: its figures now (`Load`); it calls `EngineHandle.load_changed()` when they change.
+
+The backend applies the request's stop conditions (`stopping`: max_tokens, min_tokens, stop
+texts, stop token ids, ignore_eos, include_stop_in_output; `SequenceStops` holds the rules) and
+samples as `sampling` says. The SDK handles `skip_detokenize` (it sends no text) and fills each
+token's text from `Tokenizer.token_text`.
 
 Optional profiles are optional parts: a backend that implements `AdminOperations` can be served
-with `openengine.admin`, one that returns a servicer for a service from `services()` serves the
-RPCs of that service itself (`openengine.kv`, `openengine.tasks`, ...). Which profiles a backend
-can serve is derived from the compiled contract's RPCs and what the backend implements, never
-from a list; asking for one it cannot serve is refused at start, naming what is missing.
+with `openengine.admin`; one that returns an object for a service from `services()` serves the
+RPCs of that service it implements (`openengine.v1.Tasks`, or Control's LoRA and KV-event RPCs
+beside the SDK's core ones). Which profiles a backend can serve is derived from the compiled
+contract's RPCs and what the backend implements, never from a list; asking for one it cannot
+serve is refused at start, naming what is missing.
 
-Everything here is plain typed data plus two `Protocol`s; nothing imports gRPC.
+Everything here is plain typed data plus `Protocol`s; nothing imports gRPC.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Mapping, Protocol, Union, runtime_checkable
+from typing import Any, AsyncIterator, Callable, Mapping, Protocol, Union, runtime_checkable
 
 from openengine.v1 import error_pb2, generation_pb2, kv_pb2
 
@@ -35,14 +45,16 @@ from openengine.v1 import error_pb2, generation_pb2, kv_pb2
 @dataclass(frozen=True)
 class Tokenizer:
     """The model's tokenizer as ModelInfo reports it (tokenizer_modes, vocab_size, eos_token_id,
-    supports_text_input)."""
+    supports_text_input). `token_text` gives one token id's text: the SDK fills `TokenInfo.token`
+    and the candidates' `token` with it (unless the request sets `skip_detokenize`); without it
+    they carry only what the backend set."""
 
     name: str
     vocab_size: int
     eos_token_id: int | None = None
     bos_token_id: int | None = None
-    text_input: bool = True      # the engine tokenizes `text` prompts itself
-    text_output: bool = True     # the engine detokenizes (TokenOutput carries `text`)
+    text_input: bool = True      # the engine tokenizes `prompt` text itself
+    token_text: Callable[[int], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +76,11 @@ class Model:
 class EngineDescription:
     """What the backend is and serves. `limits` gives, per profile (full or short name), the
     values of that profile's typed limits the engine really has (`{"core": {"max_sequences": 4}}`);
-    a limit left out takes the contract's default. The SDK checks every value against the
-    contract's type and range and refuses to start on one that does not fit."""
+    a limit left out takes the contract's default, except the core limits that switch on what
+    the backend would have to implement (they are off: max_logprobs 0, output_logprobs and
+    prompt_logprobs false, max_sequences 1, no guided decoding, min_p or priority). The SDK
+    checks every value against the contract's type and range and refuses to start on one that
+    does not fit."""
 
     engine_name: str
     engine_version: str
@@ -137,9 +152,10 @@ class Prompt:
 
 @dataclass(frozen=True)
 class Chunk:
-    """New tokens of one output. `logprobs`, when the request asked for output log-probabilities,
-    holds one `TokenInfo` per token of `token_ids` (its logprob, rank and candidates); the SDK
-    fills in ids and text."""
+    """New tokens of one output (`index`, from 0 to `sequences - 1`) and the text they add (the
+    SDK drops it for a request with `skip_detokenize`). `logprobs`, when the request asked for
+    output log-probabilities, holds one `TokenInfo` per token of `token_ids` (its logprob, rank
+    and candidates); the SDK fills in each token's id and text."""
 
     token_ids: tuple[int, ...]
     text: str = ""
@@ -151,9 +167,11 @@ class Chunk:
 class Final:
     """The end of one output: its last tokens (every token not sent in a `Chunk`, the
     end-of-sequence token included when it ended the output), why it ended and its token
-    accounting. `stop_match` says what matched when the reason is STOP (`SequenceStops` gives
-    it). A KV producer (prefill role) sets `kv_session` to the cache a decode engine continues
-    from: the stream then ends with PrefillReady."""
+    accounting: `completion_tokens` is the number of tokens sent for this output, in its Chunks
+    and here (the SDK checks it), `cached_prompt_tokens` at most `prompt_tokens`. `stop_match`
+    says what matched when the reason is STOP (`SequenceStops` gives it). A KV producer (prefill
+    role) sets `kv_session` to the cache a decode engine continues from: the stream then ends
+    with PrefillReady instead of GenerationFinished."""
 
     finish_reason: FinishReason
     prompt_tokens: int
@@ -211,20 +229,24 @@ class RefusalCode(enum.Enum):
     # A feature the engine does not have, asked for by one request although the capabilities
     # cannot say so (a request field no limit covers).
     UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
 
 
 class Refusal(Exception):
     """Raised by a backend before its first output to refuse a request: the call ends with
     `code` and `message` as its gRPC status. The message names the field and why, and how to
-    fix it (`sampling.max_tokens: 9000 exceeds the context (4096)`). A `retryable` refusal (the
+    fix it (`stopping.max_tokens: 9000 exceeds the context (4096)`). A `retryable` refusal (the
     engine is full or not taking work now) also carries an `EngineError` with `retryable` set in
-    the status details, so a scheduler knows to send the request again, here later or elsewhere."""
+    the status details (its `error` code, OVERLOADED unless given), so a scheduler knows to send
+    the request again, here later or elsewhere."""
 
-    def __init__(self, code: RefusalCode, message: str, *, retryable: bool = False):
+    def __init__(self, code: RefusalCode, message: str, *, retryable: bool = False,
+                 error: ErrorCode = ErrorCode.OVERLOADED):
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
+        self.error = error
 
 
 def invalid(field: str, message: str) -> Refusal:
@@ -248,7 +270,8 @@ class AbortReason(enum.Enum):
 
 @dataclass(frozen=True)
 class RankLoad:
-    """One data-parallel rank's share of the load."""
+    """One data-parallel rank's share of the load (upstream RankLoadInfo; its token figures only
+    count towards the totals, which RankLoadInfo does not carry)."""
 
     rank: int
     running_requests: int = 0
@@ -257,12 +280,18 @@ class RankLoad:
     total_kv_blocks: int = 0
     running_tokens: int = 0
     waiting_tokens: int = 0
+    prefill_batch_size: int = 0
+    decode_batch_size: int = 0
 
 
 @dataclass(frozen=True)
 class Load:
-    """The engine's numbers now. With `ranks`, every total the spec sums over ranks
-    (REQ-LOAD-023) is computed by the SDK from them and the totals given here are ignored."""
+    """The engine's numbers now (upstream LoadInfo). Every figure is a count, never negative, and
+    `running_requests` never exceeds the advertised `max_running_requests`: the SDK checks each
+    and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, the totals of
+    requests, KV blocks and tokens are the SDK's sums over them (the ones given here are
+    ignored); the batch sizes are the ones given here.
+    `attributes` are engine-specific values (strings, numbers, booleans)."""
 
     running_requests: int = 0
     queued_requests: int = 0
@@ -274,7 +303,7 @@ class Load:
     decode_batch_size: int = 0
     active_kv_sessions: int = 0
     ranks: tuple[RankLoad, ...] = ()
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
 # -- what the SDK gives a backend -------------------------------------------------------------------
@@ -384,7 +413,7 @@ class StateListener(Protocol):
     ends them when the state becomes STOPPING. Called on the event loop, after the change."""
 
     def state_changed(self, previous: Any, current: Any, reason: str) -> None:
-        """The run state changed (`openengine.serve.runstate.RunState`: phase, pause mode, sleep tags)."""
+        """The run state changed (`openengine.serve.RunState`: phase, pause mode, sleep tags)."""
 
     def revision_changed(self, previous: int, revision: int, changed: tuple[str, ...]) -> None:
         """A new capability revision is advertised; `changed` names the limits that changed."""

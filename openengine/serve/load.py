@@ -1,42 +1,53 @@
-"""Load streaming: one-slot mailboxes, so a slow watcher never holds anyone up, and periodic
-ticks shared by the streams whose phases agree, so a tick builds one snapshot for all of them.
+"""Load: the backend's figures as upstream's LoadInfo (Control/GetLoad, every WatchLoad snapshot),
+checked at the SDK's boundary, and WatchLoad (Observability), whose streams never hold each
+other up.
 
-Each WatchLoad stream owns a `Watcher`. Updates (a periodic tick, or a load change for a
-change-driven stream) are *offered* to the watcher's mailbox synchronously; an offer never awaits
-anything. The mailbox holds at most one pending update: a newer offer replaces the pending one and
-counts it as coalesced. The stream's own coroutine takes the pending update when it can write, so
-a watcher whose client stopped reading (its writes blocked by HTTP/2 flow control) only makes its
-own mailbox coalesce, and the publisher, other watchers and request processing never wait for it.
+A WatchLoad stream owns a `Watcher`, a one-slot mailbox. Updates (a periodic tick, or a load
+change for a change-driven stream) are offered to it synchronously and never wait; a newer offer
+replaces the pending one and counts it as coalesced. The stream takes the pending update when it
+can write, so a client that stopped reading only makes its own mailbox coalesce.
 
-Periodic streams of one interval and per-rank choice join a `Ticker`: one timer that builds and
-serializes one `Snapshot` per tick and offers it to every member (REQ-LOAD-012 holds per stream:
-a member's first tick comes at least one interval after its opening snapshot, and a ticker
-re-arms an interval after the snapshot it just built). A stream joins an existing ticker only
-when that ticker's first tick due for it comes at most `phase_slack` after its first interval
-ends, and a stream that finds none starts a ticker phased `phase_slack` after its own first
-interval: sharing never delays a stream's first periodic snapshot by more than the slack, and
-streams that open together (or a whole period apart) share one ticker.
+Periodic streams of one interval and per-rank choice share a `Ticker`: one timer that builds and
+serializes one snapshot per tick for all of them (`Snapshot`). A stream's first periodic
+snapshot comes at least one interval after its opening one; it joins a ticker whose next tick
+falls at most `phase_slack` after that, else starts its own. Each message is the stream's own
+fields serialized, followed by the shared snapshot's bytes: protobuf reads a concatenation as
+the merge of its parts, so the client reads exactly one WatchLoadResponse.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from google.protobuf import timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf.descriptor import FieldDescriptor
 
-from openengine.serve.loadwire import Snapshot
-from openengine.v1 import load_pb2
+from openengine.contract import CORE
+from openengine.serve.backend import Load, RankLoad, Refusal, RefusalCode
+from openengine.v1 import load_pb2, server_pb2
+from openengine.validate import effective_watch_settings
 
+LOAD_PROFILE = "openengine.load"
 # A little past the interval, so consecutive periodic snapshots are never closer than it.
 TICK_MARGIN_S = 0.0005
+_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
+# The figures `Load` and `RankLoad` carry, with the largest value their LoadInfo field holds.
+LOAD_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.LoadInfo.DESCRIPTOR.fields if f.type in _MAX
+                and f.name not in ("rejected_requests", "timestamp_unix_nanos")}
+# The figures a rank has; its RankLoadInfo carries those that message has. Each total of requests,
+# blocks and tokens is the sum over the ranks; the batch sizes are the engine's own.
+RANK_FIGURES = {f.name: LOAD_FIGURES[f.name] for f in dataclasses.fields(RankLoad) if f.name in LOAD_FIGURES}
+RANK_INFO_FIGURES = tuple(f.name for f in server_pb2.RankLoadInfo.DESCRIPTOR.fields if f.name in RANK_FIGURES)
+RANK_SUMMED = tuple(name for name in RANK_FIGURES if not name.endswith("_batch_size"))
 
 
 class Clock:
-    """Wall-clock timestamps that never go backwards: anchored once, advanced by the monotonic
+    """Wall-clock nanoseconds that never go backwards: anchored once, advanced by the monotonic
     clock, so a wall-clock step (NTP) cannot make a stream's timestamps decrease."""
 
     def __init__(self):
@@ -47,8 +58,104 @@ class Clock:
         return self._wall0 + (time.monotonic_ns() - self._mono0)
 
     def timestamp(self, ns: int | None = None) -> timestamp_pb2.Timestamp:
+        """Now (or `ns`) as a protobuf Timestamp, for the proposal's messages that carry one."""
         ns = self.now_ns() if ns is None else ns
         return timestamp_pb2.Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+
+
+# -- LoadInfo -------------------------------------------------------------------------------------
+
+
+def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
+    """The backend's `load()` as a LoadInfo stamped with the instance id and the time; with ranks,
+    each figure both messages carry is the sum over them, and the ranks are included when asked
+    for. A figure the protocol cannot carry (negative, too large, more running requests than
+    `max_running_requests`) is refused INTERNAL, naming it (logged once per figure)."""
+    load: Load = state.backend.load()
+    problem = _problem(load, state.limit(CORE, "max_running_requests"))
+    if problem is not None:
+        raise state.backend_errors.refusal("load()", *problem)
+    info = server_pb2.LoadInfo(instance_id=state.instance_id, timestamp_unix_nanos=state.clock.now_ns(),
+                               rejected_requests=state.rejected_requests,
+                               **{name: getattr(load, name) for name in LOAD_FIGURES})
+    if load.attributes:
+        info.attributes.update(load.attributes)
+    if load.ranks:
+        for name in RANK_SUMMED:
+            setattr(info, name, sum(getattr(rank, name) for rank in load.ranks))
+        if per_rank:
+            info.ranks.extend(server_pb2.RankLoadInfo(data_parallel_rank=r.rank,
+                                                      **{n: getattr(r, n) for n in RANK_INFO_FIGURES})
+                              for r in load.ranks)
+    return info
+
+
+def _problem(load: Load, max_running: int) -> tuple[str, str] | None:
+    """(field, what is wrong) for the first figure of `load` the protocol cannot carry."""
+    figures = [(name, getattr(load, name), most) for name, most in LOAD_FIGURES.items()]
+    for i, rank in enumerate(load.ranks):
+        figures += [(f"ranks[{i}].{name}", getattr(rank, name), most) for name, most in RANK_FIGURES.items()]
+        figures.append((f"ranks[{i}].rank", rank.rank, 2**32 - 1))
+    for name, value, most in figures:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return name, f"is {value!r}; load figures are whole numbers"
+        if value < 0:
+            return name, f"is {value}; load figures are never negative"
+        if value > most:
+            return name, f"is {value}, more than LoadInfo.{name.rpartition('.')[2]} holds"
+    running = sum(r.running_requests for r in load.ranks) if load.ranks else load.running_requests
+    if running > max_running:
+        return "running_requests", f"is {running}, above the advertised max_running_requests {max_running}"
+    try:
+        struct_pb2.Struct().update(load.attributes)
+    except (TypeError, ValueError, AttributeError):
+        return "attributes", "holds a value that is not a string, number or boolean"
+    return None
+
+
+# -- WatchLoad: mailboxes, shared tickers, wire form -------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """One built LoadInfo and its serialized WatchLoadResponse, shared read-only by every stream
+    it is offered to."""
+
+    load: server_pb2.LoadInfo
+    wire: bytes
+
+    @classmethod
+    def of(cls, load: server_pb2.LoadInfo) -> "Snapshot":
+        message = load_pb2.WatchLoadResponse(snapshot=load_pb2.LoadSnapshot(load=load))
+        return cls(load, message.SerializeToString())
+
+
+_HEARTBEAT = load_pb2.WatchLoadResponse(heartbeat=load_pb2.Heartbeat()).SerializeToString()
+
+
+class Framer:
+    """One stream's messages: its sequence and timestamp, then the rest (shared snapshot bytes
+    appended as they are)."""
+
+    def __init__(self):
+        self._stamp = load_pb2.WatchLoadResponse()
+
+    def stamp(self, sequence: int, ts_ns: int) -> bytes:
+        self._stamp.sequence = sequence
+        self._stamp.timestamp_unix_nanos = ts_ns
+        return self._stamp.SerializeToString()
+
+    def snapshot(self, sequence: int, ts_ns: int, snapshot: Snapshot, coalesced: int) -> bytes:
+        if coalesced:
+            tail = load_pb2.WatchLoadResponse(snapshot=load_pb2.LoadSnapshot(coalesced=coalesced)).SerializeToString()
+            return self.stamp(sequence, ts_ns) + snapshot.wire + tail
+        return self.stamp(sequence, ts_ns) + snapshot.wire
+
+    def heartbeat(self, sequence: int, ts_ns: int) -> bytes:
+        return self.stamp(sequence, ts_ns) + _HEARTBEAT
+
+    def settings(self, sequence: int, ts_ns: int, settings: load_pb2.WatchLoadSettings) -> bytes:
+        return self.stamp(sequence, ts_ns) + load_pb2.WatchLoadResponse(settings=settings).SerializeToString()
 
 
 def phase_slack(interval_ms: int) -> float:
@@ -68,7 +175,7 @@ class Watcher:
     pending: Snapshot | None = None
     dirty: bool = False             # change-driven: an update is due, built when taken
     coalesced: int = 0
-    closed_with: tuple | None = None  # (grpc.StatusCode, message) to end the stream with
+    closed_with: Refusal | None = None   # how the stream ends
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     ticker: "Ticker | None" = None
     due_from: float = math.inf      # loop time from which periodic ticks are offered
@@ -93,8 +200,8 @@ class Watcher:
         self.pending, self.dirty = None, False
         return snapshot, coalesced
 
-    def close(self, code, message: str) -> None:
-        self.closed_with = (code, message)
+    def close(self, refusal: Refusal) -> None:
+        self.closed_with = refusal
         self.wake.set()
 
 
@@ -121,14 +228,16 @@ class Ticker:
         now = self._loop.time()
         snapshot = None
         try:
-            for watcher in self.members:
+            for watcher in list(self.members):
                 if watcher.due_from <= now:
                     if snapshot is None:
                         snapshot = Snapshot.of(self.publisher.build(self.per_rank))
                     watcher.offer(snapshot)
+        except Refusal as refused:   # the backend's figures cannot be sent: its streams end with why
+            for watcher in list(self.members):
+                watcher.close(refused)
         finally:
-            # Re-armed from after the build, so the next snapshot is at least an interval newer;
-            # and re-armed even if this tick failed, so no member loses its ticks for good.
+            # Re-armed from after the build, so the next snapshot is at least an interval newer.
             self.handle = self._loop.call_at(self._loop.time() + self.period, self._fire)
 
     def stop(self) -> None:
@@ -136,9 +245,9 @@ class Ticker:
 
 
 class LoadPublisher:
-    """The registry of open watchers, the shared tickers, and the fan-out of updates."""
+    """The open watchers, the shared tickers, and the fan-out of updates."""
 
-    def __init__(self, build: Callable[[bool], load_pb2.LoadInfo]):
+    def __init__(self, build: Callable[[bool], server_pb2.LoadInfo]):
         self.build = build
         self.watchers: set[Watcher] = set()
         self.change_driven: set[Watcher] = set()
@@ -148,7 +257,6 @@ class LoadPublisher:
         return len(self.watchers)
 
     def open(self, watcher: Watcher) -> None:
-        """Count the stream as open (max_watchers, revision and shutdown endings)."""
         self.watchers.add(watcher)
         if watcher.interval_ms == 0:
             self.change_driven.add(watcher)
@@ -164,15 +272,13 @@ class LoadPublisher:
         tickers = self.tickers.setdefault(key, [])
         ticker = next((t for t in tickers if t.lateness(watcher.due_from) <= slack + 1e-6), None)
         if ticker is None:
-            # Phased at the latest this stream allows, so the streams opening right after it
-            # (a burst of watchers) fall within its slack and share it.
+            # Phased at the latest this stream allows, so streams opening right after it share it.
             ticker = Ticker(self, watcher.interval_ms, watcher.per_rank, watcher.due_from + slack)
             tickers.append(ticker)
         ticker.members[watcher] = None
         watcher.ticker = ticker
 
     def close(self, watcher: Watcher) -> None:
-        """Release everything the stream held: its ticker membership and its registry entry."""
         ticker = watcher.ticker
         if ticker is not None:
             ticker.members.pop(watcher, None)
@@ -193,7 +299,87 @@ class LoadPublisher:
         for watcher in self.change_driven:
             watcher.offer(None)
 
-    def end_all(self, code, message: str, *, older_than: int | None = None) -> None:
+    def end_all(self, refusal: Refusal, *, older_than: int | None = None) -> None:
         for watcher in list(self.watchers):
             if older_than is None or watcher.revision < older_than:
-                watcher.close(code, message)
+                watcher.close(refusal)
+
+
+class Observability:
+    """openengine.v1.Observability: WatchLoad."""
+
+    def __init__(self, state):
+        self.state = state
+
+    async def WatchLoad(self, request: load_pb2.WatchLoadRequest, context):
+        """Settings first, then the initial snapshot when asked, then snapshots (periodic, or on
+        change for interval 0) and heartbeats after `heartbeat_ms` without a message."""
+        state = self.state
+        limits = state.selection.limits[LOAD_PROFILE]
+        max_watchers = limits["max_watchers"]
+        if len(state.load) >= max_watchers:
+            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED,
+                          f"{len(state.load)} WatchLoad streams are open, "
+                          f"{LOAD_PROFILE}.max_watchers = {max_watchers}; close one or retry later")
+        effective = effective_watch_settings(limits, request)
+        interval, heartbeat = effective["interval_ms"], effective["heartbeat_ms"]
+        initial, per_rank = effective["initial_snapshot"], effective["per_rank"]
+        watcher = Watcher(interval, heartbeat, per_rank, state.revision)
+        framer = Framer()
+        sequence = 0
+        now_ns = state.clock.now_ns
+        loop = asyncio.get_running_loop()
+        alarm: asyncio.TimerHandle | None = None
+
+        def stamp() -> tuple[int, int]:
+            nonlocal sequence
+            sequence += 1
+            return sequence - 1, now_ns()
+
+        def build() -> Snapshot:
+            return Snapshot.of(load_info(state, per_rank))
+
+        def ring() -> None:
+            nonlocal alarm
+            alarm = None
+            watcher.wake.set()
+
+        settings = load_pb2.WatchLoadSettings(interval_ms=interval, heartbeat_ms=heartbeat, initial_snapshot=initial,
+                                              per_rank=per_rank, instance_id=state.instance_id,
+                                              capability_revision=state.revision)
+        state.load.open(watcher)
+        try:
+            yield framer.settings(*stamp(), settings)
+            opened_at = loop.time()
+            if initial:
+                first = build()
+                opened_at = loop.time()
+                yield framer.snapshot(*stamp(), first, 0)
+            state.load.start_ticks(watcher, opened_at)
+            last_sent = loop.time()
+            beat_s = heartbeat / 1000.0
+            while True:
+                if watcher.closed_with is not None:
+                    ended = watcher.closed_with
+                    raise Refusal(ended.code, ended.message)
+                taken = watcher.take(build)
+                if taken is not None:
+                    yield framer.snapshot(*stamp(), *taken)
+                    last_sent = loop.time()
+                    continue
+                if heartbeat:
+                    due = last_sent + beat_s
+                    if loop.time() >= due:
+                        yield framer.heartbeat(*stamp())
+                        last_sent = loop.time()
+                        continue
+                    # One alarm per stream, armed only when none is pending: `due` never moves
+                    # earlier, so an alarm that rings too soon finds nothing due and re-arms.
+                    if alarm is None:
+                        alarm = loop.call_at(due, ring)
+                watcher.wake.clear()
+                await watcher.wake.wait()
+        finally:
+            if alarm is not None:
+                alarm.cancel()
+            state.load.close(watcher)

@@ -14,6 +14,16 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from openengine.contract import Catalogue, ProfileInfo, RpcInfo, combination_problems
 from openengine.serve.backend import EngineDescription
 from openengine.serve.limits import coerce
+from openengine.serve.load import LOAD_PROFILE
+
+
+# What a backend gets for a limit it does not state, where the contract's default would switch
+# on a feature the backend has to implement itself: off, so an engine never advertises what it
+# does not do. Every other unstated limit takes the contract's default.
+UNSTATED = {"openengine.core": {"max_logprobs": 0, "output_logprobs": False, "prompt_logprobs": False,
+                                "max_sequences": 1, "min_p": False, "priority": False,
+                                "guided_decoding_modes": [], "speculative_decoding": False,
+                                "logits_post_processor": False}}
 
 
 class CannotServe(Exception):
@@ -99,8 +109,9 @@ def combination_refusals(advertised: Sequence[ProfileInfo], limits: Mapping[str,
 def watch_interval_problems(limits: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The WatchLoad interval limits must be ordered for any request's settings to be computed
     (openengine.validate.effective_watch_settings clamps between them)."""
-    load = limits.get("openengine.load")
-    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"] <= load["max_watch_interval_ms"]):
+    load = limits.get(LOAD_PROFILE)
+    if load and not (load["min_watch_interval_ms"] <= load["default_watch_interval_ms"]
+                     <= load["max_watch_interval_ms"]):
         return ["limits: openengine.load needs min_watch_interval_ms <= default_watch_interval_ms "
                 "<= max_watch_interval_ms"]
     return []
@@ -133,7 +144,7 @@ def select(cat: Catalogue, description: EngineDescription, requested: Iterable[s
                 names.add(profile.name)
         chosen = [p for p in cat.profiles if p.name in names]
         problems += [why for why in (_why_not(p, role, implemented) for p in chosen) if why]
-    limits = {p.name: {**p.defaults(), **declared.get(p.name, {})} for p in chosen}
+    limits = {p.name: {**p.defaults(), **UNSTATED.get(p.name, {}), **declared.get(p.name, {})} for p in chosen}
     if requested is None:
         # Leave out what does not combine, one profile at a time, until the rest does.
         while True:

@@ -1,14 +1,7 @@
-"""Serve a backend: route every RPC of the compiled contract, gate it on the advertised profiles,
-guard Admin, serve standard health and reflection, the compatibility aliases of earlier revisions,
-apply the wire policy, shut down gracefully.
-
-A server is assembled from parts, all built in `Server.__init__`: the implementation of each
-service (`implementations`, by full service name: the SDK's own, the backend's, standard health
-and the aliases), the `gate` every call passes before it runs, and the gRPC `interceptors` (the wire
-policy). A *layer* (`Server(..., layers=...)`) is a callable run once on the assembled server
-before it starts; it may wrap or replace any of those parts (logging, metrics, a test harness that
-makes the server misbehave on purpose). Without layers the parts are used as built.
-"""
+"""Serve a backend: route every RPC of the compiled contract to the SDK's implementation or the
+backend's (per RPC: Control mixes the SDK's core RPCs with the backend's optional ones), refuse an
+RPC whose profile is not advertised, guard Admin, serve standard health and reflection, apply the
+wire policy and any interceptors the configuration adds, shut down gracefully."""
 
 from __future__ import annotations
 
@@ -22,31 +15,30 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from openengine.aliases import ALIASES, AliasService, lookup as lookup_alias
 from openengine.contract import HEALTH_SERVICE, RpcInfo, catalogue
-from openengine.serve import alias
+from openengine.serve.admin import ADMIN_SERVICE, Admin
 from openengine.serve.backend import AbortReason, Backend, Refusal, RefusalCode, ServiceProvider
-from openengine.serve.discovery import advertised_report
+from openengine.serve.control import Control
+from openengine.serve.discovery import Discovery
+from openengine.serve.generate import Inference
 from openengine.serve.health import SERVING, Health, HealthServicer, desired_statuses
+from openengine.serve.load import Observability
 from openengine.serve.profiles import CannotServe, select
-from openengine.serve.admin import Admin
-from openengine.serve.protocol import Discovery, Inference, Lifecycle, Observability
 from openengine.serve.state import ServingState
 from openengine.serve.status import refuse
 from openengine.serve.wire import WirePolicy
 
 log = logging.getLogger("openengine.serve")
 
-ADMIN = "openengine.v1.Admin"
-INFERENCE = "openengine.v1.Inference"
-# The protocol's own services, implemented by the SDK for every backend.
-PROTOCOL_CLASSES = (Admin, Discovery, Inference, Lifecycle, Observability)
+# The protocol's own services, implemented by the SDK for every backend, each class named as its
+# service; a class with `needs` is served only for a backend implementing that protocol.
+PROTOCOL_CLASSES = (Admin, Control, Discovery, Inference, Observability)
 
 
 @dataclass(frozen=True)
@@ -151,7 +143,9 @@ MAX_PENDING_CALLS = 1_000_000_000
 @dataclass(frozen=True)
 class ServeConfig:
     """Where and what to serve. `profiles` names the profiles to advertise (short or full names;
-    the mandatory ones always); None serves every profile the backend can."""
+    the mandatory ones always); None serves every profile the backend can. `interceptors` are
+    standard `grpc.aio.ServerInterceptor`s, run before the SDK's wire policy on every call
+    (logging, metrics, tracing)."""
 
     host: str = "127.0.0.1"
     port: int = 50051
@@ -161,53 +155,15 @@ class ServeConfig:
     # The stalled-consumer policy: abort a request whose client takes no message for this many
     # seconds (None: wait as long as the client keeps the call open).
     stall_timeout_s: float | None = None
-    # Compatibility aliases of earlier revisions served next to v1, by short name (`openengine`,
-    # `control`; openengine.aliases lists them): each alias method runs its v1 RPC.
-    aliases: tuple[str, ...] = ()
     # Handshake and idle timeouts, keepalive: how long a connection is kept (ConnectionPolicy).
     connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
-
-
-class Gate:
-    """What every call passes before it runs: its profile is advertised (else UNIMPLEMENTED), and
-    an Admin call carries the credentials (else UNAUTHENTICATED)."""
-
-    def __init__(self, state: ServingState, admin: AdminAccess, token: str | None):
-        self.state = state
-        self.admin = admin
-        self.token = token
-
-    def refusal(self, rpc: RpcInfo, context) -> Refusal | None:
-        return self.unadvertised(rpc) or (self.credentials(context) if rpc.service == ADMIN else None)
-
-    def unadvertised(self, rpc: RpcInfo) -> Refusal | None:
-        if self.state.has(rpc.profile):
-            return None
-        return Refusal(RefusalCode.UNIMPLEMENTED,
-                       f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
-
-    def credentials(self, context) -> Refusal | None:
-        """Admin needs the bearer token, or a verified client certificate on the mutual-TLS
-        address (REQ-ADMIN-002). Nothing runs before this check passes."""
-        if self.admin.mtls:
-            peer = context.auth_context() or {}
-            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
-                return Refusal(RefusalCode.UNAUTHENTICATED,
-                               "Admin needs a client certificate signed by the configured CA")
-        if self.token and not bearer_matches(authorization(context), self.token):
-            return Refusal(RefusalCode.UNAUTHENTICATED,
-                           "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
-        return None
-
-
-# A layer: run once on the assembled server before it starts (see the module's text).
-Layer = Callable[["Server"], None]
+    interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
 
 
 class Server:
     """One served backend. Build it anywhere; start and stop it inside an event loop."""
 
-    def __init__(self, backend: Backend, config: ServeConfig = ServeConfig(), *, layers: Iterable[Layer] = ()):
+    def __init__(self, backend: Backend, config: ServeConfig = ServeConfig()):
         if not isinstance(backend, Backend):
             missing = [name for name in ("describe", "attach", "generate", "abort", "load")
                        if not callable(getattr(backend, name, None))]
@@ -220,78 +176,71 @@ class Server:
         self.catalogue = catalogue()
         self.description = backend.describe()
         self._provided = dict(backend.services()) if isinstance(backend, ServiceProvider) else {}
-        self._health_servicer = HealthServicer()
         # The SDK serves a service only with the backend part it needs.
-        self._protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES
-                          if isinstance(backend, getattr(cls, "needs", object))}
-        unknown = [name for name in config.aliases if lookup_alias(name) is None]
-        if unknown:
-            raise CannotServe([f"aliases: unknown alias {name!r}; known: {', '.join(ALIASES)} "
-                               f"({', '.join(a.service for a in ALIASES.values())})" for name in unknown])
-        self.aliases: list[AliasService] = [lookup_alias(name) for name in dict.fromkeys(config.aliases)]
-        selection = select(self.catalogue, self.description, config.profiles, self.implemented)
+        protocol = {f"openengine.v1.{cls.__name__}": cls for cls in PROTOCOL_CLASSES
+                    if isinstance(backend, getattr(cls, "needs", object))}
+        selection = select(self.catalogue, self.description, config.profiles,
+                           lambda rpc: self._method(rpc, protocol) is not None)
         self.state = ServingState(self.catalogue, backend, self.description, selection)
-        self.state.aliases = tuple(self.aliases)
         if config.instance_id:
             self.state.instance_id = config.instance_id
-        report = advertised_report(self.state)
+        report = self.state.advertised_report()
         if report.errors:
             raise CannotServe([f"{v.path}: {v.message} ({v.requirement})" for v in report.errors])
+        self.services = {name: cls(self.state) for name, cls in protocol.items()}
         admin = config.admin
         self.admin_token = admin.token or (None if admin.mtls else secrets.token_urlsafe(24))
         self.admin_token_generated = admin.token is None and not admin.mtls
+        self._health_servicer = HealthServicer()
         self.health = Health(self._health_servicer)
         self.admin_health = Health(HealthServicer()) if admin.port is not None else None
-        self.wire = WirePolicy()
-        # The parts a layer may wrap or replace.
-        self.gate = Gate(self.state, admin, self.admin_token)
-        self.interceptors: list = [self.wire]
-        self.implementations: dict[str, object] = {
-            **self._provided,
-            **{name: cls(self.state) for name, cls in self._protocol.items()},
-            HEALTH_SERVICE: self._health_servicer,
-            **{a.service: alias.implementation(a, self) for a in self.aliases},
-        }
+        self.interceptors = [*config.interceptors, WirePolicy()]
         self.servers: list[grpc.aio.Server] = []
         self.address = ""
         self.admin_address = ""
         self._stopped = False
         self._stall_watch: asyncio.Task | None = None
-        for layer in layers:
-            layer(self)
 
     # -- what is implemented ---------------------------------------------------------------------
 
-    def method(self, rpc: RpcInfo) -> Callable | None:
-        """The coroutine or async generator serving `rpc`: the SDK's own when it has one,
-        else the backend's; None when neither does."""
-        if rpc.service == HEALTH_SERVICE:
-            candidates = [self._health_servicer]
-        else:
-            candidates = [self._protocol.get(rpc.service), self._provided.get(rpc.service)]
-        for owner in candidates:
+    def _method(self, rpc: RpcInfo, owners: dict) -> Callable | None:
+        """What serves `rpc`: the SDK's own method when it has one, else the backend's; None
+        when neither does. `owners` holds the SDK's service classes or instances."""
+        for owner in (owners.get(rpc.service), self._provided.get(rpc.service)):
             found = getattr(owner, rpc.method.name, None) if owner is not None else None
             if found is not None and (inspect.iscoroutinefunction(found) or inspect.isasyncgenfunction(found)):
                 return found
         return None
 
-    def implemented(self, rpc: RpcInfo) -> bool:
-        return self.method(rpc) is not None
-
-    def implementation_of(self, rpc: RpcInfo) -> Callable | None:
-        """The bound method a call of `rpc` runs (after any layer), None when nothing serves it."""
-        found = getattr(self.implementations.get(rpc.service), rpc.method.name, None)
-        if found is None and rpc.service in self._protocol:
-            found = getattr(self._provided.get(rpc.service), rpc.method.name, None)
-        return found
+    def implementation(self, rpc: RpcInfo) -> Callable | None:
+        """The bound method a call of `rpc` runs, None when nothing serves it."""
+        return self._method(rpc, self.services)
 
     # -- routing ---------------------------------------------------------------------------------
 
-    async def invoke_unary(self, rpc: RpcInfo, request, context, *, gate: Gate | None = None):
-        """Run one unary RPC as a call of it runs: the gate, the implementation, a refusal as the
-        call's status. The aliases run their v1 RPCs through here too."""
-        impl = self.implementation_of(rpc)
-        refusal = (gate or self.gate).refusal(rpc, context) or (None if impl else _missing(rpc))
+    def refusal(self, rpc: RpcInfo, context) -> Refusal | None:
+        """Why a call of `rpc` is not run: its profile is not advertised (UNIMPLEMENTED), or an
+        Admin call lacks the credentials (UNAUTHENTICATED). Nothing runs before this check."""
+        if not self.state.has(rpc.profile):
+            return Refusal(RefusalCode.UNIMPLEMENTED,
+                           f"{rpc.name} belongs to {rpc.profile}, which this engine does not advertise")
+        if rpc.service != ADMIN_SERVICE:
+            return None
+        admin = self.config.admin
+        if admin.mtls:
+            peer = context.auth_context() or {}
+            if not peer.get("x509_common_name") and not peer.get("x509_pem_cert"):
+                return Refusal(RefusalCode.UNAUTHENTICATED,
+                               "Admin needs a client certificate signed by the configured CA")
+        if self.admin_token and not bearer_matches(authorization(context), self.admin_token):
+            return Refusal(RefusalCode.UNAUTHENTICATED,
+                           "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
+        return None
+
+    async def invoke_unary(self, rpc: RpcInfo, request, context):
+        """Run one unary call: the checks, the implementation, a refusal as the call's status."""
+        impl = self.implementation(rpc)
+        refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
         try:
@@ -299,10 +248,10 @@ class Server:
         except Refusal as refused:
             await refuse(refused, context)
 
-    async def invoke_stream(self, rpc: RpcInfo, request, context, *, gate: Gate | None = None):
-        """Run one server-streaming RPC as a call of it runs (see `invoke_unary`)."""
-        impl = self.implementation_of(rpc)
-        refusal = (gate or self.gate).refusal(rpc, context) or (None if impl else _missing(rpc))
+    async def invoke_stream(self, rpc: RpcInfo, request, context):
+        """Run one server-streaming call (see `invoke_unary`)."""
+        impl = self.implementation(rpc)
+        refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
         try:
@@ -313,8 +262,7 @@ class Server:
 
     def _handler(self, rpc: RpcInfo):
         request_class, response_class = rpc.request, rpc.response
-        # The invocation itself, not a function around it: one layer fewer on every message
-        # (gRPC tells a stream from a coroutine through the partial).
+        # gRPC tells a stream from a coroutine through the partial.
         if rpc.method.server_streaming:
             return grpc.unary_stream_rpc_method_handler(
                 functools.partial(self.invoke_stream, rpc), request_deserializer=request_class.FromString,
@@ -340,23 +288,19 @@ class Server:
 
     def desired_health(self) -> dict[str, int]:
         """The main address's health: each advertised service (Admin there only when it shares
-        the address), the server's own entry, and each served alias with the status of the v1
-        service it stands for (REQ-ALIAS-003)."""
+        the address) and the server's own entry."""
         separate = self.admin_health is not None
-        services = [s for s in self.state.advertised_services() if not (separate and s == ADMIN)]
-        statuses = desired_statuses(services, self.state.accepting)
-        statuses.update({a.service: statuses[a.health_as] for a in self.aliases if a.health_as in statuses})
-        return statuses
+        services = [s for s in self.state.advertised_services() if not (separate and s == ADMIN_SERVICE)]
+        return desired_statuses(services, self.state.accepting)
 
     async def start(self) -> None:
         config, state = self.config, self.state
         separate = config.admin.port is not None
         compiled = [s for s in self.catalogue.services if s != HEALTH_SERVICE]
-        main_services = [s for s in compiled if not (separate and s == ADMIN)]
+        main_services = [s for s in compiled if not (separate and s == ADMIN_SERVICE)]
         advertised = [s for s in state.advertised_services() if s in main_services]
         server, self.address = self._grpc_server(
-            self._service_handlers(main_services) + alias.handlers(self), self.implementations[HEALTH_SERVICE],
-            advertised + [a.service for a in self.aliases], config.host, config.port)
+            self._service_handlers(main_services), self._health_servicer, advertised, config.host, config.port)
         state.address = self.address
         self.servers.append(server)
         if separate:
@@ -364,13 +308,15 @@ class Server:
         self.backend.attach(state)
         state.health_changed = lambda: self.health.update(self.desired_health())
         if config.stall_timeout_s:
-            self._stall_watch = asyncio.ensure_future(
-                self.implementations[INFERENCE].watch_stalls(config.stall_timeout_s))
+            inference = next(s for s in self.services.values() if isinstance(s, Inference))
+            self._stall_watch = asyncio.ensure_future(inference.watch_stalls(config.stall_timeout_s))
         await self.health.update(self.desired_health())
         if self.admin_health is not None:
-            await self.admin_health.update({ADMIN: SERVING, "": SERVING} if state.has_service(ADMIN) else {"": SERVING})
+            await self.admin_health.update({ADMIN_SERVICE: SERVING, "": SERVING} if state.has_service(ADMIN_SERVICE)
+                                           else {"": SERVING})
         for s in self.servers:
             await s.start()
+        state.starting = False
         self._log_started()
 
     def _admin_server(self) -> grpc.aio.Server:
@@ -381,14 +327,15 @@ class Server:
                 [(Path(admin.tls_key).read_bytes(), Path(admin.tls_cert).read_bytes())],
                 root_certificates=Path(admin.client_ca).read_bytes(), require_client_auth=True)
         server, self.admin_address = self._grpc_server(
-            self._service_handlers([ADMIN]), self.admin_health.servicer,
-            [ADMIN] if self.state.has_service(ADMIN) else [], admin.host or self.config.host, admin.port, credentials)
+            self._service_handlers([ADMIN_SERVICE]), self.admin_health.servicer,
+            [ADMIN_SERVICE] if self.state.has_service(ADMIN_SERVICE) else [], admin.host or self.config.host,
+            admin.port, credentials)
         return server
 
     def _grpc_server(self, handlers: list, health, reflected: list[str], host: str, port: int,
                      credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.aio.Server, str]:
-        """A gRPC server with the wire policy, `handlers`, standard health answered by `health` and
-        reflection of `reflected`, listening on host:port (with TLS when given `credentials`);
+        """A gRPC server with the interceptors, `handlers`, standard health answered by `health`
+        and reflection of `reflected`, listening on host:port (with TLS when given `credentials`);
         returns it and its address."""
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *self.config.connections.options()],
                                  interceptors=list(self.interceptors))
@@ -406,21 +353,18 @@ class Server:
         log.info("serving %s on %s (instance %s, capability revision %d)", self.description.engine_name,
                  self.address, state.instance_id, state.revision)
         log.info("profiles: %s", ", ".join(f"{p.name} {p.version_text}" for p in state.advertised))
-        if self.aliases:
-            log.info("compatibility aliases: %s", ", ".join(a.service for a in self.aliases))
         for reason in state.selection.left_out:
             log.info("not served: %s", reason)
         if self.admin_address:
             log.info("admin on %s%s", self.admin_address, " (mTLS)" if self.config.admin.mtls else "")
-        if self.admin_token_generated and state.has_service(ADMIN):
+        if self.admin_token_generated and state.has_service(ADMIN_SERVICE):
             log.info("admin token (generated): %s", self.admin_token)
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Graceful shutdown (REQ-HEALTH-010): every health status goes NOT_SERVING first, open
-        Watch streams get it, then WatchLoad streams end with status UNAVAILABLE, every accepted
-        Generate stream (running or queued) ends with its terminal error, ABORTED and retryable,
-        and status OK (REQ-SVC-002: it was accepted, so its failure is in the stream), and the
-        server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
+        """Graceful shutdown: every health status goes NOT_SERVING first, open Watch streams get
+        it, then WatchLoad streams end with status UNAVAILABLE, every accepted Generate stream
+        (running or queued) ends its open outputs with GenerationFinished(CANCELLED) and status
+        OK, and the server stops; a call that arrives meanwhile is refused UNAVAILABLE."""
         if self._stopped:
             return
         self._stopped = True
@@ -433,7 +377,7 @@ class Server:
         if self.admin_health is not None:
             await self.admin_health.shutdown()
         await asyncio.sleep(0.1)  # let open Watch streams deliver NOT_SERVING
-        state.load.end_all(RefusalCode.UNAVAILABLE, "the engine is shutting down")
+        state.load.end_all(Refusal(RefusalCode.UNAVAILABLE, "the engine is shutting down"))
         state.abort_all(AbortReason.SHUTDOWN)
         await asyncio.gather(*(s.stop(grace) for s in self.servers))
         log.info("stopped")
@@ -458,7 +402,7 @@ def bearer_matches(header: str, token: str) -> bool:
 
 def wire_form(cls) -> Callable[[Any], bytes]:
     """A stream's response serializer: a message is serialized, bytes a method composed itself
-    (WatchLoad's shared snapshots, openengine.serve.loadwire) go out as they are."""
+    (WatchLoad's shared snapshots, openengine.serve.load) go out as they are."""
     serialize = cls.SerializeToString
 
     def to_wire(message) -> bytes:
@@ -475,10 +419,9 @@ def _host_for_url(host: str) -> str:
 
 
 async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: asyncio.Event | None = None,
-                on_started: Callable[[Server], Any] | None = None, grace: float = 1.0,
-                layers: Iterable[Layer] = ()) -> Server:
+                on_started: Callable[[Server], Any] | None = None, grace: float = 1.0) -> Server:
     """Serve `backend` until `stop` is set (or SIGINT/SIGTERM when `stop` is not given)."""
-    server = Server(backend, config, layers=layers)
+    server = Server(backend, config)
     await server.start()
     if on_started is not None:
         on_started(server)
@@ -498,7 +441,7 @@ async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: 
     return server
 
 
-def settle(loop: asyncio.AbstractEventLoop, *, timeout: float) -> list[asyncio.Task]:
+def finish_leftover_tasks(loop: asyncio.AbstractEventLoop, *, timeout: float) -> list[asyncio.Task]:
     """Cancel and wait out whatever is still running on `loop` once the server has stopped, then
     close its async generators; returns the tasks that ignored cancellation within `timeout`.
 
@@ -522,11 +465,10 @@ class RunningServer:
     `backend` is a factory, called on that loop, so a backend may create loop-bound objects."""
 
     def __init__(self, backend: Callable[[], Backend], config: ServeConfig = ServeConfig(port=0), *,
-                 grace: float = 0.25, layers: Iterable[Layer] = ()):
+                 grace: float = 0.25):
         self._backend = backend
         self._config = config
         self._grace = grace
-        self._layers = tuple(layers)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="openengine-serve", daemon=True)
         self._ready = threading.Event()
@@ -541,7 +483,7 @@ class RunningServer:
             self._stop = asyncio.Event()
             try:
                 await serve(self._backend(), self._config, stop=self._stop, on_started=self._started,
-                            grace=self._grace, layers=self._layers)
+                            grace=self._grace)
             except BaseException as err:  # reported to the starting thread
                 self._error = err
                 self._ready.set()
@@ -549,7 +491,7 @@ class RunningServer:
         try:
             self.loop.run_until_complete(main())
         finally:
-            settle(self.loop, timeout=self._grace + 5.0)
+            finish_leftover_tasks(self.loop, timeout=self._grace + 5.0)
             self.loop.close()
 
     def _started(self, server: Server) -> None:
@@ -567,15 +509,6 @@ class RunningServer:
     @property
     def address(self) -> str:
         return self.server.address
-
-    def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-        """Run `fn()` on the server's loop (a coroutine function or a plain one); its result."""
-        async def wrapper():
-            result = fn()
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._stop is not None and self._thread.is_alive():

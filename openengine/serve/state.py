@@ -6,30 +6,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from openengine.contract import Catalogue, ProfileInfo
-from openengine.serve.discovery import load_info
-from openengine.serve.discovery import advertised_report
 from openengine.serve.backend import (
     AbortReason, Backend, EngineDescription, GenerateRequest, Model, Refusal, RefusalCode, StateListener,
 )
-from openengine.serve.load import Clock, LoadPublisher
+from openengine.serve.discovery import advertised_report
+from openengine.serve.load import Clock, LoadPublisher, load_info
 from openengine.serve.profiles import Selection
 from openengine.serve.runstate import RunState, transition
-from openengine.validate import Severity, preflight
+from openengine.serve.status import BackendErrors, refuse_errors
+from openengine.validate import number_violations, preflight
 
 log = logging.getLogger("openengine.serve")
-
-
-def refuse_errors(violations) -> None:
-    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
-    each with its field, the rule and the requirement."""
-    errors = list(dict.fromkeys(
-        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
-    if errors:
-        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
+# How many ended request ids Abort tells from unknown ones.
+FINISHED_REMEMBERED = 4096
 
 
 @dataclass(eq=False)
@@ -45,8 +39,8 @@ class InFlight:
 
     @property
     def kv_session(self) -> str:
-        message = self.request.message
-        return message.kv_transfer.session_id if message.HasField("kv_transfer") else ""
+        """The KV session the request continues from (decode), "" when none."""
+        return self.request.message.kv.session.session_id
 
 
 @dataclass(eq=False)
@@ -59,18 +53,21 @@ class ServingState:
     revision: int = 1
     address: str = ""
     run: RunState = field(default_factory=RunState)   # changed only through `transition`
+    starting: bool = True   # until the server has started (Control/Health answers STARTING)
     # Brings health in line with the run state; set by the server.
     health_changed: Callable[[], Awaitable[None]] | None = None
     clock: Clock = field(default_factory=Clock)
     in_flight: dict[str, InFlight] = field(default_factory=dict)
-    aliases: tuple = ()     # the compatibility aliases served (openengine.aliases.AliasService)
+    # Ids of requests that ended lately, newest last: Abort answers ALREADY_FINISHED for them.
+    finished: OrderedDict = field(default_factory=OrderedDict)
     rejected_requests: int = 0   # Generate calls refused because the queue was full (LoadInfo)
+    backend_errors: BackendErrors = field(default_factory=BackendErrors)
     _tasks: set = field(default_factory=set)
     _report: tuple[int, Any] | None = None
 
     def __post_init__(self) -> None:
         self.models: dict[str, Model] = {m.name: m for m in self.description.models}
-        self.load = LoadPublisher(self.build_load_info)
+        self.load = LoadPublisher(lambda per_rank: load_info(self, per_rank))
 
     # -- run state and revision -------------------------------------------------------------------
 
@@ -99,8 +96,9 @@ class ServingState:
         previous = self.revision
         self.selection = selection
         self.revision += 1
-        self.load.end_all(RefusalCode.ABORTED, f"capability revision changed from {previous} to {self.revision}; "
-                          "re-read the capabilities and watch again", older_than=self.revision)
+        self.load.end_all(Refusal(RefusalCode.ABORTED, f"capability revision changed from {previous} to "
+                                  f"{self.revision}; re-read the capabilities and watch again"),
+                          older_than=self.revision)
         log.info("capability revision %d -> %d (%s)", previous, self.revision, ", ".join(changed))
         if isinstance(self.backend, StateListener):
             self.backend.revision_changed(previous, self.revision, tuple(changed))
@@ -159,21 +157,31 @@ class ServingState:
     def preflight(self, message, model: str) -> None:
         """Refuse `message` (any request the shared preflight knows: Generate, tasks, Encode)
         with INVALID_ARGUMENT for every error `openengine.validate.preflight` finds against what
-        the engine advertises; `model` is the served model it is routed to."""
+        the engine advertises, and every number outside its domain; `model` is the served model
+        it is routed to."""
         if getattr(message, "model", None) == "" and len(self.models) > 1:
             routed = type(message)()
             routed.CopyFrom(message)
             routed.model = model
             message = routed
-        refuse_errors(preflight(message, self.advertised_report()))
+        refuse_errors(preflight(message, self.advertised_report())
+                      + number_violations(message, vocab_size=self.models[model].tokenizer.vocab_size))
 
-    # -- load --------------------------------------------------------------------------------------
-
-    def build_load_info(self, per_rank: bool = False):
-        return load_info(self, per_rank)
+    # -- load and requests ---------------------------------------------------------------------
 
     def load_changed(self) -> None:
         self.load.changed()
+
+    def ended(self, flight: InFlight) -> None:
+        """A Generate call's stream is over: it leaves the table, and Abort remembers it a while."""
+        request_id = flight.request.request_id
+        if self.in_flight.get(request_id) is flight:
+            del self.in_flight[request_id]
+        self.finished[request_id] = None
+        self.finished.move_to_end(request_id)
+        while len(self.finished) > FINISHED_REMEMBERED:
+            self.finished.popitem(last=False)
+        self.load_changed()
 
     # -- background work ---------------------------------------------------------------------------
 

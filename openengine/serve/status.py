@@ -1,8 +1,10 @@
-"""The gRPC status a refused call ends with (`Refusal` -> status), shared by every handler."""
+"""How a call ends when it is refused (`Refusal` -> gRPC status), and how the SDK reports a
+backend that breaks the protocol (a load figure or a usage count that cannot be true)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import any_pb2
@@ -10,19 +12,21 @@ from google.rpc import status_pb2
 from grpc_status import rpc_status
 
 from openengine.serve.backend import Refusal, RefusalCode
-from openengine.v1 import common_pb2
+from openengine.v1 import error_pb2
+from openengine.validate import Severity
+
+log = logging.getLogger("openengine.serve")
 
 
 def refusal_status(refusal: Refusal) -> grpc.Status:
     """The status a refused call ends with. A retryable refusal carries its `EngineError` (code,
     message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
     `grpc-status-details-bin` trailer), which every gRPC language can read; any other refusal is
-    its code and message alone, so its size is the message's."""
+    its code and message alone."""
     code = grpc.StatusCode[refusal.code.value]
     if not refusal.retryable:
         return PlainStatus(code, refusal.message)
-    error = common_pb2.EngineError(code=_ERROR_CODES.get(refusal.code, common_pb2.ERROR_CODE_INTERNAL),
-                                   message=refusal.message, retryable=True)
+    error = error_pb2.EngineError(code=int(refusal.error), message=refusal.message, retryable=True)
     packed = any_pb2.Any()
     packed.Pack(error)
     return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=[packed]))
@@ -35,12 +39,35 @@ class PlainStatus(grpc.Status):
     trailing_metadata: tuple = ()
 
 
-_ERROR_CODES = {RefusalCode.RESOURCE_EXHAUSTED: common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED,
-                RefusalCode.UNAVAILABLE: common_pb2.ERROR_CODE_UNAVAILABLE,
-                RefusalCode.ABORTED: common_pb2.ERROR_CODE_ABORTED}
+def refuse_errors(violations) -> None:
+    """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
+    each with its field, the rule and the requirement."""
+    errors = list(dict.fromkeys(
+        f"{v.message} (expected {v.expected}; {v.requirement})" for v in violations if v.severity is Severity.ERROR))
+    if errors:
+        raise Refusal(RefusalCode.INVALID_ARGUMENT, "; ".join(errors))
 
 
 async def refuse(refusal: Refusal, context) -> None:
     """End the call with the refusal's status (`refusal_status`)."""
     status = refusal_status(refusal)
     await context.abort(status.code, status.details, status.trailing_metadata)
+
+
+@dataclass
+class BackendErrors:
+    """What the backend got wrong, each logged once per backend method and field (one line, no
+    traceback: the same mistake repeats on every call)."""
+
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def report(self, method: str, where: str, what: str) -> str:
+        """Log `Backend.<method>`'s `where` being `what` the first time; the text for the client."""
+        text = f"engine error: Backend.{method} {where} {what}"
+        if (method, where) not in self.seen:
+            self.seen.add((method, where))
+            log.error("%s (logged once; every call it affects answers INTERNAL)", text)
+        return text
+
+    def refusal(self, method: str, where: str, what: str) -> Refusal:
+        return Refusal(RefusalCode.INTERNAL, self.report(method, where, what))

@@ -9,7 +9,7 @@
   expected end of that stream, not an error.
 - The log gets one line per cause, not one traceback per request: the first occurrence of each
   cause is logged with its traceback (an unexpected exception is a bug worth seeing once), repeats
-  are counted and summarised at most once per `interval` seconds.
+  are counted and summarised at most once per LOG_INTERVAL_S seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from grpc._cython import cygrpc
@@ -31,31 +31,33 @@ UNEXPECTED = "unexpected exception"
 VANISHED = "write to a vanished client"
 
 
+# A cause repeated within this many seconds is counted, not logged again.
+LOG_INTERVAL_S = 10.0
+
+
 @dataclass
 class CauseCounter:
     """How often each cause happened, and when its last log line was written."""
 
-    interval: float = 10.0
-    clock: Callable[[], float] = time.monotonic
     counts: dict[str, int] = field(default_factory=dict)
     _logged_at: dict[str, float] = field(default_factory=dict)
     _logged_count: dict[str, int] = field(default_factory=dict)
 
     def record(self, cause: str, detail: str, *, level: int = logging.WARNING,
                exc_info: BaseException | None = None) -> None:
-        """Count one occurrence of `cause`; log a line when the cause is new or `interval`
+        """Count one occurrence of `cause`; log a line when the cause is new or LOG_INTERVAL_S
         seconds have passed since its last line (a traceback only the first time)."""
         count = self.counts.get(cause, 0) + 1
         self.counts[cause] = count
-        now = self.clock()
+        now = time.monotonic()
         last = self._logged_at.get(cause)
-        if last is not None and now - last < self.interval:
+        if last is not None and now - last < LOG_INTERVAL_S:
             return
         since = count - self._logged_count.get(cause, 0)
         self._logged_at[cause] = now
         self._logged_count[cause] = count
         if last is None:
-            log.log(level, "%s: %s (logged once per %gs with a count)", cause, detail, self.interval,
+            log.log(level, "%s: %s (logged once per %gs with a count)", cause, detail, LOG_INTERVAL_S,
                     exc_info=exc_info)
         else:
             log.log(level, "%s: %d more, %d in total; latest: %s", cause, since, count, detail)
@@ -92,8 +94,8 @@ async def _until_cancelled(context) -> None:
 class WirePolicy(grpc.aio.ServerInterceptor):
     """Wraps every method handler with the policy above."""
 
-    def __init__(self, counter: CauseCounter | None = None):
-        self.counter = counter or CauseCounter()
+    def __init__(self):
+        self.counter = CauseCounter()
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)

@@ -2,7 +2,7 @@
 
     from openengine.validate import validate_capabilities, WatchLoadChecker, preflight
 
-    report = validate_capabilities(caps, engine_info=info, model_infos=[model])
+    report = validate_capabilities(caps, server_info=info, model_infos=[model])
     report.violations        # every violation: rule id, field path, value, expected, requirement
     report.effective("openengine.core", "max_logprobs")
 
@@ -17,8 +17,8 @@ violations too. Rule ids are listed in `RULES`.
 """
 
 from openengine.validate._capabilities import (
-    CapabilityReport, ModelReport, check_capabilities, check_engine_info, check_model_info, effective_limits,
-    validate_capabilities,
+    UPSTREAM_CORE_FIELDS, CapabilityReport, ModelReport, check_capabilities, check_server_info, effective_limits,
+    from_upstream, upstream_core_values, validate_capabilities,
 )
 from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
 from openengine.validate._tables import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
@@ -33,6 +33,6 @@ from openengine.validate._watch import RANK_SUMMED_FIELDS, WatchLoadChecker, che
 __all__ = [
     "CapabilityDocument", "CapabilityReport", "DEFAULTS", "KNOWN_PROFILES", "MODEL_SCOPED", "ModelReport",
     "NUMBER_DOMAINS", "NumberDomain", "PROBLEMS_LISTED", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
-    "WatchLoadChecker", "check_capabilities", "check_engine_info", "check_load", "check_model_info", "document_from_json", "effective_limits",
-    "effective_watch_settings", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "validate_capabilities",
+    "UPSTREAM_CORE_FIELDS", "WatchLoadChecker", "check_capabilities", "check_load", "check_server_info", "document_from_json", "effective_limits",
+    "effective_watch_settings", "from_upstream", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "upstream_core_values", "validate_capabilities",
 ]

@@ -1,4 +1,4 @@
-"""Judge what an engine advertises: Capabilities, with EngineInfo and ModelInfo when given.
+"""Judge what an engine advertises: Capabilities, with ServerInfo and ModelInfo when given.
 
 The per-profile work is the table interpreter in `_tables`; this module adds what spans several
 discovery answers (role scope, model coverage, revisions) and the one effective-limit lookup that
@@ -17,25 +17,31 @@ from openengine.validate._rules import Severity, Violation, violation
 
 @dataclass(frozen=True)
 class ModelReport:
-    """One served model: the model-scoped profiles it lists and their effective limits."""
+    """One served model: the model-scoped profiles it lists and their effective limits
+    (Capabilities.models), and its token limits (ModelInfo)."""
 
     model: str
     profiles: Mapping[str, tuple[tuple[int, int], ...]]
     limits: Mapping[str, Mapping[str, Any]]      # only the capability messages the model sets
-    max_context_tokens: int = 0                  # ModelInfo's token limits; 0 when not reported
+    max_context_length: int = 0                  # ModelInfo's token limits; 0 when not reported
     max_output_tokens: int = 0
-    vocab_size: int = 0                          # TokenizerInfo.vocab_size; 0 when not reported
+    vocab_size: int = 0                          # ModelInfo.vocab_size; 0 when not reported
 
 
 @dataclass(frozen=True)
 class CapabilityReport:
-    """The outcome of validating discovery answers: every violation, and what was advertised."""
+    """The outcome of validating discovery answers: every violation, and what was advertised.
+
+    `upstream_only` marks an engine that serves upstream OpenEngine v1 alone (no
+    Discovery/GetCapabilities): it advertises no profile, and the only limits known are the core
+    ones its ServerInfo and ModelInfo report (`from_upstream`); a limit they do not report is None."""
 
     violations: tuple[Violation, ...]
     profiles: Mapping[str, tuple[tuple[int, int], ...]]    # name -> advertised (major, minor) pairs
     limits: Mapping[str, Mapping[str, Any]]                # standard profile -> effective limits
     models: Mapping[str, ModelReport] = field(default_factory=dict)
     revision: int = 0
+    upstream_only: bool = False
 
     @property
     def errors(self) -> list[Violation]:
@@ -50,7 +56,10 @@ class CapabilityReport:
 
     def effective(self, profile: str, limit: str, *, model: str | None = None) -> Any:
         """A limit's effective value (REQ-CAP-013): the model's message when it sets one, else the
-        engine-wide message, else the registry default. None when the profile is not advertised."""
+        engine-wide message, else the registry default. None when the profile is not advertised
+        (for an upstream-only engine: when its ServerInfo and ModelInfo do not report the value)."""
+        if self.upstream_only:
+            return self._reported(profile, limit, model)
         if profile not in self.profiles:
             return None
         if model is not None:
@@ -58,6 +67,12 @@ class CapabilityReport:
             if m is not None and profile in m.limits:
                 return m.limits[profile][limit]
         return self.limits[profile][limit]
+
+    def _reported(self, profile: str, limit: str, model: str | None) -> Any:
+        m = self.models.get(model) if model is not None else None
+        if m is not None and limit in m.limits.get(profile, {}):
+            return m.limits[profile][limit]
+        return self.limits.get(profile, {}).get(limit)
 
 
 def _combination_checks(advertised, limits, out: list[Violation]) -> None:
@@ -92,45 +107,82 @@ def _check(capabilities, out: list[Violation], *, complete: bool = True):
     return advertised, limits
 
 
-def _engine_checks(advertised, engine_info, revision: int, out: list[Violation]) -> None:
-    role = engine_info.role
+def _server_checks(advertised, server_info, revision: int, out: list[Violation]) -> None:
+    role = server_info.engine_role
     role_name = role_spelling(role)
     if role == 0:
-        out.append(violation("OEV136", "engine_info.role", role_name, "a role", "EngineInfo.role is not set"))
-    if not engine_info.instance_id:
-        out.append(violation("OEV136", "engine_info.instance_id", "", "a non-empty id",
-                             "EngineInfo.instance_id is empty"))
+        out.append(violation("OEV136", "server_info.engine_role", role_name, "a role",
+                             "ServerInfo.engine_role is not set"))
+    if not server_info.instance_id:
+        out.append(violation("OEV136", "server_info.instance_id", "", "a non-empty id",
+                             "ServerInfo.instance_id is empty"))
+    if server_info.schema_revision == 0:
+        out.append(violation("OEV136", "server_info.schema_revision", 0, ">= 1",
+                             "ServerInfo.schema_revision is never zero"))
+    if not server_info.schema_release:
+        out.append(violation("OEV136", "server_info.schema_release", "", "an immutable release name",
+                             "ServerInfo.schema_release is empty"))
     tables.check_role(advertised, role, role_name, out)
-    if engine_info.capability_revision == 0:
-        out.append(violation("OEV135", "engine_info.capability_revision", 0, ">= 1",
-                             "EngineInfo.capability_revision is never zero"))
-    elif revision and engine_info.capability_revision != revision:
-        out.append(violation("OEV135", "revision", revision, str(engine_info.capability_revision),
-                             f"Capabilities.revision {revision} differs from EngineInfo.capability_revision "
-                             f"{engine_info.capability_revision}"))
+    if server_info.capability_revision == 0:
+        out.append(violation("OEV135", "server_info.capability_revision", 0, ">= 1",
+                             "ServerInfo.capability_revision is never zero"))
+    elif revision and server_info.capability_revision != revision:
+        out.append(violation("OEV135", "revision", revision, str(server_info.capability_revision),
+                             f"Capabilities.revision {revision} differs from ServerInfo.capability_revision "
+                             f"{server_info.capability_revision}"))
 
 
-def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterable = ()) -> CapabilityReport:
-    """Validate a `Capabilities` message, and with `engine_info` / `model_infos` the rules that span
-    them (role scope, model-scoped profiles, revisions). Returns every violation, not only the first.
+def _model_infos(model_infos) -> dict[str, Any]:
+    """Served name -> ModelInfo: a mapping as given (the name each was asked for), or a sequence
+    keyed by each answer's served_model_name (its model_id when that is empty)."""
+    if isinstance(model_infos, Mapping):
+        return dict(model_infos)
+    return {info.served_model_name or info.model_id: info for info in model_infos}
 
-    When `model_infos` covers every model in `engine_info.served_models`, a model-scoped profile
-    advertised engine-wide but listed by no model is reported too."""
+
+def _token_limits(info) -> dict[str, int]:
+    if info is None:
+        return {}
+    return {"max_context_length": info.max_context_length if info.HasField("max_context_length") else 0,
+            "max_output_tokens": info.max_output_tokens if info.HasField("max_output_tokens") else 0,
+            "vocab_size": info.vocab_size if info.HasField("vocab_size") else 0}
+
+
+def validate_capabilities(capabilities, *, server_info=None,
+                          model_infos: Iterable | Mapping[str, Any] = ()) -> CapabilityReport:
+    """Validate a `Capabilities` message, and with `server_info` (ServerInfo) and `model_infos`
+    (ModelInfo answers, as a sequence or as served name -> answer) the rules that span them (role
+    scope, model-scoped profiles, revisions, agreement of upstream's fields with the core limits).
+    Returns every violation, not only the first.
+
+    When `Capabilities.models` covers every model in `server_info.supported_models`, a
+    model-scoped profile advertised engine-wide but listed by no model is reported too."""
     out: list[Violation] = []
     advertised, limits = _check(capabilities, out)
-    if engine_info is not None:
-        _engine_checks(advertised, engine_info, capabilities.revision, out)
+    if server_info is not None:
+        _server_checks(advertised, server_info, capabilities.revision, out)
+        upstream_agreement(limits.get(catalogue().core, {}), server_info, None, "server_info", out)
+    infos = _model_infos(model_infos)
+    supported = set(server_info.supported_models) if server_info is not None else None
     models: dict[str, ModelReport] = {}
     listed: set[str] = set()
-    for i, info in enumerate(model_infos):
-        path = f"model_info[{i}].capabilities"
-        model_advertised, mlimits = tables.check_model_capabilities(info.capabilities, path, advertised, out)
+    for i, entry in enumerate(capabilities.models):
+        path = f"models[{i}]"
+        if entry.model in models or not entry.model or (supported is not None and entry.model not in supported):
+            why = ("has no model name" if not entry.model else "repeats a model" if entry.model in models
+                   else "names a model ServerInfo.supported_models does not list")
+            out.append(violation("OEV137", f"{path}.model", entry.model, "a served model, once", f"{path} {why}"))
+        model_advertised, mlimits = tables.check_model_capabilities(entry, path, advertised, out)
         listed.update(model_advertised)
-        models[info.model] = ModelReport(info.model, {k: tuple(v) for k, v in model_advertised.items()}, mlimits,
-                                         info.max_context_tokens, info.max_output_tokens,
-                                         info.tokenizer.vocab_size if info.HasField("tokenizer") else 0)
-    if engine_info is not None and model_infos and engine_info.served_models \
-            and set(engine_info.served_models) <= set(models):
+        models[entry.model] = ModelReport(entry.model, {k: tuple(v) for k, v in model_advertised.items()}, mlimits,
+                                          **_token_limits(infos.get(entry.model)))
+    core_limits = limits.get(catalogue().core, {})
+    for i, (name, info) in enumerate(infos.items()):
+        if name not in models:
+            models[name] = ModelReport(name, {}, {}, **_token_limits(info))
+        upstream_agreement(core_limits, None, info, f"model_info[{i}]", out,
+                           lists_adapters="openengine.adapters" in models[name].profiles)
+    if supported and supported <= {m.model for m in capabilities.models}:
         for name in sorted(tables.MODEL_SCOPED & set(advertised) - listed):
             out.append(violation("OEV134", "profiles", name, "listed by at least one served model",
                                  f"{name} is advertised but no served model lists it"))
@@ -138,21 +190,113 @@ def validate_capabilities(capabilities, *, engine_info=None, model_infos: Iterab
                             capabilities.revision)
 
 
-def check_engine_info(engine_info) -> list[Violation]:
-    """The rules a `GetEngineInfo` answer keeps on its own (role, instance id, capability
-    revision); those spanning it and the capabilities need both (`validate_capabilities`)."""
-    out: list[Violation] = []
-    _engine_checks({}, engine_info, 0, out)
-    return out
+# Upstream's reported fields and the openengine.core limit each states: (where, field path, limit).
+# The engine fills them from the same values, so a client reading either view learns the same; an
+# engine serving upstream's layout alone is known through these fields only (`from_upstream`).
+UPSTREAM_CORE_FIELDS = (
+    ("model", "generation.output_logprobs.max_top_n", "max_logprobs"),
+    ("model", "generation.prompt_logprobs.max_top_n", "max_logprobs"),
+    ("model", "generation.output_logprobs.supported", "output_logprobs"),
+    ("model", "generation.prompt_logprobs.supported", "prompt_logprobs"),
+    ("model", "generation.max_num_sequences", "max_sequences"),
+    ("model", "generation.supports_priority", "priority"),
+    ("model", "generation.guided_decoding.modes", "guided_decoding_modes"),
+    ("model", "supports_token_ids_input", "token_ids_input"),
+    ("server", "capacity.max_running_requests", "max_running_requests"),
+    ("server", "capacity.max_batched_tokens", "max_batch_tokens"),
+    ("server", "parallelism.pipeline_parallel_size", "pipeline_parallel_size"),
+)
 
 
-def check_model_info(model_info, path: str = "capabilities") -> list[Violation]:
-    """The rules a `GetModelInfo` answer keeps on its own: its model-scoped capability messages,
-    judged against the profiles the model lists (whether the engine advertises those needs its
-    `Capabilities`: `validate_capabilities(model_infos=...)`)."""
+def _reported_value(msg, path: str) -> tuple[bool, Any]:
+    """(reported, value) of a dotted path: an unset message or optional scalar on the way is not
+    reported; a repeated field is reported when its message is."""
+    *parents, name = path.split(".")
+    for part in parents:
+        if not msg.HasField(part):
+            return False, None
+        msg = getattr(msg, part)
+    field_descriptor = msg.DESCRIPTOR.fields_by_name[name]
+    if field_descriptor.is_repeated:
+        return True, list(getattr(msg, name))
+    if field_descriptor.has_presence and not msg.HasField(name):
+        return False, None
+    return True, getattr(msg, name)
+
+
+def _guided_spellings(numbers) -> list[str]:
+    lim = catalogue().limit(f"{catalogue().core}.guided_decoding_modes")
+    spelled = {number: name for name, number in lim.enum_spellings().items()}
+    return [spelled[n] for n in numbers if n in spelled]
+
+
+def upstream_core_values(server_info=None, model_info=None) -> dict[str, Any]:
+    """The openengine.core limits that upstream's ServerInfo and one ModelInfo report, by limit
+    name; a limit neither reports is left out."""
+    values: dict[str, Any] = {}
+    for where, path, limit in UPSTREAM_CORE_FIELDS:
+        msg = server_info if where == "server" else model_info
+        if msg is None:
+            continue
+        reported, value = _reported_value(msg, path)
+        if not reported:
+            continue
+        if limit == "guided_decoding_modes":
+            value = _guided_spellings(value)
+        values.setdefault(limit, value)
+    return values
+
+
+def upstream_agreement(core: Mapping[str, Any], server_info, model_info, path: str, out: list[Violation], *,
+                       lists_adapters: bool | None = None) -> None:
+    """Upstream's reported fields against the effective core limits (OEV138): the same fact may
+    not be stated two ways. A field left unreported says nothing."""
+    if not core:
+        return
+    for where, field_path, limit in UPSTREAM_CORE_FIELDS:
+        msg = server_info if where == "server" else model_info
+        if msg is None:
+            continue
+        reported, value = _reported_value(msg, field_path)
+        if not reported:
+            continue
+        if limit == "guided_decoding_modes":
+            value, want = sorted(_guided_spellings(value)), sorted(core[limit])
+        else:
+            want = core[limit]
+        if value != want:
+            out.append(violation("OEV138", f"{path}.{field_path}", value, f"{want} (openengine.core.{limit})",
+                                 f"{path}.{field_path} is {value!r} but openengine.core.{limit} is {want!r}"))
+    if model_info is not None and lists_adapters is not None and model_info.HasField("supports_lora") \
+            and model_info.supports_lora != lists_adapters:
+        out.append(violation("OEV138", f"{path}.supports_lora", model_info.supports_lora,
+                             f"{lists_adapters} (the model {'lists' if lists_adapters else 'does not list'} "
+                             "openengine.adapters)",
+                             f"{path}.supports_lora is {model_info.supports_lora} but the model "
+                             f"{'lists' if lists_adapters else 'does not list'} openengine.adapters"))
+
+
+def from_upstream(server_info, model_infos: Iterable | Mapping[str, Any] = ()) -> CapabilityReport:
+    """What an engine serving upstream OpenEngine v1 alone (GetCapabilities UNIMPLEMENTED) is known
+    to support: no profile is advertised, and the core limits are only those its ServerInfo and
+    ModelInfo report (per model where ModelInfo states them). ServerInfo's own rules still apply."""
     out: list[Violation] = []
-    listed = {p.name for p in model_info.capabilities.profiles}
-    tables.check_model_capabilities(model_info.capabilities, path, listed, out)
+    if server_info is not None:
+        _server_checks({}, server_info, 0, out)
+        out = [v for v in out if v.path != "server_info.capability_revision"]   # a field of the proposal
+    engine = upstream_core_values(server_info, None)
+    models = {}
+    for name, info in _model_infos(model_infos).items():
+        models[name] = ModelReport(name, {}, {catalogue().core: upstream_core_values(None, info)},
+                                   **_token_limits(info))
+    return CapabilityReport(tuple(out), {}, {catalogue().core: engine}, models, 0, upstream_only=True)
+
+
+def check_server_info(server_info) -> list[Violation]:
+    """The rules a `GetServerInfo` answer keeps on its own (role, instance id, revisions, release);
+    those spanning it and the capabilities need both (`validate_capabilities`)."""
+    out: list[Violation] = []
+    _server_checks({}, server_info, 0, out)
     return out
 
 

@@ -4,7 +4,7 @@ discovery answers together.
 A combined document is a JSON object with these keys (proto field names or lowerCamel JSON names):
 
     {"capabilities": {...Capabilities...},
-     "engine_info":  {...EngineInfo...},              (optional)
+     "server_info":  {...ServerInfo...},              (optional)
      "model_info":   {...ModelInfo...} | [{...}, ...]} (optional; one object or a list)
 
 Anything else at the top level is read as a bare `Capabilities`.
@@ -18,14 +18,14 @@ from typing import Any
 from openengine.validate._json import message_from_json
 from openengine.validate._rules import Violation, violation
 
-_KEYS = {"capabilities": "capabilities", "engine_info": "engine_info", "engineInfo": "engine_info",
+_KEYS = {"capabilities": "capabilities", "server_info": "server_info", "serverInfo": "server_info",
          "model_info": "model_info", "modelInfo": "model_info"}
 
 
 @dataclass
 class CapabilityDocument:
     capabilities: Any
-    engine_info: Any = None
+    server_info: Any = None
     model_infos: list = field(default_factory=list)
 
 
@@ -35,7 +35,7 @@ def is_combined(obj: Any) -> bool:
 
 def document_from_json(obj: Any) -> tuple[CapabilityDocument, list[Violation]]:
     """Convert a capabilities document (bare or combined) to messages, reporting every bad field."""
-    from openengine.v1 import capabilities_pb2, discovery_pb2
+    from openengine.v1 import capabilities_pb2, model_pb2, server_pb2
 
     if not is_combined(obj):
         caps, errors = message_from_json(obj, capabilities_pb2.Capabilities)
@@ -46,7 +46,7 @@ def document_from_json(obj: Any) -> tuple[CapabilityDocument, list[Violation]]:
     for key, value in obj.items():
         name = _KEYS.get(key)
         if name is None:
-            errors.append(violation("OEV002", key, value, "capabilities, engine_info or model_info",
+            errors.append(violation("OEV002", key, value, "capabilities, server_info or model_info",
                                     f"a capabilities document has no key {key!r}"))
             continue
         if name in seen:
@@ -56,13 +56,13 @@ def document_from_json(obj: Any) -> tuple[CapabilityDocument, list[Violation]]:
         seen[name] = key
         if name == "capabilities":
             doc.capabilities, errs = message_from_json(value, capabilities_pb2.Capabilities, path="capabilities")
-        elif name == "engine_info":
-            doc.engine_info, errs = message_from_json(value, discovery_pb2.EngineInfo, path="engine_info")
+        elif name == "server_info":
+            doc.server_info, errs = message_from_json(value, server_pb2.ServerInfo, path="server_info")
         else:
             items = value if isinstance(value, list) else [value]
             errs = []
             for i, item in enumerate(items):
-                info, e = message_from_json(item, discovery_pb2.ModelInfo, path=f"model_info[{i}]")
+                info, e = message_from_json(item, model_pb2.ModelInfo, path=f"model_info[{i}]")
                 doc.model_infos.append(info)
                 errs += e
         errors += errs

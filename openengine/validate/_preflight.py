@@ -69,25 +69,26 @@ def _model_of(request, report: CapabilityReport) -> str | None:
 
 
 def _model_token_limits(request, model, report: CapabilityReport) -> Iterator[Violation]:
-    """A GenerateRequest against the model's own token limits (ModelInfo, not a profile limit)."""
+    """A GenerateRequest against the model's own token limits (ModelInfo.max_output_tokens and
+    max_context_length, not profile limits)."""
     info = report.models.get(model) if model is not None else None
     if info is None or request.DESCRIPTOR.name != "GenerateRequest":
         return
-    sampling = request.sampling
-    asked = sampling.max_tokens if sampling.HasField("max_tokens") else None
+    stopping = request.stopping
+    asked = stopping.max_tokens if stopping.HasField("max_tokens") else None
     if asked is not None and info.max_output_tokens and asked > info.max_output_tokens:
-        yield violation("OEV401", "sampling.max_tokens", asked,
+        yield violation("OEV401", "stopping.max_tokens", asked,
                         f"<= {info.max_output_tokens} (ModelInfo.max_output_tokens of {model})",
-                        f"sampling.max_tokens is {asked}, above the output limit "
+                        f"stopping.max_tokens is {asked}, above the output limit "
                         f"{info.max_output_tokens} of model {model!r}")
-    if request.WhichOneof("prompt") == "token_ids" and info.max_context_tokens:
+    if request.WhichOneof("input") == "token_ids" and info.max_context_length:
         prompt = len(request.token_ids.ids)
         total = prompt + (asked or 0)
-        if total > info.max_context_tokens:
+        if total > info.max_context_length:
             yield violation("OEV401", "token_ids", total,
-                            f"<= {info.max_context_tokens} (ModelInfo.max_context_tokens of {model})",
+                            f"<= {info.max_context_length} (ModelInfo.max_context_length of {model})",
                             f"{prompt} prompt tokens plus {asked or 0} output tokens exceed the context "
-                            f"of {info.max_context_tokens} tokens of model {model!r}")
+                            f"of {info.max_context_length} tokens of model {model!r}")
 
 
 # The domains of the request numbers that have one (REQ-SVC-005), by the field's full name, from
@@ -99,6 +100,9 @@ NUMBER_DOMAINS: dict[str, NumberDomain] = number_domains()
 TOKEN_ID_KEYS = frozenset(name for name, domain in NUMBER_DOMAINS.items() if domain.token_id_keys)
 
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+# Engine-specific extras (`extra`, `attributes_struct`) are outside the portable contract: an engine
+# may ignore them, so their numbers are not judged here.
+_OPAQUE = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
 
 
 def _numbers(msg, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor, Any, Any]]:
@@ -107,6 +111,8 @@ def _numbers(msg, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor, Any,
     value) and for each key of a token-id map."""
     for field, value in msg.ListFields():
         path = f"{prefix}{field.name}"
+        if field.message_type is not None and field.message_type.full_name in _OPAQUE:
+            continue
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
             for key in value:
@@ -203,23 +209,47 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
                                   _limit_problems(request, model, report)))
 
 
+# Fields the proposal adds to upstream's messages take numbers from this one up (upstream's own
+# growth stays below it), so a field at or above it is one an upstream-only engine lacks.
+FIRST_PROPOSAL_NUMBER = 100
+
+
+def _proposal_field(request, path: str) -> bool:
+    """Whether the first field of `path` is one the proposal added to the request message."""
+    name = path.partition("|")[0].split(".")[0].removesuffix("[]")
+    field = request.DESCRIPTOR.fields_by_name.get(name)
+    return field is not None and field.number >= FIRST_PROPOSAL_NUMBER
+
+
 def _limit_problems(request, model: str | None, report: CapabilityReport) -> Iterator[Violation]:
     """The request against its `request_limit` rows."""
     rows = _BY_REQUEST.get(request.DESCRIPTOR.name, ())
     refused_profiles: set[str] = set()
     for row in rows:
         values = _values(request, row.field)
+        if row.check == "enabled" and row.when is None:
+            values = [v for v in values if v]    # an explicit false or zero asks for nothing
         if not values:
             continue
         path = row.field.replace("[]", "").replace("|", ".").strip(".") or request.DESCRIPTOR.name
         if row.profile in refused_profiles:
             continue
-        if not report.advertised(row.profile):
+        if report.upstream_only:
+            if row.profile != catalogue().core and _proposal_field(request, row.field):
+                refused_profiles.add(row.profile)
+                yield violation("OEV403", path, None, f"{row.profile} advertised",
+                                f"{path} needs {row.profile}; the engine serves upstream OpenEngine v1 "
+                                "alone, which has no such field")
+                continue
+            if row.profile != catalogue().core or row.check == "profile" \
+                    or report.effective(row.profile, row.limit, model=model) is None:
+                continue    # nothing the engine reports says whether it would accept this
+        elif not report.advertised(row.profile):
             refused_profiles.add(row.profile)
             yield violation("OEV403", path, None, f"{row.profile} advertised",
                             f"{path} needs {row.profile}, which the engine does not advertise")
             continue
-        if row.profile in MODEL_SCOPED and model is not None and model in report.models \
+        if not report.upstream_only and row.profile in MODEL_SCOPED and model is not None and model in report.models \
                 and row.profile not in report.models[model].profiles:
             refused_profiles.add(row.profile)
             yield violation("OEV405", path, model, f"{row.profile} listed by model {model}",

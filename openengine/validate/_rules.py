@@ -81,14 +81,16 @@ for _rule in (
     # Capabilities: combinations.
     Rule("OEV120", "prerequisite-missing", "REQ-CAP-010", _E, "a profile is advertised without a prerequisite at a satisfying version"),
     Rule("OEV121", "incompatible", "REQ-CAP-010", _E, "an incompatible combination of profiles and limit values is advertised"),
-    # Scope, across Capabilities, EngineInfo and ModelInfo.
+    # Scope, across Capabilities, ServerInfo and ModelInfo.
     Rule("OEV130", "role-scope", "REQ-CAP-011", _E, "a role-scoped profile is advertised by an engine of another role"),
     Rule("OEV131", "model-profile-not-engine-wide", "REQ-CAP-012", _E, "a model lists a profile the engine does not advertise"),
     Rule("OEV132", "model-capability-unlisted", "REQ-CAP-012", _E, "a model's capability message is set for a profile the model does not list"),
     Rule("OEV133", "model-profile-not-model-scoped", "REQ-CAP-012", _E, "a model lists a profile that is not model-scoped"),
     Rule("OEV134", "model-scoped-unused", "REQ-CAP-012", _E, "a model-scoped profile is advertised but no served model lists it"),
     Rule("OEV135", "revision-mismatch", "REQ-REV-001", _E, "capability revisions disagree between discovery answers"),
-    Rule("OEV136", "engine-info", "REQ-CORE-012", _E, "EngineInfo lacks a role or an instance id"),
+    Rule("OEV136", "server-info", "REQ-CORE-012", _E, "ServerInfo lacks a role, an instance id, a schema revision or a release"),
+    Rule("OEV137", "model-entry", "REQ-CAP-012", _E, "a Capabilities.models entry names no served model, or one twice"),
+    Rule("OEV138", "upstream-disagrees", "REQ-CAP-014", _E, "upstream's ServerInfo or ModelInfo reports a value a limit states differently"),
     # WatchLoad streams.
     Rule("OEV301", "watch-settings-first", "REQ-LOAD-004", _E, "the first message of a WatchLoad stream is not settings"),
     Rule("OEV302", "watch-settings-repeated", "REQ-LOAD-004", _E, "settings sent again after the first message"),
@@ -136,5 +138,5 @@ def violation(rule_id: str, path: str, value: Any, expected: str, message: str) 
 # names and majors are warnings here and accepted by the schemas, as clients must accept them.
 PYTHON_ONLY_RULES = frozenset({
     "OEV104", "OEV105", "OEV106", "OEV121",
-    "OEV130", "OEV131", "OEV133", "OEV134", "OEV135", "OEV136",
+    "OEV130", "OEV131", "OEV133", "OEV134", "OEV135", "OEV136", "OEV137", "OEV138",
 } | {rule for rule in RULES if rule.startswith(("OEV3", "OEV4"))})

@@ -43,9 +43,9 @@ class LimitRule:
 class ProfileRule:
     name: str
     version: tuple[int, int]
-    field: str | None              # its field in Capabilities / ModelInfo.capabilities
+    field: str | None              # its field in Capabilities (and ModelCapabilities)
     model_scoped: bool
-    roles: tuple[int, ...]         # Role numbers that may advertise it (role-scoped profiles only)
+    roles: tuple[int, ...]         # EngineRole numbers that may advertise it (role-scoped profiles only)
     role_text: str                 # `role prefill or decode`
     limits: Mapping[str, LimitRule]
     defaults: Mapping[str, Any]
@@ -229,8 +229,8 @@ def check_capabilities(caps, out: list, *, complete: bool = True):
 
 
 def check_model_capabilities(model_capabilities, path: str, advertised, out: list):
-    """Judge one ModelInfo.capabilities against the engine's advertised profiles. Returns (profiles
-    the model lists, effective limits of the model-scoped messages it sets)."""
+    """Judge one Capabilities.models entry against the engine's advertised profiles. Returns
+    (profiles the model lists, effective limits of the model-scoped messages it sets)."""
     table = tables()
     model_advertised = check_profiles(model_capabilities.profiles, path + ".profiles", out)
     for i, p in enumerate(model_capabilities.profiles):
@@ -255,7 +255,7 @@ def check_model_capabilities(model_capabilities, path: str, advertised, out: lis
 
 
 def check_role(advertised, role: int, role_name: str, out: list) -> None:
-    """Role-scoped profiles advertised by an engine whose EngineInfo.role does not allow them."""
+    """Role-scoped profiles advertised by an engine whose ServerInfo.engine_role does not allow them."""
     for rule in tables().profiles:
         if rule.roles and rule.name in advertised and role not in rule.roles:
             out.append(violation("OEV130", "profiles", role_name, rule.role_text,

@@ -40,18 +40,20 @@ def effective_watch_settings(observability: Mapping[str, Any], request=None) -> 
     return {"interval_ms": interval, "heartbeat_ms": heartbeat, "initial_snapshot": initial, "per_rank": per_rank}
 
 
-# LoadInfo totals that REQ-LOAD-023 defines as the sum of the same RankLoad field.
-RANK_SUMMED_FIELDS = ("running_requests", "queued_requests", "used_kv_blocks", "total_kv_blocks",
-                      "running_tokens", "waiting_tokens")
+# LoadInfo totals that REQ-LOAD-023 defines as the sum of the same RankLoadInfo field.
+RANK_SUMMED_FIELDS = ("running_requests", "queued_requests", "used_kv_blocks", "total_kv_blocks")
 
 
 def check_load(load, path: str = "load") -> list[Violation]:
     """One LoadInfo on its own (from GetLoad, or a WatchLoad snapshot): with a per-rank breakdown,
-    every total must be the sum of its ranks (REQ-LOAD-023)."""
+    every total must be the sum of its ranks (REQ-LOAD-023). Upstream's figures are optional: an
+    unreported total, or one no rank reports, is not summed."""
     if not load.ranks:
         return []
     out = []
     for name in RANK_SUMMED_FIELDS:
+        if not load.HasField(name) or not any(rank.HasField(name) for rank in load.ranks):
+            continue
         total = getattr(load, name)
         summed = sum(getattr(rank, name) for rank in load.ranks)
         if total != summed:
@@ -66,7 +68,7 @@ class WatchLoadChecker:
     waiting and `finish(now)` when the stream ends. Violations accumulate in `violations`; each
     call also returns the ones it found; `keep` bounds how many `violations` holds (the latest).
 
-    `instance_id` and `capability_revision` are what discovery reported (EngineInfo); when
+    `instance_id` and `capability_revision` are what discovery reported (ServerInfo); when
     omitted, the settings' values are taken as the reference. `observability` holds the effective
     `openengine.load` limits; with `request` as well the settings must equal the exact effective
     values, without it they must lie in the allowed ranges. Lateness allows `tolerance` (a
@@ -138,24 +140,22 @@ class WatchLoadChecker:
                 out.append(violation("OEV305", "sequence", seq, str(last + 1),
                                      f"sequence jumps from {last} to {seq}: {seq - last - 1} message(s) lost"))
             self._seq = seq
-        # Presence is asked only when the value reads as zero: an unset Timestamp reads as the
-        # epoch, which no engine sends, so the common path is two integer reads.
-        stamp = msg.timestamp
-        t = stamp.seconds * 1_000_000_000 + stamp.nanos
-        if t or msg.HasField("timestamp"):
+        # Zero is no timestamp: the field has no presence, and no engine's clock reads the epoch.
+        t = msg.timestamp_unix_nanos
+        if t:
             prev = self._t
             if prev is not None:
                 if t < prev:
-                    out.append(violation("OEV307", "timestamp", t, f">= {prev}", "the message timestamp goes backwards"))
+                    out.append(violation("OEV307", "timestamp_unix_nanos", t, f">= {prev}", "the message timestamp goes backwards"))
                 elif self._hb_late_ns and t - prev > self._hb_late_ns:
-                    out.append(violation("OEV312", "timestamp", (t - prev) / _NS_PER_MS,
+                    out.append(violation("OEV312", "timestamp_unix_nanos", (t - prev) / _NS_PER_MS,
                                          f"<= {self.heartbeat_ms} ms",
                                          f"{(t - prev) / _NS_PER_MS:.0f} ms without a message, more than the "
                                          f"heartbeat of {self.heartbeat_ms} ms"))
         else:
             t = None
             prev = self._t
-            out.append(violation("OEV306", "timestamp", None, "a timestamp", "the message has no timestamp"))
+            out.append(violation("OEV306", "timestamp_unix_nanos", None, "a timestamp", "the message has no timestamp"))
         if self._initial_pending and kind != "snapshot":
             self._missing_initial(out, kind)
         if kind == "snapshot":
@@ -195,34 +195,33 @@ class WatchLoadChecker:
         self._initial_pending = False
         self.snapshots += 1
         load = snap.load
-        stamp = load.timestamp
-        load_t = stamp.seconds * 1_000_000_000 + stamp.nanos
+        load_t = load.timestamp_unix_nanos
         if not load_t and not snap.HasField("load"):   # presence asked only when it reads as empty
             out.append(violation("OEV308", "snapshot.load", None, "a LoadInfo", "the snapshot has no load"))
             return
         coalesced = snap.coalesced
-        if load_t or load.HasField("timestamp"):
+        if load_t:
             prev = self._load_t
             if prev is not None:
                 if load_t < prev:
-                    out.append(violation("OEV307", "snapshot.load.timestamp", load_t, f">= {prev}",
+                    out.append(violation("OEV307", "snapshot.load.timestamp_unix_nanos", load_t, f">= {prev}",
                                          "the snapshot's load timestamp goes backwards"))
                 elif self._early_ns:
                     gap = load_t - prev
                     if gap < self._early_ns and self.snapshots > 2:
-                        out.append(violation("OEV310", "snapshot.load.timestamp", gap / _NS_PER_MS,
+                        out.append(violation("OEV310", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
                                              f">= {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
                     elif gap > self._late_ns and not coalesced:
-                        out.append(violation("OEV311", "snapshot.load.timestamp", gap / _NS_PER_MS,
+                        out.append(violation("OEV311", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
                                              f"<= {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
             if prev is None or load_t >= prev:
                 self._load_t = load_t
         else:
-            out.append(violation("OEV308", "snapshot.load.timestamp", None, "a timestamp",
+            out.append(violation("OEV308", "snapshot.load.timestamp_unix_nanos", None, "a timestamp",
                                  "the snapshot's load has no timestamp"))
         iid = load.instance_id
         if not iid:

@@ -75,57 +75,78 @@ def test_nearest_rank_quantiles():
 
 # -- synthetic load -------------------------------------------------------------------------------
 
-def test_synthetic_changes_are_visible_in_snapshots_and_wake_change_driven_watchers():
-    from openengine.engine import EngineConfig, EngineServer
-    from openengine.serve.load import Watcher
+async def _engines(count: int):
+    """`count` started reference engines serving openengine.load, on the SDK's public Server."""
+    from openengine.engine import EngineConfig, ReferenceBackend, check, serve_config
+    from openengine.serve import Server
+
+    config = check(EngineConfig(port=0, profiles=("load",)))
+    servers = [Server(ReferenceBackend(config), serve_config(config)) for _ in range(count)]
+    for server in servers:
+        await server.start()
+    return servers
+
+
+async def _counter(address: str) -> tuple[int, int]:
+    """(change counter, running requests) of an engine's GetLoad answer."""
+    import grpc
+
+    from openengine.v1 import control_service_pb2_grpc, server_pb2
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        load = await control_service_pb2_grpc.ControlStub(channel).GetLoad(server_pb2.GetLoadRequest(), timeout=5)
+    return change_counter(load), load.running_requests
+
+
+def test_synthetic_changes_are_visible_in_snapshots_and_wake_watchers():
+    import grpc
+
+    from openengine.v1 import load_pb2, observability_service_pb2_grpc
 
     async def main():
-        engine = EngineServer(EngineConfig(port=0, profiles=("load",)))
-        engine.backend.attach(engine.state)
-        state = engine.state
-        load = SyntheticLoad(engine.backend)
-        assert change_counter(state.build_load_info()) == 0
-        assert state.build_load_info().running_requests == 1
-        watcher = Watcher(interval_ms=0, heartbeat_ms=0, per_rank=False, revision=state.revision)
-        state.load.open(watcher)
-        assert load.change() == 1
-        assert watcher.dirty
-        load.change()
-        taken = watcher.take(state.build_load_info)
-        assert taken is not None
-        snapshot, coalesced = taken
-        assert change_counter(snapshot) == 2 and coalesced == 1
-        state.load.close(watcher)
-        load.close()
-        assert state.build_load_info().running_requests == 0
+        (server,) = await _engines(1)
+        try:
+            load = SyntheticLoad(server.backend)
+            assert await _counter(server.address) == (0, 1)
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                stream = observability_service_pb2_grpc.ObservabilityStub(channel).WatchLoad(
+                    load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=0, initial_snapshot=False))
+                assert (await stream.read()).WhichOneof("kind") == "settings"
+                assert load.change() == 1 and load.change() == 2
+                seen = 0
+                while seen < 2:
+                    msg = await asyncio.wait_for(stream.read(), 5)
+                    seen = change_counter(msg.snapshot.load)
+                stream.cancel()
+            load.close()
+            assert await _counter(server.address) == (0, 0)
+        finally:
+            await server.stop(0.1)
 
     asyncio.run(main())
 
 
 def test_poisson_driver_logs_increasing_counters_per_engine():
-    from openengine.engine import EngineConfig, EngineServer, resolve_config
-
     async def main():
-        resolved = resolve_config(EngineConfig(port=0, profiles=("load",)))
-        states = []
-        for _ in range(3):
-            engine = EngineServer(resolved)
-            engine.backend.attach(engine.state)
-            states.append(engine.state)
-        driver = PoissonDriver([SyntheticLoad(state.backend) for state in states], rate=200.0, seed=3)
-        driver.start()
-        while len(driver.log) < 30:
-            await asyncio.sleep(0.01)
-        driver.stop()
-        return states, driver.log
+        servers = await _engines(3)
+        try:
+            driver = PoissonDriver([SyntheticLoad(server.backend) for server in servers], rate=200.0, seed=3)
+            driver.start()
+            while len(driver.log) < 30:
+                await asyncio.sleep(0.01)
+            driver.stop()
+            return [(await _counter(server.address))[0] for server in servers], driver.log
+        finally:
+            for server in servers:
+                await server.stop(0.1)
 
-    states, log = asyncio.run(main())
+    counters, log = asyncio.run(main())
     for engine in range(3):
         ks = [k for e, k, _ in log if e == engine]
         times = [t for e, _, t in log if e == engine]
         assert ks == list(range(1, len(ks) + 1))
         assert times == sorted(times)
-        assert change_counter(states[engine].build_load_info()) == len(ks)
+        assert counters[engine] == len(ks)
 
 
 # -- measurement ------------------------------------------------------------------------------------

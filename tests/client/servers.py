@@ -1,5 +1,6 @@
-"""Small in-process engines for the client tests: Discovery and Observability servicers whose
-answers, WatchLoad behaviour and runtime events each test scripts."""
+"""Small in-process engines for the client tests: Control, Discovery and Observability servicers
+whose answers, WatchLoad behaviour and runtime events each test scripts. With `upstream_only` the
+engine serves upstream's Control alone, as an engine of upstream's layout does."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from dataclasses import dataclass, field
 import grpc
 
 from openengine.v1 import (
-    capabilities_pb2, common_pb2, discovery_pb2, discovery_service_pb2_grpc, load_pb2,
-    observability_service_pb2_grpc,
+    capabilities_pb2, control_service_pb2_grpc, discovery_service_pb2_grpc, load_pb2,
+    observability_service_pb2_grpc, server_pb2,
 )
 
 
@@ -40,20 +41,45 @@ class Engine:
 
     caps: capabilities_pb2.Capabilities = field(default_factory=capabilities)
     instance_id: str = "engine-1"
-    role: int = common_pb2.ROLE_AGGREGATED
+    role: int = server_pb2.ENGINE_ROLE_AGGREGATED
     models: dict = field(default_factory=dict)           # name -> ModelInfo
+    upstream_only: bool = False                          # no Discovery, no Observability
     watch: object = None
     watch_error: grpc.StatusCode | None = None
     getload_error: grpc.StatusCode | None = None
     streams: int = 0
     polls: int = 0
-    discoveries: int = 0                                  # GetCapabilities calls
+    discoveries: int = 0                                  # discovery reads (GetServerInfo calls)
     subscriptions: int = 0                                # SubscribeRuntimeEvents calls
     events: "queue.Queue" = field(default_factory=lambda: queue.Queue())   # RuntimeEvents to send
 
     def info(self):
-        return discovery_pb2.EngineInfo(instance_id=self.instance_id, engine_name="test", role=self.role,
-                                        capability_revision=self.caps.revision, served_models=list(self.models))
+        info = server_pb2.ServerInfo(instance_id=self.instance_id, engine_name="test", engine_role=self.role,
+                                     supported_models=list(self.models), schema_revision=1 if self.upstream_only else 2,
+                                     minimum_client_revision=1, schema_release="test-release")
+        if not self.upstream_only:
+            info.capability_revision = self.caps.revision
+        return info
+
+
+class Control(control_service_pb2_grpc.ControlServicer):
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def GetServerInfo(self, request, context):
+        if not self.engine.upstream_only:
+            self.engine.discoveries += 1
+        return self.engine.info()
+
+    def GetModelInfo(self, request, context):
+        return self.engine.models.get(request.model) or context.abort(grpc.StatusCode.NOT_FOUND, "no model")
+
+    def GetLoad(self, request, context):
+        self.engine.polls += 1
+        if self.engine.getload_error is not None:
+            context.abort(self.engine.getload_error, "scripted")
+        return server_pb2.LoadInfo(instance_id=self.engine.instance_id, running_requests=self.engine.polls,
+                                   timestamp_unix_nanos=time.time_ns())
 
 
 class Discovery(discovery_service_pb2_grpc.DiscoveryServicer):
@@ -61,32 +87,17 @@ class Discovery(discovery_service_pb2_grpc.DiscoveryServicer):
         self.engine = engine
 
     def GetCapabilities(self, request, context):
-        self.engine.discoveries += 1
         return self.engine.caps
-
-    def GetEngineInfo(self, request, context):
-        return self.engine.info()
-
-    def GetModelInfo(self, request, context):
-        return self.engine.models.get(request.model) or context.abort(grpc.StatusCode.NOT_FOUND, "no model")
 
 
 def now_ts(msg):
-    msg.timestamp.GetCurrentTime()
+    msg.timestamp_unix_nanos = time.time_ns()
     return msg
 
 
 class Observability(observability_service_pb2_grpc.ObservabilityServicer):
     def __init__(self, engine: Engine):
         self.engine = engine
-
-    def GetLoad(self, request, context):
-        self.engine.polls += 1
-        if self.engine.getload_error is not None:
-            context.abort(self.engine.getload_error, "scripted")
-        load = load_pb2.LoadInfo(instance_id=self.engine.instance_id, running_requests=self.engine.polls)
-        load.timestamp.GetCurrentTime()
-        return load
 
     def WatchLoad(self, request, context):
         engine = self.engine
@@ -115,7 +126,8 @@ class Observability(observability_service_pb2_grpc.ObservabilityServicer):
                 event = engine.events.get(timeout=0.05)
             except queue.Empty:
                 continue
-            msg = now_ts(events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, event=event))
+            msg = events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, event=event)
+            msg.timestamp.GetCurrentTime()
             sequence += 1
             yield msg
 
@@ -138,7 +150,7 @@ def good_stream(instance_id="engine-1", revision=1, interval=None, heartbeat=Non
         for seq in range(1, count + 1):
             msg = now_ts(load_pb2.WatchLoadResponse(sequence=seq))
             msg.snapshot.load.instance_id = instance_id
-            msg.snapshot.load.timestamp.CopyFrom(msg.timestamp)
+            msg.snapshot.load.timestamp_unix_nanos = msg.timestamp_unix_nanos
             msg.snapshot.load.running_requests = seq
             msg.snapshot.load.total_kv_blocks = stream_number
             yield msg
@@ -153,8 +165,10 @@ class Server:
     def __init__(self, engine: Engine, port: int = 0):
         self.engine = engine
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-        discovery_service_pb2_grpc.add_DiscoveryServicer_to_server(Discovery(engine), self.server)
-        observability_service_pb2_grpc.add_ObservabilityServicer_to_server(Observability(engine), self.server)
+        control_service_pb2_grpc.add_ControlServicer_to_server(Control(engine), self.server)
+        if not engine.upstream_only:
+            discovery_service_pb2_grpc.add_DiscoveryServicer_to_server(Discovery(engine), self.server)
+            observability_service_pb2_grpc.add_ObservabilityServicer_to_server(Observability(engine), self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.address = f"127.0.0.1:{self.port}"
 
@@ -167,26 +181,14 @@ class Server:
 
 
 @contextlib.contextmanager
-def earlier_server(*, health_for: tuple[str, ...] = (), control_health: bool = False, port: int = 0):
-    """A server of an earlier layout: no v1 services; optionally standard health reporting
-    `health_for`, and optionally revision 3's Control/Health method."""
+def foreign_server(port: int = 0):
+    """A gRPC server that is no OpenEngine engine: standard health only."""
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-    from openengine.legacy.rev3.v1 import control_pb2
-
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    if health_for:
-        servicer = health.HealthServicer()
-        for name in health_for:
-            servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    if control_health:
-        handler = grpc.unary_unary_rpc_method_handler(
-            lambda request, context: control_pb2.HealthResponse(state=control_pb2.HEALTH_STATE_READY),
-            request_deserializer=control_pb2.HealthRequest.FromString,
-            response_serializer=control_pb2.HealthResponse.SerializeToString)
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-            "openengine.v1.Control", {"Health": handler})])
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     try:

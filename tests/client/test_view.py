@@ -12,29 +12,32 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import Engine, Server, capabilities  # noqa: E402
 
-from openengine.client import CapabilityError, CapabilityView  # noqa: E402
-from openengine.v1 import common_pb2, discovery_pb2  # noqa: E402
+from openengine.client import (  # noqa: E402
+    CapabilityError, CapabilityView, IncompatibleServerError, NotOpenEngineError,
+)
+from openengine.v1 import capabilities_pb2, model_pb2, server_pb2  # noqa: E402
+from servers import foreign_server  # noqa: E402
 
 
 def model(name, *profiles, **limits):
-    info = discovery_pb2.ModelInfo(model=name)
+    entry = capabilities_pb2.ModelCapabilities(model=name)
     for p in profiles:
-        info.capabilities.profiles.add(name=p, major=1, minor=0)
+        entry.profiles.add(name=p, major=1, minor=0)
     for field_name, values in limits.items():
-        sub = getattr(info.capabilities, field_name)
+        sub = getattr(entry, field_name)
         sub.SetInParent()
         for key, value in values.items():
             setattr(sub, key, value)
-    return info
+    return entry
 
 
 @pytest.fixture
 def view():
     caps = capabilities("openengine.load", "openengine.adapters", "com.example.batch",
-                        generation={"max_logprobs": 5}, adapters={"max_loras": 8})
+                        core={"max_logprobs": 5}, adapters={"max_loras": 8})
     caps.profiles[1].minor = 2
-    return CapabilityView(caps, model_infos=[model("a", "openengine.adapters", adapters={"max_loras": 2}),
-                                             model("b")])
+    caps.models.extend([model("a", "openengine.adapters", adapters={"max_loras": 2}), model("b")])
+    return CapabilityView(caps)
 
 
 def test_supports_by_version(view):
@@ -79,29 +82,62 @@ def test_require_names_everything_missing(view):
 
 
 def test_violations_are_exposed_not_raised():
-    caps = capabilities(generation={"max_logprobs": 5000})
+    caps = capabilities(core={"max_logprobs": 5000})
     assert [v.rule_id for v in CapabilityView(caps).violations] == ["OEV111"]
 
 
 def _engine():
-    return Engine(caps=capabilities("openengine.adapters", revision=4, adapters={"max_loras": 3}),
-                  models={"m": model("m", "openengine.adapters", adapters={"max_loras": 1})})
+    caps = capabilities("openengine.adapters", revision=4, adapters={"max_loras": 3})
+    caps.models.append(model("m", "openengine.adapters", adapters={"max_loras": 1}))
+    return Engine(caps=caps, models={"m": model_pb2.ModelInfo(model_id="m", max_output_tokens=64)})
 
 
 def test_fetch():
     engine = _engine()
     with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
         view = CapabilityView.fetch(channel)
-    assert view.violations == ()
+    assert view.violations == () and not view.upstream_only
     assert (view.revision, view.instance_id) == (4, "engine-1")
     assert view.model("m").limit("openengine.adapters", "max_loras") == 1
     assert view.limit("openengine.adapters", "max_loras") == 3
+    assert view.report.models["m"].max_output_tokens == 64
+
+
+def test_an_upstream_only_engine_is_known_by_its_server_and_model_info():
+    """GetCapabilities answers UNIMPLEMENTED: no profile is advertised, a core limit is what
+    upstream's answers report, and one they leave out is not guessed."""
+    info = model_pb2.ModelInfo(model_id="m", max_output_tokens=64)
+    info.generation.output_logprobs.supported = True
+    info.generation.output_logprobs.max_top_n = 4
+    engine = Engine(upstream_only=True, models={"m": info})
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        view = CapabilityView.fetch(channel)
+    assert view.upstream_only and view.violations == () and view.profiles == {}
+    assert not view.supports("openengine.core") and not view.supports("openengine.load")
+    assert view.model("m").limit("openengine.core", "max_logprobs") == 4
+    assert view.model("m").limit("openengine.core", "max_sequences") is None
+    view.model("m").require(limits={"openengine.core.max_logprobs": 4})
+    with pytest.raises(CapabilityError) as err:
+        view.model("m").require("openengine.load", limits={"openengine.core.max_sequences": 2})
+    assert len(err.value.missing) == 2
+
+
+def test_a_server_that_is_not_openengine_or_too_new_is_refused():
+    with foreign_server() as address, grpc.insecure_channel(address) as channel:
+        with pytest.raises(NotOpenEngineError):
+            CapabilityView.fetch(channel, timeout=5)
+    engine = _engine()
+    engine.info = lambda: server_pb2.ServerInfo(instance_id="x", schema_revision=9, minimum_client_revision=9)
+    with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
+        with pytest.raises(IncompatibleServerError) as err:
+            CapabilityView.fetch(channel, timeout=5)
+    assert "revision 9" in str(err.value)
 
 
 def test_afetch_and_role_violation():
     engine = _engine()
     engine.caps.profiles.add(name="openengine.kv", major=1)
-    engine.role = common_pb2.ROLE_AGGREGATED
+    engine.role = server_pb2.ENGINE_ROLE_AGGREGATED
 
     async def main(address):
         async with grpc.aio.insecure_channel(address) as channel:

@@ -13,12 +13,12 @@ import grpc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from servers import Engine, Server, capabilities, earlier_server, good_stream, now_ts  # noqa: E402
+from servers import Engine, Server, capabilities, foreign_server, good_stream, now_ts  # noqa: E402
 
 from openengine.client import (  # noqa: E402
     POLL, UNAVAILABLE, WATCH, AsyncLoadWatcher, Backoff, CapabilityView, LoadWatcher, Restart,
 )
-from openengine.v1 import load_pb2  # noqa: E402
+from openengine.v1 import load_pb2, server_pb2  # noqa: E402
 
 FAST_STREAM = load_pb2.WatchLoadRequest(interval_ms=20)
 FAST = Backoff(initial=0.01, maximum=0.05, jitter=0.1, rng=random.Random(1))
@@ -113,33 +113,34 @@ def test_aborted_stream_means_revision_change():
             assert wait_until(lambda: watcher.revision_changed)
 
 
-def test_unavailable_at_once_when_load_is_not_advertised():
-    """REQ-CORE-004: no GetLoad or WatchLoad against an engine without openengine.load, and a
-    waiter learns it at once (an unbounded wait returns)."""
+def test_polls_getload_when_load_is_not_advertised():
+    """REQ-CORE-004: no WatchLoad and no runtime events against an engine without their profiles;
+    GetLoad is core, so its load is polled."""
     engine = Engine(caps=capabilities(), watch=good_stream())
     with Server(engine) as server, grpc.insecure_channel(server.address) as channel:
         with LoadWatcher(channel, view=CapabilityView.fetch(channel), poll_interval=0.01) as watcher:
-            assert watcher.mode == UNAVAILABLE
-            assert watcher.wait_for_snapshot(timeout=None) is None
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+            assert watcher.mode == POLL
         # Without a view it reads discovery first, then comes to the same conclusion.
         with LoadWatcher(channel, poll_interval=0.01) as watcher:
-            assert watcher.wait_for_snapshot(timeout=None) is None
-            assert watcher.mode == UNAVAILABLE
-    assert engine.streams == 0 and engine.polls == 0 and engine.subscriptions == 0
+            assert watcher.wait_for_snapshot(timeout=10) is not None
+            assert watcher.mode == POLL
+    assert engine.streams == 0 and engine.polls >= 2 and engine.subscriptions == 0
 
 
-def test_async_watcher_is_unavailable_at_once_without_load():
-    engine = Engine(caps=capabilities("openengine.runtime-events"), watch=good_stream())
+def test_an_upstream_only_engine_is_polled():
+    engine = Engine(upstream_only=True)
 
     async def main(address):
         async with grpc.aio.insecure_channel(address) as channel:
-            async with AsyncLoadWatcher(channel, backoff=FAST) as watcher:
-                assert await watcher.wait_for_snapshot(timeout=None) is None
-                assert watcher.mode == UNAVAILABLE
+            async with AsyncLoadWatcher(channel, backoff=FAST, poll_interval=0.01) as watcher:
+                load = await watcher.wait_for_snapshot(timeout=10)
+                assert load is not None and load.instance_id == "engine-1"
+                assert watcher.mode == POLL and watcher.view.upstream_only
 
     with Server(engine) as server:
         asyncio.run(main(server.address))
-    assert engine.streams == 0 and engine.polls == 0
+    assert engine.polls >= 1
 
 
 def test_wait_for_snapshot_returns_when_the_watcher_gives_up():
@@ -328,39 +329,39 @@ def test_violations_are_a_bounded_ring_with_counts_per_rule():
     assert len(kept) == 5 and {v.rule_id for v in kept} == {"OEV315"}
 
 
-def test_a_server_of_an_earlier_layout_ends_the_watcher_with_the_reason():
+def test_a_server_that_is_not_openengine_ends_the_watcher_with_the_reason():
     """No thread dies silently: the watcher ends, says why, and a waiter returns None at once."""
-    with earlier_server(control_health=True) as address, grpc.insecure_channel(address) as channel:
+    with foreign_server() as address, grpc.insecure_channel(address) as channel:
         with LoadWatcher(channel, backoff=FAST) as watcher:
             assert wait_until(lambda: watcher.mode == UNAVAILABLE)
             assert watcher.wait_for_snapshot(timeout=None) is None
-    assert "openengine.v1.Control" in watcher.end_reason and "revision 3" in watcher.end_reason
+    assert "not an OpenEngine v1 server" in watcher.end_reason
 
 
-def test_the_async_watcher_ends_on_an_earlier_layout_too():
+def test_the_async_watcher_ends_on_a_foreign_server_too():
     async def main(address):
         async with grpc.aio.insecure_channel(address) as channel:
             async with AsyncLoadWatcher(channel, backoff=FAST) as watcher:
                 assert await watcher.wait_for_snapshot(timeout=30) is None
                 return watcher
 
-    with earlier_server(control_health=True) as address:
+    with foreign_server() as address:
         watcher = asyncio.run(main(address))
-    assert watcher.mode == UNAVAILABLE and "openengine.v1.Control" in watcher.end_reason
+    assert watcher.mode == UNAVAILABLE and "GetServerInfo" in watcher.end_reason
 
 
-def test_an_engine_replaced_by_an_earlier_layout_ends_the_watcher():
+def test_an_engine_replaced_by_a_foreign_server_ends_the_watcher():
     with Server(_instance("engine-1")) as server, grpc.insecure_channel(server.address) as channel:
         watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=FAST_STREAM, backoff=FAST).start()
         try:
             assert watcher.wait_for_snapshot(timeout=10) is not None
             server.__exit__(None, None, None)
-            with earlier_server(control_health=True, port=server.port):
+            with foreign_server(port=server.port):
                 assert wait_until(lambda: watcher.mode == UNAVAILABLE)
                 assert watcher.wait_for_snapshot(timeout=None) is None
         finally:
             watcher.stop()
-    assert "revision 3" in watcher.end_reason
+    assert "not an OpenEngine v1 server" in watcher.end_reason
 
 
 def test_bounded_backoff_says_why_it_gave_up():
@@ -380,7 +381,7 @@ def test_the_reference_engine_restarted_on_its_port_is_followed():
 
     request = load_pb2.WatchLoadRequest(interval_ms=20)
     with RunningEngine(EngineConfig(port=0, profiles=("load",))) as engine:
-        port = engine.engine.port
+        port = int(engine.address.rpartition(":")[2])
         channel = grpc.insecure_channel(engine.address)
         watcher = LoadWatcher(channel, view=CapabilityView.fetch(channel), request=request, backoff=FAST).start()
         first = watcher.wait_for_snapshot(timeout=10).instance_id

@@ -32,7 +32,7 @@ def _serving(serves: Serves, bugs: Bugs = Bugs(), timing: Timing = Timing()):
     with OtherEngine(bugs=bugs, timing=timing, admin_token=ADMIN_TOKEN if serves.admin else None,
                      limited_token=LIMITED_TOKEN, admin_address=serves.admin_address,
                      runtime_events=serves.runtime_events, sessions=serves.sessions, tasks=serves.tasks,
-                     control_alias=serves.control_alias, stoppable=serves.stoppable) as engine:
+                     stoppable=serves.stoppable, upstream_only=serves.upstream_only) as engine:
         yield engine, Options(
             target=engine.address,
             admin_token=ADMIN_TOKEN if serves.admin else None,
@@ -94,10 +94,10 @@ def test_a_correct_engine_with_every_option_conforms_with_nothing_checkable_unch
         report = asyncio.run(run_options(options))
     assert failed(report) == {}, report.verdict
     outcomes = {r.id: r.outcome for r in report.results}
-    # Left unchecked only what no engine with these profiles could show: logit_bias is off, and
-    # the registry has no double-typed updatable limit for a NaN to be refused in.
+    # Left unchecked only what no engine with these profiles could show: the registry has no
+    # double-typed updatable limit for a NaN to be refused in.
     assert {case for case, o in outcomes.items() if o is Outcome.UNCHECKED} == {
-        "core.numbers.logit-bias", "admin.numbers.update-config"}
+        "admin.numbers.update-config"}
     for case in ("admin.update-config", "admin.permission-denied", "admin.drain", "core.shutdown.graceful",
                  "events.initial-state", "events.state-follows-health", "health.pause.work-unavailable",
                  "core.revision.unchanged-by-state", "sessions.ttl-clamped", "sessions.max-sessions",
@@ -118,14 +118,43 @@ def test_a_correct_engine_with_admin_on_its_own_address_conforms():
     assert outcomes["health.check.advertised-services"] is Outcome.PASS
 
 
-@pytest.mark.timeout(60)
-def test_a_correct_engine_serving_the_control_alias_conforms():
-    with _serving(Serves(control_alias=True)) as (_, options):
-        report = asyncio.run(run_options(options, patterns=["alias.*", "health.*"]))
-    assert failed(report) == {}, report.verdict
+@pytest.mark.timeout(120)
+def test_an_engine_of_upstreams_layout_is_judged_and_told_what_to_add():
+    """Upstream's Inference and Control alone: every case whose RPCs exist runs and passes, and
+    each requirement the proposal adds fails with its id and what to add."""
+    from openengine.conformance.report import render_text
+
+    with _serving(Serves(upstream_only=True)) as (_, options):
+        report = asyncio.run(run_options(options))
+    bad = failed(report)
+    assert "add the Discovery service" in bad["core.discovery.answers"]
+    assert "grpc.health.v1.Health" in bad["health.served"]
+    assert "Discovery/GetCapabilities" in bad["core.rpcs.served"]
+    assert "schema_revision is 1" in bad["core.server-info.revisions"]
+    assert set(bad) <= {"core.discovery.answers", "core.rpcs.served", "core.profiles.core-listed",
+                        "core.server-info.revisions"} | {r.id for r in report.results
+                                                         if r.id.startswith("health.")}
     outcomes = {r.id: r.outcome for r in report.results}
-    for case in ("alias.health", "alias.unadvertised-unimplemented", "alias.shared-requests",
-                 "alias.same-answers", "health.check.advertised-services"):
-        assert outcomes[case] is Outcome.PASS, case
-    # Control has no Drain, so there is no alias guard to compare.
-    assert outcomes["alias.admin-guard"] is Outcome.UNCHECKED
+    for case in ("core.generate.stream", "core.generate.request-id", "core.generate.terminal",
+                 "core.generate.stop-token-ids", "core.generate.stop-strings",
+                 "core.generate.output-logprobs", "core.abort.by-id", "core.abort.targets",
+                 "core.load.back-to-idle", "core.getload.current", "core.model-info.answers",
+                 "core.control-health", "core.server-info.instance-id", "core.generate.client-cancel",
+                 "load.absent.unimplemented"):
+        assert outcomes[case] is Outcome.PASS, (case, outcomes[case])
+    assert report.verdict.startswith("DOES NOT CONFORM") and report.exit_code == 1
+    text = render_text(report)
+    assert "migration:" in text and "Observability/WatchLoad" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("variant", ["max-tokens-overrun", "no-stop-match", "abort-unknown-ok",
+                                     "phantom-running", "model-info-unknown-ok", "usage-on-every-message"])
+def test_defects_of_an_upstream_layout_engine_are_caught_too(variant):
+    v = VARIANTS[variant]
+    with _serving(Serves(upstream_only=True), v.bugs, v.timing) as (_, options):
+        report = asyncio.run(run_options(options, patterns=list(v.patterns)))
+    bad = failed(report)
+    assert v.cases <= set(bad), f"{variant}: {sorted(v.cases - set(bad))} passed; failures: {bad}"
+    assert any(v.says in bad[case] for case in v.cases), bad

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from oespec.registry import load_registry
 from openengine.contract import catalogue, role_numbers, role_spelling
-from openengine.v1 import common_pb2
+from openengine.v1 import server_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = load_registry(ROOT / "profiles.yaml").registry
@@ -41,10 +41,11 @@ def test_every_profile_declaration_is_compiled():
 
 def test_roles_come_from_the_role_enum():
     numbers = role_numbers()
-    assert numbers["prefill"] == common_pb2.ROLE_PREFILL and 0 not in numbers.values()
+    assert numbers["prefill"] == server_pb2.ENGINE_ROLE_PREFILL and 0 not in numbers.values()
+    assert numbers["encoder"] == server_pb2.ENGINE_ROLE_ENCODER
     roles_in_scopes = {r for p in REGISTRY.profiles for r in p.scope.roles}
     assert roles_in_scopes <= set(numbers)
-    assert role_spelling(common_pb2.ROLE_DECODE) == "ROLE_DECODE" and role_spelling(99) == "99"
+    assert role_spelling(server_pb2.ENGINE_ROLE_DECODE) == "ENGINE_ROLE_DECODE" and role_spelling(99) == "99"
 
 
 def test_work_services_are_the_ones_the_spec_names_and_exist():

@@ -39,23 +39,23 @@ def test_contract_passes_buf_lint(tree: Path, tmp_path: Path):
 
 
 def test_undocumented_field_is_rejected(tree: Path, tmp_path: Path):
-    path = tree / "proto" / "openengine" / "v1" / "lifecycle.proto"
+    path = tree / "proto" / "openengine" / "v1" / "load.proto"
     text = path.read_text()
-    marker = "  uint32 aborted = 1;\n"
+    marker = "  uint64 coalesced = 2;\n"
     assert marker in text
-    path.write_text(text.replace(marker, marker + "  uint32 undocumented = 2;\n"))
+    path.write_text(text.replace(marker, marker + "  uint32 undocumented = 3;\n"))
     result = _lint(tree, tmp_path / "cache")
     assert result.returncode != 0
     assert '"type":"COMMENT_FIELD"' in result.stdout.replace(" ", "")
-    assert "lifecycle.proto" in result.stdout
+    assert "load.proto" in result.stdout
 
 
 def test_unprefixed_enum_value_is_rejected(tree: Path, tmp_path: Path):
-    path = tree / "proto" / "openengine" / "v1" / "common.proto"
+    path = tree / "proto" / "openengine" / "v1" / "server.proto"
     text = path.read_text()
-    marker = "  ROLE_ENCODER = 4;\n"
+    marker = "  ENGINE_ROLE_ENCODER = 100;\n"
     assert marker in text
-    path.write_text(text.replace(marker, marker + "  // A value without the enum prefix.\n  ENCODER_ONLY = 5;\n"))
+    path.write_text(text.replace(marker, marker + "  // A value without the enum prefix.\n  ENCODER_ONLY = 101;\n"))
     result = _lint(tree, tmp_path / "cache")
     assert result.returncode != 0
     assert '"type":"ENUM_VALUE_PREFIX"' in result.stdout.replace(" ", "")

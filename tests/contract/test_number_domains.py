@@ -47,10 +47,10 @@ def test_preflight_judges_by_the_declared_domains():
     top_p = number_domains()["openengine.v1.SamplingParams.top_p"]
     assert top_p == NumberDomain(0, 1, low_open=True) and str(top_p) == "(0, 1]"
     for value in top_p.outside():
-        request = generation_pb2.GenerateRequest(text="hi")
+        request = generation_pb2.GenerateRequest(prompt="hi")
         request.sampling.top_p = value
         assert [v.rule_id for v in number_violations(request)] == ["OEV408"], value
-    request = generation_pb2.GenerateRequest(text="hi")
+    request = generation_pb2.GenerateRequest(prompt="hi")
     request.sampling.top_p = 1.0
     assert number_violations(request) == []
 

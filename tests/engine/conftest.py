@@ -13,9 +13,9 @@ import pytest
 
 from openengine.engine import EngineConfig, RunningEngine
 from openengine.v1 import (
-    adapters_service_pb2_grpc, admin_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc,
-    encoder_service_pb2_grpc, inference_service_pb2_grpc, kv_service_pb2_grpc, lifecycle_service_pb2_grpc,
-    observability_service_pb2_grpc, sessions_service_pb2_grpc, tasks_service_pb2_grpc,
+    admin_service_pb2_grpc, control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc,
+    encoder_service_pb2_grpc, inference_service_pb2_grpc, model_pb2, observability_service_pb2_grpc,
+    server_pb2, sessions_service_pb2_grpc, tasks_service_pb2_grpc,
 )
 from grpc_health.v1 import health_pb2_grpc
 
@@ -28,13 +28,11 @@ class Stubs:
         self.channel = channel
         self.discovery = discovery_service_pb2_grpc.DiscoveryStub(channel)
         self.inference = inference_service_pb2_grpc.InferenceStub(channel)
-        self.lifecycle = lifecycle_service_pb2_grpc.LifecycleStub(channel)
+        self.control = control_service_pb2_grpc.ControlStub(channel)
         self.observability = observability_service_pb2_grpc.ObservabilityStub(channel)
-        self.kv = kv_service_pb2_grpc.KvStub(channel)
         self.tasks = tasks_service_pb2_grpc.TasksStub(channel)
         self.encoder = encoder_service_pb2_grpc.EncoderStub(channel)
         self.sessions = sessions_service_pb2_grpc.SessionsStub(channel)
-        self.adapters = adapters_service_pb2_grpc.AdaptersStub(channel)
         self.admin = admin_service_pb2_grpc.AdminStub(channel)
         self.health = health_pb2_grpc.HealthStub(channel)
 
@@ -42,10 +40,10 @@ class Stubs:
         return self.discovery.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
 
     def info(self):
-        return self.discovery.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+        return self.control.GetServerInfo(server_pb2.GetServerInfoRequest())
 
-    def model(self):
-        return self.discovery.GetModelInfo(discovery_pb2.GetModelInfoRequest())
+    def model(self, name=""):
+        return self.control.GetModelInfo(model_pb2.GetModelInfoRequest(model=name))
 
 
 def config(**kw) -> EngineConfig:

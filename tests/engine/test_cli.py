@@ -1,5 +1,6 @@
-"""`oespec engine` as a process: start on port 0, log the address, stop cleanly on SIGTERM with
-health NOT_SERVING first; refuse invalid configurations; list the faults."""
+"""`oespec engine` as a process: start on port 0 with no flag but the port, serve upstream's
+Control, log the address, stop cleanly on SIGTERM with health NOT_SERVING first; refuse invalid
+configurations with the reason."""
 
 from __future__ import annotations
 
@@ -14,21 +15,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from openengine.engine import FAULTS
-from openengine.v1 import discovery_pb2, discovery_service_pb2_grpc
+from openengine.v1 import control_service_pb2_grpc, server_pb2
 
 OESPEC = [sys.executable, "-m", "oespec.cli"]
 H = health_pb2.HealthCheckResponse
-
-
-@pytest.mark.slow
-def test_list_faults_prints_one_line_per_fault():
-    out = subprocess.run(OESPEC + ["engine", "--list-faults"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0
-    lines = out.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == list(FAULTS)
-    for line, fault in zip(lines, FAULTS.values()):   # with the part of the server it wraps
-        assert line.endswith(f"[{fault.part}]"), line
 
 
 @pytest.mark.slow
@@ -36,14 +26,17 @@ def test_invalid_combination_is_refused_at_start():
     out = subprocess.run(OESPEC + ["engine", "--port", "0", "--profiles", "core,kv"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
-    assert "openengine.kv is scoped to role" in out.stderr
+    assert "openengine.kv is for the roles prefill, decode" in out.stderr
+    # The connection flags reach the SDK, which judges them.
+    out = subprocess.run(OESPEC + ["engine", "--check-config", "--max-pending-calls", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "max_pending_calls 0" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 @pytest.mark.slow
 def test_subprocess_serves_then_stops_cleanly_with_not_serving_first():
-    proc = subprocess.Popen(OESPEC + ["engine", "--port", "0", "--profiles", "load,runtime-events",
-                                      "--token-delay-ms", "1"],
+    proc = subprocess.Popen(OESPEC + ["engine", "--port", "0"],
                             stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     try:
         address, lines = None, []
@@ -56,12 +49,12 @@ def test_subprocess_serves_then_stops_cleanly_with_not_serving_first():
             if "profiles:" in line:
                 profiles = line
             if address and profiles:
-                assert "openengine.load 1.0" in profiles and "openengine.runtime-events 1.0" in profiles
+                assert "openengine.load 1.0" in profiles and "openengine.admin 1.0" in profiles
                 break
         assert address and not address.endswith(":0"), lines
         with grpc.insecure_channel(address) as ch:
-            info = discovery_service_pb2_grpc.DiscoveryStub(ch).GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), timeout=10)
-            assert info.instance_id
+            info = control_service_pb2_grpc.ControlStub(ch).GetServerInfo(server_pb2.GetServerInfoRequest(), timeout=10)
+            assert info.instance_id and info.minimum_client_revision == 1
             watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=20)
             statuses = [next(watch).status]
             assert statuses == [H.SERVING]

@@ -6,8 +6,8 @@ import grpc
 import pytest
 from google.protobuf import message_factory
 
-from openengine.engine import catalogue
-from openengine.v1 import common_pb2
+from openengine.contract import catalogue
+from openengine.v1 import model_pb2, server_pb2
 
 from tests.engine.conftest import running
 
@@ -24,24 +24,27 @@ CONFIGS = [
 
 def _validate(stubs):
     from openengine.validate import validate_capabilities
-    return validate_capabilities(stubs.caps(), engine_info=stubs.info(), model_infos=[stubs.model()])
+    return validate_capabilities(stubs.caps(), server_info=stubs.info(), model_infos=[stubs.model()])
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: ",".join(kw.get("profiles", ("all",))) + "@" + kw.get("role", "aggregated"))
 def test_advertises_exactly_the_configured_profiles_and_passes_the_validators(kw):
     with running(**kw) as (engine, stubs):
         caps, info, model = stubs.caps(), stubs.info(), stubs.model()
-        expected = [p.name for p in engine.state.advertised]
+        expected = [p.name for p in engine.server.state.advertised]
         assert [p.name for p in caps.profiles] == expected
+        if "profiles" in kw and "all" not in kw["profiles"]:
+            wanted = {CAT.lookup(name).name for name in kw["profiles"]} | {"openengine.core"}
+            assert set(expected) == wanted
         # Capability messages are set for advertised profiles only (REQ-CAP-006).
         for p in CAT.profiles:
             if p.capability_field:
-                assert caps.HasField(p.capability_field) == (p.name in expected), p.name
+                where = caps.models[0] if p.scope == "model" else caps   # model-scoped: per model
+                assert where.HasField(p.capability_field) == (p.name in expected), p.name
         assert caps.revision == info.capability_revision == 1
-        assert info.instance_id == engine.state.instance_id
-        assert common_pb2.Role.Name(info.role) == "ROLE_" + engine.resolved.config.role.upper()
+        assert server_pb2.EngineRole.Name(info.engine_role) == "ENGINE_ROLE_" + kw.get("role", "aggregated").upper()
         model_scoped = [p for p in CAT.profiles if p.scope == "model" and p.name in expected]
-        assert [p.name for p in model.capabilities.profiles] == [p.name for p in model_scoped]
+        assert [p.name for p in caps.models[0].profiles] == [p.name for p in model_scoped]
         report = _validate(stubs)
         assert report.errors == [], report.errors
 
@@ -49,7 +52,7 @@ def test_advertises_exactly_the_configured_profiles_and_passes_the_validators(kw
 def test_configured_limits_are_advertised():
     with running(profiles=("load",), limits={"core": {"max_sequences": 3}, "load": {"min_watch_interval_ms": 25}}) as (_, stubs):
         caps = stubs.caps()
-        assert caps.generation.max_sequences == 3
+        assert caps.core.max_sequences == 3
         assert caps.observability.min_watch_interval_ms == 25
 
 
@@ -74,10 +77,9 @@ def test_rpcs_of_unadvertised_profiles_answer_unimplemented():
 
 
 def test_unknown_model_is_not_found(shared):
-    from openengine.v1 import discovery_pb2
     _, stubs = shared
     with pytest.raises(grpc.RpcError) as err:
-        stubs.discovery.GetModelInfo(discovery_pb2.GetModelInfoRequest(model="other"))
+        stubs.control.GetModelInfo(model_pb2.GetModelInfoRequest(model="other"))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -87,12 +89,13 @@ def test_reflection_lists_the_advertised_services(shared):
     stub = reflection_pb2_grpc.ServerReflectionStub(stubs.channel)
     responses = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
     listed = {s.name for s in responses[0].list_services_response.service}
-    assert set(engine.state.advertised_services()) <= listed
-    assert "grpc.health.v1.Health" in listed
-    assert "openengine.v1.Kv" not in listed
+    assert set(engine.server.state.advertised_services()) <= listed
+    assert "grpc.health.v1.Health" in listed and "openengine.v1.Control" in listed
+    assert "openengine.v1.Encoder" not in listed
 
 
-def test_schema_revision_is_the_compiled_registry_header(shared):
+def test_revisions_are_upstreams_scale_and_a_revision_1_client_is_served(shared):
     _, stubs = shared
-    compiled = catalogue().schema_revision
-    assert compiled >= 1 and stubs.info().schema_revision == compiled
+    info = stubs.info()
+    assert info.schema_revision == catalogue().schema_revision == 2
+    assert info.minimum_client_revision == 1 and info.schema_release

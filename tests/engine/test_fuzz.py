@@ -19,7 +19,6 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openengine.aliases import ALIASES
 from openengine.contract import HEALTH_SERVICE, catalogue
 
 from tests.engine.conftest import TOKEN, Records, running
@@ -149,8 +148,6 @@ ENGINES = {
     "decode": dict(role="decode", profiles=("kv", "load", "sessions", "runtime-events")),
     "encoder": dict(role="encoder", profiles=("encoder", "load")),
     "admin": dict(profiles=("admin", "load", "runtime-events")),
-    # The compatibility aliases' request types, on an engine that serves both earlier layouts.
-    "alias": dict(aliases=("openengine", "control")),
 }
 
 
@@ -168,8 +165,6 @@ def _targets():
         out.append((where, rpc.path, rpc.method))
     health = descriptor_pool.Default().FindServiceByName(HEALTH_SERVICE)
     out += [("aggregated", f"/{HEALTH_SERVICE}/{m.name}", m) for m in health.methods]
-    for alias in ALIASES.values():
-        out += [("alias", f"/{alias.service}/{m.name}", m) for m in alias.descriptor.methods]
     return out
 
 
@@ -243,22 +238,18 @@ def sampled_generate_requests(draw):
     sampling message): the path past validation, and the number checks right at its edge."""
     from openengine.v1 import generation_pb2
 
-    request = generation_pb2.GenerateRequest(text=draw(st.text(min_size=1, max_size=30)))
+    request = generation_pb2.GenerateRequest(prompt=draw(st.text(min_size=1, max_size=30)))
     if draw(st.integers(0, 3)) == 0:
         request.sampling.CopyFrom(draw(messages(generation_pb2.SamplingParams.DESCRIPTOR, depth=2)))
     fields = generation_pb2.SamplingParams.DESCRIPTOR.fields_by_name
     for name in draw(st.lists(st.sampled_from(sorted(NUMBER_FIELDS)), min_size=1, max_size=2, unique=True)):
-        if name == "logit_bias":
-            key = draw(st.integers(0, 300))
-            request.sampling.logit_bias[key] = draw(scalar(fields[name].message_type.fields_by_name["value"]))
-        else:
-            setattr(request.sampling, name, draw(scalar(fields[name])))
-    request.sampling.max_tokens = draw(st.integers(1, 4))
+        setattr(request.sampling, name, draw(scalar(fields[name])))
+    request.sampling.ClearField("num_sequences")
+    request.stopping.max_tokens = draw(st.integers(1, 4))
     return request
 
 
-NUMBER_FIELDS = {"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                 "logit_bias"}
+NUMBER_FIELDS = {"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"}
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Standard health per service, the admin guard (token, own address, mTLS), and the admin,
-adapter, session, task, encoder, KV and runtime-event behaviour behind it."""
+LoRA, session, task, encoder, KV and runtime-event behaviour behind it."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.v1 import (
-    adapters_pb2, admin_pb2, admin_service_pb2_grpc, capabilities_pb2, encoder_pb2, events_pb2,
-    generation_pb2, sessions_pb2, tasks_pb2,
+    admin_pb2, admin_service_pb2_grpc, capabilities_pb2, encoder_pb2, events_pb2, kv_pb2, lora_pb2, sessions_pb2,
+    tasks_pb2,
 )
+from openengine.v1 import generation_pb2 as g
 
 from tests.engine.conftest import AUTH, make_certificates, running
 
@@ -34,10 +35,10 @@ def check(stubs, service):
 
 def test_health_per_advertised_service_and_not_found_otherwise():
     with running(profiles=("load",)) as (engine, stubs):
-        for service in engine.state.advertised_services():
+        for service in engine.server.state.advertised_services():
             assert check(stubs, service) == H.SERVING, service
         assert check(stubs, "") == H.SERVING
-        for unknown in ("openengine.v1.Kv", "Inference", "openengine.v1.inference", "openengine.v1.Admin"):
+        for unknown in ("openengine.v1.Tasks", "Inference", "openengine.v1.inference", "openengine.v1.Admin"):
             with pytest.raises(grpc.RpcError) as err:
                 check(stubs, unknown)
             assert err.value.code() == grpc.StatusCode.NOT_FOUND, unknown
@@ -51,11 +52,11 @@ def test_pause_and_drain_make_inference_not_serving_while_control_stays_serving(
         stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=AUTH)
         assert check(stubs, "openengine.v1.Inference") == H.NOT_SERVING
         assert check(stubs, "") == H.NOT_SERVING
-        assert check(stubs, "openengine.v1.Discovery") == H.SERVING
+        assert check(stubs, "openengine.v1.Discovery") == H.SERVING == check(stubs, "openengine.v1.Control")
         assert check(stubs, "openengine.v1.Admin") == H.SERVING
         assert next(watch).status == H.NOT_SERVING
         with pytest.raises(grpc.RpcError) as err:
-            list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x")))
+            list(stubs.inference.Generate(g.GenerateRequest(prompt="x")))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH).resumed
         assert check(stubs, "openengine.v1.Inference") == H.SERVING
@@ -84,7 +85,7 @@ def test_admin_without_credentials_is_unauthenticated_and_does_nothing():
                 stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=metadata)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert check(stubs, "openengine.v1.Inference") == H.SERVING
-        assert engine.state.run.phase == events_pb2.ENGINE_STATE_SERVING
+        assert engine.server.state.run.phase == events_pb2.ENGINE_STATE_SERVING
 
 
 def test_update_config_starts_a_revision_and_announces_it():
@@ -97,8 +98,7 @@ def test_update_config_starts_a_revision_and_announces_it():
         res = stubs.admin.UpdateConfig(update, metadata=AUTH)
         assert (res.previous_revision, res.revision) == (1, 2)
         assert stubs.info().capability_revision == 2 == stubs.caps().revision
-        assert stubs.caps().adapters.max_loras == 3
-        assert stubs.model().capabilities.adapters.max_loras == 3
+        assert stubs.caps().models[0].adapters.max_loras == 3
         msg = next(events)
         assert msg.event.capability_revision_changed.previous_revision == 1
         assert msg.event.capability_revision_changed.revision == 2
@@ -112,24 +112,23 @@ def test_update_config_starts_a_revision_and_announces_it():
         assert stubs.info().capability_revision == 2
 
 
-def test_adapters_enforce_max_loras_and_emit_events():
+def test_lora_adapters_hold_as_many_as_max_cpu_loras_and_emit_events():
     with running(profiles=("adapters", "runtime-events"),
                  limits={"adapters": {"max_loras": 1, "max_cpu_loras": 1}}) as (engine, stubs):
         events = subscribe(stubs)
-        stubs.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(name="a", source="/x", rank=8))
+        adapter = lora_pb2.LoraAdapter(lora_id=1, lora_name="a", source_path="/x")
+        stubs.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
         with pytest.raises(grpc.RpcError) as err:
-            stubs.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(name="b", source="/y"))
+            stubs.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=lora_pb2.LoraAdapter(
+                lora_id=2, lora_name="b", source_path="/y")))
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert list(stubs.control.ListLoras(lora_pb2.ListLorasRequest()).adapters) == [adapter]
+        out = list(stubs.inference.Generate(g.GenerateRequest(prompt="q", lora_name="a")))
+        assert out[-1].HasField("finished")
         with pytest.raises(grpc.RpcError) as err:
-            stubs.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(name="c", source="/y", rank=999))
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert [a.name for a in stubs.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest()).adapters] == ["a"]
-        out = list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="q", adapter="a")))
-        assert out[-1].WhichOneof("kind") == "final"
-        with pytest.raises(grpc.RpcError) as err:
-            list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="q", adapter="zzz")))
+            list(stubs.inference.Generate(g.GenerateRequest(prompt="q", lora_name="zzz")))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        assert stubs.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(name="a")).unloaded
+        assert stubs.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name="a")).adapter == adapter
         assert stubs.info().capability_revision == 1  # adapters loaded are state, not capabilities
         kinds = [next(events).event.WhichOneof("kind") for _ in range(2)]
         events.cancel()
@@ -144,7 +143,7 @@ def test_sessions_clamp_ttl_and_limit_count():
         with pytest.raises(grpc.RpcError) as err:
             stubs.sessions.OpenSession(sessions_pb2.OpenSessionRequest())
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="first turn", session_id="s1")))
+        list(stubs.inference.Generate(g.GenerateRequest(prompt="first turn", session_id="s1")))
         listed = {x.session_id: x for x in stubs.sessions.ListSessions(sessions_pb2.ListSessionsRequest()).sessions}
         assert listed["s1"].retained_tokens > 0
         assert stubs.sessions.CloseSession(sessions_pb2.CloseSessionRequest(session_id="s1")).closed
@@ -155,7 +154,7 @@ def test_tasks_are_deterministic_and_bounded(shared):
     inputs = [tasks_pb2.TaskInput(text="a"), tasks_pb2.TaskInput(text="b")]
     e1 = stubs.tasks.Embed(tasks_pb2.EmbedRequest(inputs=inputs))
     e2 = stubs.tasks.Embed(tasks_pb2.EmbedRequest(inputs=inputs))
-    assert e1 == e2 and len(e1.embeddings[0].values) == stubs.caps().tasks.embedding_size
+    assert e1 == e2 and len(e1.embeddings[0].values) == stubs.caps().models[0].tasks.embedding_size
     assert len(stubs.tasks.Embed(tasks_pb2.EmbedRequest(inputs=inputs, dimensions=8)).embeddings[1].values) == 8
     c = stubs.tasks.Classify(tasks_pb2.ClassifyRequest(inputs=inputs))
     assert abs(sum(l.probability for l in c.classifications[0].labels) - 1) < 1e-5
@@ -178,7 +177,7 @@ def test_encoder_returns_handles():
         res = stubs.encoder.Encode(encoder_pb2.EncodeRequest(items=[encoder_pb2.MultimodalItem(
             item_id="i1", image=encoder_pb2.MediaSource(data=b"\x89PNG"))]))
         h = res.handles[0]
-        assert h.item_id == "i1" and h.encoder_instance_id == engine.state.instance_id and h.num_tokens > 0
+        assert h.item_id == "i1" and h.encoder_instance_id == stubs.info().instance_id and h.num_tokens > 0
         with pytest.raises(grpc.RpcError) as err:
             stubs.encoder.Encode(encoder_pb2.EncodeRequest(items=[encoder_pb2.MultimodalItem(
                 audio=encoder_pb2.MediaSource(data=b"x"))]))
@@ -186,20 +185,20 @@ def test_encoder_returns_handles():
 
 
 def test_kv_events_follow_the_prefix_cache():
-    from openengine.v1 import kv_pb2
     with running(role="prefill", profiles=("kv", "admin")) as (engine, stubs):
-        sub = stubs.kv.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(), timeout=20)
-        assert _until(lambda: engine.call(lambda: len(engine.backend.kv_events.subscribers)) == 1)
-        sources = stubs.kv.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest()).sources
-        assert sources[0].endpoint == engine.address
-        list(stubs.inference.Generate(generation_pb2.GenerateRequest(text="x" * 40)))
-        stored = next(sub)
-        assert stored.sequence == 1 and stored.events[0].WhichOneof("kind") == "stored"
+        sub = stubs.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(), timeout=20)
+        assert _until(lambda: len(engine.backend.kv_events.subscribers) == 1)
+        sources = stubs.control.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest()).sources
+        endpoint = sources[0].endpoint_addr
+        assert f"{endpoint.host}:{endpoint.port}" == engine.address and sources[0].transport == "grpc"
+        list(stubs.inference.Generate(g.GenerateRequest(prompt="x" * 40)))
+        stored = next(sub).batch
+        assert stored.sequence_number == 1 and stored.events[0].WhichOneof("event") == "block_stored"
         assert stubs.admin.ResetPrefixCache(admin_pb2.ResetPrefixCacheRequest(), metadata=AUTH).reset
-        assert next(sub).events[0].WhichOneof("kind") == "cleared"
+        assert next(sub).batch.events[0].WhichOneof("event") == "all_blocks_cleared"
         sub.cancel()
-        replay = stubs.kv.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(from_sequence=1))
-        assert [next(replay).sequence for _ in range(2)] == [1, 2]
+        replay = stubs.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(start_sequence_number=1))
+        assert [next(replay).batch.sequence_number for _ in range(2)] == [1, 2]
         replay.cancel()
 
 
@@ -219,7 +218,7 @@ def test_admin_on_its_own_address():
         with pytest.raises(grpc.RpcError) as err:
             stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        with grpc.insecure_channel(engine.engine.admin_address) as ch:
+        with grpc.insecure_channel(engine.server.admin_address) as ch:
             admin = admin_service_pb2_grpc.AdminStub(ch)
             assert admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH).resumed is False
             health = health_pb2_grpc.HealthStub(ch)
@@ -236,17 +235,17 @@ def test_admin_mtls(tmp_path):
              "tls_key": str(tmp_path / "server.key"), "client_ca": str(tmp_path / "ca.pem")}
     with running(profiles=("admin",), admin=admin) as (engine, _):
         good = grpc.ssl_channel_credentials(read("ca.pem"), read("client.key"), read("client.pem"))
-        with grpc.secure_channel(engine.engine.admin_address, good) as ch:
+        with grpc.secure_channel(engine.server.admin_address, good) as ch:
             stub = admin_service_pb2_grpc.AdminStub(ch)
             assert stub.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), timeout=10).resumed is False
         no_cert = grpc.ssl_channel_credentials(read("ca.pem"))
-        with grpc.secure_channel(engine.engine.admin_address, no_cert) as ch:
+        with grpc.secure_channel(engine.server.admin_address, no_cert) as ch:
             stub = admin_service_pb2_grpc.AdminStub(ch)
             with pytest.raises(grpc.RpcError) as err:
                 stub.PauseGeneration(admin_pb2.PauseGenerationRequest(), timeout=10)
             # The TLS handshake refuses a client without a certificate: nothing reaches Admin.
             assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED)
-        assert engine.state.run.phase == events_pb2.ENGINE_STATE_SERVING
+        assert engine.server.state.run.phase == events_pb2.ENGINE_STATE_SERVING
 
 
 def _until(predicate, timeout=5.0):
@@ -261,7 +260,7 @@ def _until(predicate, timeout=5.0):
 
 def test_health_watch_of_an_unknown_service_stays_open_with_service_unknown(shared):
     _, stubs = shared
-    call = stubs.health.Watch(health_pb2.HealthCheckRequest(service="openengine.v1.Kv"), timeout=0.5)
+    call = stubs.health.Watch(health_pb2.HealthCheckRequest(service="openengine.v1.Nothing"), timeout=0.5)
     assert next(call).status == H.SERVICE_UNKNOWN
     with pytest.raises(grpc.RpcError) as err:
         next(call)
@@ -270,20 +269,20 @@ def test_health_watch_of_an_unknown_service_stays_open_with_service_unknown(shar
 
 def test_drain_deadline_aborts_what_is_still_running_and_pause_keep_suspends():
     with running(profiles=("admin", "load")) as (engine, stubs):
-        long = generation_pb2.GenerateRequest(text="x", sampling=generation_pb2.SamplingParams(max_tokens=250))
+        long = g.GenerateRequest(prompt="x", stopping=g.StoppingOptions(max_tokens=250))
         gen = stubs.inference.Generate(long, timeout=20)
         next(gen)
         progress = list(stubs.admin.Drain(admin_pb2.DrainRequest(deadline_ms=100), metadata=AUTH, timeout=20))
         assert progress[0].remaining_requests == 1 and progress[-1].done
         assert sum(p.aborted_requests for p in progress[-1:]) == 1
         last = list(gen)[-1]
-        assert last.error.code == 3 and last.error.retryable  # ERROR_CODE_ABORTED, may be sent elsewhere
+        assert last.HasField("finished") and last.finished.reason == g.FINISH_REASON_CANCELLED
         stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH)
-        gen = stubs.inference.Generate(generation_pb2.GenerateRequest(
-            text="y", sampling=generation_pb2.SamplingParams(max_tokens=30)), timeout=20)
+        gen = stubs.inference.Generate(g.GenerateRequest(prompt="y", stopping=g.StoppingOptions(max_tokens=30)),
+                                       timeout=20)
         next(gen)
         kept = stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(mode=capabilities_pb2.PAUSE_MODE_KEEP),
                                            metadata=AUTH)
         assert kept.kept_requests == 1 and kept.aborted_requests == 0
         stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=AUTH)
-        assert list(gen)[-1].WhichOneof("kind") == "final"
+        assert list(gen)[-1].finished.reason == g.FINISH_REASON_LENGTH

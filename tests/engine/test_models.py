@@ -1,15 +1,16 @@
 """Several served models: per-model ModelInfo and model-scoped profiles (REQ-CAP-012, REQ-CAP-013,
-REQ-TASKS-001), routing by `model`, per-model adapter limits, and the `models:` configuration."""
+REQ-TASKS-001), routing by `model`, per-model limits, and the `models:` configuration."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
-from openengine.engine import ConfigError, EngineConfig, ModelConfig, config_from_mapping, resolve_config
-from openengine.v1 import (
-    adapters_pb2, admin_pb2, discovery_pb2, generation_pb2, tasks_pb2,
-)
+from openengine.engine import ConfigError, EngineConfig, ModelConfig, ReferenceBackend, check, config_from_mapping
+from openengine.engine import serve_config
+from openengine.serve import CannotServe, Server
+from openengine.v1 import admin_pb2, lora_pb2, model_pb2, tasks_pb2
+from openengine.v1 import generation_pb2 as g
 
 from tests.engine.conftest import AUTH
 
@@ -30,11 +31,19 @@ def two():
 
 
 def _info(stubs, model):
-    return stubs.discovery.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=model))
+    return stubs.control.GetModelInfo(model_pb2.GetModelInfoRequest(model=model))
 
 
-def _profiles(info):
-    return {p.name for p in info.capabilities.profiles}
+def _model_caps(stubs, model):
+    return next(m for m in stubs.caps().models if m.model == model)
+
+
+def _profiles(caps):
+    return {p.name for p in caps.profiles}
+
+
+def _server(config: EngineConfig) -> Server:
+    return Server(ReferenceBackend(check(config)), serve_config(config))
 
 
 def _code(call) -> grpc.StatusCode:
@@ -43,24 +52,24 @@ def _code(call) -> grpc.StatusCode:
     return err.value.code()
 
 
-def test_engine_info_lists_every_model_and_the_first_is_the_default(two):
+def test_server_info_lists_every_model(two):
     _, stubs = two
-    assert list(stubs.info().served_models) == ["chat", "embedder"]
-    assert stubs.model().model == "chat"
+    assert list(stubs.info().supported_models) == ["chat", "embedder"]
+    assert stubs.model("chat").served_model_name == "chat"
 
 
-def test_model_info_per_model(two):
+def test_model_info_and_model_capabilities_per_model(two):
     _, stubs = two
     chat, embed = _info(stubs, "chat"), _info(stubs, "embedder")
-    assert (chat.max_context_tokens, chat.max_output_tokens) == (2048, 128)
-    assert (embed.max_context_tokens, embed.max_output_tokens) == (512, 16)
+    assert (chat.max_context_length, chat.max_output_tokens) == (2048, 128)
+    assert (embed.max_context_length, embed.max_output_tokens) == (512, 16)
+    chat, embed = _model_caps(stubs, "chat"), _model_caps(stubs, "embedder")
     assert _profiles(chat) == {"openengine.adapters"}
     assert _profiles(embed) == {"openengine.tasks", "openengine.adapters"}
     # REQ-CAP-012: the capability message only for the models that list the profile.
-    assert not chat.capabilities.HasField("tasks")
-    assert chat.capabilities.adapters.max_lora_rank == 32
-    assert embed.capabilities.adapters.max_lora_rank == stubs.caps().adapters.max_lora_rank == 64
-    assert len(embed.capabilities.tasks.supported_tasks) == 1
+    assert not chat.HasField("tasks")
+    assert chat.adapters.max_lora_rank == 32 and embed.adapters.max_lora_rank == 64
+    assert len(embed.tasks.supported_tasks) == 1
     assert _code(lambda: _info(stubs, "no-such-model")) == grpc.StatusCode.NOT_FOUND
 
 
@@ -68,8 +77,8 @@ def test_capabilities_pass_the_generated_validators(two):
     from openengine.validate import validate_capabilities
 
     _, stubs = two
-    infos = [_info(stubs, m) for m in stubs.info().served_models]
-    report = validate_capabilities(stubs.caps(), engine_info=stubs.info(), model_infos=infos)
+    infos = [_info(stubs, m) for m in stubs.info().supported_models]
+    report = validate_capabilities(stubs.caps(), server_info=stubs.info(), model_infos=infos)
     assert not report.errors, report.errors
     advertised = {p.name for p in stubs.caps().profiles}
     assert {"openengine.tasks", "openengine.adapters"} <= advertised
@@ -94,38 +103,23 @@ def test_generate_routes_by_model_and_uses_its_limits(two):
     _, stubs = two
 
     def generate(model, max_tokens):
-        req = generation_pb2.GenerateRequest(model=model, text="hi",
-                                             sampling=generation_pb2.SamplingParams(max_tokens=max_tokens))
+        req = g.GenerateRequest(model=model, prompt="hi", stopping=g.StoppingOptions(max_tokens=max_tokens))
         return list(stubs.inference.Generate(req))
 
-    assert generate("embedder", 16)[-1].HasField("final")
-    assert generate("", 100)[-1].HasField("final")  # the default model allows 128
+    assert generate("embedder", 16)[-1].HasField("finished")
+    assert generate("", 100)[-1].HasField("finished")  # the default model allows 128
     assert _code(lambda: generate("embedder", 17)) == grpc.StatusCode.INVALID_ARGUMENT
     assert _code(lambda: generate("no-such-model", 4)) == grpc.StatusCode.NOT_FOUND
 
 
-def test_adapter_limits_are_per_model(start):
-    _, stubs = start(models=TWO)
-
-    def load(name, model, rank=1):
-        return stubs.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(
-            name=name, model=model, source=f"test://{name}", rank=rank))
-
-    assert _code(lambda: load("big", "chat", rank=33)) == grpc.StatusCode.INVALID_ARGUMENT
-    assert load("big", "embedder", rank=33).adapter.model == "embedder"
-    assert load("a1", "chat").adapter.model == "chat"
-    assert load("a2", "chat").adapter.model == "chat"
-    # chat holds max(max_loras, max_cpu_loras) = 2; the embedder's adapters do not count.
-    assert _code(lambda: load("a3", "chat")) == grpc.StatusCode.RESOURCE_EXHAUSTED
-    listed = stubs.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest(model="chat"))
-    assert sorted(a.name for a in listed.adapters) == ["a1", "a2"]
-    assert sum(a.resident for a in listed.adapters) == 1  # chat's max_loras = 1
-    # An adapter serves only the model it was loaded for.
-    req = generation_pb2.GenerateRequest(model="chat", adapter="big", text="hi",
-                                         sampling=generation_pb2.SamplingParams(max_tokens=2))
+def test_an_adapter_serves_the_models_that_list_adapters(start):
+    _, stubs = start(profiles=("adapters",), models=(CHAT, ModelConfig(name="plain", profiles=())))
+    adapter = lora_pb2.LoraAdapter(lora_id=1, lora_name="sql", source_path="/adapters/sql")
+    stubs.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
+    req = g.GenerateRequest(model="chat", lora_name="sql", prompt="hi", stopping=g.StoppingOptions(max_tokens=2))
+    assert list(stubs.inference.Generate(req))[-1].HasField("finished")
+    req.model = "plain"
     assert _code(lambda: list(stubs.inference.Generate(req))) == grpc.StatusCode.INVALID_ARGUMENT
-    req.model = "embedder"
-    assert list(stubs.inference.Generate(req))[-1].HasField("final")
 
 
 def test_update_config_for_one_model_changes_only_that_model(start):
@@ -134,28 +128,21 @@ def test_update_config_for_one_model_changes_only_that_model(start):
         limit="openengine.adapters.max_loras", model="embedder", uint_value=1)])
     resp = stubs.admin.UpdateConfig(update, metadata=AUTH)
     assert resp.changed_limits == ["openengine.adapters.max_loras"]
-    assert _info(stubs, "embedder").capabilities.adapters.max_loras == 1
-    assert stubs.caps().adapters.max_loras == 2
+    assert _model_caps(stubs, "embedder").adapters.max_loras == 1
+    assert _model_caps(stubs, "chat").adapters.max_loras == 1    # its own value
     # An empty model means every model, including one that set its own value.
     update.updates[0].model, update.updates[0].uint_value = "", 3
     stubs.admin.UpdateConfig(update, metadata=AUTH)
-    assert {_info(stubs, m).capabilities.adapters.max_loras for m in ("chat", "embedder")} == {3}
+    assert {_model_caps(stubs, m).adapters.max_loras for m in ("chat", "embedder")} == {3}
     update.updates[0].limit, update.updates[0].model = "openengine.tasks.max_inputs_per_request", "chat"
     assert _code(lambda: stubs.admin.UpdateConfig(update, metadata=AUTH, timeout=5)) \
         == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_a_model_scoped_profile_no_model_lists_is_not_advertised():
-    resolved = resolve_config(EngineConfig(models=(ModelConfig(name="a", profiles=()),)))
-    names = {p.name for p in resolved.advertised}
+    config = EngineConfig(profiles=("load",), models=(ModelConfig(name="a", profiles=()),))
+    names = {p.name for p in _server(config).state.advertised}
     assert "openengine.tasks" not in names and "openengine.adapters" not in names
-    assert resolved.models[0].profiles == ()
-
-
-def test_single_model_form_still_lists_every_model_scoped_profile():
-    resolved = resolve_config(EngineConfig())
-    assert [m.name for m in resolved.models] == ["reference-byte-model"]
-    assert set(resolved.models[0].profiles) == {"openengine.tasks", "openengine.adapters"}
 
 
 def test_models_from_a_configuration_mapping():
@@ -165,21 +152,28 @@ def test_models_from_a_configuration_mapping():
         {"name": "embedder", "profiles": "tasks"},
     ]})
     assert [m.name for m in config.served_models] == ["chat", "embedder"]
-    resolved = resolve_config(config)
-    assert resolved.models[0].overrides == {"openengine.adapters": {"max_lora_rank": 32}}
-    assert resolved.models[1].profiles == ("openengine.tasks",)
+    assert config.served_models[0].limits == {"adapters": {"max_lora_rank": 32}}
+    assert config.served_models[1].profiles == ("tasks",)
+    assert {"openengine.tasks", "openengine.adapters"} <= {p.name for p in _server(config).state.advertised}
 
 
 @pytest.mark.parametrize("models, fragment", [
-    ([{"name": "a", "profiles": ["load"]}], "not model-scoped"),
-    ([{"name": "a", "profiles": ["adapters"], "limits": {"tasks": {"embedding_size": 8}}}], "does not list"),
+    ([{"name": "a", "profiles": ["load"]}], "not a model-scoped profile"),
     ([{"name": "a", "limits": {"adapters": {"no_such_limit": 1}}}], "no limit"),
+])
+def test_bad_models_are_refused_by_the_sdk(models, fragment):
+    with pytest.raises(CannotServe) as err:
+        _server(config_from_mapping({"models": models}))
+    assert any(fragment in p for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize("models, fragment", [
     ([{"name": "a"}, {"name": "a"}], "twice"),
     ([{"name": "a", "max_context_tokens": 8, "max_output_tokens": 9}], "max_output_tokens"),
 ])
-def test_bad_models_are_refused(models, fragment):
+def test_bad_models_are_refused_by_the_engine(models, fragment):
     with pytest.raises(ConfigError) as err:
-        resolve_config(config_from_mapping({"models": models}))
+        check(config_from_mapping({"models": models}))
     assert any(fragment in p for p in err.value.problems)
 
 

@@ -2,8 +2,7 @@
 abruptly (stream cancels, processes that exit without closing their sockets, SIGKILL) while the
 engine writes snapshots to them; most of them do not read, so writes are pending when they go. The
 engine's log holds no traceback, and its tasks, file descriptors and memory return to where they
-were. `SOAK_FAULTS=wire-policy-off` runs it against an engine without the wire policy, where
-gRPC logs `ExecuteBatchError` tracebacks for the same clients."""
+were."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from openengine.serve.wire import VANISHED
 from openengine.v1 import generation_pb2, inference_service_pb2_grpc, load_pb2, observability_service_pb2_grpc
 
 from tests.engine.conftest import Records, running
@@ -41,8 +39,15 @@ def rss_kib() -> int:
 
 def measure(engine) -> dict[str, int]:
     gc.collect()
-    return {"tasks": engine.call(lambda: len(asyncio.all_tasks())), "fds": len(os.listdir("/proc/self/fd")),
-            "rss_kib": rss_kib(), "watchers": len(engine.state.load)}
+    async def tasks() -> int:
+        return len(asyncio.all_tasks())
+    return {"tasks": asyncio.run_coroutine_threadsafe(tasks(), engine.loop).result(10),
+            "fds": len(os.listdir("/proc/self/fd")), "rss_kib": rss_kib(), "watchers": watchers(engine)}
+
+
+def watchers(engine) -> int:
+    """The WatchLoad streams the SDK still holds."""
+    return len(engine.server.state.load)
 
 
 def wait_for(predicate, timeout: float) -> bool:
@@ -94,27 +99,24 @@ def test_a_thousand_watchers_vanish_quietly(capfd):
     root.setLevel(logging.DEBUG)
     busy = threading.Event()
     try:
-        faults = tuple(os.environ.get("SOAK_FAULTS", "").split(",")) if os.environ.get("SOAK_FAULTS") else ()
-        with running(profiles=("load",), data_parallel_size=2, limits=LIMITS, token_delay_ms=2.0,
-                     faults=faults) as (engine, stubs):
+        with running(profiles=("load",), data_parallel_size=2, limits=LIMITS, token_delay_ms=2.0) as (engine, stubs):
             # Load that keeps changing, so change-driven snapshots are written too.
             def generate_forever():
                 inference = inference_service_pb2_grpc.InferenceStub(stubs.channel)
                 while not busy.is_set():
                     try:
                         list(inference.Generate(generation_pb2.GenerateRequest(
-                            text="soak", sampling=generation_pb2.SamplingParams(max_tokens=20)), timeout=20))
+                            prompt="soak", stopping=generation_pb2.StoppingOptions(max_tokens=20)), timeout=20))
                     except grpc.RpcError:
                         pass   # a slow machine; the load it makes is what matters
 
             worker = threading.Thread(target=generate_forever, daemon=True)
             worker.start()
             run_clients(engine.address, [("cancel", 1, 50)])   # warm-up: gRPC's own lazily made state
-            assert wait_for(lambda: len(engine.state.load) == 0, 20)
+            assert wait_for(lambda: watchers(engine) == 0, 20)
             baseline = measure(engine)
             run_clients(engine.address, WAVES)
-            assert wait_for(lambda: len(engine.state.load) == 0, 30), \
-                f"{len(engine.state.load)} watchers still registered"
+            assert wait_for(lambda: watchers(engine) == 0, 30), f"{watchers(engine)} watchers still registered"
             # Every stream's task ends: none waits forever for a client that is gone.
             assert wait_for(lambda: measure(engine)["tasks"] <= baseline["tasks"] + 2, 30), \
                 (baseline, measure(engine))
@@ -126,7 +128,6 @@ def test_a_thousand_watchers_vanish_quietly(capfd):
                 load_pb2.WatchLoadRequest(interval_ms=5))
             assert next(call).HasField("settings") and next(call).HasField("snapshot")
             call.cancel()
-            vanished = engine.engine.wire.counter.counts.get(VANISHED, 0)
     finally:
         busy.set()
         root.removeHandler(records)
@@ -137,4 +138,4 @@ def test_a_thousand_watchers_vanish_quietly(capfd):
     assert not noisy, [(r.name, r.getMessage()[:200]) for r in noisy[:5]]
     err = capfd.readouterr().err
     assert not any(w in err for w in TRACEBACK_WORDS), err[-2000:]
-    print(f"baseline {baseline}, after {after}, writes to vanished clients: {vanished}")
+    print(f"baseline {baseline}, after {after}")

@@ -55,6 +55,6 @@ def test_admin_refuses_an_illegal_transition_with_failed_precondition():
             stubs.admin.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=AUTH, timeout=5)
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "SLEEPING" in err.value.details() and "WakeUp" in err.value.details()
-        assert engine.state.run.phase == SLEEPING     # unchanged by the refused call
+        assert engine.server.state.run.phase == SLEEPING     # unchanged by the refused call
         assert stubs.admin.WakeUp(admin_pb2.WakeUpRequest(), metadata=AUTH, timeout=5).awake
-        assert engine.state.run == RunState(SERVING)
+        assert engine.server.state.run == RunState(SERVING)

@@ -10,8 +10,8 @@ import pytest
 from openengine.llama.backend import LlamaBackend, LlamaConfig
 from openengine.serve import RunningServer, ServeConfig
 from openengine.v1 import (
-    discovery_pb2, discovery_service_pb2_grpc, generation_pb2, inference_service_pb2_grpc, load_pb2,
-    observability_service_pb2_grpc,
+    control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, generation_pb2,
+    inference_service_pb2_grpc, model_pb2, server_pb2,
 )
 
 PROMPTS = ["hello engine", "the model says", "open stream of tokens", "conformance request"]
@@ -38,40 +38,68 @@ def channel(served):
         yield channel
 
 
-def generate(channel, prompt, **sampling):
-    stub = inference_service_pb2_grpc.InferenceStub(channel)
-    return stub.Generate(generation_pb2.GenerateRequest(
-        text=prompt, sampling=generation_pb2.SamplingParams(**sampling)), timeout=60)
+def generate(channel, prompt, *, stop=(), logprobs=None, **options):
+    """Generate with upstream's request: `options` go to the sampling or stopping group by name,
+    `stop` are stop texts, `logprobs` the output candidates asked for."""
+    request = generation_pb2.GenerateRequest(prompt=prompt)
+    for key, value in options.items():
+        group = request.stopping if key in generation_pb2.StoppingOptions.DESCRIPTOR.fields_by_name \
+            else request.sampling
+        setattr(group, key, value)
+    for text in stop:
+        request.stopping.conditions.add(stop_text=text)
+    if logprobs is not None:
+        request.response.return_output_logprobs = True
+        request.response.output_candidates.top_n = logprobs
+    return inference_service_pb2_grpc.InferenceStub(channel).Generate(request, timeout=60)
 
 
 def tokens_of(responses) -> list[int]:
-    return [t for r in responses for t in (r.chunk.token_ids if r.HasField("chunk") else r.final.token_ids)]
+    return [t.token_id for r in responses if r.HasField("token") for t in r.token.tokens]
+
+
+def finished(responses):
+    ends = [r for r in responses if r.HasField("finished")]
+    assert len(ends) == 1 and responses[-1] is ends[0], "exactly one GenerationFinished, last"
+    return ends[0]
 
 
 def test_it_advertises_what_the_model_file_and_configuration_say(channel, tiny_model):
-    stub = discovery_service_pb2_grpc.DiscoveryStub(channel)
-    caps = stub.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+    caps = discovery_service_pb2_grpc.DiscoveryStub(channel).GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
     assert sorted(p.name for p in caps.profiles) == ["openengine.admin", "openengine.core", "openengine.load"]
     assert list(caps.admin.pause_modes) == [1, 2, 3] and caps.admin.max_sleep_level == 1
     assert not caps.admin.updatable_limits
-    assert caps.generation.max_running_requests == MAX_RUNNING
-    assert caps.generation.max_logprobs == 5
-    assert caps.generation.min_p and caps.generation.logit_bias and not caps.generation.prompt_logprobs
-    assert not caps.generation.guided_decoding_modes
-    info = stub.GetModelInfo(discovery_pb2.GetModelInfoRequest(model="openengine-tiny"))
-    assert (info.max_context_tokens, info.max_output_tokens) == (512, 256)
-    assert info.tokenizer.vocab_size == tiny_model.facts.vocab_size
-    assert (info.tokenizer.eos_token_id, info.tokenizer.bos_token_id) == (2, 1)
-    engine = stub.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
-    assert engine.served_models == ["openengine-tiny"] and engine.engine_name == "llama.cpp"
+    assert caps.core.max_running_requests == MAX_RUNNING
+    assert caps.core.max_logprobs == 5 and caps.core.output_logprobs
+    assert caps.core.min_p and not caps.core.prompt_logprobs
+    assert not caps.core.guided_decoding_modes
+    control = control_service_pb2_grpc.ControlStub(channel)
+    info = control.GetModelInfo(model_pb2.GetModelInfoRequest(model="openengine-tiny"))
+    assert (info.max_context_length, info.max_output_tokens) == (512, 256)
+    assert (info.vocab_size, info.eos_token_id) == (tiny_model.facts.vocab_size, 2)
+    server = control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    assert list(server.supported_models) == ["openengine-tiny"] and server.engine_name == "llama.cpp"
 
 
 def test_a_greedy_request_through_openengine_gets_llama_cpps_tokens(channel, tiny_model, direct):
     responses = list(generate(channel, PROMPTS[0], temperature=0.0, max_tokens=48, ignore_eos=True))
-    final = responses[-1].final
+    end = finished(responses)
     assert tokens_of(responses) == direct(tiny_model.tokenize(PROMPTS[0]), 48)
-    assert final.finish_reason == generation_pb2.FINISH_REASON_LENGTH
-    assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (len(tiny_model.tokenize(PROMPTS[0])), 48)
+    assert end.finished.reason == generation_pb2.FINISH_REASON_LENGTH and end.finished.output_index == 0
+    prompt = len(tiny_model.tokenize(PROMPTS[0]))
+    assert (end.usage.prompt_tokens, end.usage.completion_tokens, end.usage.total_tokens) == (prompt, 48, prompt + 48)
+    assert all(not r.HasField("usage") for r in responses[:-1])
+
+
+def test_a_stop_text_ends_the_output_and_is_reported(channel):
+    free = list(generate(channel, PROMPTS[3], temperature=0.0, max_tokens=40, ignore_eos=True))
+    text = "".join(r.token.text for r in free if r.HasField("token"))
+    stop = text[len(text) // 2:][:3]
+    assert stop.strip()
+    stopped = list(generate(channel, PROMPTS[3], temperature=0.0, max_tokens=40, ignore_eos=True, stop=[stop]))
+    end = finished(stopped).finished
+    assert (end.reason, end.stop_match.stop_text) == (generation_pb2.FINISH_REASON_STOP, stop)
+    assert "".join(r.token.text for r in stopped if r.HasField("token")) == text[:text.index(stop)]
 
 
 def test_a_seeded_request_through_openengine_gets_llama_cpps_tokens(channel, tiny_model, direct):
@@ -85,28 +113,28 @@ def test_cancelling_one_of_several_requests_leaves_the_others_tokens_unchanged(c
     calls = [generate(channel, prompt, temperature=0.0, max_tokens=200, ignore_eos=True)
              for prompt in PROMPTS[:MAX_RUNNING]]
     first = next(calls[1])
-    assert first.HasField("chunk")
+    assert first.HasField("token")
     calls[1].cancel()
     for k in (0, 2):
         assert tokens_of(list(calls[k])) == direct(tiny_model.tokenize(PROMPTS[k]), 200)
-    load = observability_service_pb2_grpc.ObservabilityStub(channel).GetLoad(load_pb2.GetLoadRequest())
+    load = control_service_pb2_grpc.ControlStub(channel).GetLoad(server_pb2.GetLoadRequest())
     assert (load.running_requests, load.queued_requests, load.used_kv_blocks) == (0, 0, 0)
     assert load.total_kv_blocks == 512 * MAX_RUNNING
 
 
 def test_logprobs_and_text_reach_the_client(channel):
     responses = list(generate(channel, PROMPTS[2], temperature=0.0, max_tokens=6, logprobs=2, ignore_eos=True))
-    logprobs = [lp for r in responses for lp in (r.chunk.logprobs if r.HasField("chunk") else r.final.logprobs)]
-    assert [lp.token_id for lp in logprobs] == tokens_of(responses)
-    assert all(lp.rank == 1 and len(lp.top) == 2 and lp.top[0].token_id == lp.token_id for lp in logprobs)
+    infos = [t for r in responses if r.HasField("token") for t in r.token.tokens]
+    assert len(infos) == 6 and all(t.HasField("logprob") for t in infos)
+    assert all(t.rank == 1 and len(t.candidates) == 2 and t.candidates[0].token_id == t.token_id for t in infos)
     skipped = list(generate(channel, PROMPTS[2], temperature=0.0, max_tokens=6, ignore_eos=True))
     assert tokens_of(skipped) == tokens_of(responses)
 
 
 @pytest.mark.parametrize(("prompt", "sampling", "says"), [
     ("hello" * 300, {"max_tokens": 256},   # the beginning-of-sequence token and 300 words
-     "sampling.max_tokens: the prompt's 301 tokens plus 256 exceed ModelInfo.max_context_tokens = 512"),
-    (PROMPTS[0], {"max_tokens": 4, "min_tokens": 5}, "sampling.min_tokens: 5 exceeds max_tokens 4"),
+     "stopping.max_tokens: the prompt's 301 tokens plus 256 exceed ModelInfo.max_context_length = 512"),
+    (PROMPTS[0], {"max_tokens": 4, "min_tokens": 5}, "stopping.min_tokens: 5 exceeds max_tokens 4"),
     (PROMPTS[0], {"seed": 2 ** 32}, "sampling.seed: 4294967296 is above 4294967294"),
 ], ids=["context", "min-tokens", "seed"])
 def test_what_only_the_engine_knows_is_refused_before_any_message(channel, prompt, sampling, says):
@@ -120,4 +148,4 @@ def test_a_prompt_that_fills_the_context_is_refused(channel):
     with pytest.raises(grpc.RpcError) as refused:
         list(generate(channel, "hello " * 600, max_tokens=1))
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "leave no room in the context (ModelInfo.max_context_tokens = 512)" in refused.value.details()
+    assert "leave no room in the context (ModelInfo.max_context_length = 512)" in refused.value.details()

@@ -66,7 +66,7 @@ def test_the_llama_engine_conforms(tiny_model_path):
 @pytest.mark.parametrize(("args", "says"), [
     ((), "--backend llama needs --model FILE.gguf"),
     (("--model", "/nonexistent/model.gguf"), "/nonexistent/model.gguf: no such model file"),
-    (("--model", "m.gguf", "--fault", "x"), "--fault: only the reference engine takes this flag"),
+    (("--model", "m.gguf", "--role", "decode"), "--role: only the reference engine takes this flag"),
     (("--model", "m.gguf", "--limit", "core.max_sequences=2"),
      "the llama backend sets core.max_running_requests=N"),
     (("--model", "m.gguf", "--limit", "core.max_running_requests=300"),

@@ -198,7 +198,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
                              stop_token_ids=frozenset({stop_token})))
     final = collector.finished("stop-id")
     assert collector.tokens("stop-id") == free[:first + 1]
-    assert (final.reason, final.stop_reason) == (FinishReason.STOP, str(stop_token))
+    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_token_id", stop_token))
     collector.finished("stop-id-late")
     later = free.index(stop_token, first + 1) if stop_token in free[first + 1:] else 59
     assert collector.tokens("stop-id-late") == free[:later + 1]
@@ -213,7 +213,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
     scheduler.submit(request(tiny_model, "stop-str-kept", PROMPTS[0], max_tokens=60, stop=(stop,),
                              include_stop_in_output=True))
     final = collector.finished("stop-str")
-    assert (final.reason, final.stop_reason) == (FinishReason.STOP, stop)
+    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_text", stop))
     assert collector.text("stop-str") == text[:cut]
     assert collector.tokens("stop-str") == free[:final.completion_tokens]
     assert final.completion_tokens < 60

@@ -35,8 +35,8 @@ class AdminBackend(Backend):
         self.slots = asyncio.Semaphore(self.SLOTS)
 
     async def generate(self, request):
-        count = request.sampling.max_tokens if request.sampling.HasField("max_tokens") else 16
-        stops = SequenceStops(request.sampling)
+        count = request.stopping.max_tokens if request.stopping.HasField("max_tokens") else 16
+        stops = SequenceStops(request.stopping)
         self.queued += 1
         waiting = True
         try:
@@ -56,7 +56,7 @@ class AdminBackend(Backend):
                         if stop is not None or i == count:
                             reason = FinishReason.LENGTH if stop is None else FinishReason.STOP
                             yield Final(reason, prompt_tokens=1, completion_tokens=i, token_ids=(token,),
-                                        stop_reason=stop or "")
+                                        stop_match=stop)
                             return
                         yield Chunk((token,))
                 finally:

@@ -1,7 +1,7 @@
 """Bounded admission in the SDK (REQ-CORE-014): with `max_queued_requests` advertised, the engine
 takes `max_running_requests + max_queued_requests` Generate calls and refuses the next one with a
-retryable RESOURCE_EXHAUSTED whose EngineError travels in the status details, counted in
-LoadInfo.rejected_requests; room comes back as requests end; 0 means no bound."""
+retryable RESOURCE_EXHAUSTED whose EngineError (OVERLOADED) travels in the status details, counted
+in LoadInfo.rejected_requests; room comes back as requests end; 0 means no bound."""
 
 from __future__ import annotations
 
@@ -11,21 +11,31 @@ import time
 import grpc
 import pytest
 
-from openengine.conformance.cases.overload import engine_error
+from grpc_status import rpc_status
+
 from openengine.serve import (
     EngineDescription, Final, FinishReason, Load, Model, Refusal, RefusalCode, RunningServer, ServeConfig, Tokenizer,
 )
 from openengine.serve.status import refusal_status
 from openengine.v1 import (
-    common_pb2, generation_pb2, inference_service_pb2_grpc as inference_grpc, lifecycle_pb2,
-    lifecycle_service_pb2_grpc as lifecycle_grpc, load_pb2, observability_service_pb2_grpc as observability_grpc,
+    control_service_pb2_grpc as control_grpc, error_pb2, generation_pb2, inference_service_pb2_grpc as inference_grpc,
+    lifecycle_pb2, server_pb2,
 )
 
 MODEL = Model("m", max_context_tokens=512, max_output_tokens=64, tokenizer=Tokenizer("bytes", 256, eos_token_id=0))
 PATIENCE_S = 20.0
+ALL = lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
 
 
-class Gate:
+def engine_error(err: grpc.RpcError) -> error_pb2.EngineError:
+    """The EngineError a refusal carries in its status details."""
+    status = rpc_status.from_call(err)
+    error = error_pb2.EngineError()
+    assert status is not None and status.details[0].Unpack(error)
+    return error
+
+
+class Holding:
     """Holds every request until it is aborted; `slots` of them count as running."""
 
     def __init__(self, running: int, queued: int | None):
@@ -63,20 +73,19 @@ class Client:
     def __init__(self, address: str):
         self.channel = grpc.insecure_channel(address)
         self.inference = inference_grpc.InferenceStub(self.channel)
-        self.lifecycle = lifecycle_grpc.LifecycleStub(self.channel)
-        self.observability = observability_grpc.ObservabilityStub(self.channel)
+        self.control = control_grpc.ControlStub(self.channel)
         self.calls: list = []
 
     def hold(self, count: int) -> list[str]:
         ids = [f"held-{len(self.calls) + i}" for i in range(count)]
-        self.calls += [self.inference.Generate(generation_pb2.GenerateRequest(request_id=rid, text="x"), timeout=60)
+        self.calls += [self.inference.Generate(generation_pb2.GenerateRequest(request_id=rid, prompt="x"), timeout=60)
                        for rid in ids]
         return ids
 
-    def load(self) -> load_pb2.LoadInfo:
-        return self.observability.GetLoad(load_pb2.GetLoadRequest(), timeout=5)
+    def load(self) -> server_pb2.LoadInfo:
+        return self.control.GetLoad(server_pb2.GetLoadRequest(), timeout=5)
 
-    def wait_accepted(self, count: int) -> load_pb2.LoadInfo:
+    def wait_accepted(self, count: int) -> server_pb2.LoadInfo:
         deadline = time.monotonic() + PATIENCE_S
         while True:
             load = self.load()
@@ -86,7 +95,7 @@ class Client:
 
     def one_more(self) -> grpc.RpcError | None:
         """The error of one more request, or None when it was accepted (then it is aborted)."""
-        call = self.inference.Generate(generation_pb2.GenerateRequest(request_id="one-more", text="x"), timeout=60)
+        call = self.inference.Generate(generation_pb2.GenerateRequest(request_id="one-more", prompt="x"), timeout=60)
         try:
             next(call)
         except grpc.RpcError as err:
@@ -94,7 +103,7 @@ class Client:
         return None
 
     def release_all(self) -> None:
-        self.lifecycle.Abort(lifecycle_pb2.AbortRequest(all=True), timeout=5)
+        self.control.Abort(ALL, timeout=5)
         for call in self.calls:
             list(call)
         self.calls = []
@@ -102,7 +111,7 @@ class Client:
 
 @pytest.fixture
 def bounded():
-    with RunningServer(lambda: Gate(running=2, queued=3), ServeConfig(port=0)) as engine:
+    with RunningServer(lambda: Holding(running=2, queued=3), ServeConfig(port=0)) as engine:
         client = Client(engine.address)
         yield client
         client.channel.close()
@@ -115,7 +124,7 @@ def test_the_request_beyond_running_plus_queue_is_refused_retryable_and_counted(
     assert err is not None and err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "max_running_requests 2 + max_queued_requests 3" in err.details()
     error = engine_error(err)
-    assert error.code == common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED and error.retryable
+    assert error.code == error_pb2.ERROR_CODE_OVERLOADED and error.retryable
     assert bounded.load().rejected_requests == 1
     assert bounded.one_more() is not None
     assert bounded.load().rejected_requests == 2
@@ -137,14 +146,14 @@ def test_every_accepted_request_ends_with_its_final_after_a_refusal(bounded):
     bounded.hold(5)
     bounded.wait_accepted(5)
     assert bounded.one_more() is not None
-    bounded.lifecycle.Abort(lifecycle_pb2.AbortRequest(all=True), timeout=5)
-    ends = [[m.WhichOneof("kind") for m in call][-1] for call in bounded.calls]
+    bounded.control.Abort(ALL, timeout=5)
+    ends = [[m.finished.reason for m in call][-1] for call in bounded.calls]
     bounded.calls = []
-    assert ends == ["error"] * 5   # ABORTED by the Abort, each with its terminal message
+    assert ends == [generation_pb2.FINISH_REASON_CANCELLED] * 5   # each ended by the Abort
 
 
 def test_zero_advertises_no_bound():
-    with RunningServer(lambda: Gate(running=1, queued=None), ServeConfig(port=0)) as engine:
+    with RunningServer(lambda: Holding(running=1, queued=None), ServeConfig(port=0)) as engine:
         client = Client(engine.address)
         client.hold(12)
         load = client.wait_accepted(12)
@@ -161,9 +170,9 @@ def test_only_a_retryable_refusal_carries_an_engine_error():
     assert plain.code == grpc.StatusCode.INVALID_ARGUMENT and not plain.trailing_metadata
 
 
-def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_aborted_error_and_ok():
-    """What the SDK's Server.stop and the spec (health.md, after REQ-HEALTH-010) say."""
-    engine = RunningServer(lambda: Gate(running=1, queued=2), ServeConfig(port=0)).start()
+def test_on_shutdown_running_and_queued_streams_end_cancelled_and_ok():
+    """What the SDK's Server.stop says: every open output ends CANCELLED, the status is OK."""
+    engine = RunningServer(lambda: Holding(running=1, queued=2), ServeConfig(port=0)).start()
     client = Client(engine.address)
     try:
         client.hold(3)
@@ -172,8 +181,8 @@ def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_aborted_err
         ends = []
         for call in client.calls:
             messages = list(call)   # raises on a non-OK status
-            ends.append((messages[-1].error.code, messages[-1].error.retryable, call.code()))
-        assert ends == [(common_pb2.ERROR_CODE_ABORTED, True, grpc.StatusCode.OK)] * 3
+            ends.append((messages[-1].finished.reason, messages[-1].HasField("usage"), call.code()))
+        assert ends == [(generation_pb2.FINISH_REASON_CANCELLED, True, grpc.StatusCode.OK)] * 3
     finally:
         client.channel.close()
         engine.stop()
@@ -192,7 +201,7 @@ def test_a_burst_of_2000_calls_is_answered_by_the_engine_none_cancelled_by_grpc(
         ends: dict[str, int] = {}
 
         async def one(i: int) -> None:
-            request = gen.GenerateRequest(request_id=f"burst-{i}", text="x")
+            request = gen.GenerateRequest(request_id=f"burst-{i}", prompt="x")
             try:
                 async for _ in stubs[i % 4].Generate(request, timeout=120):
                     pass
@@ -205,7 +214,7 @@ def test_a_burst_of_2000_calls_is_answered_by_the_engine_none_cancelled_by_grpc(
             await channel.close()
         return ends
 
-    class Quick(Gate):
+    class Quick(Holding):
         async def generate(self, request):
             yield Final(FinishReason.STOP, prompt_tokens=1, completion_tokens=0)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openengine.v1 import capabilities_pb2, common_pb2, discovery_pb2
+from openengine.v1 import capabilities_pb2, common_pb2, server_pb2
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validate"
 
@@ -28,6 +28,8 @@ def rules(violations) -> set[str]:
 
 
 @pytest.fixture
-def engine_info():
-    return discovery_pb2.EngineInfo(instance_id="engine-1", engine_name="test", role=common_pb2.ROLE_AGGREGATED,
-                                    capability_revision=1, served_models=["m"])
+def server_info():
+    return server_pb2.ServerInfo(instance_id="engine-1", engine_name="test",
+                                 engine_role=server_pb2.ENGINE_ROLE_AGGREGATED, schema_revision=2,
+                                 minimum_client_revision=1, schema_release="openengine-profiles/registry-6",
+                                 capability_revision=1, supported_models=["m"])

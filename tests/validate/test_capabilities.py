@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openengine.v1 import capabilities_pb2, common_pb2, discovery_pb2
+from openengine.v1 import capabilities_pb2, generation_pb2, model_pb2, server_pb2
 from openengine.validate import (
-    DEFAULTS, RULES, Severity, check_capabilities, effective_limits, validate_capabilities,
+    DEFAULTS, RULES, Severity, check_capabilities, effective_limits, from_upstream, validate_capabilities,
 )
 from tests.validate.conftest import caps, profile, rules
 
@@ -63,15 +63,15 @@ def test_capability_message_only_when_advertised():
 
 
 @pytest.mark.parametrize("field,limit,bad,good", [
-    ("generation", "max_logprobs", 1025, 1024),
-    ("generation", "max_sequences", 0, 1),
+    ("core", "max_logprobs", 1025, 1024),
+    ("core", "max_sequences", 0, 1),
     ("observability", "min_watch_interval_ms", 0, 1),
     ("adapters", "max_lora_rank", 513, 512),
     ("admin", "max_sleep_level", 9, 8),
     ("encoder", "handle_ttl_ms", 0, 1),
 ])
 def test_limit_ranges(field, limit, bad, good):
-    owner = {"generation": (), "observability": ("openengine.load",), "adapters": ("openengine.adapters",),
+    owner = {"core": (), "observability": ("openengine.load",), "adapters": ("openengine.adapters",),
              "admin": ("openengine.admin",), "encoder": ("openengine.encoder",)}[field]
     msg = caps(*owner)
     setattr(getattr(msg, field), limit, bad)
@@ -84,10 +84,10 @@ def test_limit_ranges(field, limit, bad, good):
 
 def test_enum_values_outside_the_registry():
     msg = caps()
-    msg.generation.guided_decoding_modes.extend([1, 0, 42])
+    msg.core.guided_decoding_modes.extend([1, 0, 42])
     found = check_capabilities(msg)
-    assert [(v.rule_id, v.path) for v in found] == [("OEV112", "generation.guided_decoding_modes[1]"),
-                                                   ("OEV112", "generation.guided_decoding_modes[2]")]
+    assert [(v.rule_id, v.path) for v in found] == [("OEV112", "core.guided_decoding_modes[1]"),
+                                                   ("OEV112", "core.guided_decoding_modes[2]")]
 
 
 def test_defaults_and_effective_values():
@@ -97,7 +97,7 @@ def test_defaults_and_effective_values():
     assert eff["min_watch_interval_ms"] == 5
     assert eff["default_heartbeat_ms"] == DEFAULTS["openengine.load"]["default_heartbeat_ms"] == 1000
     assert effective_limits(caps())["openengine.admin"]["pause_modes"] == ["abort"]
-    msg.generation.guided_decoding_modes.append(3)
+    msg.core.guided_decoding_modes.append(2)
     assert effective_limits(msg)["openengine.core"]["guided_decoding_modes"] == ["regex"]
 
 
@@ -124,7 +124,6 @@ def test_missing_core_is_one_root_finding_not_one_per_dependant():
     ({"speculative_decoding": True, "pipeline_parallel_size": 2}, (), True),
     ({"speculative_decoding": True, "pipeline_parallel_size": 1}, (), False),
     ({"speculative_decoding": True, "min_p": True}, (), True),
-    ({"speculative_decoding": True, "logit_bias": True}, (), True),
     ({"speculative_decoding": True, "logits_post_processor": True}, (), True),
     ({"speculative_decoding": True}, ("openengine.tasks",), True),
     ({"speculative_decoding": False}, ("openengine.tasks",), False),
@@ -134,60 +133,107 @@ def test_missing_core_is_one_root_finding_not_one_per_dependant():
 def test_incompatible_combinations_on_effective_values(limits, names, bad):
     msg = caps(*names)
     for key, value in limits.items():
-        setattr(msg.generation, key, value)
+        setattr(msg.core, key, value)
     assert ("OEV121" in rules(check_capabilities(msg))) is bad
 
 
-def test_role_scope(engine_info):
+def test_role_scope(server_info):
     msg = caps("openengine.kv")
-    found = validate_capabilities(msg, engine_info=engine_info).violations
+    found = validate_capabilities(msg, server_info=server_info).violations
     assert [(v.rule_id, v.requirement) for v in found] == [("OEV130", "REQ-CAP-011")]
-    engine_info.role = common_pb2.ROLE_DECODE
-    assert validate_capabilities(msg, engine_info=engine_info).violations == ()
+    server_info.engine_role = server_pb2.ENGINE_ROLE_DECODE
+    assert validate_capabilities(msg, server_info=server_info).violations == ()
 
 
-def test_engine_info_role_and_revision(engine_info):
-    engine_info.role = common_pb2.ROLE_UNSPECIFIED
-    engine_info.capability_revision = 2
-    found = validate_capabilities(caps(revision=1), engine_info=engine_info).violations
-    assert {"OEV136", "OEV135"} <= rules(found)
+def test_server_info_role_revisions_and_release(server_info):
+    server_info.engine_role = server_pb2.ENGINE_ROLE_UNSPECIFIED
+    server_info.capability_revision = 2
+    server_info.schema_release = ""
+    found = validate_capabilities(caps(revision=1), server_info=server_info).violations
+    assert {(v.rule_id, v.path) for v in found} == {
+        ("OEV136", "server_info.engine_role"), ("OEV136", "server_info.schema_release"), ("OEV135", "revision")}
 
 
 def _model(name, *names, **fields):
-    info = discovery_pb2.ModelInfo(model=name)
-    info.capabilities.profiles.extend(profile(n) for n in names)
+    entry = capabilities_pb2.ModelCapabilities(model=name)
+    entry.profiles.extend(profile(n) for n in names)
     for field, values in fields.items():
-        sub = getattr(info.capabilities, field)
+        sub = getattr(entry, field)
         sub.SetInParent()
         for k, v in values.items():
             setattr(sub, k, v)
-    return info
+    return entry
 
 
-def test_model_scope_rules(engine_info):
+def test_model_scope_rules(server_info):
     engine = caps("openengine.adapters", "openengine.load")
-    ok = validate_capabilities(engine, engine_info=engine_info,
-                               model_infos=[_model("m", "openengine.adapters", adapters={"max_loras": 3})])
+    engine.models.append(_model("m", "openengine.adapters", adapters={"max_loras": 3}))
+    ok = validate_capabilities(engine, server_info=server_info)
     assert ok.violations == ()
     assert ok.effective("openengine.adapters", "max_loras", model="m") == 3
     assert ok.effective("openengine.adapters", "max_loras") == 1
 
-    not_engine_wide = validate_capabilities(caps(), model_infos=[_model("m", "openengine.tasks")])
-    assert rules(not_engine_wide.violations) == {"OEV131"}
-    unlisted = validate_capabilities(engine, model_infos=[_model("m", adapters={"max_loras": 2})])
-    assert rules(unlisted.violations) == {"OEV132"}
-    not_model_scoped = validate_capabilities(engine, model_infos=[_model("m", "openengine.load")])
-    assert rules(not_model_scoped.violations) == {"OEV133"}
-    unused = validate_capabilities(engine, engine_info=engine_info, model_infos=[_model("m")])
-    assert rules(unused.violations) == {"OEV134"}
-    out_of_range = validate_capabilities(engine, model_infos=[_model("m", "openengine.adapters",
-                                                                     adapters={"max_loras": 0})])
-    assert [v.path for v in out_of_range.violations] == ["model_info[0].capabilities.adapters.max_loras"]
+    def judged(base, *entries, **options):
+        msg = capabilities_pb2.Capabilities()
+        msg.CopyFrom(base)
+        del msg.models[:]
+        msg.models.extend(entries)
+        return rules(validate_capabilities(msg, **options).violations)
+
+    assert judged(caps(), _model("m", "openengine.tasks")) == {"OEV131"}
+    assert judged(engine, _model("m", adapters={"max_loras": 2})) == {"OEV132"}
+    assert judged(engine, _model("m", "openengine.load")) == {"OEV133"}
+    assert judged(engine, _model("m"), server_info=server_info) == {"OEV134"}
+    assert judged(engine, _model("m", "openengine.adapters"), _model("m", "openengine.adapters"),
+                  server_info=server_info) == {"OEV137"}
+    assert judged(engine, _model("other", "openengine.adapters"), server_info=server_info) == {"OEV137"}
+    out_of_range = validate_capabilities(engine)
+    engine.models[0].adapters.max_loras = 0
+    out_of_range = validate_capabilities(engine)
+    assert [v.path for v in out_of_range.violations] == ["models[0].adapters.max_loras"]
+
+
+def test_upstreams_fields_must_say_what_the_core_limits_say(server_info):
+    """REQ-CAP-014: ModelInfo.generation and ServerInfo.capacity state some core limits again; an
+    unreported field says nothing, a reported one must agree; ModelInfo's token limits reach the
+    report."""
+    engine = caps()
+    engine.core.max_logprobs = 5
+    engine.core.output_logprobs = True
+    engine.core.guided_decoding_modes.append(model_pb2.GUIDED_DECODING_MODE_REGEX)
+    info = model_pb2.ModelInfo(model_id="m", max_context_length=512, max_output_tokens=64, vocab_size=100)
+    info.generation.output_logprobs.supported = True
+    info.generation.output_logprobs.max_top_n = 5
+    info.generation.guided_decoding.modes.append(model_pb2.GUIDED_DECODING_MODE_REGEX)
+    server_info.capacity.max_running_requests = 256
+    report = validate_capabilities(engine, server_info=server_info, model_infos=[info])
+    assert report.violations == ()
+    assert (report.models["m"].max_context_length, report.models["m"].vocab_size) == (512, 100)
+    info.generation.max_num_sequences = 4
+    info.supports_lora = True
+    server_info.capacity.max_batched_tokens = 1
+    found = validate_capabilities(engine, server_info=server_info, model_infos={"m": info}).violations
+    assert {(v.rule_id, v.path) for v in found} == {
+        ("OEV138", "model_info[0].generation.max_num_sequences"), ("OEV138", "model_info[0].supports_lora"),
+        ("OEV138", "server_info.capacity.max_batched_tokens")}
+
+
+def test_an_upstream_only_engine_is_known_by_what_its_answers_report(server_info):
+    info = model_pb2.ModelInfo(model_id="m", max_output_tokens=64)
+    info.generation.output_logprobs.supported = True
+    info.generation.output_logprobs.max_top_n = 3
+    server_info.capacity.max_running_requests = 8
+    report = from_upstream(server_info, [info])
+    assert report.upstream_only and report.profiles == {} and report.violations == ()
+    assert report.effective("openengine.core", "max_logprobs", model="m") == 3
+    assert report.effective("openengine.core", "max_running_requests") == 8
+    assert report.effective("openengine.core", "max_sequences", model="m") is None
+    assert report.effective("openengine.load", "max_watchers") is None
 
 
 def test_every_violation_is_reported_not_only_the_first():
     msg = capabilities_pb2.Capabilities(profiles=[profile("Bad", 0)])
-    msg.generation.max_logprobs = 5000
+    msg.core.max_logprobs = 5000
     msg.kv.kv_block_size = 0
     assert {"OEV101", "OEV102", "OEV103", "OEV110", "OEV111"} <= rules(check_capabilities(msg))
 

@@ -19,9 +19,9 @@ def test_combined_document_locates_each_violation(capsys):
     code, diags = findings(capsys, DATA / "cli" / "combined.json")
     assert code == 1
     got = {(d["rule_id"], d["line"]) for d in diags}
-    assert ("OEV111", 15) in got       # generation.maxLogprobs
-    assert ("OEV130", 9) in got        # openengine.kv on an aggregated engine: at capabilities.profiles
-    assert ("OEV111", 21) in got       # model_info.capabilities.adapters.maxLoras
+    assert ("OEV111", 17) in got       # core.maxLogprobs
+    assert ("OEV130", 11) in got       # openengine.kv on an aggregated engine: at capabilities.profiles
+    assert ("OEV111", 21) in got       # capabilities.models[0].adapters.maxLoras
     assert all(d["path"].endswith("combined.json") for d in diags)
 
 
@@ -76,12 +76,12 @@ def test_getload_answer_autodetected_and_its_ranks_added_up(capsys, tmp_path):
     """REQ-LOAD-023 on a pasted GetLoad answer: the total counts a block its only rank does not."""
     doc = tmp_path / "load.json"
     doc.write_text(json.dumps({
-        "instanceId": "ref-1", "timestamp": "2026-12-03T06:01:55Z", "usedKvBlocks": "1", "totalKvBlocks": "100",
+        "instanceId": "ref-1", "timestampUnixNanos": "1796364115000000000", "usedKvBlocks": "1", "totalKvBlocks": "100",
         "ranks": [{"dataParallelRank": 0, "usedKvBlocks": "0", "totalKvBlocks": "100"}]}, indent=2))
     code, diags = findings(capsys, doc)
     assert code == 1
     assert [(d["rule_id"], d["line"], d["details"]["requirement"]) for d in diags] == [("OEV321", 4, "REQ-LOAD-023")]
-    doc.write_text(json.dumps({"instanceId": "ref-1", "usedKvBlocks": "1", "timestamp": "2026-13-45T99:99:99Z",
+    doc.write_text(json.dumps({"instanceId": "ref-1", "usedKvBlocks": "1", "timestampUnixNanos": "1_796_364_115",
                                "ranks": [{"usedKvBlocks": 1}]}))
     code, diags = findings(capsys, doc, "--kind", "load")
-    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV002"]   # the impossible timestamp
+    assert code == 1 and [d["rule_id"] for d in diags] == ["OEV002"]   # the timestamp is no uint64

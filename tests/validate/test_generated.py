@@ -62,6 +62,6 @@ def test_a_range_from_the_descriptors_is_enforced(bad):
     from tests.validate.conftest import caps as make_caps
 
     caps = make_caps()
-    caps.generation.max_sequences = bad
+    caps.core.max_sequences = bad
     found = [v for v in check_capabilities(caps) if v.rule_id == "OEV111"]
-    assert [v.path for v in found] == ["generation.max_sequences"] and found[0].expected == "1..1024"
+    assert [v.path for v in found] == ["core.max_sequences"] and found[0].expected == "1..1024"

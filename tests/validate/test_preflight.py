@@ -4,28 +4,37 @@ from __future__ import annotations
 
 import pytest
 
-from openengine.v1 import discovery_pb2, encoder_pb2, generation_pb2, tasks_pb2
-from openengine.validate import REQUEST_LIMITS, preflight, validate_capabilities
+from openengine.v1 import capabilities_pb2, encoder_pb2, generation_pb2, model_pb2, server_pb2, tasks_pb2
+from openengine.validate import REQUEST_LIMITS, from_upstream, preflight, validate_capabilities
 from tests.validate.conftest import caps, profile
 
 
-def report(*names, models=(), **core):
+def report(*names, models=(), infos=(), **core):
     msg = caps(*names)
     for key, value in core.items():
         if isinstance(value, list):
-            getattr(msg.generation, key).extend(value)
+            getattr(msg.core, key).extend(value)
         else:
-            setattr(msg.generation, key, value)
-    return validate_capabilities(msg, model_infos=models)
+            setattr(msg.core, key, value)
+    msg.models.extend(models)
+    return validate_capabilities(msg, model_infos=infos)
 
 
-def gen(**sampling):
-    req = generation_pb2.GenerateRequest(text="hi")
-    for key, value in sampling.items():
-        if key == "logit_bias":
-            req.sampling.logit_bias[1] = 0.5
-        elif key == "guided":
-            setattr(req.sampling.guided, value, "x")
+def gen(**options):
+    """A GenerateRequest; each option names its field in upstream's groups (`top_n` is the output
+    candidates', `guided` a guide kind)."""
+    req = generation_pb2.GenerateRequest(prompt="hi")
+    for key, value in options.items():
+        if key == "guided":
+            setattr(req.guided, value, "x")
+        elif key == "top_n":
+            req.response.output_candidates.top_n = value
+        elif key == "prompt_top_n":
+            req.response.prompt_candidates.top_n = value
+        elif key in generation_pb2.ResponseOptions.DESCRIPTOR.fields_by_name:
+            setattr(req.response, key, value)
+        elif key in generation_pb2.StoppingOptions.DESCRIPTOR.fields_by_name:
+            setattr(req.stopping, key, value)
         else:
             setattr(req.sampling, key, value)
     return req
@@ -36,64 +45,61 @@ def found(request, rep):
 
 
 @pytest.mark.parametrize("request_,bad,good,expected", [
-    (gen(logprobs=21), report(), report(max_logprobs=21), ("OEV401", "sampling.logprobs")),
-    (gen(n=2), report(), report(max_sequences=2), ("OEV401", "sampling.n")),
+    (gen(top_n=21), report(), report(max_logprobs=21), ("OEV401", "response.output_candidates.top_n")),
+    (gen(prompt_top_n=21), report(), report(max_logprobs=21), ("OEV401", "response.prompt_candidates.top_n")),
+    (gen(num_sequences=2), report(), report(max_sequences=2), ("OEV401", "sampling.num_sequences")),
     (gen(min_p=0.1), report(), report(min_p=True), ("OEV402", "sampling.min_p")),
-    (gen(logit_bias=True), report(), report(logit_bias=True), ("OEV402", "sampling.logit_bias")),
-    (gen(prompt_logprobs=1), report(), report(prompt_logprobs=True), ("OEV402", "sampling.prompt_logprobs")),
-    (gen(guided="regex"), report(guided_decoding_modes=[1]), report(guided_decoding_modes=[3]),
-     ("OEV404", "sampling.guided.constraint")),
+    (gen(return_output_logprobs=True), report(), report(output_logprobs=True),
+     ("OEV402", "response.return_output_logprobs")),
+    (gen(return_prompt_logprobs=True), report(), report(prompt_logprobs=True),
+     ("OEV402", "response.return_prompt_logprobs")),
+    (gen(guided="regex"), report(guided_decoding_modes=[1]), report(guided_decoding_modes=[2]),
+     ("OEV404", "guided.guide")),
 ])
 def test_generate_limits(request_, bad, good, expected):
     assert found(request_, bad) == [expected]
     assert found(request_, good) == []
 
 
+def test_an_explicit_false_or_zero_asks_for_nothing():
+    assert found(gen(return_output_logprobs=False, return_prompt_logprobs=False, min_p=0.0), report()) == []
+
+
 def test_token_ids_prompt_needs_token_ids_input():
     req = generation_pb2.GenerateRequest()
     req.token_ids.ids.append(5)
-    assert found(req, report(token_ids_input=False)) == [("OEV402", "prompt")]
+    assert found(req, report(token_ids_input=False)) == [("OEV402", "input")]
     assert found(req, report()) == []
 
 
-def test_priority_is_a_warning_when_ignored():
-    req = generation_pb2.GenerateRequest(text="x", priority=3)
-    assert [str(v.severity) for v in preflight(req, report())] == ["warning"]
-    assert preflight(req, report(priority=True)) == []
-
-
 @pytest.mark.parametrize("field,profile_name", [
-    ("adapter", "openengine.adapters"), ("session_id", "openengine.sessions"),
+    ("lora_name", "openengine.adapters"), ("session_id", "openengine.sessions"),
 ])
 def test_features_need_their_profiles(field, profile_name):
-    req = generation_pb2.GenerateRequest(text="x", **{field: "a"})
+    req = generation_pb2.GenerateRequest(prompt="x", **{field: "a"})
     assert found(req, report()) == [("OEV403", field)]
     assert found(req, report(profile_name)) == []
 
 
-def test_kv_transfer_needs_kv():
-    req = generation_pb2.GenerateRequest(text="x")
-    req.kv_transfer.session_id = "s"
-    assert found(req, report()) == [("OEV403", "kv_transfer")]
+def test_kv_session_needs_kv_and_an_advertised_backend():
+    req = generation_pb2.GenerateRequest(prompt="x")
+    req.kv.session.session_id = "s"
+    assert found(req, report()) == [("OEV403", "kv.session")]
     assert found(req, report("openengine.kv")) == []
-
-
-def test_kv_transfer_backend_must_be_advertised():
-    req = generation_pb2.GenerateRequest(text="x")
-    req.kv_transfer.backend = "nixl"
+    req.kv.session.transfer_backend = "nixl"
     advertised = caps("openengine.kv")
     advertised.kv.kv_transfer_backends.append("mooncake")
-    assert found(req, validate_capabilities(advertised)) == [("OEV404", "kv_transfer.backend")]
+    assert found(req, validate_capabilities(advertised)) == [("OEV404", "kv.session.transfer_backend")]
     advertised.kv.kv_transfer_backends.append("nixl")
     assert found(req, validate_capabilities(advertised)) == []
 
 
 def _tasks_model(name, tasks=("embed",), max_inputs=2):
-    info = discovery_pb2.ModelInfo(model=name)
-    info.capabilities.profiles.append(profile("openengine.tasks"))
-    info.capabilities.tasks.supported_tasks.extend({"embed": 1, "classify": 2, "score": 3}[t] for t in tasks)
-    info.capabilities.tasks.max_inputs_per_request = max_inputs
-    return info
+    entry = capabilities_pb2.ModelCapabilities(model=name)
+    entry.profiles.append(profile("openengine.tasks"))
+    entry.tasks.supported_tasks.extend({"embed": 1, "classify": 2, "score": 3}[t] for t in tasks)
+    entry.tasks.max_inputs_per_request = max_inputs
+    return entry
 
 
 def test_tasks_need_the_profile_the_family_and_the_batch_limit():
@@ -106,20 +112,20 @@ def test_tasks_need_the_profile_the_family_and_the_batch_limit():
     embed.inputs.add(text="b")
     embed.inputs.add(text="c")
     assert found(embed, report("openengine.tasks", models=[_tasks_model("m")])) == [("OEV401", "inputs")]
-    other = discovery_pb2.ModelInfo(model="m")
+    other = capabilities_pb2.ModelCapabilities(model="m")
     assert found(tasks_pb2.EmbedRequest(model="m"), report("openengine.tasks", models=[other])) == \
         [("OEV405", "EmbedRequest")]
 
 
 def test_embed_dimensions_need_matryoshka():
-    info = _tasks_model("m")
-    info.capabilities.tasks.embedding_size = 1024
+    entry = _tasks_model("m")
+    entry.tasks.embedding_size = 1024
     req = tasks_pb2.EmbedRequest(model="m", dimensions=256)
-    assert found(req, report("openengine.tasks", models=[info])) == [("OEV402", "dimensions")]
-    info.capabilities.tasks.matryoshka = True
-    assert found(req, report("openengine.tasks", models=[info])) == []
+    assert found(req, report("openengine.tasks", models=[entry])) == [("OEV402", "dimensions")]
+    entry.tasks.matryoshka = True
+    assert found(req, report("openengine.tasks", models=[entry])) == []
     req.dimensions = 2048
-    assert found(req, report("openengine.tasks", models=[info])) == [("OEV401", "dimensions")]
+    assert found(req, report("openengine.tasks", models=[entry])) == [("OEV401", "dimensions")]
 
 
 def test_score_and_classify():
@@ -151,24 +157,44 @@ def test_table_names_only_registry_limits():
             assert row.limit in DEFAULTS[row.profile]
 
 
-def _model(max_context=0, max_output=0) -> discovery_pb2.ModelInfo:
-    return discovery_pb2.ModelInfo(model="m", max_context_tokens=max_context, max_output_tokens=max_output)
+def _info(max_context=None, max_output=None) -> model_pb2.ModelInfo:
+    info = model_pb2.ModelInfo(model_id="m")
+    if max_context is not None:
+        info.max_context_length = max_context
+    if max_output is not None:
+        info.max_output_tokens = max_output
+    return info
 
 
 def test_max_tokens_against_the_models_output_limit():
-    req = generation_pb2.GenerateRequest(model="m", text="hi")
-    req.sampling.max_tokens = 600
-    assert found(req, report(models=[_model(max_output=512)])) == [("OEV401", "sampling.max_tokens")]
-    assert found(req, report(models=[_model(max_output=600)])) == []
-    assert found(req, report(models=[_model()])) == []          # a model that reports no limit
+    req = generation_pb2.GenerateRequest(model="m", prompt="hi")
+    req.stopping.max_tokens = 600
+    assert found(req, report(infos=[_info(max_output=512)])) == [("OEV401", "stopping.max_tokens")]
+    assert found(req, report(infos=[_info(max_output=600)])) == []
+    assert found(req, report(infos=[_info()])) == []          # a model that reports no limit
 
 
 def test_token_ids_prompt_and_output_against_the_models_context():
     req = generation_pb2.GenerateRequest(model="m")
     req.token_ids.ids.extend(range(100))
-    req.sampling.max_tokens = 30
-    assert found(req, report(token_ids_input=True, models=[_model(max_context=120)])) == [("OEV401", "token_ids")]
-    assert found(req, report(token_ids_input=True, models=[_model(max_context=130)])) == []
+    req.stopping.max_tokens = 30
+    assert found(req, report(infos=[_info(max_context=120)])) == [("OEV401", "token_ids")]
+    assert found(req, report(infos=[_info(max_context=130)])) == []
+
+
+def test_an_upstream_only_engine_is_held_to_what_its_answers_report():
+    """Without GetCapabilities only ServerInfo and ModelInfo speak: a limit they report is applied,
+    one they leave out is not guessed, and a field of the proposal is one such an engine lacks."""
+    info = _info(max_output=64)
+    info.generation.output_logprobs.max_top_n = 2
+    rep = from_upstream(server_pb2.ServerInfo(instance_id="u", supported_models=["m"]), [info])
+    req = gen(top_n=3, num_sequences=4, min_p=0.5, max_tokens=65)
+    req.model = "m"
+    assert sorted(found(req, rep)) == [("OEV401", "response.output_candidates.top_n"),
+                                       ("OEV401", "stopping.max_tokens")]
+    req.session_id = "s"
+    req.lora_name = "a"
+    assert ("OEV403", "session_id") in found(req, rep) and ("OEV403", "lora_name") not in found(req, rep)
 
 
 # -- numbers no engine may accept (REQ-SVC-005) ----------------------------------------------------
@@ -204,19 +230,6 @@ def test_sampling_numbers_outside_their_domain_are_refused(field, bad, good):
         assert number_rules(gen(**{field: value})) == [], value
 
 
-def test_logit_bias_keys_and_values():
-    req = generation_pb2.GenerateRequest(text="x")
-    req.sampling.logit_bias[3] = NAN
-    req.sampling.logit_bias[4] = 150.0
-    req.sampling.logit_bias[5] = -100.0
-    req.sampling.logit_bias[300] = 1.0
-    assert sorted(number_rules(req, vocab_size=256)) == [
-        ("OEV407", "sampling.logit_bias[3]"), ("OEV408", "sampling.logit_bias[300]"),
-        ("OEV408", "sampling.logit_bias[4]")]
-    # Without a known vocabulary size the keys cannot be judged; the values still are.
-    assert sorted(number_rules(req)) == [("OEV407", "sampling.logit_bias[3]"), ("OEV408", "sampling.logit_bias[4]")]
-
-
 def test_every_float_field_of_every_request_message_is_walked():
     """The walk is generic: it finds a float or double field wherever a request message nests it,
     so a field added to a request later is covered without a table entry."""
@@ -232,7 +245,8 @@ def test_every_float_field_of_every_request_message_is_walked():
         for f in md.fields:
             if f.type in floats:
                 yield prefix + [f]
-            elif f.message_type is not None and f.message_type.full_name not in seen:
+            elif f.message_type is not None and f.message_type.full_name not in seen \
+                    and not f.message_type.full_name.startswith("google.protobuf."):   # extras: opaque
                 yield from paths(f.message_type, prefix + [f], seen | {f.message_type.full_name})
 
     services = list(catalogue().services.values())
@@ -255,58 +269,62 @@ def test_every_float_field_of_every_request_message_is_walked():
                 rules = number_rules(msg)
                 assert [r for r, _ in rules] == ["OEV407"], (method.full_name, [f.name for f in path], rules)
                 checked += 1
-    assert checked >= 8   # seven sampling floats (logit_bias included) and LimitUpdate.double_value
+    assert checked >= 7   # six sampling doubles and LimitUpdate.double_value
 
 
-def test_preflight_reports_numbers_with_the_models_vocabulary():
-    info = discovery_pb2.ModelInfo(model="m", max_context_tokens=100, max_output_tokens=10)
-    info.tokenizer.vocab_size = 256
-    rep = report(logit_bias=True, min_p=True, models=[info])
-    req = gen(temperature=NAN)
-    req.sampling.logit_bias[999] = 1.0
-    assert sorted(found(req, rep)) == [("OEV407", "sampling.temperature"), ("OEV408", "sampling.logit_bias[999]")]
+def test_preflight_reports_numbers_and_limits_together():
+    rep = report(infos=[_info(max_output=10)])
+    req = gen(temperature=NAN, max_tokens=11)
+    req.model = "m"
+    assert sorted(found(req, rep)) == [("OEV401", "stopping.max_tokens"), ("OEV407", "sampling.temperature")]
 
 
 # -- bounded refusals ---------------------------------------------------------------------------------
 
 def test_a_request_with_100000_bad_entries_gets_a_refusal_of_fixed_size():
-    """Each out-of-range logit_bias id and value is a problem; the refusal lists the first few and
-    counts the rest, so its size does not follow the request's."""
-    from openengine.validate import PROBLEMS_LISTED, number_violations
+    """Each item of a kind the encoder does not take is a problem; the refusal lists the first few
+    and counts the rest, so its size does not follow the request's."""
+    from openengine.validate import PROBLEMS_LISTED
 
-    model = discovery_pb2.ModelInfo(model="m")
-    model.tokenizer.vocab_size = 1000
-    rep = report(models=[model], logit_bias=True)
+    rep = report("openengine.encoder")
     sizes = []
     for entries in (1_000, 100_000):
-        request = generation_pb2.GenerateRequest(model="m", text="hi")
-        request.sampling.logit_bias.update({1000 + token: 500.0 for token in range(entries)})  # id and value out
-        judged = [preflight(request, rep)] + ([number_violations(request, vocab_size=1000)] if entries < 10_000 else [])
-        for found in judged:
-            assert len(found) == PROBLEMS_LISTED + 1
-            assert [v.rule_id for v in found] == ["OEV408"] * (PROBLEMS_LISTED + 1)
-            assert found[-1].value == 2 * entries - PROBLEMS_LISTED
-            assert f"{2 * entries - PROBLEMS_LISTED} more problems" in found[-1].message
-            sizes.append(sum(len(f"{v.message} {v.expected} {v.path} {v.value}") for v in found))
+        request = encoder_pb2.EncodeRequest()
+        for i in range(entries):
+            request.items.add(item_id=str(i)).image.SetInParent()
+        found = [v for v in preflight(request, rep)]
+        assert len(found) == PROBLEMS_LISTED + 1
+        assert {v.rule_id for v in found} <= {"OEV404", "OEV401"}
+        assert f"{entries + 1 - PROBLEMS_LISTED} more problems" in found[-1].message
+        sizes.append(sum(len(f"{v.message} {v.expected} {v.path} {v.value}") for v in found))
     assert max(sizes) < 2500 and sizes[0] <= sizes[-1] <= sizes[0] + 10   # grows by a digit or two, no more
 
 
 def test_the_count_names_the_first_error_among_what_is_left_out():
     from openengine.validate import PROBLEMS_LISTED
 
-    request = generation_pb2.GenerateRequest(text="hi", priority=1, adapter="a")
-    for token in range(PROBLEMS_LISTED):
-        request.sampling.logit_bias[token] = float("nan")
-    found = preflight(request, report(logit_bias=True))
-    assert [v.rule_id for v in found[:PROBLEMS_LISTED]] == ["OEV407"] * PROBLEMS_LISTED
-    last = found[-1]     # left out: the priority warning (OEV406), then the adapter error (OEV403)
-    assert last.rule_id == "OEV403" and last.path == "adapter" and last.value == 2
-    assert "1 x OEV403, 1 x OEV406" in last.message
+    request = generation_pb2.GenerateRequest(prompt="hi", lora_name="a")
+    request.stopping.conditions.add(stop_text="x")
+    found = preflight(request, report())
+    assert [v.rule_id for v in found] == ["OEV403"]
+    request.sampling.temperature = NAN
+    request.sampling.top_p = NAN
+    request.sampling.min_p = NAN
+    request.sampling.frequency_penalty = NAN
+    request.sampling.presence_penalty = NAN
+    request.sampling.repetition_penalty = NAN
+    request.session_id = "s"
+    request.kv.session.session_id = "k"
+    found = preflight(request, report())
+    assert len(found) == PROBLEMS_LISTED + 1
+    last = found[-1]     # listed: six numbers, min_p switched off, lora_name; left out: two profiles
+    assert last.rule_id == "OEV403" and last.path == "session_id" and last.value == 2
+    assert "2 x OEV403" in last.message
 
 
 def test_a_long_string_from_the_request_is_quoted_short():
     rep = report("openengine.kv")
-    request = generation_pb2.GenerateRequest(text="hi")
-    request.kv_transfer.backend = "x" * 100_000
+    request = generation_pb2.GenerateRequest(prompt="hi")
+    request.kv.session.transfer_backend = "x" * 100_000
     found = [v for v in preflight(request, rep) if v.rule_id == "OEV404"]
     assert found and len(found[0].message) < 400 and "(100000 long)" in found[0].message

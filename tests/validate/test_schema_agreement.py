@@ -75,7 +75,7 @@ GOOD_NAMES = ["openengine.load", "openengine.kv", "openengine.tasks", "openengin
 BAD_NAMES = ["openengine.teleport", "Bad.Name", "", "single"]
 # capability field (json, original) -> owning profile, limits (json, original) -> (valid, invalid) values
 FIELDS = {
-    ("generation", "generation", "openengine.core"): {
+    ("core", "core", "openengine.core"): {
         ("maxLogprobs", "max_logprobs"): (st.integers(0, 1024), st.integers(1025, 1100)),
         ("maxSequences", "max_sequences"): (st.integers(1, 1024), st.just(0)),
         ("speculativeDecoding", "speculative_decoding"): (st.booleans(), st.just("yes")),
@@ -160,19 +160,21 @@ def test_generated_documents_agree(doc):
     assert slow_ok == fast_ok == (not expressible), (doc, expressible)
 
 
-# -- load documents: Timestamp strings and 64-bit integers as strings -----------------------------
+# -- load documents: 64-bit integers as strings ----------------------------------------------------
 @lru_cache(maxsize=None)
 def load_validators(name):
     doc = json.loads((ROOT / "schemas" / name).read_text())
     return jsonschema.Draft202012Validator(doc, format_checker=jsonschema.FormatChecker()), fastjsonschema.compile(doc)
 
 
-def load_verdicts(doc, name="load_info.schema.json", message="LoadInfo") -> tuple[bool, bool, bool]:
+def load_verdicts(doc, name="load_info.schema.json", message=("server_pb2", "LoadInfo")) -> tuple[bool, bool, bool]:
     """(Python accepts, jsonschema accepts, fastjsonschema accepts) for one LoadInfo-like document."""
-    from openengine.v1 import load_pb2
+    import importlib
+
     from openengine.validate import message_from_json
 
-    _, errors = message_from_json(doc, getattr(load_pb2, message))
+    module, cls = message
+    _, errors = message_from_json(doc, getattr(importlib.import_module(f"openengine.v1.{module}"), cls))
     slow, fast = load_validators(name)
     try:
         fast(doc)
@@ -182,21 +184,6 @@ def load_verdicts(doc, name="load_info.schema.json", message="LoadInfo") -> tupl
     return not errors, slow.is_valid(doc), fast_ok
 
 
-@pytest.mark.parametrize("timestamp, ok", [
-    ("2026-12-03T06:01:55Z", True), ("2026-12-03T06:01:55.123456789Z", True), ("2024-02-29T00:00:00Z", True),
-    ("2000-02-29T23:59:59+05:30", True), ("0001-01-01T00:00:00Z", True), ("9999-12-31T23:59:59Z", True),
-    ("2026-13-45T99:99:99Z", False), ("2023-02-29T00:00:00Z", False), ("1900-02-29T00:00:00Z", False),
-    ("2026-04-31T00:00:00Z", False), ("2026-1-5T1:2:3Z", False), ("2026-01-05T24:00:00Z", False),
-    ("2026-01-05T01:02:60Z", False), ("2026-01-05T01:02:03.1234567891Z", False), ("2026-01-05T01:02:03z", False),
-    ("2026-01-05T01:02:03+25:00", False), ("2026-01-05 01:02:03Z", False), ("0000-01-01T00:00:00Z", False),
-    ("2026-01-05T01:02:03", False), ("9999-12-31T23:59:59-00:00", False), ("0001-01-01T00:00:00+23:59", False),
-])
-def test_timestamp_strings_agree(timestamp, ok):
-    assert load_verdicts({"timestamp": timestamp}) == (ok, ok, ok)
-    assert load_verdicts({"sequence": "1", "timestamp": timestamp}, "watch_load_response.schema.json",
-                         "WatchLoadResponse") == (ok, ok, ok)
-
-
 @pytest.mark.parametrize("text, ok", [
     ("0", True), ("18446744073709551615", True), ("+18446744073709551615", True), ("00018446744073709551615", True),
     ("18446744073709551616", False), ("99999999999999999999", False), ("184467440737095516150", False),
@@ -204,18 +191,9 @@ def test_timestamp_strings_agree(timestamp, ok):
 ])
 def test_uint64_strings_agree(text, ok):
     assert load_verdicts({"usedKvBlocks": text}) == (ok, ok, ok)
-    assert load_verdicts({"ranks": [{"running_tokens": text}]}) == (ok, ok, ok)
-
-
-@st.composite
-def timestamps(draw):
-    """RFC 3339 strings near the edges of the calendar, well and badly formed."""
-    year = draw(st.sampled_from([1, 1900, 2000, 2023, 2024, 2100, 2400, 9999]) | st.integers(0, 9999))
-    month, day = draw(st.integers(0, 13)), draw(st.integers(0, 32))
-    hour, minute, second = draw(st.integers(0, 25)), draw(st.integers(0, 61)), draw(st.integers(0, 61))
-    fraction = draw(st.sampled_from(["", ".5", ".123", ".123456789", ".1234567890"]))
-    offset = draw(st.sampled_from(["Z", "z", "+00:00", "-05:30", "+23:59", "+24:00", "+05:60", ""]))
-    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}{offset}"
+    assert load_verdicts({"ranks": [{"used_kv_blocks": text}]}) == (ok, ok, ok)
+    assert load_verdicts({"sequence": "1", "timestampUnixNanos": text}, "watch_load_response.schema.json",
+                         ("load_pb2", "WatchLoadResponse")) == (ok, ok, ok)
 
 
 @st.composite
@@ -229,8 +207,8 @@ def int64_strings(draw):
 
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(timestamps(), int64_strings())
+@given(int64_strings(), int64_strings())
 def test_generated_load_documents_agree(timestamp, number):
-    doc = {"timestamp": timestamp, "usedKvBlocks": number}
+    doc = {"timestampUnixNanos": timestamp, "usedKvBlocks": number}
     python_ok, slow_ok, fast_ok = load_verdicts(doc)
     assert python_ok == slow_ok == fast_ok, (doc, python_ok, slow_ok, fast_ok)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from openengine.v1 import load_pb2
+from openengine.v1 import load_pb2, server_pb2
 from openengine.validate import WatchLoadChecker, effective_watch_settings
 
 MS = 1_000_000
+# Stream times are milliseconds from here: a timestamp of zero is no timestamp.
+T0 = 1_700_000_000_000
 
 
 def settings(seq=0, t=0, interval=100, heartbeat=1000, initial=True, per_rank=False, iid="e1", rev=1):
     msg = load_pb2.WatchLoadResponse(sequence=seq)
-    msg.timestamp.FromNanoseconds(t * MS)
+    msg.timestamp_unix_nanos = (T0 + t) * MS
     msg.settings.interval_ms = interval
     msg.settings.heartbeat_ms = heartbeat
     msg.settings.initial_snapshot = initial
@@ -24,13 +26,13 @@ def settings(seq=0, t=0, interval=100, heartbeat=1000, initial=True, per_rank=Fa
 
 def snapshot(seq, t, iid="e1", coalesced=0, load_t=None, ranks=0, no_load=False):
     msg = load_pb2.WatchLoadResponse(sequence=seq)
-    msg.timestamp.FromNanoseconds(t * MS)
+    msg.timestamp_unix_nanos = (T0 + t) * MS
     msg.snapshot.coalesced = coalesced
     if no_load:
         msg.snapshot.SetInParent()
         return msg
     msg.snapshot.load.instance_id = iid
-    msg.snapshot.load.timestamp.FromNanoseconds((t if load_t is None else load_t) * MS)
+    msg.snapshot.load.timestamp_unix_nanos = (T0 + (t if load_t is None else load_t)) * MS
     for r in range(ranks):
         msg.snapshot.load.ranks.add(data_parallel_rank=r)
     return msg
@@ -38,7 +40,7 @@ def snapshot(seq, t, iid="e1", coalesced=0, load_t=None, ranks=0, no_load=False)
 
 def heartbeat(seq, t):
     msg = load_pb2.WatchLoadResponse(sequence=seq)
-    msg.timestamp.FromNanoseconds(t * MS)
+    msg.timestamp_unix_nanos = (T0 + t) * MS
     msg.heartbeat.SetInParent()
     return msg
 
@@ -175,10 +177,12 @@ def test_totals_must_be_the_sums_of_the_ranks():
     load = good.snapshot.load
     load.ranks[0].used_kv_blocks, load.ranks[1].used_kv_blocks, load.used_kv_blocks = 0, 3, 3
     load.ranks[0].total_kv_blocks, load.ranks[1].total_kv_blocks, load.total_kv_blocks = 50, 50, 100
+    load.ranks[0].running_requests, load.ranks[1].running_requests, load.running_requests = 1, 2, 3
+    load.ranks[0].queued_requests, load.ranks[1].queued_requests, load.queued_requests = 0, 0, 0
     assert ids(run([settings(per_rank=True), good])) == []
     assert check_load(load) == []
     for name in RANK_SUMMED_FIELDS:
-        bad = load_pb2.LoadInfo()
+        bad = server_pb2.LoadInfo()
         bad.CopyFrom(load)
         setattr(bad, name, getattr(bad, name) + 1)
         found = check_load(bad, "load")
@@ -186,9 +190,13 @@ def test_totals_must_be_the_sums_of_the_ranks():
     # The case: the total counts a prefix-cache block the only rank does not.
     msg = snapshot(1, 1, ranks=1)
     msg.snapshot.load.used_kv_blocks = 1
+    msg.snapshot.load.ranks[0].used_kv_blocks = 0
     assert ids(run([settings(per_rank=True), msg])) == ["OEV321"]
+    # A figure upstream's optional fields leave unreported is not added up.
+    msg.snapshot.load.ranks[0].ClearField("used_kv_blocks")
+    assert ids(run([settings(per_rank=True), msg])) == []
     # Without ranks there is nothing to add up.
-    assert check_load(load_pb2.LoadInfo(used_kv_blocks=7)) == []
+    assert check_load(server_pb2.LoadInfo(used_kv_blocks=7)) == []
 
 
 def test_keep_bounds_the_violations_a_checker_holds():

@@ -7,7 +7,7 @@ grouped here by the requirement they enforce.
 
 from __future__ import annotations
 
-from openengine.conformance.cases.base import case, expect
+from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import Context
 from openengine.conformance.contract import CORE
 
@@ -27,33 +27,22 @@ GROUPS = [
     ("capabilities.combinations", ("REQ-CAP-010",), ("OEV120", "OEV121"),
      "prerequisites are advertised and no incompatible combination is"),
     ("capabilities.role-scope", ("REQ-CAP-011",), ("OEV130", "OEV136"),
-     "role-scoped profiles only for the roles they allow; EngineInfo has a role"),
+     "role-scoped profiles only for the roles they allow; ServerInfo has a role"),
     ("capabilities.model-scope", ("REQ-CAP-012",), ("OEV131", "OEV132", "OEV133", "OEV134"),
      "model-scoped profiles are listed by exactly the models that support them"),
-    ("core.discovery.revision", ("REQ-REV-001",), ("OEV135",),
-     "capability revision is non-zero and the same in EngineInfo and Capabilities"),
 ]
 
 
 def report(ctx: Context):
     """The validators' verdict on this run's discovery answers (computed once per discovery)."""
-    from openengine.validate import validate_capabilities
-
-    d = ctx.discovery
-    key = (id(d.capabilities), id(d.engine_info), len(d.models))
-    cached = getattr(ctx, "_cap_report", None)
-    if cached is None or cached[0] != key:
-        cached = (key, validate_capabilities(d.capabilities, engine_info=d.engine_info,
-                                             model_infos=list(d.models.values())))
-        ctx._cap_report = cached
-    return cached[1]
+    return ctx.capability_report()
 
 
 def undefined_majors(ctx: Context) -> list[str]:
     """`openengine.*` profiles advertised at a major the registry does not define, 0 included:
     the validators leave a major below 1 to REQ-CAP-002's rule, but it is undefined all the same."""
     out = []
-    for p in ctx.capabilities.profiles:
+    for p in ctx.require_capabilities().profiles:
         info = ctx.contract.profiles.get(p.name)
         if info is not None and p.major < 1 and p.major != info.version[0]:
             out.append(f"{p.name} major {p.major}: the registry defines only major {info.version[0]}")
@@ -78,10 +67,24 @@ for _id, _reqs, _rules, _title in GROUPS:
 @case("core.profiles.core-listed", profile=CORE, requires=("REQ-CORE-001.2",),
       title="Capabilities.profiles lists openengine.core exactly once")
 async def core_listed(ctx: Context):
+    if not ctx.has_discovery:
+        raise Failed("there is no Capabilities.profiles to list openengine.core: "
+                     + ctx.missing_discovery())
     count = sum(1 for p in ctx.capabilities.profiles if p.name == CORE)
-    missing = [v for v in report(ctx).violations if v.rule_id == "OEV101"]
     listed = ", ".join(p.name for p in ctx.capabilities.profiles) or "nothing"
-    expect(not missing and count >= 1, f"openengine.core is not advertised (Capabilities.profiles "
+    expect(count >= 1, f"openengine.core is not advertised (Capabilities.profiles "
                                        f"lists {listed}): every server lists it exactly once")
     expect(count == 1, f"openengine.core is listed {count} times in Capabilities.profiles, not "
                        "exactly once")
+
+
+@case("core.discovery.revision", profile=CORE, requires=("REQ-REV-001",),
+      title="the capability revision is non-zero and the same in ServerInfo and Capabilities")
+async def discovery_revision(ctx: Context):
+    caps = ctx.require_capabilities()
+    info = ctx.server_info.capability_revision
+    expect(info != 0, "ServerInfo.capability_revision is 0")
+    expect(caps.revision != 0, "Capabilities.revision is 0")
+    expect(info == caps.revision, f"Capabilities.revision {caps.revision} differs from "
+                                  f"ServerInfo.capability_revision {info}")
+    return f"revision {info}"

@@ -245,11 +245,11 @@ def _limit_update(ctx: Context):
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):
-    from openengine.v1 import admin_pb2, discovery_pb2, load_pb2
+    from openengine.v1 import admin_pb2, discovery_pb2, load_pb2, server_pb2
 
     admin = ctx.admin()
     ref, (change, undo) = _limit_update(ctx)
-    before = ctx.engine_info.capability_revision
+    before = ctx.server_info.capability_revision
     events = Events(ctx, initial_state=False) if ctx.advertised(EVENTS) else None
     watch = None
     if ctx.advertised("openengine.load"):
@@ -265,11 +265,11 @@ async def admin_update(ctx: Context):
             await asyncio.sleep(0.05)  # let the subscription register before the change
         resp = await admin.UpdateConfig(admin_pb2.UpdateConfigRequest(updates=[change]))
         expect(resp.previous_revision == before,
-               f"UpdateConfig previous_revision {resp.previous_revision}, EngineInfo said {before}")
+               f"UpdateConfig previous_revision {resp.previous_revision}, ServerInfo said {before}")
         expect(resp.revision > before, f"revision {resp.revision} after changing {ref}, was {before}")
-        info = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+        info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
         expect(info.capability_revision == resp.revision,
-               f"EngineInfo.capability_revision {info.capability_revision} != {resp.revision}")
+               f"ServerInfo.capability_revision {info.capability_revision} != {resp.revision}")
         caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
@@ -303,14 +303,14 @@ async def admin_update(ctx: Context):
             rest = await read_rest(running)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, "a request running across the revision change") from None
-        from openengine.v1 import common_pb2
+        from openengine.v1 import error_pb2
 
         last = rest[-1] if rest else None
-        expect(last is not None and (last.HasField("final") or (
-            last.HasField("error") and last.error.code == common_pb2.ERROR_CODE_ABORTED
+        expect(last is not None and (last.HasField("finished") or (
+            last.HasField("error") and last.error.code == error_pb2.ERROR_CODE_CANCELLED
             and last.error.retryable)),
             "a request running across the revision change neither completed nor ended with a "
-            "retryable ERROR_CODE_ABORTED")
+            "retryable ERROR_CODE_CANCELLED")
     finally:
         running.cancel()
         if events:
@@ -328,7 +328,7 @@ async def admin_update(ctx: Context):
       title="Drain reports progress until done; then Inference is NOT_SERVING and refuses work, "
             "discovery still answers", disruptive=True)
 async def admin_drain(ctx: Context):
-    from openengine.v1 import admin_pb2, discovery_pb2
+    from openengine.v1 import admin_pb2, server_pb2
 
     admin = ctx.admin()
     if not ctx.options.runs_destructive:
@@ -345,7 +345,7 @@ async def admin_drain(ctx: Context):
     expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING), "Inference is SERVING after a drain")
     expect(await ctx.check_health("openengine.v1.Discovery") == S.SERVING,
            "Discovery is not SERVING after a drain")
-    await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
     try:
         got = await ctx.generate(ctx.generate_request(max_tokens=1))
         raise Failed(f"Generate after a drain was served ({len(got)} messages)")
@@ -455,15 +455,15 @@ async def admin_permission(ctx: Context):
 @case("admin.guard-isolated", profile=ADMIN, requires=("REQ-ADMIN-004",),
       title="without admin credentials (or with a wrong one) discovery, inference and health answer")
 async def admin_guard_isolated(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
     for label, md in (("no credentials", None),
                       ("a wrong admin token", (("authorization", "Bearer conformance-wrong"),))):
         try:
-            await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest(), metadata=md)
+            await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest(), metadata=md)
             await ctx.health.Check(health_pb2.HealthCheckRequest(service=""), metadata=md)
             call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=md)
             got = [m async for m in call]
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, f"a call with {label}") from None
-        expect(got and got[-1].HasField("final"), f"Generate with {label} did not finish")
+        expect(got and got[-1].HasField("finished"), f"Generate with {label} did not finish")

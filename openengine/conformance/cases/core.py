@@ -1,5 +1,5 @@
 """Core cases: discovery, the RPCs each advertised profile must serve (and each unadvertised one
-must refuse), streaming generation, and cancellation."""
+must refuse), streaming generation as upstream's events, and cancellation."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import grpc
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
 from openengine.conformance.contract import CORE, RpcInfo, load_contract
+from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
 
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
@@ -20,6 +21,8 @@ DISRUPTIVE_METHODS = {"Drain", "PauseGeneration", "Sleep"}
 # How long a probe waits for a stream's first message or status when silence proves nothing
 # either way (a served stream may stay quiet); where an answer must come, it waits the RPC deadline.
 STREAM_PROBE_SECONDS = 0.5
+# Upstream lets an engine with LoRA disabled answer these FAILED_PRECONDITION (REQ-CORE-003).
+LORA_METHODS = {"LoadLora", "UnloadLora", "ListLoras"}
 
 
 def _probe_request(ctx: Context, rpc: RpcInfo):
@@ -31,9 +34,11 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
     if name == "GetModelInfo":
         req.model = ctx.model
     elif name == "Abort":
-        req.request_ids.values.append("conformance-probe-no-such-request")
+        req.request_id = "conformance-probe-no-such-request"
     elif name == "UpdateConfig":
         req.validate_only = True
+    elif name == "UnloadLora":
+        req.lora_name = "conformance-probe-no-such-adapter"
     elif name == "Check" or name == "Watch":
         req.service = ""
     return req
@@ -63,23 +68,28 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
 
 
 async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
-    """Release what a probe may have created (a session, an adapter)."""
-    from openengine.v1 import adapters_pb2, sessions_pb2
+    """Release what a probe may have created (a session)."""
+    from openengine.v1 import sessions_pb2
 
     with contextlib.suppress(Exception):
         if rpc.method.name == "OpenSession" and answer is not None and answer.session.session_id:
             await ctx.sessions.CloseSession(
                 sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
-        if rpc.method.name == "LoadAdapter" and answer is not None and answer.adapter.name:
-            await ctx.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(
-                name=answer.adapter.name, model=answer.adapter.model))
+
+
+def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
+    defined = ctx.contract.profiles[profile].version
+    caps = ctx.discovery.capabilities
+    if caps is None:
+        return defined
+    advertised = {p.name: (p.major, p.minor) for p in caps.profiles}
+    return advertised.get(profile, defined)
 
 
 def _served_case(profile: str):
     async def run(ctx: Context):
-        advertised = {p.name: (p.major, p.minor) for p in ctx.capabilities.profiles}
         defined = ctx.contract.profiles[profile].version
-        version = advertised.get(profile, defined)
+        version = _advertised_version(ctx, profile)
         if version[0] != defined[0]:
             # The registry defines no RPC for another major: nothing to probe would pass vacuously.
             raise Failed(f"advertised {profile} {version[0]}.{version[1]}, but the registry defines "
@@ -101,8 +111,9 @@ def _served_case(profile: str):
             checked += 1
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 missing.append(rpc.full_name)
-        expect(not missing, f"advertised {profile} {version[0]}.{version[1]} but "
-                            f"{', '.join(missing)} answered UNIMPLEMENTED")
+        shown = "the core" if profile == CORE else f"advertised {profile} {version[0]}.{version[1]}"
+        expect(not missing, f"{shown}, but {', '.join(missing)} answered UNIMPLEMENTED: add "
+                            f"{'it' if len(missing) == 1 else 'them'}")
         if not checked:
             raise Unchecked(f"{profile} {version[0]}.{version[1]} has no RPC the runner may probe "
                             "without disrupting the engine")
@@ -118,9 +129,14 @@ def _absent_case(profile: str):
             # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
             code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
             await _undo_probe(ctx, rpc, answer)
+            if code == grpc.StatusCode.FAILED_PRECONDITION and rpc.method.name in LORA_METHODS:
+                continue
             if code != grpc.StatusCode.UNIMPLEMENTED:
                 shown = "kept the stream open" if code is None else f"answered {status_name(code)}"
                 answered.append(f"{rpc.full_name} {shown}")
+        if answered and not ctx.has_discovery:
+            raise Failed(f"{'; '.join(answered)}, so the engine serves {profile}: list it in "
+                         f"Capabilities.profiles once Discovery/GetCapabilities is served")
         expect(not answered, f"{profile} is not advertised, but " + "; ".join(answered))
         return f"{len(ctx.contract.profiles[profile].rpcs)} RPCs answered UNIMPLEMENTED"
     return run
@@ -144,25 +160,81 @@ def _register_profile_cases() -> None:
 # Discovery
 
 @case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001.1",),
-      title="GetEngineInfo, GetCapabilities and GetModelInfo of every served model answer")
+      title="Control/GetServerInfo, GetModelInfo of every supported model and "
+            "Discovery/GetCapabilities answer")
 async def discovery_answers(ctx: Context):
     d = ctx.discovery
     expect(d.error is None, d.error or "")
-    expect(bool(d.engine_info.served_models), "EngineInfo.served_models is empty")
+    expect(bool(d.server_info.supported_models), "ServerInfo.supported_models is empty")
+    if not ctx.has_discovery:
+        raise Failed(ctx.missing_discovery() + " (REQ-CORE-001.1)")
     return f"{len(d.models)} model(s)"
 
 
-@case("core.discovery.instance-id", profile=CORE, requires=("REQ-CORE-012", "REQ-REV-002"),
-      title="EngineInfo has a role, and an instance_id that is set and stable across reads")
+@case("core.server-info.instance-id", profile=CORE, requires=("REQ-CORE-012",),
+      title="ServerInfo has an engine_role, and an instance_id that is set and stable across reads")
 async def instance_id(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
-    first = ctx.engine_info.instance_id
-    expect(bool(first), "EngineInfo.instance_id is empty")
-    expect(ctx.engine_info.role != 0, "EngineInfo.role is ROLE_UNSPECIFIED")
-    again = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    first = ctx.server_info.instance_id
+    expect(bool(first), "ServerInfo.instance_id is empty")
+    expect(ctx.server_info.engine_role != 0, "ServerInfo.engine_role is ENGINE_ROLE_UNSPECIFIED")
+    again = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
     expect(again.instance_id == first,
-           f"EngineInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")
+           f"ServerInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")
+
+
+@case("core.server-info.revisions", profile=CORE, requires=("REQ-REV-009",),
+      title="ServerInfo names this contract's schema revision, minimum client revision 1 and an "
+            "immutable schema release")
+async def server_revisions(ctx: Context):
+    from openengine.contract import catalogue
+
+    info, contract = ctx.server_info, catalogue()
+    problems = []
+    if info.schema_revision != contract.schema_revision:
+        problems.append(f"schema_revision is {info.schema_revision}; an engine of this contract "
+                        f"serves {contract.schema_revision}")
+    if info.minimum_client_revision != contract.minimum_client_revision:
+        problems.append(f"minimum_client_revision is {info.minimum_client_revision}, not "
+                        f"{contract.minimum_client_revision}: every revision-"
+                        f"{contract.minimum_client_revision} client is served")
+    release = info.schema_release
+    if not release or release in ("main", "master", "HEAD"):
+        problems.append(f"schema_release is {release!r}: it names an immutable release "
+                        f"({contract.schema_release!r})")
+    expect(not problems, "; ".join(problems))
+    return f"revision {info.schema_revision}, release {release}"
+
+
+@case("core.model-info.answers", profile=CORE, requires=("REQ-CORE-020.1", "REQ-CORE-020.2"),
+      title="GetModelInfo names each supported model as asked, selects the default model for an "
+            "empty name, and fails NOT_FOUND for an unknown one")
+async def model_info(ctx: Context):
+    from openengine.v1 import model_pb2
+
+    problems = []
+    for name, info in ctx.discovery.models.items():
+        if info.served_model_name != name:
+            problems.append(f"GetModelInfo({name!r}) answered served_model_name "
+                            f"{info.served_model_name!r}")
+    try:
+        await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest(model="conformance-no-such-model"))
+        problems.append("GetModelInfo for an unknown model answered OK, not NOT_FOUND")
+    except grpc.aio.AioRpcError as err:
+        if err.code() != grpc.StatusCode.NOT_FOUND:
+            problems.append(f"GetModelInfo for an unknown model failed with "
+                            f"{status_name(err.code())}, not NOT_FOUND")
+    try:
+        default = await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest())
+        if default.served_model_name not in ctx.discovery.models:
+            problems.append(f"GetModelInfo with an empty model answered "
+                            f"{default.served_model_name!r}, not a supported model")
+    except grpc.aio.AioRpcError as err:
+        problems.append(f"GetModelInfo with an empty model failed with {status_name(err.code())}: "
+                        "an empty name selects the default model")
+    expect(not problems, "; ".join(problems))
+    return f"{len(ctx.discovery.models)} model(s)"
 
 
 @case("core.capabilities.stable", profile=CORE, requires=("REQ-CORE-005",),
@@ -173,15 +245,18 @@ async def capabilities_stable(ctx: Context):
     def key(caps):
         return sorted((p.name, p.major, p.minor) for p in caps.profiles)
 
-    before = key(ctx.capabilities)
+    before = key(ctx.require_capabilities())
     call = ctx.inference.Generate(ctx.long_request())
     try:
         first = await call.read()
         expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
                                            "ended with OK before its first message: an accepted "
-                                           "stream ends with a terminal final or error")
+                                           "stream ends with a finished or error event")
         busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
-        if first.HasField("final") or first.HasField("error"):
+        if first.HasField("error"):
+            raise Failed(f"the long request ended at once with an EngineError "
+                         f"({error_code_name(first.error.code)}: {first.error.message!r})")
+        if first.HasField("finished"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
                             "the engine could not be read while busy")
         expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
@@ -199,65 +274,83 @@ async def capabilities_stable(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # Generation
 
-def _finals(responses) -> dict[int, object]:
-    return {r.final.index: r.final for r in responses if r.WhichOneof("kind") == "final"}
+def _expect_shape(stream: Stream, *, outputs: int = 1, request_id: str | None = None) -> None:
+    problems = stream.shape_problems(outputs=outputs, request_id=request_id)
+    expect(not problems, "; ".join(problems))
+
+
+def _expect_success(stream: Stream, what: str) -> None:
+    failure = stream.failure()
+    if failure:
+        raise Failed(f"{what} within every limit: {failure} instead of finished events")
 
 
 @case("core.generate.stream", profile=CORE,
-      requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-006"),
-      title="Generate streams chunks, then one final with finish reason and usage, then OK")
+      requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-015", "REQ-SVC-002",
+                "REQ-CORE-016.1", "REQ-CORE-016.2", "REQ-CORE-017.1", "REQ-CORE-017.2",
+                "REQ-CORE-017.3", "REQ-CORE-019.1", "REQ-CORE-019.3", "REQ-CORE-006"),
+      title="Generate streams token events, then one finished (LENGTH at max_tokens) with the "
+            "usage on the final response and the request id on every one, then OK")
 async def generate_stream(ctx: Context):
     from openengine.v1 import generation_pb2
 
-    # ignore_eos: the sequence runs to max_tokens, so a sequence that runs past it is seen.
-    responses = await ctx.generate(ctx.generate_request(max_tokens=6, ignore_eos=True))
-    kinds = [r.WhichOneof("kind") for r in responses]
-    expect(kinds, "the Generate stream ended with OK and no message: an accepted stream sends a "
-                  "terminal final (or error) before it ends")
-    if "error" in kinds:
-        error = responses[kinds.index("error")].error
-        raise Failed(f"a 6-token request within every limit ended with an EngineError (code "
-                     f"{error_code_name(error.code)}: {error.message!r}) instead of a final")
-    expect(kinds[-1] == "final", f"the stream's last message is a {kinds[-1]}, not a final: each "
-                                 "sequence ends with one terminal message and nothing follows it")
-    expect(kinds.count("final") == 1, f"the stream carried {kinds.count('final')} finals for its one "
-                                      "sequence, not exactly one")
-    final = responses[-1].final
-    expect(final.finish_reason != generation_pb2.FINISH_REASON_UNSPECIFIED,
-           "GenerateFinal.finish_reason is not set: the final says why the sequence ended")
-    expect(final.HasField("usage"), "GenerateFinal.usage is not set: the final carries the usage")
-    tokens = sum(len(r.chunk.token_ids) for r in responses if r.HasField("chunk")) + len(final.token_ids)
-    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated (ignore_eos set): a "
-                        "sequence ends when it has max_tokens tokens")
-    expect(final.usage.completion_tokens == tokens,
-           f"usage.completion_tokens {final.usage.completion_tokens} != {tokens} tokens streamed")
+    # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
+    request = ctx.generate_request(max_tokens=6, ignore_eos=True)
+    stream = Stream(await ctx.generate(request), request)
+    _expect_shape(stream, request_id=request.request_id)
+    _expect_success(stream, "a 6-token request")
+    out = stream.output(0)
+    tokens = len(out.tokens)
+    expect(tokens <= 6, f"max_tokens 6 but {tokens} tokens were generated (ignore_eos set): an "
+                        "output ends when it has max_tokens tokens (REQ-CORE-019.1)")
+    expect(tokens == 6, f"max_tokens 6 with ignore_eos, but the output ended after {tokens} tokens "
+                        f"with {finish_reason_name(out.finished.reason)} (REQ-CORE-019.3)")
+    expect(out.finished.reason == generation_pb2.FINISH_REASON_LENGTH,
+           f"the output reached max_tokens and ended with {finish_reason_name(out.finished.reason)}, "
+           "not FINISH_REASON_LENGTH (REQ-CORE-019.1)")
+    usage = stream.usage
+    expect(usage.completion_tokens == tokens,
+           f"usage.completion_tokens {usage.completion_tokens} != {tokens} tokens streamed "
+           "(REQ-CORE-017.3)")
+    expect(usage.prompt_tokens > 0, "usage.prompt_tokens is 0 for a non-empty prompt (REQ-CORE-017.3)")
+    texts = [m.token.text for m in stream.responses if m.HasField("token")]
+    if all(texts) and "".join(texts) != out.text:
+        raise Failed("token texts are not the new text of each event (REQ-CORE-016.2)")
+    return f"{tokens} tokens, usage {usage.prompt_tokens}+{usage.completion_tokens}"
 
 
-@case("core.generate.terminal", profile=CORE, requires=("REQ-CORE-009.1", "REQ-CORE-009.2"),
-      title="each of n sequences ends with exactly one final, and nothing follows the last")
+@case("core.generate.request-id", profile=CORE, requires=("REQ-CORE-015",),
+      title="a request without request_id gets one id from the engine, the same on every response")
+async def generate_request_id(ctx: Context):
+    request = ctx.generate_request(max_tokens=3, request_id="")
+    request.request_id = ""
+    stream = Stream(await ctx.generate(request), request)
+    _expect_success(stream, "a 3-token request")
+    ids = sorted({r.request_id for r in stream.responses})
+    expect(ids and ids != [""], "the responses of a request sent without request_id carry no id: "
+                                "the engine gives the request one and puts it on every response")
+    expect(len(ids) == 1, f"the responses of one request carried {len(ids)} ids: {ids}")
+    return f"id {ids[0]!r}"
+
+
+@case("core.generate.terminal", profile=CORE,
+      requires=("REQ-CORE-009.1", "REQ-CORE-009.2", "REQ-CORE-016.1", "REQ-CORE-017.3"),
+      title="each of num_sequences outputs ends with exactly one finished event, nothing follows "
+            "it, and usage counts every output")
 async def generate_terminal(ctx: Context):
     n = max(1, min(2, int(ctx.limit(CORE, "max_sequences"))))
-    responses = await ctx.generate(ctx.generate_request(max_tokens=4, n=n))
-    kinds = [r.WhichOneof("kind") for r in responses]
-    if "error" in kinds:
-        error = responses[kinds.index("error")].error
-        raise Failed(f"a request for {n} sequences within every limit ended with an EngineError "
-                     f"(code {error_code_name(error.code)}: {error.message!r}) instead of finals")
-    finals = [r.final.index for r in responses if r.HasField("final")]
-    expect(sorted(finals) == list(range(n)), f"with n={n} the stream carried finals for sequence "
-                                             f"indexes {finals}: expected one final for each of "
-                                             f"0..{n - 1}")
-    last_final = max(i for i, k in enumerate(kinds) if k == "final")
-    seen_final: set[int] = set()
-    for r in responses:
-        if r.HasField("final"):
-            seen_final.add(r.final.index)
-        elif r.HasField("chunk"):
-            expect(r.chunk.index not in seen_final,
-                   f"a chunk of sequence {r.chunk.index} followed its final")
-    expect(last_final == len(kinds) - 1, f"{len(kinds) - 1 - last_final} message(s) "
-                                         f"({', '.join(kinds[last_final + 1:])}) followed the last "
-                                         "final: nothing follows the terminal message")
+    request = ctx.generate_request(max_tokens=4, num_sequences=n)
+    stream = Stream(await ctx.generate(request), request)
+    _expect_success(stream, f"a request for {n} outputs")
+    _expect_shape(stream, outputs=n, request_id=request.request_id)
+    finished = sorted(i for i, o in stream.outputs.items() if o.finished is not None)
+    expect(finished == list(range(n)), f"with num_sequences={n} the stream finished outputs "
+                                       f"{finished}: expected one finished event for each of "
+                                       f"0..{n - 1}")
+    expect(stream.usage.completion_tokens == stream.counted_tokens(),
+           f"usage.completion_tokens {stream.usage.completion_tokens} != "
+           f"{stream.counted_tokens()} tokens over the {n} outputs (REQ-CORE-017.3)")
+    return f"{n} output(s)"
 
 
 @dataclass(frozen=True)
@@ -273,27 +366,36 @@ class LimitProbe:
 # A valid constraint of each guided-decoding mode (the oneof member of GuidedDecoding).
 GUIDED_EXAMPLES: dict[str, Callable] = {
     "json_schema": lambda g: setattr(g, "json_schema", '{"type": "object"}'),
-    "json_object": lambda g: setattr(g, "json_object", True),
+    "json_object": lambda g: g.json_object.SetInParent(),
     "regex": lambda g: setattr(g, "regex", "[a-z]+"),
     "ebnf_grammar": lambda g: setattr(g, "ebnf_grammar", 'root ::= "yes" | "no"'),
     "structural_tag": lambda g: setattr(g, "structural_tag", '{"structures": [], "triggers": []}'),
-    "choice": lambda g: g.choice.values.extend(["yes", "no"]),
+    "choice": lambda g: g.choice.choices.extend(["yes", "no"]),
 }
-# A request value for each switch the validators' request table ties to a field.
+
+
+def _token_prompt(r) -> None:
+    r.token_ids.ids.extend([72, 105])
+
+
+# A request value for each switch the request table ties to a field.
 SWITCH_EXAMPLES: dict[str, Callable] = {
     "sampling.min_p": lambda r: setattr(r.sampling, "min_p", 0.1),
-    "sampling.logit_bias": lambda r: r.sampling.logit_bias.__setitem__(1, 1.0),
-    "sampling.prompt_logprobs": lambda r: setattr(r.sampling, "prompt_logprobs", 1),
-    "|prompt": lambda r: r.token_ids.ids.extend([72, 105]),
+    "response.return_output_logprobs": lambda r: setattr(r.response, "return_output_logprobs", True),
+    "response.return_prompt_logprobs": lambda r: setattr(r.response, "return_prompt_logprobs", True),
+    "|input": _token_prompt,
 }
+# The switch a bounded field needs before its bound can be judged.
+NEEDS_SWITCH = {"response.output_candidates.top_n": ("response.return_output_logprobs", "output_logprobs"),
+                "response.prompt_candidates.top_n": ("response.return_prompt_logprobs", "prompt_logprobs")}
 
 
 def _guided_modes():
     """(oneof member, GuidedDecodingMode value) for every mode the contract defines."""
-    from openengine.v1 import capabilities_pb2, generation_pb2
+    from openengine.v1 import generation_pb2, model_pb2
 
-    oneof = generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["constraint"]
-    enum = capabilities_pb2.GuidedDecodingMode
+    oneof = generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["guide"]
+    enum = model_pb2.GuidedDecodingMode
     return [(f.name, enum.Value(f"GUIDED_DECODING_MODE_{f.name.upper()}")) for f in oneof.fields]
 
 
@@ -306,40 +408,44 @@ def _set_path(request, path: str, value) -> None:
 
 
 def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
-    """Every GenerateRequest probe of REQ-CAP-009 for the core limits, from the validators'
-    request table (which field each limit bounds or switches) and the contract's guided modes:
-    a request one above each numeric limit and one at it, each switch used when advertised off
-    (and on), each guided mode not listed (and listed). Advisory limits (`ignored`) get none."""
-    from openengine.validate._preflight import REQUEST_LIMITS
+    """Every GenerateRequest probe of REQ-CAP-009 for the core limits, from the contract's
+    request table (which field each limit bounds or switches) and its guided modes: a request
+    one above each numeric limit and one at it, each switch used when advertised off (and on),
+    each guided mode not listed (and listed)."""
+    from openengine.contract import catalogue
 
     probes: list[LimitProbe] = []
-    for row in REQUEST_LIMITS:
+    for row in catalogue().request_limits:
         if row.request != "GenerateRequest" or row.profile != CORE or row.limit is None:
             continue
         name = f"{row.profile}.{row.limit}"
         value = limit_of(row.limit)
         if row.check == "at_most":
             field = row.field
-            above = int(value) + 1
+            switch, switch_limit = NEEDS_SWITCH.get(field, (None, None))
+            on = True if switch is None else bool(limit_of(switch_limit))
 
-            def over(r, f=field, v=above):
+            def change(r, f=field, v=0, s=switch):
+                if s:
+                    SWITCH_EXAMPLES[s](r)
                 _set_path(r, f, v)
-            probes.append(LimitProbe(name, f"{field}={above}", over, accept=False))
-            if field != "sampling.prompt_logprobs":   # at the limit, it also needs its switch
+            above = int(value) + 1
+            probes.append(LimitProbe(name, f"{field}={above}",
+                                     lambda r, c=change, v=above: c(r, v=v), accept=False))
+            if int(value) >= 1:
                 probes.append(LimitProbe(name, f"{field}={int(value)}",
-                                         lambda r, f=field, v=int(value): _set_path(r, f, v),
-                                         accept=True))
+                                         lambda r, c=change, v=int(value): c(r, v=v), accept=on))
         elif row.check == "enabled":
             change = SWITCH_EXAMPLES.get(row.field)
             if change is None:
                 raise KeyError(f"no example request value for {row.field} ({name})")
-            shown = "a token-id prompt" if row.field == "|prompt" else f"{row.field} set"
+            shown = "a token-id prompt" if row.field == "|input" else f"{row.field} set"
             probes.append(LimitProbe(name, shown, change, accept=bool(value)))
-        elif row.check == "member" and row.field == "sampling.guided|constraint":
-            listed = set(value)   # enum numbers or their registry spellings, as the report gives them
+        elif row.check == "member" and row.field == "guided|guide":
+            listed = set(value)   # enum numbers or their registry spellings
             for member, mode in _guided_modes():
                 def guided(r, m=member):
-                    GUIDED_EXAMPLES[m](r.sampling.guided)
+                    GUIDED_EXAMPLES[m](r.guided)
                 probes.append(LimitProbe(name, f"guided {member}", guided,
                                          accept=mode in listed or member in listed))
     return probes
@@ -349,6 +455,7 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
       title="each request beyond an advertised limit, or using a feature advertised off, is refused "
             "with INVALID_ARGUMENT; the same within the limits is accepted")
 async def generate_limits(ctx: Context):
+    ctx.require_capabilities()
     if int(ctx.limit(CORE, "max_sequences")) < 1:
         raise Skipped("max_sequences is out of range (capabilities.limits-in-range)")
     problems, probes = [], limit_probes(lambda name: ctx.limit(CORE, name))
@@ -376,23 +483,111 @@ def _shown_limit(value) -> str:
     if isinstance(value, bool):
         return "false" if not value else "true"
     if isinstance(value, list):
-        from openengine.v1 import capabilities_pb2
+        from openengine.v1 import model_pb2
 
-        names = [capabilities_pb2.GuidedDecodingMode.Name(v) if isinstance(v, int) else str(v)
+        names = [model_pb2.GuidedDecodingMode.Name(v) if isinstance(v, int) else str(v)
                  for v in value]
         return "[" + ", ".join(names) + "]"
     return str(value)
 
 
 # ------------------------------------------------------------------------------------------------
+# Advertised features that change what Generate returns: each one asked for must be delivered.
+
+@case("core.generate.output-logprobs", profile=CORE, requires=("REQ-CORE-006", "REQ-CAP-009"),
+      title="with output log-probabilities advertised, a request for them and max_logprobs "
+            "candidates gets a logprob, a rank and that many candidates on every token")
+async def output_logprobs(ctx: Context):
+    if not ctx.limit(CORE, "output_logprobs"):
+        raise Skipped("output log-probabilities are not advertised")
+    top = int(ctx.limit(CORE, "max_logprobs"))
+    request = ctx.generate_request(max_tokens=4, ignore_eos=True)
+    request.response.return_output_logprobs = True
+    if top:
+        request.response.output_candidates.top_n = top
+    stream = Stream(await ctx.generate(request), request)
+    _expect_success(stream, f"a request for output logprobs with top_n {top}")
+    tokens = stream.output(0).tokens
+    expect(tokens, "the request for output logprobs delivered no token")
+    problems = []
+    for k, t in enumerate(tokens):
+        if not t.HasField("logprob"):
+            problems.append(f"token {k} has no logprob")
+        elif top and len(t.candidates) != top:
+            problems.append(f"token {k} has {len(t.candidates)} candidates, not the {top} asked")
+    expect(not problems, "advertised output logprobs (max_logprobs " + str(top) + ") were not "
+                         "delivered: " + "; ".join(problems[:3]))
+    return f"{len(tokens)} tokens with logprobs and {top} candidates"
+
+
+@case("core.generate.prompt-logprobs", profile=CORE, requires=("REQ-CORE-006", "REQ-CORE-016.3"),
+      title="with prompt log-probabilities advertised, a request for them gets one prompt event "
+            "first, one TokenInfo per prompt token, the first without a logprob")
+async def prompt_logprobs(ctx: Context):
+    if not ctx.limit(CORE, "prompt_logprobs"):
+        raise Skipped("prompt log-probabilities are not advertised")
+    request = ctx.generate_request(max_tokens=2)
+    request.response.return_prompt_logprobs = True
+    stream = Stream(await ctx.generate(request), request)
+    _expect_success(stream, "a request for prompt logprobs")
+    _expect_shape(stream, request_id=request.request_id)
+    expect(stream.prompt is not None, "advertised prompt logprobs were asked for but no prompt "
+                                      "event came")
+    tokens = list(stream.prompt.tokens)
+    expect(len(tokens) == stream.usage.prompt_tokens,
+           f"the prompt event has {len(tokens)} tokens, usage.prompt_tokens says "
+           f"{stream.usage.prompt_tokens}")
+    missing = [k for k, t in enumerate(tokens[1:], 1) if not t.HasField("logprob")]
+    expect(not missing, f"prompt tokens {missing[:5]} have no logprob")
+    return f"{len(tokens)} prompt tokens"
+
+
+@case("core.generate.stop-in-output", profile=CORE, requires=("REQ-CORE-013.3", "REQ-CORE-006"),
+      title="with supports_stop_in_output reported, include_stop_in_output keeps the matched stop "
+            "string at the output's end")
+async def stop_in_output(ctx: Context):
+    info = ctx.discovery.models.get(ctx.model)
+    gen = info.generation if info is not None and info.HasField("generation") else None
+    if gen is None or not gen.supports_stop_in_output:
+        raise Skipped("ModelInfo.generation.supports_stop_in_output is not true")
+
+    def choose(_ids, text):
+        return _choose_stop_string(text)
+
+    stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: (
+        r.stopping.conditions.add(stop_text=s), setattr(r.stopping, "include_stop_in_output", True)))
+    _expect_finished(final)
+    from openengine.v1 import generation_pb2
+
+    if final.reason != generation_pb2.FINISH_REASON_STOP:
+        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
+                        "from the first)")
+    expect(text.endswith(stop), f"include_stop_in_output was set but the output {text[-20:]!r} does "
+                                f"not end with the matched stop string {stop!r}")
+    return f"kept {stop!r}"
+
+
+# ------------------------------------------------------------------------------------------------
 # Cancellation
 
-def _aborted(responses) -> bool:
-    """The stream ended as REQ-SVC-002 says a failure after acceptance ends: one EngineError."""
-    from openengine.v1 import common_pb2
+def _cancelled(stream: Stream) -> bool:
+    """Every output ended with a finished event of reason CANCELLED (REQ-CORE-010.4)."""
+    from openengine.v1 import generation_pb2
 
-    return bool(responses) and responses[-1].HasField("error") \
-        and responses[-1].error.code == common_pb2.ERROR_CODE_ABORTED
+    outs = list(stream.outputs.values())
+    return bool(outs) and stream.error is None and all(
+        o.finished is not None and o.finished.reason == generation_pb2.FINISH_REASON_CANCELLED
+        for o in outs)
+
+
+def _ending(stream: Stream) -> str:
+    if stream.error is not None:
+        return (f"an EngineError of code {error_code_name(stream.error.code)} "
+                f"({stream.error.message!r})")
+    reasons = sorted({finish_reason_name(o.finished.reason) for o in stream.outputs.values()
+                      if o.finished is not None})
+    return f"finished event(s) with {', '.join(reasons) or 'no reason'}" if reasons else \
+        "no finished event"
 
 
 async def _abort_running(ctx: Context, abort_request_for) -> str:
@@ -404,77 +599,122 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     responses = []
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
-                                           "accepted stream ends with a terminal final or error")
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first "
+                                           "message: an accepted stream ends with a finished or "
+                                           "error event")
         responses.append(first)
-        aborted = await ctx.lifecycle.Abort(abort_request_for(req, lifecycle_pb2))
+        aborted = await ctx.control.Abort(abort_request_for(req))
         responses.extend(await read_rest(call))
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "the aborted Generate stream") from None
     finally:
         call.cancel()
-    if not _aborted(responses):
-        if aborted.aborted == 0 and responses[-1].HasField("final"):
-            raise Unchecked(f"the request ran all {req.sampling.max_tokens} tokens the model allows "
-                            "before Abort reached it, so the abort could not be observed")
-        last = responses[-1]
-        if last.HasField("final"):
-            shown = f"a final with finish reason {finish_reason_name(last.final.finish_reason)}"
-        elif last.HasField("error"):
-            shown = f"an error of code {error_code_name(last.error.code)}"
-        else:
-            shown = f"a {last.WhichOneof('kind')} message"
-        raise Failed(f"Abort answered aborted={aborted.aborted} but the aborted stream ended with "
-                     f"{shown}, not a terminal EngineError with code ERROR_CODE_ABORTED")
-    errors = [r for r in responses if r.HasField("error")]
-    expect(len(errors) == 1, f"the aborted stream carried {len(errors)} EngineError messages, not "
-                             "exactly one terminal error")
+    stream = Stream(responses, req)
+    if not _cancelled(stream):
+        if aborted.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED and stream.error is None:
+            raise Unchecked(f"the request ran all {req.stopping.max_tokens} tokens the model "
+                            "allows before Abort reached it, so the abort could not be observed")
+        raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the "
+                     f"aborted stream ended with {_ending(stream)}, not a finished event with "
+                     "FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
+    _expect_shape(stream, request_id=req.request_id)
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
-    expect(aborted.aborted == 1, f"Abort ended the one running request but answered "
-                                 f"AbortResponse.aborted={aborted.aborted}, expected 1")
+    expect(aborted.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
+           f"Abort ended the running request but answered "
+           f"{lifecycle_pb2.AbortStatus.Name(aborted.status)}, not ABORT_STATUS_ABORTED")
     return f"aborted after {len(responses)} messages"
 
 
-@case("core.abort.by-id", profile=CORE,
-      requires=("REQ-CORE-010.1", "REQ-CORE-010.4", "REQ-CORE-010.5", "REQ-SVC-002"),
-      title="Abort by request id ends the running stream with an aborted terminal message, then OK")
-async def abort_by_id(ctx: Context):
-    return await _abort_running(ctx, lambda req, pb: _by_id(req))
-
-
 def _by_id(req):
-    from openengine.v1 import common_pb2, lifecycle_pb2
+    from openengine.v1 import lifecycle_pb2
 
-    return lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[req.request_id]))
+    return lifecycle_pb2.AbortRequest(request_id=req.request_id)
+
+
+def _all():
+    from openengine.v1 import lifecycle_pb2
+
+    return lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
+
+
+@case("core.abort.by-id", profile=CORE,
+      requires=("REQ-CORE-010.1", "REQ-CORE-010.4", "REQ-CORE-017.1", "REQ-SVC-002"),
+      title="Abort by request id answers ABORTED and ends the running stream with a CANCELLED "
+            "finished event carrying the usage, then OK")
+async def abort_by_id(ctx: Context):
+    return await _abort_running(ctx, _by_id)
 
 
 @case("core.abort.all", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-SVC-002"),
-      title="Abort(all) ends every running stream")
+      title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
-    return await _abort_running(ctx, lambda req, pb: pb.AbortRequest(all=True))
+    return await _abort_running(ctx, lambda req: _all())
 
 
-def error_code_name(value: int) -> str:
-    from openengine.v1 import common_pb2
+@case("core.abort.targets", profile=CORE,
+      requires=("REQ-CORE-010.2", "REQ-CORE-010.5", "REQ-CORE-010.6", "REQ-CORE-010.8"),
+      title="Abort answers ALREADY_FINISHED for a finished request, NOT_FOUND for an unknown "
+            "request or KV session, INVALID_ARGUMENT without a target, and ends nothing then")
+async def abort_targets(ctx: Context):
+    from openengine.v1 import kv_pb2, lifecycle_pb2
 
+    finished = ctx.generate_request(max_tokens=2)
+    await ctx.generate(finished)
+    running = ctx.long_request(prompt="conformance keeps running")
+    call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
+    problems = []
     try:
-        return common_pb2.ErrorCode.Name(value)
-    except ValueError:
-        return f"{value} (not an ErrorCode)"
+        first = await call.read()
+        expect(first is not grpc.aio.EOF, "the long request ended with OK before its first message")
+        forms = [
+            ("an unknown request id", lifecycle_pb2.AbortRequest(request_id="conformance-no-such-request"),
+             {grpc.StatusCode.NOT_FOUND}),
+            ("a KV session no request belongs to", lifecycle_pb2.AbortRequest(
+                kv_session=kv_pb2.KvSessionRef(session_id="conformance-no-such-session")),
+             {grpc.StatusCode.NOT_FOUND}),
+            ("no target", lifecycle_pb2.AbortRequest(), {grpc.StatusCode.INVALID_ARGUMENT}),
+        ]
+        for what, form, codes in forms:
+            try:
+                answer = await ctx.control.Abort(form)
+                problems.append(f"Abort naming {what} answered "
+                                f"{lifecycle_pb2.AbortStatus.Name(answer.status)}, not "
+                                f"{'/'.join(c.name for c in codes)}")
+            except grpc.aio.AioRpcError as err:
+                if err.code() not in codes:
+                    problems.append(f"Abort naming {what} failed with {status_name(err.code())}, "
+                                    f"not {'/'.join(c.name for c in codes)}")
+        try:
+            again = await ctx.control.Abort(_by_id(finished))
+            if again.status != lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED:
+                problems.append(f"Abort naming a request that had just finished answered "
+                                f"{lifecycle_pb2.AbortStatus.Name(again.status)}, not "
+                                "ABORT_STATUS_ALREADY_FINISHED")
+        except grpc.aio.AioRpcError as err:
+            # An engine that no longer remembers the request may answer NOT_FOUND.
+            if err.code() != grpc.StatusCode.NOT_FOUND:
+                problems.append(f"Abort naming a finished request failed with "
+                                f"{status_name(err.code())}: aborting twice is not an error")
+        if first.HasField("finished") or first.HasField("error"):
+            raise Unchecked("the longest request the model allows ended at its first message, so "
+                            "no request could be running beside the Aborts")
+        own = await ctx.control.Abort(_by_id(running))
+    except grpc.aio.AioRpcError as err:
+        raise rpc_error(err, "Abort") from None
+    finally:
+        call.cancel()
+    expect(not problems, "; ".join(problems))
+    expect(own.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
+           f"after Aborts targeting other requests, aborting the running request by its own id "
+           f"answered {lifecycle_pb2.AbortStatus.Name(own.status)}: it had already been ended by "
+           "an Abort that did not target it")
+    return "4 targets"
 
 
-def finish_reason_name(value: int) -> str:
-    from openengine.v1 import generation_pb2
-
-    try:
-        return generation_pb2.FinishReason.Name(value)
-    except ValueError:
-        return f"{value} (not a FinishReason)"
-
-
-async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int, bool]:
-    """Read a stream until it has carried `count` more tokens: (tokens read, whether it ended)."""
+async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int, object]:
+    """Read a stream until it has carried `count` more tokens: (tokens read, the message that
+    ended it or None while it runs)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     seen = 0
@@ -482,10 +722,25 @@ async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int
         msg = await reader.read(max(0.0, end - loop.time()))
         if msg is None:
             raise Failed(f"the witness request sent no token for {timeout:g} s")
-        if msg is grpc.aio.EOF or msg.HasField("final") or msg.HasField("error"):
-            return seen, True
-        seen += len(msg.chunk.token_ids) if msg.HasField("chunk") else 0
-    return seen, False
+        if msg is grpc.aio.EOF or msg.HasField("finished") or msg.HasField("error"):
+            return seen, msg
+        seen += len(msg.token.tokens) if msg.HasField("token") else 0
+    return seen, None
+
+
+def witness_end(msg, tokens: int, seen: int) -> str:
+    """Why a witness request ended before the check, as it ended: never a guess."""
+    if msg is not grpc.aio.EOF and msg.HasField("error"):
+        return (f"the witness request ended with an EngineError ({error_code_name(msg.error.code)}: "
+                f"{msg.error.message!r}) after {seen} tokens")
+    if msg is not grpc.aio.EOF and msg.HasField("finished"):
+        reason = finish_reason_name(msg.finished.reason)
+        if seen + 1 >= tokens:
+            return (f"the witness request finished ({reason}) after all {tokens} tokens it asked "
+                    "for; the model's max_output_tokens is too small to observe a cancellation")
+        return (f"the witness request finished ({reason}) after {seen} of the {tokens} tokens "
+                "it asked for with ignore_eos and min_tokens")
+    return f"the witness request's stream ended with OK after {seen} tokens and no finished event"
 
 
 @case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011.1",),
@@ -495,63 +750,58 @@ async def client_cancel(ctx: Context):
     """Two identical long requests (ignore_eos, min_tokens = max_tokens) start together; the
     client cancels one. The other is the witness: while it still runs, the cancelled one would
     still be running had the engine ignored the cancellation, so it must already be gone from
-    load (or, without load, unknown to Abort). No clock is involved: the engine's own pace,
-    shown by the witness's tokens, is the yardstick."""
-    from openengine.v1 import load_pb2
+    GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
+    yardstick."""
+    from openengine.v1 import server_pb2
 
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
         raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "
                         "to show it would still be running")
     tokens = ctx.long_generation_tokens()
-    use_load = ctx.advertised("openengine.load")
-    baseline = 0
-    if use_load:
-        info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
-        baseline = info.running_requests + info.queued_requests
+    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    baseline = info.running_requests + info.queued_requests
     cancelled_req = ctx.long_request(prompt="conformance cancels this request")
     cancelled = ctx.inference.Generate(cancelled_req, timeout=ctx.options.case_timeout + 5)
     witness = Reader(ctx.inference.Generate(ctx.long_request(prompt="conformance cancels this request"),
                                             timeout=ctx.options.case_timeout + 5))
     try:
         first = await cancelled.read()
-        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first message: an "
-                                           "accepted stream ends with a terminal final or error")
-        _, done = await _tokens_until(witness, 1, ctx.options.rpc_timeout)
-        if done or first.HasField("final"):
+        expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first "
+                                           "message: an accepted stream ends with a finished or "
+                                           "error event")
+        if first.HasField("error"):
+            raise Failed(f"a long request within every limit ended at once with an EngineError "
+                         f"({error_code_name(first.error.code)}: {first.error.message!r})")
+        seen, ended = await _tokens_until(witness, 1, ctx.options.rpc_timeout)
+        if ended is not None:
+            raise (Failed if ended is not grpc.aio.EOF and ended.HasField("error") else Unchecked)(
+                witness_end(ended, tokens, seen))
+        if first.HasField("finished"):
             raise Unchecked(f"a request of {tokens} tokens (the model's max_output_tokens) ended at "
-                            "once, so cancelling one could not be observed")
-        if use_load:
-            # Freed is judged from the count, so first see both requests in it.
-            info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
-            counted = info.running_requests + info.queued_requests - baseline
-            if counted < 2:
-                raise Unchecked(f"with both requests streaming GetLoad counted {counted} of them, so "
-                                "whether the cancelled one was freed cannot be read from it")
+                            "its first message, so cancelling one could not be observed")
+        info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        counted = info.running_requests + info.queued_requests - baseline
+        if counted < 2:
+            raise Failed(f"with both requests streaming GetLoad counted {counted} of them "
+                         "(REQ-LOAD-001.2)")
         cancelled.cancel()
         # A grace of an eighth of the request, in the engine's own tokens, to notice the cancel.
-        seen, done = await _tokens_until(witness, max(2, tokens // 8), ctx.options.case_timeout)
+        more, ended = await _tokens_until(witness, max(2, tokens // 8), ctx.options.case_timeout)
+        seen += more
         limit = tokens // 2
-        while not done:
-            if use_load:
-                info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
-                still = info.running_requests + info.queued_requests - baseline >= 2
-            else:
-                from openengine.v1 import lifecycle_pb2
-
-                left = await ctx.lifecycle.Abort(_by_id(cancelled_req))
-                still = left.aborted > 0
-            if not still:
-                return (f"freed within {seen} tokens of the witness" +
-                        ("" if use_load else " (checked with Abort)"))
-            if not use_load or seen >= limit:
-                shown = "GetLoad still counts it" if use_load else "Abort still found it running"
+        while ended is None:
+            info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+            if info.running_requests + info.queued_requests - baseline < 2:
+                return f"freed within {seen} tokens of the witness"
+            if seen >= limit:
                 raise Failed(f"after the client cancelled the request, an identical request "
-                             f"started with it streamed {seen} of {tokens} tokens and {shown}: "
-                             "the cancelled request was not stopped")
-            more, done = await _tokens_until(witness, max(1, tokens // 32), ctx.options.case_timeout)
+                             f"started with it streamed {seen} of {tokens} tokens and GetLoad "
+                             "still counts it: the cancelled request was not stopped")
+            more, ended = await _tokens_until(witness, max(1, tokens // 32), ctx.options.case_timeout)
             seen += more
-        raise Unchecked(f"the witness request finished ({tokens} tokens) before the check; the "
-                        "model's max_output_tokens is too small to observe a cancellation")
+        if ended is not grpc.aio.EOF and ended.HasField("error"):
+            raise Failed(witness_end(ended, tokens, seen))
+        raise Unchecked(witness_end(ended, tokens, seen))
     finally:
         cancelled.cancel()
         witness.cancel()
@@ -561,39 +811,40 @@ _register_profile_cases()
 
 
 @case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
-      title="within one revision, GetCapabilities, GetModelInfo and GetEngineInfo answer the same")
+      title="within one revision, GetCapabilities, GetModelInfo and GetServerInfo answer the same")
 async def discovery_stable(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import discovery_pb2, model_pb2, server_pb2
 
+    known = ctx.require_capabilities()
     caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    info = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
-    if info.capability_revision != ctx.engine_info.capability_revision:
+    info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    if info.capability_revision != ctx.server_info.capability_revision:
         raise Unchecked("the revision changed between reads, so stability within one could not be seen")
-    expect(caps == ctx.capabilities, "GetCapabilities answered differently within one revision")
-    before = ctx.engine_info
-    for name in ("role", "parallelism", "served_models"):
+    expect(caps == known, "GetCapabilities answered differently within one revision")
+    before = ctx.server_info
+    for name in ("engine_role", "parallelism", "capacity", "supported_models"):
         expect(getattr(info, name) == getattr(before, name),
-               f"EngineInfo.{name} changed within one revision")
+               f"ServerInfo.{name} changed within one revision")
     for model, was in ctx.discovery.models.items():
-        now = await ctx.discovery_rpc.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=model))
+        now = await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest(model=model))
         expect(now == was, f"GetModelInfo({model!r}) answered differently within one revision")
 
 
 @case("core.revision.unchanged-by-state", profile=CORE, requires=("REQ-REV-004",),
       title="requests, load changes and pause/resume leave the capability revision unchanged")
 async def revision_unchanged(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
-    before = ctx.engine_info.capability_revision
+    before = ctx.server_info.capability_revision
     await ctx.generate(ctx.generate_request(max_tokens=3))
     done = ["a request"]
     if ctx.can_admin():
         async with ctx.paused():
-            mid = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+            mid = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
             expect(mid.capability_revision == before,
                    f"pausing changed the revision {before} -> {mid.capability_revision}")
         done.append("pause/resume")
-    after = await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+    after = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
     expect(after.capability_revision == before,
            f"the revision changed {before} -> {after.capability_revision} after " + " and ".join(done))
     return "after " + " and ".join(done)
@@ -602,17 +853,18 @@ async def revision_unchanged(ctx: Context):
 @case("core.services.names", profile=CORE, requires=("REQ-SVC-001",),
       title="RPCs are not served under short, mis-cased or other services' names")
 async def service_names(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
-    wrong = ["/Discovery/GetEngineInfo", "/openengine.v1.discovery/GetEngineInfo",
-             "/openengine.v1.Inference/GetEngineInfo", "/openengine.Discovery/GetEngineInfo"]
+    wrong = ["/Control/GetServerInfo", "/openengine.v1.control/GetServerInfo",
+             "/openengine.v1.Inference/GetServerInfo", "/openengine.Control/GetServerInfo",
+             "/openengine.v1.Discovery/GetServerInfo"]
     answered = []
     for path in wrong:
         multi = ctx.channel.unary_unary(
-            path, request_serializer=discovery_pb2.GetEngineInfoRequest.SerializeToString,
-            response_deserializer=discovery_pb2.EngineInfo.FromString)
+            path, request_serializer=server_pb2.GetServerInfoRequest.SerializeToString,
+            response_deserializer=server_pb2.ServerInfo.FromString)
         try:
-            await multi(discovery_pb2.GetEngineInfoRequest(), timeout=ctx.options.rpc_timeout)
+            await multi(server_pb2.GetServerInfoRequest(), timeout=ctx.options.rpc_timeout)
             answered.append(path)
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.UNIMPLEMENTED:
@@ -625,7 +877,7 @@ async def service_names(ctx: Context):
 async def generate_not_found(ctx: Context):
     tries = [("model", lambda r: setattr(r, "model", "conformance-no-such-model"))]
     if ctx.advertised("openengine.adapters"):
-        tries.append(("adapter", lambda r: setattr(r, "adapter", "conformance-no-such-adapter")))
+        tries.append(("adapter", lambda r: setattr(r, "lora_name", "conformance-no-such-adapter")))
     if ctx.advertised("openengine.sessions"):
         tries.append(("session", lambda r: setattr(r, "session_id", "conformance-no-such-session")))
     problems = []
@@ -647,38 +899,36 @@ async def generate_not_found(ctx: Context):
 STOP_PROBE_TOKENS = 24
 
 
-def _sequence(responses, index: int = 0) -> tuple[list[int], str, object]:
-    """The token ids, text and final of one output sequence of a finished stream."""
-    ids, text, final = [], "", None
-    for r in responses:
-        part = r.chunk if r.HasField("chunk") else r.final if r.HasField("final") else None
-        if part is None or part.index != index:
-            continue
-        ids += list(part.token_ids)
-        text += part.text
-        if r.HasField("final"):
-            final = r.final
-    return ids, text, final
+def _sequence(stream: Stream, index: int = 0) -> tuple[list[int], str, object]:
+    """The token ids, text and finished event of one output of a finished stream."""
+    out = stream.output(index)
+    return out.token_ids, out.text, out.finished
 
 
 async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], str, object]:
     """Run a greedy request that ignores EOS, choose a stop condition from its output with
-    `choose(ids, text)`, run it again with `apply(request, stop)`: (stop, ids, text, final) of
-    the second run. Greedy and seeded, so the second run follows the first up to the stop."""
+    `choose(ids, text)`, run it again with `apply(request, stop)`: (stop, ids, text, finished)
+    of the second run. Greedy and seeded, so the second run follows the first up to the stop."""
     tokens = min(STOP_PROBE_TOKENS, ctx.long_generation_tokens())
 
     def request():
         return ctx.generate_request(max_tokens=tokens, prompt="conformance stops here",
                                     ignore_eos=True, temperature=0.0, seed=7)
 
-    ids, text, _ = _sequence(await ctx.generate(request()))
+    first = Stream(await ctx.generate(request()))
+    if first.error is not None:
+        raise Failed(f"a greedy {tokens}-token request: {first.failure()}")
+    ids, text, _ = _sequence(first)
     stop = choose(ids, text)
     if stop is None:
         raise Unchecked(f"the {len(ids)} tokens of a greedy request offered no stop condition "
                         "that first occurs after its first tokens")
     again = request()
     apply(again, stop)
-    return (stop, *_sequence(await ctx.generate(again)))
+    second = Stream(await ctx.generate(again), again)
+    if second.error is not None:
+        raise Failed(f"the same request with a stop condition: {second.failure()}")
+    return (stop, *_sequence(second))
 
 
 def _first_new(items, start: int):
@@ -689,9 +939,24 @@ def _first_new(items, start: int):
     return None
 
 
-@case("core.generate.stop-token-ids", profile=CORE, requires=("REQ-CORE-013.1", "REQ-CORE-006"),
-      title="a sequence ends with FINISH_REASON_STOP at the first token listed in stop_token_ids, "
-            "ignore_eos notwithstanding, and sends nothing after it")
+def _choose_stop_string(text: str):
+    if not text:
+        raise Unchecked("a greedy request's output carried no text, so no stop string could be "
+                        "chosen from it")
+    pairs = [text[k:k + 2] for k in range(len(text) - 1)]
+    k = _first_new(pairs, 2)
+    return None if k is None or not pairs[k].strip() else pairs[k]
+
+
+def _expect_finished(final) -> None:
+    expect(final is not None, "the stream carried no finished event for output 0: each output "
+                              "ends with one")
+
+
+@case("core.generate.stop-token-ids", profile=CORE,
+      requires=("REQ-CORE-013.1", "REQ-CORE-018", "REQ-CORE-006"),
+      title="an output ends with FINISH_REASON_STOP at the first token given as a stop_token_id, "
+            "ignore_eos notwithstanding, names it in stop_match, and sends nothing after it")
 async def stop_token_ids(ctx: Context):
     from openengine.v1 import generation_pb2
 
@@ -699,50 +964,50 @@ async def stop_token_ids(ctx: Context):
         k = _first_new(ids, 2)
         return None if k is None else ids[k]
 
-    stop, ids, _, final = await _stop_runs(ctx, choose, lambda r, t: r.sampling.stop_token_ids.append(t))
-    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
-                              "one final")
+    stop, ids, _, final = await _stop_runs(
+        ctx, choose, lambda r, t: r.stopping.conditions.add(stop_token_id=t))
+    _expect_finished(final)
     if stop in ids:
         at = ids.index(stop)
         expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
                                    f"{len(ids) - 1 - at} more tokens followed (finish reason "
-                                   f"{finish_reason_name(final.finish_reason)}): the sequence must "
+                                   f"{finish_reason_name(final.reason)}): the output must "
                                    "end at the stop token")
-    elif final.finish_reason != generation_pb2.FINISH_REASON_STOP:
+    elif final.reason != generation_pb2.FINISH_REASON_STOP:
         raise Unchecked(f"the second greedy run never generated stop token {stop} (it differed "
                         "from the first), so stopping on it could not be observed")
-    expect(final.finish_reason == generation_pb2.FINISH_REASON_STOP,
-           f"the sequence ended at stop token {stop} with finish reason "
-           f"{finish_reason_name(final.finish_reason)}, not FINISH_REASON_STOP")
+    expect(final.reason == generation_pb2.FINISH_REASON_STOP,
+           f"the output ended at stop token {stop} with finish reason "
+           f"{finish_reason_name(final.reason)}, not FINISH_REASON_STOP")
+    expect(final.stop_match.WhichOneof("match") == "stop_token_id"
+           and final.stop_match.stop_token_id == stop,
+           f"the output stopped on stop token {stop} but stop_match is "
+           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
     return f"stopped at token {stop} after {len(ids)} tokens"
 
 
 @case("core.generate.stop-strings", profile=CORE,
-      requires=("REQ-CORE-013.2", "REQ-CORE-013.3", "REQ-CORE-006"),
-      title="a sequence ends with FINISH_REASON_STOP when its text reaches a string listed in "
-            "stop, and the string is left out of the output")
+      requires=("REQ-CORE-013.2", "REQ-CORE-013.3", "REQ-CORE-018", "REQ-CORE-006"),
+      title="an output ends with FINISH_REASON_STOP when its text reaches a stop_text condition, "
+            "names it in stop_match, and the string is left out of the output")
 async def stop_strings(ctx: Context):
     from openengine.v1 import generation_pb2
 
-    def choose(_ids, text):
-        if not text:
-            raise Unchecked("a greedy request's output carried no text, so no stop string could be "
-                            "chosen from it")
-        pairs = [text[k:k + 2] for k in range(len(text) - 1)]
-        k = _first_new(pairs, 2)
-        return None if k is None or not pairs[k].strip() else pairs[k]
-
-    stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: r.sampling.stop.append(s))
-    expect(final is not None, "the stream carried no final for sequence 0: each sequence ends with "
-                              "one final")
+    stop, ids, text, final = await _stop_runs(
+        ctx, lambda _ids, text: _choose_stop_string(text),
+        lambda r, s: r.stopping.conditions.add(stop_text=s))
+    _expect_finished(final)
     at = text.find(stop)
     expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
                    f"{len(text) - at - len(stop)} characters follow it (finish reason "
-                   f"{finish_reason_name(final.finish_reason)}): the sequence must end there, "
+                   f"{finish_reason_name(final.reason)}): the output must end there, "
                    "and without include_stop_in_output the string is left out")
-    if final.finish_reason != generation_pb2.FINISH_REASON_STOP:
+    if final.reason != generation_pb2.FINISH_REASON_STOP:
         raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
                         "from the first), so stopping on it could not be observed")
+    expect(final.stop_match.WhichOneof("match") == "stop_text" and final.stop_match.stop_text == stop,
+           f"the output stopped on stop string {stop!r} but stop_match is "
+           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
     return f"stopped at {stop!r} after {len(ids)} tokens"
 
 
@@ -782,48 +1047,60 @@ async def model_limits(ctx: Context):
     return f"{len(checked)} model(s)"
 
 
-@case("core.abort.unknown", profile=CORE, requires=("REQ-CORE-010.6", "REQ-CORE-010.2"),
-      title="Abort naming only unknown or finished requests answers OK with aborted 0 and leaves "
-            "a running request alone")
-async def abort_unknown(ctx: Context):
-    from openengine.v1 import common_pb2, lifecycle_pb2
+# ------------------------------------------------------------------------------------------------
+# Load (Control/GetLoad) and health (Control/Health)
 
-    finished = ctx.generate_request(max_tokens=2)
-    await ctx.generate(finished)
-    running = ctx.long_request(prompt="conformance keeps running")
-    call = ctx.inference.Generate(running, timeout=ctx.options.case_timeout + 5)
+@case("core.load.back-to-idle", profile=CORE,
+      requires=("REQ-LOAD-001.2", "REQ-LOAD-024.1", "REQ-LOAD-024.2"),
+      title="GetLoad counts a running request, and once every stream has ended reports 0 running "
+            "and 0 queued, with no negative figure")
+async def back_to_idle(ctx: Context):
+    from openengine.v1 import server_pb2
+
+    async def load():
+        return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+
+    call = ctx.inference.Generate(ctx.long_request(prompt="conformance counts this request"),
+                                  timeout=ctx.options.case_timeout)
     try:
         first = await call.read()
-        expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
-                                           "ended with OK before its first message: an accepted "
-                                           "stream ends with a terminal final or error")
-        # No request of this engine belongs to a KV session the runner made up, so that form
-        # targets nothing as well.
-        forms = {"an unknown request id": lifecycle_pb2.AbortRequest(
-                     request_ids=common_pb2.StringList(values=["conformance-no-such-request"])),
-                 "a finished request's id": lifecycle_pb2.AbortRequest(
-                     request_ids=common_pb2.StringList(values=[finished.request_id])),
-                 "a KV session no request belongs to": lifecycle_pb2.AbortRequest(
-                     kv_session_id="conformance-no-such-session")}
-        for what, form in forms.items():
-            try:
-                answer = await ctx.lifecycle.Abort(form)
-            except grpc.aio.AioRpcError as err:
-                raise Failed(f"Abort naming {what} failed with {status_name(err.code())}: an Abort "
-                             "that targets no request is not an error, it answers OK with "
-                             "aborted 0") from None
-            expect(answer.aborted == 0, f"Abort naming {what} answered aborted={answer.aborted}: "
-                                        "it ended a request it did not target (expected aborted 0)")
-        if first.HasField("final") or first.HasField("error"):
-            raise Unchecked("the longest request the model allows ended at its first message, so "
-                            "no request could be running beside the Aborts")
-        # Still there to be aborted by its own id: the Aborts naming others left it alone.
-        own = await ctx.lifecycle.Abort(_by_id(running))
-    except grpc.aio.AioRpcError as err:
-        raise rpc_error(err, "Abort") from None
+        expect(first is not grpc.aio.EOF, "the long request ended with OK before its first message")
+        if first.HasField("error"):
+            raise Failed(f"a long request within every limit ended at once with an EngineError "
+                         f"({error_code_name(first.error.code)}: {first.error.message!r})")
+        busy = await load()
+        if not first.HasField("finished"):
+            expect(busy.running_requests + busy.queued_requests >= 1,
+                   "a request had streamed its first tokens, but GetLoad counted no running or "
+                   "queued request (REQ-LOAD-001.2)")
     finally:
         call.cancel()
-    expect(own.aborted == 1, f"after three Aborts targeting other requests, aborting the running "
-                             f"request by its own id answered aborted={own.aborted}: it had already "
-                             "been ended by an Abort that did not target it")
-    return f"aborted 0 for each of {len(forms)}"
+    await ctx.generate(ctx.generate_request(max_tokens=2))
+    loop = asyncio.get_running_loop()
+    end = loop.time() + max(1.0, ctx.options.rpc_timeout)
+    while True:
+        info = await load()
+        if info.running_requests == 0 and info.queued_requests == 0:
+            break
+        if loop.time() >= end:
+            raise Failed(f"every Generate stream of the runner had ended, but GetLoad still "
+                         f"counted {info.running_requests} running and {info.queued_requests} "
+                         f"queued requests {max(1.0, ctx.options.rpc_timeout):g} s later: a "
+                         "request stops counting once its stream has ended")
+        await asyncio.sleep(0.05)
+    cap = int(ctx.limit(CORE, "max_running_requests"))
+    expect(busy.running_requests <= cap, f"GetLoad counted {busy.running_requests} running "
+                                         f"requests, above max_running_requests {cap}")
+    return "counted while running, idle after"
+
+
+@case("core.control-health", profile=CORE, requires=("REQ-HEALTH-014",),
+      title="Control/Health answers READY (or DEGRADED) while the engine serves")
+async def control_health(ctx: Context):
+    from openengine.v1 import lifecycle_pb2
+
+    answer = await ctx.control.Health(lifecycle_pb2.HealthRequest())
+    expect(answer.state in (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED),
+           f"Control/Health answered {lifecycle_pb2.HealthState.Name(answer.state)} while the "
+           "engine serves Generate")
+    return lifecycle_pb2.HealthState.Name(answer.state)

@@ -24,13 +24,27 @@ def _name(status: int) -> str:
     return S.ServingStatus.Name(status)
 
 
+async def require_health(ctx: Context) -> None:
+    """Fail at once, saying what to add, when the engine serves no standard health at all: each
+    health requirement is then broken for that one reason."""
+    try:
+        await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise Failed("the engine does not serve grpc.health.v1.Health: add it, with a status "
+                         "for \"\" and for each service it serves (REQ-HEALTH-001)") from None
+
+
 @case("health.served", profile=CORE, requires=("REQ-HEALTH-001",),
       title="grpc.health.v1.Health Check and Watch are served")
 async def served(ctx: Context):
     try:
         await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
     except grpc.aio.AioRpcError as err:
-        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}") from None
+        hint = (": add the standard grpc.health.v1.Health service, reporting \"\" and each "
+                "service the engine serves (openengine.v1.Inference, openengine.v1.Control, ...)"
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED else "")
+        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}{hint}") from None
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=""))
     try:
         # Served means "not refused"; what Watch sends first is REQ-HEALTH-005's case.
@@ -47,6 +61,7 @@ async def served(ctx: Context):
 @case("health.check.advertised-services", profile=CORE, requires=("REQ-HEALTH-002",),
       title="Check answers SERVING or NOT_SERVING for every advertised service served on the address")
 async def check_advertised(ctx: Context):
+    await require_health(ctx)
     problems = []
     for service in ctx.main_services:
         try:
@@ -63,6 +78,7 @@ async def check_advertised(ctx: Context):
 @case("health.check.unknown-not-found", profile=CORE, requires=("REQ-HEALTH-003",),
       title="Check for an unknown, short, mis-cased or unadvertised service name fails NOT_FOUND")
 async def check_unknown(ctx: Context):
+    await require_health(ctx)
     names = ["conformance.no.such.Service", "Inference", INFERENCE.lower(), INFERENCE.upper()]
     # Unadvertised services, and Admin when it is served only on an address of its own.
     names += [s for s in ctx.contract.all_services if s not in ctx.main_services]
@@ -81,6 +97,7 @@ async def check_unknown(ctx: Context):
 @case("health.check.overall", profile=CORE, requires=("REQ-HEALTH-004",),
       title='Check("") is SERVING exactly when openengine.v1.Inference is')
 async def check_overall(ctx: Context):
+    await require_health(ctx)
     overall, inference = await ctx.check_health(""), await ctx.check_health(INFERENCE)
     expect((overall == S.SERVING) == (inference == S.SERVING),
            f'Check("") is {_name(overall)} while {INFERENCE} is {_name(inference)}')
@@ -103,6 +120,7 @@ async def _first(reader: Reader, what: str, wait: float):
 @case("health.watch.first-message", profile=CORE, requires=("REQ-HEALTH-005",),
       title="Watch sends the current status at once, for every advertised service")
 async def watch_first(ctx: Context):
+    await require_health(ctx)
     for service in [""] + ctx.main_services:
         current = await ctx.check_health(service)
         reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=service),
@@ -149,6 +167,7 @@ async def watch_change(ctx: Context):
 @case("health.watch.unknown-service", profile=CORE, requires=("REQ-HEALTH-006",),
       title="Watch for an unknown service sends SERVICE_UNKNOWN and keeps the stream open")
 async def watch_unknown(ctx: Context):
+    await require_health(ctx)
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
                             timeout=ctx.options.case_timeout)
     reader = Reader(call)
@@ -165,15 +184,22 @@ async def watch_unknown(ctx: Context):
         reader.cancel()
 
 
-@case("health.pause.work-not-serving", profile=CORE, requires=("REQ-HEALTH-007",),
-      title="while paused every advertised work service is NOT_SERVING; after resume SERVING")
+@case("health.pause.work-not-serving", profile=CORE, requires=("REQ-HEALTH-007", "REQ-HEALTH-014"),
+      title="while paused every advertised work service is NOT_SERVING and Control/Health "
+            "NOT_READY; after resume SERVING")
 async def pause_work(ctx: Context):
+    from openengine.v1 import lifecycle_pb2
+
     ctx.admin()
     work = [s for s in WORK_SERVICES if s in ctx.advertised_services]
     async with ctx.paused():
         for service in work:
             if not await ctx.wait_health(service, S.NOT_SERVING):
                 raise Failed(f"{service} is {_name(await ctx.check_health(service))} while paused")
+        state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+        expect(state == lifecycle_pb2.HEALTH_STATE_NOT_READY,
+               f"Control/Health answered {lifecycle_pb2.HealthState.Name(state)} while paused, not "
+               "HEALTH_STATE_NOT_READY")
     for service in work:
         if not await ctx.wait_health(service, S.SERVING):
             raise Failed(f"{service} is {_name(await ctx.check_health(service))} after resume")
@@ -201,7 +227,7 @@ async def pause_unavailable(ctx: Context):
 @case("health.pause.control-serving", profile=CORE, requires=("REQ-HEALTH-009",),
       title="while paused the control services stay SERVING and discovery answers")
 async def pause_control(ctx: Context):
-    from openengine.v1 import discovery_pb2
+    from openengine.v1 import server_pb2
 
     ctx.admin()
     control = [s for s in ctx.main_services if s not in WORK_SERVICES]
@@ -213,5 +239,5 @@ async def pause_control(ctx: Context):
             if status != S.SERVING:
                 bad.append(f"{service} is {_name(status)}")
         expect(not bad, "while paused: " + "; ".join(bad))
-        await ctx.discovery_rpc.GetEngineInfo(discovery_pb2.GetEngineInfoRequest())
+        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
     return f"{len(control)} control services"

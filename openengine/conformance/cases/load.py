@@ -28,6 +28,7 @@ from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
     Context, Reader, read_rest, rpc_error, settle, status_name, together,
 )
+from openengine.conformance.contract import CORE
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1
@@ -51,8 +52,8 @@ RATE_MEDIAN_PERIODS = 1.5
 RATE_PERIOD_MS = 250
 
 
-def _ms(ts) -> float:
-    return ts.seconds * 1000.0 + ts.nanos / 1e6
+def _ms(nanos: int) -> float:
+    return nanos / 1e6
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Watch:
         self.loop = asyncio.get_running_loop()
         self.opened = self.loop.time()
         self.received: list[Received] = []
-        info = ctx.engine_info
+        info = ctx.server_info
         self.checker = WatchLoadChecker(
             instance_id=info.instance_id if info is not None else None,
             capability_revision=info.capability_revision if info is not None and info.capability_revision else None,
@@ -250,42 +251,49 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
 # ------------------------------------------------------------------------------------------------
 # GetLoad and identity
 
-@case("load.getload.complete", profile=LOAD, requires=("REQ-LOAD-001.1", "REQ-LOAD-001.3"),
-      title="GetLoad returns a complete snapshot with timestamp; ranks only when asked and supported")
+@case("core.getload.complete", profile=CORE, requires=("REQ-LOAD-001.1", "REQ-LOAD-001.3", "REQ-LOAD-002"),
+      title="GetLoad returns a complete snapshot with timestamp and the engine's instance id; ranks "
+            "only when asked and supported")
 async def getload_complete(ctx: Context):
-    from openengine.v1 import load_pb2
+    from openengine.v1 import server_pb2
 
-    info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
-    expect(info.HasField("timestamp"), "LoadInfo.timestamp is not set: GetLoad answers a complete "
+    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    expect(info.HasField("timestamp_unix_nanos"), "LoadInfo.timestamp_unix_nanos is not set: GetLoad answers a complete "
                                        "snapshot with its timestamp")
+    want = ctx.server_info.instance_id
+    expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
+                                     "ServerInfo.instance_id: a snapshot names the engine's instance")
     expect(not info.ranks, f"GetLoad without per_rank answered {len(info.ranks)} ranks: ranks "
                            "are sent only when the request sets per_rank and the engine supports it")
-    ranked = await ctx.observability.GetLoad(load_pb2.GetLoadRequest(per_rank=True))
+    ranked = await ctx.control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
     if ctx.limit(LOAD, "per_rank"):
-        dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
+        dp = max(1, ctx.server_info.parallelism.data_parallel_size)
         expect(len(ranked.ranks) == dp, f"GetLoad with per_rank answered {len(ranked.ranks)} ranks, but "
-                                        f"EngineInfo says data_parallel_size {dp}: one entry per rank")
+                                        f"ServerInfo says data_parallel_size {dp}: one entry per rank")
     else:
         expect(not ranked.ranks, f"ObservabilityCapabilities.per_rank is false, but GetLoad with "
                                  f"per_rank answered {len(ranked.ranks)} ranks: ranks stay empty")
 
 
-@case("load.getload.current", profile=LOAD, requires=("REQ-LOAD-001.2",),
+@case("core.getload.current", profile=CORE, requires=("REQ-LOAD-001.2",),
       title="GetLoad describes the engine when it answers: a request that has streamed is counted, "
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
-    from openengine.v1 import load_pb2
+    from openengine.v1 import server_pb2
 
-    idle = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    idle = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
     call = ctx.inference.Generate(ctx.long_request(prompt="conformance is counted now"),
                                   timeout=ctx.options.case_timeout + 5)
     try:
         first = await call.read()
         expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
                                            "ended with OK before its first message: an accepted "
-                                           "stream ends with a terminal final or error")
-        busy = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
-        if first.HasField("final") or first.HasField("error"):
+                                           "stream ends with a finished or error event")
+        busy = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        if first.HasField("error"):
+            raise Failed(f"a long request within every limit ended at once with an EngineError "
+                         f"({first.error.message!r})")
+        if first.HasField("finished"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
                             "no running request could be counted")
     except grpc.aio.AioRpcError as err:
@@ -296,22 +304,22 @@ async def getload_current(ctx: Context):
     expect(counted >= 1, f"GetLoad, called after a request's stream sent its first message, counted "
                          f"{busy.running_requests} running and {busy.queued_requests} queued: it "
                          "describes an earlier moment, not the engine when it answers")
-    expect(_ms(busy.timestamp) > _ms(idle.timestamp),
+    expect(_ms(busy.timestamp_unix_nanos) > _ms(idle.timestamp_unix_nanos),
            f"two GetLoad answers, the second after a request started, carry timestamps "
-           f"{_ms(idle.timestamp):.0f} and {_ms(busy.timestamp):.0f} ms: each answer must be a "
+           f"{_ms(idle.timestamp_unix_nanos):.0f} and {_ms(busy.timestamp_unix_nanos):.0f} ms: each answer must be a "
            "snapshot taken when it is asked for, not a kept one")
     return f"{counted} counted"
 
 
 @case("load.instance-id", profile=LOAD, requires=("REQ-LOAD-002",),
-      title="GetLoad, WatchLoad settings and snapshots carry EngineInfo.instance_id")
+      title="GetLoad, WatchLoad settings and snapshots carry ServerInfo.instance_id")
 async def load_instance(ctx: Context):
-    from openengine.v1 import load_pb2
+    from openengine.v1 import server_pb2
 
-    want = ctx.engine_info.instance_id
-    info = await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    want = ctx.server_info.instance_id
+    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
-                                     "EngineInfo.instance_id: a snapshot names the engine's instance")
+                                     "ServerInfo.instance_id: a snapshot names the engine's instance")
     w, _ = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
     try:
         end = w.loop.time() + w.prompt_seconds
@@ -475,7 +483,7 @@ async def initial_on(ctx: Context):
         expect(got is not None, f"{shown}: nothing followed the settings within {wait:.2f} s "
                                 f"(interval {slow} ms)")
         if got.kind == "snapshot":
-            gap = _ms(got.msg.timestamp) - _ms(w.received[0].msg.timestamp)
+            gap = _ms(got.msg.timestamp_unix_nanos) - _ms(w.received[0].msg.timestamp_unix_nanos)
             expect(gap < slow / 2, f"{shown}: the first snapshot came {gap:.0f} ms after the "
                                    f"settings at interval {slow} ms: it was the first periodic "
                                    "one, not an initial snapshot sent at once")
@@ -495,7 +503,7 @@ async def initial_off(ctx: Context):
     w.expect_none("OEV316", path="settings.initial_snapshot", where="initial_snapshot false")
     expect(got is not None, f"with initial_snapshot false no snapshot came within 3 intervals of "
                             f"{interval} ms: the first periodic one is due after one interval")
-    gap = _ms(got.msg.timestamp) - _ms(w.received[0].msg.timestamp)
+    gap = _ms(got.msg.timestamp_unix_nanos) - _ms(w.received[0].msg.timestamp_unix_nanos)
     expect(gap >= interval * 0.5,
            f"the first snapshot came {gap:.0f} ms after the settings, an interval is {interval} ms: "
            "it was an initial snapshot")
@@ -505,7 +513,7 @@ async def initial_off(ctx: Context):
       title="per_rank is honoured exactly when supported, with one entry per data-parallel rank")
 async def per_rank(ctx: Context):
     lim = _limits(ctx)
-    dp = max(1, ctx.engine_info.parallelism.data_parallel_size)
+    dp = max(1, ctx.server_info.parallelism.data_parallel_size)
     for asked in (False, True):
         w, s = await _open(ctx, interval_ms=_fast_interval(lim), per_rank=asked)
         try:
@@ -517,9 +525,9 @@ async def per_rank(ctx: Context):
                "with per_rank asked, no snapshot followed the settings" if snap is None else
                f"with per_rank asked, a {snap.kind} followed the settings, not the initial snapshot")
         w.expect_none("OEV318", where=f"asked per_rank={asked}")
-        if s.per_rank:   # one entry per data-parallel rank: what EngineInfo says, not a stream rule
+        if s.per_rank:   # one entry per data-parallel rank: what ServerInfo says, not a stream rule
             n = len(snap.msg.snapshot.load.ranks)
-            expect(n == dp, f"a per_rank snapshot carried {n} rank entries, but EngineInfo says "
+            expect(n == dp, f"a per_rank snapshot carried {n} rank entries, but ServerInfo says "
                             f"data_parallel_size {dp}: one entry per rank")
 
 
@@ -704,7 +712,7 @@ async def snapshots_complete(ctx: Context):
         nonlocal running_since, ended_at
         while True:
             msg = await gen.read(ctx.options.case_timeout)
-            if msg is None or msg is grpc.aio.EOF or msg.HasField("final") or msg.HasField("error"):
+            if msg is None or msg is grpc.aio.EOF or msg.HasField("finished") or msg.HasField("error"):
                 ended_at = loop.time()
                 return
             if running_since is None:
@@ -779,7 +787,7 @@ def _updates_made(made, after_ms: float, until_ms: float, interval_ms: int) -> f
     The coalesced counts are the engine's own word, so they count for no more than one update per
     interval: an engine that overstates them must not raise the bound it is judged against."""
     seen = sum(1 + r.msg.snapshot.coalesced for r in made
-               if after_ms < _ms(r.msg.snapshot.load.timestamp) <= until_ms)
+               if after_ms < _ms(r.msg.snapshot.load.timestamp_unix_nanos) <= until_ms)
     return min(seen, (until_ms - after_ms) / interval_ms + 1)
 
 
@@ -834,8 +842,8 @@ async def slow_reader(ctx: Context):
     w.expect_none(*(r for r in stream_rules if r not in everywhere),
                   where="the stream of a watcher that stalled",
                   why="a snapshot that replaced others is one message, numbered and stamped as such")
-    first_ts = _ms(start.msg.snapshot.load.timestamp)
-    last_ts = _ms(got[-1].msg.snapshot.load.timestamp)
+    first_ts = _ms(start.msg.snapshot.load.timestamp_unix_nanos)
+    last_ts = _ms(got[-1].msg.snapshot.load.timestamp_unix_nanos)
     # A backlog queued during the stall arrives as a burst: more snapshots than the updates the
     # engine made after the watcher read again (the ones the watcher that kept reading got, by
     # their timestamps, so a loaded runner reading late does not shift them), plus the kept one
@@ -850,7 +858,7 @@ async def slow_reader(ctx: Context):
     # A backlog delivered slowly is no burst, but what arrives is old: the snapshot kept for the
     # watcher was made within an interval of its reading again (the estimate of that moment errs
     # early, by the delay of the first snapshot).
-    newest = max(_ms(r.msg.snapshot.load.timestamp) for r in got)
+    newest = max(_ms(r.msg.snapshot.load.timestamp_unix_nanos) for r in got)
     expect(newest >= read_again_ts - 3 * n,
            f"the newest snapshot delivered in the {after:.2f} s after a {stall:.2f} s stall was made "
            f"{read_again_ts - newest:.0f} ms before the watcher read again: the server delivered "
@@ -873,7 +881,7 @@ async def slow_reader(ctx: Context):
 @case("load.watch.stalled-isolated", profile=LOAD, requires=("REQ-LOAD-017",),
       title="a watcher that never reads does not delay other streams, GetLoad or requests")
 async def stalled_isolated(ctx: Context):
-    from openengine.v1 import load_pb2
+    from openengine.v1 import server_pb2
 
     lim = _limits(ctx)
     interval = _rate_interval(lim)
@@ -890,7 +898,7 @@ async def stalled_isolated(ctx: Context):
         window = _rate_window(ctx, n)
         collected, load, gen = await together(
             healthy.collect(window, kind="snapshot", count=RATE_GAPS + 1),
-            ctx.observability.GetLoad(load_pb2.GetLoadRequest(), timeout=window + 1),
+            ctx.control.GetLoad(server_pb2.GetLoadRequest(), timeout=window + 1),
             ctx.generate(ctx.generate_request(max_tokens=4), timeout=window + 1))
     finally:
         stalled.cancel()
@@ -899,9 +907,10 @@ async def stalled_isolated(ctx: Context):
     snapshots = [r for r in collected if r.kind == "snapshot"]
     problem = _rate_problem(snapshots, n, window, "snapshots of a healthy watcher")
     expect(problem is None, f"with a stalled watcher open: {problem}")
-    expect(gen and gen[-1].HasField("final"),
+    expect(gen and gen[-1].HasField("finished"),
            "a Generate started while a watcher stalled ended with " +
-           (f"a {gen[-1].WhichOneof('kind')}" if gen else "no message") + ", not a final")
+           (f"a {gen[-1].WhichOneof('event')} event" if gen else "no message") +
+           ", not a finished event")
     return "healthy watcher's snapshots: " + _rate_note(snapshots, n)
 
 
@@ -914,7 +923,7 @@ async def cancel_only(ctx: Context):
     from grpc_health.v1 import health_pb2
     from openengine.v1 import generation_pb2
 
-    from openengine.conformance.cases.core import error_code_name, finish_reason_name
+    from openengine.conformance.stream import error_code_name, finish_reason_name
 
     lim = _limits(ctx)
     interval = _fast_interval(lim)
@@ -929,7 +938,10 @@ async def cancel_only(ctx: Context):
         expect(first is not None, f"the long request sent nothing within {wait:g} s")
         expect(first is not grpc.aio.EOF, "the long request (ignore_eos, min_tokens = max_tokens) "
                                           "ended with OK before its first message")
-        if first.HasField("final") or first.HasField("error"):
+        if first.HasField("error"):
+            raise Failed(f"a long request within every limit ended at once with an EngineError "
+                         f"({error_code_name(first.error.code)}: {first.error.message!r})")
+        if first.HasField("finished"):
             raise Unchecked("the longest request the model allows ended at its first message, so "
                             "no request was running when the watcher cancelled")
         w, _ = await _open(ctx, interval_ms=interval)
@@ -946,12 +958,12 @@ async def cancel_only(ctx: Context):
                 raise Failed(f"the running request ended with an error (code "
                              f"{error_code_name(msg.error.code)}: {msg.error.message!r}) after a watcher "
                              "cancelled: cancelling a WatchLoad stream ends that subscription only")
-            if msg.HasField("final"):
-                expect(msg.final.finish_reason != generation_pb2.FINISH_REASON_ABORTED,
+            if msg.HasField("finished"):
+                expect(msg.finished.reason != generation_pb2.FINISH_REASON_CANCELLED,
                        f"the running request ended with finish reason "
-                       f"{finish_reason_name(msg.final.finish_reason)} after a watcher cancelled")
+                       f"{finish_reason_name(msg.finished.reason)} after a watcher cancelled")
                 break
-            seen += len(msg.chunk.token_ids)
+            seen += len(msg.token.tokens)
         status = await ctx.check_health("openengine.v1.Inference")
         expect(status == health_pb2.HealthCheckResponse.SERVING,
                f"Inference is {health_pb2.HealthCheckResponse.ServingStatus.Name(status)} after a "

@@ -28,23 +28,24 @@ async def _expect_status(awaitable, codes: tuple, what: str) -> None:
 # kv
 
 @case("kv.event-sources", profile=KV, requires=("REQ-CORE-002",),
-      title="GetKvEventSources answers with well-formed sources")
+      title="Control/GetKvEventSources answers with sources that each name a transport")
 async def kv_sources(ctx: Context):
     from openengine.v1 import kv_pb2
 
-    resp = await ctx.kv.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest())
-    bad = [i for i, s in enumerate(resp.sources) if not (s.endpoint or s.publisher)]
-    expect(not bad, f"sources {bad} name neither an endpoint nor a publisher")
+    resp = await ctx.control.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest())
+    bad = [i for i, s in enumerate(resp.sources) if not s.transport]
+    expect(not bad, f"sources {bad} name no transport")
     return f"{len(resp.sources)} sources"
 
 
 @case("kv.events.stream", profile=KV, requires=("REQ-CORE-002",),
-      title="SubscribeKvEvents stays open; batches have increasing sequence and monotonic timestamps")
+      title="Control/SubscribeKvEvents stays open; batches have increasing sequence numbers and "
+            "monotonic timestamps")
 async def kv_events(ctx: Context):
     from openengine.v1 import kv_pb2
 
-    call = ctx.kv.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
-                                    timeout=ctx.options.case_timeout)
+    call = ctx.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
+                                         timeout=ctx.options.case_timeout)
     batches = []
     try:
         await ctx.generate(ctx.generate_request(max_tokens=4, prompt="kv events " * 8))
@@ -57,48 +58,48 @@ async def kv_events(ctx: Context):
                 break
             if msg is grpc.aio.EOF:
                 raise Failed(f"SubscribeKvEvents ended with {status_name(await call.code())}")
-            batches.append(msg)
+            if msg.HasField("error"):
+                raise Failed(f"SubscribeKvEvents ended with an EngineError: {msg.error.message!r}")
+            batches.append(msg.batch)
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "SubscribeKvEvents") from None
     finally:
         call.cancel()
     for a, b in zip(batches, batches[1:]):
-        expect(b.sequence > a.sequence, f"KV event sequence went {a.sequence} -> {b.sequence}")
-        expect((b.timestamp.seconds, b.timestamp.nanos) >= (a.timestamp.seconds, a.timestamp.nanos),
-               "KV event timestamps went backwards")
+        expect(b.sequence_number > a.sequence_number,
+               f"KV event sequence went {a.sequence_number} -> {b.sequence_number}")
+        expect(b.timestamp_unix_nanos >= a.timestamp_unix_nanos, "KV event timestamps went backwards")
     return f"{len(batches)} batches after one request"
 
 
-@case("kv.transfer.producer", profile=KV, requires=("REQ-CORE-002", "REQ-CORE-006"),
-      title="a prefill engine returns KV transfer parameters in the final response")
+@case("kv.transfer.producer", profile=KV, requires=("REQ-CORE-009.1", "REQ-CORE-017.1", "REQ-CORE-006"),
+      title="a prefill engine ends a request with one prefill_ready event naming the KV session, "
+            "carrying the usage")
 async def kv_producer(ctx: Context):
-    from openengine.v1 import common_pb2, kv_pb2
+    from openengine.conformance.stream import Stream
+    from openengine.v1 import server_pb2
 
-    if ctx.engine_info.role != common_pb2.ROLE_PREFILL:
+    if ctx.server_info.engine_role != server_pb2.ENGINE_ROLE_PREFILL:
         raise Skipped("the engine's role is not prefill")
-    backends = list(ctx.limit(KV, "kv_transfer_backends"))
     req = ctx.generate_request(max_tokens=1)
-    req.kv_transfer.CopyFrom(kv_pb2.KvTransferParams(
-        role=kv_pb2.KV_TRANSFER_ROLE_PRODUCER, session_id=ctx.request_id("kv"),
-        backend=backends[0] if backends else ""))
-    responses = await ctx.generate(req)
-    finals = [r.final for r in responses if r.HasField("final")]
-    expect(finals, "no final response")
-    expect(finals[-1].HasField("kv_transfer"), "the final response carries no kv_transfer")
+    stream = Stream(await ctx.generate(req), req)
+    expect(stream.error is None, stream.failure() or "")
+    expect(stream.prefill is not None, "a prefill request ended without a prefill_ready event")
+    expect(stream.kinds[-1] == "prefill_ready", f"the last event is {stream.kinds[-1]}, not "
+                                                 "prefill_ready")
+    expect(bool(stream.prefill.kv_session.session_id), "prefill_ready names no KV session id")
+    expect(stream.usage is not None, "prefill_ready carries no usage")
 
 
 @case("kv.transfer.unknown-backend", profile=KV, requires=("REQ-CAP-009",),
-      title="a KV transfer with a backend not in kv_transfer_backends fails INVALID_ARGUMENT")
+      title="a KV session with a backend not in kv_transfer_backends fails INVALID_ARGUMENT")
 async def kv_unknown_backend(ctx: Context):
-    from openengine.v1 import kv_pb2
-
     backends = list(ctx.limit(KV, "kv_transfer_backends"))
     if not backends:
         raise Skipped("kv_transfer_backends is empty (no backend list to check against)")
     req = ctx.generate_request(max_tokens=1)
-    req.kv_transfer.CopyFrom(kv_pb2.KvTransferParams(
-        role=kv_pb2.KV_TRANSFER_ROLE_PRODUCER, session_id=ctx.request_id("kv"),
-        backend="conformance-no-such-backend"))
+    req.kv.session.session_id = ctx.request_id("kv")
+    req.kv.session.transfer_backend = "conformance-no-such-backend"
     await _expect_status(ctx.generate(req), (grpc.StatusCode.INVALID_ARGUMENT,),
                          "Generate with an unknown KV backend")
 
@@ -109,7 +110,7 @@ async def kv_unknown_backend(ctx: Context):
 def _task_model(ctx: Context) -> str:
     models = ctx.models_with(TASKS)
     if not models:
-        raise Failed("openengine.tasks is advertised but no ModelInfo lists it")
+        raise Failed("openengine.tasks is advertised but no entry of Capabilities.models lists it")
     return models[0]
 
 
@@ -197,7 +198,7 @@ async def encode(ctx: Context):
     for i, h in enumerate(resp.handles):
         expect(bool(h.handle), f"handle {i} is empty")
         expect(h.item_id == f"item-{i}", f"handle {i} echoes item id {h.item_id!r}")
-        expect(h.encoder_instance_id == ctx.engine_info.instance_id,
+        expect(h.encoder_instance_id == ctx.server_info.instance_id,
                f"handle {i} names encoder {h.encoder_instance_id!r}, not this instance")
 
 
@@ -232,7 +233,7 @@ async def sessions_lifecycle(ctx: Context):
         req = ctx.generate_request(max_tokens=2)
         req.session_id = sid
         responses = await ctx.generate(req)
-        expect(responses and responses[-1].HasField("final"), "Generate in the session did not finish")
+        expect(responses and responses[-1].HasField("finished"), "Generate in the session did not finish")
     finally:
         closed = await ctx.sessions.CloseSession(sessions_pb2.CloseSessionRequest(session_id=sid))
     expect(closed.closed, "CloseSession answered closed=false for an open session")
@@ -276,67 +277,83 @@ async def sessions_unknown(ctx: Context):
 
 
 # ------------------------------------------------------------------------------------------------
-# adapters
+# adapters (Control's LoRA RPCs)
 
 def _adapter_model(ctx: Context) -> str:
     models = ctx.models_with(ADAPTERS)
     if not models:
-        raise Failed("openengine.adapters is advertised but no ModelInfo lists it")
+        raise Failed("openengine.adapters is advertised but no entry of Capabilities.models lists it")
     return models[0]
 
 
-@case("adapters.lifecycle", profile=ADAPTERS, requires=("REQ-CORE-002",),
-      title="LoadAdapter, ListAdapters, Generate with the adapter and UnloadAdapter work together")
+def _adapter(ctx: Context, lora_id: int, name: str):
+    """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
+    same machine, which is where the runner is pointed at."""
+    import tempfile
+
+    from openengine.v1 import lora_pb2
+
+    path = tempfile.mkdtemp(prefix=f"conformance-{name}-")
+    return lora_pb2.LoraAdapter(lora_id=lora_id, lora_name=name, source_path=path)
+
+
+def _lora_id(ctx: Context) -> int:
+    return 1_000_000 + int(ctx.request_id("lora").rsplit("-", 1)[1])
+
+
+@case("adapters.lifecycle", profile=ADAPTERS, requires=("REQ-CORE-002", "REQ-CORE-006"),
+      title="LoadLora (idempotent, ALREADY_EXISTS on a conflict), ListLoras, Generate with "
+            "lora_name and UnloadLora (NOT_FOUND when unknown) work together")
 async def adapters_lifecycle(ctx: Context):
-    from openengine.v1 import adapters_pb2
+    from openengine.v1 import lora_pb2
 
     model = _adapter_model(ctx)
     name = ctx.request_id("lora")
-    rank = min(8, int(ctx.limit(ADAPTERS, "max_lora_rank", model=model)))
-    loaded = await ctx.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(
-        name=name, model=model, source=f"conformance://{name}", rank=rank))
+    adapter = _adapter(ctx, _lora_id(ctx), name)
+    loaded = await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
     try:
-        expect(loaded.adapter.name == name, f"LoadAdapter answered name {loaded.adapter.name!r}")
-        listed = await ctx.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest(model=model))
-        expect(name in [a.name for a in listed.adapters], "ListAdapters does not list it")
+        expect(loaded.adapter.lora_name == name, f"LoadLora answered name {loaded.adapter.lora_name!r}")
+        again = await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
+        expect(again.already_loaded, "loading the same adapter twice did not answer already_loaded")
+        conflict = lora_pb2.LoraAdapter(lora_id=adapter.lora_id, lora_name=name + "-other",
+                                        source_path=adapter.source_path)
+        await _expect_status(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=conflict)),
+                             (grpc.StatusCode.ALREADY_EXISTS,), "LoadLora with a loaded adapter's id")
+        listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
+        expect(name in [a.lora_name for a in listed.adapters], "ListLoras does not list it")
         req = ctx.generate_request(max_tokens=2)
-        req.model, req.adapter = model, name
+        req.model, req.lora_name = model, name
         responses = await ctx.generate(req)
-        expect(responses and responses[-1].HasField("final"), "Generate with the adapter did not finish")
+        expect(responses and responses[-1].HasField("finished"), "Generate with the adapter did not finish")
     finally:
-        unloaded = await ctx.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(name=name, model=model))
-    expect(unloaded.unloaded, "UnloadAdapter answered unloaded=false")
-    listed = await ctx.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest(model=model))
-    expect(name not in [a.name for a in listed.adapters], "an unloaded adapter is still listed")
+        unloaded = await ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name))
+    expect(unloaded.adapter.lora_name == name, "UnloadLora did not answer the unloaded adapter")
+    listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
+    expect(name not in [a.lora_name for a in listed.adapters], "an unloaded adapter is still listed")
+    await _expect_status(ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name)),
+                         (grpc.StatusCode.NOT_FOUND,), "UnloadLora of an adapter no longer loaded")
 
 
 @case("adapters.limits", profile=ADAPTERS, requires=("REQ-CAP-009",),
-      title="a rank above max_lora_rank is refused; adapters beyond max_cpu_loras are refused")
+      title="adapters beyond max_loras and max_cpu_loras are refused")
 async def adapters_limits(ctx: Context):
-    from openengine.v1 import adapters_pb2
+    from openengine.v1 import lora_pb2
 
     model = _adapter_model(ctx)
-    max_rank = int(ctx.limit(ADAPTERS, "max_lora_rank", model=model))
-    await _expect_status(
-        ctx.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(
-            name=ctx.request_id("lora"), model=model, source="conformance://big", rank=max_rank + 1)),
-        (grpc.StatusCode.INVALID_ARGUMENT,), f"LoadAdapter with rank {max_rank + 1}")
     capacity = max(int(ctx.limit(ADAPTERS, "max_loras", model=model)),
                    int(ctx.limit(ADAPTERS, "max_cpu_loras", model=model)))
     if capacity > 64:
-        return f"adapter capacity {capacity} not exhausted"
-    before = await ctx.adapters.ListAdapters(adapters_pb2.ListAdaptersRequest(model=model))
+        raise Unchecked(f"adapter capacity {capacity}: the case loads at most 64 adapters")
+    before = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
     names = []
     try:
         for _ in range(capacity - len(before.adapters)):
             name = ctx.request_id("lora")
-            await ctx.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(
-                name=name, model=model, source=f"conformance://{name}", rank=1))
+            await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), name)))
             names.append(name)
         extra = ctx.request_id("lora")
         try:
-            await ctx.adapters.LoadAdapter(adapters_pb2.LoadAdapterRequest(
-                name=extra, model=model, source=f"conformance://{extra}", rank=1))
+            await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), extra)))
             names.append(extra)
             raise Failed(f"adapter {capacity + 1} was loaded (capacity {capacity})")
         except grpc.aio.AioRpcError as err:
@@ -346,9 +363,10 @@ async def adapters_limits(ctx: Context):
     finally:
         for name in names:
             try:
-                await ctx.adapters.UnloadAdapter(adapters_pb2.UnloadAdapterRequest(name=name, model=model))
+                await ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name))
             except grpc.aio.AioRpcError:
                 pass
+    return f"capacity {capacity}"
 
 
 @case("sessions.max-sessions", profile=SESSIONS, requires=("REQ-SESS-001", "REQ-SVC-004"),

@@ -13,7 +13,6 @@ from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, 
 from openengine.conformance.context import Context, read_rest, status_name
 from openengine.conformance.contract import CORE
 
-LOAD = "openengine.load"
 # The most requests the case holds open at once; a larger bound is left unchecked.
 MOST_HELD = 512
 # How often GetLoad is read while the case waits for the engine's numbers to move.
@@ -22,24 +21,24 @@ POLL_SECONDS = 0.02
 
 def engine_error(err: grpc.RpcError):
     """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
-    from openengine.v1 import common_pb2
+    from openengine.v1 import error_pb2
 
     try:
         status = rpc_status.from_call(err)
     except ValueError:   # details that disagree with the status itself
         return None
     for detail in status.details if status is not None else ():
-        if detail.Is(common_pb2.EngineError.DESCRIPTOR):
-            error = common_pb2.EngineError()
+        if detail.Is(error_pb2.EngineError.DESCRIPTOR):
+            error = error_pb2.EngineError()
             detail.Unpack(error)
             return error
     return None
 
 
 async def _load(ctx: Context):
-    from openengine.v1 import load_pb2
+    from openengine.v1 import server_pb2
 
-    return await ctx.observability.GetLoad(load_pb2.GetLoadRequest())
+    return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
 
 
 async def _until(ctx: Context, holds, within: float):
@@ -57,7 +56,7 @@ async def _until(ctx: Context, holds, within: float):
       title="every running slot and queue place filled, one more request is refused "
             "RESOURCE_EXHAUSTED (retryable, counted); the accepted ones end normally")
 async def overload_refused(ctx: Context):
-    from openengine.v1 import common_pb2, lifecycle_pb2
+    from openengine.v1 import error_pb2, lifecycle_pb2
 
     queue = ctx.limit(CORE, "max_queued_requests")
     if not queue:
@@ -68,9 +67,6 @@ async def overload_refused(ctx: Context):
         raise Unchecked(f"filling max_running_requests {running} + max_queued_requests {queue} would hold "
                         f"{bound} requests open, more than the runner's {MOST_HELD}; run the suite against "
                         "an engine started with smaller limits")
-    if not ctx.advertised(LOAD):
-        raise Unchecked("openengine.load is not advertised: without GetLoad the runner cannot tell when "
-                        "the queue is full, nor see the refusal counted")
     before = await _load(ctx)
     if before.running_requests or before.queued_requests:
         raise Unchecked(f"the engine is not idle ({before.running_requests} running, {before.queued_requests} "
@@ -106,22 +102,25 @@ async def overload_refused(ctx: Context):
         try:
             first = await extra.read()
             raise Failed("with every running slot and queue place taken, one more request was accepted: it "
-                         f"answered {first.WhichOneof('kind') if first is not grpc.aio.EOF else 'nothing, then OK'}")
+                         f"answered {first.WhichOneof('event') if first is not grpc.aio.EOF else 'nothing, then OK'}")
         except grpc.aio.AioRpcError as err:
             expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
                    f"the request beyond the bound was refused {status_name(err.code())}, not RESOURCE_EXHAUSTED")
             error = engine_error(err)
         expect(error is not None, "the RESOURCE_EXHAUSTED refusal carries no EngineError in its status details")
-        expect(error.code == common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED and error.retryable,
-               f"the refusal's EngineError has code {common_pb2.ErrorCode.Name(error.code)} and retryable "
-               f"{error.retryable}; expected ERROR_CODE_RESOURCE_EXHAUSTED, retryable")
+        expect(error.code == error_pb2.ERROR_CODE_OVERLOADED and error.retryable,
+               f"the refusal's EngineError has code {error_pb2.ErrorCode.Name(error.code)} and retryable "
+               f"{error.retryable}; expected ERROR_CODE_OVERLOADED, retryable")
         after = await _load(ctx)
         expect(after.instance_id == before.instance_id, "the engine restarted during the case")
         expect(after.rejected_requests > before.rejected_requests,
                f"LoadInfo.rejected_requests stayed {after.rejected_requests} after the refusal")
-        aborted = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
-            request_ids=common_pb2.StringList(values=held)))
-        expect(aborted.aborted == bound, f"Abort of the {bound} accepted requests ended {aborted.aborted}")
+        for rid in held:
+            aborted = await ctx.control.Abort(lifecycle_pb2.AbortRequest(request_id=rid))
+            expect(aborted.status in (lifecycle_pb2.ABORT_STATUS_ABORTED,
+                                      lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED),
+                   f"Abort of accepted request {rid} answered "
+                   f"{lifecycle_pb2.AbortStatus.Name(aborted.status)}")
         await asyncio.wait(readers, timeout=wait)
         for rid, reader in zip(held, readers):
             if not reader.done():
@@ -131,8 +130,8 @@ async def overload_refused(ctx: Context):
                 raise Failed(f"accepted request {rid} ended {status_name(err.code())} instead of with its "
                              f"terminal message: {err.details()}")
             messages = reader.result()
-            last = messages[-1].WhichOneof("kind") if messages else None
-            expect(last in ("final", "error"), f"accepted request {rid} ended without a terminal message")
+            last = messages[-1].WhichOneof("event") if messages else None
+            expect(last in ("finished", "error"), f"accepted request {rid} ended without a terminal event")
         _, idle = await _until(ctx, lambda ld: not ld.running_requests and not ld.queued_requests, wait)
         expect(idle, f"the engine did not become idle within {wait:g}s of the accepted requests ending")
         return (f"{bound} accepted (max_running_requests {running} + max_queued_requests {queue}), one more "

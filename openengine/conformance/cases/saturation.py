@@ -54,12 +54,11 @@ class Stream:
 
     @property
     def tokens(self) -> int:
-        return sum(len(m.chunk.token_ids) for m in self.messages if m.HasField("chunk"))
+        return sum(len(m.token.tokens) for m in self.messages if m.HasField("token"))
 
     def shown(self) -> str:
         """How the stream went, in the words of the protocol."""
-        from openengine.conformance.cases.core import finish_reason_name
-        from openengine.v1 import common_pb2
+        from openengine.conformance.stream import error_code_name, finish_reason_name
 
         if not self.ended:
             return f"still open after {self.tokens} tokens"
@@ -68,28 +67,25 @@ class Stream:
         if not self.messages:
             return "ended with OK and no message"
         last = self.messages[-1]
-        if last.HasField("final"):
-            return (f"ended after {self.tokens} tokens with a final, finish reason "
-                    f"{finish_reason_name(last.final.finish_reason)}")
+        if last.HasField("finished"):
+            return (f"ended after {self.tokens} tokens with a finished event, reason "
+                    f"{finish_reason_name(last.finished.reason)}")
         if last.HasField("error"):
-            try:
-                code = common_pb2.ErrorCode.Name(last.error.code)
-            except ValueError:
-                code = str(last.error.code)
-            return f"ended after {self.tokens} tokens with an error, code {code}"
-        return f"ended after a {last.WhichOneof('kind')} message"
+            return f"ended after {self.tokens} tokens with an error, code {error_code_name(last.error.code)}"
+        return f"ended after a {last.WhichOneof('event')} event"
 
     def aborted_problem(self, what: str) -> str | None:
-        """Why this stream did not end as an aborted one must (one terminal error with code
-        ERROR_CODE_ABORTED, then OK), or None."""
-        from openengine.v1 import common_pb2
+        """Why this stream did not end as an aborted one must (a CANCELLED finished event with
+        the usage, then OK), or None."""
+        from openengine.v1 import generation_pb2
 
-        errors = [m for m in self.messages if m.HasField("error")]
-        if self.status == grpc.StatusCode.OK and errors and errors == self.messages[-1:] \
-                and errors[0].error.code == common_pb2.ERROR_CODE_ABORTED:
+        last = self.messages[-1] if self.messages else None
+        if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
+                and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED \
+                and last.HasField("usage"):
             return None
-        return (f"{what} {self.shown()}, not with one terminal error of code ERROR_CODE_ABORTED "
-                "and then OK")
+        return (f"{what} {self.shown()}, not with a FINISH_REASON_CANCELLED finished event "
+                "carrying the usage and then OK")
 
     def cancel(self) -> None:
         self.call.cancel()
@@ -169,7 +165,7 @@ async def _counted_queued(ctx: Context, slots: int) -> tuple[int, int] | None:
     end = loop.time() + ctx.options.rpc_timeout
     counts = await ctx.busy()
     if counts is None:
-        return None
+        raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
     while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
         if loop.time() >= end:
             raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
@@ -184,21 +180,14 @@ async def _counted_queued(ctx: Context, slots: int) -> tuple[int, int] | None:
       title="Abort by request id ends a queued request at once, with an aborted terminal error "
             "and no chunk, and counts it")
 async def abort_queued(ctx: Context):
-    from openengine.v1 import common_pb2, lifecycle_pb2
+    from openengine.v1 import lifecycle_pb2
 
     sat = await saturate(ctx)
-    request = lifecycle_pb2.AbortRequest(
-        request_ids=common_pb2.StringList(values=[sat.queued.request.request_id]))
+    request = lifecycle_pb2.AbortRequest(request_id=sat.queued.request.request_id)
     total = ctx.long_generation_tokens()
     try:
-        answer = await ctx.lifecycle.Abort(request)
-        # Without GetLoad nothing showed the queued request arrive: ask again until Abort finds
-        # it, while the running requests still hold every slot.
-        while (answer.aborted == 0 and sat.counted is None and not sat.slots_freed()
-               and sat.progress < total // 2):
-            await asyncio.sleep(0.01)
-            answer = await ctx.lifecycle.Abort(request)
-        if answer.aborted and (sat.slots_freed() or sat.progress >= total // 2):
+        answer = await ctx.control.Abort(request)
+        if sat.slots_freed() or sat.progress >= total // 2:
             raise Unchecked(f"the running requests had streamed {sat.progress} of their {total} "
                             "tokens when Abort answered, too far along to tell whether the queued "
                             "request was ended before a slot freed")
@@ -219,11 +208,12 @@ async def abort_queued(ctx: Context):
         expect(problem is None, problem or "")
         expect(not sat.queued.tokens, f"the aborted queued request streamed {sat.queued.tokens} "
                                       "tokens: it was run, not ended in the queue")
-        expect(answer.aborted == 1, f"Abort of one queued request answered aborted="
-                                    f"{answer.aborted}, expected 1")
+        expect(answer.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
+               f"Abort of a queued request answered {lifecycle_pb2.AbortStatus.Name(answer.status)}, "
+               "not ABORT_STATUS_ABORTED")
     finally:
         sat.cancel()
-    return f"{len(sat.running)} slots busy" + ("" if sat.counted else " (queueing not seen: no load)")
+    return f"{len(sat.running)} slots busy"
 
 
 @case("core.abort.all-queued", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-CORE-010.5"),
@@ -233,22 +223,17 @@ async def abort_all_queued(ctx: Context):
 
     sat = await saturate(ctx)
     try:
-        answer = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(all=True))
+        answer = await ctx.control.Abort(lifecycle_pb2.AbortRequest(
+            all_requests=lifecycle_pb2.AllRequests()))
         await asyncio.wait([s.task for s in sat.streams], timeout=ctx.options.case_timeout / 2)
-        if (sat.counted is None and answer.aborted == len(sat.running)
-                and sat.queued.aborted_problem("") is not None):
-            raise Unchecked(f"Abort(all) answered aborted={answer.aborted}, the {len(sat.running)} "
-                            f"running requests, and the queued request {sat.queued.shown()}: "
-                            "without GetLoad nothing showed it had reached the engine before "
-                            "Abort(all)")
         problems = [p for p in (s.aborted_problem(what) for s, what in
                                 [(s, f"running request {k + 1}") for k, s in enumerate(sat.running)]
                                 + [(sat.queued, "the queued request")]) if p]
         expect(not problems, "after Abort(all): " + "; ".join(problems[:3]) +
                (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
-        expect(answer.aborted == len(sat.streams),
-               f"Abort(all) ended {len(sat.running)} running and 1 queued request but answered "
-               f"aborted={answer.aborted}, expected {len(sat.streams)}")
+        expect(answer.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
+               f"Abort(all_requests) ended {len(sat.running)} running and 1 queued request but "
+               f"answered {lifecycle_pb2.AbortStatus.Name(answer.status)}, not ABORT_STATUS_ABORTED")
     finally:
         sat.cancel()
     return f"{len(sat.streams)} requests aborted"
@@ -258,8 +243,6 @@ async def abort_all_queued(ctx: Context):
       title="a queued request the client cancels is freed at once: no longer counted while the "
             "requests ahead of it still run")
 async def cancel_queued(ctx: Context):
-    from openengine.v1 import common_pb2, lifecycle_pb2
-
     sat = await saturate(ctx)
     shown = "it was still there"
     # The deadline is half of the running requests, in their own tokens: a request freed only
@@ -268,18 +251,11 @@ async def cancel_queued(ctx: Context):
     try:
         sat.queued.cancel()
         while not sat.slots_freed() and max(s.tokens for s in sat.running) < half:
-            if sat.counted is not None:
-                counts = await ctx.busy()
-                freed = counts is not None and counts[1] == 0
-                shown = f"GetLoad still counted {counts[1]} queued" if counts else "GetLoad failed"
-            else:
-                left = await ctx.lifecycle.Abort(lifecycle_pb2.AbortRequest(
-                    request_ids=common_pb2.StringList(values=[sat.queued.request.request_id])))
-                freed = left.aborted == 0
-                shown = "Abort still found it"
+            counts = await ctx.busy()
+            freed = counts is not None and counts[1] == 0
+            shown = f"GetLoad still counted {counts[1]} queued" if counts else "GetLoad failed"
             if freed:
-                return (f"freed while {len(sat.running)} requests ran" +
-                        ("" if sat.counted else " (checked with Abort)"))
+                return f"freed while {len(sat.running)} requests ran"
             await asyncio.sleep(0.01)
         raise Failed(f"the client cancelled a queued request, but {shown} while the "
                      f"{len(sat.running)} requests ahead of it streamed half their "
@@ -296,11 +272,10 @@ async def capabilities_saturated(ctx: Context):
     def key(caps):
         return sorted((p.name, p.major, p.minor) for p in caps.profiles)
 
+    ctx.require_capabilities()
     sat = await saturate(ctx)
     try:
         caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-        models = {m: await ctx.discovery_rpc.GetModelInfo(discovery_pb2.GetModelInfoRequest(model=m))
-                  for m in ctx.discovery.models}
         freed = sat.slots_freed()
     finally:
         sat.cancel()
@@ -310,9 +285,8 @@ async def capabilities_saturated(ctx: Context):
     before = key(ctx.capabilities)
     expect(key(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
                                 f"{key(caps)}, at start {before}")
-    for model, info in models.items():
-        was = key(ctx.discovery.models[model].capabilities)
-        expect(key(info.capabilities) == was,
-               f"with the engine saturated GetModelInfo({model!r}) lists {key(info.capabilities)}, "
-               f"at start {was}")
+    for now in caps.models:
+        was = [key(m) for m in ctx.capabilities.models if m.model == now.model]
+        expect(was == [key(now)], f"with the engine saturated Capabilities.models lists "
+                                  f"{key(now)} for {now.model!r}, at start {was}")
     return f"{len(sat.running)} running, 1 queued"

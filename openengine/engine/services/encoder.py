@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-
 from openengine.engine import model as stand_in
-from openengine.engine.services._base import Base, invalid
+from openengine.engine.services._base import Base
+from openengine.serve import invalid
 from openengine.v1 import encoder_pb2
 
 
@@ -31,6 +31,7 @@ class Encoder(Base):
             handle, tokens = stand_in.encode_item(payload)
             expires = now + ttl * 1_000_000
             backend.encoder_cache[handle] = (tokens, expires)
-            out.handles.add(handle=handle, encoder_instance_id=backend.instance_id, transfer_address=backend.address,
+            out.handles.add(handle=handle, encoder_instance_id=backend.engine.instance_id,
+                            transfer_address=backend.engine.address,
                             item_id=item.item_id, num_tokens=tokens, expires_at=backend.timestamp(expires))
         return out

@@ -20,7 +20,7 @@ class Observability(Base):
         sequence = 1
         try:
             if request.initial_state:
-                phase = backend.run.phase
+                phase = backend.phase
                 sub.put((backend.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
                     previous=phase, state=phase, reason="current state"))))
             while True:
@@ -32,7 +32,7 @@ class Observability(Base):
                 if sub.overflowed:
                     raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, "the subscriber fell too far behind; subscribe again")
                 if sub.closed_with is not None:
-                    raise sub.closed_with
+                    raise Refusal(RefusalCode.UNAVAILABLE, sub.closed_with[1])
                 sub.wake.clear()
                 await sub.wake.wait()
         finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 from openengine.engine.resources import Session
-from openengine.engine.services._base import Base, invalid
-from openengine.serve import Refusal, RefusalCode
+from openengine.engine.services._base import Base
+from openengine.serve import Refusal, RefusalCode, invalid
 from openengine.v1 import sessions_pb2
 
 
@@ -32,7 +32,7 @@ class Sessions(Base):
         if request.HasField("capacity_tokens"):
             if request.capacity_tokens > bound:
                 raise invalid("capacity_tokens", f"{request.capacity_tokens} exceeds "
-                              f"{'openengine.sessions.max_session_tokens' if max_tokens else 'ModelInfo.max_context_tokens'} = {bound}")
+                              f"{'openengine.sessions.max_session_tokens' if max_tokens else 'ModelInfo.max_context_length'} = {bound}")
             capacity = request.capacity_tokens
         else:
             capacity = bound

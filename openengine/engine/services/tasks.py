@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-
 from openengine.engine import model as stand_in
-from openengine.engine.services._base import Base, invalid
+from openengine.engine.services._base import Base
+from openengine.serve import invalid
 from openengine.v1 import tasks_pb2
 
 
@@ -29,7 +29,7 @@ class Tasks(Base):
         if truncate is not None:
             ids = ids[-truncate:] if truncate else []
         elif len(ids) > limit:
-            raise invalid(field, f"{len(ids)} tokens exceed ModelInfo.max_context_tokens = {limit}; set truncate_tokens")
+            raise invalid(field, f"{len(ids)} tokens exceed ModelInfo.max_context_length = {limit}; set truncate_tokens")
         return ids
 
     async def Embed(self, request: tasks_pb2.EmbedRequest, context):

@@ -7,9 +7,10 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, revision 3's
-`Control` alias, and a shell command that shuts it down gracefully. `Bugs` switches on one wrong behaviour at a time, each a
-finding the runner must catch.
+of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, a shell
+command that shuts it down gracefully, and `upstream_only`: upstream's Inference and Control
+alone, as an engine of today's layout serves them. `Bugs` switches on one wrong behaviour at a
+time, each a finding the runner must catch.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from grpc_health.v1 import health, health_pb2
 from grpc_status import rpc_status
 
 from openengine.contract import WORK_SERVICES, catalogue, number_domains
-from openengine.legacy.rev3.v1 import control_pb2
 from openengine.v1 import (
-    admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, events_pb2,
-    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, sessions_pb2, tasks_pb2,
+    admin_pb2, capabilities_pb2 as caps_pb, common_pb2, discovery_pb2, error_pb2, events_pb2,
+    generation_pb2 as gen_pb, lifecycle_pb2, load_pb2, model_pb2, server_pb2, sessions_pb2,
+    tasks_pb2,
 )
 
 MODEL = "tiny"
@@ -47,7 +48,7 @@ MAX_OUTPUT_TOKENS = 2048
 MAX_CONTEXT_TOKENS = 4096
 EOS = 0
 VOCAB_SIZE = 256
-SERVICES = ("openengine.v1.Discovery", "openengine.v1.Inference", "openengine.v1.Lifecycle",
+SERVICES = ("openengine.v1.Control", "openengine.v1.Discovery", "openengine.v1.Inference",
             "openengine.v1.Observability")
 ADMIN = "openengine.v1.Admin"
 UPDATABLE = "openengine.core.max_logprobs"     # the one limit UpdateConfig changes
@@ -56,7 +57,6 @@ SESSIONS = "openengine.v1.Sessions"
 MAX_SESSIONS = 4
 DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS = 60_000, 120_000
 TASKS = "openengine.v1.Tasks"
-CONTROL = "openengine.v1.Control"     # revision 3's control service, served as an alias
 EMBEDDING_SIZE, MAX_TASK_INPUTS = 8, 16      # the model embeds; it neither classifies nor scores
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -75,7 +75,23 @@ class Bugs:
     snapshots_at_double_interval: bool = False   # one snapshot every two intervals (REQ-LOAD-012)
     abort_skips_queued: bool = False       # Abort by id ends running requests only (REQ-CORE-010)
     abort_all_running_only: bool = False   # Abort(all) leaves queued requests alone (REQ-CORE-010)
-    abort_unknown_not_found: bool = False  # Abort naming an unknown id fails NOT_FOUND (REQ-CORE-010)
+    abort_unknown_ok: bool = False         # Abort naming an unknown id answers ALREADY_FINISHED (REQ-CORE-010.6)
+    abort_no_target_ok: bool = False       # Abort without a target answers ABORTED (REQ-CORE-010.8)
+    abort_finished_aborted: bool = False   # Abort naming a finished request answers ABORTED (REQ-CORE-010.5)
+    no_request_id_echo: bool = False       # responses carry no request_id (REQ-CORE-015)
+    output_index_unset: bool = False       # token events leave output_index unset for 0 (REQ-CORE-016.1)
+    usage_on_every_message: bool = False   # every response carries the usage so far (REQ-CORE-017.1)
+    usage_total_wrong: bool = False        # usage.total_tokens leaves out the prompt (REQ-CORE-017.2)
+    no_stop_match: bool = False            # a STOP finished event names no stop_match (REQ-CORE-018)
+    max_tokens_ignored: bool = False       # max_tokens is not honoured at all (REQ-CORE-019.1)
+    phantom_running: bool = False          # load counts one running request that never ends (REQ-LOAD-024.2)
+    load_always_zero: bool = False         # load counts no request, ever (REQ-LOAD-001.2)
+    logprobs_not_returned: bool = False    # output logprobs advertised, never delivered (REQ-CORE-006)
+    prompt_logprobs_missing: bool = False  # prompt logprobs advertised, no prompt event (REQ-CORE-006)
+    error_mid_stream: bool = False         # every request fails after 3 tokens (REQ-CORE-009)
+    model_info_unknown_ok: bool = False    # GetModelInfo answers for any name (REQ-CORE-020.1)
+    schema_revision_wrong: bool = False    # ServerInfo says schema_revision 1 (REQ-REV-009)
+    control_health_unspecified: bool = False   # Control/Health answers UNSPECIFIED (REQ-HEALTH-014)
     cancel_ignored_while_queued: bool = False   # a queued request the client cancels stays (REQ-CORE-011)
     ignore_stop_token_ids: bool = False    # stop_token_ids do not end a sequence (REQ-CORE-013)
     ignore_stop_strings: bool = False      # stop strings do not end a sequence (REQ-CORE-013)
@@ -84,19 +100,19 @@ class Bugs:
     max_output_unchecked: bool = False     # max_tokens above max_output_tokens accepted (REQ-CAP-009)
     coalesced_sequence_skips: bool = False  # a coalesced snapshot's sequence counts the skipped ones (REQ-LOAD-014)
     overfill: bool = False                 # accepts beyond running slots plus queue (REQ-CORE-014)
-    abort_unimplemented: bool = False      # Lifecycle/Abort is not served (REQ-CORE-001)
+    abort_unimplemented: bool = False      # Control/Abort is not served (REQ-CORE-001)
     core_unlisted: bool = False            # Capabilities.profiles leaves out openengine.core (REQ-CORE-001)
     watch_unimplemented: bool = False      # WatchLoad is not served though load is advertised (REQ-CORE-002)
     load_unadvertised_served: bool = False   # load is not advertised, but its RPCs answer (REQ-CORE-003)
     max_tokens_overrun: bool = False       # a sequence runs one token past max_tokens (REQ-CORE-006)
-    final_without_usage: bool = False      # the final carries no usage (REQ-CORE-009)
-    chunk_after_final: bool = False        # a chunk follows the final (REQ-CORE-009)
+    final_without_usage: bool = False      # the final response carries no usage (REQ-CORE-017.1)
+    chunk_after_final: bool = False        # a token event follows its output's finished (REQ-CORE-009.2)
     ends_internal: bool = False            # a completed stream ends with INTERNAL (REQ-CORE-009)
-    kv_session_aborts_all: bool = False    # Abort by kv_session_id ends every request (REQ-CORE-010)
-    abort_code_internal: bool = False      # an aborted request ends with ERROR_CODE_INTERNAL (REQ-CORE-010)
-    abort_counts_zero: bool = False        # AbortResponse.aborted is always 0 (REQ-CORE-010)
+    kv_session_aborts_all: bool = False    # Abort by kv_session ends every request (REQ-CORE-010.2)
+    abort_code_internal: bool = False      # an aborted request ends with ERROR_CODE_INTERNAL (REQ-CORE-010.4)
+    abort_counts_zero: bool = False        # Abort of a running request answers ALREADY_FINISHED (REQ-CORE-010.1)
     abort_queued_when_slot_frees: bool = False   # an aborted queued request ends when it gets a slot (REQ-CORE-010)
-    role_unspecified: bool = False         # EngineInfo.role is ROLE_UNSPECIFIED (REQ-CORE-012)
+    role_unspecified: bool = False         # ServerInfo.engine_role is UNSPECIFIED (REQ-CORE-012)
     stop_string_kept: bool = False         # a matched stop string stays in the output (REQ-CORE-013)
     getload_no_timestamp: bool = False     # GetLoad's LoadInfo has no timestamp (REQ-LOAD-001)
     getload_ranks_unasked: bool = False    # GetLoad carries a rank though per_rank is off (REQ-LOAD-001)
@@ -123,16 +139,16 @@ class Bugs:
     limit_out_of_range: bool = False       # max_watchers advertised above its maximum (REQ-CAP-008)
     kv_on_aggregated: bool = False         # openengine.kv advertised by an aggregated engine (REQ-CAP-011)
     tasks_on_no_model: bool = False        # model-scoped openengine.tasks, listed by no model (REQ-CAP-012)
-    revision_differs: bool = False         # Capabilities.revision 2, EngineInfo's 1 (REQ-REV-001)
-    incompatible_limits: bool = False      # speculative decoding advertised with logit_bias (REQ-CAP-010)
+    revision_differs: bool = False         # Capabilities.revision 2, ServerInfo's 1 (REQ-REV-001)
+    incompatible_limits: bool = False      # speculative decoding advertised with min_p (REQ-CAP-010)
     health_unimplemented: bool = False     # no standard health service (REQ-HEALTH-001)
     health_service_missing: bool = False   # Check for Observability answers NOT_FOUND (REQ-HEALTH-002)
     health_overall_not_serving: bool = False   # Check("") NOT_SERVING, Inference SERVING (REQ-HEALTH-004)
     health_watch_waits: bool = False       # Watch sends nothing until a status changes (REQ-HEALTH-005)
     health_watch_unknown_ends: bool = False   # Watch for an unknown name ends the stream (REQ-HEALTH-006)
     health_list_unimplemented: bool = False   # health List answers UNIMPLEMENTED (REQ-HEALTH-013)
-    discovery_under_short_name: bool = False   # Discovery also answers as openengine.Discovery (REQ-SVC-001)
-    abort_error_twice: bool = False        # an aborted stream carries its EngineError twice (REQ-SVC-002)
+    control_under_short_name: bool = False   # Control also answers as openengine.Control (REQ-SVC-001)
+    abort_error_twice: bool = False        # a failed stream carries its EngineError twice (REQ-SVC-002)
     unknown_model_invalid: bool = False    # an unknown model fails INVALID_ARGUMENT (REQ-SVC-003)
     watchers_full_unavailable: bool = False   # a stream beyond max_watchers fails UNAVAILABLE (REQ-SVC-004)
     nan_temperature_accepted: bool = False   # a NaN temperature is sampled as if greedy (REQ-SVC-005)
@@ -158,9 +174,7 @@ class Bugs:
     revision_aborts_unretryable: bool = False   # a revision change aborts running requests, not retryable (REQ-REV-007)
     session_ttl_unclamped: bool = False    # a ttl above max_session_ttl_ms is kept (REQ-SESS-001)
     task_family_unimplemented: bool = False   # a family the model lacks answers UNIMPLEMENTED (REQ-TASKS-001)
-    alias_lora_served: bool = False        # Control/LoadLora answers, openengine.adapters unadvertised (REQ-ALIAS-001)
-    alias_abort_own_requests: bool = False   # Control/Abort never finds a v1 request (REQ-ALIAS-002)
-    alias_not_in_health: bool = False      # health answers NOT_FOUND for openengine.v1.Control (REQ-ALIAS-003)
+    lora_served: bool = False              # Control/LoadLora answers, openengine.adapters unadvertised (REQ-CORE-003)
 
 
 @dataclass(frozen=True)
@@ -176,6 +190,7 @@ class Timing:
     max_queued_requests: int = 4
     max_sequences: int = 2
     max_logprobs: int = 5
+    logprobs: bool = True      # output and prompt log-probabilities are offered
     data_parallel: int = 1     # above 1: per-rank load figures (ObservabilityCapabilities.per_rank)
 
 
@@ -185,21 +200,27 @@ def _now() -> timestamp_pb2.Timestamp:
     return ts
 
 
+def _nanos() -> int:
+    return time.time_ns()
+
+
 class Job:
     """One Generate request, produced by its own thread into `events`."""
 
-    def __init__(self, request_id: str, prompt_tokens: int, sampling, timing: Timing, bugs: Bugs):
+    def __init__(self, request_id: str, prompt_tokens: int, request, timing: Timing, bugs: Bugs):
         self.request_id = request_id
         self.bugs = bugs
         # Set when the client cancelled while the request was queued and the engine missed it.
         self.cancel_deaf = False
         self.prompt_tokens = prompt_tokens
-        self.sampling = sampling
+        self.request = request
         self.timing = timing
         self.events: queue.Queue = queue.Queue()
-        self.stop_reason: str | None = None      # "abort" or "cancel"
-        self.retryable = False     # what the EngineError of an abort says
+        # "abort" (Control/Abort), "end" (paused, asleep, drained or a revision change), "cancel"
+        self.stop_reason: str | None = None
+        self.retryable = False     # what the EngineError of an ended request says
         self.started = threading.Event()
+        self.made: list[int] = []
 
     def produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
         try:
@@ -208,45 +229,55 @@ class Job:
             # A cancelled request ends without a message; this frees the thread waiting on it.
             self.events.put(("gone", None))
 
+    def _stopped(self) -> bool:
+        """Whether an abort or an end was asked for; it is queued as the request's last event."""
+        if self.stop_reason in ("abort", "end"):
+            self.events.put((self.stop_reason, None))
+            return True
+        return False
+
     def _produce(self, slots: threading.Semaphore, on_start, on_end) -> None:
-        s = self.sampling
-        n = s.n if s.HasField("n") else 1
-        max_tokens = min(s.max_tokens, MAX_OUTPUT_TOKENS) if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
-        floor = s.min_tokens if s.HasField("min_tokens") else 0
+        s, stopping = self.request.sampling, self.request.stopping
+        n = s.num_sequences if s.HasField("num_sequences") else 1
+        max_tokens = min(stopping.max_tokens, MAX_OUTPUT_TOKENS) \
+            if stopping.HasField("max_tokens") and not self.bugs.max_tokens_ignored else MAX_OUTPUT_TOKENS
+        floor = stopping.min_tokens if stopping.HasField("min_tokens") else 0
         rng = random.Random(self.request_id)
         eos_at = [rng.randint(*self.timing.eos_after) for _ in range(n)]
-        made = [0] * n
+        made = self.made = [0] * n
         done = [False] * n
         texts = [""] * n
-        stop_ids = set() if self.bugs.ignore_stop_token_ids else set(s.stop_token_ids)
-        stop_strings = [] if self.bugs.ignore_stop_strings else [x for x in s.stop if x]
+        stop_ids = set() if self.bugs.ignore_stop_token_ids else {
+            c.stop_token_id for c in stopping.conditions if c.WhichOneof("condition") == "stop_token_id"}
+        stop_strings = [] if self.bugs.ignore_stop_strings else [
+            c.stop_text for c in stopping.conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text]
         # A queued request waits for a slot, but an abort or a cancel ends it there at once (at
         # the next look, a few milliseconds on: far sooner than a running request frees a slot).
         while not slots.acquire(timeout=0.01):
             if self.stop_reason is not None and not (self.stop_reason == "cancel" and self.cancel_deaf) \
                     and not (self.stop_reason == "abort" and self.bugs.abort_queued_when_slot_frees):
-                if self.stop_reason == "abort":
-                    self.events.put(("aborted", None))
+                self._stopped()
                 on_end(self)
                 return
         try:
             on_start(self)
             try:
-                if self.stop_reason == "abort":     # aborted while queued, seen only now
-                    self.events.put(("aborted", None))
+                if self._stopped():     # aborted while queued, seen only now
                     return
                 while not all(done):
                     time.sleep(rng.uniform(*self.timing.token_seconds))
-                    if self.stop_reason == "abort":
-                        self.events.put(("aborted", None))
+                    if self._stopped():
                         return
                     if self.stop_reason == "cancel" and not self.cancel_deaf:
+                        return
+                    if self.bugs.error_mid_stream and made[0] >= 3:
+                        self.events.put(("failed", None))
                         return
                     for i in range(n):
                         if done[i]:
                             continue
                         made[i] += 1
-                        wants_eos = made[i] >= eos_at[i] and not s.ignore_eos and made[i] > floor
+                        wants_eos = made[i] >= eos_at[i] and not stopping.ignore_eos and made[i] > floor
                         token = EOS if wants_eos else 100 + (made[i] * 7 + i) % 50
                         texts[i] += chr(token) if token else ""
                         may_stop = made[i] > floor
@@ -257,10 +288,11 @@ class Job:
                             done[i] = True
                             stopped = wants_eos or by_token or by_string
                             reason = gen_pb.FINISH_REASON_STOP if stopped else gen_pb.FINISH_REASON_LENGTH
-                            matched = str(token) if by_token else by_string
-                            self.events.put(("final", (i, token, reason, made[i], matched, bool(by_string))))
+                            match = ("stop_text", by_string) if by_string else ("stop_token_id", token) \
+                                if by_token else ("eos_token_id", EOS) if wants_eos else None
+                            self.events.put(("final", (i, token, reason, match)))
                         else:
-                            self.events.put(("chunk", (i, token)))
+                            self.events.put(("token", (i, token)))
                 self.events.put(("end", None))
             finally:
                 on_end(self)
@@ -286,7 +318,8 @@ class State:
     events: bool = False         # openengine.runtime-events is advertised
     sessions: dict | None = None  # session id -> SessionInfo, when openengine.sessions is advertised
     tasks: bool = False          # the model serves openengine.tasks (embedding only)
-    control_alias: bool = False  # revision 3's Control is served as an alias
+    upstream_only: bool = False  # serves upstream's Inference and Control alone
+    finished: dict = field(default_factory=dict)    # request id -> True, recently finished
     run_state: int = events_pb2.ENGINE_STATE_SERVING
     health: health.HealthServicer | None = None         # the main address's
     admin_health: health.HealthServicer | None = None   # the admin address's, when it has one
@@ -297,7 +330,7 @@ class State:
         self.slots = threading.Semaphore(self.timing.max_running_requests)
         self.max_logprobs = self.timing.max_logprobs    # UpdateConfig may change it
 
-    def get_load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
+    def get_load(self, per_rank: bool = False) -> server_pb2.LoadInfo:
         bugs = self.bugs
         if not bugs.load_cached_seconds:
             info = self.load(per_rank)
@@ -307,9 +340,9 @@ class State:
                 self.cached = (time.monotonic(), self.load())
             info = self.cached[1]
         if bugs.getload_no_timestamp or bugs.getload_ranks_unasked or bugs.load_instance_id_differs:
-            info = load_pb2.LoadInfo.FromString(info.SerializeToString())
+            info = server_pb2.LoadInfo.FromString(info.SerializeToString())
             if bugs.getload_no_timestamp:
-                info.ClearField("timestamp")
+                info.ClearField("timestamp_unix_nanos")
             if bugs.getload_ranks_unasked:
                 info.ranks.add(data_parallel_rank=0, running_requests=info.running_requests,
                                queued_requests=info.queued_requests)
@@ -317,13 +350,15 @@ class State:
                 info.instance_id = "another-" + info.instance_id
         return info
 
-    def load(self, per_rank: bool = False) -> load_pb2.LoadInfo:
+    def load(self, per_rank: bool = False) -> server_pb2.LoadInfo:
         with self.lock:
-            running = len(self.running)
-            queued = len(self.jobs) - running
-        info = load_pb2.LoadInfo(instance_id=self.instance_id, timestamp=_now(),
-                                 running_requests=running, queued_requests=queued,
-                                 rejected_requests=self.rejected)
+            running = len(self.running) + self.bugs.phantom_running
+            queued = len(self.jobs) - len(self.running)
+        if self.bugs.load_always_zero:
+            running = queued = 0
+        info = server_pb2.LoadInfo(instance_id=self.instance_id, timestamp_unix_nanos=_nanos(),
+                                   running_requests=running, queued_requests=queued,
+                                   rejected_requests=self.rejected)
         ranks = self.timing.data_parallel
         if per_rank and ranks > 1:
             # Requests are dealt to ranks in turn: rank k holds every k-th one.
@@ -339,7 +374,7 @@ class State:
 
 def capabilities(st: State) -> caps_pb.Capabilities:
     t = st.timing
-    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=1),
+    profiles = [common_pb2.ServiceProfile(name="openengine.core", major=1, minor=0),
                 common_pb2.ServiceProfile(name="openengine.load", major=st.bugs.load_major, minor=0)]
     if st.bugs.load_dropped_when_saturated and st.load().queued_requests:
         del profiles[1]
@@ -357,20 +392,28 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     if st.bugs.kv_limits_unadvertised:
         out.kv.kv_block_size = 16
     if st.bugs.incompatible_limits:
-        out.generation.speculative_decoding = True
-        out.generation.logit_bias = True
-    out.generation.max_sequences = t.max_sequences
-    out.generation.max_logprobs = st.max_logprobs
+        out.core.speculative_decoding = True
+        out.core.min_p = True
+    out.core.max_sequences = t.max_sequences
+    out.core.max_logprobs = st.max_logprobs
+    out.core.output_logprobs = t.logprobs
+    out.core.prompt_logprobs = t.logprobs
     st.capability_reads += 1
     if st.bugs.capabilities_vary and st.capability_reads % 2 == 0:
-        out.generation.max_logprobs = st.max_logprobs - 1
+        out.core.max_logprobs = st.max_logprobs - 1
     if st.admin:
         out.profiles.add(name="openengine.admin", major=1, minor=0)
         out.admin.pause_modes.append(caps_pb.PAUSE_MODE_ABORT)
         out.admin.max_sleep_level = 1
         out.admin.updatable_limits.append(UPDATABLE)
+    # Every served model has its entry, so a model-scoped profile no model lists is visible.
+    model = out.models.add(model=MODEL)
     if st.tasks:
         out.profiles.add(name="openengine.tasks", major=1, minor=0)
+        model.profiles.add(name="openengine.tasks", major=1, minor=0)
+        model.tasks.supported_tasks.append(caps_pb.TASK_FAMILY_EMBED)
+        model.tasks.max_inputs_per_request = MAX_TASK_INPUTS
+        model.tasks.embedding_size = EMBEDDING_SIZE
     if st.sessions is not None:
         out.profiles.add(name="openengine.sessions", major=1, minor=0)
         out.sessions.max_sessions = MAX_SESSIONS
@@ -381,8 +424,8 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.runtime_events.event_kinds.extend([caps_pb.RUNTIME_EVENT_KIND_CAPABILITY_REVISION_CHANGED,
                                                caps_pb.RUNTIME_EVENT_KIND_STATE_CHANGED])
         out.runtime_events.max_subscribers = MAX_SUBSCRIBERS
-    out.generation.max_running_requests = t.max_running_requests
-    out.generation.max_queued_requests = t.max_queued_requests
+    out.core.max_running_requests = t.max_running_requests
+    out.core.max_queued_requests = t.max_queued_requests
     out.observability.min_watch_interval_ms = t.min_watch_interval_ms
     out.observability.max_watch_interval_ms = t.max_watch_interval_ms
     out.observability.default_watch_interval_ms = t.default_watch_interval_ms
@@ -392,32 +435,42 @@ def capabilities(st: State) -> caps_pb.Capabilities:
     if st.bugs.limit_out_of_range:
         out.observability.max_watchers = 70_000     # the registry's maximum is 65536
     if st.bugs.load_unadvertised_served:
-        del out.profiles[-1]
+        del out.profiles[1]
         out.ClearField("observability")
     return out
 
 
-def engine_info(st: State) -> discovery_pb2.EngineInfo:
-    info = discovery_pb2.EngineInfo(instance_id=st.instance_id, engine_name="otherengine",
-                                    engine_version="0.1",
-                                    role=common_pb2.ROLE_UNSPECIFIED if st.bugs.role_unspecified
-                                    else common_pb2.ROLE_AGGREGATED,
-                                    capability_revision=st.revision, served_models=[MODEL])
+def server_info(st: State) -> server_pb2.ServerInfo:
+    contract = catalogue()
+    info = server_pb2.ServerInfo(
+        instance_id=st.instance_id, engine_name="otherengine", engine_version="0.1",
+        engine_role=server_pb2.ENGINE_ROLE_UNSPECIFIED if st.bugs.role_unspecified
+        else server_pb2.ENGINE_ROLE_AGGREGATED,
+        capability_revision=0 if st.upstream_only else st.revision, supported_models=[MODEL],
+        schema_revision=1 if st.upstream_only or st.bugs.schema_revision_wrong else contract.schema_revision,
+        minimum_client_revision=contract.minimum_client_revision,
+        schema_release="openengine-v1" if st.upstream_only else contract.schema_release)
+    info.capacity.max_running_requests = st.timing.max_running_requests
     if st.timing.data_parallel > 1:
         info.parallelism.data_parallel_size = st.timing.data_parallel
     return info
 
 
 def model_info(st: State, request, context):
-    if request.model not in ("", MODEL):
+    if request.model not in ("", MODEL) and not st.bugs.model_info_unknown_ok:
         context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
-    info = discovery_pb2.ModelInfo(model=MODEL, max_context_tokens=MAX_CONTEXT_TOKENS,
-                                   max_output_tokens=MAX_OUTPUT_TOKENS)
-    if st.tasks:
-        info.capabilities.profiles.add(name="openengine.tasks", major=1, minor=0)
-        info.capabilities.tasks.supported_tasks.append(caps_pb.TASK_FAMILY_EMBED)
-        info.capabilities.tasks.max_inputs_per_request = MAX_TASK_INPUTS
-        info.capabilities.tasks.embedding_size = EMBEDDING_SIZE
+    info = model_pb2.ModelInfo(model_id=MODEL, served_model_name=MODEL,
+                               max_context_length=MAX_CONTEXT_TOKENS,
+                               max_output_tokens=MAX_OUTPUT_TOKENS, supports_text_input=True,
+                               supports_token_ids_input=True)
+    gen = info.generation
+    gen.max_num_sequences = st.timing.max_sequences
+    gen.output_logprobs.supported = st.timing.logprobs
+    gen.prompt_logprobs.supported = st.timing.logprobs
+    if st.timing.logprobs:
+        gen.output_logprobs.max_top_n = st.max_logprobs
+        gen.prompt_logprobs.max_top_n = st.max_logprobs
+    gen.supports_stop_in_output = True
     return info
 
 
@@ -426,41 +479,51 @@ def model_info(st: State, request, context):
 def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     """Why a GenerateRequest is refused, or None."""
     bad = grpc.StatusCode.INVALID_ARGUMENT
-    s, t, lax = request.sampling, st.timing, st.bugs.accept_off
+    s, stopping, resp, t, lax = request.sampling, request.stopping, request.response, st.timing, st.bugs.accept_off
     if request.model not in ("", MODEL):
         code = bad if st.bugs.unknown_model_invalid else grpc.StatusCode.NOT_FOUND
         return code, f"model: no model {request.model!r}"
     if request.session_id and request.session_id not in live_sessions(st):
         return grpc.StatusCode.NOT_FOUND, f"session_id: no open session {request.session_id!r}"
-    prompt = request.text or list(request.token_ids.ids)
+    prompt = request.prompt or list(request.token_ids.ids)
     if not prompt:
         return bad, "prompt: empty"
-    if s.HasField("n") and not 1 <= s.n <= t.max_sequences:
-        return bad, f"sampling.n: 1..{t.max_sequences}"
-    if s.HasField("logprobs") and s.logprobs > st.max_logprobs:
-        return bad, f"sampling.logprobs: at most {st.max_logprobs}"
-    switches = {"min_p": s.HasField("min_p"), "logit_bias": bool(s.logit_bias),
-                "prompt_logprobs": s.HasField("prompt_logprobs"), "guided": s.HasField("guided")}
+    if s.HasField("num_sequences") and not 1 <= s.num_sequences <= t.max_sequences:
+        return bad, f"sampling.num_sequences: 1..{t.max_sequences}"
+    for name, selection in (("output", resp.output_candidates), ("prompt", resp.prompt_candidates)):
+        if selection.WhichOneof("selection") not in (None, "top_n"):
+            return bad, f"response.{name}_candidates: only top_n is offered"
+        if selection.top_n > st.max_logprobs:
+            return bad, f"response.{name}_candidates.top_n: at most {st.max_logprobs}"
+    switches = {"min_p": s.HasField("min_p"), "guided": request.HasField("guided"),
+                "output_logprobs": resp.return_output_logprobs and not t.logprobs,
+                "prompt_logprobs": resp.return_prompt_logprobs and not t.logprobs,
+                "lora_name": bool(request.lora_name), "kv": request.HasField("kv")}
     for name, used in switches.items():
         if used and name not in lax:
-            return bad, f"sampling.{name}: not supported by this engine"
+            return bad, f"{name}: not supported by this engine"
     domains = {f.name: number_domains()[f.full_name] for f in s.DESCRIPTOR.fields if f.full_name in number_domains()}
     for name, domain in domains.items():
         if name == "temperature" and st.bugs.nan_temperature_accepted and math.isnan(s.temperature):
             continue
-        if name != "logit_bias" and s.HasField(name) and not (
-                math.isfinite(getattr(s, name)) and domain.contains(getattr(s, name))):
+        if s.HasField(name) and not (math.isfinite(getattr(s, name)) and domain.contains(getattr(s, name))):
             return bad, f"sampling.{name}: {getattr(s, name)} is not a usable value"
-    for token, bias in s.logit_bias.items():
-        if not (math.isfinite(bias) and domains["logit_bias"].contains(bias)) or token >= VOCAB_SIZE:
-            return bad, f"sampling.logit_bias[{token}]: {bias} is not usable"
-    if s.HasField("max_tokens") and not 1 <= s.max_tokens <= MAX_OUTPUT_TOKENS \
-            and not (st.bugs.max_output_unchecked and s.max_tokens > MAX_OUTPUT_TOKENS):
-        return bad, f"sampling.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
-    limit = s.max_tokens if s.HasField("max_tokens") else MAX_OUTPUT_TOKENS
-    if s.HasField("min_tokens") and s.min_tokens > limit:
-        return bad, "sampling.min_tokens: above max_tokens"
+    if stopping.HasField("max_tokens") and not 1 <= stopping.max_tokens <= MAX_OUTPUT_TOKENS \
+            and not (st.bugs.max_output_unchecked and stopping.max_tokens > MAX_OUTPUT_TOKENS):
+        return bad, f"stopping.max_tokens: 1..{MAX_OUTPUT_TOKENS}"
+    limit = stopping.max_tokens if stopping.HasField("max_tokens") else MAX_OUTPUT_TOKENS
+    if stopping.HasField("min_tokens") and stopping.min_tokens > limit:
+        return bad, "stopping.min_tokens: above max_tokens"
     return None
+
+
+def _token_info(request, st: State, token: int) -> gen_pb.TokenInfo:
+    info = gen_pb.TokenInfo(token_id=token, token="" if not token else chr(token))
+    if request.response.return_output_logprobs and not st.bugs.logprobs_not_returned:
+        info.logprob, info.rank = -0.5, 1
+        for k in range(request.response.output_candidates.top_n):
+            info.candidates.add(token_id=100 + k, logprob=-0.5 - k, token=chr(100 + k), rank=k + 1)
+    return info
 
 
 def generate(st: State, request, context):
@@ -472,8 +535,8 @@ def generate(st: State, request, context):
     if problem:
         context.abort(*problem)
     request_id = request.request_id or uuid.uuid4().hex
-    prompt_tokens = len(request.text.encode()) or len(request.token_ids.ids)
-    job = Job(request_id, prompt_tokens, request.sampling, st.timing, st.bugs)
+    prompt_tokens = len(request.prompt.encode()) or len(request.token_ids.ids)
+    job = Job(request_id, prompt_tokens, request, st.timing, st.bugs)
     with st.lock:
         if request_id in st.jobs:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"request_id {request_id!r} is running")
@@ -491,6 +554,9 @@ def generate(st: State, request, context):
         with st.lock:
             st.running.discard(j.request_id)
             st.jobs.pop(j.request_id, None)
+            st.finished[j.request_id] = True
+            while len(st.finished) > 256:
+                st.finished.pop(next(iter(st.finished)))
             st.revision += st.bugs.revision_bumps_on_request
 
     def cancelled():
@@ -503,6 +569,34 @@ def generate(st: State, request, context):
     if not st.bugs.ignore_cancel:
         context.add_callback(cancelled)
     threading.Thread(target=job.produce, args=(st.slots, started, ended), daemon=True).start()
+    n = request.sampling.num_sequences if request.sampling.HasField("num_sequences") else 1
+    echo = "" if st.bugs.no_request_id_echo else request_id
+    finished: set[int] = set()
+
+    def usage() -> gen_pb.Usage:
+        completion = sum(job.made)
+        return gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion,
+                            total_tokens=completion + (0 if st.bugs.usage_total_wrong else prompt_tokens))
+
+    def response(**event) -> gen_pb.GenerateResponse:
+        out = gen_pb.GenerateResponse(request_id=echo, **event)
+        if st.bugs.usage_on_every_message:
+            out.usage.CopyFrom(usage())
+        return out
+
+    def token_event(index: int, tokens, text: str) -> gen_pb.GenerateResponse:
+        event = gen_pb.TokenOutput(tokens=tokens, text=text)
+        if index or not st.bugs.output_index_unset:
+            event.output_index = index
+        return response(token=event)
+
+    if request.response.return_prompt_logprobs and not st.bugs.prompt_logprobs_missing:
+        prompt = gen_pb.PromptOutput()
+        for k, byte in enumerate(request.prompt.encode() or bytes(t % 256 for t in request.token_ids.ids)):
+            info = prompt.tokens.add(token_id=byte, token=chr(byte))
+            if k:
+                info.logprob, info.rank = -1.0, 1
+        yield response(prompt=prompt)
     while True:
         kind, data = job.events.get()
         if kind == "gone":
@@ -511,57 +605,93 @@ def generate(st: State, request, context):
             if st.bugs.ends_internal:
                 context.abort(grpc.StatusCode.INTERNAL, "the stream failed after its final")
             return
-        if kind == "aborted":
-            code = common_pb2.ERROR_CODE_INTERNAL if st.bugs.abort_code_internal else common_pb2.ERROR_CODE_ABORTED
-            error = gen_pb.GenerateResponse(error=common_pb2.EngineError(
-                code=code, message="aborted", retryable=job.retryable))
+        if kind in ("abort", "end", "failed"):
+            if kind == "abort" and not st.bugs.abort_code_internal:
+                last = None
+                for i in range(n):
+                    if i not in finished:
+                        last = response(finished=gen_pb.GenerationFinished(
+                            output_index=i, reason=gen_pb.FINISH_REASON_CANCELLED, message="aborted"))
+                        finished.add(i)
+                        if len(finished) < n:
+                            yield last
+                if last is not None:
+                    last.usage.CopyFrom(usage())
+                    yield last
+                return
+            code = error_pb2.ERROR_CODE_INTERNAL if kind != "end" or st.bugs.abort_code_internal \
+                else error_pb2.ERROR_CODE_CANCELLED
+            error = response(error=error_pb2.EngineError(
+                code=code, message="the request failed" if kind == "failed" else "ended",
+                retryable=job.retryable))
+            error.usage.CopyFrom(usage())
             yield error
             if st.bugs.abort_error_twice:
                 yield error
             return
-        if kind == "chunk":
+        if kind == "token":
             index, token = data
-            yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(
-                index=index, token_ids=[token], text="" if request.skip_detokenize else chr(token)))
-        else:
-            index, token, reason, made, matched, by_string = data
+            text = "" if request.skip_detokenize else chr(token)
+            yield token_event(index, [_token_info(request, st, token)], text)
+            continue
+        index, token, reason, match = data
+        keep_stop = request.stopping.include_stop_in_output
+        sent_token = not (match and match[0] == "stop_token_id" and not keep_stop)
+        if sent_token:
             text = "" if request.skip_detokenize or not token else chr(token)
-            if by_string and not request.sampling.include_stop_in_output and not st.bugs.stop_string_kept:
+            if match and match[0] == "stop_text" and not keep_stop and not st.bugs.stop_string_kept:
                 text = ""
-            final = gen_pb.GenerateFinal(index=index, token_ids=[token], text=text, finish_reason=reason,
-                                         stop_reason=matched,
-                                         usage=gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=made))
-            if st.bugs.final_without_usage:
-                final.ClearField("usage")
-            yield gen_pb.GenerateResponse(final=final)
-            if st.bugs.chunk_after_final:
-                yield gen_pb.GenerateResponse(chunk=gen_pb.GenerateChunk(index=index, token_ids=[token]))
+            yield token_event(index, [_token_info(request, st, token)], text)
+        event = gen_pb.GenerationFinished(output_index=index, reason=reason)
+        if match and not st.bugs.no_stop_match:
+            setattr(event.stop_match, match[0], match[1])
+        finished.add(index)
+        final = response(finished=event)
+        if len(finished) == n and not st.bugs.final_without_usage:
+            final.usage.CopyFrom(usage())
+        yield final
+        if st.bugs.chunk_after_final:
+            yield token_event(index, [gen_pb.TokenInfo(token_id=token)], "")
 
 
 def full_status() -> grpc.Status:
     error = any_pb2.Any()
-    error.Pack(common_pb2.EngineError(code=common_pb2.ERROR_CODE_RESOURCE_EXHAUSTED, message="full", retryable=True))
+    error.Pack(error_pb2.EngineError(code=error_pb2.ERROR_CODE_OVERLOADED, message="full", retryable=True))
     return rpc_status.to_status(status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
                                                   message="queue full", details=[error]))
 
 
 def abort(st: State, request, context):
     bugs = st.bugs
+    target = request.WhichOneof("target")
+    aborted = lifecycle_pb2.ABORT_STATUS_ABORTED
     with st.lock:
-        if request.all or (bugs.kv_session_aborts_all and request.kv_session_id):
+        if target is None:
+            if not bugs.abort_no_target_ok:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "target: exactly one is required")
+            hit = []
+        elif target == "all_requests" or (bugs.kv_session_aborts_all and target == "kv_session"):
             hit = [j for j in st.jobs.values()
                    if not bugs.abort_all_running_only or j.request_id in st.running]
-        elif request.kv_session_id:
-            hit = []      # no request of this engine takes part in a KV handoff
+        elif target == "kv_session":
+            # No request of this engine takes part in a KV handoff.
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no KV session {request.kv_session.session_id!r}")
         else:
-            unknown = [i for i in request.request_ids.values if i not in st.jobs]
-            if bugs.abort_unknown_not_found and unknown:
-                context.abort(grpc.StatusCode.NOT_FOUND, f"no request {unknown[0]!r}")
-            hit = [st.jobs[i] for i in request.request_ids.values if i in st.jobs
-                   and (not bugs.abort_skips_queued or i in st.running)]
+            rid = request.request_id
+            job = st.jobs.get(rid)
+            if job is None:
+                if rid in st.finished:
+                    status = aborted if bugs.abort_finished_aborted else lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED
+                    return lifecycle_pb2.AbortResponse(status=status, message="already finished")
+                if not bugs.abort_unknown_ok:
+                    context.abort(grpc.StatusCode.NOT_FOUND, f"no request {rid!r}")
+                return lifecycle_pb2.AbortResponse(status=lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED)
+            hit = [job] if not bugs.abort_skips_queued or rid in st.running else []
     for job in hit:
         job.stop_reason = "abort"
-    return lifecycle_pb2.AbortResponse(aborted=0 if bugs.abort_counts_zero else len(hit))
+    if bugs.abort_counts_zero and target == "request_id":
+        return lifecycle_pb2.AbortResponse(status=lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED)
+    return lifecycle_pb2.AbortResponse(status=aborted, message=f"aborted {len(hit)} request(s)")
 
 
 # -- load --------------------------------------------------------------------------------------------
@@ -628,15 +758,15 @@ def watch_load(st: State, request, context):
         nonlocal sequence, stamped
         sequence += 1
         stamped += 1
-        ts = _now()
+        ts = _nanos()
         if bugs.timestamps_backwards and stamped % 2 == 0:
-            ts.seconds -= 1
+            ts -= 1_000_000_000
         if kind.get("snapshot") is not None and bugs.snapshot_deltas and stamped > 2:
             kind["snapshot"].load.ClearField("instance_id")
-            kind["snapshot"].load.ClearField("timestamp")
+            kind["snapshot"].load.ClearField("timestamp_unix_nanos")
         if bugs.empty_watch_message and sequence == 2:
             kind = {}
-        return load_pb2.WatchLoadResponse(sequence=sequence, timestamp=ts, **kind)
+        return load_pb2.WatchLoadResponse(sequence=sequence, timestamp_unix_nanos=ts, **kind)
 
     def send(msg):
         """A message as the generator yields it; with the one_sender bug it first waits while any
@@ -716,84 +846,37 @@ def watch_load(st: State, request, context):
         release()
 
 
-# -- revision 3's Control alias (spec/services.md, "openengine.v1.Control method by method") -----------
+# -- upstream's Control ----------------------------------------------------------------------------
 
-def control_server_info(st: State) -> control_pb2.ServerInfo:
-    info = engine_info(st)
-    out = control_pb2.ServerInfo(
-        engine_name=info.engine_name, engine_version=info.engine_version,
-        engine_role=control_pb2.EngineRole.Value("ENGINE_" + common_pb2.Role.Name(info.role)),
-        instance_id=info.instance_id, supported_models=info.served_models,
-        schema_revision=info.schema_revision, minimum_client_revision=info.minimum_client_revision,
-        schema_release=f"schema-revision-{info.schema_revision}")
-    out.capacity.max_running_requests = st.timing.max_running_requests
-    return out
-
-
-def control_model_info(st: State, request, context) -> control_pb2.ModelInfo:
-    info = model_info(st, discovery_pb2.GetModelInfoRequest(model=request.model), context)
-    return control_pb2.ModelInfo(model_id=info.model, served_model_name=info.model,
-                                 max_context_length=info.max_context_tokens,
-                                 max_output_tokens=info.max_output_tokens,
-                                 supports_text_input=False, supports_token_ids_input=True)
-
-
-def control_load(st: State, request) -> control_pb2.LoadInfo:
-    info = st.get_load(request.include_per_rank)
-    return control_pb2.LoadInfo(
-        instance_id=info.instance_id, timestamp_unix_nanos=info.timestamp.ToNanoseconds(),
-        running_requests=info.running_requests, queued_requests=info.queued_requests,
-        ranks=[control_pb2.RankLoadInfo(data_parallel_rank=r.data_parallel_rank,
-                                        running_requests=r.running_requests,
-                                        queued_requests=r.queued_requests) for r in info.ranks])
-
-
-def control_health(st: State, request, context) -> control_pb2.HealthResponse:
-    if request.include_inference_probe:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                      "include_inference_probe: not carried over; send a short Inference/Generate instead")
-    ready = health_statuses(st).get("openengine.v1.Inference") == SERVING
-    return control_pb2.HealthResponse(state=control_pb2.HEALTH_STATE_READY if ready
-                                      else control_pb2.HEALTH_STATE_NOT_READY)
-
-
-def control_abort(st: State, request, context) -> control_pb2.AbortResponse:
-    target = request.WhichOneof("target")
-    if target == "request_id":
-        v1 = lifecycle_pb2.AbortRequest(request_ids=common_pb2.StringList(values=[request.request_id]))
-    elif target == "kv_session":
-        v1 = lifecycle_pb2.AbortRequest(kv_session_id=request.kv_session.session_id)
-    elif target == "all_requests":
-        v1 = lifecycle_pb2.AbortRequest(all=True)
-    else:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "target: set request_id, kv_session or all_requests")
-    if target == "request_id" and st.bugs.alias_abort_own_requests:
-        aborted = 0     # the alias looks only among requests it started itself
-    else:
-        aborted = abort(st, v1, context).aborted
-    return control_pb2.AbortResponse(
-        status=control_pb2.ABORT_STATUS_ABORTED if aborted else control_pb2.ABORT_STATUS_ALREADY_FINISHED,
-        message=f"{aborted} aborted" if aborted else "no such request is running or queued")
+def control_health(st: State, request, context) -> lifecycle_pb2.HealthResponse:
+    if st.bugs.control_health_unspecified:
+        return lifecycle_pb2.HealthResponse()
+    state = {events_pb2.ENGINE_STATE_SERVING: lifecycle_pb2.HEALTH_STATE_READY,
+             events_pb2.ENGINE_STATE_DRAINING: lifecycle_pb2.HEALTH_STATE_DRAINING}.get(
+        st.run_state, lifecycle_pb2.HEALTH_STATE_NOT_READY)
+    return lifecycle_pb2.HealthResponse(state=state)
 
 
 def control_handlers(st: State, unary, guarded) -> dict:
     handlers = {
-        "GetServerInfo": unary(guarded(lambda r, c: control_server_info(st)),
-                               control_pb2.GetServerInfoRequest, control_pb2.ServerInfo),
-        "GetModelInfo": unary(guarded(lambda r, c: control_model_info(st, r, c)),
-                              control_pb2.GetModelInfoRequest, control_pb2.ModelInfo),
-        "GetLoad": unary(guarded(lambda r, c: control_load(st, r)), control_pb2.GetLoadRequest,
-                         control_pb2.LoadInfo),
-        "Health": unary(guarded(lambda r, c: control_health(st, r, c)), control_pb2.HealthRequest,
-                        control_pb2.HealthResponse),
-        "Abort": unary(guarded(lambda r, c: control_abort(st, r, c)), control_pb2.AbortRequest,
-                       control_pb2.AbortResponse),
+        "GetServerInfo": unary(guarded(lambda r, c: server_info(st)), server_pb2.GetServerInfoRequest,
+                               server_pb2.ServerInfo),
+        "GetModelInfo": unary(guarded(lambda r, c: model_info(st, r, c)), model_pb2.GetModelInfoRequest,
+                              model_pb2.ModelInfo),
+        "GetLoad": unary(guarded(lambda r, c: st.get_load(r.include_per_rank)), server_pb2.GetLoadRequest,
+                         server_pb2.LoadInfo),
+        "Health": unary(guarded(lambda r, c: control_health(st, r, c)), lifecycle_pb2.HealthRequest,
+                        lifecycle_pb2.HealthResponse),
+        "Abort": unary(guarded(lambda r, c: abort(st, r, c)), lifecycle_pb2.AbortRequest,
+                       lifecycle_pb2.AbortResponse),
     }
-    # LoadLora and the KV methods map to profiles this engine does not advertise: left out,
-    # grpc answers them UNIMPLEMENTED.
-    if st.bugs.alias_lora_served:
-        handlers["LoadLora"] = unary(lambda r, c: control_pb2.LoadLoraResponse(), control_pb2.LoadLoraRequest,
-                                     control_pb2.LoadLoraResponse)
+    if st.bugs.lora_served:
+        from openengine.v1 import lora_pb2
+
+        handlers["LoadLora"] = unary(lambda r, c: lora_pb2.LoadLoraResponse(), lora_pb2.LoadLoraRequest,
+                                     lora_pb2.LoadLoraResponse)
+    if st.bugs.abort_unimplemented:
+        del handlers["Abort"]
     return handlers
 
 
@@ -820,8 +903,6 @@ def health_statuses(st: State, main: bool = True) -> dict[str, int]:
         control_down = bugs.pause_stops_control and state == events_pb2.ENGINE_STATE_PAUSED
         up = working if name in WORK_SERVICES else not control_down
         out[name] = SERVING if up else NOT_SERVING
-    if st.control_alias and not bugs.alias_not_in_health:
-        out[CONTROL] = out["openengine.v1.Discovery"]     # an alias reports its mapped service
     overall = out["openengine.v1.Inference"]
     out[""] = NOT_SERVING if bugs.health_overall_not_serving else overall
     return out
@@ -1058,7 +1139,7 @@ def end_all(st: State) -> int:
         jobs = list(st.jobs.values())
     for job in jobs:
         job.retryable = True
-        job.stop_reason = "abort"
+        job.stop_reason = "end"
     return len(jobs)
 
 
@@ -1091,7 +1172,7 @@ def update_config(st: State, request, context):
         wakes = list(st.watch_wakes)
     if st.bugs.revision_aborts_unretryable:
         for job in running:
-            job.stop_reason = "abort"
+            job.stop_reason = "end"
     # The new revision is current: now end the streams of the old one and tell subscribers.
     if not st.bugs.revision_keeps_watches:
         for w in wakes:
@@ -1226,17 +1307,18 @@ class OtherEngine:
     `admin_token` serves `openengine.admin` behind that bearer token (`limited_token`: a valid
     token that may do nothing), on the main address or, with `admin_address`, on one of its own
     (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`, `sessions`
-    `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `control_alias` serves
-    revision 3's `openengine.v1.Control` as an alias; `stoppable` gives
-    `engine.shutdown_command`, a shell command that begins a graceful shutdown."""
+    `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `stoppable` gives
+    `engine.shutdown_command`, a shell command that begins a graceful shutdown; `upstream_only`
+    serves upstream's Inference and Control and nothing else (no Discovery, Observability or
+    standard health), as an engine of today's layout does."""
 
     def __init__(self, *, bugs: Bugs = Bugs(), timing: Timing = Timing(),
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  admin_token: str | None = None, limited_token: str | None = None,
                  admin_address: bool = False, runtime_events: bool = False, sessions: bool = False,
-                 tasks: bool = False, control_alias: bool = False, stoppable: bool = False):
+                 tasks: bool = False, stoppable: bool = False, upstream_only: bool = False):
         self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events,
-                           sessions={} if sessions else None, tasks=tasks, control_alias=control_alias)
+                           sessions={} if sessions else None, tasks=tasks, upstream_only=upstream_only)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state
@@ -1250,24 +1332,15 @@ class OtherEngine:
 
         handlers = {
             "openengine.v1.Discovery": {
-                "GetEngineInfo": unary(open_to_all(lambda r, c: engine_info(st)),
-                                       discovery_pb2.GetEngineInfoRequest, discovery_pb2.EngineInfo),
                 "GetCapabilities": unary(open_to_all(lambda r, c: capabilities(st)),
                                          discovery_pb2.GetCapabilitiesRequest, caps_pb.Capabilities),
-                "GetModelInfo": unary(open_to_all(lambda r, c: model_info(st, r, c)),
-                                      discovery_pb2.GetModelInfoRequest, discovery_pb2.ModelInfo),
             },
             "openengine.v1.Inference": {
                 "Generate": stream(open_to_all(lambda r, c: generate(st, r, c)), gen_pb.GenerateRequest,
                                    gen_pb.GenerateResponse),
             },
-            "openengine.v1.Lifecycle": {
-                "Abort": unary(open_to_all(lambda r, c: abort(st, r, c)), lifecycle_pb2.AbortRequest,
-                               lifecycle_pb2.AbortResponse),
-            },
+            "openengine.v1.Control": control_handlers(st, unary, open_to_all),
             "openengine.v1.Observability": {
-                "GetLoad": unary(open_to_all(lambda r, c: st.get_load(r.per_rank)), load_pb2.GetLoadRequest,
-                                 load_pb2.LoadInfo),
                 "WatchLoad": stream(open_to_all(lambda r, c: watch_load(st, r, c)), load_pb2.WatchLoadRequest,
                                     load_pb2.WatchLoadResponse),
             },
@@ -1294,8 +1367,6 @@ class OtherEngine:
                 "Score": unary(open_to_all(lambda r, c: task_refusal(st, r, c, "score", r.documents)),
                                tasks_pb2.ScoreRequest, tasks_pb2.ScoreResponse),
             }
-        if control_alias:
-            handlers[CONTROL] = control_handlers(st, unary, open_to_all)
         self.admin_server = None
         if tokens and admin_address:
             # Admin on an address of its own, with its own health (REQ-ADMIN-001); the main
@@ -1313,10 +1384,8 @@ class OtherEngine:
             self.admin_port = self.admin_server.add_insecure_port("127.0.0.1:0")
         elif tokens:
             handlers[ADMIN] = admin_handlers(st, tokens, unary, stream)
-        if bugs.discovery_under_short_name:
-            handlers["openengine.Discovery"] = handlers["openengine.v1.Discovery"]
-        if bugs.abort_unimplemented:
-            del handlers["openengine.v1.Lifecycle"]["Abort"]
+        if bugs.control_under_short_name:
+            handlers["openengine.Control"] = handlers["openengine.v1.Control"]
         if bugs.watch_unimplemented:
             del handlers["openengine.v1.Observability"]["WatchLoad"]
         self.health = st.health = _AnyNameHealth() if bugs.health_says_yes else _Health()
@@ -1337,6 +1406,9 @@ class OtherEngine:
             del handlers["grpc.health.v1.Health"]["List"]
         if bugs.health_unimplemented:
             del handlers["grpc.health.v1.Health"]
+        if upstream_only:
+            handlers = {name: methods for name, methods in handlers.items()
+                        if name in ("openengine.v1.Inference", "openengine.v1.Control")}
         self.server.add_generic_rpc_handlers(tuple(
             grpc.method_handlers_generic_handler(name, methods) for name, methods in handlers.items()))
         if tls is None:
