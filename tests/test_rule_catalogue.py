@@ -58,8 +58,8 @@ RECORD_MAKERS = {"Diagnostic": (3, "rule_id"), "Diagnostic.at": (2, "rule_id"), 
 # Places whose rule id is computed from an object that is itself catalogued: (file, function) ->
 # why. A new computed id elsewhere fails the scan until it is listed here with its reason.
 COMPUTED_IDS = {
-    ("oespec/check/__init__.py", "run_rules"): "the id of a rule registered in the check catalogue",
-    ("oespec/breaking/__init__.py", "compare"): "the id of a rule registered in the breaking catalogue",
+    ("oespec/check/__init__.py", "run_rules"): "the id of a rule in the check catalogue",
+    ("oespec/breaking/judge.py", "compare"): "the id of a rule in the breaking catalogue",
     ("oespec/breaking/wire.py", "fold"): "buf's rule type under the catalogue's `buf:*` entry",
     ("oespec/commands/validate.py", "_diag"): "a violation's id, made by violation() (scanned)",
     ("oespec/commands/validate.py", "_watchload"): "a violation's id, made by violation() (scanned)",
@@ -327,7 +327,7 @@ def test_ids_a_conformance_run_emits_are_catalogued(capsys):
                     "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     emitted = {d["rule_id"] for d in data["diagnostics"]}
-    assert code == 1 and len(emitted) >= 3, sorted(emitted)
+    assert code == 1 and len(emitted) >= 2, sorted(emitted)
     assert emitted <= set(all_specs()), sorted(emitted - set(all_specs()))
 
 

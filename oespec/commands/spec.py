@@ -24,9 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-dir", default="spec", help="the spec folder (default: spec)")
     parser.add_argument("--list", action="store_true",
                         help="print the requirements (id, tag, location, text) instead of findings")
-    parser.add_argument("--registry", default=DEFAULT_REGISTRY,
-                        help="the registry whose profiles claim the requirement areas (default: profiles.yaml; "
-                             "without it the areas are not checked, and the command says so)")
+    parser.add_argument("--registry",
+                        help="the registry whose profiles claim the requirement areas (default: profiles.yaml "
+                             "beside the spec folder; without one the areas are not checked, and the command "
+                             "says so)")
     parser.add_argument("--no-cases", action="store_true",
                         help="do not match wire requirements with the conformance runner's cases (SPEC006)")
     add_output_arguments(parser)
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         diags.extend(_unknown_citations(path, known))
     if not args.no_cases:
         diags.extend(_wire_without_case(requirements, Path(args.spec_dir)))
-    diags.extend(_unclaimed_areas(requirements, Path(args.registry)))
+    registry = Path(args.registry) if args.registry else Path(args.spec_dir).parent / DEFAULT_REGISTRY
+    diags.extend(_unclaimed_areas(requirements, registry))
     return emit(args, diags)
 
 
