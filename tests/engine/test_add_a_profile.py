@@ -33,9 +33,9 @@ from pathlib import Path
 import pytest
 
 from tests.checkout import clone
-# One copy for the module: its tests stay on one worker under pytest-xdist.
+
 # The workflow runs whole make steps in the copy (a site build, a suite): more than the default timeout.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("add-a-profile"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "add_a_profile"
@@ -121,6 +121,20 @@ def generated(workdir: Path) -> Path:
     assert every.returncode == 0, every.stderr
     assert "leaves out openengine.speculative: this engine has no implementation of " \
            "openengine.v1.Speculative/VerifyDraft" in every.stdout, every.stdout
+    # `make check` says so at once, at the RPC's line, naming the README step left out; so it does
+    # for the spec page's area when the profile does not claim it.
+    registry = (workdir / "profiles.yaml").read_text(encoding="utf-8")
+    line = next(n for n, row in enumerate(registry.splitlines(), 1) if "Speculative/VerifyDraft" in row)
+    unserved = _run(workdir, str(VENV / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "--tb=line", "tests/test_engine_serves_every_rpc.py")
+    assert unserved.returncode == 1 and f"profiles.yaml:{line}:" in unserved.stdout \
+        and "Add a profile" in unserved.stdout, unserved.stdout[-3000:]
+    unclaimed = workdir / "unclaimed.yaml"
+    unclaimed.write_text(registry.replace("requirement_areas: [SPEC]", "requirement_areas: [SPECULATIVE]"))
+    areas = _run(workdir, oespec, "spec", "--no-cases", "--registry", str(unclaimed))
+    assert areas.returncode == 1 and "spec/speculative.md:" in areas.stdout and "SPEC008" in areas.stdout \
+        and "Add a profile" in areas.stdout, areas.stdout
+    unclaimed.unlink()
     # ... and the implementation is the one Python file written for the new profile.
     shutil.copy2(FIXTURE / "speculative.py", workdir / ENGINE_MODULE)
     _git(workdir, "add", "-A")
