@@ -41,8 +41,6 @@ DISTRIBUTION = "openengine-profiles"
 RUNTIME_REQUIRES = {"grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status",
                     "googleapis-common-protos", "protobuf", "ruamel.yaml"}
 TOOLKIT_ONLY_MODULES = ("jinja2", "jsonschema", "mkdocs", "material", "grpc_tools")
-# Every venv and its pip run in one worker, built once for the module's tests.
-pytestmark = pytest.mark.xdist_group("installed-distribution")
 
 
 @contextlib.contextmanager
