@@ -125,8 +125,7 @@ ARGS ?=
 engine: setup bindings
 	$(OESPEC) engine --port 50051 --profiles all $(ARGS)
 
-# The conformance demo: the reference engine on a free port with every profile and both
-# compatibility aliases, the whole suite
+# The conformance demo: the reference engine on a free port with every profile, the whole suite
 # against it (drain and its graceful shutdown are the last cases), and the engine gone afterwards.
 # ADMIN chooses the documented Admin set-up: `main` (on the engine's address, the default), `port`
 # (an address of its own) or `mtls` (its own address behind mutual TLS; openssl makes the keys).
@@ -153,7 +152,7 @@ conformance: setup
 	        runner_args="--admin-cert $$dir/client.pem --admin-key $$dir/client.key --admin-ca $$dir/ca.pem";; \
 	  *) echo "ADMIN must be main, port or mtls (got '$(ADMIN)')" >&2; exit 2;; \
 	esac; \
-	$(OESPEC) engine --port 0 --profiles all --alias openengine,control $$engine_args >$$log 2>&1 & pid=$$!; \
+	$(OESPEC) engine --port 0 --profiles all $$engine_args >$$log 2>&1 & pid=$$!; \
 	addr=; admin=; for i in $$(seq 200); do \
 	  addr=$$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' $$log | head -n1); \
 	  admin=$$(sed -n 's/.*admin on \([^ ]*\).*/\1/p' $$log | head -n1); \

@@ -6,33 +6,89 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
+
+
+MET, MISSED, INCONCLUSIVE = "met", "missed", "inconclusive"
+# Rounds a ratio is measured in: each round measures both sides, one after the other, so the
+# machine's drift reaches both alike, and the spread across rounds shows the noise.
+ROUNDS = 5
+QUICK_ROUNDS = 2     # a smoke run (--quick) only shows the machinery works; its verdicts mean little
 
 
 @dataclass
 class Figure:
-    """One measured number, with the goal it is judged against (`met` is None without a goal)."""
+    """One measured number, with the goal it is judged against (`verdict` is None without a
+    goal). A figure measured in rounds reports their median as `value` and their spread as
+    `low`..`high`; a figure measured once has no spread (`low` == `high` == `value`)."""
 
     name: str
     value: float
     unit: str
     goal: str = ""
-    met: bool | None = None
+    verdict: str | None = None
     group: str = ""
     note: str = ""
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 1
+
+    @property
+    def met(self) -> bool | None:
+        """True when met, False when missed or inconclusive, None without a goal."""
+        return None if self.verdict is None else self.verdict == MET
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "met": self.met}
 
 
-def at_most(name: str, value: float, limit: float, unit: str = "ratio", **kw) -> Figure:
-    return Figure(name, value, unit, f"<= {limit:g}", value <= limit, **kw)
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, low, high) of per-round values: the interquartile range from four rounds on (a
+    round disturbed by something else on the machine falls outside it), the whole range below."""
+    ordered = sorted(values)
+    median = statistics.median(ordered)
+    if len(ordered) >= 4:
+        low, _, high = statistics.quantiles(ordered, n=4, method="inclusive")
+        return median, low, high
+    return median, ordered[0], ordered[-1]
 
 
-def at_least(name: str, value: float, limit: float, unit: str = "ratio", **kw) -> Figure:
-    return Figure(name, value, unit, f">= {limit:g}", value >= limit, **kw)
+def verdict(low: float, high: float, within: Callable[[float], bool]) -> str:
+    """Met when the whole spread satisfies the goal, missed when none of it does, inconclusive
+    when the goal lies inside the spread: the machine's noise alone could decide it."""
+    inside = within(low), within(high)
+    if all(inside):
+        return MET
+    if not any(inside):
+        return MISSED
+    return INCONCLUSIVE
+
+
+def _judged(name: str, measured, unit: str, goal: str, within: Callable[[float], bool], kw: dict) -> Figure:
+    digits = kw.pop("digits", 3)
+    values = list(measured) if isinstance(measured, (list, tuple)) else [measured]
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return Figure(name, float("nan"), unit, goal, MISSED, rounds=len(values), **kw)
+    median, low, high = spread(finite)
+    shown = (lambda v: round(v, digits)) if isinstance(median, float) else (lambda v: v)
+    judged = verdict(low, high, within) if len(finite) == len(values) else MISSED
+    return Figure(name, shown(median), unit, goal, judged, low=shown(low), high=shown(high),
+                  rounds=len(values), **kw)
+
+
+def at_most(name: str, measured, limit: float, unit: str = "ratio", **kw) -> Figure:
+    """A goal `value <= limit`; `measured` is one value or the values of several rounds."""
+    return _judged(name, measured, unit, f"<= {limit:g}", lambda v: v <= limit, kw)
+
+
+def at_least(name: str, measured, limit: float, unit: str = "ratio", **kw) -> Figure:
+    """A goal `value >= limit`; `measured` is one value or the values of several rounds."""
+    return _judged(name, measured, unit, f">= {limit:g}", lambda v: v >= limit, kw)
 
 
 def info(name: str, value: float, unit: str, **kw) -> Figure:
@@ -44,6 +100,17 @@ def ratio(top: float, bottom: float) -> float:
     return top / bottom if bottom else float("inf")
 
 
+def interleaved(measure: Callable[[str], float], sides: tuple[str, str], rounds: int = ROUNDS) -> list[tuple[float, float]]:
+    """`rounds` pairs (first side, second side) of `measure(side)`, the sides alternating which
+    goes first from round to round, so that neither always runs on a warmer (or busier) machine."""
+    pairs = []
+    for i in range(rounds):
+        order = sides if i % 2 == 0 else sides[::-1]
+        got = {side: measure(side) for side in order}
+        pairs.append((got[sides[0]], got[sides[1]]))
+    return pairs
+
+
 def format_value(v) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "n/a"
@@ -52,12 +119,20 @@ def format_value(v) -> str:
     return f"{v:,}"
 
 
+def spread_text(f: Figure) -> str:
+    """`low..high (n rounds)` of a figure measured in rounds; empty for one measurement."""
+    if f.rounds < 2 or f.low is None:
+        return ""
+    return f"{format_value(f.low)}..{format_value(f.high)} ({f.rounds} rounds)"
+
+
 def figure_table(figures: list[Figure]) -> list[str]:
-    """The results.md table of `figures`, one line each."""
-    lines = ["| figure | value | unit | goal | met | note |", "|---|---:|---|---|---|---|"]
+    """The results.md table of `figures`, one line each: the median, its spread and the verdict."""
+    lines = ["| figure | value | spread | unit | goal | verdict | note |", "|---|---:|---|---|---|---|---|"]
     for f in figures:
-        mark = "" if f.met is None else ("yes" if f.met else "**no**")
-        lines.append(f"| `{f.name}` | {format_value(f.value)} | {f.unit} | {f.goal} | {mark} | {f.note} |")
+        mark = {None: "", MET: "met", MISSED: "**missed**", INCONCLUSIVE: "*inconclusive*"}[f.verdict]
+        lines.append(f"| `{f.name}` | {format_value(f.value)} | {spread_text(f)} | {f.unit} | {f.goal} | {mark} "
+                     f"| {f.note} |")
     return lines
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_least, info
+from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_least, info, interleaved
 from bench.measure import loadavg
 
 # Above the largest batch, so the first-token probes never wait for a free sequence.
@@ -163,29 +163,28 @@ def run(quick: bool = False) -> Section:
     batches = (1, 4) if quick else (1, 4, 8)
     tokens = 64 if quick else 256
     probes = 5 if quick else 15
-    repeats = 2 if quick else 3
+    rounds = QUICK_ROUNDS if quick else ROUNDS
     with tempfile.TemporaryDirectory() as folder:
         model_path = write_tiny_model(Path(folder) / "bench.gguf", model)
         proc, address = start_engine(model_path, threads)
         try:
             for batch in batches:
-                # Interleaved repeats, the best of each side: other work on the machine only
-                # ever slows a run down.
-                directs, throughs = [], []
-                for _ in range(repeats):
-                    directs.append(direct_rate(model_path, batch, tokens, threads))
-                    throughs.append(asyncio.run(served(address, proc.pid, batch, tokens, probes)))
-                direct, direct_cpu = max(directs)
-                through = max(throughs, key=lambda r: r["rate"])
-                engine_cpu = min(r["cpu"] for r in throughs)
+                def one(side: str):
+                    if side == "direct":
+                        return direct_rate(model_path, batch, tokens, threads)
+                    return asyncio.run(served(address, proc.pid, batch, tokens, probes))
+                pairs = interleaved(one, ("direct", "served"), rounds)
+                direct = statistics.median(d for (d, _), _ in pairs)
+                direct_cpu = statistics.median(c for (_, c), _ in pairs)
+                through = {key: statistics.median(t[key] for _, t in pairs) for key in ("rate", "cpu", "idle", "busy")}
                 section.figures += [
                     info(f"llama.b{batch}.direct_tokens_per_s", round(direct), "tokens/s", group="llama",
-                         note=f"{batch} sequences of {tokens} tokens, one llama_batch per step"),
+                         note=f"{batch} sequences of {tokens} tokens, one llama_batch per step; median of {rounds} rounds"),
                     info(f"llama.b{batch}.openengine_tokens_per_s", round(through["rate"]), "tokens/s",
-                         group="llama", note=f"{batch} concurrent Generate streams"),
-                    at_least(f"llama.b{batch}.openengine_over_direct", round(through["rate"] / direct, 3), 0.9,
-                             group="llama", note=f"tokens/s through OpenEngine / direct, best of {repeats} each"),
-                    info(f"llama.b{batch}.engine_cpu_over_direct", round(engine_cpu / direct_cpu, 3), "ratio",
+                         group="llama", note=f"{batch} concurrent Generate streams; median of {rounds} rounds"),
+                    at_least(f"llama.b{batch}.openengine_over_direct", [t["rate"] / d for (d, _), t in pairs], 0.9,
+                             group="llama", note="tokens/s through OpenEngine / direct, per round"),
+                    info(f"llama.b{batch}.engine_cpu_over_direct", round(through["cpu"] / direct_cpu, 3), "ratio",
                          group="llama", note="CPU per token: the engine process / llama.cpp alone"),
                     info(f"llama.b{batch}.ttft_idle_p50", round(through["idle"] * 1000, 2), "ms", group="llama",
                          note="one-token requests on an idle engine"),

@@ -1,9 +1,13 @@
 """`make bench`: run every benchmark and write bench/results.json, bench/results.md and the plots
 in bench/plots/.
 
-    python -m bench.run                       # everything (a few minutes on 2 cores)
-    python -m bench.run --only fleet,fanout   # some sections
-    python -m bench.run --quick --out /tmp/b  # tiny sizes and short windows (a smoke run)
+    python -m bench.run                                  # everything: the only writer of bench/results.md
+    python -m bench.run --only fleet,fanout --out /tmp/b # some sections, written elsewhere
+    python -m bench.run --quick --out /tmp/b             # tiny sizes, short windows, few rounds (a smoke run)
+
+Every goal is judged from rounds (bench/figures.py): each ratio is measured ROUNDS times, the two
+sides alternating, and reported as the median with its spread. A goal is met when the whole
+spread satisfies it, missed when none of it does, and inconclusive when it lies inside the spread.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench import soak, svg, testsuite
-from bench.figures import Figure, Section, figure_table, format_value, machine
+from bench.figures import INCONCLUSIVE, MET, MISSED, QUICK_ROUNDS, ROUNDS, Figure, Section, figure_table, format_value, machine, spread_text
 from bench.measure import loadavg, tcp_header_bytes
 
 HERE = Path(__file__).resolve().parent
@@ -27,18 +31,21 @@ SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llam
 
 
 def figure_record(f: Figure) -> dict:
-    """The results.json record of one figure: {name, value, unit, goal, met} (+ group, note); JSON has no
-    infinity or NaN, so a value that is not finite is null."""
+    """The results.json record of one figure: {name, value, unit, goal, verdict, met, low, high, rounds}
+    (+ group, note); JSON has no infinity or NaN, so a value that is not finite is null."""
     d = f.as_dict()
-    if not (isinstance(d["value"], (int, float)) and math.isfinite(d["value"])):
-        d["value"] = None
+    for key in ("value", "low", "high"):
+        if not (isinstance(d[key], (int, float)) and math.isfinite(d[key])):
+            d[key] = None
     return d
 
 
 def from_record(d: dict, group: str) -> Figure:
-    """A figure from a plain {name, value, unit, goal, met} mapping (bench/validators.py)."""
-    return Figure(d["name"], d["value"], d.get("unit", ""), d.get("goal") or "", d.get("met"),
-                  group=d.get("group", group), note=d.get("note", ""))
+    """A figure from a plain {name, value, unit, goal, verdict, low, high, rounds} mapping
+    (bench/validators.py)."""
+    return Figure(d["name"], d["value"], d.get("unit", ""), d.get("goal") or "", d.get("verdict"),
+                  group=d.get("group", group), note=d.get("note", ""), low=d.get("low"), high=d.get("high"),
+                  rounds=d.get("rounds", 1))
 
 
 # -- sections ---------------------------------------------------------------------------------
@@ -47,9 +54,9 @@ def fleet_section(quick: bool, plots: Path) -> Section:
     from bench import fleet
 
     if quick:
-        section, results = fleet.run((2, 4), window_s=1.5, idle_s=0.5)
+        section, results = fleet.run((2, 4), window_s=1.5, idle_s=0.5, rounds=QUICK_ROUNDS)
     else:
-        section, results = fleet.run((10, 50, 200), window_s=8.0, idle_s=3.0)
+        section, results = fleet.run((10, 50, 200), window_s=4.0, idle_s=3.0, rounds=ROUNDS)
     xs = [r.engines for r in results]
     if len(xs) > 1:
         cpu = {
@@ -84,9 +91,9 @@ def fanout_sections(quick: bool, plots: Path) -> list[Section]:
     from bench import fanout
 
     if quick:
-        fan, limit, pairs = fanout.run((4, 20), window_s=1.0, rounds=1, limit_counts=(20,))
+        fan, limit, pairs = fanout.run((4, 20), window_s=1.0, rounds=QUICK_ROUNDS, limit_counts=(20,))
     else:
-        fan, limit, pairs = fanout.run((10, 100, 1000), window_s=5.0, rounds=3)
+        fan, limit, pairs = fanout.run((10, 100, 1000), window_s=3.0, rounds=ROUNDS)
     if len(pairs) > 1:
         lag = {
             "p99": [(p.watchers, p.lag_p99_ms) for p, _ in pairs],
@@ -102,7 +109,7 @@ def fanout_sections(quick: bool, plots: Path) -> list[Section]:
 def toolkit_section(quick: bool) -> Section:
     from bench import toolkit
 
-    section = toolkit.run(repeats=1 if quick else 5)
+    section = toolkit.run(repeats=QUICK_ROUNDS if quick else ROUNDS)
     section.discussion += "\n\n" + goal_summary(section)
     return section
 
@@ -120,13 +127,33 @@ def validators_section() -> Section:
 
 
 def goal_summary(section: Section) -> str:
-    """One sentence naming each goal of a section and whether this run met it."""
-    goals = [f for f in section.figures if f.met is not None]
+    """One sentence naming each goal of a section and its verdict in this run."""
+    goals = [f for f in section.figures if f.verdict is not None]
     if not goals:
         return ""
-    parts = [f"`{f.name}` {format_value(f.value)} {f.unit} (goal {f.goal}: {'met' if f.met else 'NOT met'})"
+    parts = [f"`{f.name}` {format_value(f.value)} {f.unit}"
+             + (f", spread {spread_text(f)}" if spread_text(f) else "") + f" (goal {f.goal}: {f.verdict})"
              for f in goals]
     return "Against the goals in this run: " + "; ".join(parts) + "."
+
+
+def verdict_counts(figures: list[Figure]) -> dict[str, int]:
+    goals = [f for f in figures if f.verdict is not None]
+    return {v: sum(1 for f in goals if f.verdict == v) for v in (MET, MISSED, INCONCLUSIVE)}
+
+
+def verdict_line(figures: list[Figure]) -> str:
+    """`54 goals: 50 met, 1 missed, 3 inconclusive. Missed: ... Inconclusive: ...`"""
+    goals = [f for f in figures if f.verdict is not None]
+    counts = verdict_counts(figures)
+    out = f"{len(goals)} goals: {counts[MET]} met, {counts[MISSED]} missed, {counts[INCONCLUSIVE]} inconclusive."
+    for v in (MISSED, INCONCLUSIVE):
+        named = [f for f in goals if f.verdict == v]
+        if named:
+            out += f" {v.capitalize()}: " + ", ".join(
+                f"`{f.name}` ({format_value(f.value)}" + (f", spread {spread_text(f)}" if spread_text(f) else "")
+                + f", goal {f.goal})" for f in named) + "."
+    return out
 
 
 def _plot(path: Path, title: str, x_label: str, y_label: str, series: dict, section: Section, *,
@@ -141,14 +168,15 @@ def _plot(path: Path, title: str, x_label: str, y_label: str, series: dict, sect
 
 def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: str) -> None:
     figs = [f for s in sections for f in s.figures]
-    goals = [f for f in figs if f.met is not None]
-    met = sum(1 for f in goals if f.met)
     m = meta["machine"]
     out = [
         "# Benchmark results",
         "",
-        "Written by `make bench` (`python -m bench.run`) from one run on the machine below; every goal is a "
-        "ratio of two figures measured side by side in that run. Do not edit by hand: re-run instead.",
+        "Written by `make bench` (`python -m bench.run`) from one whole run on the machine below. Every ratio "
+        "is measured in interleaved rounds (the two sides alternately) and reported as the median of the "
+        "rounds with its spread (the interquartile range); a goal is met when the whole spread satisfies "
+        "it, missed when none of it does, and inconclusive when the goal lies inside the spread. Do not "
+        "edit by hand: re-run instead.",
         "",
         "| | |", "|---|---|",
         f"| date | {meta['date']} |",
@@ -158,9 +186,7 @@ def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: s
         f"| load average at start / end | {meta['loadavg_start']} / {meta['loadavg_end']} |",
         f"| run time | {meta['seconds']:.0f} s |",
         "",
-        f"**Goals met: {met} of {len(goals)}.** "
-        + ("Not met: " + ", ".join(f"`{f.name}` ({format_value(f.value)}, goal {f.goal})"
-                                     for f in goals if not f.met) + "." if met < len(goals) else ""),
+        f"**{verdict_line(figs)}**",
         "",
         "All processes share the machine's cores (the benchmark's server and client processes compete "
         "with each other and with anything else running), so absolute times move from run to run; the "
@@ -185,7 +211,7 @@ def write_json(path: Path, meta: dict, sections: list[Section]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes and short windows")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, short windows and fewer rounds")
     parser.add_argument("--out", default=str(HERE), help="directory for results.md, results.json, plots/")
     args = parser.parse_args(argv)
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -193,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     out = Path(args.out)
+    if (args.quick or set(wanted) != set(SECTIONS)) and out.resolve() == HERE:
+        parser.error("bench/results.md comes from a whole run only; give a partial or --quick run "
+                     "its own --out DIR")
     plots = out / "plots"
     out.mkdir(parents=True, exist_ok=True)
     meta = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
@@ -226,10 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     results = out / "results.md"
     text = testsuite.with_section(results.read_text(), testsuite.section(testsuite.load_record()))
     results.write_text(soak.with_section(text, soak.load_record()))
-    goals = [f for s in sections for f in s.figures if f.met is not None]
-    print(f"bench: wrote {out / 'results.md'}: {sum(1 for f in goals if f.met)} of {len(goals)} goals met",
-          file=sys.stderr)
-    return 0
+    figures = [f for s in sections for f in s.figures]
+    print(f"bench: wrote {out / 'results.md'}: {verdict_line(figures)}", file=sys.stderr)
+    # A missed goal is a regression the spread cannot explain; an inconclusive one is not.
+    return 1 if verdict_counts(figures)[MISSED] else 0
 
 
 if __name__ == "__main__":

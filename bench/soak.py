@@ -2,14 +2,15 @@
 beside it, and count what a correct engine must never get (a failed or errored case, a
 traceback in the runner's output).
 
-    python -m bench.soak                          # 50 runs per engine, two burners; updates results.md
+    python -m bench.soak                          # 50 runs per engine, two burners; records bench/soak.json
     python -m bench.soak --runs 5 --burners 2     # a shorter soak
     python -m bench.soak --minutes 40             # no run starts after 40 minutes
     python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
 
 The engines are the reference engine (every profile) and the example counting engine
 (examples/counting_engine.py, on the SDK alone), each started afresh for every run. The figures, with the load
-they ran under, go to bench/soak.json and the "Conformance soak" section of bench/results.md.
+they ran under, go to bench/soak.json; the next whole `make bench` shows the record as the
+"Conformance soak" section of bench/results.md.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "soak.json"
-RESULTS = HERE / "results.md"
 BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
 TOKEN = "soak-admin-token"
 
@@ -252,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     print(section(record))
     if not args.no_record:
         RECORD.write_text(json.dumps(record, indent=2) + "\n")
-        RESULTS.write_text(with_section(RESULTS.read_text(), record))
     clean = all(not r.failures and not r.tracebacks for r in results)
     return 0 if clean else 1
 

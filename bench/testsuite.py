@@ -1,11 +1,11 @@
 """How long the test suite takes: `make test-fast` and `make test`, timed on this machine.
 
-    python -m bench.testsuite                   # time both, record them, update results.md
+    python -m bench.testsuite                   # time both and record them in bench/testsuite.json
     python -m bench.testsuite --only test-fast  # one of them
 
 Not part of `make bench` (which the full suite would nearly double, and whose harness the suite
-tests): the figures are recorded in bench/testsuite.json and shown as the "Test suite" section of
-bench/results.md, which `make bench` keeps (see `section` and bench/run.py). Each figure carries
+tests): the figures are recorded in bench/testsuite.json, and the next whole `make bench` shows the
+record as the "Test suite" section of bench/results.md (see `section` and bench/run.py). Each figure carries
 the conditions it was taken under: the load average before and after, and the CPU time the run
 used, since on a shared machine the wall time says as much about the neighbours as about the tests.
 """
@@ -22,13 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench.figures import Section, at_most, figure_table, info, machine, read_record, with_block
+from bench.figures import MISSED, Section, at_most, figure_table, info, machine, read_record, with_block
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RECORD = HERE / "testsuite.json"
-RESULTS = HERE / "results.md"
 LOGS = ROOT / "build" / "bench-testsuite"
 # Wall-time goals on 2 cores, in seconds.
 GOALS = {"test-fast": 60.0, "test": 150.0}
@@ -70,7 +69,7 @@ def section(record: dict | None) -> Section | None:
         key = f"tests.{name.replace('-', '_')}.wall"
         figure = at_most(key, run["wall_s"], goal, "s", note=note) if goal else info(key, run["wall_s"], "s", note=note)
         if goal and (run["exit_status"] != 0 or failures):
-            figure.met = False   # a run that failed proves nothing about how long a passing one takes
+            figure.verdict = MISSED   # a run that failed proves nothing about how long a passing one takes
         s.figures.append(figure)
         s.figures.append(info(f"tests.{name.replace('-', '_')}.cpu", run["cpu_s"], "s",
                               note="user + system time of every process of the run"))
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
               "conditions": args.conditions or record.get("conditions", ""),
               "runs": [runs[t] for t in GOALS if t in runs]}
     RECORD.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    RESULTS.write_text(with_section(RESULTS.read_text(encoding="utf-8"), section(record)), encoding="utf-8")
+    print("\n".join(figure_table(section(record).figures)))
     return 0 if all(r["exit_status"] == 0 for r in record["runs"]) else 1
 
 

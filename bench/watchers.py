@@ -299,15 +299,15 @@ def client_cpu(args) -> dict:
 
 def section(quick: bool) -> "Section":
     """`make bench`'s client-CPU figures: one engine process, one client process reading its
-    streams every way in interleaved rounds; each goal is the median over rounds of a ratio of
-    two figures taken back to back."""
+    streams every way in interleaved rounds; each goal is judged from the per-round ratios of two
+    figures taken back to back."""
     from statistics import median
 
     from bench.control import Child
-    from bench.figures import Section, at_most, info
+    from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_most, info
 
     streams, interval_ms = 20, 10
-    rounds, seconds = (2, 0.5) if quick else (7, 1.5)
+    rounds, seconds = (QUICK_ROUNDS, 0.5) if quick else (max(ROUNDS, 7), 1.5)
     with Child("bench.hosts", "engines", "--count", "1", "--max-watchers", str(streams + 16),
                name="client-cpu engine") as server:
         port = server.read(60)["ports"][0]
@@ -317,12 +317,15 @@ def section(quick: bool) -> "Section":
             result = client.read(60 + rounds * 4 * (seconds + 5))
     each = result["rounds_us"]
 
-    def ratio(top: str, bottom: str) -> float:
-        return round(median(a / b for a, b in zip(each[top], each[bottom])), 3)
+    def ratios(top: str, bottom: str) -> list[float]:
+        return [a / b for a, b in zip(each[top], each[bottom])]
 
-    def added(reader: str) -> float:
-        """What validating adds to a watcher's CPU per update: the check over the rest."""
-        return round(median(f / (w - f) for f, w in zip(each["feed"], each[reader])), 3)
+    def ratio(top: str, bottom: str) -> float:
+        return round(median(ratios(top, bottom)), 3)
+
+    def added(reader: str) -> list[float]:
+        """What validating adds to a watcher's CPU per update, per round: the check over the rest."""
+        return [f / (w - f) for f, w in zip(each["feed"], each[reader])]
 
     group = "client CPU per update"
     names = {"bare_aio": "bare grpc.aio reader", "async_watcher": "AsyncLoadWatcher", "bare_sync": "bare synchronous reader",
@@ -331,9 +334,9 @@ def section(quick: bool) -> "Section":
                     group=group, note=f"{names[name]}, median of {rounds} rounds")
                for name in names]
     figures += [
-        at_most("watchers.async_watcher_over_bare_aio", ratio("async_watcher", "bare_aio"), 1.15, group=group,
+        at_most("watchers.async_watcher_over_bare_aio", ratios("async_watcher", "bare_aio"), 1.15, group=group,
                 note="AsyncLoadWatcher / bare grpc.aio reader of the same streams, CPU per update"),
-        at_most("watchers.watcher_over_bare_sync", ratio("watcher", "bare_sync"), 1.15, group=group,
+        at_most("watchers.watcher_over_bare_sync", ratios("watcher", "bare_sync"), 1.15, group=group,
                 note="LoadWatcher / bare synchronous reader of the same streams, CPU per update"),
         info("watchers.watcher_over_bare_aio", ratio("watcher", "bare_aio"), "ratio", group=group,
              note="LoadWatcher / bare grpc.aio reader: synchronous gRPC's own cost per message included"),

@@ -111,34 +111,6 @@ def _spec_requirements(spec_dir: str | None):
             for r in found], root.as_posix()
 
 
-# The test engine's bug variants, in a checkout (tests/ is not installed).
-VARIANTS_MODULE = "tests.conformance.otherengine.variants"
-
-
-def _test_engine_variants() -> dict[str, tuple[str, ...]] | None:
-    """Variant name -> the clauses it breaks, read from the checkout in the current folder;
-    None where there is no test engine (an installed toolkit)."""
-    import importlib
-    from pathlib import Path
-
-    if not Path(*VARIANTS_MODULE.split(".")).with_suffix(".py").is_file():
-        return None
-    sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(VARIANTS_MODULE).breaks_by_variant()
-    finally:
-        sys.path.remove(os.getcwd())
-
-
-def _reference_faults() -> dict[str, tuple[str, ...]] | None:
-    """Fault name -> the requirements it breaks, from the reference engine's fault table."""
-    try:
-        from openengine.engine.faults import FAULTS
-    except ImportError:
-        return None
-    return {fault.name: fault.requirements for fault in FAULTS.payloads()}
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         requirements, source = _spec_requirements(args.spec)
@@ -163,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         if not cov.wire:
             return _err("no requirement index: this installation lacks openengine/conformance/requirements.json "
                         "(run `oespec generate`), or pass --spec DIR")
-        sys.stdout.write(render_matrix(cov, variants=_test_engine_variants(), faults=_reference_faults()))
+        # The clause x case x defect matrix needs the checkout's test engines: it is a test there
+        # (tests/conformance/test_matrix.py), not something an installed runner can print.
+        sys.stdout.write(render_matrix(cov))
         return 0 if not cov.uncovered and not cov.assertions_uncovered else 1
     if not args.target:
         return _err("--target HOST:PORT is required (or --matrix / --list)")

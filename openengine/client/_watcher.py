@@ -502,6 +502,8 @@ class LoadWatcher(_Driver):
 
     def _stream(self, request) -> None:
         self._call = call = self._watch_stub.WatchLoad(request)
+        if self._state.stopped:     # stop() came before the call existed to be cancelled
+            call.cancel()
         try:
             for msg in call:
                 if not self._do(self._state.received, msg):
@@ -525,6 +527,8 @@ class LoadWatcher(_Driver):
                 continue
             self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
                 events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
             error: BaseException | None = None
             try:
                 for msg in call:
@@ -638,6 +642,8 @@ class AsyncLoadWatcher(_Driver):
 
     async def _stream(self, request) -> None:
         self._call = call = self._watch_stub.WatchLoad(request)
+        if self._state.stopped:     # stop() came before the call existed to be cancelled
+            call.cancel()
         try:
             async for msg in call:
                 if not self._state.received(msg):
@@ -661,6 +667,8 @@ class AsyncLoadWatcher(_Driver):
                 continue
             self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
                 events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
             error: BaseException | None = None
             try:
                 async for msg in call:

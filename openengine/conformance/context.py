@@ -201,8 +201,10 @@ class Context:
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
-        # GetLoad failed once: whether the engine is idle is not read from it again.
-        self.load_unreadable = False
+        # GetLoad failed once (why, when it did): whether the engine is idle is not read again.
+        self.load_unreadable: str | bool = False
+        # What GetLoad still counted after a bounded wait for idleness, once it never got lower.
+        self.idle_floor: tuple[int, int] | None = None
         # The running case's deadline (set by the runner), which `allow` may move.
         self.case_deadline: asyncio.Timeout | None = None
 
@@ -568,14 +570,20 @@ class Context:
 
     async def wait_idle(self, within: float) -> tuple[int, int] | None:
         """Wait, at most `within` seconds, until GetLoad counts no running or queued request.
-        None once idle (or when idleness cannot be seen), else the last counts seen."""
+        None once idle (or when idleness cannot be seen), else the last counts seen. Counts the
+        engine never came down from once (`idle_floor`) are taken as its idle: waiting on them
+        again before every case would only make the run slow (core.load.back-to-idle fails it)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + within
+        floor = self.idle_floor or (0, 0)
         while True:
             counts = await self.busy()
             if counts is None or counts == (0, 0):
                 return None
+            if self.idle_floor is not None and counts[0] <= floor[0] and counts[1] <= floor[1]:
+                return counts
             if loop.time() >= end:
+                self.idle_floor = counts
                 return counts
             await asyncio.sleep(0.02)
 
@@ -606,9 +614,21 @@ class Context:
         end in time fails the case with what had arrived by then, against what was asked."""
         call = self.inference.Generate(request, timeout=timeout)
         got: list = []
+        # An output far past max_tokens will not stop by itself: say so now, not at the deadline.
+        asked = request.stopping.max_tokens if request.stopping.HasField("max_tokens") else None
+        runaway = None if asked is None else 2 * asked + 16
+        counts: dict[int, int] = {}
         try:
             async for msg in call:
                 got.append(msg)
+                if runaway is not None and msg.HasField("token"):
+                    index = msg.token.output_index
+                    counts[index] = counts.get(index, 0) + len(msg.token.tokens)
+                    if counts[index] > runaway:
+                        call.cancel()
+                        raise Failed(f"asked max_tokens {asked}; output {index} had sent "
+                                     f"{counts[index]} tokens and the stream had not ended "
+                                     "(REQ-CORE-019.1)")
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.DEADLINE_EXCEEDED or not got:
                 raise
@@ -650,6 +670,21 @@ def _spelled(value: Any, spelled: dict[int, str]) -> Any:
     if not spelled or not isinstance(value, list):
         return value
     return [spelled.get(v, v) for v in value]
+
+
+def expect_running(first, request) -> None:
+    """A long request (ignore_eos, min_tokens = max_tokens) that ends at its first message broke
+    the contract, whatever the ending: say how it ended."""
+    if first is grpc.aio.EOF:
+        raise Failed("a long request's stream ended with OK before its first message: an accepted "
+                     "stream ends with a finished or error event (REQ-CORE-009.1)")
+    if first.HasField("error"):
+        raise Failed(f"a long request within every limit ended at once with an EngineError "
+                     f"(code {first.error.code}: {first.error.message!r})")
+    if first.HasField("finished") or first.HasField("prefill_ready"):
+        raise Failed(f"a request with ignore_eos and min_tokens {request.stopping.min_tokens} ended "
+                     f"with its first event ({first.WhichOneof('event')}), before any token "
+                     "(REQ-CORE-019.2)")
 
 
 def overdue(request, got: list, seconds: float) -> str:

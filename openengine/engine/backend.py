@@ -16,7 +16,6 @@ import codecs
 import collections
 import heapq
 import itertools
-import logging
 import time
 import uuid
 import zlib
@@ -35,8 +34,6 @@ from openengine.serve import (
     Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo, invalid,
 )
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
-
-log = logging.getLogger("openengine.engine")
 
 
 @dataclass(eq=False)
@@ -322,8 +319,10 @@ class ReferenceBackend:
             if req.aborted is not None:
                 return
             self.store_blocks(hashes, prompt, adapter, req)
-            yield Final(FinishReason.LENGTH, prompt_tokens=len(prompt), completion_tokens=0,
-                        cached_prompt_tokens=cached, kv_session=self._kv_session(message, req, len(prompt)))
+            session = self._kv_session(message, req, len(prompt))
+            for index in range(request.sequences):    # every output continues from the one session
+                yield Final(FinishReason.LENGTH, prompt_tokens=len(prompt), completion_tokens=0, index=index,
+                            cached_prompt_tokens=cached, kv_session=session)
             return
         temperature = sampling.temperature if sampling.HasField("temperature") else 1.0
         seed = sampling.seed if sampling.HasField("seed") else 0
@@ -362,8 +361,8 @@ class ReferenceBackend:
                 if match is None:
                     text += q.stops.rest()
                 elif match.WhichOneof("match") == "stop_token_id" and not stopping.include_stop_in_output:
-                    # A stop token kept out of the output: its id is sent and counted, its text is not.
-                    text = text[:len(text) - len(piece)]
+                    # A stop token kept out of the output: counted as generated, never sent.
+                    sent, infos, text = (), (), text[:len(text) - len(piece)]
                 if all(q.finished for q in seqs):
                     # Before the last Final: the SDK closes the stream once every output has ended.
                     self._completed(req, message, prompt + [t for t in seqs[0].generated if t < 256], salt)

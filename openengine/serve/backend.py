@@ -270,16 +270,13 @@ class AbortReason(enum.Enum):
 
 @dataclass(frozen=True)
 class RankLoad:
-    """One data-parallel rank's share of the load (upstream RankLoadInfo; its token figures only
-    count towards the totals, which RankLoadInfo does not carry)."""
+    """One data-parallel rank's share of the load (upstream RankLoadInfo)."""
 
     rank: int
     running_requests: int = 0
     queued_requests: int = 0
     used_kv_blocks: int = 0
     total_kv_blocks: int = 0
-    running_tokens: int = 0
-    waiting_tokens: int = 0
     prefill_batch_size: int = 0
     decode_batch_size: int = 0
 
@@ -289,8 +286,8 @@ class Load:
     """The engine's numbers now (upstream LoadInfo). Every figure is a count, never negative, and
     `running_requests` never exceeds the advertised `max_running_requests`: the SDK checks each
     and answers INTERNAL, naming the figure, when one is wrong. With `ranks`, the totals of
-    requests, KV blocks and tokens are the SDK's sums over them (the ones given here are
-    ignored); the batch sizes are the ones given here.
+    requests and KV blocks are the SDK's sums over them (the ones given here are ignored); the
+    token figures and batch sizes are the ones given here.
     `attributes` are engine-specific values (strings, numbers, booleans)."""
 
     running_requests: int = 0

@@ -58,6 +58,9 @@ class Events:
         self.request_id = request.request_id
         self.skip_text = request.message.skip_detokenize
         self.keep_stop = request.message.stopping.include_stop_in_output
+        response = request.message.response
+        self.wants_logprobs = response.return_output_logprobs
+        self.wants_prompt = response.return_prompt_logprobs
         self.token_text = None if self.skip_text else tokenizer.token_text
         self.open = set(range(request.sequences))
         self.counted = [0] * request.sequences   # tokens per output, as usage counts them
@@ -104,8 +107,12 @@ class Events:
             raise BackendMistake(f"{kind}.index", f"is {index}; the request has outputs 0 to {len(self.counted) - 1}")
         if index not in self.open:
             raise BackendMistake(f"{kind}.index", f"{index}: that output already ended with its Final")
-        if logprobs and len(logprobs) != len(token_ids):
-            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens")
+        if (logprobs or self.wants_logprobs) and len(logprobs) != len(token_ids):
+            asked = "; the request asked for output log-probabilities" if self.wants_logprobs else ""
+            raise BackendMistake(f"{kind}.logprobs", f"has {len(logprobs)} entries for {len(token_ids)} tokens{asked}")
+        if self.wants_prompt and not self.started:
+            raise BackendMistake("Prompt", "is missing; the request asked for prompt log-probabilities: yield a "
+                                           "Prompt before the first Chunk")
         if not token_ids and not text:
             return []
         self.counted[index] += len(token_ids)

@@ -39,10 +39,9 @@ _MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**
 # The figures `Load` and `RankLoad` carry, with the largest value their LoadInfo field holds.
 LOAD_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.LoadInfo.DESCRIPTOR.fields if f.type in _MAX
                 and f.name not in ("rejected_requests", "timestamp_unix_nanos")}
-# The figures a rank has; its RankLoadInfo carries those that message has. Each total of requests,
-# blocks and tokens is the sum over the ranks; the batch sizes are the engine's own.
+# The figures a rank has (its RankLoadInfo's). The totals of requests and KV blocks are the sums
+# over the ranks; the batch sizes are the engine's own.
 RANK_FIGURES = {f.name: LOAD_FIGURES[f.name] for f in dataclasses.fields(RankLoad) if f.name in LOAD_FIGURES}
-RANK_INFO_FIGURES = tuple(f.name for f in server_pb2.RankLoadInfo.DESCRIPTOR.fields if f.name in RANK_FIGURES)
 RANK_SUMMED = tuple(name for name in RANK_FIGURES if not name.endswith("_batch_size"))
 
 
@@ -85,7 +84,7 @@ def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
             setattr(info, name, sum(getattr(rank, name) for rank in load.ranks))
         if per_rank:
             info.ranks.extend(server_pb2.RankLoadInfo(data_parallel_rank=r.rank,
-                                                      **{n: getattr(r, n) for n in RANK_INFO_FIGURES})
+                                                      **{n: getattr(r, n) for n in RANK_FIGURES})
                               for r in load.ranks)
     return info
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from bench import fanout, fleet
-from bench.figures import Figure, Section, at_most, info
+from bench.figures import INCONCLUSIVE, MET, MISSED, Figure, Section, at_least, at_most, info, interleaved
 from bench.measure import TcpBytes, tcp_bytes
 from bench.run import figure_record, from_record, write_json, write_markdown
 from bench.staleness import join, quantile
@@ -119,7 +119,7 @@ def test_synthetic_changes_are_visible_in_snapshots_and_wake_watchers():
                     seen = change_counter(msg.snapshot.load)
                 stream.cancel()
             load.close()
-            assert await _counter(server.address) == (0, 0)
+            assert (await _counter(server.address))[1] == 0
         finally:
             await server.stop(0.1)
 
@@ -188,9 +188,28 @@ def test_on_wire_adds_one_header_per_segment():
 
 def _sections() -> list[Section]:
     s = Section("Demo", discussion="What the demo figures mean.", plots=["demo.svg"])
-    s.figures = [at_most("demo.ratio", 0.2, 0.25, group="demo"), at_most("demo.other", 2.0, 1.5),
-                 info("demo.latency", 3.5, "ms"), Figure("demo.inf", float("inf"), "ratio", "<= 1", False)]
+    s.figures = [at_most("demo.ratio", [0.2, 0.21, 0.19, 0.2, 0.22], 0.25, group="demo"), at_most("demo.other", 2.0, 1.5),
+                 at_most("demo.noisy", [0.9, 1.2, 1.0, 0.8, 1.3], 1.0),
+                 info("demo.latency", 3.5, "ms"), Figure("demo.inf", float("inf"), "ratio", "<= 1", MISSED)]
     return [s]
+
+
+def test_a_goal_is_met_missed_or_inconclusive_by_its_spread():
+    """The median of the rounds is the value; the interquartile range is the spread; the goal is
+    met when the spread lies inside it, missed when outside, inconclusive when it straddles it."""
+    met = at_most("r", [0.9, 0.95, 1.0, 0.7, 0.93], 1.0)
+    assert (met.value, met.low, met.high, met.rounds, met.verdict) == (0.93, 0.9, 0.95, 5, MET)
+    assert at_least("r", [0.5, 0.6, 0.55, 0.58, 3.0], 0.9).verdict == MISSED      # one odd round is not the spread
+    assert at_most("r", [0.8, 1.1, 0.9, 1.2, 1.05], 1.0).verdict == INCONCLUSIVE
+    assert at_most("count", 0, 0, "requests").verdict == MET and at_most("count", 1, 0).verdict == MISSED
+    assert at_most("r", [float("inf"), 0.5], 1.0).verdict == MISSED               # a round that measured nothing
+
+
+def test_interleaved_rounds_alternate_which_side_goes_first():
+    calls = []
+    pairs = interleaved(lambda side: calls.append(side) or len(calls), ("bare", "measured"), rounds=4)
+    assert calls == ["bare", "measured", "measured", "bare"] * 2
+    assert pairs == [(1, 2), (4, 3), (5, 6), (8, 7)]
 
 
 def test_results_json_records_every_figure_with_its_goal(tmp_path):
@@ -201,26 +220,28 @@ def test_results_json_records_every_figure_with_its_goal(tmp_path):
     records = {r["name"]: r for r in doc["figures"]}
     for r in records.values():
         assert {"name", "value", "unit", "goal", "met"} <= set(r)
-    assert records["demo.ratio"]["goal"] == "<= 0.25" and records["demo.ratio"]["met"] is True
-    assert records["demo.other"]["met"] is False
-    assert records["demo.latency"]["met"] is None
+    assert records["demo.ratio"]["goal"] == "<= 0.25" and records["demo.ratio"]["verdict"] == "met"
+    assert (records["demo.ratio"]["low"], records["demo.ratio"]["high"], records["demo.ratio"]["rounds"]) == (0.2, 0.21, 5)
+    assert records["demo.other"]["verdict"] == "missed" and records["demo.noisy"]["verdict"] == "inconclusive"
+    assert records["demo.latency"]["met"] is None and records["demo.latency"]["verdict"] is None
     assert records["demo.inf"]["value"] is None     # JSON has no infinity
 
 
-def test_results_markdown_lists_goals_and_the_unmet_ones(tmp_path):
+def test_results_markdown_says_which_goals_were_met_missed_or_inconclusive(tmp_path):
     meta = {"date": "2026-01-01 00:00 UTC", "loadavg_start": "0.1", "loadavg_end": "0.2", "seconds": 1.0,
             "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 4, "python": "3", "grpcio": "1",
                         "os": "linux", "commit": "abc"}}
     write_markdown(tmp_path / "results.md", meta, _sections(), "plots")
     text = (tmp_path / "results.md").read_text()
-    assert "Goals met: 1 of 3" in text
-    assert "`demo.other`" in text.split("Not met:")[1].split("\n")[0]
-    assert "| `demo.ratio` | 0.2 | ratio | <= 0.25 | yes |" in text
+    assert "4 goals: 1 met, 2 missed, 1 inconclusive." in text
+    assert "`demo.other`" in text.split("Missed:")[1].split("\n")[0]
+    assert "`demo.noisy` (1, spread 0.9..1.2 (5 rounds), goal <= 1)" in text.split("Inconclusive:")[1]
+    assert "| `demo.ratio` | 0.2 | 0.2..0.21 (5 rounds) | ratio | <= 0.25 | met |" in text
     assert "What the demo figures mean." in text and "](plots/demo.svg)" in text
 
 
 def test_plain_records_become_figures():
-    f = from_record({"name": "v.x", "value": 3.0, "unit": "x", "goal": None, "met": None}, "validators")
+    f = from_record({"name": "v.x", "value": 3.0, "unit": "x", "goal": None, "verdict": None}, "validators")
     assert (f.name, f.goal, f.met, f.group) == ("v.x", "", None, "validators")
     assert figure_record(f)["value"] == 3.0
 
@@ -229,7 +250,8 @@ def test_plain_records_become_figures():
 
 @pytest.mark.slow
 def test_tiny_fleet_run_sees_every_change_in_both_modes():
-    r = fleet.measure(2, rate=20.0, poll_ms=20, window_s=1.5, idle_s=0.3, tail_s=0.5)
+    r = fleet.measure(2, rate=20.0, poll_ms=20, window_s=1.5, idle_s=0.3, tail_s=0.5, rounds=2)
+    assert len(r.rounds) == 2
     for mode in ("watch", "poll"):
         m = r.modes[mode]
         assert m.staleness.changes > 0
@@ -264,15 +286,15 @@ def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
                                 polls_or_messages, StalenessResult([1_000_000], 0, 1), 0)
 
     # 10 engines polled every 50 ms for 10 s would be 2,000 polls; 1,000 means polling fell 2x behind.
-    behind = fleet.FleetResult(10, 4.0, 50, 0.0, {"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                  "poll": mode("poll", 1000, 2.0, 2.0, 2000)}, 400)
+    behind = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
+                                                   "poll": mode("poll", 1000, 2.0, 2.0, 2000)}], 400)
     by_name = {f.name: f for f in fleet.figures(behind)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == 0.25          # 1 / (2 x 2)
     assert by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert by_name["fleet.n10.server_cpu_ratio"].value == 0.25
     assert "scaled from its achieved interval to the asked 50 ms (x2.00" in by_name["fleet.n10.bytes_ratio"].note
-    kept = fleet.FleetResult(10, 4.0, 50, 0.0, {"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                "poll": mode("poll", 2000, 2.0, 2.0, 2000)}, 400)
+    kept = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
+                                                 "poll": mode("poll", 2000, 2.0, 2.0, 2000)}], 400)
     by_name = {f.name: f for f in fleet.figures(kept)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert "at the asked 50 ms interval" in by_name["fleet.n10.client_cpu_ratio"].note

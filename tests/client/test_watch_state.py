@@ -12,8 +12,9 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import capabilities  # noqa: E402
 
-from openengine.client import POLL, UNAVAILABLE, WATCH, Backoff, CapabilityView, WatchState  # noqa: E402
-from openengine.client._watcher import Discover, Finished, Pause, Poll, Watch  # noqa: E402
+from openengine.client import (  # noqa: E402
+    POLL, UNAVAILABLE, WATCH, Backoff, CapabilityView, Discover, Finished, Pause, Poll, Watch, WatchState,
+)
 from openengine.v1 import load_pb2, server_pb2  # noqa: E402
 
 NS = 1_000_000_000

@@ -128,8 +128,8 @@ def test_stop_token_eos_and_ignore_eos():
     free = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40))))[0][0]
     token = free[5]
     ids, text, final = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token]))))[0]
-    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token) + 1]
-    assert text == stand_in.detokenize(ids[:-1]) and final.completion_tokens == len(ids)
+    assert final.stop_match.stop_token_id == token and ids == free[:free.index(token)]
+    assert text == stand_in.detokenize(ids) and final.completion_tokens == len(ids) + 1
     ids, text, _ = by_output(run(backend(), request("xyz", stopping=stopping(max_tokens=40, tokens=[token],
                                                                            include_stop_in_output=True))))[0]
     assert ids == free[:free.index(token) + 1] and text == stand_in.detokenize(ids)
@@ -177,7 +177,9 @@ def test_what_only_the_engine_knows_is_refused_before_the_first_output():
 
 def test_prefill_hands_over_a_kv_session_and_decode_continues_from_it():
     prefill = backend("openengine.kv", role="prefill")
-    outputs = run(prefill, request("a prompt long enough for two blocks of KV", stopping=stopping(max_tokens=8)))
+    outputs = run(prefill, request("a prompt long enough for two blocks of KV", stopping=stopping(max_tokens=8),
+                                   sampling=g.SamplingParams(num_sequences=2)))
+    assert [o.index for o in outputs] == [0, 1] and outputs[0].kv_session == outputs[1].kv_session
     final = outputs[-1]
     assert isinstance(final, Final) and final.completion_tokens == 0 and not final.token_ids
     session = final.kv_session

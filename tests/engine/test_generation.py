@@ -53,6 +53,13 @@ def test_stop_conditions_and_skip_detokenize(shared):
         max_tokens=40, conditions=[g.StopCondition(stop_text=stop)])))[0]
     assert finished.reason == g.FINISH_REASON_STOP and finished.stop_match.stop_text == stop
     assert text == free[:free.index(stop)]
+    token = ord(free[5])
+    responses = generate(stubs, "xyz", stopping=g.StoppingOptions(max_tokens=40, conditions=[
+        g.StopCondition(stop_token_id=token)]))
+    ids, text, finished = outputs(responses)[0]
+    # The stop token is kept out of the output and counted as generated.
+    assert finished.stop_match.stop_token_id == token and token not in ids and text == free[:free.index(chr(token))]
+    assert responses[-1].usage.completion_tokens == len(ids) + 1
     ids, text, _ = outputs(generate(stubs, "xyz", skip_detokenize=True, stopping=g.StoppingOptions(max_tokens=5)))[0]
     assert len(ids) == 5 and text == ""
 

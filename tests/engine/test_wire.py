@@ -13,7 +13,7 @@ from grpc_reflection.v1alpha import reflection
 
 from openengine.contract import HEALTH_SERVICE
 from openengine.serve.server import bearer_matches
-from openengine.serve.wire import UNDECODABLE, CauseCounter
+from openengine.serve.wire import UNDECODABLE
 from openengine.v1 import admin_pb2, generation_pb2
 
 from tests.engine.conftest import TOKEN, running
@@ -90,22 +90,6 @@ def test_garbage_to_every_method_of_every_service_is_internal_without_python_int
 
 def _generate_method(methods):
     return dict(methods)["/openengine.v1.Inference/Generate"]
-
-
-def test_cause_counter_logs_once_per_interval_with_the_count(caplog):
-    caplog.set_level(logging.DEBUG, logger="openengine.serve")
-    now = [0.0]
-    counter = CauseCounter(interval=10.0, clock=lambda: now[0])
-    for i in range(50):
-        counter.record("some cause", f"request {i}")
-    now[0] = 11.0
-    counter.record("some cause", "request 50")
-    counter.record("other cause", "x")
-    messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 3
-    assert "request 0" in messages[0]
-    assert "50 more, 51 in total" in messages[1] and "request 50" in messages[1]
-    assert counter.counts == {"some cause": 51, "other cause": 1}
 
 
 def test_health_list_reports_every_name_check_answers():

@@ -27,11 +27,12 @@ from openengine.contract import catalogue
 class Call:
     """The server side of one call as a fault sees it: the context, with its aborts passing
     `recode(code, details, trailing) -> (code, details, trailing)` first (which may raise instead,
-    so the call is not ended)."""
+    so the call is not ended), and its writes going to `sink` when one is given."""
 
-    def __init__(self, context, recode: Callable | None = None):
+    def __init__(self, context, recode: Callable | None = None, sink: Callable | None = None):
         self._context = context
         self._recode = recode
+        self._sink = sink
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
@@ -41,19 +42,31 @@ class Call:
             code, details, trailing_metadata = self._recode(code, details, trailing_metadata)
         await self._context.abort(code, details, trailing_metadata)
 
+    async def write(self, message) -> None:
+        if self._sink is None:
+            await self._context.write(message)
+        else:
+            await self._sink(message)
+
 
 # Standard health is not among the contract's RPC descriptors: its messages are gRPC's.
 HEALTH = "grpc.health.v1.Health"
-_HEALTH_RESPONSES = {"Check": health_pb2.HealthCheckResponse, "Watch": health_pb2.HealthCheckResponse,
-                     "List": health_pb2.HealthListResponse}
+_HEALTH_MESSAGES = {"Check": (health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+                    "Watch": (health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse),
+                    "List": (health_pb2.HealthListRequest, health_pb2.HealthListResponse)}
+
+
+def _message_classes(method: str) -> tuple[type, type] | None:
+    service, _, name = method.lstrip("/").partition("/")
+    if service == HEALTH:
+        return _HEALTH_MESSAGES.get(name)
+    rpc = catalogue().rpc(service, name)
+    return (rpc.request, rpc.response) if rpc is not None else None
 
 
 def _response_class(method: str) -> type | None:
-    service, _, name = method.lstrip("/").partition("/")
-    if service == HEALTH:
-        return _HEALTH_RESPONSES.get(name)
-    rpc = catalogue().rpc(service, name)
-    return rpc.response if rpc is not None else None
+    classes = _message_classes(method)
+    return classes[1] if classes else None
 
 
 def as_message(message, response_class):
@@ -61,10 +74,54 @@ def as_message(message, response_class):
     return response_class.FromString(message) if isinstance(message, bytes) and response_class else message
 
 
+class _Undecodable(Exception):
+    pass
+
+
+async def _written(behaviour, request, call: Call):
+    """The messages a stream's behaviour sends, whether it yields them or writes them with
+    `context.write`; each write returns once the message is taken, so backpressure still holds."""
+    result = behaviour(request, call)
+    if hasattr(result, "__aiter__"):
+        async with contextlib.aclosing(result) as sent:
+            async for message in sent:
+                yield message
+        return
+    queue: asyncio.Queue = asyncio.Queue(maxsize=1)
+
+    async def sink(message):
+        taken = asyncio.get_running_loop().create_future()
+        await queue.put((message, taken))
+        await taken
+    call._sink = sink
+    task = asyncio.ensure_future(result)
+    task.add_done_callback(lambda _: queue.put_nowait(None) if queue.empty() else None)
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                break
+            item = getter.result()
+            if item is None:
+                break
+            message, taken = item
+            yield message
+            taken.set_result(None)
+        await task    # its abort or failure ends the call as it would have
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
 class OnRpc(grpc.aio.ServerInterceptor):
     """The method `rpc` (`package.Service/Method`) served by `make(inner)`: `inner(request, call)`
     is the engine's behaviour (a coroutine for a unary method, an async iterator of response
-    messages for a streaming one), and what `make` returns replaces it."""
+    messages for a streaming one), and what `make` returns replaces it. Requests and responses
+    are messages, whatever form the engine's handler takes them in. `make` runs once per call:
+    what a fault keeps across calls lives outside it."""
 
     def __init__(self, rpc: str, make: Callable[[Callable], Callable], *, recode: Callable | None = None):
         self.method = f"/{rpc}"
@@ -75,37 +132,67 @@ class OnRpc(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method != self.method:
             return handler
-        response_class = _response_class(self.method)
+        request_class, response_class = _message_classes(self.method)
+        raw_requests = handler.request_deserializer is None
+
+        def to_engine(request):
+            return request.SerializeToString() if raw_requests else request
+
+        def from_client(raw):
+            if not raw_requests:
+                return raw
+            try:
+                return request_class.FromString(raw)
+            except Exception:
+                raise _Undecodable() from None
+
         if handler.unary_stream is not None:
             engine = handler.unary_stream
 
             async def inner_stream(request, call):
-                async with contextlib.aclosing(engine(request, call)) as sent:
-                    async for message in sent:
-                        yield as_message(message, response_class)
+                async for message in _written(engine, to_engine(request), call):
+                    yield as_message(message, response_class)
             changed = self.make(inner_stream)
 
-            async def stream(request, context):
+            async def stream(raw, context):
                 call = Call(context, self.recode)
+                try:
+                    request = from_client(raw)
+                except _Undecodable:   # the engine's own policy answers it
+                    async for message in _written(engine, raw, call):
+                        yield message
+                    return
                 async with contextlib.aclosing(changed(request, call)) as sent:
                     async for message in sent:
                         yield message
-            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
-                                                        response_serializer=_serializer(response_class))
+            return grpc.unary_stream_rpc_method_handler(stream, response_serializer=_serializer)
         engine = handler.unary_unary
 
         async def inner_unary(request, call):
-            return as_message(await engine(request, call), response_class)
+            return as_message(await engine(to_engine(request), call), response_class)
         changed = self.make(inner_unary)
 
-        async def unary(request, context):
-            return await changed(request, Call(context, self.recode))
-        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=_serializer(response_class))
+        async def unary(raw, context):
+            call = Call(context, self.recode)
+            try:
+                request = from_client(raw)
+            except _Undecodable:
+                return await engine(raw, call)
+            return await changed(request, call)
+        return grpc.unary_unary_rpc_method_handler(unary, response_serializer=_serializer)
 
 
-def _serializer(response_class):
-    return lambda message: message if isinstance(message, bytes) else message.SerializeToString()
+def _serializer(message) -> bytes:
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class _WithMetadata(Call):
+    def __init__(self, context, metadata):
+        super().__init__(context)
+        self._metadata = metadata
+
+    def invocation_metadata(self):
+        return self._metadata
 
 
 class OnMetadata(grpc.aio.ServerInterceptor):
@@ -118,32 +205,32 @@ class OnMetadata(grpc.aio.ServerInterceptor):
         self.matches, self.change, self.refuse = matches, change, refuse
 
     async def intercept_service(self, continuation, details):
+        handler = await continuation(details)
         method = details.method.lstrip("/")
-        if not self.matches(method):
-            return await continuation(details)
-        metadata = tuple(details.invocation_metadata or ())
-        if self.refuse is not None:
-            refused = self.refuse(method, metadata)
+        if handler is None or not self.matches(method):
+            return handler
+
+        async def seen(context):
+            metadata = tuple(context.invocation_metadata() or ())
+            refused = self.refuse(method, metadata) if self.refuse is not None else None
             if refused is not None:
-                return _refusing(await continuation(details), *refused)
-        if self.change is not None:
-            # gRPC takes only its own kind of call details back: one of the same type, changed.
-            details = type(details)(details.method, self.change(method, metadata))
-        return await continuation(details)
+                await context.abort(*refused)
+            return _WithMetadata(context, self.change(method, metadata)) if self.change is not None else context
 
+        if handler.unary_stream is not None:
+            behaviour = handler.unary_stream
 
-def _refusing(handler, code: grpc.StatusCode, message: str):
-    async def unary(request, context):
-        await context.abort(code, message)
+            async def stream(raw, context):
+                async for message in _written(behaviour, raw, Call(await seen(context))):
+                    yield message
+            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
+                                                        response_serializer=handler.response_serializer)
+        behaviour = handler.unary_unary
 
-    async def stream(request, context):
-        await context.abort(code, message)
-        yield  # unreachable: makes this a stream
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=handler.request_deserializer,
-                                                    response_serializer=handler.response_serializer)
-    return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
-                                               response_serializer=handler.response_serializer)
+        async def unary(raw, context):
+            return await behaviour(raw, await seen(context))
+        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
 
 
 class Instead(Exception):
@@ -331,8 +418,3 @@ class BackendWrapper:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-def backend_fault(make: Callable[[Any], dict[str, Callable]]) -> Callable[[Any], BackendWrapper]:
-    """A backend fault: `make(backend)` gives the methods that replace the backend's."""
-    return lambda backend: BackendWrapper(backend, **make(backend))

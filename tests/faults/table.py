@@ -20,7 +20,7 @@ from openengine.v1 import (
 )
 
 from tests.faults.seams import (
-    HEALTH, BackendWrapper, Call, Instead, OnMetadata, OnRpc, answer_instead, change_answer, change_messages,
+    HEALTH, _message_classes, BackendWrapper, Call, Instead, OnMetadata, OnRpc, answer_instead, change_answer, change_messages,
     change_request, change_stream, drop_messages, read_ahead, recode, refuse, with_field,
 )
 
@@ -196,9 +196,17 @@ def _heartbeat_from_heartbeat(messages, request):
 
 
 def _periodic_when_zero(messages, request):
-    """An interval of 0 (changes only) served as periodic snapshots every 10 ms."""
+    """An interval of 0 (changes only) served, and reported, as min_watch_interval_ms: periodic
+    snapshots every 10 ms."""
     if not (request.HasField("interval_ms") and request.interval_ms == 0):
         return messages
+
+    async def reported(messages):
+        async for message in messages:
+            if message.HasField("settings"):
+                message.settings.interval_ms = 10
+            yield message
+    messages = reported(messages)
 
     def again(last):
         if last is None or not last.HasField("snapshot"):
@@ -258,18 +266,18 @@ def _cancel_aborts_everything(held: Held):
     return OnRpc(WATCH_LOAD, make)
 
 
-async def _snapshot_deltas(messages, request):
-    previous = None
+async def _first_figures_kept(messages, request):
+    first = None
     async for message in messages:
         if message.HasField("snapshot"):
             load = message.snapshot.load
-            current = server_pb2.LoadInfo()
-            current.CopyFrom(load)
-            if previous is not None:
-                for fd, value in list(load.ListFields()):
-                    if fd.name not in ("timestamp_unix_nanos", "instance_id") and getattr(previous, fd.name) == value:
-                        load.ClearField(fd.name)
-            previous = current
+            if first is None:
+                first = server_pb2.LoadInfo()
+                first.CopyFrom(load)
+            else:
+                stamp = load.timestamp_unix_nanos
+                load.CopyFrom(first)
+                load.timestamp_unix_nanos = stamp
         yield message
 
 
@@ -377,13 +385,13 @@ class _WirePolicyOff(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        if handler is None or handler.request_deserializer is None:
+        classes = _message_classes(details.method)
+        if handler is None or classes is None:
             return handler
-        decode = handler.request_deserializer
 
         async def parse(raw, context):
             try:
-                return decode(raw)
+                classes[0].FromString(raw)
             except Exception as error:
                 await context.abort(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
 
@@ -391,15 +399,14 @@ class _WirePolicyOff(grpc.aio.ServerInterceptor):
             behaviour = handler.unary_stream
 
             async def stream(raw, context):
-                request = await parse(raw, context)
-                async with contextlib.aclosing(behaviour(request, context)) as sent:
-                    async for message in sent:
-                        yield message
+                await parse(raw, context)
+                return await behaviour(raw, context)
             return grpc.unary_stream_rpc_method_handler(stream, response_serializer=handler.response_serializer)
         behaviour = handler.unary_unary
 
         async def unary(raw, context):
-            return await behaviour(await parse(raw, context), context)
+            await parse(raw, context)
+            return await behaviour(raw, context)
         return grpc.unary_unary_rpc_method_handler(unary, response_serializer=handler.response_serializer)
 
 
@@ -443,6 +450,8 @@ def _admitted_despite(held: Held, forgive: Callable[[Any], Any]):
     """A Generate the engine's preflight refuses is run as `forgive(request)`, when that passes."""
     def change(request):
         engine, model = held.reference.engine, request.model or held.reference.default_model
+        if model not in held.reference.models:
+            return request
         try:
             engine.preflight(request, model)
             return request
@@ -526,9 +535,20 @@ def _queued_abort_waits_for_a_slot(held: Held):
     return change_stream(GENERATE, transform)
 
 
-def _not_retryable(message, request):
-    if message.HasField("error") and message.error.code == error_pb2.ERROR_CODE_CANCELLED:
-        message.error.retryable = False
+def _cancelled_for_revision(held: Held):
+    """A request still running when the capability revision changes ends with a CANCELLED error
+    that says it may not be retried."""
+    async def transform(messages, request):
+        accepted = held.reference.engine.revision
+        async for message in messages:
+            if held.reference.engine.revision != accepted and not message.HasField("finished"):
+                yield generation_pb2.GenerateResponse(request_id=message.request_id, error=error_pb2.EngineError(
+                    code=error_pb2.ERROR_CODE_CANCELLED, message="the capabilities changed", retryable=False))
+                return
+            if message.HasField("error") and message.error.code == error_pb2.ERROR_CODE_CANCELLED:
+                message.error.retryable = False
+            yield message
+    return change_stream(GENERATE, transform)
 
 
 # -- Generate: the backend --------------------------------------------------------------------------
@@ -598,13 +618,9 @@ def _kv_session_is_all(request):
     return request
 
 
-def _already_finished_not_found(inner):
-    async def abort(request, call):
-        answer = await inner(request, call)
-        if answer.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED:
-            await call.abort(grpc.StatusCode.NOT_FOUND, f"no request {request.request_id!r}")
-        return answer
-    return abort
+def _finished_as_aborted(answer, request):
+    if answer.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED:
+        answer.status = lifecycle_pb2.ABORT_STATUS_ABORTED
 
 
 def _aborted(request, response_class):
@@ -698,14 +714,16 @@ def _ranks_without_cache(held: Held):
     return change
 
 
-def _getload_first_answer(inner):
-    kept: dict[bool, Any] = {}
+def _getload_first_answer():
+    kept: dict[bool, Any] = {}    # one engine's answers, across its calls
 
-    async def get_load(request, call):
-        if request.include_per_rank not in kept:
-            kept[request.include_per_rank] = await inner(request, call)
-        return kept[request.include_per_rank]
-    return get_load
+    def make(inner):
+        async def get_load(request, call):
+            if request.include_per_rank not in kept:
+                kept[request.include_per_rank] = await inner(request, call)
+            return kept[request.include_per_rank]
+        return get_load
+    return make
 
 
 def _with_ranks(request):
@@ -846,8 +864,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-LOAD-013",), WATCH_LOAD, _w(lambda h: change_stream(WATCH_LOAD, _heartbeat_from_heartbeat))),
     Fault("watch-revision-stream-kept", "WatchLoad streams stay open across a capability revision change",
           ("REQ-REV-006",), WATCH_LOAD, _w(lambda h: OnRpc(WATCH_LOAD, _kept_across_revisions))),
-    Fault("watch-snapshot-deltas", "WatchLoad snapshots after the first carry only the LoadInfo fields that changed",
-          ("REQ-LOAD-003",), WATCH_LOAD, _w(lambda h: change_stream(WATCH_LOAD, _snapshot_deltas))),
+    Fault("watch-snapshots-stale", "WatchLoad snapshots after the first repeat its figures; only their timestamps move",
+          ("REQ-LOAD-003",), WATCH_LOAD, _w(lambda h: change_stream(WATCH_LOAD, _first_figures_kept))),
     Fault("watch-zero-interval-periodic",
           "WatchLoad sends periodic snapshots for a requested interval of 0 although change_driven is advertised",
           ("REQ-LOAD-007",), WATCH_LOAD, _w(lambda h: change_stream(WATCH_LOAD, _periodic_when_zero))),
@@ -995,7 +1013,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-SVC-005",), GENERATE, _w(lambda h: _admitted_despite(h, _numbers))),
     Fault("revision-aborts-not-retryable",
           "a request the engine cancels for a new capability revision ends with an EngineError that is not retryable",
-          ("REQ-REV-007",), GENERATE, _w(lambda h: change_messages(GENERATE, _not_retryable))),
+          ("REQ-REV-007",), GENERATE, _w(_cancelled_for_revision)),
     # -- Abort and cancellation ---------------------------------------------------------------------
     Fault("abort-ignored", "Abort(all_requests) answers ABORTED but leaves the requests running",
           ("REQ-CORE-010.3",), ABORT, _w(lambda h: _claims_aborted(h, "all_requests"))),
@@ -1003,9 +1021,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-CORE-010.1",), ABORT, _w(lambda h: _claims_aborted(h, "request_id"))),
     Fault("kv-session-aborts-all", "Abort by kv_session ends every request the engine holds",
           ("REQ-CORE-010.2",), ABORT, _w(lambda h: change_request(ABORT, _kv_session_is_all))),
-    Fault("abort-finished-not-found",
-          "Abort of a request that has already finished fails NOT_FOUND instead of answering ALREADY_FINISHED",
-          ("REQ-CORE-010.5",), ABORT, _w(lambda h: OnRpc(ABORT, _already_finished_not_found))),
+    Fault("abort-finished-aborted",
+          "Abort of a request that has already finished answers ABORTED instead of ALREADY_FINISHED",
+          ("REQ-CORE-010.5",), ABORT, _w(lambda h: change_answer(ABORT, _finished_as_aborted))),
     Fault("abort-unknown-aborted", "Abort of a request_id the engine never saw answers ABORTED instead of NOT_FOUND",
           ("REQ-CORE-010.6",), ABORT, _w(lambda h: answer_instead(ABORT, grpc.StatusCode.NOT_FOUND, _aborted))),
     Fault("abort-queued-when-slot-frees",
@@ -1034,7 +1052,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           _w(lambda h: change_answer(GET_LOAD, lambda load, r: load.ClearField("timestamp_unix_nanos")))),
     Fault("getload-cached",
           "GetLoad answers, for each value of include_per_rank, the snapshot it built for the first such call",
-          ("REQ-LOAD-001.2",), GET_LOAD, _w(lambda h: OnRpc(GET_LOAD, _getload_first_answer))),
+          ("REQ-LOAD-001.2",), GET_LOAD, _w(lambda h: OnRpc(GET_LOAD, _getload_first_answer()))),
     Fault("getload-ranks-unasked", "GetLoad answers per-rank entries whether or not the request asks for them",
           ("REQ-LOAD-001.3",), GET_LOAD, _w(lambda h: change_request(GET_LOAD, _with_ranks))),
     # -- Runtime events, sessions, revisions, tasks, admin -------------------------------------------

@@ -122,6 +122,25 @@ def test_cancelling_one_of_several_requests_leaves_the_others_tokens_unchanged(c
     assert load.total_kv_blocks == 512 * MAX_RUNNING
 
 
+def test_abort_ends_a_running_request_cancelled_with_its_usage(channel):
+    from openengine.v1 import lifecycle_pb2
+
+    request = generation_pb2.GenerateRequest(request_id="llama-abort", prompt=PROMPTS[0])
+    request.stopping.max_tokens, request.stopping.ignore_eos = 250, True
+    call = inference_service_pb2_grpc.InferenceStub(channel).Generate(request, timeout=60)
+    assert next(call).HasField("token")
+    control = control_service_pb2_grpc.ControlStub(channel)
+    answer = control.Abort(lifecycle_pb2.AbortRequest(request_id="llama-abort"), timeout=10)
+    assert answer.status == lifecycle_pb2.ABORT_STATUS_ABORTED
+    rest = list(call)
+    end = finished(rest)
+    assert end.request_id == "llama-abort" and end.finished.reason == generation_pb2.FINISH_REASON_CANCELLED
+    assert 0 < end.usage.completion_tokens < 250
+    with pytest.raises(grpc.RpcError) as unknown:
+        control.Abort(lifecycle_pb2.AbortRequest(request_id="never-sent"), timeout=10)
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 def test_logprobs_and_text_reach_the_client(channel):
     responses = list(generate(channel, PROMPTS[2], temperature=0.0, max_tokens=6, logprobs=2, ignore_eos=True))
     infos = [t for r in responses if r.HasField("token") for t in r.token.tokens]

@@ -222,7 +222,7 @@ def test_logprobs_and_prompt_information_are_merged_into_token_info():
         yield Chunk((65, 66), text="AB", logprobs=(TokenInfo(logprob=-0.1, rank=1),
                                                   TokenInfo(logprob=-0.2, rank=2, candidates=[{"token_id": 67}])))
         yield Final(FinishReason.STOP, prompt_tokens=2, completion_tokens=3, token_ids=(0,),
-                    stop_match=StopMatch(eos_token_id=0))
+                    stop_match=StopMatch(eos_token_id=0), logprobs=(TokenInfo(logprob=-0.3),))
 
     limits = {"core": {"max_logprobs": 2, "output_logprobs": True, "prompt_logprobs": True}}
     with running(Backend(limits=limits, script=script)) as engine:
@@ -433,3 +433,15 @@ def test_a_stop_token_kept_out_of_the_output_is_withheld_and_counted():
     assert [[t.token_id for t in m.token.tokens] for m in out if m.HasField("token")] == [[65]]
     assert out[-1].finished.stop_match.stop_token_id == 7 and out[-1].usage.completion_tokens == 2
     assert [[t.token_id for t in m.token.tokens] for m in kept if m.HasField("token")] == [[65], [7]]
+
+
+def test_log_probabilities_advertised_and_asked_for_must_be_delivered():
+    limits = {"core": {"max_logprobs": 2, "output_logprobs": True, "prompt_logprobs": True}}
+    outputs = [Chunk((65,), text="A"), Final(FinishReason.LENGTH, prompt_tokens=2, completion_tokens=1)]
+    with running(Backend(limits=limits, script=lambda request: outputs)) as engine:
+        output = generate(engine.address, response=generation_pb2.ResponseOptions(return_output_logprobs=True))
+        prompt = generate(engine.address, response=generation_pb2.ResponseOptions(return_prompt_logprobs=True))
+    assert [m.WhichOneof("event") for m in output] == ["error"]
+    assert "Chunk.logprobs has 0 entries for 1 tokens; the request asked for output log-probabilities" in \
+        output[0].error.message
+    assert "Prompt is missing" in prompt[0].error.message

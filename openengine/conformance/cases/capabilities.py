@@ -28,8 +28,10 @@ GROUPS = [
      "prerequisites are advertised and no incompatible combination is"),
     ("capabilities.role-scope", ("REQ-CAP-011",), ("OEV130", "OEV136"),
      "role-scoped profiles only for the roles they allow; ServerInfo has a role"),
-    ("capabilities.model-scope", ("REQ-CAP-012",), ("OEV131", "OEV132", "OEV133", "OEV134"),
+    ("capabilities.model-scope", ("REQ-CAP-012",), ("OEV131", "OEV132", "OEV133", "OEV134", "OEV137"),
      "model-scoped profiles are listed by exactly the models that support them"),
+    ("capabilities.upstream-views-agree", ("REQ-CAP-014",), ("OEV138",),
+     "ServerInfo and ModelInfo report what the advertised limits state"),
 ]
 
 

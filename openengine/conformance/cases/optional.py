@@ -301,7 +301,7 @@ def _lora_id(ctx: Context) -> int:
     return 1_000_000 + int(ctx.request_id("lora").rsplit("-", 1)[1])
 
 
-@case("adapters.lifecycle", profile=ADAPTERS, requires=("REQ-CORE-002", "REQ-CORE-006"),
+@case("adapters.lifecycle", profile=ADAPTERS, requires=("REQ-CORE-002", "REQ-ADAPT-001"),
       title="LoadLora (idempotent, ALREADY_EXISTS on a conflict), ListLoras, Generate with "
             "lora_name and UnloadLora (NOT_FOUND when unknown) work together")
 async def adapters_lifecycle(ctx: Context):
@@ -332,6 +332,27 @@ async def adapters_lifecycle(ctx: Context):
     expect(name not in [a.lora_name for a in listed.adapters], "an unloaded adapter is still listed")
     await _expect_status(ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name)),
                          (grpc.StatusCode.NOT_FOUND,), "UnloadLora of an adapter no longer loaded")
+
+
+@case("adapters.invalid", profile=ADAPTERS, requires=("REQ-ADAPT-001",),
+      title="LoadLora refuses a non-positive id, an empty name and a relative path with "
+            "INVALID_ARGUMENT; Generate with an unknown lora_name fails NOT_FOUND")
+async def adapters_invalid(ctx: Context):
+    from openengine.v1 import lora_pb2
+
+    good = _adapter(ctx, _lora_id(ctx), ctx.request_id("lora"))
+    bad = {"lora_id 0": lora_pb2.LoraAdapter(lora_id=0, lora_name=good.lora_name, source_path=good.source_path),
+           "an empty name": lora_pb2.LoraAdapter(lora_id=good.lora_id, source_path=good.source_path),
+           "a relative path": lora_pb2.LoraAdapter(lora_id=good.lora_id, lora_name=good.lora_name,
+                                                   source_path="conformance/relative")}
+    for what, adapter in bad.items():
+        await _expect_status(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter)),
+                             (grpc.StatusCode.INVALID_ARGUMENT,), f"LoadLora with {what}")
+    req = ctx.generate_request(max_tokens=1)
+    req.lora_name = "conformance-no-such-adapter"
+    await _expect_status(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,),
+                         "Generate with an unknown lora_name")
+    return f"{len(bad)} malformed adapters refused"
 
 
 @case("adapters.limits", profile=ADAPTERS, requires=("REQ-CAP-009",),

@@ -69,8 +69,10 @@ async def overload_refused(ctx: Context):
                         "an engine started with smaller limits")
     before = await _load(ctx)
     if before.running_requests or before.queued_requests:
-        raise Unchecked(f"the engine is not idle ({before.running_requests} running, {before.queued_requests} "
-                        "queued): another client is using it")
+        raise Unchecked(f"GetLoad counted {before.running_requests} running and {before.queued_requests} "
+                        "queued requests before the case, with no request of the runner open, so when the "
+                        "queue is full cannot be read from it (a count that stays up fails "
+                        "core.load.back-to-idle; another client's requests would show the same)")
     wait = ctx.options.case_timeout
     held = [ctx.request_id("overload") for _ in range(bound)]
     calls = [ctx.inference.Generate(ctx.long_request(request_id=rid), timeout=3 * wait + 30) for rid in held]
@@ -86,9 +88,15 @@ async def overload_refused(ctx: Context):
             if code != grpc.StatusCode.OK:
                 raise Failed(f"request {rid}, within max_running_requests {running} + max_queued_requests "
                              f"{queue}, was refused {status_name(code)}: {await call.details()}")
+        for rid, call in ended:
+            messages = readers[held.index(rid)].result()
+            if messages and messages[-1].HasField("error"):
+                raise Failed(f"request {rid}, within max_running_requests {running} + max_queued_requests "
+                             f"{queue}, ended with an EngineError ({messages[-1].error.message!r}) after "
+                             f"{len(messages) - 1} messages, before the queue was full")
         if ended:
-            raise Unchecked(f"{len(ended)} of the longest requests the model allows ended before the queue "
-                            "was full, so it could not be filled")
+            raise Unchecked(f"{len(ended)} of the longest requests the model allows finished before the "
+                            "queue was full, so it could not be filled")
         if not full:
             raise Unchecked(f"GetLoad showed {load.running_requests} running and {load.queued_requests} queued "
                             f"after {wait:g}s, not the {bound} requests sent")

@@ -84,6 +84,9 @@ class Stream:
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED \
                 and last.HasField("usage"):
             return None
+        if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
+                and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
+            return f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
         return (f"{what} {self.shown()}, not with a FINISH_REASON_CANCELLED finished event "
                 "carrying the usage and then OK")
 
@@ -142,12 +145,9 @@ async def saturate(ctx: Context) -> Saturated:
             raise Failed(f"{silent} of {slots} requests started together (max_running_requests "
                          f"is {slots}) did not answer within {ctx.options.rpc_timeout:g} s: the "
                          "engine did not run as many requests at once as it advertises") from None
-        done = [s for s in running if s.ended]
-        if done:
-            raise Unchecked(f"a request of {ctx.long_generation_tokens()} tokens (the model's "
-                            f"max_output_tokens) {done[0].shown()} before the engine was saturated")
+        _ended_early(running)
         queued = Stream(ctx, ctx.long_request(prompt="conformance waits in the queue"))
-        counted = await _counted_queued(ctx, slots)
+        counted = await _counted_queued(ctx, slots, running)
         if queued.messages:
             raise Unchecked(f"with {slots} requests running (max_running_requests) one more started "
                             "at once, so no request was queued")
@@ -158,7 +158,19 @@ async def saturate(ctx: Context) -> Saturated:
         raise
 
 
-async def _counted_queued(ctx: Context, slots: int) -> tuple[int, int] | None:
+def _ended_early(running: list[Stream]) -> None:
+    """A running request that ended while the engine was being filled: how it ended."""
+    done = [s for s in running if s.ended]
+    failed = [s for s in done if s.messages and s.messages[-1].HasField("error")]
+    if failed:
+        raise Failed(f"a long request within every limit {failed[0].shown()} while the engine "
+                     "was being filled")
+    if done:
+        raise Unchecked(f"a request of the model's max_output_tokens {done[0].shown()} before the "
+                        "engine was saturated")
+
+
+async def _counted_queued(ctx: Context, slots: int, running: list[Stream]) -> tuple[int, int] | None:
     """GetLoad's counts once it shows every slot busy and a request queued (bounded wait); None
     without load. A case judges a queued request only after seeing it counted as one."""
     loop = asyncio.get_running_loop()
@@ -167,6 +179,10 @@ async def _counted_queued(ctx: Context, slots: int) -> tuple[int, int] | None:
     if counts is None:
         raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
     while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
+        _ended_early(running)
+        if loop.time() >= end and counts[0] + counts[1] < slots:
+            raise Failed(f"{slots} requests had each streamed, but GetLoad counted {counts[0]} running "
+                         f"and {counts[1]} queued {ctx.options.rpc_timeout:g} s later (REQ-LOAD-001.2)")
         if loop.time() >= end:
             raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
                             f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "

@@ -67,6 +67,37 @@ async def numbers_penalties(ctx: Context):
     expect(not problems, "; ".join(problems))
 
 
+# Request metadata upstream defines: a key sent twice, or a number that does not parse.
+BAD_METADATA = (
+    ("openengine-priority sent twice", (("openengine-priority", "1"), ("openengine-priority", "2"))),
+    ("openengine-priority \"high\"", (("openengine-priority", "high"),)),
+    ("openengine-target-dp-rank \"-1\"", (("openengine-target-dp-rank", "-1"),)),
+    ("openengine-routing-key sent twice", (("openengine-routing-key", "a"), ("openengine-routing-key", "b"))),
+)
+
+
+@case("core.generate.metadata", profile=CORE, requires=("REQ-SVC-007",),
+      title="Generate refuses a repeated openengine- metadata key or a malformed priority or "
+            "target rank with INVALID_ARGUMENT before any message, and accepts well-formed ones")
+async def generate_metadata(ctx: Context):
+    problems = []
+    for label, metadata in BAD_METADATA:
+        call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=metadata)
+        try:
+            got = [m async for m in call]
+            problems.append(f"{label} was accepted ({len(got)} messages)")
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                problems.append(f"{label} failed with {status_name(err.code())}, not INVALID_ARGUMENT")
+    good = (("openengine-priority", "5"), ("openengine-routing-key", "conformance"))
+    try:
+        [m async for m in ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=good)]
+    except grpc.aio.AioRpcError as err:
+        problems.append(f"a well-formed priority and routing key failed with {status_name(err.code())}")
+    expect(not problems, "; ".join(problems))
+    return f"{len(BAD_METADATA)} malformed, 1 well-formed"
+
+
 @case("admin.numbers.update-config", profile=ADMIN, requires=("REQ-SVC-005",),
       title="UpdateConfig with a NaN or infinite double_value fails INVALID_ARGUMENT and changes nothing")
 async def numbers_update_config(ctx: Context):
