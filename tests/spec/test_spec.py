@@ -69,10 +69,11 @@ def test_every_area_belongs_to_a_profile_or_to_the_spec_as_a_whole(real, tmp_pat
     assert set(SPEC_WIDE_AREAS) <= by_area and {"CORE", "LOAD"} <= by_area & set(profile_areas)   # not vacuous
     assert unclaimed_areas(real, profile_areas) == []
     # A page whose area no profile claims: one finding, at its first requirement, naming the step.
-    page = write(tmp_path, "speculative.md",
-                 "# Speculative\n\n**REQ-SPEC-001** *(wire)* It MUST.\n\n**REQ-SPEC-002** *(wire)* It MUST.\n")
+    assert "NEWAREA" not in profile_areas
+    page = write(tmp_path, "new.md", "# New\n\n**REQ-NEWAREA-001** *(wire)* It MUST.\n\n"
+                                     "**REQ-NEWAREA-002** *(wire)* It MUST.\n")
     [found] = unclaimed_areas(load_requirements(page.parent), profile_areas)
-    assert (found.rule_id, Path(found.path).name, found.line) == (AREA_UNCLAIMED, "speculative.md", 3)
+    assert (found.rule_id, Path(found.path).name, found.line) == (AREA_UNCLAIMED, "new.md", 3)
     assert "requirement_areas" in found.hint and "README.md" in found.hint and "Add a profile" in found.hint
 
 
