@@ -324,8 +324,8 @@ def faulty_engine():
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys):
-    """A fault the capabilities cases observe: one failed case, found in every format."""
-    code = run(["conformance", "--target", faulty_engine.address, "--case", "capabilities.*",
+    """A fault the capabilities case observes: one failed case, found in every format."""
+    code = run(["conformance", "--target", faulty_engine.address, "--case", "capabilities.limits-in-range",
                 "--format", fmt])
     out = capsys.readouterr().out
     assert code == 1
