@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.fences import paragraphs
+from oespec.markdown_blocks import paragraphs
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 TAGS = ("wire", "registry", "client")

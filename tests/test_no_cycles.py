@@ -21,7 +21,7 @@ GENERATED = ("openengine/v1/",)
 # The toolkit's layers, lowest first; a module belongs to the layer of its longest listed prefix.
 TOOLKIT_LAYERS = (
     # what every stage stands on: the package, the registry model, proto compiling and descriptors
-    ("oespec", "oespec.registry", "oespec.fences", "oespec.protoc", "oespec.descriptors", "oespec.buildcache"),
+    ("oespec", "oespec.registry", "oespec.markdown_blocks", "oespec.protoc", "oespec.descriptors", "oespec.buildcache"),
     # the stages
     ("oespec.check", "oespec.generate", "oespec.breaking", "oespec.spec", "oespec.upstream"),
     # the composition of stages and the runtime's catalogues

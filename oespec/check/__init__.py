@@ -16,7 +16,7 @@ from oespec.check.rule import CheckContext, Finding, Rule
 from oespec.registry import Resolved
 
 if TYPE_CHECKING:
-    from oespec.check.head import HeadState
+    from oespec.check.last_commit import LastCommit
     from oespec.descriptors import Contract
 
 # The ids no handler yields: the loader's verdict on unusable input and the protoc compile of the
@@ -44,17 +44,17 @@ def iter_rules() -> Iterator[Rule]:
 
 
 def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
-              contract: "Contract | None" = None, head: "HeadState | None" = None) -> list[Diagnostic]:
+              contract: "Contract | None" = None, last_commit: "LastCommit | None" = None) -> list[Diagnostic]:
     """Every finding of the schema stage and of every rule, sorted by position.
 
     With a `contract` (see `oespec.check.contract.load_contract`), the rules that cross-check the
     registry against the compiled protos run too.
     """
     diags = list(resolved.diagnostics)
-    ctx = CheckContext(resolved.registry, resolved.source, contract, head)
+    ctx = CheckContext(resolved.registry, resolved.source, contract, last_commit)
     for r in rules if rules is not None else RULES:
         if (r.needs_model and resolved.registry is None) or (r.needs_contract and contract is None) \
-                or (r.needs_head and head is None):
+                or (r.needs_last_commit and last_commit is None):
             continue
         for finding in r.handler(ctx):
             diags.append(Diagnostic.at(finding.path or resolved.source.path, finding.loc, r.id,

@@ -13,7 +13,7 @@ from openengine.contractkit.rules import RuleSpec, SpecFacts
 from oespec.registry import Registry, SourceFile
 
 if TYPE_CHECKING:
-    from oespec.check.head import HeadState
+    from oespec.check.last_commit import LastCommit
     from oespec.descriptors import Contract
 
 
@@ -36,7 +36,7 @@ class CheckContext:
     # when the check runs on a registry alone.
     contract: "Contract | None" = None
     # The registry and protos as the last commit has them (`oespec check` in a git checkout).
-    head: "HeadState | None" = None
+    last_commit: "LastCommit | None" = None
 
 
 Handler = Callable[[CheckContext], Iterable[Finding]]
@@ -53,13 +53,13 @@ class Rule(SpecFacts):
     # Rules that compare the registry with the compiled protos run only when those are given.
     needs_contract: bool = False
     # Rules that compare the working tree with the last commit run only when that is given.
-    needs_head: bool = False
+    needs_last_commit: bool = False
 
 
 def rule(id: str, name: str, *, severity: Severity = Severity.ERROR, category: str, purpose: str,
          needs_model: bool = True, needs_contract: bool = False, requirements: tuple[str, ...] | str = (),
-         needs_head: bool = False) -> Callable[[Handler], Rule]:
+         needs_last_commit: bool = False) -> Callable[[Handler], Rule]:
     """The check rule made of the decorated handler, under a stable id."""
     cited = (requirements,) if isinstance(requirements, str) else tuple(requirements)
     spec = RuleSpec(id, name, "check", category, purpose, severity, requirements=cited)
-    return lambda handler: Rule(spec, handler, needs_model, needs_contract, needs_head)
+    return lambda handler: Rule(spec, handler, needs_model, needs_contract, needs_last_commit)

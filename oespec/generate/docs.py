@@ -629,7 +629,7 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     Markdown toc extension's, repeated titles numbered as it numbers them)."""
     from markdown.extensions.toc import slugify
 
-    from oespec.fences import fenced_lines
+    from oespec.markdown_blocks import fenced_lines
 
     sections = []
     for rel in _spec_pages(ctx):

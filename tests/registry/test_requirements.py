@@ -129,8 +129,8 @@ def test_proto_edit_without_revision_bump_warns(repo, capsys):
     assert _oe053(repo, capsys)
 
 
-def test_outside_git_there_is_no_head_state(tmp_path):
-    from oespec.check.head import head_state
+def test_outside_git_there_is_no_last_commit_state(tmp_path):
+    from oespec.check.last_commit import last_commit_state
 
     shutil.copy(DATA / "registry" / "valid" / "minimal" / "profiles.yaml", tmp_path / "profiles.yaml")
-    assert head_state(tmp_path / "profiles.yaml") is None
+    assert last_commit_state(tmp_path / "profiles.yaml") is None

@@ -190,11 +190,11 @@ def since_without_history_mention(ctx: CheckContext):
 
 
 @rule("OE053", "revision-not-bumped", severity=Severity.WARNING, category="versions",
-      requirements=("REQ-VER-006",), needs_head=True,
+      requirements=("REQ-VER-006",), needs_last_commit=True,
       purpose="when profiles.yaml or a proto differs from the last commit, `registry.revision` is above "
               "the committed one (so the pull request does not learn it from `oespec breaking`)")
 def revision_not_bumped(ctx: CheckContext):
-    head = ctx.head
+    head = ctx.last_commit
     registry = ctx.registry
     if head is None or head.revision is None or not head.changed or registry.revision > head.revision:
         return
