@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "finding, and text and json add the counts and the verdict")
     parser.add_argument("--junit", metavar="FILE",
                         help="also write the full JUnit XML case report (every case, passes included)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="also write the conformance report to publish: versioned JSON (the "
+                             "engine, the contract revision, the runner, the date, the advertised "
+                             "profiles and every case's outcome and reason; "
+                             "schemas/conformance_report.schema.json)")
     parser.add_argument("--expected-failures", metavar="FILE",
                         help="YAML/JSON list of {case, reason}: those failures are reported as "
                              "xfail; one that passes is stale and fails the run")
@@ -165,10 +170,10 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         return _err(f"--case {', '.join(missing)} matches no case (`oespec conformance --list` "
                     "prints the ids)")
-    if args.junit:
-        refusal = _unwritable(args.junit)
+    for option, path in (("--junit", args.junit), ("--report", args.report)):
+        refusal = _unwritable(path) if path else None
         if refusal:
-            return _err(f"--junit {args.junit}: {refusal}")
+            return _err(f"{option} {path}: {refusal}")
     expected = {}
     if args.expected_failures:
         try:
@@ -206,10 +211,17 @@ def run(args: argparse.Namespace) -> int:
     from openengine.conformance.report import render_report
 
     sys.stdout.write(render_report(args.format, report, output_context()))
-    if args.junit:
+    import json
+
+    from openengine.conformance.report import report_document
+
+    for path, text in ((args.junit, lambda: render_junit(report)),
+                       (args.report, lambda: json.dumps(report_document(report), indent=2) + "\n")):
+        if not path:
+            continue
         try:
-            with open(args.junit, "w", encoding="utf-8") as fh:
-                fh.write(render_junit(report))
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text())
         except OSError as err:
-            return _err(f"cannot write {args.junit}: {err.strerror}")
+            return _err(f"cannot write {path}: {err.strerror}")
     return report.exit_code

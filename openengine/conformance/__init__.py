@@ -14,7 +14,9 @@ from openengine.conformance.cases import CASES, Case, Failed, Skipped, all_cases
 from openengine.conformance.context import Options
 from openengine.conformance.expected import ExpectedFailuresError, load_expected_failures
 from openengine.conformance.matrix import Coverage, coverage, render_matrix
-from openengine.conformance.report import Progress, render_json, render_junit, render_text
+from openengine.conformance.report import (
+    Progress, render_json, render_junit, render_text, report_document,
+)
 from openengine.conformance.runner import (
     CaseResult, Outcome, Report, plan, run, run_suite, unmatched_patterns,
 )
@@ -23,6 +25,7 @@ from openengine.conformance.target import TargetUnusable, parse_target
 __all__ = [
     "CASES", "Case", "CaseResult", "Coverage", "ExpectedFailuresError", "Failed", "Options",
     "Outcome", "Progress", "Report", "Skipped", "all_cases", "coverage", "load_expected_failures",
-    "plan", "render_json", "render_junit", "render_matrix", "render_text", "run", "run_suite",
+    "plan", "render_json", "render_junit", "render_matrix", "render_text", "report_document", "run",
+    "run_suite",
     "TargetUnusable", "parse_target", "unmatched_patterns",
 ]

@@ -340,6 +340,25 @@ class Context:
         """The engine answered GetCapabilities (the proposal's discovery)."""
         return self.discovery.capabilities is not None
 
+    @property
+    def prefill(self) -> bool:
+        """The engine's role is prefill: each request ends with one prefill_ready, no token."""
+        from openengine.v1 import server_pb2
+
+        info = self.discovery.server_info
+        return info is not None and info.engine_role == server_pb2.ENGINE_ROLE_PREFILL
+
+    def require_decoding(self, *, observable: bool = False) -> None:
+        """Cases about generated tokens do not apply to a prefill engine (Skipped); cases that
+        need a request running for a while apply, but cannot be observed there (Unchecked)."""
+        if self.prefill:
+            if observable:
+                raise Unchecked("the engine's role is prefill: each request ends with one "
+                                "prefill_ready event, so none runs long enough to be observed "
+                                "while it runs")
+            raise Skipped("the engine's role is prefill: a request ends with one prefill_ready "
+                          "event and generates no token")
+
     def require_capabilities(self) -> Any:
         """The Capabilities message; a case that judges its content cannot run without it."""
         if self.discovery.capabilities is None:

@@ -205,6 +205,62 @@ def render_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
+# The published report's format: a new field is an addition within a version; a field renamed,
+# removed or given another meaning makes the next version.
+REPORT_KIND = "openengine-conformance-report"
+REPORT_VERSION = 1
+REPORT_SCHEMA = "https://openengine.dev/schemas/conformance_report.schema.json"
+
+
+def runner_version() -> str:
+    """The installed toolkit's version, or `unknown` when run from a tree that is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("openengine-profiles")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def report_document(report: Report) -> dict:
+    """The report to publish (`--report FILE`): who was judged, against which contract, by which
+    runner and when, what it advertised, and the outcome and reason of every case; versioned, and
+    described by schemas/conformance_report.schema.json."""
+    from openengine.contract import catalogue
+
+    contract, engine = catalogue(), report.engine or {}
+    return {
+        "$schema": REPORT_SCHEMA,
+        "kind": REPORT_KIND,
+        "version": REPORT_VERSION,
+        "date": report.started_at,
+        "target": report.target,
+        "implementation": {
+            "engine_name": engine.get("engine_name", ""),
+            "engine_version": engine.get("engine_version", ""),
+            "instance_id": engine.get("instance_id", ""),
+            "role": engine.get("role", ""),
+            "schema_revision": engine.get("schema_revision", 0),
+            "schema_release": engine.get("schema_release", ""),
+            "capability_revision": engine.get("capability_revision", 0),
+            "discovery": engine.get("discovery", "not read"),
+        },
+        "contract": {"schema_revision": contract.schema_revision,
+                     "minimum_client_revision": contract.minimum_client_revision,
+                     "schema_release": contract.schema_release,
+                     "registry_revision": contract.registry_revision},
+        "runner": {"name": "oespec conformance", "version": runner_version()},
+        "profiles": {"advertised": list(engine.get("profiles", [])), "forced": list(report.forced)},
+        "verdict": {"conforms": report.ok, "text": report.verdict, "counts": report.counts(),
+                    "unchecked_requirements": report.unchecked_requirements()},
+        "results": [{"case": r.id, "profile": r.profile, "requirements": list(r.requirements),
+                     "title": r.title, "outcome": str(r.outcome), "reason": r.reason,
+                     "seconds": round(r.seconds, 3),
+                     **({"expected_failure": r.expected_reason} if r.expected_reason else {})}
+                    for r in report.results],
+    }
+
+
 class Progress:
     """On a terminal: one line that updates in place. Otherwise: one plain line per case."""
 

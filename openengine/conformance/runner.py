@@ -300,7 +300,9 @@ def _engine_summary(ctx: Context) -> dict:
             "schema_release": info.schema_release,
             "supported_models": list(info.supported_models),
             "discovery": "served" if ctx.has_discovery else
-                         (ctx.discovery.capabilities_error or "not read")}
+                         (ctx.discovery.capabilities_error or "not read"),
+            "profiles": [{"name": p.name, "version": f"{p.major}.{p.minor}"}
+                         for p in (ctx.capabilities.profiles if ctx.has_discovery else ())]}
 
 
 async def run_suite(options: Options, **kw) -> Report:

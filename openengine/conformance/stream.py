@@ -127,6 +127,13 @@ class Stream:
         if self.prompt_at and (self.prompt_at != [0]):
             out.append(f"the prompt event came {len(self.prompt_at)} time(s), at position(s) "
                        f"{self.prompt_at}: at most once, first (REQ-CORE-016.3)")
+        for index in self.outputs:
+            texts = [r.token.text for r in self.responses if r.HasField("token")
+                     and r.token.output_index == index and r.token.text]
+            if len(texts) >= 3 and all(b.startswith(a) and len(b) > len(a) for a, b in zip(texts, texts[1:])):
+                out.append(f"output {index}'s token text is cumulative: each event repeats the text "
+                           "before it, where it carries only what is new (REQ-CORE-016.2)")
+                break
         nothing = [k for k in self.kinds if k is None]
         if nothing:
             out.append(f"{len(nothing)} response(s) set no event (REQ-CORE-009.1)")

@@ -15,11 +15,20 @@ TOKEN = "conformance-test-token"
 
 @contextlib.contextmanager
 def reference_engine(*, profiles=("all",), role="aggregated", faults=(), admin=None, **extra):
-    from openengine.engine import AdminConfig, EngineConfig, RunningEngine
+    """The reference engine on a free port, Admin behind TOKEN unless `admin` (AdminAccess) says
+    otherwise, committing the faults named (tests/faults)."""
+    from openengine.engine import EngineConfig, RunningEngine
+    from openengine.serve import AdminAccess
 
-    config = EngineConfig(port=0, profiles=tuple(profiles), role=role, faults=tuple(faults),
-                          admin=admin or AdminConfig(token=TOKEN), **extra)
-    with RunningEngine(config) as engine:
+    config = EngineConfig(port=0, profiles=tuple(profiles), role=role,
+                          admin=admin or AdminAccess(token=TOKEN), **extra)
+    if faults:
+        from tests.faults import faulty_engine
+
+        running = faulty_engine(config, faults)
+    else:
+        running = RunningEngine(config)
+    with running as engine:
         yield engine
 
 

@@ -26,11 +26,11 @@ def _outcomes(report) -> dict[str, Outcome]:
 
 @pytest.mark.slow
 def test_admin_on_its_own_port_conforms():
-    from openengine.engine import AdminConfig
+    from openengine.serve import AdminAccess
 
-    with reference_engine(admin=AdminConfig(port=0, token=TOKEN)) as engine:
+    with reference_engine(admin=AdminAccess(port=0, token=TOKEN)) as engine:
         report = run_suite(engine.address, patterns=ADMIN_CASES,
-                           admin_target=engine.engine.admin_address)
+                           admin_target=engine.server.admin_address)
     assert failed(report) == {}
     outcomes = _outcomes(report)
     for case_id in ("admin.own-address-health", "admin.unauthenticated", "admin.pause-resume",
@@ -41,9 +41,9 @@ def test_admin_on_its_own_port_conforms():
 
 @pytest.mark.slow
 def test_admin_elsewhere_without_its_address_is_unchecked_with_a_hint():
-    from openengine.engine import AdminConfig
+    from openengine.serve import AdminAccess
 
-    with reference_engine(admin=AdminConfig(port=0, token=TOKEN)) as engine:
+    with reference_engine(admin=AdminAccess(port=0, token=TOKEN)) as engine:
         report = run_suite(engine.address, patterns=ADMIN_CASES)
     assert failed(report) == {}, "a missing --admin-target is not the engine's fault"
     unchecked = {r.id: r.reason for r in report.results if r.outcome is Outcome.UNCHECKED}
@@ -59,14 +59,14 @@ def test_admin_elsewhere_without_its_address_is_unchecked_with_a_hint():
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 @pytest.mark.parametrize("token", [None, TOKEN], ids=["mtls-only", "mtls-and-token"])
 def test_admin_behind_mutual_tls_conforms(tmp_path, token):
-    from openengine.engine import AdminConfig
+    from openengine.serve import AdminAccess
 
     pem = make_certificates(tmp_path)
-    admin = AdminConfig(port=0, token=token, tls_cert=pem["server.pem"], tls_key=pem["server.key"],
+    admin = AdminAccess(port=0, token=token, tls_cert=pem["server.pem"], tls_key=pem["server.key"],
                         client_ca=pem["ca.pem"])
     with reference_engine(admin=admin) as engine:
         report = run_suite(engine.address, patterns=ADMIN_CASES, admin_token=token,
-                           admin_target=engine.engine.admin_address, admin_cert=pem["client.pem"],
+                           admin_target=engine.server.admin_address, admin_cert=pem["client.pem"],
                            admin_key=pem["client.key"], admin_ca=pem["ca.pem"])
     assert failed(report) == {}
     outcomes = _outcomes(report)

@@ -120,3 +120,36 @@ def test_admin_client_certificate_options_go_together(capsys, tmp_path):
     code, _, err = _conformance(capsys, "--target", "127.0.0.1:1", "--admin-target", "127.0.0.1:2",
                                 "--admin-cert", str(tmp_path / "c.pem"))
     assert code == 2 and "--admin-cert and --admin-key go together" in err
+
+
+def test_a_grpc_server_without_control_or_inference_is_not_openengine(capsys):
+    """Exit 2 is kept for a target that is not OpenEngine at all: a gRPC server with neither
+    upstream's Control nor its Inference (here, the standard health service alone)."""
+    from concurrent import futures
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2_grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        code, out, err = _conformance(capsys, "--target", f"127.0.0.1:{port}", *FAST)
+    finally:
+        server.stop(None)
+    assert code == 2 and out == ""
+    assert err.strip() == (f"oespec conformance: 127.0.0.1:{port} speaks gRPC but serves neither "
+                           "openengine.v1.Control nor openengine.v1.Inference: it is not an "
+                           "OpenEngine engine's main address (an admin address goes in --admin-target)")
+
+
+def test_an_engine_of_upstreams_layout_is_judged_with_the_usual_exit_status(capsys):
+    from tests.conformance.otherengine import OtherEngine
+
+    with OtherEngine(upstream_only=True) as engine:
+        code, out, err = _conformance(capsys, "--target", engine.address, "--case", "core.discovery.answers",
+                                      "--case", "core.generate.stream", *FAST)
+    assert code == 1 and err == ""
+    assert "PASS  core.generate.stream" in out and "FAIL  core.discovery.answers" in out
+    assert "migration:" in out and "DOES NOT CONFORM" in out

@@ -15,9 +15,9 @@ COMPLETE_AREAS = ("CORE", "CAP", "LOAD", "REV", "SVC", "ADMIN", "HEALTH", "EVENT
 
 def _faults() -> dict[str, tuple[str, ...]]:
     """Reference-engine fault name -> the clauses it breaks."""
-    from openengine.engine.faults import FAULTS
+    from tests.faults.table import FAULTS
 
-    return {f.name: f.requirements for f in FAULTS.payloads()}
+    return {name: f.requirements for name, f in FAULTS.items()}
 
 
 def _in_areas(assertion: str) -> bool:

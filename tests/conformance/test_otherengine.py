@@ -32,7 +32,8 @@ def _serving(serves: Serves, bugs: Bugs = Bugs(), timing: Timing = Timing()):
     with OtherEngine(bugs=bugs, timing=timing, admin_token=ADMIN_TOKEN if serves.admin else None,
                      limited_token=LIMITED_TOKEN, admin_address=serves.admin_address,
                      runtime_events=serves.runtime_events, sessions=serves.sessions, tasks=serves.tasks,
-                     stoppable=serves.stoppable, upstream_only=serves.upstream_only) as engine:
+                     stoppable=serves.stoppable, upstream_only=serves.upstream_only,
+                     adapters=serves.adapters) as engine:
         yield engine, Options(
             target=engine.address,
             admin_token=ADMIN_TOKEN if serves.admin else None,
@@ -90,7 +91,7 @@ def test_each_variant_is_meant_to_be_caught_by_cases_that_observe_what_it_breaks
 @pytest.mark.timeout(180)
 def test_a_correct_engine_with_every_option_conforms_with_nothing_checkable_unchecked():
     with _serving(Serves(admin=True, runtime_events=True, sessions=True, tasks=True,
-                         stoppable=True)) as (_, options):
+                         stoppable=True, adapters=True)) as (_, options):
         report = asyncio.run(run_options(options))
     assert failed(report) == {}, report.verdict
     outcomes = {r.id: r.outcome for r in report.results}
@@ -101,7 +102,8 @@ def test_a_correct_engine_with_every_option_conforms_with_nothing_checkable_unch
     for case in ("admin.update-config", "admin.permission-denied", "admin.drain", "core.shutdown.graceful",
                  "events.initial-state", "events.state-follows-health", "health.pause.work-unavailable",
                  "core.revision.unchanged-by-state", "sessions.ttl-clamped", "sessions.max-sessions",
-                 "sessions.lifecycle", "tasks.families", "tasks.max-inputs", "capabilities.model-scope"):
+                 "sessions.lifecycle", "tasks.families", "tasks.max-inputs", "capabilities.model-scope",
+                 "adapters.lifecycle", "adapters.invalid", "adapters.limits"):
         assert outcomes[case] is Outcome.PASS, case
     assert outcomes["admin.own-address-health"] is Outcome.SKIP      # Admin is on the main address
     assert report.exit_code == 0

@@ -65,12 +65,12 @@ def test_suite_passes(engine_kw):
         allowed |= {"core.abort.all", "core.abort.by-id", "core.capabilities.stable",
                     "core.generate.client-cancel", "core.abort.queued", "core.abort.all-queued",
                     "core.generate.cancel-queued", "core.capabilities.saturated",
-                    "core.generate.stop-token-ids", "core.generate.stop-strings", "core.abort.unknown"}
+                    "core.getload.current", "core.overload.refused"}
     assert unchecked <= allowed, unchecked
     if "openengine.load" in advertised:
         assert not [req for req in report.unchecked_requirements() if req.startswith("REQ-LOAD-")]
     if "models" in engine_kw:
-        assert report.engine["served_models"] == [m.name for m in engine_kw["models"]]
+        assert report.engine["supported_models"] == [m.name for m in engine_kw["models"]]
 
 
 def test_profile_option_restricts_and_forces():

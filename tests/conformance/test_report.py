@@ -186,3 +186,45 @@ def test_together_cancels_the_rest_and_leaves_no_exception_unread(caplog):
     assert asyncio.run(main()) == "first"
     gc.collect()
     assert finished == ["cancelled"] and not tracebacks(caplog.records)
+
+
+def test_the_published_report_names_what_was_judged_and_round_trips_through_its_schema(tmp_path):
+    """`--report FILE` against an engine of upstream's layout: the implementation from its
+    ServerInfo, this contract's revision, the runner and date, the advertised profiles (none
+    without Discovery), every case's outcome and reason; valid against its JSON Schema, and read
+    back as the same document."""
+    import datetime
+
+    import jsonschema
+
+    from oespec.cli import run
+    from openengine.contract import catalogue
+
+    from tests.conformance.otherengine import OtherEngine
+
+    out = tmp_path / "report.json"
+    with OtherEngine(upstream_only=True) as engine:
+        code = run(["conformance", "--target", engine.address, "--case", "core.generate.stream",
+                    "--case", "core.discovery.answers", "--report", str(out), "--format", "json"])
+    assert code == 1
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" /
+                         "conformance_report.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(doc)
+    assert json.loads(json.dumps(doc)) == doc
+    assert doc["version"] == 1 and doc["kind"] == "openengine-conformance-report"
+    assert doc["implementation"]["engine_name"] == "otherengine" and doc["implementation"]["engine_version"] == "0.1"
+    assert "UNIMPLEMENTED" in doc["implementation"]["discovery"]
+    assert doc["contract"]["schema_revision"] == catalogue().schema_revision
+    assert doc["runner"]["version"]
+    assert datetime.datetime.fromisoformat(doc["date"]).tzinfo is not None
+    assert doc["profiles"]["advertised"] == []
+    outcomes = {r["case"]: r for r in doc["results"]}
+    assert outcomes["core.generate.stream"]["outcome"] == "pass"
+    assert outcomes["core.discovery.answers"]["outcome"] == "fail"
+    assert "add the Discovery service" in outcomes["core.discovery.answers"]["reason"]
+    assert doc["verdict"]["conforms"] is False
+    # A result the schema does not describe is refused, so the schema is not vacuous.
+    doc["results"][0]["outcome"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(doc)

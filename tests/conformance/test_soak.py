@@ -1,5 +1,5 @@
-"""The short form of the soak (bench/soak.py): a few cases against both correct engines with a
-CPU burner beside them, no false failure and no traceback."""
+"""The short form of the soak (bench/soak.py): a few cases against the reference engine and the
+counting example with a CPU burner beside them, no false failure and no traceback."""
 
 from __future__ import annotations
 
@@ -17,4 +17,4 @@ def test_a_short_soak_under_load_has_no_false_failure(capsys):
                       "--case", "core.abort.queued", "--case", "load.watch.periodic"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "| reference | 1 |" in out and "| test-engine | 1 |" in out
+    assert "| reference | 1 |" in out and "| counting-example | 1 |" in out

@@ -263,22 +263,21 @@ async def getload_complete(ctx: Context):
     want = ctx.server_info.instance_id
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
                                      "ServerInfo.instance_id: a snapshot names the engine's instance")
-    expect(not info.ranks, f"GetLoad without per_rank answered {len(info.ranks)} ranks: ranks "
-                           "are sent only when the request sets per_rank and the engine supports it")
-    ranked = await ctx.control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
+    expect(not info.ranks, f"GetLoad without include_per_rank answered {len(info.ranks)} ranks: "
+                           "ranks are sent only when the request sets include_per_rank")
     if ctx.limit(LOAD, "per_rank"):
+        ranked = await ctx.control.GetLoad(server_pb2.GetLoadRequest(include_per_rank=True))
         dp = max(1, ctx.server_info.parallelism.data_parallel_size)
-        expect(len(ranked.ranks) == dp, f"GetLoad with per_rank answered {len(ranked.ranks)} ranks, but "
-                                        f"ServerInfo says data_parallel_size {dp}: one entry per rank")
-    else:
-        expect(not ranked.ranks, f"ObservabilityCapabilities.per_rank is false, but GetLoad with "
-                                 f"per_rank answered {len(ranked.ranks)} ranks: ranks stay empty")
+        expect(len(ranked.ranks) == dp, f"GetLoad with include_per_rank answered {len(ranked.ranks)} "
+                                        f"ranks, but ServerInfo says data_parallel_size {dp}: one "
+                                        "entry per rank")
 
 
 @case("core.getload.current", profile=CORE, requires=("REQ-LOAD-001.2",),
       title="GetLoad describes the engine when it answers: a request that has streamed is counted, "
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
+    ctx.require_decoding(observable=True)
     from openengine.v1 import server_pb2
 
     idle = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
@@ -692,6 +691,7 @@ async def message_kinds(ctx: Context):
 @case("load.watch.snapshots-complete", profile=LOAD, requires=("REQ-LOAD-003",),
       title="every snapshot is a complete, current LoadInfo (it shows a running request)")
 async def snapshots_complete(ctx: Context):
+    ctx.require_decoding(observable=True)
     lim = _limits(ctx)
     w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0)
     # Ends as soon as a snapshot counts the request; the bound only stops a wait for nothing.
@@ -912,6 +912,7 @@ async def stalled_isolated(ctx: Context):
 @case("load.watch.cancel-only-unsubscribes", profile=LOAD, requires=("REQ-LOAD-018",),
       title="cancelling a WatchLoad stream leaves running requests, health and other streams alone")
 async def cancel_only(ctx: Context):
+    ctx.require_decoding(observable=True)
     from grpc_health.v1 import health_pb2
     from openengine.v1 import generation_pb2
 

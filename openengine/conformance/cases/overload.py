@@ -58,6 +58,7 @@ async def _until(ctx: Context, holds, within: float):
 async def overload_refused(ctx: Context):
     from openengine.v1 import error_pb2, lifecycle_pb2
 
+    ctx.require_decoding(observable=True)
     queue = ctx.limit(CORE, "max_queued_requests")
     if not queue:
         raise Skipped("max_queued_requests is 0: the engine advertises no bound on its queue")

@@ -84,6 +84,9 @@ class Stream:
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED \
                 and last.HasField("usage"):
             return None
+        if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
+                and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
+            return f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
         return (f"{what} {self.shown()}, not with a FINISH_REASON_CANCELLED finished event "
                 "carrying the usage and then OK")
 
@@ -128,6 +131,7 @@ class Saturated:
 async def saturate(ctx: Context) -> Saturated:
     """Fill every slot with a long request, see each one stream, then queue one more and see it
     counted as queued (GetLoad), or, without load, see it wait while the others stream."""
+    ctx.require_decoding(observable=True)
     slots = int(ctx.limit(CORE, "max_running_requests"))
     if slots > MAX_SLOTS:
         raise Unchecked(f"max_running_requests is {slots}; the case fills at most {MAX_SLOTS} slots")

@@ -92,6 +92,16 @@ class Bugs:
     model_info_unknown_ok: bool = False    # GetModelInfo answers for any name (REQ-CORE-020.1)
     schema_revision_wrong: bool = False    # ServerInfo says schema_revision 1 (REQ-REV-009)
     control_health_unspecified: bool = False   # Control/Health answers UNSPECIFIED (REQ-HEALTH-014)
+    cumulative_text: bool = False          # each token event repeats the text so far (REQ-CORE-016.2)
+    prompt_event_late: bool = False        # the prompt event comes after the first token (REQ-CORE-016.3)
+    usage_counts_one_more: bool = False    # completion_tokens is one more than generated (REQ-CORE-017.3)
+    cached_above_prompt: bool = False      # cached_prompt_tokens exceeds prompt_tokens (REQ-CORE-017.4)
+    ignore_eos_ignored: bool = False       # EOS ends an output although ignore_eos is set (REQ-CORE-019.3)
+    empty_model_not_found: bool = False    # GetModelInfo with no model answers NOT_FOUND (REQ-CORE-020.2)
+    running_inflated: bool = False         # running_requests counts each request ten times (REQ-LOAD-024.1)
+    lora_relative_path_ok: bool = False    # LoadLora takes a relative source path (REQ-ADAPT-001)
+    min_tokens_ignored: bool = False       # stop conditions end an output before min_tokens (REQ-CORE-019.2)
+    seed_ignored: bool = False             # outputs are random whatever the seed (REQ-CORE-006)
     metadata_unchecked: bool = False       # malformed or repeated openengine- metadata accepted (REQ-SVC-007)
     upstream_views_differ: bool = False    # ModelInfo says 4 sequences, Capabilities 2 (REQ-CAP-014)
     cancel_ignored_while_queued: bool = False   # a queued request the client cancels stays (REQ-CORE-011)
@@ -243,7 +253,7 @@ class Job:
         n = s.num_sequences if s.HasField("num_sequences") else 1
         max_tokens = min(stopping.max_tokens, MAX_OUTPUT_TOKENS) \
             if stopping.HasField("max_tokens") and not self.bugs.max_tokens_ignored else MAX_OUTPUT_TOKENS
-        floor = stopping.min_tokens if stopping.HasField("min_tokens") else 0
+        floor = stopping.min_tokens if stopping.HasField("min_tokens") and not self.bugs.min_tokens_ignored else 0
         rng = random.Random(self.request_id)
         eos_at = [rng.randint(*self.timing.eos_after) for _ in range(n)]
         made = self.made = [0] * n
@@ -279,8 +289,10 @@ class Job:
                         if done[i]:
                             continue
                         made[i] += 1
-                        wants_eos = made[i] >= eos_at[i] and not stopping.ignore_eos and made[i] > floor
-                        token = EOS if wants_eos else 100 + (made[i] * 7 + i) % 50
+                        ignore_eos = stopping.ignore_eos and not self.bugs.ignore_eos_ignored
+                        wants_eos = made[i] >= eos_at[i] and not ignore_eos and made[i] > floor
+                        step = random.randrange(50) if self.bugs.seed_ignored else made[i] * 7 + i
+                        token = EOS if wants_eos else 100 + step % 50
                         texts[i] += chr(token) if token else ""
                         may_stop = made[i] > floor
                         by_string = next((x for x in stop_strings if texts[i].endswith(x)), "") \
@@ -321,6 +333,7 @@ class State:
     sessions: dict | None = None  # session id -> SessionInfo, when openengine.sessions is advertised
     tasks: bool = False          # the model serves openengine.tasks (embedding only)
     upstream_only: bool = False  # serves upstream's Inference and Control alone
+    loras: dict | None = None    # lora name -> LoraAdapter, when openengine.adapters is served
     finished: dict = field(default_factory=dict)    # request id -> True, recently finished
     run_state: int = events_pb2.ENGINE_STATE_SERVING
     health: health.HealthServicer | None = None         # the main address's
@@ -358,6 +371,7 @@ class State:
             queued = len(self.jobs) - len(self.running)
         if self.bugs.load_always_zero:
             running = queued = 0
+        running *= 10 if self.bugs.running_inflated else 1
         info = server_pb2.LoadInfo(instance_id=self.instance_id, timestamp_unix_nanos=_nanos(),
                                    running_requests=running, queued_requests=queued,
                                    rejected_requests=self.rejected)
@@ -410,6 +424,11 @@ def capabilities(st: State) -> caps_pb.Capabilities:
         out.admin.updatable_limits.append(UPDATABLE)
     # Every served model has its entry, so a model-scoped profile no model lists is visible.
     model = out.models.add(model=MODEL)
+    if st.loras is not None:
+        out.profiles.add(name="openengine.adapters", major=1, minor=0)
+        model.profiles.add(name="openengine.adapters", major=1, minor=0)
+        model.adapters.max_loras = MAX_LORAS
+        model.adapters.max_cpu_loras = MAX_LORAS
     if st.tasks:
         out.profiles.add(name="openengine.tasks", major=1, minor=0)
         model.profiles.add(name="openengine.tasks", major=1, minor=0)
@@ -459,7 +478,8 @@ def server_info(st: State) -> server_pb2.ServerInfo:
 
 
 def model_info(st: State, request, context):
-    if request.model not in ("", MODEL) and not st.bugs.model_info_unknown_ok:
+    if request.model not in ("", MODEL) and not st.bugs.model_info_unknown_ok \
+            or (not request.model and st.bugs.empty_model_not_found):
         context.abort(grpc.StatusCode.NOT_FOUND, f"model: no model {request.model!r}")
     info = model_pb2.ModelInfo(model_id=MODEL, served_model_name=MODEL,
                                max_context_length=MAX_CONTEXT_TOKENS,
@@ -473,6 +493,7 @@ def model_info(st: State, request, context):
         gen.output_logprobs.max_top_n = st.max_logprobs
         gen.prompt_logprobs.max_top_n = st.max_logprobs
     gen.supports_stop_in_output = True
+    info.supports_lora = st.loras is not None
     return info
 
 
@@ -487,6 +508,8 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
         return code, f"model: no model {request.model!r}"
     if request.session_id and request.session_id not in live_sessions(st):
         return grpc.StatusCode.NOT_FOUND, f"session_id: no open session {request.session_id!r}"
+    if request.lora_name and st.loras is not None and request.lora_name not in st.loras:
+        return grpc.StatusCode.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r}"
     prompt = request.prompt or list(request.token_ids.ids)
     if not prompt:
         return bad, "prompt: empty"
@@ -500,7 +523,7 @@ def refusal(st: State, request) -> tuple[grpc.StatusCode, str] | None:
     switches = {"min_p": s.HasField("min_p"), "guided": request.HasField("guided"),
                 "output_logprobs": resp.return_output_logprobs and not t.logprobs,
                 "prompt_logprobs": resp.return_prompt_logprobs and not t.logprobs,
-                "lora_name": bool(request.lora_name), "kv": request.HasField("kv")}
+                "lora_name": bool(request.lora_name) and st.loras is None, "kv": request.HasField("kv")}
     for name, used in switches.items():
         if used and name not in lax:
             return bad, f"{name}: not supported by this engine"
@@ -592,9 +615,12 @@ def generate(st: State, request, context):
     finished: set[int] = set()
 
     def usage() -> gen_pb.Usage:
-        completion = sum(job.made)
-        return gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion,
-                            total_tokens=completion + (0 if st.bugs.usage_total_wrong else prompt_tokens))
+        completion = sum(job.made) + st.bugs.usage_counts_one_more
+        out = gen_pb.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion,
+                           total_tokens=completion + (0 if st.bugs.usage_total_wrong else prompt_tokens))
+        if st.bugs.cached_above_prompt:
+            out.cached_prompt_tokens = prompt_tokens + 1
+        return out
 
     def response(**event) -> gen_pb.GenerateResponse:
         out = gen_pb.GenerateResponse(request_id=echo, **event)
@@ -602,19 +628,30 @@ def generate(st: State, request, context):
             out.usage.CopyFrom(usage())
         return out
 
+    sent_text: dict[int, str] = {}
+
     def token_event(index: int, tokens, text: str) -> gen_pb.GenerateResponse:
+        sent_text[index] = sent_text.get(index, "") + text
+        if st.bugs.cumulative_text:
+            text = sent_text[index]
         event = gen_pb.TokenOutput(tokens=tokens, text=text)
         if index or not st.bugs.output_index_unset:
             event.output_index = index
         return response(token=event)
 
+    prompt_event = None
     if request.response.return_prompt_logprobs and not st.bugs.prompt_logprobs_missing:
         prompt = gen_pb.PromptOutput()
         for k, byte in enumerate(request.prompt.encode() or bytes(t % 256 for t in request.token_ids.ids)):
             info = prompt.tokens.add(token_id=byte, token=chr(byte))
             if k:
                 info.logprob, info.rank = -1.0, 1
-        yield response(prompt=prompt)
+                for c in range(request.response.prompt_candidates.top_n):
+                    info.candidates.add(token_id=100 + c, logprob=-1.0 - c, token=chr(100 + c), rank=c + 1)
+        prompt_event = response(prompt=prompt)
+        if not st.bugs.prompt_event_late:
+            yield prompt_event
+            prompt_event = None
     while True:
         kind, data = job.events.get()
         if kind == "gone":
@@ -651,6 +688,9 @@ def generate(st: State, request, context):
             index, token = data
             text = "" if request.skip_detokenize else chr(token)
             yield token_event(index, [_token_info(request, st, token)], text)
+            if prompt_event is not None:
+                yield prompt_event
+                prompt_event = None
             continue
         index, token, reason, match = data
         keep_stop = request.stopping.include_stop_in_output
@@ -875,6 +915,52 @@ def control_health(st: State, request, context) -> lifecycle_pb2.HealthResponse:
     return lifecycle_pb2.HealthResponse(state=state)
 
 
+MAX_LORAS = 2
+
+
+def load_lora(st: State, request, context):
+    from openengine.v1 import lora_pb2
+
+    a = request.adapter
+    if a.lora_id <= 0 or not a.lora_name or not (os.path.isabs(a.source_path) or st.bugs.lora_relative_path_ok):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      "adapter: a positive lora_id, a lora_name and an absolute source_path are required")
+    with st.lock:
+        same = st.loras.get(a.lora_name)
+        if same is not None and same == a:
+            return lora_pb2.LoadLoraResponse(adapter=a, already_loaded=True)
+        if same is not None or any(x.lora_id == a.lora_id or x.source_path == a.source_path
+                                   for x in st.loras.values()):
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, "adapter: its id, name or path is loaded already")
+        if len(st.loras) >= MAX_LORAS:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most {MAX_LORAS} adapters")
+        st.loras[a.lora_name] = lora_pb2.LoraAdapter.FromString(a.SerializeToString())
+    return lora_pb2.LoadLoraResponse(adapter=a)
+
+
+def unload_lora(st: State, request, context):
+    from openengine.v1 import lora_pb2
+
+    with st.lock:
+        gone = st.loras.pop(request.lora_name, None)
+    if gone is None:
+        context.abort(grpc.StatusCode.NOT_FOUND, f"lora_name: no adapter {request.lora_name!r}")
+    return lora_pb2.UnloadLoraResponse(adapter=gone)
+
+
+def lora_handlers(st: State, unary, guarded) -> dict:
+    from openengine.v1 import lora_pb2
+
+    return {
+        "LoadLora": unary(guarded(lambda r, c: load_lora(st, r, c)), lora_pb2.LoadLoraRequest,
+                          lora_pb2.LoadLoraResponse),
+        "UnloadLora": unary(guarded(lambda r, c: unload_lora(st, r, c)), lora_pb2.UnloadLoraRequest,
+                            lora_pb2.UnloadLoraResponse),
+        "ListLoras": unary(guarded(lambda r, c: lora_pb2.ListLorasResponse(adapters=list(st.loras.values()))),
+                           lora_pb2.ListLorasRequest, lora_pb2.ListLorasResponse),
+    }
+
+
 def control_handlers(st: State, unary, guarded) -> dict:
     handlers = {
         "GetServerInfo": unary(guarded(lambda r, c: server_info(st)), server_pb2.GetServerInfoRequest,
@@ -888,7 +974,9 @@ def control_handlers(st: State, unary, guarded) -> dict:
         "Abort": unary(guarded(lambda r, c: abort(st, r, c)), lifecycle_pb2.AbortRequest,
                        lifecycle_pb2.AbortResponse),
     }
-    if st.bugs.lora_served:
+    if st.loras is not None:
+        handlers.update(lora_handlers(st, unary, guarded))
+    elif st.bugs.lora_served:
         from openengine.v1 import lora_pb2
 
         handlers["LoadLora"] = unary(lambda r, c: lora_pb2.LoadLoraResponse(), lora_pb2.LoadLoraRequest,
@@ -1326,7 +1414,8 @@ class OtherEngine:
     token that may do nothing), on the main address or, with `admin_address`, on one of its own
     (`engine.admin_address`); `runtime_events` serves `openengine.runtime-events`, `sessions`
     `openengine.sessions`, `tasks` `openengine.tasks` (the model embeds); `stoppable` gives
-    `engine.shutdown_command`, a shell command that begins a graceful shutdown; `upstream_only`
+    `engine.shutdown_command`, a shell command that begins a graceful shutdown; `adapters`
+    `openengine.adapters` (Control's LoRA RPCs, adapters that change nothing); `upstream_only`
     serves upstream's Inference and Control and nothing else (no Discovery, Observability or
     standard health), as an engine of today's layout does."""
 
@@ -1334,9 +1423,11 @@ class OtherEngine:
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  admin_token: str | None = None, limited_token: str | None = None,
                  admin_address: bool = False, runtime_events: bool = False, sessions: bool = False,
-                 tasks: bool = False, stoppable: bool = False, upstream_only: bool = False):
+                 tasks: bool = False, stoppable: bool = False, upstream_only: bool = False,
+                 adapters: bool = False):
         self.state = State(bugs, timing, admin=admin_token is not None, events=runtime_events,
-                           sessions={} if sessions else None, tasks=tasks, upstream_only=upstream_only)
+                           sessions={} if sessions else None, tasks=tasks, upstream_only=upstream_only,
+                           loras={} if adapters else None)
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=48),
                                   options=[("grpc.so_reuseport", 0)])
         st = self.state

@@ -25,6 +25,7 @@ class Serves:
     sessions: bool = False
     tasks: bool = False
     stoppable: bool = False        # the runner gets a shutdown command
+    adapters: bool = False         # openengine.adapters on Control
     upstream_only: bool = False    # upstream's Inference and Control alone
 
 
@@ -134,6 +135,27 @@ VARIANTS: dict[str, Variant] = {
                               cases="core.generate.stop-strings", ignore_stop_strings=True),
     "stop-string-kept": variant("REQ-CORE-013.3", "core.generate.stop-strings", "and 0 characters follow it",
                            stop_string_kept=True),
+    "cumulative-text": variant("REQ-CORE-016.2", "core.generate.stream", "text is cumulative",
+                               cumulative_text=True),
+    "prompt-event-late": variant("REQ-CORE-016.3", "core.generate.prompt-logprobs",
+                                 "at most once, first", prompt_event_late=True),
+    "usage-counts-one-more": variant("REQ-CORE-017.3", "core.generate.stream",
+                                     "usage.completion_tokens 7 != 6 tokens", usage_counts_one_more=True),
+    "cached-above-prompt": variant("REQ-CORE-017.4", "core.generate.stream", "usage.cached_prompt_tokens",
+                                   cached_above_prompt=True),
+    "ignore-eos-ignored": variant("REQ-CORE-019.3", "core.generate.stream", "with ignore_eos, but the output ended",
+                                  ignore_eos_ignored=True),
+    "empty-model-not-found": variant("REQ-CORE-020.2", "core.model-info.answers",
+                                     "GetModelInfo with an empty model failed with NOT_FOUND",
+                                     empty_model_not_found=True),
+    "running-inflated": variant("REQ-LOAD-024.1", "core.load.back-to-idle", "above max_running_requests",
+                                running_inflated=True),
+    "lora-relative-path-ok": variant("REQ-ADAPT-001", "adapters.invalid", "LoadLora with a relative path was accepted",
+                                     serves=Serves(adapters=True), lora_relative_path_ok=True),
+    "min-tokens-ignored": variant("REQ-CORE-019.2", "core.generate.min-tokens",
+                                  "nothing ends an output before min_tokens", min_tokens_ignored=True),
+    "seed-ignored": variant("REQ-CORE-006", "core.generate.seed", "sampling.seed is not honoured",
+                            seed_ignored=True),
     "phantom-running": variant("REQ-LOAD-024.2", "core.load.back-to-idle", "still counted 1 running",
                                phantom_running=True),
     "load-always-zero": variant("REQ-LOAD-001.2", ("core.load.back-to-idle", "core.getload.current"),
@@ -260,7 +282,7 @@ VARIANTS: dict[str, Variant] = {
                                     "LoadInfo.timestamp_unix_nanos is not set", getload_no_timestamp=True),
     "getload-cached": variant("REQ-LOAD-001.2", "core.getload.*", "describes an earlier moment",
                          cases="core.getload.current", load_cached_seconds=1.0),
-    "getload-ranks-unasked": variant("REQ-LOAD-001.3", "core.getload.complete", "without per_rank answered 1 ranks",
+    "getload-ranks-unasked": variant("REQ-LOAD-001.3", "core.getload.complete", "without include_per_rank answered 1 ranks",
                                 getload_ranks_unasked=True),
     "load-instance-id-differs": variant("REQ-LOAD-002", "load.instance-id", "GetLoad instance_id 'another-",
                                    load_instance_id_differs=True),
