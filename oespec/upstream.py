@@ -70,8 +70,9 @@ BUF_EXCEPT = (
 )
 
 
-def _spec(rule_id: str, name: str, purpose: str) -> RuleSpec:
-    return RuleSpec(rule_id, name, "breaking", "upstream", purpose, Severity.ERROR, facts=(("breaks", "both"),))
+def _spec(rule_id: str, name: str, purpose: str, requirements: tuple[str, ...] = ("REQ-REV-011",)) -> RuleSpec:
+    return RuleSpec(rule_id, name, "breaking", "upstream", purpose, Severity.ERROR, requirements=requirements,
+                    facts=(("breaks", "both"),))
 
 
 RULES = (
@@ -84,9 +85,9 @@ RULES = (
     _spec(METHOD_CHANGED, "upstream-method-changed",
           "a method upstream defines keeps its request, response and streaming shape"),
     _spec(PIN_MISMATCH, "upstream-pin-mismatch",
-          "upstream/openengine-v1.binpb has the SHA-256 that upstream/PIN.md records"),
+          "upstream/openengine-v1.binpb has the SHA-256 that upstream/PIN.md records", ()),
     _spec(UNUSABLE, "upstream-pin-unusable",
-          "the pinned image and PIN.md exist and can be read (an upstream checkout builds, for `pin`)"),
+          "the pinned image and PIN.md exist and can be read (an upstream checkout builds, for `pin`)", ()),
     _spec(BUF_SECOND_OPINION, "upstream-buf-package",
           f"buf's {BUF_CATEGORY} breaking rules find no change to upstream's elements that the element "
           "comparison did not already report"),

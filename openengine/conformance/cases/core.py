@@ -211,8 +211,8 @@ async def server_revisions(ctx: Context):
 
 
 @case("core.model-info.answers", profile=CORE, requires=("REQ-CORE-020.1", "REQ-CORE-020.2"),
-      title="GetModelInfo names each supported model as asked, selects the default model for an "
-            "empty name, and fails NOT_FOUND for an unknown one")
+      title="GetModelInfo names each supported model as asked, selects the only model for an "
+            "empty name (INVALID_ARGUMENT with several), and fails NOT_FOUND for an unknown one")
 async def model_info(ctx: Context):
     from openengine.v1 import model_pb2
 
@@ -228,14 +228,22 @@ async def model_info(ctx: Context):
         if err.code() != grpc.StatusCode.NOT_FOUND:
             problems.append(f"GetModelInfo for an unknown model failed with "
                             f"{status_name(err.code())}, not NOT_FOUND")
+    several = len(ctx.discovery.models) > 1
     try:
         default = await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest())
-        if default.served_model_name not in ctx.discovery.models:
+        if several:
+            problems.append(f"GetModelInfo with an empty model answered {default.served_model_name!r} "
+                            f"although {len(ctx.discovery.models)} models are served, not INVALID_ARGUMENT")
+        elif default.served_model_name not in ctx.discovery.models:
             problems.append(f"GetModelInfo with an empty model answered "
-                            f"{default.served_model_name!r}, not a supported model")
+                            f"{default.served_model_name!r}, not the served model")
     except grpc.aio.AioRpcError as err:
-        problems.append(f"GetModelInfo with an empty model failed with {status_name(err.code())}: "
-                        "an empty name selects the default model")
+        if not several:
+            problems.append(f"GetModelInfo with an empty model failed with {status_name(err.code())}: "
+                            "an empty name selects the only model")
+        elif err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+            problems.append(f"GetModelInfo with an empty model on an engine serving several failed with "
+                            f"{status_name(err.code())}, not INVALID_ARGUMENT")
     expect(not problems, "; ".join(problems))
     return f"{len(ctx.discovery.models)} model(s)"
 
