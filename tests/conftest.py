@@ -24,7 +24,7 @@ import os
 
 import pytest
 
-from tests.checkout import NotSetUp, make_shared_checkout
+from tests.checkout import NotSetUp, make_shared_checkout, once_per_run
 
 
 def _module(item) -> str:
@@ -82,10 +82,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def shared_checkout(tmp_path_factory):
-    """The working tree copied once per run (per worker) into a git repository, for the tests that
-    run the project's own commands in a tree of their own: each clones it (tests/checkout.py)."""
+    """The working tree copied once per run into a git repository, for the tests that run the
+    project's own commands in a tree of their own: each clones it (tests/checkout.py)."""
     try:
-        return make_shared_checkout(tmp_path_factory.mktemp("checkout") / "repo")
+        return once_per_run(tmp_path_factory, "checkout", lambda folder: make_shared_checkout(folder / "repo")) / "repo"
     except NotSetUp as err:
         pytest.skip(str(err))
 
