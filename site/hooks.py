@@ -88,7 +88,7 @@ def _regenerate(root: Path) -> None:
     from oespec.check import run_rules
     from openengine.contractkit.diagnostics import Severity
     from oespec.generate import GenerationError, write_outputs
-    from oespec.pipeline import plan
+    from oespec.generate_with_catalogues import plan
     from oespec.registry import SourceError, load_registry
 
     try:

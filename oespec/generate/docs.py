@@ -263,7 +263,7 @@ def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | Non
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
-                                      "oespec.pipeline.plan (or `oespec generate`)")
+                                      "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
@@ -629,7 +629,7 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     Markdown toc extension's, repeated titles numbered as it numbers them)."""
     from markdown.extensions.toc import slugify
 
-    from oespec.fences import fenced_lines
+    from oespec.markdown_blocks import fenced_lines
 
     sections = []
     for rel in _spec_pages(ctx):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from oespec.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
-from oespec.pipeline import plan
+from oespec.generate_with_catalogues import plan
 from oespec.generate import docs
 from oespec.registry import load_registry
 
@@ -200,7 +200,7 @@ def _row_id(cells: list[str]) -> str:
 def test_rule_pages_list_exactly_the_catalogue_in_its_order(repository_docs):
     """Each rule page and the case page is the family's catalogue (`oespec rules`), entry for entry,
     with the requirements each entry cites."""
-    from oespec.commands.rules import family_specs
+    from oespec.catalogues import family_specs
 
     families = family_specs()
     outputs = repository_docs
