@@ -78,18 +78,21 @@ upstream-pin: setup
 	$(OESPEC) upstream pin --from "$(UPSTREAM)" --commit "$(COMMIT)" $(if $(DATE),--date "$(DATE)") \
 	  $(if $(REVISION),--schema-revision "$(REVISION)")
 
-# Every test, over two workers (pytest-xdist): the end-to-end tests that run the project's own
-# commands (add a profile, the pull-request workflow, the install outside the checkout, the
-# browser) share one worker and one copy of the checkout (tests/conftest.py, tests/checkout.py);
-# the rest take whatever worker is free. PYTEST_WORKERS sets the count (0: one process; with more
-# workers than cores, the slow tests that mostly wait get the extra workers to themselves).
-# PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`. OE_TEST_CPU=<folder> records
-# each test's CPU there, its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
+# Every test, over pytest-xdist workers: the end-to-end tests that run the project's own commands
+# (add a profile, the pull-request workflow, the install outside the checkout, the browser) share
+# one worker and one copy of the checkout (tests/conftest.py, tests/checkout.py); two workers (one
+# per core) compute the rest, and the workers beyond those take the slow tests that mostly wait on
+# stream windows and timers, which would otherwise leave the cores idle one after the other (two
+# workers in all: 506 s, of which the waiting conformance tests alone are 528 s of wall for 33 CPU-s;
+# eight: 190 s). PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g.
+# `make test PYTEST_ARGS=tests/site`. OE_TEST_CPU=<folder> records each test's CPU and wall time
+# there, its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
 # run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
 # caches each one compiles the project's modules again and pytest rewrites every test module's
 # asserts again. The caches (__pycache__/) are ignored by git.
-PYTEST_WORKERS ?= 2
+CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+PYTEST_WORKERS ?= $(shell echo $$((4 * $(CORES))))
 PYTEST_ARGS ?=
 # PYTHONNODEBUGRANGES: Python 3.11 tracebacks re-parse each source line to place their carets, and
 # before 3.11.8 two threads parsing at once can fail with "AST constructor recursion depth

@@ -59,6 +59,9 @@ def test_the_additions_page_lists_what_only_the_proposal_defines(registry, repos
     extensions = sections["Fields and values added to upstream's messages and enums"]
     assert "`ServerInfo.capability_revision`" in extensions and "`uint64 capability_revision = 100`" in extensions
     assert "`EngineRole.ENGINE_ROLE_ENCODER`" in extensions and "temperature" not in extensions
+    # Every entry links to where the specification states it.
+    unlinked = [row for row in page.splitlines() if row.startswith("| [") and row.rstrip().endswith("| — |")]
+    assert unlinked == []
 
 
 def test_committed_pages_are_current(repository_plan):
