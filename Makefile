@@ -79,9 +79,9 @@ upstream-pin: setup
 	  $(if $(REVISION),--schema-revision "$(REVISION)")
 
 # Every test, over pytest-xdist workers: the end-to-end tests that run the project's own commands
-# (add a profile, the pull-request workflow, the install outside the checkout, the browser) share
-# one worker and one copy of the checkout (tests/conftest.py, tests/checkout.py); two workers (one
-# per core) compute the rest, and the workers beyond those take the slow tests that mostly wait on
+# (add a profile, the pull-request workflow, the install outside the checkout, the browser) run in
+# two groups of about equal length, each on a worker of its own with one copy of the checkout
+# (tests/conftest.py, tests/checkout.py); two workers (one per core) compute the rest, and the workers beyond those take the slow tests that mostly wait on
 # stream windows and timers, which would otherwise leave the cores idle one after the other (two
 # workers in all: 506 s, of which the waiting conformance tests alone are 528 s of wall for 33 CPU-s;
 # eight: 190 s). PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g.

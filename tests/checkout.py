@@ -8,6 +8,7 @@ editable install is overridden by PYTHONPATH (`env_for`)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -62,6 +63,24 @@ def _share_the_venv(tree: Path) -> None:
         os.utime(tree / name, (before, before))
     (tree / ".venv").symlink_to(VENV, target_is_directory=True)
     (tree / ".git" / "info" / "exclude").write_text(".venv\n", encoding="utf-8")
+
+
+def once_per_run(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` run once per test run, even though pytest-xdist gives every worker a session
+    of its own: the first worker to ask builds under a lock, the others wait for it and reuse its
+    folder, so tests on several workers share one build."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent   # the run's folder, above each worker's own
+    folder, done = base / f"shared-{name}", base / f"shared-{name}.done"
+    with open(base / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)   # what a failed attempt left
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
 
 
 def make_shared_checkout(dst: Path) -> Path:

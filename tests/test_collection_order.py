@@ -1,4 +1,4 @@
-"""The suite's scheduling (tests/conftest.py): the end-to-end modules in one xdist group, slow
+"""The suite's scheduling (tests/conftest.py): the end-to-end modules in two xdist groups, slow
 modules first, the waiting slow tests dealt into one xdist group for each worker beyond one per
 core; and, run for real, pytest-xdist keeping a group on one worker (a pytest release that renames
 test ids another way turns the groups off silently)."""
@@ -64,16 +64,17 @@ def test_a_waits_mark_on_one_test_makes_its_modules_slow_tests_waiting(monkeypat
     assert [groups for _, groups in _schedule(items, monkeypatch, 3)] == [["waiting-0"], ["waiting-0"]]
 
 
-def test_the_end_to_end_modules_share_one_group_apart_from_the_waiting_ones(monkeypatch):
+def test_the_end_to_end_modules_get_groups_apart_from_the_waiting_ones(monkeypatch):
     items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"),
              FakeItem("tests/engine/test_add_a_profile.py::t", "slow", "waits"),
              FakeItem("tests/w.py::t", "slow", "waits")]
     scheduled = dict(_schedule(items, monkeypatch, 3))
-    assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end"],
-                         "tests/engine/test_add_a_profile.py::t": ["end-to-end"], "tests/w.py::t": ["waiting-0"]}
-    # Two workers on two cores: the end-to-end group on one, everything else shared by both.
+    assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end-install"],
+                         "tests/engine/test_add_a_profile.py::t": ["end-to-end-workflow"],
+                         "tests/w.py::t": ["waiting-0"]}
+    # Two workers on two cores: no waiting lane, the waiting tests share the queue.
     items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"), FakeItem("tests/w.py::t", "slow", "waits")]
-    assert dict(_schedule(items, monkeypatch, 2)) == {"tests/ci/test_pull_request.py::t": ["end-to-end"],
+    assert dict(_schedule(items, monkeypatch, 2)) == {"tests/ci/test_pull_request.py::t": ["end-to-end-install"],
                                                       "tests/w.py::t": []}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 import yaml
 
 from oespec.generate import write_outputs
+from tests.checkout import once_per_run
 from oespec.generate_with_catalogues import plan
 from oespec.registry import load_registry
 
@@ -70,28 +70,10 @@ def site_from(root: Path, registry_file: Path, spec_pages: dict[str, str], *,
     return config_file
 
 
-def built_once(tmp_path_factory, name: str, build) -> Path:
-    """`build(folder)` run once per test run, even though pytest-xdist gives every worker a session
-    of its own: the first worker to ask builds under a lock, the others wait for it and reuse its
-    folder, so tests on several workers share one build."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent   # the run's folder, above each worker's own
-    folder, done = base / f"shared-{name}", base / f"shared-{name}.done"
-    with open(base / f"shared-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            shutil.rmtree(folder, ignore_errors=True)   # what a failed attempt left
-            folder.mkdir()
-            build(folder)
-            done.touch()
-    return folder
-
-
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
     """The repository's own site, built strictly once per test run."""
-    shared = built_once(tmp_path_factory, "site", lambda folder: mkdocs_build(ROOT / "mkdocs.yml", folder / "build"))
+    shared = once_per_run(tmp_path_factory, "site", lambda folder: mkdocs_build(ROOT / "mkdocs.yml", folder / "build"))
     return shared / "build"
 
 
@@ -135,7 +117,7 @@ def _spec_nav() -> list:
 @pytest.fixture(scope="session")
 def fifteen_site(tmp_path_factory):
     """The whole site (spec, protos, JSON Schemas) for a catalogue of fifteen profiles, built once."""
-    return built_once(tmp_path_factory, "fifteen", _build_fifteen) / "build"
+    return once_per_run(tmp_path_factory, "fifteen", _build_fifteen) / "build"
 
 
 def _build_fifteen(root: Path) -> None:

@@ -14,7 +14,7 @@ from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, 
 from openengine.conformance.context import (
     Context, Reader, expect_running, read_rest, rpc_error, status_name,
 )
-from openengine.conformance.contract import CORE, RpcInfo, load_contract
+from openengine.conformance.profiles import CORE, RpcInfo, load_contract
 from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
 
 # Probing these with a request would change the engine's state for the rest of the run; their
