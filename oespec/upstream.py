@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oespec.diagnostics import Diagnostic, Loc, Severity
-from openengine.contractkit.rules import RuleCatalogue, RuleSpec
+from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.rules import RuleSpec
 
 if TYPE_CHECKING:
     from google.protobuf import descriptor_pb2
@@ -92,14 +92,6 @@ RULES = (
           f"buf's {BUF_CATEGORY} breaking rules find no change to upstream's elements that the element "
           "comparison did not already report"),
 )
-
-
-def register_rules(catalogue: RuleCatalogue) -> RuleCatalogue:
-    """`catalogue` (the breaking family's) with the gate's ids in it; registering again is a no-op."""
-    for spec in RULES:
-        if spec.id not in catalogue:
-            catalogue.register(spec)
-    return catalogue
 
 
 class UpstreamError(Exception):

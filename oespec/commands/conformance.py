@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from oespec.diagnostics import PRINTERS
+from openengine.contractkit.diagnostics import PRINTERS
 
 HELP = "run the conformance suite against an engine (--target HOST:PORT)"
 
