@@ -165,9 +165,10 @@ conformance: setup
 	$(OESPEC) conformance --target $$addr $$runner_args $${admin:+--admin-target $$admin} \
 	  --shutdown-command "kill -TERM $$pid" $(CONFORMANCE_ARGS)
 
-# Speed figures (ratios against reference tools); each benchmark bounds its own run time.
-# Writes bench/results.md, bench/results.json and bench/plots/ (a few minutes on 2 cores).
-# BENCH_ARGS picks sections or a smoke run, e.g. `make bench BENCH_ARGS="--only fleet --quick"`.
+# Speed figures (ratios against reference tools), each measured in interleaved rounds and judged
+# met, missed or inconclusive; exits 1 when a goal is missed. A whole run writes bench/results.md,
+# bench/results.json and bench/plots/ (tens of minutes on 2 cores). BENCH_ARGS picks sections or
+# a smoke run, which must write elsewhere: `make bench BENCH_ARGS="--only fleet --quick --out build/bench"`.
 BENCH_ARGS ?=
 bench: setup bindings llama
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
