@@ -181,6 +181,42 @@ PLAN.update({
                                  also={"core.abort.queued", "core.abort.all-queued"}),
     "client-cancel-ignored": dict(run=["core.generate.client-cancel", "core.generate.cancel-queued"],
                                   fails={"core.generate.client-cancel"}),
+    # The faults of the rebase onto upstream v1's clauses. core.generate.terminal checks the whole
+    # stream shape as well, so it sees every broken rule of the shape.
+    "generate-event-less-response": dict(run=GENERATE, fails={"core.generate.stream", "core.generate.terminal"}),
+    "request-id-first-only": dict(run=GENERATE + ["core.generate.request-id"],
+                                  fails={"core.generate.stream", "core.generate.request-id"},
+                                  also={"core.generate.terminal"}),
+    "output-index-zero-unset": dict(run=GENERATE, fails={"core.generate.stream", "core.generate.terminal"}),
+    "token-text-cumulative": dict(run=GENERATE, fails={"core.generate.stream"}, also={"core.generate.terminal"}),
+    "prompt-after-token": dict(run=["core.generate.prompt-logprobs"], fails={"core.generate.prompt-logprobs"}),
+    "usage-total-prompt-only": dict(run=GENERATE, fails={"core.generate.stream"}, also={"core.generate.terminal"}),
+    "usage-completion-one-more": dict(run=GENERATE, fails={"core.generate.stream", "core.generate.terminal"}),
+    "usage-cached-above-prompt": dict(run=GENERATE, fails={"core.generate.stream"}, also={"core.generate.terminal"}),
+    "stop-match-omitted": dict(run=["core.generate.stop-*"],
+                               fails={"core.generate.stop-token-ids", "core.generate.stop-strings"}),
+    "min-tokens-ignored": dict(run=["core.generate.min-tokens"], fails={"core.generate.min-tokens"}),
+    # `gap`: no case catches the fault yet (tests/faults/test_faults.py shows a client can see it).
+    "ignore-eos-ignored": dict(run=["core.generate.stream"], fails={"core.generate.stream"},
+                               gap="core.generate.stream sets ignore_eos on a free-running output, and the "
+                                   "reference model never emits the end-of-sequence token there (only after "
+                                   "a guided output), so ignoring ignore_eos changes nothing it sees"),
+    "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
+    "failure-as-status": dict(run=["core.generate.stream", "core.abort.by-id", "core.abort.all"],
+                              fails={"core.generate.stream"},
+                              gap="the cases citing REQ-SVC-002 see only successful or aborted streams; the "
+                                  "reference fails an accepted stream only when a shutdown closes a "
+                                  "SubscribeKvEvents stream, and no case holds one across a shutdown"),
+    "model-info-unknown-answered": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
+    "model-info-empty-refused": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
+    "capacity-disagrees": dict(run=CAPS, fails={"capabilities.upstream-views-agree"}, rule="OEV138"),
+    "schema-release-branch": dict(run=["core.server-info.revisions"], fails={"core.server-info.revisions"}),
+    "control-health-not-ready": dict(run=["core.control-health"], fails={"core.control-health"}),
+    "unload-unknown-ok": dict(run=["adapters.lifecycle", "adapters.invalid"], fails={"adapters.lifecycle"},
+                              engine=dict(profiles=("adapters",))),
+    "malformed-priority-ignored": dict(run=["core.generate.metadata"], fails={"core.generate.metadata"}),
+    "getload-running-over-capacity": dict(run=["core.load.back-to-idle"], fails={"core.load.back-to-idle"}),
+    "getload-phantom-running": dict(run=["core.load.back-to-idle"], fails={"core.load.back-to-idle"}),
 })
 
 
@@ -223,7 +259,12 @@ def _allowed(case_id: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(case_id, p) for p in patterns)
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+def _as_planned(fault: str):
+    gap = PLAN.get(fault, {}).get("gap")
+    return pytest.param(fault, marks=pytest.mark.xfail(reason=gap, strict=True)) if gap else fault
+
+
+@pytest.mark.parametrize("fault", [_as_planned(fault) for fault in sorted(FAULTS)])
 def test_fault_is_caught_by_its_case(fault):
     plan = PLAN[fault]
     options = dict(plan.get("options", {}), admin_token=TOKEN)

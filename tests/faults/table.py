@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,6 +37,9 @@ GET_SERVER_INFO = f"{CONTROL}/GetServerInfo"
 GET_MODEL_INFO = f"{CONTROL}/GetModelInfo"
 GET_LOAD = f"{CONTROL}/GetLoad"
 ABORT = f"{CONTROL}/Abort"
+CONTROL_HEALTH = f"{CONTROL}/Health"
+UNLOAD_LORA = f"{CONTROL}/UnloadLora"
+SUBSCRIBE_KV_EVENTS = f"{CONTROL}/SubscribeKvEvents"
 GENERATE = f"{INFERENCE}/Generate"
 WATCH_LOAD = f"{OBSERVABILITY}/WatchLoad"
 RUNTIME_EVENTS = f"{OBSERVABILITY}/SubscribeRuntimeEvents"
@@ -594,6 +598,118 @@ def _ignore_cancel(when_running: bool):
     return wrap
 
 
+async def _event_less_before_finished(messages, request):
+    async for message in messages:
+        if message.HasField("finished"):
+            yield generation_pb2.GenerateResponse(request_id=message.request_id)
+        yield message
+
+
+async def _request_id_on_first_only(messages, request):
+    first = True
+    async for message in messages:
+        if not first:
+            message.ClearField("request_id")
+        first = False
+        yield message
+
+
+def _output_zero_unindexed(message, request):
+    event = message.WhichOneof("event")
+    if event in ("token", "finished") and getattr(message, event).output_index == 0:
+        getattr(message, event).ClearField("output_index")
+
+
+async def _cumulative_text(messages, request):
+    texts: dict[int, str] = {}
+    async for message in messages:
+        if message.HasField("token"):
+            index = message.token.output_index
+            texts[index] = texts.get(index, "") + message.token.text
+            message.token.text = texts[index]
+        yield message
+
+
+async def _prompt_after_first_token(messages, request):
+    held = None
+    async for message in messages:
+        if message.HasField("prompt") and held is None:
+            held = message
+            continue
+        yield message
+        if held is not None and message.HasField("token"):
+            yield held
+            held = None
+    if held is not None:
+        yield held
+
+
+def _usage(change: Callable[[Any], None]) -> Callable[[Any, Any], None]:
+    def changed(message, request):
+        if message.HasField("usage"):
+            change(message.usage)
+    return changed
+
+
+def _one_completion_token_more(usage) -> None:
+    usage.completion_tokens += 1
+    usage.total_tokens += 1
+
+
+def _failure_as_status(inner):
+    """A terminal EngineError is not sent: the stream ends with status INTERNAL carrying its message."""
+    async def stream(request, call):
+        async with contextlib.aclosing(inner(request, call)) as sent:
+            async for message in sent:
+                if message.WhichOneof("event") == "error":
+                    await call.abort(grpc.StatusCode.INTERNAL, message.error.message or "the request failed")
+                yield message
+    return stream
+
+
+def _empty_model_refused(inner):
+    async def answer(request, call):
+        if not request.model:
+            await call.abort(grpc.StatusCode.INVALID_ARGUMENT, "model is required")
+        return await inner(request, call)
+    return answer
+
+
+def _running_over_capacity(held: Held):
+    def change(load, request):
+        if load.running_requests:
+            load.running_requests += int(held.reference.limit(CORE, "max_running_requests"))
+    return change
+
+
+def _cancelled_stream_counted(held: Held) -> list:
+    """The first Generate stream the client cancels is counted as running ever after."""
+    def make(inner):
+        async def stream(request, call):
+            try:
+                async with contextlib.aclosing(inner(request, call)) as sent:
+                    async for message in sent:
+                        yield message
+            except (asyncio.CancelledError, GeneratorExit):
+                held.counts["phantom"] = 1
+                raise
+        return stream
+
+    def counted(load, request):
+        load.running_requests += held.counts.get("phantom", 0)
+    return [OnRpc(GENERATE, make), change_answer(GET_LOAD, counted)]
+
+
+def _malformed_priority_dropped(method, metadata):
+    return tuple((key, value) for key, value in metadata
+                 if key != "openengine-priority" or value.lstrip("-").isdigit())
+
+
+def _random_seed(message) -> None:
+    if message.sampling.HasField("seed"):
+        message.sampling.seed = random.getrandbits(32)
+
+
 # -- Abort ----------------------------------------------------------------------------------------------
 
 
@@ -950,6 +1066,32 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "every openengine.v1 RPC is also served under its service name without the version "
           "(`openengine.Control/GetServerInfo`)",
           ("REQ-SVC-001",), "every RPC", _w(lambda h: _RenamedService())),
+    Fault("model-info-unknown-answered",
+          "GetModelInfo for a model the engine does not serve answers an empty ModelInfo naming it",
+          ("REQ-CORE-020.1",), GET_MODEL_INFO,
+          _w(lambda h: answer_instead(GET_MODEL_INFO, grpc.StatusCode.NOT_FOUND,
+                                      lambda r, cls: cls(served_model_name=r.model)))),
+    Fault("model-info-empty-refused",
+          "GetModelInfo with an empty model fails INVALID_ARGUMENT although the engine serves one model",
+          ("REQ-CORE-020.2",), GET_MODEL_INFO, _w(lambda h: OnRpc(GET_MODEL_INFO, _empty_model_refused))),
+    Fault("capacity-disagrees",
+          "ServerInfo.capacity.max_running_requests is one more than the max_running_requests limit",
+          ("REQ-CAP-014",), GET_SERVER_INFO,
+          _w(lambda h: change_answer(GET_SERVER_INFO, with_field("capacity.max_running_requests", lambda n: n + 1)))),
+    Fault("schema-release-branch", "ServerInfo.schema_release is the branch name \"main\"",
+          ("REQ-REV-009",), GET_SERVER_INFO,
+          _w(lambda h: change_answer(GET_SERVER_INFO, with_field("schema_release", lambda s: "main")))),
+    Fault("control-health-not-ready", "Control/Health answers HEALTH_STATE_NOT_READY where it would answer READY",
+          ("REQ-HEALTH-014",), CONTROL_HEALTH,
+          _w(lambda h: change_answer(CONTROL_HEALTH, lambda a, r: a.state == lifecycle_pb2.HEALTH_STATE_READY
+                                     and setattr(a, "state", lifecycle_pb2.HEALTH_STATE_NOT_READY)))),
+    Fault("unload-unknown-ok", "UnloadLora of an adapter that is not loaded answers OK instead of NOT_FOUND",
+          ("REQ-ADAPT-001",), UNLOAD_LORA,
+          _w(lambda h: answer_instead(UNLOAD_LORA, grpc.StatusCode.NOT_FOUND, lambda r, cls: cls()))),
+    Fault("malformed-priority-ignored",
+          "Generate ignores an openengine-priority value that is not a number instead of refusing it",
+          ("REQ-SVC-007",), "Inference metadata",
+          _w(lambda h: OnMetadata(lambda method: method == GENERATE, change=_malformed_priority_dropped))),
     # -- Health ------------------------------------------------------------------------------------
     Fault("health-not-per-service",
           "the health service reports only the whole server (\"\"), no advertised service by name",
@@ -1014,6 +1156,44 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("revision-aborts-not-retryable",
           "a request the engine cancels for a new capability revision ends with an EngineError that is not retryable",
           ("REQ-REV-007",), GENERATE, _w(_cancelled_for_revision)),
+    Fault("generate-event-less-response",
+          "Generate sends a response that sets no event (only request_id) before each finished event",
+          ("REQ-CORE-009.1",), GENERATE, _w(lambda h: change_stream(GENERATE, _event_less_before_finished))),
+    Fault("request-id-first-only", "Generate leaves request_id empty on every response after the first",
+          ("REQ-CORE-015",), GENERATE, _w(lambda h: change_stream(GENERATE, _request_id_on_first_only))),
+    Fault("output-index-zero-unset",
+          "Generate leaves output_index unset (absent, not 0) on the token and finished events of output 0",
+          ("REQ-CORE-016.1",), GENERATE, _w(lambda h: change_messages(GENERATE, _output_zero_unindexed))),
+    Fault("token-text-cumulative", "each token event's text repeats all the text of its output so far",
+          ("REQ-CORE-016.2",), GENERATE, _w(lambda h: change_stream(GENERATE, _cumulative_text))),
+    Fault("prompt-after-token", "Generate sends the prompt event after the first token event, not first",
+          ("REQ-CORE-016.3",), GENERATE, _w(lambda h: change_stream(GENERATE, _prompt_after_first_token))),
+    Fault("usage-total-prompt-only", "usage.total_tokens counts the prompt tokens alone",
+          ("REQ-CORE-017.2",), GENERATE,
+          _w(lambda h: change_messages(GENERATE, _usage(lambda u: setattr(u, "total_tokens", u.prompt_tokens))))),
+    Fault("usage-completion-one-more",
+          "usage.completion_tokens (and total_tokens with it) counts one token more than were generated",
+          ("REQ-CORE-017.3",), GENERATE, _w(lambda h: change_messages(GENERATE, _usage(_one_completion_token_more)))),
+    Fault("usage-cached-above-prompt", "usage.cached_prompt_tokens is one more than prompt_tokens",
+          ("REQ-CORE-017.4",), GENERATE,
+          _w(lambda h: change_messages(GENERATE, _usage(
+              lambda u: setattr(u, "cached_prompt_tokens", u.prompt_tokens + 1))))),
+    Fault("stop-match-omitted", "finished events leave stop_match unset, FINISH_REASON_STOP included",
+          ("REQ-CORE-018",), GENERATE,
+          _w(lambda h: change_messages(GENERATE, lambda m, r: m.HasField("finished")
+                                       and m.finished.ClearField("stop_match")))),
+    Fault("min-tokens-ignored", "the backend runs each request without its stopping.min_tokens",
+          ("REQ-CORE-019.2",), "backend", engine=_runs_changed(lambda m: m.stopping.ClearField("min_tokens"))),
+    Fault("ignore-eos-ignored", "the backend runs each request with stopping.ignore_eos false",
+          ("REQ-CORE-019.3",), "backend",
+          engine=_runs_changed(lambda m: setattr(m.stopping, "ignore_eos", False))),
+    Fault("seed-ignored", "the backend runs each seeded request with a random seed in place of the one sent",
+          ("REQ-CORE-006",), "backend", engine=_runs_changed(_random_seed)),
+    Fault("failure-as-status",
+          "an accepted Generate or SubscribeKvEvents stream that fails (a KV subscription at shutdown) ends "
+          "with status INTERNAL instead of a terminal EngineError message and OK",
+          ("REQ-SVC-002",), "every stream with an EngineError",
+          _w(lambda h: [OnRpc(GENERATE, _failure_as_status), OnRpc(SUBSCRIBE_KV_EVENTS, _failure_as_status)])),
     # -- Abort and cancellation ---------------------------------------------------------------------
     Fault("abort-ignored", "Abort(all_requests) answers ABORTED but leaves the requests running",
           ("REQ-CORE-010.3",), ABORT, _w(lambda h: _claims_aborted(h, "all_requests"))),
@@ -1055,6 +1235,12 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-LOAD-001.2",), GET_LOAD, _w(lambda h: OnRpc(GET_LOAD, _getload_first_answer()))),
     Fault("getload-ranks-unasked", "GetLoad answers per-rank entries whether or not the request asks for them",
           ("REQ-LOAD-001.3",), GET_LOAD, _w(lambda h: change_request(GET_LOAD, _with_ranks))),
+    Fault("getload-running-over-capacity",
+          "GetLoad adds max_running_requests to running_requests whenever any request runs",
+          ("REQ-LOAD-024.1",), GET_LOAD, _w(lambda h: change_answer(GET_LOAD, _running_over_capacity(h)))),
+    Fault("getload-phantom-running",
+          "GetLoad keeps counting the first Generate stream the client cancelled as running",
+          ("REQ-LOAD-024.2",), GET_LOAD, _w(_cancelled_stream_counted)),
     # -- Runtime events, sessions, revisions, tasks, admin -------------------------------------------
     Fault("events-sequence-from-zero", "SubscribeRuntimeEvents numbers its messages from 0 instead of 1",
           ("REQ-EVENTS-001",), RUNTIME_EVENTS,

@@ -319,6 +319,13 @@ def max_tokens_honoured(stubs):
     return sum(len(r.token.tokens) for r in responses) == 3
 
 
+def eos_ignored_when_asked(stubs):
+    """A guided choice ends in the end-of-sequence token, which ignore_eos must pass over."""
+    request = g.GenerateRequest(prompt="x", stopping=g.StoppingOptions(max_tokens=6, ignore_eos=True),
+                                guided=g.GuidedDecoding(choice=g.ChoiceConstraint(choices=["a"])))
+    return sum(len(r.token.tokens) for r in stubs.inference.Generate(request, timeout=10)) == 6
+
+
 def getload_instance(stubs):
     return stubs.control.GetLoad(server_pb2.GetLoadRequest()).instance_id == stubs.info().instance_id
 
@@ -419,6 +426,7 @@ CHECKS = {
     "abort-unknown-aborted": ({}, abort_statuses),
     "final-without-usage": ({}, usage_on_the_final_response),
     "max-tokens-overrun": ({}, max_tokens_honoured),
+    "ignore-eos-ignored": ({}, eos_ignored_when_asked),
     "getload-instance-mismatch": ({}, getload_instance),
     "events-sequence-from-zero": ({}, events_from_one),
     "session-ttl-not-clamped": ({}, session_ttl),
@@ -447,6 +455,30 @@ def test_fault_is_observable_by_a_client(name):
     with faulty((name,), **kw) as (engine, stubs):
         stubs.address = engine.address
         assert not holds(stubs), f"{name}: a client cannot see the fault"
+
+
+@pytest.mark.slow
+def test_failure_as_status_is_observable_at_shutdown():
+    """The reference fails an accepted stream only when a shutdown closes a KV subscription:
+    one DRAINING EngineError then OK, or, with the fault, status INTERNAL."""
+    from openengine.v1 import error_pb2, kv_pb2
+
+    def ending(names):
+        engine = faulty_engine(config(profiles=("kv",), role="decode"), names).start()
+        channel = grpc.insecure_channel(engine.address)
+        try:
+            call = Stubs(channel).control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(), timeout=10)
+            time.sleep(0.2)   # subscribed before the shutdown begins
+            engine.stop()
+            try:
+                return [m.WhichOneof("event") == "error" and m.error.code for m in call][-1:], grpc.StatusCode.OK
+            except grpc.RpcError as err:
+                return [], err.code()
+        finally:
+            channel.close()
+
+    assert ending(()) == ([error_pb2.ERROR_CODE_DRAINING], grpc.StatusCode.OK)
+    assert ending(("failure-as-status",)) == ([], grpc.StatusCode.INTERNAL)
 
 
 def test_an_engine_without_faults_is_the_plain_reference_engine():
