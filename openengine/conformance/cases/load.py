@@ -699,16 +699,25 @@ async def snapshots_complete(ctx: Context):
     gen = Reader(ctx.inference.Generate(ctx.long_request(), timeout=ctx.options.case_timeout + 5))
     loop = asyncio.get_running_loop()
     running_since = ended_at = None
+    ending = ""          # how the long request ended, when it ended early
 
     async def follow_request():
-        nonlocal running_since, ended_at
+        nonlocal running_since, ended_at, ending
+        tokens = 0
         while True:
             msg = await gen.read(ctx.options.case_timeout)
             if msg is None or msg is grpc.aio.EOF or msg.HasField("finished") or msg.HasField("error"):
                 ended_at = loop.time()
+                if msg is not None and msg is not grpc.aio.EOF and msg.HasField("error"):
+                    ending = (f"it ended with an EngineError after {tokens} tokens "
+                              f"(code {msg.error.code}: {msg.error.message!r})")
+                elif msg is grpc.aio.EOF or tokens < ctx.long_generation_tokens() - 1:
+                    ending = f"it ended after {tokens} of the {ctx.long_generation_tokens()} tokens it asked for"
                 return
             if running_since is None:
                 running_since = loop.time()
+            if msg.HasField("token"):
+                tokens += len(msg.token.tokens)
 
     follower = asyncio.ensure_future(follow_request())
     try:
@@ -729,6 +738,10 @@ async def snapshots_complete(ctx: Context):
     # Snapshots that arrived while the request was streaming and before it ended.
     during = [r.msg.snapshot for r in snaps if running_since is not None and r.at >= running_since
               and (ended_at is None or r.at < ended_at)]
+    if not during and ending:
+        # The request died early: that is the engine's fault, not a limit of the stimulus.
+        raise Failed(f"a request that asked for {ctx.long_generation_tokens()} tokens with ignore_eos "
+                     f"and min_tokens stopped early ({ending}), before a snapshot came while it ran")
     if not during:
         raise Unchecked(f"the longest request the model allows ({ctx.long_generation_tokens()} "
                         "tokens) ended before a snapshot came while it ran")
