@@ -196,11 +196,7 @@ PLAN.update({
     "stop-match-omitted": dict(run=["core.generate.stop-*"],
                                fails={"core.generate.stop-token-ids", "core.generate.stop-strings"}),
     "min-tokens-ignored": dict(run=["core.generate.min-tokens"], fails={"core.generate.min-tokens"}),
-    # `gap`: no case catches the fault yet (tests/faults/test_faults.py shows a client can see it).
-    "ignore-eos-ignored": dict(run=["core.generate.stream"], fails={"core.generate.stream"},
-                               gap="core.generate.stream sets ignore_eos on a free-running output, and the "
-                                   "reference model never emits the end-of-sequence token there (only after "
-                                   "a guided output), so ignoring ignore_eos changes nothing it sees"),
+    "ignore-eos-ignored": dict(run=["core.generate.ignore-eos"], fails={"core.generate.ignore-eos"}),
     "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
     "failure-as-status": dict(run=["core.generate.stream", "core.abort.by-id", "core.abort.all"],
                               fails={"core.generate.stream"},
