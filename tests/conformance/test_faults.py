@@ -198,11 +198,8 @@ PLAN.update({
     "min-tokens-ignored": dict(run=["core.generate.min-tokens"], fails={"core.generate.min-tokens"}),
     "ignore-eos-ignored": dict(run=["core.generate.ignore-eos"], fails={"core.generate.ignore-eos"}),
     "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
-    "failure-as-status": dict(run=["core.generate.stream", "core.abort.by-id", "core.abort.all"],
-                              fails={"core.generate.stream"},
-                              gap="the cases citing REQ-SVC-002 see only successful or aborted streams; the "
-                                  "reference fails an accepted stream only when a shutdown closes a "
-                                  "SubscribeKvEvents stream, and no case holds one across a shutdown"),
+    # Only a signal to an engine process fails the streams it has accepted.
+    "failure-as-status": dict(run=["core.shutdown.graceful"], fails={"core.shutdown.graceful"}, process=True),
     "model-info-unknown-answered": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "model-info-empty-refused": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "capacity-disagrees": dict(run=CAPS, fails={"capabilities.upstream-views-agree"}, rule="OEV138"),
