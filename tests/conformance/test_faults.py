@@ -198,8 +198,10 @@ PLAN.update({
     "min-tokens-ignored": dict(run=["core.generate.min-tokens"], fails={"core.generate.min-tokens"}),
     "ignore-eos-ignored": dict(run=["core.generate.ignore-eos"], fails={"core.generate.ignore-eos"}),
     "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
-    # Only a signal to an engine process fails the streams it has accepted.
-    "failure-as-status": dict(run=["core.shutdown.graceful"], fails={"core.shutdown.graceful"}, process=True),
+    # A pause in abort mode fails a running request; a signal to an engine process (the only way
+    # to shut it down) fails every stream it has accepted, a KV subscription included.
+    "failure-as-status": dict(run=["admin.pause-abort", "core.shutdown.graceful"],
+                              fails={"admin.pause-abort", "core.shutdown.graceful"}, process=True),
     "model-info-unknown-answered": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "model-info-empty-refused": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "capacity-disagrees": dict(run=CAPS, fails={"capabilities.upstream-views-agree"}, rule="OEV138"),

@@ -19,6 +19,7 @@ S = health_pb2.HealthCheckResponse
 INFERENCE = "openengine.v1.Inference"
 # How long a stream must stay open without a status before it counts as accepted.
 STREAM_OPEN_SECONDS = 0.2
+FINISHED_FIRST = "finished before it could be ended"
 
 
 class Events:
@@ -190,6 +191,81 @@ async def admin_pause(ctx: Context):
     expect(not again.resumed, "ResumeGeneration answered resumed=true for an engine not paused")
 
 
+async def accepted_ending(reader: Reader, what: str, within: float, *,
+                          may_finish: bool) -> tuple[str | None, str]:
+    """How an accepted stream ended once the engine failed it (a shutdown, a pause): (its breach
+    of REQ-SVC-002 or None, how it ended). A failure after acceptance is one last message carrying
+    an EngineError with a code, then OK; a Generate stream that was done first may end with its
+    finished event (FINISHED_FIRST)."""
+    from openengine.v1 import error_pb2
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    rest = []
+    try:
+        while (msg := await reader.read(end - loop.time())) is not grpc.aio.EOF:
+            if msg is None:
+                return f"{what} stayed open {within:g} s after that", "still open"
+            rest.append(msg)
+    except grpc.aio.AioRpcError as err:
+        return (f"{what} was accepted, but ended with status {status_name(err.code())} "
+                f"({err.details()!r}) instead of a last message carrying an EngineError, then OK "
+                "(REQ-SVC-002)"), f"status {status_name(err.code())}"
+    kinds = [m.WhichOneof("event") for m in rest]
+    if "error" not in kinds:
+        if may_finish and kinds and kinds[-1] in ("finished", "prefill_ready"):
+            return None, FINISHED_FIRST
+        return (f"{what} ended with OK after {len(rest)} more message(s), none carrying an "
+                "EngineError: a failed stream says why (REQ-SVC-002)"), "OK without an error"
+    error = rest[kinds.index("error")].error
+    if kinds.count("error") > 1 or kinds[-1] != "error":
+        return (f"{what} sent {kinds.count('error')} EngineError message(s), and {len(rest)} "
+                "message(s) in all: the error is exactly one message, the last (REQ-SVC-002)"), "error not last"
+    if error.code == error_pb2.ERROR_CODE_UNSPECIFIED:
+        return (f"{what} ended with an EngineError of code ERROR_CODE_UNSPECIFIED: a failure "
+                "names its code (REQ-SVC-002)"), "EngineError without a code"
+    return None, f"EngineError {error_code_name(error.code)}, then OK"
+
+
+@case("admin.pause-abort", profile=ADMIN, requires=("REQ-SVC-002",),
+      title="PauseGeneration in abort mode ends a running Generate stream with one last EngineError "
+            "message, then OK, never a failed status")
+async def admin_pause_abort(ctx: Context):
+    from openengine.v1 import admin_pb2, capabilities_pb2
+
+    admin = ctx.admin()
+    ctx.require_decoding(observable=True)
+    modes = set(ctx.limit(ADMIN, "pause_modes") or ())
+    if not modes & {"abort", capabilities_pb2.PAUSE_MODE_ABORT}:
+        raise Skipped(f"{ADMIN}.pause_modes does not offer abort")
+    request = ctx.long_request(prompt="conformance runs into a pause")
+    reader = Reader(ctx.inference.Generate(request, timeout=ctx.options.case_timeout))
+    try:
+        try:
+            first = await reader.read(ctx.options.rpc_timeout)
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, "a long Generate request") from None
+        if first is None:
+            raise Failed(f"a long Generate request sent nothing for {ctx.options.rpc_timeout:g} s "
+                         "on an idle engine")
+        expect_running(first, request)
+        await admin.PauseGeneration(admin_pb2.PauseGenerationRequest(mode=capabilities_pb2.PAUSE_MODE_ABORT))
+        try:
+            problem, ending = await accepted_ending(reader, "a Generate stream running when generation "
+                                                    "was paused with mode abort", ctx.options.rpc_timeout,
+                                                    may_finish=True)
+        finally:
+            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await ctx.wait_health(INFERENCE, S.SERVING)
+    finally:
+        reader.cancel()
+    expect(problem is None, problem or "")
+    if ending == FINISHED_FIRST:
+        raise Unchecked(f"the request ran all {request.stopping.max_tokens} tokens the model allows "
+                        "before the pause could end it, so how a failed stream ends was not observed")
+    return ending
+
+
 @case("admin.sleep-wake", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
       title="Sleep makes Inference NOT_SERVING; WakeUp makes it SERVING again")
 async def admin_sleep(ctx: Context):
@@ -359,41 +435,6 @@ async def admin_drain(ctx: Context):
 
 # ------------------------------------------------------------------------------------------------
 # graceful shutdown
-
-async def accepted_ending(reader: Reader, what: str, within: float, *,
-                          may_finish: bool) -> tuple[str | None, str]:
-    """How an accepted stream ended once something failed it: (its breach of REQ-SVC-002 or
-    None, how it ended). A failure after acceptance is one last message carrying an EngineError
-    with a code, then OK; a Generate stream that was done first may end with its finished event."""
-    from openengine.v1 import error_pb2
-
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    rest = []
-    try:
-        while (msg := await reader.read(end - loop.time())) is not grpc.aio.EOF:
-            if msg is None:
-                return f"{what} stayed open {within:g} s after the shutdown began", "still open"
-            rest.append(msg)
-    except grpc.aio.AioRpcError as err:
-        return (f"{what} was accepted, but ended with status {status_name(err.code())} "
-                f"({err.details()!r}) instead of a last message carrying an EngineError, then OK "
-                "(REQ-SVC-002)"), f"status {status_name(err.code())}"
-    kinds = [m.WhichOneof("event") for m in rest]
-    if "error" not in kinds:
-        if may_finish and kinds and kinds[-1] in ("finished", "prefill_ready"):
-            return None, "finished before the shutdown ended it"
-        return (f"{what} ended with OK after {len(rest)} more message(s), none carrying an "
-                "EngineError: a failed stream says why (REQ-SVC-002)"), "OK without an error"
-    error = rest[kinds.index("error")].error
-    if kinds.count("error") > 1 or kinds[-1] != "error":
-        return (f"{what} sent {kinds.count('error')} EngineError message(s), and {len(rest)} "
-                "message(s) in all: the error is exactly one message, the last (REQ-SVC-002)"), "error not last"
-    if error.code == error_pb2.ERROR_CODE_UNSPECIFIED:
-        return (f"{what} ended with an EngineError of code ERROR_CODE_UNSPECIFIED: a failure "
-                "names its code (REQ-SVC-002)"), "EngineError without a code"
-    return None, f"EngineError {error_code_name(error.code)}, then OK"
-
 
 @case("core.shutdown.graceful", profile=CORE, requires=("REQ-HEALTH-010", "REQ-LOAD-019", "REQ-SVC-002"),
       title="on graceful shutdown health turns NOT_SERVING on open Watch streams before they end, "
