@@ -1073,8 +1073,8 @@ def _eos_witnesses(ctx: Context) -> list[tuple[str, int, Callable]]:
     if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
         # A finished choice leaves the model nothing to say but EOS.
         witnesses.append(("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
-    # A model left to run ends on its own sooner or later; "}" is the last byte, so a model
-    # continuing its prompt's bytes reaches the end of printable ASCII at once.
+    # A model left to run ends on its own sooner or later (the prompt ends in "}", so a model
+    # counting on from its prompt's last character is one step from the end of printable ASCII).
     witnesses.append(("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
                       lambda r: None))
     return witnesses
@@ -1096,15 +1096,15 @@ async def ignore_eos(ctx: Context):
                                      ignore_eos=ignore, temperature=0.0, seed=11)
             change(r)
             return r
-        witness = Stream(await ctx.generate(request(False)))
+        first = request(False)
+        witness = Stream(await ctx.generate(first), first)
         if witness.error is not None:
             raise Failed(f"{what} within every limit: {witness.failure()}")
-        if not _ended_by_eos(witness):
-            out = witness.output(0)
-            tried.append(f"{what} ended with {finish_reason_name(out.finished.reason) if out.finished else 'no finished event'}"
-                         f" after {len(out.tokens)} tokens")
-            continue
         out = witness.output(0)
+        if not _ended_by_eos(witness):
+            how = finish_reason_name(out.finished.reason) if out.finished else "no finished event"
+            tried.append(f"{what} ended with {how} after {len(out.tokens)} tokens")
+            continue
         ended = len(out.tokens)
         expect(eos is None or out.finished.stop_match.eos_token_id == eos,
                f"{what} ended on end-of-sequence token {out.finished.stop_match.eos_token_id}, but "
