@@ -199,7 +199,7 @@ PLAN.update({
     "ignore-eos-ignored": dict(run=["core.generate.ignore-eos"], fails={"core.generate.ignore-eos"}),
     "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
     # A pause in abort mode fails a running request; a signal to an engine process (the only way
-    # to shut it down) fails every stream it has accepted, a KV subscription included.
+    # to shut it down) fails the request it was running.
     "failure-as-status": dict(run=["admin.pause-abort", "core.shutdown.graceful"],
                               fails={"admin.pause-abort", "core.shutdown.graceful"}, process=True),
     "model-info-unknown-answered": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
