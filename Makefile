@@ -52,6 +52,10 @@ generate: setup bindings
 bindings: setup
 	$(OESPEC) generate --only bindings
 
+# Each step a maintainer can leave out of "Add a profile" (README) is a located finding here: the
+# registry, stale generated files, the spec (an area no profile claims: SPEC008), the protos' layout,
+# upstream v1 unchanged, and an RPC the reference engine does not implement (read from its sources
+# by a test of the checkout: the toolkit never imports the engine).
 check: setup bindings
 	$(OESPEC) check
 	$(OESPEC) generate --check
@@ -59,6 +63,7 @@ check: setup bindings
 	$(BIN)/buf lint
 	$(BIN)/buf format -d --exit-code proto
 	$(OESPEC) upstream check
+	$(BIN)/python -m pytest -q -p no:cacheprovider --no-header --tb=line tests/test_engine_serves_every_rpc.py
 
 # Builds upstream/openengine-v1.binpb and upstream/PIN.md from a checkout of upstream OpenEngine;
 # moving the pin to a newer commit is the same step, and `make check` then lists what changed:
@@ -73,14 +78,15 @@ upstream-pin: setup
 	$(OESPEC) upstream pin --from "$(UPSTREAM)" --commit "$(COMMIT)" $(if $(DATE),--date "$(DATE)") \
 	  $(if $(REVISION),--schema-revision "$(REVISION)")
 
-# Every test, spread over four workers per core (pytest-xdist): much of the suite waits on stream
-# windows, engines and subprocesses rather than computes. tests/conftest.py deals the slow tests
-# that wait into one `xdist_group` per worker beyond one per core, so they run beside the computing ones instead
-# of leaving the cores idle together; a worker more costs its own collection (about 2 CPU-s).
-# Tests that share a browser or a copied checkout run on one worker too (`xdist_group`).
-# PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`; PYTEST_WORKERS sets the
-# worker count (0: no workers, one process). OE_TEST_CPU=<folder> records each test's CPU there,
-# its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
+# Every test, over pytest-xdist workers: the end-to-end tests that run the project's own commands
+# (add a profile, the pull-request workflow, the install outside the checkout, the browser) share
+# one worker and one copy of the checkout (tests/conftest.py, tests/checkout.py); two workers (one
+# per core) compute the rest, and the workers beyond those take the slow tests that mostly wait on
+# stream windows and timers, which would otherwise leave the cores idle one after the other (two
+# workers in all: 506 s, of which the waiting conformance tests alone are 528 s of wall for 33 CPU-s;
+# eight: 190 s). PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g.
+# `make test PYTEST_ARGS=tests/site`. OE_TEST_CPU=<folder> records each test's CPU and wall time
+# there, its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
 # run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
 # caches each one compiles the project's modules again and pytest rewrites every test module's

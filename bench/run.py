@@ -190,7 +190,7 @@ def write_markdown(path: Path, meta: dict, sections: list[Section], plots_rel: s
         "",
         "All processes share the machine's cores (the benchmark's server and client processes compete "
         "with each other and with anything else running), so absolute times move from run to run; the "
-        "ratios compare figures taken minutes apart under the same conditions.",
+        "ratios compare the two sides round by round, each round taking both one after the other.",
         "",
     ]
     for s in sections:

@@ -57,6 +57,14 @@ class FieldInfo:
 
 
 @dataclass(frozen=True)
+class EnumInfo:
+    name: str
+    values: dict[str, tuple[int, Loc]]   # value name -> (number, where it is declared)
+    file: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
 class MessageInfo:
     name: str
     fields: dict[str, FieldInfo]
@@ -70,12 +78,12 @@ class Contract:
     methods: dict[str, MethodInfo] = field(default_factory=dict)
     messages: dict[str, MessageInfo] = field(default_factory=dict)
     services: dict[str, tuple[str, Loc]] = field(default_factory=dict)
+    enums: dict[str, EnumInfo] = field(default_factory=dict)
     # The request_limit options of request messages (filled by the check stage's loader).
     request_limits: list = field(default_factory=list)
-    # With the pinned upstream image: what upstream defines, and every element here, by full name
-    # (`oespec.upstream.Element`); None without the image.
-    upstream: dict | None = None
-    elements: dict = field(default_factory=dict)
+    # What upstream OpenEngine v1 at the pin defines, read from its image (no source positions);
+    # None when the check runs without the pin.
+    upstream: "Contract | None" = None
 
 
 def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
@@ -83,6 +91,11 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
     locs = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
             for loc in fdp.source_code_info.location if len(loc.span) >= 2}
     package = fdp.package
+
+    def add_enum(enum: descriptor_pb2.EnumDescriptorProto, prefix: str, path: tuple[int, ...]):
+        full = f"{prefix}.{enum.name}"
+        values = {v.name: (v.number, locs.get(path + (2, i), Loc(1, 1))) for i, v in enumerate(enum.value)}
+        contract.enums[full] = EnumInfo(full, values, display, locs.get(path, Loc(1, 1)))
 
     def add_message(msg: descriptor_pb2.DescriptorProto, prefix: str, path: tuple[int, ...]):
         full = f"{prefix}.{msg.name}" if prefix else msg.name
@@ -94,9 +107,13 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
         contract.messages[full] = MessageInfo(full, fields, display, locs.get(path, Loc(1, 1)))
         for j, nested in enumerate(msg.nested_type):
             add_message(nested, full, path + (3, j))
+        for j, enum in enumerate(msg.enum_type):
+            add_enum(enum, full, path + (4, j))
 
     for i, msg in enumerate(fdp.message_type):
         add_message(msg, package, (4, i))
+    for i, enum in enumerate(fdp.enum_type):
+        add_enum(enum, package, (5, i))
     for i, svc in enumerate(fdp.service):
         service = f"{package}.{svc.name}"
         contract.services[service] = (display, locs.get((6, i), Loc(1, 1)))

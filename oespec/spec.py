@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.fences import paragraphs
+from oespec.markdown_blocks import paragraphs
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 TAGS = ("wire", "registry", "client")
@@ -32,6 +32,12 @@ MISSING_TAG = "SPEC004"
 UNKNOWN_REFERENCE = "SPEC005"
 WIRE_WITHOUT_CASE = "SPEC006"
 CLAUSE_MARKERS = "SPEC007"
+AREA_UNCLAIMED = "SPEC008"
+# The areas of the spec as a whole, each with the one page that states its requirements; every
+# other area is a profile's (`requirement_areas` in profiles.yaml).
+SPEC_WIDE_AREAS = {"SVC": "services.md", "ADD": "additions.md", "VER": "versioning.md"}
+# The README step a maintainer follows to give an area to its profile, for the hint of SPEC008.
+ADD_A_PROFILE_STEP = "README.md, \"Add a profile\", the `profiles.yaml` row"
 # Where the conformance runner's cases are written, for the hint of SPEC006.
 CASES_DIR = "openengine/conformance/cases/"
 SPEC_RULES = RuleCatalogue("spec", (RuleSpec(rule_id, name, "spec", category, purpose, Severity.ERROR)
@@ -46,7 +52,10 @@ SPEC_RULES = RuleCatalogue("spec", (RuleSpec(rule_id, name, "spec", category, pu
     (WIRE_WITHOUT_CASE, "wire-requirement-has-case", "coverage",
      "every wire requirement is cited by at least one conformance case"),
     (CLAUSE_MARKERS, "clause-markers", "requirements",
-     "the clause markers of a requirement are numbered [.1], [.2], ... in order"))))
+     "the clause markers of a requirement are numbered [.1], [.2], ... in order"),
+    (AREA_UNCLAIMED, "area-claimed", "coverage",
+     "every requirement area belongs to a profile (its `requirement_areas` in profiles.yaml) or is an area of "
+     "the spec as a whole, stated on its own page"))))
 
 ID_PATTERN = r"REQ-[A-Z][A-Z0-9]*-[0-9]{3}"
 _ID_RE = re.compile(rf"^{ID_PATTERN}$")
@@ -284,3 +293,26 @@ def _plain(text: str) -> str:
     for i in range(0, len(parts), 2):
         parts[i] = _EMPHASIS_RE.sub("", parts[i])
     return " ".join("`".join(parts).split())
+
+
+def unclaimed_areas(requirements: Iterable[Requirement], profile_areas: Iterable[str]) -> list[Diagnostic]:
+    """One finding per requirement area no profile claims and the spec as a whole does not own, at
+    its first requirement; and one per spec-wide area stated outside its page."""
+    claimed = set(profile_areas)
+    first: dict[str, Requirement] = {}
+    diags = []
+    for r in requirements:
+        page = SPEC_WIDE_AREAS.get(r.area)
+        if page is not None and Path(r.file).name != page:
+            diags.append(Diagnostic(r.file, r.line, 1, AREA_UNCLAIMED, Severity.ERROR,
+                                    f"{r.id} is in {r.area}, an area of the spec as a whole, which {page} states",
+                                    f"move it to {page}, or number it in an area of this page's profile"))
+        if page is None and r.area not in claimed:
+            first.setdefault(r.area, r)
+    for area, r in first.items():
+        diags.append(Diagnostic(r.file, r.line, 1, AREA_UNCLAIMED, Severity.ERROR,
+                                f"no profile claims the requirement area {area} ({r.id} and the rest of "
+                                f"REQ-{area}-*): their profile's page cannot list them",
+                                f"add {area} to the `requirement_areas` of the profile in profiles.yaml "
+                                f"({ADD_A_PROFILE_STEP})"))
+    return diags

@@ -88,7 +88,7 @@ def _regenerate(root: Path) -> None:
     from oespec.check import run_rules
     from openengine.contractkit.diagnostics import Severity
     from oespec.generate import GenerationError, write_outputs
-    from oespec.pipeline import plan
+    from oespec.generate_with_catalogues import plan
     from oespec.registry import SourceError, load_registry
 
     try:
@@ -286,14 +286,28 @@ def label_cells(table: str) -> str:
 
 
 # An identifier in a table cell may wrap after a dot, underscore or slash (a hyphen already is a
-# break opportunity), never inside a word.
+# break opportunity), never inside a word: in a code span, and in a long word of the cell's text
+# (`(ResponseOptions.return_output_logprobs)` in a description would otherwise widen its column).
 CELL_CODE = re.compile(r"<code>([^<]*)</code>")
 IDENTIFIER_BREAK = re.compile(r"(?<=[._/])(?=[^\s._/])")
+CELL = re.compile(r"(<td\b[^>]*>)(.*?)(</td>)", re.S)
+TAG = re.compile(r"(<[^>]+>)")
+LONG_WORD = re.compile(r"[^\s<>&]{20,}")
 
 
 def identifier_breaks(table: str) -> str:
-    """`<wbr>` after each dot, underscore and slash inside the code spans of a table's cells."""
-    return CELL_CODE.sub(lambda m: "<code>" + IDENTIFIER_BREAK.sub("<wbr>", m[1]) + "</code>", table)
+    """`<wbr>` after each dot, underscore and slash inside the code spans of a table's cells and
+    inside the long words of their text."""
+    table = CELL_CODE.sub(lambda m: "<code>" + IDENTIFIER_BREAK.sub("<wbr>", m[1]) + "</code>", table)
+
+    def text(part: str) -> str:
+        return LONG_WORD.sub(lambda w: IDENTIFIER_BREAK.sub("<wbr>", w[0]), part)
+
+    def cell(m: re.Match) -> str:
+        parts = TAG.split(m[2])   # text and tags alternate; only the text is touched
+        return m[1] + "".join(part if k % 2 else text(part) for k, part in enumerate(parts)) + m[3]
+
+    return CELL.sub(cell, table)
 
 
 def on_page_content(page_html: str, page, config, files) -> str:

@@ -1,18 +1,22 @@
-"""Suite-wide scheduling: the slow tests start first, and those that mostly wait get workers of
-their own.
+"""Suite-wide scheduling: the heavy end-to-end tests share one worker, the slow tests start first,
+and those that mostly wait get workers of their own.
+
+The end-to-end tests (`END_TO_END`: adding a profile, the pull-request workflow, the install
+outside the checkout, the browser against the built site) each run the project's own commands:
+make, pip, mkdocs, a browser, in copies of the checkout. Under pytest-xdist they form one
+`xdist_group`, so one worker runs them one after the other, sharing one copy of the checkout
+(`shared_checkout`) and keeping their subprocesses from crowding the cores the other worker's
+tests compute on.
 
 pytest-xdist hands tests to its workers in collection order, so a long module collected last
 would start when the other workers are already idle and set the run's wall time on its own: the
 modules holding slow tests move first, each keeping its tests together and in order.
 
 Slow tests are of two kinds. Most of a conformance or fault test's time is spent waiting on
-stream windows and timers (modules marked `waits`), while a site build, a browser page or a
-pull-request step keeps a core busy. Mixed in one queue, the kinds bunch: for a while every
-worker waits and the cores idle, then every worker computes and they are oversubscribed. So
-under xdist the waiting slow tests are dealt into `xdist_group`s, one for each worker beyond one
-per core: pytest-xdist gives each group to one worker, which works through it while the others,
-one per core, take everything else from the queue. The groups get equal shares of each module, and each group keeps the
-collection order, so a module's tests still run together."""
+stream windows and timers (modules marked `waits`), while a site build or a pull-request step
+keeps a core busy. With more workers than cores, the waiting slow tests are dealt into
+`xdist_group`s, one for each worker beyond one per core, so they wait beside the computing ones.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ import gc
 import os
 
 import pytest
+
+from tests.checkout import NotSetUp, make_shared_checkout
 
 
 def _module(item) -> str:
@@ -33,7 +39,9 @@ def slow_modules_first(items: list) -> list:
 
 
 def waiting_groups(items: list, count: int) -> dict[str, list]:
-    """The slow tests of modules marked `waits`, dealt in turn into `count` groups."""
+    """The slow tests of modules marked `waits`, dealt in turn into `count` groups (none for 0)."""
+    if count == 0:
+        return {}
     waits = {_module(item) for item in items if item.get_closest_marker("waits") is not None}
     waiting = [i for i in items if _module(i) in waits and i.get_closest_marker("slow") is not None]
     groups: dict[str, list] = {}
@@ -44,19 +52,41 @@ def waiting_groups(items: list, count: int) -> dict[str, list]:
 
 def waiting_lanes(workers: int, cores: int) -> int:
     """How many groups the waiting tests get: every worker but one per core, which keep the
-    cores busy with the computing tests; a waiting test needs a worker, not a core."""
-    return max(1, min(workers - cores, workers - 1))
+    cores busy with the computing tests (a waiting test needs a worker, not a core); none when
+    there is no worker beyond one per core, and the waiting tests share the queue."""
+    return max(0, min(workers - cores, workers - 1))
+
+
+# The modules that run the project's own commands end to end, in one group on one worker.
+END_TO_END = ("tests/engine/test_add_a_profile.py", "tests/ci/test_pull_request.py",
+              "tests/engine/test_outside_the_checkout.py", "tests/site/test_browser.py")
+END_TO_END_GROUP = "end-to-end"
 
 
 @pytest.hookimpl(tryfirst=True)     # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = slow_modules_first(items)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers >= 2:
-        for name, members in waiting_groups(items, waiting_lanes(workers, os.cpu_count() or 1)).items():
-            for item in members:
-                item.add_marker(pytest.mark.xdist_group(name))
+    if workers < 2:
+        return
+    for item in items:
+        if _module(item) in END_TO_END:
+            item.add_marker(pytest.mark.xdist_group(END_TO_END_GROUP))
+    rest = [item for item in items if _module(item) not in END_TO_END]
+    for name, members in waiting_groups(rest, waiting_lanes(workers, os.cpu_count() or 1)).items():
+        for item in members:
+            item.add_marker(pytest.mark.xdist_group(name))
 
+
+
+@pytest.fixture(scope="session")
+def shared_checkout(tmp_path_factory):
+    """The working tree copied once per run (per worker) into a git repository, for the tests that
+    run the project's own commands in a tree of their own: each clones it (tests/checkout.py)."""
+    try:
+        return make_shared_checkout(tmp_path_factory.mktemp("checkout") / "repo")
+    except NotSetUp as err:
+        pytest.skip(str(err))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,6 +1,7 @@
-"""The suite's scheduling (tests/conftest.py): slow modules first, the waiting slow tests dealt
-into one xdist group for each worker beyond one per core; and, run for real, pytest-xdist keeping a group on one
-worker (a pytest release that renames test ids another way turns the groups off silently)."""
+"""The suite's scheduling (tests/conftest.py): the end-to-end modules in one xdist group, slow
+modules first, the waiting slow tests dealt into one xdist group for each worker beyond one per
+core; and, run for real, pytest-xdist keeping a group on one worker (a pytest release that renames
+test ids another way turns the groups off silently)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,20 @@ def test_waiting_slow_tests_are_dealt_into_one_group_per_worker_beyond_one_per_c
 
 def test_a_waits_mark_on_one_test_makes_its_modules_slow_tests_waiting(monkeypatch):
     items = [FakeItem("tests/w.py::t0", "slow", "waits"), FakeItem("tests/w.py::t1", "slow")]
-    assert [groups for _, groups in _schedule(items, monkeypatch, 2)] == [["waiting-0"], ["waiting-0"]]
+    assert [groups for _, groups in _schedule(items, monkeypatch, 3)] == [["waiting-0"], ["waiting-0"]]
+
+
+def test_the_end_to_end_modules_share_one_group_apart_from_the_waiting_ones(monkeypatch):
+    items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"),
+             FakeItem("tests/engine/test_add_a_profile.py::t", "slow", "waits"),
+             FakeItem("tests/w.py::t", "slow", "waits")]
+    scheduled = dict(_schedule(items, monkeypatch, 3))
+    assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end"],
+                         "tests/engine/test_add_a_profile.py::t": ["end-to-end"], "tests/w.py::t": ["waiting-0"]}
+    # Two workers on two cores: the end-to-end group on one, everything else shared by both.
+    items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"), FakeItem("tests/w.py::t", "slow", "waits")]
+    assert dict(_schedule(items, monkeypatch, 2)) == {"tests/ci/test_pull_request.py::t": ["end-to-end"],
+                                                      "tests/w.py::t": []}
 
 
 def test_without_workers_nothing_is_grouped(monkeypatch):
@@ -99,5 +113,6 @@ def test_xdist_keeps_a_group_on_one_worker(tmp_path):
 def test_one_worker_per_core_computes_and_the_rest_wait():
     assert suite_conftest.waiting_lanes(6, 2) == 4
     assert suite_conftest.waiting_lanes(8, 2) == 6
-    assert suite_conftest.waiting_lanes(2, 2) == 1     # never no lane, never every worker
-    assert suite_conftest.waiting_lanes(2, 8) == 1
+    assert suite_conftest.waiting_lanes(3, 2) == 1     # never every worker
+    assert suite_conftest.waiting_lanes(2, 2) == 0     # no worker beyond the cores: no lane
+    assert suite_conftest.waiting_lanes(2, 8) == 0

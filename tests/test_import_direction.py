@@ -1,7 +1,8 @@
 """Imports run one way: the runtime (`openengine`) and the toolkit (`oespec`) never import each
-other, the command-line layer (`oespec/cli.py`, `oespec/commands/`, and `oespec/pipeline.py`,
-which composes the stages for it) is the only code that uses both, the check and generate stages
-never import each other, and `openengine.contractkit` sits below everything.
+other, the composition layer (`oespec/cli.py`, `oespec/commands/`, `oespec/catalogues.py` and
+`oespec/generate_with_catalogues.py`, which compose the stages) is the only code that uses both,
+the check and generate stages never import each other, and `openengine.contractkit` sits below
+everything.
 
 Every import is found with the AST, including imports inside functions and
 `importlib.import_module("...")` calls with a literal name, so a lazy import cannot slip through.
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = ("oespec/cli.py", "oespec/commands/", "oespec/pipeline.py")
+CLI = ("oespec/cli.py", "oespec/commands/", "oespec/catalogues.py", "oespec/generate_with_catalogues.py")
 LOWER_LAYER = "openengine.contractkit"
 
 

@@ -1,6 +1,7 @@
-"""No import cycles in the runtime package: the modules of `openengine/` (but the generated
-bindings `openengine/v1` and `openengine/legacy`) form a graph without a cycle, lazy imports inside
-functions included.
+"""No import cycles and no upward imports: the modules of `openengine/` (but the generated bindings
+`openengine/v1`) and of `oespec/` form a graph without a cycle, lazy imports inside functions
+included, and a toolkit module imports only from its own layer or the layers below it
+(`TOOLKIT_LAYERS`).
 
 An edge is every import a module runs: `import a.b`, `from a.b import c` (to the module `a.b.c`
 when that is a module, else to `a.b`), relative imports resolved, and `importlib.import_module`
@@ -15,8 +16,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "openengine"
-GENERATED = ("openengine/v1/", "openengine/legacy/")
+PACKAGES = ("openengine", "oespec")
+GENERATED = ("openengine/v1/",)
+# The toolkit's layers, lowest first; a module belongs to the layer of its longest listed prefix.
+TOOLKIT_LAYERS = (
+    # what every stage stands on: the package, the registry model, proto compiling and descriptors
+    ("oespec", "oespec.registry", "oespec.markdown_blocks", "oespec.protoc", "oespec.descriptors", "oespec.buildcache"),
+    # the stages
+    ("oespec.check", "oespec.generate", "oespec.breaking", "oespec.spec", "oespec.upstream"),
+    # the composition of stages and the runtime's catalogues
+    ("oespec.catalogues", "oespec.generate_with_catalogues"),
+    # the command line
+    ("oespec.commands", "oespec.cli"),
+)
 
 
 def module_name(path: Path) -> str:
@@ -24,8 +36,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_modules() -> dict[str, Path]:
-    files = sorted(PACKAGE.rglob("*.py"))
+def project_modules() -> dict[str, Path]:
+    files = sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
     return {module_name(p): p for p in files if not p.relative_to(ROOT).as_posix().startswith(GENERATED)}
 
 
@@ -63,7 +75,7 @@ def imports(path: Path, modules: dict[str, Path]) -> list[tuple[int, str]]:
 
 def import_graph() -> dict[str, dict[str, int]]:
     """module -> {imported module: line of the first import of it}."""
-    modules = runtime_modules()
+    modules = project_modules()
     graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():
         edges: dict[str, int] = {}
@@ -121,12 +133,28 @@ def describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
                      for m in component)
 
 
-def test_the_runtime_package_has_no_import_cycle():
+def layer(module: str) -> int:
+    """The toolkit layer a module of `oespec` belongs to."""
+    prefixes = [(len(p), i) for i, names in enumerate(TOOLKIT_LAYERS) for p in names
+                if module == p or module.startswith(p + ".")]
+    assert prefixes, f"{module} is in no layer of TOOLKIT_LAYERS"
+    return max(prefixes)[1]
+
+
+def test_the_packages_have_no_import_cycle():
     graph = import_graph()
-    assert len(graph) > 50   # the whole package was read
+    assert sum(m.startswith("openengine.") for m in graph) > 50 and sum(m.startswith("oespec.") for m in graph) > 50
     found = cycles(graph)
     assert found == [], "import cycles (break each by moving what both sides need below them): " + \
         " | ".join(describe(c, graph) for c in found)
+
+
+def test_the_toolkit_imports_no_layer_above_its_own():
+    graph = import_graph()
+    upward = [f"{source} (layer {layer(source)}) imports {target} (layer {layer(target)}) at line {line}"
+              for source, edges in graph.items() if source.split(".")[0] == "oespec"
+              for target, line in edges.items() if target.split(".")[0] == "oespec" and layer(target) > layer(source)]
+    assert upward == []
 
 
 def test_a_cycle_is_found_and_named():

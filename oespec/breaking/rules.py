@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from oespec.breaking import Change, Context, rule
+from oespec.breaking.rule import Change, Context, rule
 from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
 from openengine.contractkit.diagnostics import Loc, Severity
 from oespec.registry import Limit, Profile
@@ -193,9 +193,9 @@ def profile_removed(pair: Pair, ctx: Context):
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
 
 
-rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
-     breaks="none", bump="none",
-     purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")(_when_added(
+profile_added = rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
+                     breaks="none", bump="none",
+                     purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")(_when_added(
     lambda p: f"new profile {p.current.name} {p.current.version}"))
 
 
@@ -246,15 +246,15 @@ def _scope_moved(index: int, verb: str):
     return handler
 
 
-rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
-     breaks="both", bump="major",
-     purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
+scope_narrowed = rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
+                      breaks="both", bump="major",
+                      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
     _scope_moved(0, "narrowed"))
 
 
-rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
-     breaks="both", bump="major",
-     purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
+scope_widened = rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
+                     breaks="both", bump="major",
+                     purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
              "it moves where the capability is reported")(_scope_moved(1, "widened"))
 
 
@@ -282,42 +282,42 @@ def capability_changed(pair: Pair, ctx: Context):
                          f"{before} to {after}", _owner(pair), pair.previous.at(key))
 
 
-rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
-     breaks="both", bump="major",
-     purpose="a profile keeps its capability message within a major")(_when_removed(
+capability_removed = rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
+                          breaks="both", bump="major",
+                          purpose="a profile keeps its capability message within a major")(_when_removed(
     lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})"))
 
 
-rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
-     breaks="servers", bump="minor",
-     purpose="a profile may gain a capability message in a minor version")(_when_added(
+capability_added = rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
+                        breaks="servers", bump="minor",
+                        purpose="a profile may gain a capability message in a minor version")(_when_added(
     lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}"))
 
 
 # --- prerequisites and incompatibilities ---------------------------------------------------------
 
-rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
-     breaks="servers", bump="major",
-     purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
+prerequisite_added = rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
+                          breaks="servers", bump="major",
+                          purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
     lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}"))
 
 
-rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
-     breaks="both", bump="major",
-     purpose="a prerequisite's version range never changes within a major")(_when_changed(
+prerequisite_changed = rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
+                            breaks="both", bump="major",
+                            purpose="a prerequisite's version range never changes within a major")(_when_changed(
     "version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
                          f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range))
 
 
-rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
-     breaks="clients", bump="minor",
-     purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
+prerequisite_removed = rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
+                            breaks="clients", bump="minor",
+                            purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
     lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}"))
 
 
-rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
-     breaks="servers", bump="major",
-     purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
+incompatibility_added = rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
+                             breaks="servers", bump="major",
+                             purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
     lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}"))
 
 
@@ -383,17 +383,17 @@ def incompatibility_loosened_rule(pair: Pair, ctx: Context):
                      f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
 
 
-rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
-     breaks="clients", bump="minor",
-     purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
+incompatibility_removed = rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
+                               breaks="clients", bump="minor",
+                               purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
     lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}"))
 
 
 # --- RPCs and messages ---------------------------------------------------------------------------
 
-rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
-     breaks="clients", bump="major",
-     purpose="an RPC stays in its profile for the whole major")(_when_removed(
+rpc_removed = rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
+                   breaks="clients", bump="major",
+                   purpose="an RPC stays in its profile for the whole major")(_when_removed(
     lambda p: f"RPC {p.key} was removed from {p.prev_parent.name}"))
 
 
@@ -430,29 +430,29 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
                          pair.prev_parent.name if pair.prev_parent else _owner(pair), pair.previous.at(key))
 
 
-rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
-     breaks="clients", bump="major",
-     purpose="a message stays in its profile for the whole major")(_when_removed(
+message_removed = rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
+                       breaks="clients", bump="major",
+                       purpose="a message stays in its profile for the whole major")(_when_removed(
     lambda p: f"message {p.key} was removed from {p.prev_parent.name}"))
 
 
-rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
-     breaks="servers", bump="minor",
-     purpose="a profile may gain a message in a minor version")(_when_added(
+message_added = rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
+                     breaks="servers", bump="minor",
+                     purpose="a profile may gain a message in a minor version")(_when_added(
     lambda p: f"message {p.key} was added to {p.cur_parent.name}"))
 
 
 # --- limits --------------------------------------------------------------------------------------
 
-rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
-     breaks="clients", bump="major",
-     purpose="a limit stays in its profile for the whole major")(_when_removed(
+limit_removed = rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
+                     breaks="clients", bump="major",
+                     purpose="a limit stays in its profile for the whole major")(_when_removed(
     lambda p: f"limit {p.key} was removed from {p.prev_parent.name}"))
 
 
-rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
-     breaks="servers", bump="minor",
-     purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
+limit_added = rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
+                   breaks="servers", bump="minor",
+                   purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
     lambda p: f"limit {p.key} was added to {p.cur_parent.name}"))
 
 
@@ -471,9 +471,9 @@ def limit_type_changed(pair: Pair, ctx: Context):
                      f"{name(after)}", _owner(pair), pair.previous.at("type"))
 
 
-rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-     breaks="both", bump="major",
-     purpose="a limit's field number never changes within a major")(_when_changed(
+limit_field_changed = rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+                           breaks="both", bump="major",
+                           purpose="a limit's field number never changes within a major")(_when_changed(
     "field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to {p.current.field}"))
 
 
@@ -487,9 +487,9 @@ def limit_unit_changed(pair: Pair, ctx: Context):
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
 
 
-rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-     breaks="both", bump="major",
-     purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
+limit_default_changed = rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
+                             breaks="both", bump="major",
+                             purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
     "default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to {p.current.default!r}",
     lambda limit: fingerprint(limit.default)))
 
@@ -600,3 +600,14 @@ def undeprecated(pair: Pair, ctx: Context):
     if pair.kept and pair.previous.deprecated is not None and pair.current.deprecated is None:
         yield Change(pair.current.loc, f"{pair.kind} {pair.key} is no longer deprecated", _owner(pair),
                      pair.previous.at("deprecated"))
+
+
+RULES = [revision_not_increased, revision_decreased, version_decreased, history_rewritten, history_missing,
+         since_rewritten, since_not_new_version, changed_without_version, package_changed, profile_removed,
+         profile_added, profile_incomplete, mandatory_changed, scope_narrowed, scope_widened, roles_added,
+         capability_changed, capability_removed, capability_added, prerequisite_added, prerequisite_changed,
+         prerequisite_removed, incompatibility_added, incompatibility_changed, incompatibility_loosened_rule,
+         incompatibility_removed, rpc_removed, rpc_added, rpc_moved, rpc_signature_changed, message_removed,
+         message_added, limit_removed, limit_added, limit_type_changed, limit_field_changed,
+         limit_unit_changed, limit_default_changed, limit_range_narrowed, limit_range_widened,
+         limit_enum_renumbered, deprecated, removed_without_deprecation, undeprecated]

@@ -7,7 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from oespec.breaking import CATALOGUE, Context, compare
+from oespec.breaking.judge import compare
+from oespec.breaking.rule import Context
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
 from oespec.breaking.wire import UpstreamScope, WireError, compare_protos
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
@@ -18,7 +19,6 @@ UNUSABLE_RULE = "OEB000"
 UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
                          "the baseline ref and both registries can be read (an unknown ref, a registry "
                          "that does not parse, or buf failing stops the comparison)", Severity.ERROR)
-CATALOGUE.register(UNUSABLE_SPEC)
 
 
 class BreakingError(Exception):

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from oespec.breaking import CATALOGUE, Context, Rule, breaking_spec
+from oespec.breaking.rule import Context, Rule, breaking_spec
 from oespec.breaking.ownership import WireGraph, attribute, is_generated, load_graph
 from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.registry import Registry
@@ -36,7 +36,6 @@ WIRE_RULE = Rule(breaking_spec(
     purpose=f"buf's {BUF_CATEGORY} breaking rules between the baseline's proto/ and the working tree's "
             "(e.g. buf:FIELD_NO_DELETE); accepted only as part of a major bump of the owning profile",
 ), kinds=(), handler=None)
-CATALOGUE.register(WIRE_RULE.spec, WIRE_RULE)
 
 
 _NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
     Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
@@ -45,16 +45,8 @@ def load_contract(proto_root: Path | str, display_root: str | None = None, *,
             add_file(contract, fdp, f"{shown}/{fdp.name}")
     standard_health(contract)
     contract.request_limits = _request_limits(fds, sources, shown)
-    if upstream_image is not None and Path(upstream_image).is_file():
-        from oespec.upstream import UpstreamError, elements, load_image
-
-        try:
-            image = load_image(Path(upstream_image))
-        except UpstreamError:
-            return contract   # `oespec upstream check` reports an unreadable pin (OEB105)
-        contract.upstream = {name: e for name, e in elements(image).items()
-                             if not e.file.startswith("google/protobuf/")}
-        contract.elements = elements(fds, only=set(sources), display=shown)
+    if upstream_image is not None:
+        contract.upstream = _upstream(Path(upstream_image))
     return contract
 
 
@@ -98,6 +90,23 @@ def _request_limits(fds, sources: dict[str, str], shown: str) -> list[RequestLim
                 found.append(RequestLimitOption(f"{fdp.package}.{msg.name}", option.field, option.profile,
                                                 option.limit, f"{shown}/{fdp.name}", loc))
     return found
+
+
+def _upstream(image: Path) -> Contract | None:
+    """What upstream defines, from its pinned image; None when there is no readable image (the
+    upstream gate, `oespec upstream check`, reports an unreadable pin itself)."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    try:
+        fds = descriptor_pb2.FileDescriptorSet.FromString(image.read_bytes())
+    except (OSError, DecodeError):
+        return None
+    upstream = Contract(image.as_posix())
+    for fdp in fds.file:
+        if not fdp.name.startswith("google/protobuf/"):
+            add_file(upstream, fdp, fdp.name)
+    return upstream
 
 
 def _protoc_diagnostics(text: str, shown: str) -> list[Diagnostic]:
@@ -260,21 +269,33 @@ def request_limit_known(ctx: CheckContext):
       purpose="the proposal extends upstream's messages and enums only with numbers from 100 up, and adds no "
               "RPC to upstream's services (new RPCs go in sibling services)")
 def upstream_extended_by_addition(ctx: CheckContext):
-    upstream, ours = ctx.contract.upstream, ctx.contract.elements
+    contract, upstream = ctx.contract, ctx.contract.upstream
     if upstream is None:
         return
-    for name, element in ours.items():
-        if name in upstream or element.parent not in upstream:
-            continue
-        if element.kind == "rpc":
-            yield Finding(element.loc, f"{name} adds an RPC to upstream's service {element.parent}",
-                          "upstream's services keep exactly upstream's RPCs; put the RPC in a sibling service of "
-                          "the proposal (its profile's `rpcs` in profiles.yaml) and run `oespec generate`",
-                          path=element.file)
-        elif element.kind in ("field", "enum_value") and element.proto.number < FIRST_ADDED_NUMBER:
-            what = "field" if element.kind == "field" else "enum value"
-            yield Finding(element.loc,
-                          f"{what} {name} is added to upstream's {element.parent} with number "
-                          f"{element.proto.number}, below {FIRST_ADDED_NUMBER}",
-                          f"give it the next free number from {FIRST_ADDED_NUMBER} up: upstream's own additions "
-                          "take the numbers below", path=element.file)
+    hint = (f"give it the next free number from {FIRST_ADDED_NUMBER} up: upstream's own additions take the "
+            "numbers below")
+    for name, theirs in upstream.messages.items():
+        ours = contract.messages.get(name)
+        numbers = {f.number for f in theirs.fields.values()}
+        for f in (ours.fields.values() if ours else ()):
+            if f.name not in theirs.fields and f.number not in numbers and f.number < FIRST_ADDED_NUMBER:
+                yield Finding(f.loc, f"field {name}.{f.name} is added to upstream's {name} with number {f.number}, "
+                                     f"below {FIRST_ADDED_NUMBER}", hint, path=f.file)
+    for name, theirs in upstream.enums.items():
+        ours = contract.enums.get(name)
+        numbers = {number for number, _ in theirs.values.values()}
+        for value, (number, loc) in (ours.values.items() if ours else ()):
+            if value not in theirs.values and number not in numbers and number < FIRST_ADDED_NUMBER:
+                yield Finding(loc, f"enum value {value} is added to upstream's {name} with number {number}, "
+                                   f"below {FIRST_ADDED_NUMBER}", hint, path=ours.file)
+    for name, method in sorted(contract.methods.items()):
+        service = name.split("/")[0]
+        if service in upstream.services and name not in upstream.methods:
+            yield Finding(method.loc, f"{name} adds an RPC to upstream's service {service}",
+                          "upstream's services keep exactly upstream's RPCs; put the RPC in a sibling service of the "
+                          "proposal (its profile's `rpcs` in profiles.yaml) and run `oespec generate`",
+                          path=method.file)
+
+
+RULES = [rpc_in_contract, rpc_shape_matches, rpc_has_profile, message_in_contract, capability_in_contract,
+         limit_in_contract, request_limit_known, upstream_extended_by_addition]

@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"oespec check: no {proto_root.as_posix()}/ beside {args.registry}: the checks against "
                          "the compiled protos (OE100-OE1xx) did not run; give --proto-root DIR, or "
                          "--no-contract to check the registry alone\n")
-    head = None
+    last_commit = None
     if not args.no_head and resolved.registry is not None:
-        from oespec.check.head import head_state
+        from oespec.check.last_commit import last_commit_state
 
         # The protos count only when they sit beside the registry (the repository's own layout).
-        head = head_state(Path(args.registry), proto_root if beside else None, current=resolved.source)
-    return emit(args, run_rules(resolved, contract=contract, head=head) + compile_errors)
+        last_commit = last_commit_state(Path(args.registry), proto_root if beside else None, current=resolved.source)
+    return emit(args, run_rules(resolved, contract=contract, last_commit=last_commit) + compile_errors)

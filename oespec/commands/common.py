@@ -41,7 +41,7 @@ def tool_homepage() -> str:
 def output_context(*, with_version: bool = True, **given) -> Context:
     """The context every command prints with: the tool, its version and home page, and the one
     catalogue the SARIF printer describes rules from (read only when a printer asks)."""
-    from oespec.commands.rules import describe
+    from oespec.catalogues import describe
 
     return Context(tool="oespec", version=tool_version() if with_version else "",
                    information_uri=tool_homepage() if with_version else "", describe=describe, **given)

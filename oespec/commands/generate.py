@@ -13,7 +13,7 @@ from oespec.check import run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
 from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
-from oespec.pipeline import plan
+from oespec.generate_with_catalogues import plan
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
 
 HELP = "generate protos, bindings, schemas and docs from the registry"

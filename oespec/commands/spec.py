@@ -9,7 +9,10 @@ from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.spec import CASES_DIR, UNKNOWN_REFERENCE, WIRE_WITHOUT_CASE, referenced_ids, scan_requirements
+from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry
+from oespec.spec import (
+    CASES_DIR, UNKNOWN_REFERENCE, WIRE_WITHOUT_CASE, referenced_ids, scan_requirements, unclaimed_areas,
+)
 
 HELP = "check the spec's numbered requirements (ids, tags, duplicates) and citations of them"
 
@@ -21,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-dir", default="spec", help="the spec folder (default: spec)")
     parser.add_argument("--list", action="store_true",
                         help="print the requirements (id, tag, location, text) instead of findings")
+    parser.add_argument("--registry",
+                        help="the registry whose profiles claim the requirement areas (default: profiles.yaml "
+                             "beside the spec folder; without one the areas are not checked, and the command "
+                             "says so)")
     parser.add_argument("--no-cases", action="store_true",
                         help="do not match wire requirements with the conformance runner's cases (SPEC006)")
     add_output_arguments(parser)
@@ -40,7 +47,25 @@ def run(args: argparse.Namespace) -> int:
         diags.extend(_unknown_citations(path, known))
     if not args.no_cases:
         diags.extend(_wire_without_case(requirements, Path(args.spec_dir)))
+    registry = Path(args.registry) if args.registry else Path(args.spec_dir).parent / DEFAULT_REGISTRY
+    diags.extend(_unclaimed_areas(requirements, registry))
     return emit(args, diags)
+
+
+def _unclaimed_areas(requirements, registry: Path) -> list[Diagnostic]:
+    """The areas no profile of the registry claims (SPEC008); none when the registry cannot be
+    read, which `oespec check` reports on its own."""
+    if not registry.is_file():
+        sys.stderr.write(f"oespec spec: no {registry.as_posix()}: the requirement areas were not matched with "
+                         "profiles; give --registry FILE\n")
+        return []
+    try:
+        resolved = load_registry(registry)
+    except SourceError:
+        return []
+    if resolved.registry is None:
+        return []
+    return unclaimed_areas(requirements, (a for p in resolved.registry.profiles for a in p.requirement_areas))
 
 
 def _wire_without_case(requirements, spec_dir: Path) -> list[Diagnostic]:

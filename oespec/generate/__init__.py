@@ -78,7 +78,7 @@ def protoc_problems(text: str, proto_dir: str = "proto") -> list[Problem]:
 class RuleCatalogues:
     """The catalogue entries the docs print, each a `RuleSpec` (openengine.contractkit.rules), handed in by
     the caller: the generate stage never imports `oespec.check`, `oespec.breaking` or the runtime
-    (`openengine`); `oespec.pipeline`, part of the command-line layer, supplies them from the one
+    (`openengine`); `oespec.generate_with_catalogues`, part of the composition layer, supplies them from the one
     catalogue `oespec rules` lists."""
 
     check: tuple[RuleSpec, ...] = ()
@@ -171,7 +171,7 @@ def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
          rules: RuleCatalogues | None = None) -> list[Output]:
     """Run the generators in memory and return every output; raises `GenerationError`.
-    `rules` are the catalogues the docs print; `oespec.pipeline.plan` passes them."""
+    `rules` are the catalogues the docs print; `oespec.generate_with_catalogues.plan` passes them."""
     ctx = GenerationContext(registry, Path(root), rules=rules)
     for name, spec in GENERATORS.items():
         if only and name not in only:

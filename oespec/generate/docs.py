@@ -48,6 +48,7 @@ BREAKING_RULES_PAGE = "reference/breaking-rules.md"
 VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
 ADDITIONS_PAGE = "reference/additions.md"
+OPTIONS_FILE = "options.proto"   # the custom options that annotate descriptors
 NAV_FILE = "nav.yml"
 
 STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "client streaming",
@@ -263,7 +264,7 @@ def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | Non
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
-                                      "oespec.pipeline.plan (or `oespec generate`)")
+                                      "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
@@ -590,13 +591,15 @@ def _spec_pages(ctx: GenerationContext) -> list[str]:
 
 @dataclass(frozen=True)
 class SpecSection:
-    """A section of a spec page (under a `##` or deeper heading) and the names its code spans hold."""
+    """A section of a spec page (under a `##` or deeper heading), its text and the names its code
+    spans hold."""
 
     page: str
     anchor: str
     title: str
     spans: frozenset[str]
     words: frozenset[str]
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -622,6 +625,9 @@ class Additions:
     types: tuple[Added, ...] = ()           # new messages and enums
     extensions: tuple[Added, ...] = ()      # fields and values added to upstream's messages and enums
     profiles: tuple[tuple[Profile, tuple[Requirement | SpecSection, ...]], ...] = ()
+    # The custom options' messages (options.proto): descriptor annotations, never on the wire.
+    options: tuple[Added, ...] = ()
+    options_stated: tuple[Requirement, ...] = ()
 
 
 def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
@@ -629,7 +635,7 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     Markdown toc extension's, repeated titles numbered as it numbers them)."""
     from markdown.extensions.toc import slugify
 
-    from oespec.fences import fenced_lines
+    from oespec.markdown_blocks import fenced_lines
 
     sections = []
     for rel in _spec_pages(ctx):
@@ -641,8 +647,9 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
 
         def close() -> None:
             if current is not None:
-                spans, words = _code_words("\n".join(body))
-                sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], current[0], current[1], spans, words))
+                text = "\n".join(body)
+                spans, words = _code_words(text)
+                sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], current[0], current[1], spans, words, text))
 
         for number, line in enumerate(text.splitlines(), 1):
             heading = None if number in fenced else re.match(r"^(#{1,6}) +(.+?)\s*#*\s*$", line)
@@ -678,6 +685,25 @@ def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...
     return ()
 
 
+def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: Profile) -> tuple:
+    """Where the spec states a profile: the first requirement of each of its areas
+    (`requirement_areas`); else the requirements that name it in code (`openengine.runtime-events`:
+    a hyphenated name is one word here); else the section that does, one whose title names it."""
+    first_of_area: dict[str, Requirement] = {}
+    for r in site.requirements:
+        if r.area in profile.requirement_areas:
+            first_of_area.setdefault(r.area, r)
+    if first_of_area:
+        return tuple(first_of_area.values())[:3]
+    spelled = f"`{profile.name}`"
+    found = [r for r in site.requirements if spelled in r.text]
+    if found:
+        return tuple(found[:3])
+    matching = [s for s in sections if spelled in s.text]
+    titled = [s for s in matching if profile.name in s.title]
+    return ((titled or matching)[0],) if matching else ()
+
+
 def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
     """What proto/ adds to the pinned upstream v1 (`oespec.upstream.additions`), each element with
     its protocol reference entry, its profiles and where the spec states it."""
@@ -707,7 +733,7 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
         page = protocol_page_path(a.file[len("proto/"):])
         return (page, anchor_id(target)) if a.kind in ("service", "rpc") else (page, "")
 
-    by_profile = {p.name: _where_stated(site, sections, (p.name,)) for p in site.registry.profiles}
+    by_profile = {p.name: _where_profile_is_stated(site, sections, p) for p in site.registry.profiles}
 
     def stated(element, names: tuple[str, ...], profiles: tuple[str, ...], context: str = ""):
         """Where the spec states the element; else its profile's section; else its file's mention."""
@@ -715,7 +741,7 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
         fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
         return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
 
-    services, types, extensions = [], [], []
+    services, types, extensions, options = [], [], [], []
     for a in found:
         name = short(a.name)
         if a.kind in ("service", "rpc"):
@@ -725,6 +751,8 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
             names = (name, a.name) if a.kind == "service" else (name, a.name, name.split("/")[-1])
             services.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
                                   stated(a, names, profiles)))
+        elif a.kind in ("message", "enum") and a.file.endswith("/" + OPTIONS_FILE):
+            options.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), (), ()))
         elif a.kind in ("message", "enum"):
             profiles = tuple(site.type_owners.get(a.name, ()))
             types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
@@ -737,7 +765,8 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
                                     profiles, stated(a, (f"{parent}.{leaf}", leaf), profiles,
                                                      parent.rsplit(".", 1)[-1])))
     profiles = tuple((p, by_profile[p.name]) for p in site.registry.profiles)
-    return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles)
+    options_stated = tuple(r for r in site.requirements if re.search(r"\boptions?\b", r.text, re.I))[:1]
+    return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles, tuple(options), options_stated)
 
 
 # --------------------------------------------------------------------------------------- generate

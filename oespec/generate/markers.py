@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.fences import fenced_lines
+from oespec.markdown_blocks import fenced_lines
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 
 MALFORMED = "DOC001"

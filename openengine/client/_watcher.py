@@ -159,6 +159,7 @@ class WatchState:
         self._delays: Iterator[float] | None = None
         self._pause: float | None = None          # a wait owed before the next call
         self._reopen = False                      # the stream in flight must be cancelled
+        self._watch_unimplemented = False         # WatchLoad answered UNIMPLEMENTED on this instance
         self._events_delays = self.backoff.delays()
         if view is not None:
             self.discovered(view)
@@ -195,9 +196,9 @@ class WatchState:
             return Watch(self.request)
         return Poll(self.poll_request)
 
-    def next_events_step(self) -> str | float | Finished:
-        """What the events loop does now: SUBSCRIBE, AWAIT_VIEW, or a pause in seconds before
-        subscribing again."""
+    def next_events_step(self) -> str | Finished:
+        """What the events loop does now: SUBSCRIBE, AWAIT_VIEW (until a view advertises runtime
+        events), or Finished."""
         if not self.running:
             return Finished()
         return SUBSCRIBE if self.events_advertised else AWAIT_VIEW
@@ -221,14 +222,14 @@ class WatchState:
         if previous is not None and previous.instance_id != view.instance_id:
             restart = Restart(previous.instance_id, view.instance_id, self.clock())
             self.restarts.append(restart)
-            if self.mode == POLL:
-                self.mode = WATCH       # the new instance may serve WatchLoad
+            self._watch_unimplemented = False    # the new instance may serve WatchLoad
             if self.on_restart is not None:
                 self.on_restart(restart)
         if view.supports("openengine.load"):
             least = view.limit("openengine.load", "min_watch_interval_ms")
             self.poll_interval = self.asked_poll_interval if self.asked_poll_interval is not None \
                 else max(DEFAULT_POLL_S, (least or 100) / 1000.0)
+            self.mode = POLL if self._watch_unimplemented else WATCH
         else:
             self.mode = POLL           # GetLoad is core: every engine answers it
         self.rouse()
@@ -282,6 +283,7 @@ class WatchState:
                 self.end("the engine answers discovery with UNIMPLEMENTED", err)
             elif self.mode == WATCH:
                 self.mode = POLL
+                self._watch_unimplemented = True
                 self.wake()
             else:
                 self.end("GetLoad answers UNIMPLEMENTED, although every OpenEngine engine serves it", err)

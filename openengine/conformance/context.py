@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked
-from openengine.conformance.contract import CORE, HEALTH_SERVICE, Contract, RpcInfo
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
@@ -736,11 +736,11 @@ class Reader:
     def cancel(self) -> None:
         self.call.cancel()
         if self._pending is not None:
-            settle(self._pending)
+            cancel_or_reap(self._pending)
             self._pending = None
 
 
-def settle(task: asyncio.Future) -> None:
+def cancel_or_reap(task: asyncio.Future) -> None:
     """Cancel a task that is still running, and mark the outcome of one that already ended as
     seen, so an exception nobody awaits is not printed by asyncio when the task is collected."""
     if task.done():
@@ -761,10 +761,10 @@ async def together(*awaitables):
         failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception()), None)
         if failed is not None or any(not t.done() for t in tasks):
             for t in tasks:
-                settle(t)
+                cancel_or_reap(t)
             await asyncio.wait(tasks)
             for t in tasks:
-                settle(t)
+                cancel_or_reap(t)
     if failed is not None:
         raise failed.exception()
     return [t.result() for t in tasks]

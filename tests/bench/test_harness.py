@@ -298,3 +298,24 @@ def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
     by_name = {f.name: f for f in fleet.figures(kept)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert "at the asked 50 ms interval" in by_name["fleet.n10.client_cpu_ratio"].note
+
+
+def test_only_a_whole_run_writes_bench_results(capsys):
+    from bench.run import main
+
+    for argv in (["--quick"], ["--only", "validators"]):
+        with pytest.raises(SystemExit) as refused:
+            main(argv)
+        assert refused.value.code == 2
+        assert "whole run only" in capsys.readouterr().err
+
+
+def test_the_benchmarks_import_nothing_from_the_tests():
+    import ast
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "tests" or n.startswith("tests.") for n in names), path.name

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import git, run
+from tests.checkout import git, run
 
 # Each test runs several whole workflow steps (the conformance step is the whole suite against an
 # engine): on a loaded machine that outlasts the suite's default per-test timeout, a hang guard.

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from tests.checkout import ROOT
 
 SCRIPT = ROOT / ".ci" / "pull_request_summary.py"
 

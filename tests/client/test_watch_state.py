@@ -98,7 +98,9 @@ def test_revision_changes_restarts_and_the_getload_fallback():
     assert isinstance(state.next_step(), Finished)
 
 
-def test_without_openengine_load_only_getload_is_polled():
+def test_without_openengine_load_only_getload_is_polled_until_a_view_advertises_it():
     state = WatchState(view=view())
     assert state.mode == POLL and isinstance(state.next_step(), Poll)
     assert state.next_events_step() == "await-view"
+    state.discovered(view("openengine.load", revision=2))     # a new configuration epoch
+    assert state.mode == WATCH and isinstance(state.next_step(), Watch)

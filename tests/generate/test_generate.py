@@ -11,7 +11,7 @@ from oespec.check import run_rules
 from oespec.check.contract import Contract, load_contract
 from oespec.cli import run
 from oespec.generate import GENERATORS, HEADER_TEXT, write_outputs
-from oespec.pipeline import plan
+from oespec.generate_with_catalogues import plan
 from oespec.registry import load_registry
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pytest
 from oespec.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_OUTPUTS = ("openengine/v1/", "openengine/legacy/")
+BUILD_OUTPUTS = ("openengine/v1/",)
 
 
 def _registry():

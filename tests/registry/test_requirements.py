@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from oespec.breaking import iter_rules as breaking_rules
+from oespec.breaking import catalogue as breaking_catalogue
 from oespec.check import iter_rules as check_rules
 from oespec.cli import run
 from oespec.spec import scan_requirements
@@ -27,9 +27,9 @@ def _citing() -> dict[str, set[str]]:
     for r in check_rules():
         for req in r.requirements:
             cited.setdefault(req, set()).add(r.id)
-    for r in breaking_rules():
-        if r.requirement:
-            cited.setdefault(r.requirement, set()).add(r.id)
+    for spec in breaking_catalogue().specs():   # the upstream gate's ids among them
+        for req in spec.requirements:
+            cited.setdefault(req, set()).add(spec.id)
     return cited
 
 
@@ -129,8 +129,8 @@ def test_proto_edit_without_revision_bump_warns(repo, capsys):
     assert _oe053(repo, capsys)
 
 
-def test_outside_git_there_is_no_head_state(tmp_path):
-    from oespec.check.head import head_state
+def test_outside_git_there_is_no_last_commit_state(tmp_path):
+    from oespec.check.last_commit import last_commit_state
 
     shutil.copy(DATA / "registry" / "valid" / "minimal" / "profiles.yaml", tmp_path / "profiles.yaml")
-    assert head_state(tmp_path / "profiles.yaml") is None
+    assert last_commit_state(tmp_path / "profiles.yaml") is None

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from oespec.generate import write_outputs
-from oespec.pipeline import plan
+from oespec.generate_with_catalogues import plan
 from oespec.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,11 +36,6 @@ pytestmark = [
                                                 "(.ci/run installs it: apt-get install -y chromium)"),
 ]
 
-# One worker per catalogue under pytest-xdist: its tests then share one browser and one server,
-# and the two catalogues' pages are checked side by side on two workers.
-REPOSITORY = pytest.mark.xdist_group("browser-repository")
-FIFTEEN = pytest.mark.xdist_group("browser-fifteen")
-
 PROFILE = "openengine.load"
 RPC = "WatchLoad"
 SITE_NAME = "OpenEngine profiles"
@@ -93,8 +88,7 @@ def server(built_site):
         yield url
 
 
-@pytest.fixture(scope="module", params=[pytest.param("repository", marks=REPOSITORY),
-                                        pytest.param("fifteen", marks=FIFTEEN)])
+@pytest.fixture(scope="module", params=["repository", "fifteen"])
 def catalogue(request):
     """The repository's site, then the fifteen-profile one (tests are grouped by it, so each
     site is served once)."""
@@ -151,7 +145,6 @@ def _heading(page) -> str:
     return page.locator("article h1").first.inner_text().rstrip("¶ \n")
 
 
-@REPOSITORY
 def test_reader_finds_a_profile_its_limits_and_an_rpc(page, server, registry):
     profile = registry.profile(PROFILE)
     assert profile is not None and profile.limits and any(r.method == RPC for r in profile.rpcs)
@@ -396,7 +389,6 @@ def test_profile_pages_and_the_matrix_show_stability(browser, catalogue):
             assert row.locator("td").nth(1).inner_text().strip() == stability, profile.name
 
 
-@REPOSITORY
 def test_a_click_on_a_picture_box_opens_its_profile(page, server, registry):
     page.goto(server + "reference/profiles/dependencies/")
     page.locator("article figure.oe-depgraph g.node a").first.click()
@@ -404,7 +396,6 @@ def test_a_click_on_a_picture_box_opens_its_profile(page, server, registry):
     assert _heading(page) in {p.name for p in registry.profiles}
 
 
-@REPOSITORY
 def test_a_message_requirement_link_opens_the_requirement(page, server):
     page.goto(server + "reference/protocol/load/")
     assert page.locator("article h2#watchloadrequest").count() == 1
@@ -413,7 +404,6 @@ def test_a_message_requirement_link_opens_the_requirement(page, server):
     assert page.locator("[id='req-load-006']").count() == 1
 
 
-@REPOSITORY
 def test_requirement_pages_show_titles_and_link_what_checks_each_requirement(page, server):
     """The requirements index names each requirement's page by its title, and both it and the
     requirement checks matrix link rules and cases whose anchors exist (each target page is

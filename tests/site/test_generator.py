@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from oespec.generate import GenerationContext, GenerationError, stale_outputs, write_outputs
-from oespec.pipeline import plan
+from oespec.generate_with_catalogues import plan
 from oespec.generate import docs
 from oespec.registry import load_registry
 
@@ -59,6 +59,9 @@ def test_the_additions_page_lists_what_only_the_proposal_defines(registry, repos
     extensions = sections["Fields and values added to upstream's messages and enums"]
     assert "`ServerInfo.capability_revision`" in extensions and "`uint64 capability_revision = 100`" in extensions
     assert "`EngineRole.ENGINE_ROLE_ENCODER`" in extensions and "temperature" not in extensions
+    # Every entry links to where the specification states it.
+    unlinked = [row for row in page.splitlines() if row.startswith("| [") and row.rstrip().endswith("| — |")]
+    assert unlinked == []
 
 
 def test_committed_pages_are_current(repository_plan):
@@ -200,7 +203,7 @@ def _row_id(cells: list[str]) -> str:
 def test_rule_pages_list_exactly_the_catalogue_in_its_order(repository_docs):
     """Each rule page and the case page is the family's catalogue (`oespec rules`), entry for entry,
     with the requirements each entry cites."""
-    from oespec.commands.rules import family_specs
+    from oespec.catalogues import family_specs
 
     families = family_specs()
     outputs = repository_docs

@@ -1,9 +1,10 @@
-"""The registry rules, one module per concern. Importing this package registers all of them.
+"""The registry rules, one module per concern, each listing its rules in `RULES`.
 
 Ids are stable: a rule keeps its id for life and a removed rule's id is never reused. OE1xx
-compare with the protos.
+compare with the protos (`oespec.check.contract`).
 """
 
-from oespec.check.rules import (  # noqa: F401  (each module registers its rules on import)
-    yaml, names, versions, stability, scope, numbering, limits, rpcs, dependencies,
-)
+from oespec.check.rules import dependencies, limits, names, numbering, rpcs, scope, stability, versions, yaml
+
+RULES = [*yaml.RULES, *names.RULES, *versions.RULES, *stability.RULES, *scope.RULES, *numbering.RULES,
+         *limits.RULES, *rpcs.RULES, *dependencies.RULES]

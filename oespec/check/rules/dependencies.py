@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import prerequisites, profiles_by_name
 from oespec.check.rules.limits import NUMERIC, _show
 from openengine.contractkit.diagnostics import Severity
@@ -245,12 +245,17 @@ def _vacuous(kind: str, verb: str, hint: str):
     return handler
 
 
-rule("OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies",
-     requirements=("REQ-ADD-008",),
-     purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)")(
-    _vacuous("never", "can never hold", "compare with a value inside the limit's range, or remove the incompatibility"))
-rule("OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies",
-     requirements=("REQ-ADD-008",),
-     purpose="a `when` condition does not hold for every value of its limit (else it is no condition)")(
-    _vacuous("always", "always holds", "drop the condition (the rest of the incompatibility says the same), "
-                                       "or compare with a value inside the range"))
+condition_never_holds = rule(
+    "OE047", "condition-never-holds", severity=Severity.WARNING, category="dependencies", requirements=("REQ-ADD-008",),
+    purpose="a `when` condition can hold for some value of its limit (else the incompatibility never applies)",
+)(_vacuous("never", "can never hold", "compare with a value inside the limit's range, or remove the incompatibility"))
+condition_always_holds = rule(
+    "OE048", "condition-always-holds", severity=Severity.WARNING, category="dependencies", requirements=("REQ-ADD-008",),
+    purpose="a `when` condition does not hold for every value of its limit (else it is no condition)",
+)(_vacuous("always", "always holds", "drop the condition (the rest of the incompatibility says the same), "
+                                     "or compare with a value inside the range"))
+
+
+RULES = [requires_known, duplicate_requirement, requires_satisfiable, requires_cycle,
+         standard_requires_vendor, requires_deprecated, incompatible_known_profile, condition_known_limit,
+         condition_value_type, incompatible_contradicts_requires, condition_never_holds, condition_always_holds]

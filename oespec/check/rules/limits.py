@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules.numbering import GENERATED_MESSAGES
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS, Limit
@@ -255,3 +255,8 @@ def limit_current_state(ctx: CheckContext):
             yield Finding(where, f"{profile.name}: limit {limit.name} seems to describe current state ({said})",
                           "values that change while the engine runs belong to LoadInfo (load) or health; "
                           "a limit states what the configuration allows")
+
+
+RULES = [limit_default_type, limit_default_range, limit_bounds, limit_enum_values, enum_name_consistent,
+         limit_unit, limit_unit_matches_name, enum_value_number_unique, enum_values_numbered, limit_minimum,
+         limit_current_state]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import STANDARD_PREFIX
 from openengine.contractkit import naming
@@ -91,3 +91,7 @@ def requirement_area_owned_once(ctx: CheckContext):
                               "give the profile an area of its own in `requirement_areas` (REQ-<AREA>-NNN "
                               "in its spec page)")
             owner.setdefault(area, profile.name)
+
+
+RULES = [canonical_profile_name, reserved_prefix, non_empty_text, summary_one_line,
+         requirement_area_owned_once]

@@ -3,7 +3,7 @@ name of the generated Capabilities messages is taken once."""
 
 from __future__ import annotations
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 
 # Fields of Capabilities that no profile owns.
 RESERVED_CAPABILITY_FIELDS = {1: "profiles", 2: "revision"}
@@ -177,3 +177,8 @@ def limits_need_capability(ctx: CheckContext):
         if profile.limits and profile.capability is None:
             yield Finding(profile.at("limits"), f"{profile.name}: has limits but no capability message to carry them",
                           "add `capability:` with field, number and message")
+
+
+RULES = [duplicate_profile, duplicate_rpc, duplicate_message, duplicate_limit_name, duplicate_limit_field,
+         capability_number, capability_field_name, capability_message_name, field_number_range,
+         limits_need_capability]

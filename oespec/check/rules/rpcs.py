@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Severity
 
 # Standard gRPC services (health, reflection) that standard profiles may require as they are.
@@ -37,3 +37,6 @@ def rpc_request_name(ctx: CheckContext):
             if request != expected:
                 yield Finding(rpc.at("request"), f"{rpc.name} takes {rpc.request}, not {expected}",
                               f"name the request {expected} so each RPC can evolve its own request")
+
+
+RULES = [rpc_package, rpc_request_name]

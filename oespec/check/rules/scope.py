@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.registry.model import ROLES, STANDARD_PREFIX
 
 CORE_NAME = STANDARD_PREFIX + "core"
@@ -61,3 +61,6 @@ def core_shape(ctx: CheckContext):
         if profile.deprecated is not None:
             yield Finding(profile.at("deprecated"), f"{profile.name}: the core cannot be deprecated",
                           "deprecate the RPCs, messages or limits inside it instead")
+
+
+RULES = [scope_roles, single_core, core_shape]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 
 
 @rule("OE054", "stability-matches-deprecated", requirements=("REQ-VER-013",), category="versions",
@@ -25,3 +25,6 @@ def stability_matches_deprecated(ctx: CheckContext):
                           f"(line {profile.at('deprecated').line})",
                           "set `stability: deprecated` or leave stability out (it follows from `deprecated`); "
                           "drop `deprecated` only when the deprecation is withdrawn")
+
+
+RULES = [stability_matches_deprecated]

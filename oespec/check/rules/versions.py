@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import versioned_elements
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import Version
@@ -190,11 +190,11 @@ def since_without_history_mention(ctx: CheckContext):
 
 
 @rule("OE053", "revision-not-bumped", severity=Severity.WARNING, category="versions",
-      requirements=("REQ-VER-006",), needs_head=True,
+      requirements=("REQ-VER-006",), needs_last_commit=True,
       purpose="when profiles.yaml or a proto differs from the last commit, `registry.revision` is above "
               "the committed one (so the pull request does not learn it from `oespec breaking`)")
 def revision_not_bumped(ctx: CheckContext):
-    head = ctx.head
+    head = ctx.last_commit
     registry = ctx.registry
     if head is None or head.revision is None or not head.changed or registry.revision > head.revision:
         return
@@ -204,3 +204,7 @@ def revision_not_bumped(ctx: CheckContext):
                   f"registry.revision is still {registry.revision} (the committed one is {head.revision})",
                   f"set registry.revision to {head.revision + 1}; every change to the registry or the "
                   "protos, editorial ones included, gets a new revision")
+
+
+RULES = [major_version, history_current, history_order, history_not_newer, since_not_newer, since_in_history,
+         history_gap, history_contradicts_since, since_without_history_mention, revision_not_bumped]

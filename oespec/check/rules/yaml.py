@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oespec.check import CheckContext, Finding, rule
+from oespec.check.rule import CheckContext, Finding, rule
 from oespec.registry.resolve import SCHEMA_RULE
 
 
@@ -20,3 +20,6 @@ def duplicate_yaml_key(ctx: CheckContext):
     for key, loc, first in ctx.source.walk_duplicates():
         yield Finding(loc, f"key {key!r} repeats the one at line {first.line}",
                       "remove one of the two; only the first value is read")
+
+
+RULES = [schema, duplicate_yaml_key]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import Context
-from openengine.conformance.contract import CORE
+from openengine.conformance.profiles import CORE
 
 GROUPS = [
     ("capabilities.names-canonical", ("REQ-CAP-001",), ("OEV102",),

@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
-from openengine.conformance.contract import CORE
+from openengine.conformance.profiles import CORE
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse

@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import Context, Reader, status_name
-from openengine.conformance.contract import CORE, WORK_SERVICES
+from openengine.conformance.profiles import CORE, WORK_SERVICES
 
 S = health_pb2.HealthCheckResponse
 INFERENCE = "openengine.v1.Inference"

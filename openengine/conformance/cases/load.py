@@ -26,9 +26,9 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, read_rest, rpc_error, settle, status_name, together,
+    Context, Reader, expect_running, read_rest, rpc_error, cancel_or_reap, status_name, together,
 )
-from openengine.conformance.contract import CORE
+from openengine.conformance.profiles import CORE
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1
@@ -720,7 +720,7 @@ async def snapshots_complete(ctx: Context):
                     and got.msg.snapshot.load.running_requests + got.msg.snapshot.load.queued_requests >= 1:
                 break
     finally:
-        settle(follower)
+        cancel_or_reap(follower)
         gen.cancel()
         w.cancel()
     snaps = [r for r in w.received if r.kind == "snapshot"]
@@ -817,11 +817,11 @@ async def slow_reader(ctx: Context):
         expect(resumed is not None, f"nothing was delivered within {w.prompt_seconds:g} s after a "
                                     f"{stall:.2f} s stall: the pending snapshot was not kept")
         got = [r for r in [resumed] + await w.collect(after) if r.kind == "snapshot"]
-        settle(reading)
+        cancel_or_reap(reading)
         made = [r for r in control.received if r.kind == "snapshot"]
     finally:
         if reading is not None:
-            settle(reading)
+            cancel_or_reap(reading)
         w.cancel()
         control.cancel()
     expect(got, "after the stall the stalled watcher got only heartbeats and no snapshot: the "

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
-from openengine.conformance.context import Context, settle, status_name, together
-from openengine.conformance.contract import CORE
+from openengine.conformance.context import Context, cancel_or_reap, status_name, together
+from openengine.conformance.profiles import CORE
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
 # more is left unchecked rather than flooded.
@@ -92,7 +92,7 @@ class Stream:
 
     def cancel(self) -> None:
         self.call.cancel()
-        settle(self.task)
+        cancel_or_reap(self.task)
 
 
 @dataclass

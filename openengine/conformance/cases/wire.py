@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, status_name
-from openengine.conformance.contract import CORE
+from openengine.conformance.profiles import CORE
 from openengine.contract import number_domains
 
 ADMIN = "openengine.admin"

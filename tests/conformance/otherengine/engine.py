@@ -7,10 +7,10 @@ thread per request that pushes tokens into a queue, and other timing: tokens eve
 end-of-sequence token after a few of them unless the request says `ignore_eos`/`min_tokens`, and
 a 250 ms minimum WatchLoad interval. It serves `openengine.core` and `openengine.load`; as
 options (see `OtherEngine`), `openengine.admin` behind a bearer token, on the main address or one
-of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`, a shell
-command that shuts it down gracefully, and `upstream_only`: upstream's Inference and Control
-alone, as an engine of today's layout serves them. `Bugs` switches on one wrong behaviour at a
-time, each a finding the runner must catch.
+of its own, `openengine.runtime-events`, `openengine.sessions`, `openengine.tasks`,
+`openengine.adapters`, a shell command that shuts it down gracefully, and `upstream_only`:
+upstream's Inference and Control alone, as an engine of today's layout serves them. `Bugs`
+switches on one wrong behaviour at a time, each a finding the runner must catch.
 """
 
 from __future__ import annotations

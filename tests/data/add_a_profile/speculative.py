@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from openengine.engine import model
-from openengine.engine.services._base import Base, invalid
+from openengine.engine.services._base import Base
+from openengine.serve import invalid
 from openengine.v1 import speculative_pb2
 
 

@@ -1,9 +1,9 @@
-"""Generation with everything it documents.
+"""Generation with the catalogues its docs print.
 
 The docs print the check, breaking and validator catalogues and the conformance cases, but
 `oespec.generate` imports neither the other stages nor the runtime: this module, part of the
-command-line layer, gathers them. Everything that generates (the CLI, the site's hook, tests)
-calls `plan` here.
+composition layer, hands them in from `oespec.catalogues`. Everything that generates (the CLI,
+the site's hook, tests) calls `plan` here.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from oespec import generate
+from oespec.catalogues import family_specs
 from oespec.generate import Output, RuleCatalogues
 from oespec.registry import Registry
 
@@ -20,8 +21,6 @@ def rule_catalogues() -> RuleCatalogues:
     lists (`oespec rules`): every id `oespec check` can emit, the breaking rules when that stage is
     installed, and the runtime's validator rules and conformance cases when the bindings are
     built."""
-    from oespec.commands.rules import family_specs
-
     families = family_specs()
 
     def family(name: str) -> tuple | None:   # None: that stage or the runtime is not installed

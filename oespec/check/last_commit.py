@@ -1,7 +1,7 @@
 """The registry and protos as the last commit (git HEAD) has them, for the rule that asks for a
 `registry.revision` bump before a change is committed (REQ-VER-006). Only git plumbing that works
-offline is used; outside a git checkout, or when git is missing, there is no head state and the
-rule does not run."""
+offline is used; outside a git checkout, or when git is missing, there is no last commit to read
+and the rule does not run."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, par
 
 
 @dataclass(frozen=True)
-class HeadState:
+class LastCommit:
     revision: int | None          # registry.revision at HEAD; None when HEAD has no such registry
     changed: tuple[str, ...]      # paths (relative to the repository) that differ from HEAD
 
@@ -26,8 +26,8 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess | None:
         return None
 
 
-def head_state(registry: Path, proto_root: Path | None = None, *,
-               current: SourceFile | None = None) -> HeadState | None:
+def last_commit_state(registry: Path, proto_root: Path | None = None, *,
+               current: SourceFile | None = None) -> LastCommit | None:
     """What differs from HEAD among the registry and (when given) the proto tree, and HEAD's
     revision. None outside a git checkout or before the first commit. `current` is the registry
     as already parsed: when HEAD holds the same text, its tree is reused instead of parsed again."""
@@ -60,4 +60,4 @@ def head_state(registry: Path, proto_root: Path | None = None, *,
         header = doc.get("registry") if isinstance(doc, YMap) else None
         value = header.plain().get("revision") if isinstance(header, YMap) else None
         revision = value if isinstance(value, int) and not isinstance(value, bool) else None
-    return HeadState(revision, changed)
+    return LastCommit(revision, changed)

@@ -1,4 +1,4 @@
-"""The contract as the runner needs it.
+"""The profiles the runner judges by: the contract as the runner needs it.
 
 The runner must work against any engine and wherever the bindings are installed, without
 `profiles.yaml` next to it, so it takes the catalogue (which RPC belongs to which profile and
