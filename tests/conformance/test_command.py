@@ -107,12 +107,13 @@ def test_a_case_pattern_that_matches_nothing_is_an_argument_error(capsys):
     assert "--case nomatch matches no case" in err and "load.*" not in err
 
 
-def test_an_unwritable_junit_path_is_refused_before_the_run(capsys, tmp_path):
+@pytest.mark.parametrize("option", ["--junit", "--report"])
+def test_an_unwritable_report_path_is_refused_before_the_run(capsys, tmp_path, option):
     port = _free_port()       # nothing listens: the refusal must come before any connection
     code, _, err = _conformance(capsys, "--target", f"127.0.0.1:{port}",
-                                "--junit", str(tmp_path / "no-such-dir" / "r.xml"))
-    assert code == 2 and "--junit" in err and "does not exist" in err and "cannot reach" not in err
-    code, _, err = _conformance(capsys, "--target", f"127.0.0.1:{port}", "--junit", str(tmp_path))
+                                option, str(tmp_path / "no-such-dir" / "r.xml"))
+    assert code == 2 and option in err and "does not exist" in err and "cannot reach" not in err
+    code, _, err = _conformance(capsys, "--target", f"127.0.0.1:{port}", option, str(tmp_path))
     assert code == 2 and "is a directory" in err
 
 
