@@ -123,6 +123,8 @@ def _server_checks(advertised, server_info, revision: int, out: list[Violation])
         out.append(violation("OEV136", "server_info.schema_release", "", "an immutable release name",
                              "ServerInfo.schema_release is empty"))
     tables.check_role(advertised, role, role_name, out)
+    if server_info.schema_revision < catalogue().schema_revision:
+        return      # upstream's revision: capability_revision is the proposal's, not upstream's
     if server_info.capability_revision == 0:
         out.append(violation("OEV135", "server_info.capability_revision", 0, ">= 1",
                              "ServerInfo.capability_revision is never zero"))
@@ -283,7 +285,6 @@ def from_upstream(server_info, model_infos: Iterable | Mapping[str, Any] = ()) -
     out: list[Violation] = []
     if server_info is not None:
         _server_checks({}, server_info, 0, out)
-        out = [v for v in out if v.path != "server_info.capability_revision"]   # a field of the proposal
     engine = upstream_core_values(server_info, None)
     models = {}
     for name, info in _model_infos(model_infos).items():

@@ -223,6 +223,7 @@ def test_an_upstream_only_engine_is_known_by_what_its_answers_report(server_info
     info.generation.output_logprobs.supported = True
     info.generation.output_logprobs.max_top_n = 3
     server_info.capacity.max_running_requests = 8
+    server_info.schema_revision, server_info.capability_revision = 1, 0     # upstream's, as shipped
     report = from_upstream(server_info, [info])
     assert report.upstream_only and report.profiles == {} and report.violations == ()
     assert report.effective("openengine.core", "max_logprobs", model="m") == 3
