@@ -833,9 +833,9 @@ def _engine_anchor(report: reports.EngineReport) -> str:
 
 
 def _verdict_badge(report: reports.EngineReport) -> Md:
-    """The verdict's first words in bold (CONFORMS, DOES NOT CONFORM), the rest as written."""
-    head, sep, rest = report.verdict.partition(",")
-    return Md(f"**{mdsafe.cell(head)}**" + (mdsafe.cell(sep + rest) if sep else ""))
+    """The verdict in a word, in bold, with the counts; its full text is in the engine's section."""
+    word = "CONFORMS" if report.conforms else "DOES NOT CONFORM"
+    return Md(f"**{word}** ({mdsafe.cell(_counts_text(report.counts))})")
 
 
 def _counts_text(counts: dict[str, int]) -> str:

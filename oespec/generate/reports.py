@@ -65,15 +65,19 @@ class EngineReport:
         """An engine of upstream's layout alone: it does not serve the profiles' discovery."""
         return self.discovery != "served"
 
-    def cell(self, profile: str) -> str:
-        """A matrix cell: the outcome counts of an advertised (or forced) profile's cases, else
-        `not advertised` with how its absence checked out."""
+    def cell(self, profile: str, *, mandatory: bool = False) -> str:
+        """A matrix cell: the outcome counts of a judged profile's cases (advertised, forced, or
+        the mandatory one, which is judged whatever the engine lists), else `not advertised` with
+        how its absence checked out."""
         counts = self.by_profile.get(profile, {})
-        shown = [f"{outcome} {counts.get(outcome, 0)}" for outcome in CELL_OUTCOMES + OTHER_OUTCOMES
-                 if counts.get(outcome) or outcome in CELL_OUTCOMES]
-        if profile in self.advertised or profile in self.forced:
-            label = "" if profile in self.advertised else "forced: "
-            return label + ", ".join(shown)
+        shown = ", ".join(f"{outcome} {counts.get(outcome, 0)}" for outcome in CELL_OUTCOMES + OTHER_OUTCOMES
+                          if counts.get(outcome) or outcome in CELL_OUTCOMES)
+        if profile in self.advertised:
+            return shown
+        if profile in self.forced:
+            return f"forced: {shown}"
+        if mandatory and counts:
+            return f"{shown} (not listed: no Discovery)" if self.migrating else f"{shown} (not listed)"
         if not counts:
             return NOT_ADVERTISED
         absent = ", ".join(f"{o} {n}" for o, n in counts.items() if n)
