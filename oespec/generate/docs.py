@@ -823,7 +823,9 @@ def reports_page_context(site: Site, root: Path) -> dict:
     profile columns and the helpers that format them."""
     engine_reports = reports.load_reports(root)
     columns = reports.profile_columns([p.name for p in site.registry.profiles], engine_reports)
-    return dict(reports=engine_reports, profiles=columns, engine_anchor=_engine_anchor,
+    # The spec page that says what conforming means, linked only where the spec has it.
+    spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
+    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page, engine_anchor=_engine_anchor,
                 case_anchor=lambda case: "case-" + anchor_id(case), verdict_badge=_verdict_badge,
                 counts_text=_counts_text, date_shown=reports.date_shown)
 
