@@ -13,10 +13,12 @@ started or judged.
 from __future__ import annotations
 
 import argparse
+import queue
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,30 +32,35 @@ START_TIMEOUT = 60.0
 RUN_TIMEOUT = 1200.0
 
 
-def _address(process: subprocess.Popen, pattern: str, timeout: float = START_TIMEOUT) -> str:
-    """The address an engine says it serves on, read from its output lines."""
+def _serve(command: list[str], pattern: str, timeout: float = START_TIMEOUT) -> tuple[subprocess.Popen, str]:
+    """Start an engine and read the address it says it serves on from its log; the engine is
+    killed when it exits or says nothing of the kind within `timeout`."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=ROOT)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:   # for the engine's whole life, so a full pipe never stalls it
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
     seen: list[str] = []
     deadline = time.monotonic() + timeout
-    for line in process.stdout:
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
         seen.append(line)
         found = re.search(pattern, line)
         if found:
-            return found.group(1).rstrip(",")
-        if time.monotonic() > deadline:
-            break
+            return process, found.group(1).rstrip(",")
     process.kill()
+    process.wait()
     raise RuntimeError("the engine did not start:\n" + "".join(seen)[-3000:])
-
-
-def _serve(command: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               cwd=ROOT)
-    address = _address(process, pattern)
-    # Keep draining the engine's log so a full pipe never stalls it.
-    import threading
-
-    threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-    return process, address
 
 
 def _judge(process: subprocess.Popen, address: str, out: Path, *runner_args: str) -> int:
