@@ -196,17 +196,12 @@ PLAN.update({
     "stop-match-omitted": dict(run=["core.generate.stop-*"],
                                fails={"core.generate.stop-token-ids", "core.generate.stop-strings"}),
     "min-tokens-ignored": dict(run=["core.generate.min-tokens"], fails={"core.generate.min-tokens"}),
-    # `gap`: no case catches the fault yet (tests/faults/test_faults.py shows a client can see it).
-    "ignore-eos-ignored": dict(run=["core.generate.stream"], fails={"core.generate.stream"},
-                               gap="core.generate.stream sets ignore_eos on a free-running output, and the "
-                                   "reference model never emits the end-of-sequence token there (only after "
-                                   "a guided output), so ignoring ignore_eos changes nothing it sees"),
+    "ignore-eos-ignored": dict(run=["core.generate.ignore-eos"], fails={"core.generate.ignore-eos"}),
     "seed-ignored": dict(run=["core.generate.seed"], fails={"core.generate.seed"}),
-    "failure-as-status": dict(run=["core.generate.stream", "core.abort.by-id", "core.abort.all"],
-                              fails={"core.generate.stream"},
-                              gap="the cases citing REQ-SVC-002 see only successful or aborted streams; the "
-                                  "reference fails an accepted stream only when a shutdown closes a "
-                                  "SubscribeKvEvents stream, and no case holds one across a shutdown"),
+    # A pause in abort mode fails a running request; a signal to an engine process (the only way
+    # to shut it down) fails the request it was running.
+    "failure-as-status": dict(run=["admin.pause-abort", "core.shutdown.graceful"],
+                              fails={"admin.pause-abort", "core.shutdown.graceful"}, process=True),
     "model-info-unknown-answered": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "model-info-empty-refused": dict(run=["core.model-info.answers"], fails={"core.model-info.answers"}),
     "capacity-disagrees": dict(run=CAPS, fails={"capabilities.upstream-views-agree"}, rule="OEV138"),

@@ -459,8 +459,8 @@ def test_fault_is_observable_by_a_client(name):
 
 @pytest.mark.slow
 def test_failure_as_status_is_observable_at_shutdown():
-    """The reference fails an accepted stream only when a shutdown closes a KV subscription:
-    one DRAINING EngineError then OK, or, with the fault, status INTERNAL."""
+    """A shutdown fails the reference's accepted streams (here a KV subscription; a running
+    Generate the same way): one DRAINING EngineError then OK, or, with the fault, status INTERNAL."""
     from openengine.v1 import error_pb2, kv_pb2
 
     def ending(names):

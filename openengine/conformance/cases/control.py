@@ -10,12 +10,16 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, Reader, read_rest, rpc_error, status_name
+from openengine.conformance.context import Context, Reader, expect_running, read_rest, rpc_error, status_name
 from openengine.conformance.profiles import CORE
+from openengine.conformance.stream import error_code_name
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse
 INFERENCE = "openengine.v1.Inference"
+# How long a stream must stay open without a status before it counts as accepted.
+STREAM_OPEN_SECONDS = 0.2
+FINISHED_FIRST = "finished before it could be ended"
 
 
 class Events:
@@ -185,6 +189,81 @@ async def admin_pause(ctx: Context):
     expect(await ctx.wait_health(INFERENCE, S.SERVING), "Inference is not SERVING after resume")
     again = await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
     expect(not again.resumed, "ResumeGeneration answered resumed=true for an engine not paused")
+
+
+async def accepted_ending(reader: Reader, what: str, within: float, *,
+                          may_finish: bool) -> tuple[str | None, str]:
+    """How an accepted stream ended once the engine failed it (a shutdown, a pause): (its breach
+    of REQ-SVC-002 or None, how it ended). A failure after acceptance is one last message carrying
+    an EngineError with a code, then OK; a Generate stream that was done first may end with its
+    finished event (FINISHED_FIRST)."""
+    from openengine.v1 import error_pb2
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    rest = []
+    try:
+        while (msg := await reader.read(end - loop.time())) is not grpc.aio.EOF:
+            if msg is None:
+                return f"{what} stayed open {within:g} s after that", "still open"
+            rest.append(msg)
+    except grpc.aio.AioRpcError as err:
+        return (f"{what} was accepted, but ended with status {status_name(err.code())} "
+                f"({err.details()!r}) instead of a last message carrying an EngineError, then OK "
+                "(REQ-SVC-002)"), f"status {status_name(err.code())}"
+    kinds = [m.WhichOneof("event") for m in rest]
+    if "error" not in kinds:
+        if may_finish and kinds and kinds[-1] in ("finished", "prefill_ready"):
+            return None, FINISHED_FIRST
+        return (f"{what} ended with OK after {len(rest)} more message(s), none carrying an "
+                "EngineError: a failed stream says why (REQ-SVC-002)"), "OK without an error"
+    error = rest[kinds.index("error")].error
+    if kinds.count("error") > 1 or kinds[-1] != "error":
+        return (f"{what} sent {kinds.count('error')} EngineError message(s), and {len(rest)} "
+                "message(s) in all: the error is exactly one message, the last (REQ-SVC-002)"), "error not last"
+    if error.code == error_pb2.ERROR_CODE_UNSPECIFIED:
+        return (f"{what} ended with an EngineError of code ERROR_CODE_UNSPECIFIED: a failure "
+                "names its code (REQ-SVC-002)"), "EngineError without a code"
+    return None, f"EngineError {error_code_name(error.code)}, then OK"
+
+
+@case("admin.pause-abort", profile=ADMIN, requires=("REQ-SVC-002",),
+      title="PauseGeneration in abort mode ends a running Generate stream with one last EngineError "
+            "message, then OK, never a failed status")
+async def admin_pause_abort(ctx: Context):
+    from openengine.v1 import admin_pb2, capabilities_pb2
+
+    admin = ctx.admin()
+    ctx.require_decoding(observable=True)
+    modes = set(ctx.limit(ADMIN, "pause_modes") or ())
+    if not modes & {"abort", capabilities_pb2.PAUSE_MODE_ABORT}:
+        raise Skipped(f"{ADMIN}.pause_modes does not offer abort")
+    request = ctx.long_request(prompt="conformance runs into a pause")
+    reader = Reader(ctx.inference.Generate(request, timeout=ctx.options.case_timeout))
+    try:
+        try:
+            first = await reader.read(ctx.options.rpc_timeout)
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, "a long Generate request") from None
+        if first is None:
+            raise Failed(f"a long Generate request sent nothing for {ctx.options.rpc_timeout:g} s "
+                         "on an idle engine")
+        expect_running(first, request)
+        await admin.PauseGeneration(admin_pb2.PauseGenerationRequest(mode=capabilities_pb2.PAUSE_MODE_ABORT))
+        try:
+            problem, ending = await accepted_ending(reader, "a Generate stream running when generation "
+                                                    "was paused with mode abort", ctx.options.rpc_timeout,
+                                                    may_finish=True)
+        finally:
+            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await ctx.wait_health(INFERENCE, S.SERVING)
+    finally:
+        reader.cancel()
+    expect(problem is None, problem or "")
+    if ending == FINISHED_FIRST:
+        raise Unchecked(f"the request ran all {request.stopping.max_tokens} tokens the model allows "
+                        "before the pause could end it, so how a failed stream ends was not observed")
+    return ending
 
 
 @case("admin.sleep-wake", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
@@ -357,14 +436,16 @@ async def admin_drain(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # graceful shutdown
 
-@case("core.shutdown.graceful", profile=CORE, requires=("REQ-HEALTH-010", "REQ-LOAD-019"),
+@case("core.shutdown.graceful", profile=CORE, requires=("REQ-HEALTH-010", "REQ-LOAD-019", "REQ-SVC-002"),
       title="on graceful shutdown health turns NOT_SERVING on open Watch streams before they end, "
-            "and WatchLoad streams end UNAVAILABLE", disruptive=True)
+            "WatchLoad streams end UNAVAILABLE, and a running Generate stream (and a KV "
+            "subscription) ends with an EngineError then OK, never a failed status",
+      disruptive=True)
 async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
         raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
-    from openengine.v1 import load_pb2
+    from openengine.v1 import kv_pb2, load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
@@ -374,6 +455,41 @@ async def shutdown(ctx: Context):
         load = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0),
                                            timeout=ctx.options.case_timeout)
         await load.read()
+    # Accepted streams the shutdown must fail as REQ-SVC-002 says: a request still generating,
+    # and a KV subscription (open for a moment without a status, so accepted).
+    accepted: list[tuple[str, str, Reader, bool]] = []
+    endings = []
+    if not ctx.prefill:
+        request = ctx.long_request(prompt="conformance runs into the shutdown")
+        reader = Reader(ctx.inference.Generate(request, timeout=ctx.options.case_timeout))
+        try:
+            first_message = await reader.read(ctx.options.rpc_timeout)
+        except grpc.aio.AioRpcError as err:
+            # A drain run before this case leaves Inference refusing work: nothing to fail then.
+            if err.code() != grpc.StatusCode.UNAVAILABLE:
+                raise rpc_error(err, "a long Generate request") from None
+            endings.append("Generate: refused UNAVAILABLE before the shutdown (not taking work), "
+                           "so no running request was there to fail")
+        else:
+            if first_message is None:
+                raise Failed(f"a long Generate request sent nothing for {ctx.options.rpc_timeout:g} s "
+                             "on an idle engine")
+            expect_running(first_message, request)
+            accepted.append(("Generate", "a Generate stream running when the shutdown began", reader, True))
+    if ctx.advertised("openengine.kv"):
+        reader = Reader(ctx.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
+                                                      timeout=ctx.options.case_timeout))
+        try:
+            early = await reader.read(STREAM_OPEN_SECONDS)
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, "SubscribeKvEvents") from None
+        if early is grpc.aio.EOF:
+            raise Failed("SubscribeKvEvents ended with OK at once, before any shutdown")
+        if early is not None and early.HasField("error"):
+            raise Failed(f"SubscribeKvEvents ended with an EngineError before any shutdown: "
+                         f"{early.error.message!r}")
+        accepted.append(("SubscribeKvEvents", "a SubscribeKvEvents stream open when the shutdown began",
+                         reader, False))
     proc = await asyncio.create_subprocess_shell(command)
     await asyncio.wait_for(proc.wait(), ctx.options.rpc_timeout)
     problems = []
@@ -402,7 +518,17 @@ async def shutdown(ctx: Context):
             problems.append("WatchLoad stayed open after the shutdown began")
         finally:
             load.cancel()
+    for label, what, reader, may_finish in accepted:
+        try:
+            problem, ending = await accepted_ending(reader, what, ctx.options.rpc_timeout,
+                                                    may_finish=may_finish)
+        finally:
+            reader.cancel()
+        if problem:
+            problems.append(problem)
+        endings.append(f"{label}: {ending}")
     expect(not problems, "; ".join(problems))
+    return "; ".join(endings) or None
 
 
 @case("admin.own-address-health", profile=ADMIN, requires=("REQ-ADMIN-001",),

@@ -1053,6 +1053,85 @@ async def min_tokens(ctx: Context):
     return f"stop token at {at} held back until {floor}"
 
 
+# Long enough for a model whose EOS grows likelier with each position to end on its own.
+EOS_PROBE_TOKENS = 256
+
+
+def _ended_by_eos(stream: Stream) -> bool:
+    out = stream.outputs.get(0)
+    return (stream.error is None and out is not None and out.finished is not None
+            and out.finished.stop_match.WhichOneof("match") == "eos_token_id")
+
+
+def _eos_witnesses(ctx: Context) -> list[tuple[str, int, Callable]]:
+    """Greedy requests that may make the model end its output with EOS, cheapest first:
+    (what it is, max_tokens, how it changes the request)."""
+    modes = set(ctx.limit(CORE, "guided_decoding_modes") or ())
+    from openengine.v1 import model_pb2
+
+    witnesses = []
+    if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
+        # A finished choice leaves the model nothing to say but EOS.
+        witnesses.append(("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
+    # A model left to run ends on its own sooner or later (the prompt ends in "}", so a model
+    # counting on from its prompt's last character is one step from the end of printable ASCII).
+    witnesses.append(("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
+                      lambda r: None))
+    return witnesses
+
+
+@case("core.generate.ignore-eos", profile=CORE, requires=("REQ-CORE-019.3", "REQ-CORE-018", "REQ-CORE-006"),
+      title="a greedy request whose output ends with the end-of-sequence token runs to max_tokens "
+            "(FINISH_REASON_LENGTH) when sent again with ignore_eos")
+async def ignore_eos(ctx: Context):
+    ctx.require_decoding()
+    from openengine.v1 import generation_pb2
+
+    info = ctx.discovery.models.get(ctx.model)
+    eos = info.eos_token_id if info is not None and info.HasField("eos_token_id") else None
+    tried = []
+    for what, tokens, change in _eos_witnesses(ctx):
+        def request(ignore: bool):
+            r = ctx.generate_request(max_tokens=tokens, prompt="conformance ends this }",
+                                     ignore_eos=ignore, temperature=0.0, seed=11)
+            change(r)
+            return r
+        first = request(False)
+        witness = Stream(await ctx.generate(first), first)
+        if witness.error is not None:
+            raise Failed(f"{what} within every limit: {witness.failure()}")
+        out = witness.output(0)
+        if not _ended_by_eos(witness):
+            how = finish_reason_name(out.finished.reason) if out.finished else "no finished event"
+            tried.append(f"{what} ended with {how} after {len(out.tokens)} tokens")
+            continue
+        ended = len(out.tokens)
+        expect(eos is None or out.finished.stop_match.eos_token_id == eos,
+               f"{what} ended on end-of-sequence token {out.finished.stop_match.eos_token_id}, but "
+               f"ModelInfo.eos_token_id is {eos} (REQ-CORE-018)")
+        if ended >= tokens:
+            tried.append(f"{what} ended with EOS only at max_tokens {tokens}")
+            continue
+        again = request(True)
+        stream = Stream(await ctx.generate(again), again)
+        if stream.error is not None:
+            raise Failed(f"{what} with ignore_eos: {stream.failure()}")
+        _expect_shape(stream, request_id=again.request_id)
+        out = stream.output(0)
+        made, reason = len(out.tokens), finish_reason_name(out.finished.reason)
+        expect(not _ended_by_eos(stream),
+               f"{what} ended with EOS after {ended} tokens; sent again with ignore_eos it still "
+               f"ended with EOS (stop_match.eos_token_id) after {made} tokens: ignore_eos is not "
+               "honoured (REQ-CORE-019.3)")
+        expect(made == tokens and out.finished.reason == generation_pb2.FINISH_REASON_LENGTH,
+               f"{what} ended with EOS after {ended} tokens; sent again with ignore_eos it ended "
+               f"after {made} of max_tokens {tokens} with {reason}, not FINISH_REASON_LENGTH at "
+               "max_tokens (REQ-CORE-019.3)")
+        return f"{what}: EOS after {ended} tokens, {made} with ignore_eos"
+    raise Unchecked("no greedy request made the model end its output with the end-of-sequence "
+                    f"token, so ignoring it could not be observed: {'; '.join(tried)}")
+
+
 @case("core.generate.seed", profile=CORE, requires=("REQ-CORE-006",),
       title="requests with the same seed and sampling parameters generate the same tokens")
 async def seed(ctx: Context):

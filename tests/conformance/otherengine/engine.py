@@ -307,7 +307,7 @@ class Job:
                             self.events.put(("final", (i, token, reason, match)))
                         else:
                             self.events.put(("token", (i, token)))
-                self.events.put(("end", None))
+                self.events.put(("done", None))
             finally:
                 on_end(self)
         finally:
@@ -656,7 +656,7 @@ def generate(st: State, request, context):
         kind, data = job.events.get()
         if kind == "gone":
             return
-        if kind == "end":
+        if kind == "done":
             if st.bugs.ends_internal:
                 context.abort(grpc.StatusCode.INTERNAL, "the stream failed after its final")
             return
