@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 BASE ?= origin/main
 
 .DEFAULT_GOAL := all
-.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance bench clean llama upstream-pin
+.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance conformance-reports bench clean llama upstream-pin
 
 all: setup generate check site
 
@@ -164,6 +164,14 @@ conformance: setup
 	[ -n "$$addr" ] || { echo "the reference engine did not start:" >&2; cat $$log >&2; exit 1; }; \
 	$(OESPEC) conformance --target $$addr $$runner_args $${admin:+--admin-target $$admin} \
 	  --shutdown-command "kill -TERM $$pid" $(CONFORMANCE_ARGS)
+
+# The published conformance reports (conformance/reports/*.json) and the site's Conformance page
+# built from them: the reference engine, the counting example, the llama backend with its tiny
+# model and the upstream-only test engine, each started on a free port, judged by the whole suite
+# and shut down by its last case (a few minutes; `make test` never runs it).
+conformance-reports: setup bindings llama
+	$(BIN)/python conformance/run_reports.py
+	$(OESPEC) generate
 
 # Speed figures (ratios against reference tools), each measured in interleaved rounds and judged
 # met, missed or inconclusive; exits 1 when a goal is missed. A whole run writes bench/results.md,

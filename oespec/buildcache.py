@@ -1,7 +1,8 @@
 """The toolkit's one cache: results computed from a checkout's contract inputs, kept under
 `build/oespec-cache/` (never committed) in a folder named by the digest of those inputs.
 
-The inputs are the registry, every file under `proto/` and `spec/`, the text of the `oespec` and
+The inputs are the registry, every file under `proto/`, `spec/`, `schemas/` and
+`conformance/reports/` (the Conformance page is built from the kept reports), the text of the `oespec` and
 `openengine` packages (templates and catalogues included), `requirements.txt` and the Python
 version: any change is another key, so a result is never reused for other inputs. Entries are
 written to a temporary file and renamed; a checkout that cannot be written only loses the speed.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 # Set to any non-empty value to compute everything afresh and keep nothing.
 DISABLE_ENV = "OESPEC_NO_CACHE"
-INPUT_FOLDERS = ("proto", "spec")
+INPUT_FOLDERS = ("proto", "spec", "schemas", "conformance/reports")
 TOOLKIT_PACKAGES = ("oespec", "openengine")
 KEPT = 8                      # keys kept; an edit leaves the previous key's folder behind
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 import jinja2
 
 from oespec.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
-from oespec.generate import mdsafe
+from oespec.generate import mdsafe, reports
 from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
@@ -47,6 +47,7 @@ CHECK_RULES_PAGE = "reference/check-rules.md"
 BREAKING_RULES_PAGE = "reference/breaking-rules.md"
 VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
+REPORTS_PAGE = reports.PAGE
 ADDITIONS_PAGE = "reference/additions.md"
 OPTIONS_FILE = "options.proto"   # the custom options that annotate descriptors
 NAV_FILE = "nav.yml"
@@ -794,6 +795,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(CASES_PAGE, "conformance-cases.md.j2")
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
+    page(REPORTS_PAGE, "conformance-reports.md.j2", **reports_page_context(site, ctx.root))
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
 
     problems, messages = [], []
@@ -814,6 +816,32 @@ def generate(ctx: GenerationContext) -> list[Output]:
                               problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
                                         for d in problems])
     return out
+
+
+def reports_page_context(site: Site, root: Path) -> dict:
+    """What the Conformance page's template needs: the reports kept under `root`, the matrix's
+    profile columns and the helpers that format them."""
+    engine_reports = reports.load_reports(root)
+    columns = reports.profile_columns([p.name for p in site.registry.profiles], engine_reports)
+    # The spec page that says what conforming means, linked only where the spec has it.
+    spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
+    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page, engine_anchor=_engine_anchor,
+                case_anchor=lambda case: "case-" + anchor_id(case), verdict_badge=_verdict_badge,
+                counts_text=_counts_text, date_shown=reports.date_shown)
+
+
+def _engine_anchor(report: reports.EngineReport) -> str:
+    return Md("engine-" + anchor_id(posixpath.splitext(posixpath.basename(report.file))[0]))
+
+
+def _verdict_badge(report: reports.EngineReport) -> Md:
+    """The verdict in a word, in bold, with the counts; its full text is in the engine's section."""
+    word = "CONFORMS" if report.conforms else "DOES NOT CONFORM"
+    return Md(f"**{word}** ({mdsafe.cell(_counts_text(report.counts))})")
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{outcome} {n}" for outcome, n in counts.items()) or "no case ran"
 
 
 def _nav(site: Site) -> str:

@@ -1,0 +1,175 @@
+"""The site's Conformance page: the published conformance reports (`conformance/reports/*.json`,
+written by `oespec conformance --report`) as a matrix of engines by profiles.
+
+The reports are inputs like profiles.yaml: `oespec generate` rebuilds the page from the committed
+reports, and `oespec generate --check` finds the page stale when a report changed. A report that
+is not valid JSON or does not match `schemas/conformance_report.schema.json` stops generation with
+its file named, never with a page built from half a report. Every string from a report is engine
+output, so it reaches the page only through `mdsafe`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from oespec.generate import GenerationError, Problem
+from oespec.generate.mdsafe import Md
+from openengine.contractkit.locations import Loc
+
+REPORTS_DIR = "conformance/reports"
+REPORT_SCHEMA_FILE = "schemas/conformance_report.schema.json"
+PAGE = "conformance-reports.md"
+# The outcomes a matrix cell counts, in the order it shows them; the others are rare enough to
+# show only when present.
+CELL_OUTCOMES = ("pass", "fail", "unchecked", "skip")
+OTHER_OUTCOMES = ("error", "xfail", "stale")
+NOT_ADVERTISED = "not advertised"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A case an engine failed, as its report states it."""
+
+    case: str
+    requirements: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What the page shows of one report."""
+
+    file: str                      # checkout-relative path of the report
+    engine_name: str
+    engine_version: str
+    role: str
+    discovery: str
+    contract_revision: int         # schema revision the runner judged by
+    contract_release: str
+    engine_revision: int           # schema revision the engine names in ServerInfo
+    runner: str
+    date: str
+    conforms: bool
+    verdict: str
+    counts: dict[str, int]
+    advertised: dict[str, str]     # profile -> advertised version
+    forced: tuple[str, ...]
+    by_profile: dict[str, dict[str, int]]   # profile -> outcome -> count
+    gaps: tuple[Gap, ...]          # failed cases (a migration checklist when discovery is not served)
+    unchecked_requirements: tuple[str, ...]
+
+    @property
+    def migrating(self) -> bool:
+        """An engine of upstream's layout alone: it does not serve the profiles' discovery."""
+        return self.discovery != "served"
+
+    def cell(self, profile: str, *, mandatory: bool = False) -> str:
+        """A matrix cell: the outcome counts of a judged profile's cases (advertised, forced, or
+        the mandatory one, which is judged whatever the engine lists), else `not advertised` with
+        how its absence checked out."""
+        counts = self.by_profile.get(profile, {})
+        shown = ", ".join(f"{outcome} {counts.get(outcome, 0)}" for outcome in CELL_OUTCOMES + OTHER_OUTCOMES
+                          if counts.get(outcome) or outcome in CELL_OUTCOMES)
+        if profile in self.advertised:
+            return shown
+        if profile in self.forced:
+            return f"forced: {shown}"
+        if mandatory and counts:
+            return f"{shown} (not listed: no Discovery)" if self.migrating else f"{shown} (not listed)"
+        if not counts:
+            return NOT_ADVERTISED
+        absent = ", ".join(f"{o} {n}" for o, n in counts.items() if n)
+        return f"{NOT_ADVERTISED} (absence: {absent})"
+
+
+def schema_validator(root: Path):
+    import jsonschema
+
+    schema = json.loads((Path(root) / REPORT_SCHEMA_FILE).read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def report_files(root: Path) -> list[Path]:
+    folder = Path(root) / REPORTS_DIR
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def read_report(path: Path, rel: str, validator) -> dict:
+    """The report at `path`, valid against the schema; a located GenerationError otherwise."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise _refused(rel, Loc(1, 1), f"cannot read the report: {err}") from None
+    except json.JSONDecodeError as err:
+        raise _refused(rel, Loc(err.lineno, err.colno), f"not JSON: {err.msg}") from None
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise _refused(rel, Loc(1, 1), f"does not match {REPORT_SCHEMA_FILE} at {where}: {first.message}"
+                       + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    return doc
+
+
+def _refused(rel: str, loc: Loc, message: str) -> GenerationError:
+    hint = f"regenerate it with `make conformance-reports`, or remove it from {REPORTS_DIR}/"
+    return GenerationError("reports", f"{rel}: {message}", problems=[Problem(rel, loc, message, hint)])
+
+
+def summarize(doc: dict, rel: str) -> EngineReport:
+    impl, contract, verdict = doc["implementation"], doc["contract"], doc["verdict"]
+    by_profile: dict[str, dict[str, int]] = {}
+    for result in doc["results"]:
+        counts = by_profile.setdefault(result["profile"], {})
+        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+    gaps = tuple(Gap(r["case"], tuple(r["requirements"]), r["reason"]) for r in doc["results"]
+                 if r["outcome"] in ("fail", "error", "stale"))
+    return EngineReport(
+        file=rel, engine_name=impl["engine_name"], engine_version=impl["engine_version"],
+        role=impl["role"], discovery=impl["discovery"],
+        contract_revision=contract["schema_revision"], contract_release=contract["schema_release"],
+        engine_revision=impl["schema_revision"],
+        runner=f"{doc['runner']['name']} {doc['runner']['version']}", date=doc["date"],
+        conforms=verdict["conforms"], verdict=verdict["text"],
+        counts={k: v for k, v in verdict["counts"].items() if v},
+        advertised={p["name"]: p["version"] for p in doc["profiles"]["advertised"]},
+        forced=tuple(doc["profiles"]["forced"]), by_profile=by_profile, gaps=gaps,
+        unchecked_requirements=tuple(verdict["unchecked_requirements"]))
+
+
+def load_reports(root: Path) -> list[EngineReport]:
+    """Every committed report, in file-name order, each checked against the schema."""
+    files = report_files(root)
+    if not files:
+        return []
+    validator = schema_validator(root)
+    out = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        out.append(summarize(read_report(path, rel, validator), rel))
+    return out
+
+
+def profile_columns(registry_profiles: list[str], reports: list[EngineReport]) -> list[str]:
+    """The registry's profiles in its order, then any other profile a report names."""
+    seen = list(registry_profiles)
+    for report in reports:
+        for name in list(report.by_profile) + list(report.advertised):
+            if name not in seen:
+                seen.append(name)
+    return seen
+
+
+def date_shown(date: str) -> Md:
+    """`2026-12-05T08:42:01.123+00:00` -> `2026-12-05 08:42 UTC`: the page is for readers."""
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(date).astimezone(timezone.utc)
+    except ValueError:
+        from oespec.generate import mdsafe
+
+        return mdsafe.cell(date)
+    return Md(when.strftime("%Y-%m-%d %H:%M UTC"))
