@@ -4,7 +4,7 @@ wire").
 
 A profile's roots are its RPCs' requests and responses, the messages it lists and its capability
 message; everything reachable from a root through field types is owned too (a core 1.0 peer parses
-`KvTransferParams` inside `GenerateRequest`). The walk never enters another profile's capability
+`KvSessionRef` inside `GenerateRequest.kv`). The walk never enters another profile's capability
 message inside `Capabilities` or `ModelCapabilities`. `describe` maps one buf finding to the
 elements it names, their owners and, for a generated file, the registry line behind it.
 """
