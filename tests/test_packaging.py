@@ -70,6 +70,17 @@ def test_the_runtime_needs_none_of_the_toolkit_libraries():
                        "googleapis-common-protos", "protobuf", "ruamel-yaml"}
 
 
+def test_the_readme_lists_exactly_the_runtime_dependencies():
+    """The README's sentence on the runtime install names every runtime dependency, and no other."""
+    readme = (ROOT / "README.md").read_text()
+    sentence = readme[readme.index("**The runtime install** depends on"):readme.index("and nothing else")]
+    named = {canonicalize_name(word) for word in re.findall(r"[A-Za-z][\w.-]*[\w]", sentence)}
+    runtime = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    assert runtime <= named, f"the README does not name {sorted(runtime - named)}"
+    known = {canonicalize_name(name) for name in pinned()}
+    assert not (named & known) - runtime, f"the README names {sorted((named & known) - runtime)} as runtime"
+
+
 def test_a_command_whose_library_is_missing_says_to_install_the_toolkit(tmp_path, monkeypatch, capsys):
     """As in the runtime install, where jsonschema is absent: one line and exit status 2."""
     monkeypatch.setenv("OESPEC_NO_CACHE", "1")
