@@ -170,7 +170,7 @@ conformance: setup
 # model and the upstream-only test engine, each started on a free port, judged by the whole suite
 # and shut down by its last case (a few minutes; `make test` never runs it).
 conformance-reports: setup bindings llama
-	$(BIN)/python conformance/run_reports.py
+	$(BIN)/python -m tests.conformance.run_reports
 	$(OESPEC) generate
 
 # Speed figures (ratios against reference tools), each measured in interleaved rounds and judged

@@ -1,9 +1,9 @@
 """Regenerate the published conformance reports (conformance/reports/*.json) by starting each
 engine the site's Conformance page shows and judging it with `oespec conformance --report`.
 
-    python conformance/run_reports.py [--only NAME ...] [--out DIR]
+    python -m tests.conformance.run_reports [--only NAME ...] [--out DIR]
 
-A script of the checkout, not of the toolkit: the upstream-only engine lives under tests/, and the
+Test machinery of the checkout, not of the toolkit: the upstream-only engine lives under tests/, and the
 llama engine serves a tiny model this script writes to a temporary folder. Each engine is started
 on a free port and shut down by the suite's last case, so a run takes minutes, not `make test`'s
 time. A report is written whatever the verdict; the script fails only when an engine cannot be
@@ -22,9 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 OESPEC = Path(sys.executable).parent / "oespec"
 REPORTS = ROOT / "conformance" / "reports"
 ADMIN_TOKEN = "conformance-report"
