@@ -107,8 +107,10 @@ class LlamaBackend:
 
     def describe(self) -> EngineDescription:
         facts = self.model.facts
+        # One token's own text, for TokenInfo.token (a piece may be part of a UTF-8 character).
         tokenizer = Tokenizer(Path(self.config.model_path).name, vocab_size=facts.vocab_size,
-                              eos_token_id=facts.eos_token_id, bos_token_id=facts.bos_token_id)
+                              eos_token_id=facts.eos_token_id, bos_token_id=facts.bos_token_id,
+                              token_text=lambda token: self.model.piece(token).decode("utf-8", errors="replace"))
         model = Model(self.model_name, max_context_tokens=self.context_tokens,
                       max_output_tokens=self.max_output_tokens, tokenizer=tokenizer)
         return EngineDescription(
