@@ -36,6 +36,7 @@ import grpc
 from bench.control import Child, counting_backend, reply, serve_commands
 from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_least, at_most, info, interleaved
 from bench.measure import rss_kib
+from openengine.conformance.cases.overload import engine_error
 
 SLOTS, QUEUE = 16, 64
 BOUND = SLOTS + QUEUE
@@ -107,24 +108,6 @@ class Burst:
     def p99_ttft_ms(self) -> float:
         values = sorted(self.ttft_s)
         return 1000.0 * values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
-
-
-def engine_error(err: grpc.RpcError):
-    """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
-    from grpc_status import rpc_status
-
-    from openengine.v1 import error_pb2
-
-    try:
-        status = rpc_status.from_call(err)
-    except ValueError:   # details that disagree with the status itself
-        return None
-    for detail in status.details if status is not None else ():
-        if detail.Is(error_pb2.EngineError.DESCRIPTOR):
-            error = error_pb2.EngineError()
-            detail.Unpack(error)
-            return error
-    return None
 
 
 async def _burst(address: str, count: int) -> Burst:
