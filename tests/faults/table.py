@@ -127,9 +127,10 @@ async def _end_after_opening(messages, request):
 
 
 async def _with_timer(messages, period_of: Callable[[Any], float | None], extra: Callable[[Any], Any | None],
-                      keep: Callable[[Any], bool]):
+                      keep: Callable[[Any], bool], timed_from_extras: bool = False):
     """The messages, renumbered, with `extra(last kept message)` added whenever `period_of(settings)`
-    seconds pass without one; messages `keep` refuses are dropped."""
+    seconds pass without one (`timed_from_extras`: without an extra, whatever else was sent);
+    messages `keep` refuses are dropped."""
     loop = asyncio.get_running_loop()
     sequence, period, last = 0, None, None
     due = None
@@ -147,13 +148,14 @@ async def _with_timer(messages, period_of: Callable[[Any], float | None], extra:
                     period = period_of(message)
                 if not keep(message):
                     continue
-                last = message
+                last, added = message, False
             else:
-                message = extra(last)
+                message, added = extra(last), True
                 if message is None:
                     due = None
                     continue
-            if period:
+            restarts = not timed_from_extras or added or message.HasField("settings")
+            if period and restarts:
                 due = loop.time() + period
             message.sequence = sequence
             sequence += 1
@@ -166,37 +168,10 @@ async def _with_timer(messages, period_of: Callable[[Any], float | None], extra:
 
 def _heartbeat_from_heartbeat(messages, request):
     """Heartbeats timed from the previous heartbeat, not from the previous message."""
-    async def transform():
-        loop = asyncio.get_running_loop()
-        sequence = 0
-        pending = asyncio.ensure_future(anext(messages, None))
-        beat, due = 0.0, None
-        try:
-            while True:
-                timeout = None if due is None else max(0.0, due - loop.time())
-                done, _ = await asyncio.wait({pending}, timeout=timeout)
-                if pending in done:
-                    message = pending.result()
-                    if message is None:
-                        return
-                    pending = asyncio.ensure_future(anext(messages, None))
-                    if message.HasField("heartbeat"):
-                        continue
-                    if message.HasField("settings"):
-                        beat = message.settings.heartbeat_ms / 1000.0
-                        due = loop.time() + beat if beat else None
-                else:
-                    message = load_pb2.WatchLoadResponse(heartbeat=load_pb2.Heartbeat(),
-                                                         timestamp_unix_nanos=time.time_ns())
-                    due = loop.time() + beat
-                message.sequence = sequence
-                sequence += 1
-                yield message
-        finally:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-    return transform()
+    return _with_timer(
+        messages, lambda settings: settings.settings.heartbeat_ms / 1000.0,
+        lambda last: load_pb2.WatchLoadResponse(heartbeat=load_pb2.Heartbeat(), timestamp_unix_nanos=time.time_ns()),
+        lambda message: not message.HasField("heartbeat"), timed_from_extras=True)
 
 
 def _periodic_when_zero(messages, request):
