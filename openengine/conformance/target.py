@@ -248,6 +248,7 @@ async def _speaks_plaintext(address: Address, timeout: float) -> bool:
 
 
 NOT_SERVING_WAIT_SECONDS = 5.0
+INFERENCE = "openengine.v1.Inference"
 
 
 async def _serving(ctx) -> None:
@@ -259,16 +260,19 @@ async def _serving(ctx) -> None:
 
     serving = health_pb2.HealthCheckResponse.SERVING
     try:
-        if await ctx.wait_health("openengine.v1.Inference", serving, within=NOT_SERVING_WAIT_SECONDS):
+        # One Check first: an engine without the standard health service answers UNIMPLEMENTED
+        # at once, where waiting out the start-up allowance would only slow every run.
+        if await ctx.check_health(INFERENCE) == serving \
+                or await ctx.wait_health(INFERENCE, serving, within=NOT_SERVING_WAIT_SECONDS):
             return
-        status = await ctx.check_health("openengine.v1.Inference")
+        status = await ctx.check_health(INFERENCE)
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.UNIMPLEMENTED:
             await _ready_by_control(ctx)
         return
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
     raise TargetUnusable(
-        f"{ctx.options.target} reports openengine.v1.Inference {name}: a run needs an engine ready "
+        f"{ctx.options.target} reports {INFERENCE} {name}: a run needs an engine ready "
         "for work (is it paused, asleep or draining, perhaps left so by an earlier run?)")
 
 
