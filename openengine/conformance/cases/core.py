@@ -614,7 +614,7 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
 
     req = ctx.long_request()
     call = ctx.inference.Generate(req)
-    responses = []
+    responses, aborted = [], None
     try:
         first = await call.read()
         expect(first is not grpc.aio.EOF, "the Generate stream ended with OK before its first "
@@ -624,6 +624,13 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         aborted = await ctx.control.Abort(abort_request_for(req))
         responses.extend(await read_rest(call))
     except grpc.aio.AioRpcError as err:
+        # A stream still running at its deadline after Abort answered was not ended by it, however
+        # slowly the machine runs.
+        if aborted is not None and err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the "
+                         f"aborted stream was still running at its deadline, {len(responses)} "
+                         "messages in, not ended by a finished event with FINISH_REASON_CANCELLED "
+                         "(REQ-CORE-010.4)") from None
         raise rpc_error(err, "the aborted Generate stream") from None
     finally:
         call.cancel()
