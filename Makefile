@@ -80,19 +80,20 @@ upstream-pin: setup
 
 # Every test, over pytest-xdist workers: the end-to-end tests that run the project's own commands
 # (add a profile, the pull-request workflow, the install outside the checkout, the browser) run in
-# two groups of about equal length, each on a worker of its own with one copy of the checkout
-# (tests/conftest.py, tests/checkout.py); two workers (one per core) compute the rest, and the workers beyond those take the slow tests that mostly wait on
-# stream windows and timers, which would otherwise leave the cores idle one after the other (two
-# workers in all: 506 s, of which the waiting conformance tests alone are 528 s of wall for 33 CPU-s;
-# eight: 190 s). PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g.
-# `make test PYTEST_ARGS=tests/site`. OE_TEST_CPU=<folder> records each test's CPU and wall time
-# there, its subprocesses' included (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
+# three groups of about equal length, each on a worker of its own, sharing one copy of the checkout
+# (tests/conftest.py, tests/checkout.py); one worker per core computes the rest, and the workers
+# beyond those take the slow tests that mostly wait on stream windows and timers (over 1,000 s of
+# wall for about 60 CPU-s), which would otherwise leave the cores idle one after the other. Six
+# workers per core give those tests ten lanes on 2 cores. PYTEST_WORKERS sets the count (0: one
+# process). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
+# OE_TEST_CPU=<folder> records each test's CPU and wall time there, its subprocesses' included
+# (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
 # run starts hundreds of Python processes (workers, oespec, engines, mkdocs), and without the
 # caches each one compiles the project's modules again and pytest rewrites every test module's
 # asserts again. The caches (__pycache__/) are ignored by git.
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-PYTEST_WORKERS ?= $(shell echo $$((4 * $(CORES))))
+PYTEST_WORKERS ?= $(shell echo $$((6 * $(CORES))))
 PYTEST_ARGS ?=
 # PYTHONNODEBUGRANGES: Python 3.11 tracebacks re-parse each source line to place their carets, and
 # before 3.11.8 two threads parsing at once can fail with "AST constructor recursion depth

@@ -69,12 +69,12 @@ def test_the_end_to_end_modules_get_groups_apart_from_the_waiting_ones(monkeypat
              FakeItem("tests/engine/test_add_a_profile.py::t", "slow", "waits"),
              FakeItem("tests/w.py::t", "slow", "waits")]
     scheduled = dict(_schedule(items, monkeypatch, 3))
-    assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end-install"],
+    assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end-workflow"],
                          "tests/engine/test_add_a_profile.py::t": ["end-to-end-workflow"],
                          "tests/w.py::t": ["waiting-0"]}
     # Two workers on two cores: no waiting lane, the waiting tests share the queue.
     items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"), FakeItem("tests/w.py::t", "slow", "waits")]
-    assert dict(_schedule(items, monkeypatch, 2)) == {"tests/ci/test_pull_request.py::t": ["end-to-end-install"],
+    assert dict(_schedule(items, monkeypatch, 2)) == {"tests/ci/test_pull_request.py::t": ["end-to-end-workflow"],
                                                       "tests/w.py::t": []}
 
 
