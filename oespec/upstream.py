@@ -456,7 +456,7 @@ def compile_ours(proto_root: Path, display: str) -> tuple[descriptor_pb2.FileDes
                                                            list[Diagnostic]]:
     """The repository's compiled protos (with source info) and their file names, or the located
     compile errors."""
-    from oespec.check.contract import _protoc_diagnostics
+    from oespec.check.proto_crosscheck import _protoc_diagnostics
     from oespec.protoc import ProtocError, compile_descriptor_set
 
     sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
@@ -475,7 +475,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
     import json
     import subprocess
 
-    from oespec.breaking.wire import find_buf
+    from oespec.breaking.buf_breaking import find_buf
 
     buf = buf or find_buf()
     if buf is None:

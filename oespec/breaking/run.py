@@ -10,7 +10,7 @@ from pathlib import Path
 from oespec.breaking.judge import compare
 from oespec.breaking.rule import Context
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
-from oespec.breaking.wire import UpstreamScope, WireError, compare_protos
+from oespec.breaking.buf_breaking import UpstreamScope, WireError, compare_protos
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleSpec
 from oespec.registry import Registry, SourceError, load_registry
