@@ -48,34 +48,27 @@ class WireGraph:
 
 def graph_from_descriptors(fds, package: str) -> WireGraph:
     """The type graph of one package, from a compiled FileDescriptorSet."""
+    from oespec.descriptors import walk
+
     graph = WireGraph()
-    prefix = "." + package + "."
+    prefix = package + "."
 
-    def local(type_ref: str) -> str | None:
-        return type_ref[len(prefix):] if type_ref.startswith(prefix) else None
-
-    def add_message(msg, outer: str = "") -> None:
-        name = f"{outer}.{msg.name}" if outer else msg.name
-        targets = graph.edges.setdefault(name, set())
-        for f in msg.field:
-            target = local(f.type_name) if f.type_name else None
-            if target:
-                targets.add(target)
-                graph.field_types[(name, f.number)] = target
-        for nested in msg.nested_type:
-            targets.add(f"{name}.{nested.name}")
-            add_message(nested, name)
-        for enum in msg.enum_type:
-            targets.add(f"{name}.{enum.name}")
-            graph.edges.setdefault(f"{name}.{enum.name}", set())
+    def local(name: str) -> str | None:
+        return name[len(prefix):] if name.startswith(prefix) else None
 
     for f in fds.file:
         if f.package != package:
             continue
-        for msg in f.message_type:
-            add_message(msg)
-        for enum in f.enum_type:
-            graph.edges.setdefault(enum.name, set())
+        for kind, full, proto, _, parent in walk(f):
+            holder = local(parent)          # None for a top-level type
+            if kind in ("message", "enum"):
+                graph.edges.setdefault(local(full), set())
+                if holder:
+                    graph.edges[holder].add(local(full))
+            elif kind == "field" and local(proto.type_name.lstrip(".")):
+                target = local(proto.type_name.lstrip("."))
+                graph.edges[holder].add(target)
+                graph.field_types[(holder, proto.number)] = target
     return graph
 
 
