@@ -142,8 +142,9 @@ def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, displa
         elif kind == "service":
             contract.services[full] = (display, loc)
         else:
-            contract.methods[full] = MethodInfo(full, proto.input_type.lstrip("."), proto.output_type.lstrip("."),
-                                                proto.client_streaming, proto.server_streaming, display, loc)
+            contract.methods[full] = MethodInfo(
+                full, proto.input_type.lstrip("."), proto.output_type.lstrip("."), proto.client_streaming,
+                proto.server_streaming, display, loc)
 
 
 def standard_health(contract: Contract) -> None:

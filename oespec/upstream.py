@@ -278,9 +278,12 @@ def elements(fds: descriptor_pb2.FileDescriptorSet, *, only: set[str] | None = N
 def _field_extra(message, full: str, f) -> dict:
     """A field's oneof (none for a proto3 `optional`) and, for a map field, `map<K, V>`: its entry
     type is the compiler's, not the author's."""
-    oneof = message.oneof_decl[f.oneof_index].name if f.HasField("oneof_index") and not f.proto3_optional else ""
+    oneof = ""
+    if f.HasField("oneof_index") and not f.proto3_optional:
+        oneof = message.oneof_decl[f.oneof_index].name
     entry = next((n for n in message.nested_type if n.options.map_entry and f.type_name == f".{full}.{n.name}"), None)
-    return {"oneof": oneof, "map": f"map<{_type_word(entry.field[0])}, {_type_word(entry.field[1])}>" if entry else ""}
+    spelled = f"map<{_type_word(entry.field[0])}, {_type_word(entry.field[1])}>" if entry else ""
+    return {"oneof": oneof, "map": spelled}
 
 
 def _own_files(fds: descriptor_pb2.FileDescriptorSet) -> set[str]:

@@ -78,7 +78,8 @@ class UpstreamScope:
             names.setdefault(kind, []).append(value)
         if "service" in names:
             service = self._full("service", names["service"][0])
-            return service is not None and all(f"{service}/{rpc}" in self.kinds for rpc in names.get("RPC", []))
+            rpcs = names.get("RPC", [])
+            return service is not None and all(f"{service}/{rpc}" in self.kinds for rpc in rpcs)
         for kind, numbered in (("enum", _ENUM_VALUE), ("message", _FIELD_NUMBER)):
             if kind in names:
                 parent = self._full(kind, names[kind][0])

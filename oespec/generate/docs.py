@@ -540,8 +540,9 @@ def _context(site: Site, page: str, **extra) -> dict:
     return dict(site=site, registry=site.registry, pages=Pages(site, page), limit_type=_type,
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
-                signature=signature, profile_page=profile_page_path, paths=PATHS, owners=site.registry.rpc_owner(),
-                shape=method_shape, method_signature=method_signature, services_of=services_of, anchor_id=anchor_id,
+                signature=signature, profile_page=profile_page_path, paths=PATHS,
+                owners=site.registry.rpc_owner(), shape=method_shape, method_signature=method_signature,
+                services_of=services_of, anchor_id=anchor_id,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 

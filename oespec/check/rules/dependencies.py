@@ -125,7 +125,8 @@ def _conditions(ctx: CheckContext):
         for entry in profile.incompatible_with:
             for condition in entry.when:
                 target = by_name.get(condition.profile)
-                yield profile, condition, target, target.limit(condition.limit) if target is not None else None
+                limit = target.limit(condition.limit) if target is not None else None
+                yield profile, condition, target, limit
 
 
 @rule("OE042", "condition-known-limit", requirements=("REQ-ADD-008",), category="dependencies",
