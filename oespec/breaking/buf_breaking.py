@@ -25,6 +25,7 @@ from pathlib import Path
 
 from oespec.breaking.rule import Context, Rule, breaking_spec
 from oespec.breaking.ownership import WireGraph, attribute, is_generated, load_graph
+from oespec.descriptors import walk
 from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.registry import Registry
 
@@ -45,8 +46,8 @@ _FIELD_NUMBER = re.compile(r'\b[Ff]ield "(\d+)"')
 
 @dataclass(frozen=True)
 class UpstreamScope:
-    """What upstream v1 at the pin defines: its elements (`oespec.upstream.elements`) by full name
-    and kind, and the wire numbers of its fields and enum values by their parent's full name."""
+    """What upstream v1 at the pin defines: its elements by full name and kind, and the wire numbers
+    of its fields and enum values by their parent's full name."""
 
     package: str
     kinds: dict[str, str]                  # full name -> message, enum, service, rpc, ...
@@ -55,13 +56,12 @@ class UpstreamScope:
 
     @classmethod
     def from_image(cls, fds, package: str) -> "UpstreamScope":
-        from oespec.upstream import elements
-
-        own = {f.name for f in fds.file if f.package == package}
-        found = elements(fds, only=own).values()
-        return cls(package, {e.name: e.kind for e in found},
-                   frozenset((e.parent, e.proto.number) for e in found if e.kind in ("field", "enum_value")),
-                   frozenset(own))
+        own = [f for f in fds.file if f.package == package]
+        found = [(kind, full, proto, parent) for f in own for kind, full, proto, _, parent in walk(f)]
+        return cls(package, {full: kind for kind, full, _, _ in found},
+                   frozenset((parent, proto.number) for kind, _, proto, parent in found
+                             if kind in ("field", "enum_value")),
+                   frozenset(f.name for f in own))
 
     def _full(self, kind: str, name: str) -> str | None:
         """Upstream's full name of a type buf names relative to the package (a nested type by its
