@@ -436,10 +436,9 @@ def compile_ours(proto_root: Path, display: str) -> tuple[descriptor_pb2.FileDes
     """The repository's compiled protos (with source info) and their file names, or the located
     compile errors."""
     from oespec.check.proto_crosscheck import _protoc_diagnostics
-    from oespec.protoc import ProtocError, compile_descriptor_set
+    from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
-    sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
-               for p in sorted(proto_root.rglob("*.proto"))}
+    sources = read_sources(proto_root)
     if not sources:
         raise UpstreamError(display, f"no .proto files under {display}", "give --proto the repository's proto root")
     try:

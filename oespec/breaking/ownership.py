@@ -77,10 +77,9 @@ def load_graph(proto_root: Path | None, package: str) -> WireGraph | None:
     (buf reports that on its own)."""
     if proto_root is None or not proto_root.is_dir():
         return None
-    from oespec.protoc import ProtocError, compile_descriptor_set
+    from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
-    sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
-               for p in sorted(proto_root.rglob("*.proto"))}
+    sources = read_sources(proto_root)
     try:
         return graph_from_descriptors(compile_descriptor_set(sources, source_info=False), package)
     except (ProtocError, OSError, UnicodeError):
