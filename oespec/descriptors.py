@@ -1,8 +1,9 @@
 """The descriptor model: a compiled `FileDescriptorSet` as typed records with source positions.
 
 `oespec.check` compares the registry against it (every RPC, message and field, located at its
-line in the .proto); anything else that needs the compiled contract as data builds on the same
-records, so there is one reading of descriptors on the toolkit side. (The runtime reads its live
+line in the .proto). `walk` is the one reading of a compiled file on the toolkit side: these
+records, upstream's elements (`oespec.upstream`), the ownership graph (`oespec.breaking`) and the
+reference pages (`oespec.generate.protodoc`) are built from it. (The runtime reads its live
 descriptors through `openengine.contract`.)
 """
 
