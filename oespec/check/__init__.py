@@ -14,16 +14,20 @@ from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.check import proto_crosscheck, rules as registry_rules
 from oespec.check.rule import CheckContext, Finding, Rule
 from oespec.registry import Resolved
+from oespec.registry.resolve import SCHEMA_RULE
 
 if TYPE_CHECKING:
     from oespec.check.last_commit import LastCommit
     from oespec.descriptors import Contract
 
-# The ids no handler yields: the loader's verdict on unusable input and the protoc compile of the
-# contract. They are findings like any other, so they are catalogued.
+# The ids no handler yields: the loader's verdict on unusable input, the schema stage's findings
+# and the protoc compile of the contract. They are findings like any other, so they are catalogued.
 STAGE_SPECS = (
     RuleSpec("OE000", "registry-unusable", "check", "input", "the registry file can be read and parsed as YAML "
              "(a missing file, a YAML syntax error or a duplicate key stops the check here)", Severity.ERROR),
+    RuleSpec(SCHEMA_RULE, "schema", "check", "schema", "profiles.yaml follows the registry's JSON Schema (keys, "
+             "types, required fields)", Severity.ERROR,
+             requirements=("REQ-ADD-003", "REQ-ADD-004", "REQ-ADD-010", "REQ-VER-007")),
     RuleSpec("OE100", "contract-compiles", "check", "contract", "the protos under proto/ compile (protoc "
              "errors are reported at their source line)", Severity.ERROR),
 )
