@@ -14,9 +14,7 @@ from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
-    Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
-)
+from oespec.descriptors import Contract, add_file, standard_health
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
