@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openengine.contractkit.diagnostics import NOWHERE, Loc
-from openengine.contractkit.conditions import CONDITION_OPERATORS, condition_text  # noqa: F401
+from openengine.contractkit.conditions import condition_text
 from openengine.contractkit.naming import streams_from_client, streams_from_server
 from openengine.contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)
 

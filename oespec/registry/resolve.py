@@ -17,8 +17,9 @@ from typing import Any
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.registry.model import (
     Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
-    Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
+    Registry, Requirement, Rpc, Scope, Version, VersionRange,
 )
+from openengine.contractkit.conditions import CONDITION_OPERATORS
 from openengine.contractkit.yamlsource import SourceFile, YMap, YNode, YScalar, YSeq
 from openengine.contractkit.yamlsource import SchemaProblem, describe_path, node_at, schema_problems
 
