@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.breaking.rule import Context, Rule, breaking_spec
-from oespec.breaking.ownership import WireGraph, attribute, is_generated, load_graph
+from oespec.breaking.ownership import WireGraph, attribute, buf_names, is_generated, load_graph
 from oespec.descriptors import walk
 from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.registry import Registry
@@ -39,7 +39,6 @@ WIRE_RULE = Rule(breaking_spec(
 ), kinds=(), handler=None)
 
 
-_NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
 _ENUM_VALUE = re.compile(r'\b[Ee]num value "(\d+)"')
 _FIELD_NUMBER = re.compile(r'\b[Ff]ield "(\d+)"')
 
@@ -73,9 +72,7 @@ class UpstreamScope:
 
     def defines(self, buf_message: str) -> bool:
         """Does one buf finding name an element upstream defines?"""
-        names: dict[str, list[str]] = {}
-        for kind, value in _NAMED.findall(buf_message):
-            names.setdefault(kind, []).append(value)
+        names = buf_names(buf_message)
         if "service" in names:
             service = self._full("service", names["service"][0])
             rpcs = names.get("RPC", [])

@@ -113,6 +113,14 @@ def owners_by_type(registry: Registry, graph: WireGraph | None) -> dict[str, set
 _NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
 
 
+def buf_names(message: str) -> dict[str, list[str]]:
+    """What one buf finding names, by kind (message, service, RPC, enum, file, field), in order."""
+    names: dict[str, list[str]] = {}
+    for kind, value in _NAMED.findall(message):
+        names.setdefault(kind, []).append(value)
+    return names
+
+
 @dataclass(frozen=True)
 class Origin:
     """The registry element a generated proto element comes from."""
@@ -211,9 +219,7 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
     from), and, for a finding on a generated file, which registry element produced it."""
     if baseline is None:
         return Attribution(set())
-    names: dict[str, list[str]] = {}
-    for kind, value in _NAMED.findall(message):
-        names.setdefault(kind, []).append(value)
+    names = buf_names(message)
     pkg = baseline.package
     by_type = owners_by_type(baseline, graph)
     found: set[str] = set()
