@@ -21,7 +21,7 @@ COMMANDS: dict[str, str] = {
     "conformance": "oespec.commands.conformance",
     "breaking": "oespec.commands.breaking",
     "spec": "oespec.commands.spec",
-    "rules": "oespec.commands.rules",
+    "rules": "oespec.commands.list_rules",
     "upstream": "oespec.commands.upstream",
 }
 

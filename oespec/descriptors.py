@@ -1,8 +1,9 @@
 """The descriptor model: a compiled `FileDescriptorSet` as typed records with source positions.
 
 `oespec.check` compares the registry against it (every RPC, message and field, located at its
-line in the .proto); anything else that needs the compiled contract as data builds on the same
-records, so there is one reading of descriptors on the toolkit side. (The runtime reads its live
+line in the .proto). `walk` is the one reading of a compiled file on the toolkit side: these
+records, upstream's elements (`oespec.upstream`), the ownership graph (`oespec.breaking`) and the
+reference pages (`oespec.generate.protodoc`) are built from it. (The runtime reads its live
 descriptors through `openengine.contract`.)
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.naming import streaming_shape
@@ -86,42 +87,65 @@ class Contract:
     upstream: "Contract | None" = None
 
 
-def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
-    """Add one compiled file's messages, services and methods, located in `display`."""
-    locs = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
+def walk(fdp: descriptor_pb2.FileDescriptorProto) -> Iterator[tuple[str, str, object, tuple[int, ...], str]]:
+    """Every element of one compiled file, depth first in declaration order: (kind, full name, its
+    descriptor proto, its source-info path, the enclosing element's full name). Kinds are message,
+    field, enum, enum_value, service and rpc; an rpc is named `package.Service/Method`."""
+    def enum(e, prefix, path):
+        full = f"{prefix}.{e.name}" if prefix else e.name
+        yield "enum", full, e, path, prefix
+        for j, v in enumerate(e.value):
+            yield "enum_value", f"{full}.{v.name}", v, path + (2, j), full
+
+    def message(m, prefix, path):
+        full = f"{prefix}.{m.name}" if prefix else m.name
+        yield "message", full, m, path, prefix
+        for j, f in enumerate(m.field):
+            yield "field", f"{full}.{f.name}", f, path + (2, j), full
+        for j, nested in enumerate(m.nested_type):
+            yield from message(nested, full, path + (3, j))
+        for j, e in enumerate(m.enum_type):
+            yield from enum(e, full, path + (4, j))
+
+    for i, m in enumerate(fdp.message_type):
+        yield from message(m, fdp.package, (4, i))
+    for i, e in enumerate(fdp.enum_type):
+        yield from enum(e, fdp.package, (5, i))
+    for i, s in enumerate(fdp.service):
+        full = f"{fdp.package}.{s.name}" if fdp.package else s.name
+        yield "service", full, s, (6, i), fdp.package
+        for j, m in enumerate(s.method):
+            yield "rpc", f"{full}/{m.name}", m, (6, i, 2, j), full
+
+
+def source_locs(fdp: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], Loc]:
+    """Source-info path -> where it starts (1-based); empty for a file compiled without source info."""
+    return {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
             for loc in fdp.source_code_info.location if len(loc.span) >= 2}
-    package = fdp.package
 
-    def add_enum(enum: descriptor_pb2.EnumDescriptorProto, prefix: str, path: tuple[int, ...]):
-        full = f"{prefix}.{enum.name}"
-        values = {v.name: (v.number, locs.get(path + (2, i), Loc(1, 1))) for i, v in enumerate(enum.value)}
-        contract.enums[full] = EnumInfo(full, values, display, locs.get(path, Loc(1, 1)))
 
-    def add_message(msg: descriptor_pb2.DescriptorProto, prefix: str, path: tuple[int, ...]):
-        full = f"{prefix}.{msg.name}" if prefix else msg.name
-        fields = {}
-        for i, f in enumerate(msg.field):
-            ftype = f.type_name.lstrip(".") if f.type_name else scalar_names()[f.type]
-            fields[f.name] = FieldInfo(f.name, f.number, ftype, f.label == f.LABEL_REPEATED,
-                                       f.proto3_optional, display, locs.get(path + (2, i), Loc(1, 1)))
-        contract.messages[full] = MessageInfo(full, fields, display, locs.get(path, Loc(1, 1)))
-        for j, nested in enumerate(msg.nested_type):
-            add_message(nested, full, path + (3, j))
-        for j, enum in enumerate(msg.enum_type):
-            add_enum(enum, full, path + (4, j))
-
-    for i, msg in enumerate(fdp.message_type):
-        add_message(msg, package, (4, i))
-    for i, enum in enumerate(fdp.enum_type):
-        add_enum(enum, package, (5, i))
-    for i, svc in enumerate(fdp.service):
-        service = f"{package}.{svc.name}"
-        contract.services[service] = (display, locs.get((6, i), Loc(1, 1)))
-        for j, m in enumerate(svc.method):
-            name = f"{service}/{m.name}"
-            contract.methods[name] = MethodInfo(name, m.input_type.lstrip("."), m.output_type.lstrip("."),
-                                                m.client_streaming, m.server_streaming, display,
-                                                locs.get((6, i, 2, j), Loc(1, 1)))
+def add_file(contract: Contract, fdp: descriptor_pb2.FileDescriptorProto, display: str) -> None:
+    """Add one compiled file's messages, enums, services and methods, located in `display`."""
+    locs = source_locs(fdp)
+    for kind, full, proto, path, parent in walk(fdp):
+        loc = locs.get(path, Loc(1, 1))
+        if kind == "message":
+            contract.messages[full] = MessageInfo(full, {}, display, loc)
+        elif kind == "field":
+            ftype = proto.type_name.lstrip(".") if proto.type_name else scalar_names()[proto.type]
+            contract.messages[parent].fields[proto.name] = FieldInfo(
+                proto.name, proto.number, ftype, proto.label == proto.LABEL_REPEATED, proto.proto3_optional,
+                display, loc)
+        elif kind == "enum":
+            contract.enums[full] = EnumInfo(full, {}, display, loc)
+        elif kind == "enum_value":
+            contract.enums[parent].values[proto.name] = (proto.number, loc)
+        elif kind == "service":
+            contract.services[full] = (display, loc)
+        else:
+            contract.methods[full] = MethodInfo(
+                full, proto.input_type.lstrip("."), proto.output_type.lstrip("."), proto.client_streaming,
+                proto.server_streaming, display, loc)
 
 
 def standard_health(contract: Contract) -> None:

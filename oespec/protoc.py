@@ -36,6 +36,12 @@ def well_known_include() -> str:
     return os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
 
 
+def read_sources(proto_root: Path) -> dict[str, str]:
+    """Every .proto under `proto_root`, by its path relative to it."""
+    return {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(Path(proto_root).rglob("*.proto"))}
+
+
 def _materialize(sources: dict[str, str], where: Path) -> list[str]:
     files = []
     for rel, text in sorted(sources.items()):

@@ -176,29 +176,9 @@ def load_requirements(spec_dir: str | Path = "spec") -> list[Requirement]:
     return requirements
 
 
-def requirements_by_id(requirements: Iterable[Requirement] | None = None, *,
-                       spec_dir: str | Path = "spec") -> dict[str, Requirement]:
-    """Id -> requirement, loading the spec when no requirements are given."""
-    reqs = load_requirements(spec_dir) if requirements is None else requirements
-    return {r.id: r for r in reqs}
-
-
 def referenced_ids(text: str) -> list[str]:
     """Requirement ids mentioned in `text`, in first-seen order, without repeats."""
     return list(dict.fromkeys(_REFERENCE_RE.findall(text)))
-
-
-def unknown_references(text_or_ids: str | Iterable[str],
-                       requirements: Iterable[Requirement] | dict[str, Requirement]) -> list[str]:
-    """The ids cited in a text (or given as a list) that no requirement defines, sorted.
-
-    Tests, checks and conformance cases cite requirement ids; this keeps a citation from
-    outliving the requirement it names.
-    """
-    ids = referenced_ids(text_or_ids) if isinstance(text_or_ids, str) else list(text_or_ids)
-    reqs = requirements.values() if isinstance(requirements, dict) else requirements
-    known = {i for r in reqs for i in r.ids}
-    return sorted({i for i in ids if i not in known})
 
 
 def parse_markdown(text: str, file: str) -> tuple[list[Requirement], list[Diagnostic]]:

@@ -254,57 +254,36 @@ class Element:
     file: str                 # the file as shown in findings
     loc: Loc
     parent: str = ""          # the enclosing element's full name
-    extra: dict = field(default_factory=dict, compare=False)   # a field's oneof name
+    extra: dict = field(default_factory=dict, compare=False)   # a field's oneof and map spelling
 
 
 def elements(fds: descriptor_pb2.FileDescriptorSet, *, only: set[str] | None = None,
              display: str = "") -> dict[str, Element]:
     """Every element of the files of `fds` (those named in `only`, when given), by full name.
     `display` is prefixed to file names in locations (e.g. `proto`)."""
+    from oespec.descriptors import source_locs, walk
+
     out: dict[str, Element] = {}
     for fdp in fds.file:
         if only is not None and fdp.name not in only:
             continue
         shown = f"{display}/{fdp.name}" if display else fdp.name
-        locs = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
-                for loc in fdp.source_code_info.location if len(loc.span) >= 2}
-        at = lambda path: locs.get(path, Loc(0, 0))   # noqa: E731
-
-        def add(kind, name, proto, path, parent="", **extra):
-            out[name] = Element(kind, name, proto, shown, at(path), parent, extra)
-
-        def enum(e, prefix, path):
-            full = f"{prefix}.{e.name}"
-            add("enum", full, e, path, prefix)
-            for j, v in enumerate(e.value):
-                add("enum_value", f"{full}.{v.name}", v, path + (2, j), full)
-
-        def message(m, prefix, path):
-            full = f"{prefix}.{m.name}"
-            add("message", full, m, path, prefix)
-            # A map field is written `map<K, V>`; its entry type is the compiler's, not the author's.
-            maps = {f".{full}.{n.name}": f"map<{_type_word(n.field[0])}, {_type_word(n.field[1])}>"
-                    for n in m.nested_type if n.options.map_entry}
-            for j, f in enumerate(m.field):
-                oneof = ""
-                if f.HasField("oneof_index") and not f.proto3_optional:
-                    oneof = m.oneof_decl[f.oneof_index].name
-                add("field", f"{full}.{f.name}", f, path + (2, j), full, oneof=oneof, map=maps.get(f.type_name, ""))
-            for j, nested in enumerate(m.nested_type):
-                message(nested, full, path + (3, j))
-            for j, e in enumerate(m.enum_type):
-                enum(e, full, path + (4, j))
-
-        for i, m in enumerate(fdp.message_type):
-            message(m, fdp.package, (4, i))
-        for i, e in enumerate(fdp.enum_type):
-            enum(e, fdp.package, (5, i))
-        for i, s in enumerate(fdp.service):
-            full = f"{fdp.package}.{s.name}"
-            add("service", full, s, (6, i), fdp.package)
-            for j, m in enumerate(s.method):
-                add("rpc", f"{full}/{m.name}", m, (6, i, 2, j), full)
+        locs = source_locs(fdp)
+        for kind, name, proto, path, parent in walk(fdp):
+            extra = _field_extra(out[parent].proto, parent, proto) if kind == "field" else {}
+            out[name] = Element(kind, name, proto, shown, locs.get(path, Loc(0, 0)), parent, extra)
     return out
+
+
+def _field_extra(message, full: str, f) -> dict:
+    """A field's oneof (none for a proto3 `optional`) and, for a map field, `map<K, V>`: its entry
+    type is the compiler's, not the author's."""
+    oneof = ""
+    if f.HasField("oneof_index") and not f.proto3_optional:
+        oneof = message.oneof_decl[f.oneof_index].name
+    entry = next((n for n in message.nested_type if n.options.map_entry and f.type_name == f".{full}.{n.name}"), None)
+    spelled = f"map<{_type_word(entry.field[0])}, {_type_word(entry.field[1])}>" if entry else ""
+    return {"oneof": oneof, "map": spelled}
 
 
 def _own_files(fds: descriptor_pb2.FileDescriptorSet) -> set[str]:
@@ -456,11 +435,10 @@ def compile_ours(proto_root: Path, display: str) -> tuple[descriptor_pb2.FileDes
                                                            list[Diagnostic]]:
     """The repository's compiled protos (with source info) and their file names, or the located
     compile errors."""
-    from oespec.check.contract import _protoc_diagnostics
-    from oespec.protoc import ProtocError, compile_descriptor_set
+    from oespec.check.proto_crosscheck import _protoc_diagnostics
+    from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
-    sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
-               for p in sorted(proto_root.rglob("*.proto"))}
+    sources = read_sources(proto_root)
     if not sources:
         raise UpstreamError(display, f"no .proto files under {display}", "give --proto the repository's proto root")
     try:
@@ -475,7 +453,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
     import json
     import subprocess
 
-    from oespec.breaking.wire import find_buf
+    from oespec.breaking.buf_breaking import find_buf
 
     buf = buf or find_buf()
     if buf is None:

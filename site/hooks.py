@@ -18,10 +18,6 @@
   (a docs-relative page) becomes a link relative to the page that shows it.
 - An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
   so it wraps there and never inside a word.
-- `<!-- signatures: MODULE -->` on a line of its own becomes the public classes of that Python
-  module (`openengine.serve.backend`), as code: fields with their types and defaults, methods with
-  their signatures and the first line of their docstrings, read from the module when the site
-  is built, so the page never shows an interface the code does not have.
 - Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
   show each row as a labelled block instead of a table wider than the screen.
 
@@ -177,11 +173,8 @@ def _add_schemas(files: Files, config) -> None:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.generated_by is not None:
         return GENERATED_HEADER.sub("", markdown, count=1)
-    markdown = SIGNATURES.sub(lambda m: _signatures(m["module"], page.file.src_uri), markdown)
-    try:
-        from oespec.spec import parse_markdown
-    except ImportError:
-        return markdown
+    from oespec.spec import parse_markdown
+
     found, _ = parse_markdown(markdown, page.file.src_uri)
     if not found:
         return markdown
@@ -263,7 +256,6 @@ TABLE = re.compile(r"<table>.*?</table>", re.S)
 HEADER_CELL = re.compile(r"<th[^>]*>(.*?)</th>", re.S)
 ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 DATA_CELL = re.compile(r"<td(?=[\s>])")
-TAG = re.compile(r"<[^>]+>")
 
 
 MATRIX_TABLE = re.compile(r'(<div class="oe-matrix">\s*)<table>')
@@ -317,50 +309,3 @@ def on_page_content(page_html: str, page, config, files) -> str:
     page_html = MATRIX_TABLE.sub(r"\1<table data-matrix>", page_html)
     return TABLE.sub(lambda m: label_cells(identifier_breaks(m[0])), page_html)
 
-
-# ------------------------------------------------------------------------- signatures
-
-SIGNATURES = re.compile(r"^<!-- signatures: (?P<module>[\w.]+) -->$", re.M)
-
-
-def _signatures(module_name: str, where: str) -> str:
-    import dataclasses
-    import enum
-    import importlib
-    import inspect
-
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise PluginError(f"{where}: cannot import {module_name} for its signatures: {err}") from None
-
-    def first_line(obj) -> str:
-        doc = inspect.getdoc(obj) or ""
-        return doc.split("\n\n")[0].replace("\n", " ")
-
-    def one(cls) -> str:
-        bases = [b.__name__ for b in cls.__bases__ if b is not object]
-        head = f"class {cls.__name__}({', '.join(bases)}):" if bases else f"class {cls.__name__}:"
-        lines = (["@dataclass"] if dataclasses.is_dataclass(cls) else []) + [head, f'    """{first_line(cls)}"""']
-        if dataclasses.is_dataclass(cls):
-            for f in dataclasses.fields(cls):
-                if f.name.startswith("_"):
-                    continue
-                default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
-                if f.default_factory is not dataclasses.MISSING:
-                    default = " = ..."
-                lines.append(f"    {f.name}: {f.type}{default}")
-        elif issubclass(cls, enum.Enum):
-            lines += [f"    {member.name} = {member.value!r}" for member in cls]
-        for name, member in vars(cls).items():
-            if name.startswith("_") or not callable(member) or isinstance(member, type):
-                continue
-            prefix = "async def" if inspect.iscoroutinefunction(member) else "def"
-            lines.append(f"    {prefix} {name}{inspect.signature(member)}:")
-            lines.append(f'        """{first_line(member)}"""')
-        return "\n".join(lines)
-
-    classes = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-               if obj.__module__ == module.__name__ and not obj.__name__.startswith("_")]
-    classes.sort(key=lambda c: inspect.getsourcelines(c)[1])
-    return "```python\n" + "\n\n\n".join(one(c) for c in classes) + "\n```"

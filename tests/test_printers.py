@@ -365,7 +365,7 @@ def test_conformance_through_the_cli_in_every_format(faulty_engine, fmt, capsys)
 def _breaking_findings(case: str) -> list[Diagnostic]:
     from oespec.breaking import Context as BreakingContext
     from oespec.breaking import compare
-    from oespec.breaking.wire import compare_protos
+    from oespec.breaking.buf_breaking import compare_protos
     from oespec.registry import load_registry
 
     base, cur = (load_registry(breaking_side(case, side) / "profiles.yaml", display_path="profiles.yaml").registry

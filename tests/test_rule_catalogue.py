@@ -60,7 +60,7 @@ RECORD_MAKERS = {"Diagnostic": (3, "rule_id"), "Diagnostic.at": (2, "rule_id"), 
 COMPUTED_IDS = {
     ("oespec/check/__init__.py", "run_rules"): "the id of a rule in the check catalogue",
     ("oespec/breaking/judge.py", "compare"): "the id of a rule in the breaking catalogue",
-    ("oespec/breaking/wire.py", "fold"): "buf's rule type under the catalogue's `buf:*` entry",
+    ("oespec/breaking/buf_breaking.py", "fold"): "buf's rule type under the catalogue's `buf:*` entry",
     ("oespec/commands/validate.py", "_diag"): "a violation's id, made by violation() (scanned)",
     ("oespec/commands/validate.py", "_watchload"): "a violation's id, made by violation() (scanned)",
     ("oespec/commands/generate.py", "generation_diagnostics"): "a Problem's id (scanned), else OE900",
@@ -356,16 +356,16 @@ def test_every_rule_a_module_defines_is_in_the_list_that_runs():
     import pkgutil
 
     from oespec import check
-    from oespec.breaking import rule as breaking_rule, rules as breaking_rules
-    from oespec.check import contract, rule as check_rule, rules as registry_rules
+    from oespec.breaking import registry_rules as breaking_rules, rule as breaking_rule
+    from oespec.check import proto_crosscheck, rule as check_rule, rules as registry_rules
 
-    modules = [contract, breaking_rules] + [importlib.import_module(f"oespec.check.rules.{m.name}")
+    modules = [proto_crosscheck, breaking_rules] + [importlib.import_module(f"oespec.check.rules.{m.name}")
                                             for m in pkgutil.iter_modules(registry_rules.__path__)]
     for module in modules:
         defined = [v for v in vars(module).values() if isinstance(v, (check_rule.Rule, breaking_rule.Rule))]
-        if module is not contract and module is not breaking_rules and not defined:
+        if module is not proto_crosscheck and module is not breaking_rules and not defined:
             continue   # a helper module of the rule modules
         assert sorted(r.id for r in defined) == sorted(r.id for r in module.RULES), module.__name__
         if module.__name__.startswith("oespec.check.rules."):
             assert all(r in registry_rules.RULES for r in module.RULES), module.__name__
-    assert {r.id for r in check.RULES} == {r.id for r in registry_rules.RULES} | {r.id for r in contract.RULES}
+    assert {r.id for r in check.RULES} == {r.id for r in registry_rules.RULES} | {r.id for r in proto_crosscheck.RULES}

@@ -1,8 +1,8 @@
 """Breaking-change stage: compare the registry and the protos with a baseline git ref.
 
-The registry rules (`oespec.breaking.rules.RULES`, judged by `oespec.breaking.judge`) say what a
+The registry rules (`oespec.breaking.registry_rules.RULES`, judged by `oespec.breaking.judge`) say what a
 change to the registry breaks and which version bump makes it legal; buf's wire findings on the
-proposal's own elements (`oespec.breaking.wire`) become the same `Diagnostic` records; what
+proposal's own elements (`oespec.breaking.buf_breaking`) become the same `Diagnostic` records; what
 upstream OpenEngine v1 defines is judged by the upstream gate (`oespec.upstream`), whose ids are
 part of this family. `oespec.breaking.run.check_against` does the whole comparison against a ref.
 """
@@ -15,9 +15,9 @@ from openengine.contractkit.rules import RuleCatalogue
 from oespec import upstream
 from oespec.breaking.judge import compare
 from oespec.breaking.rule import BREAKS, BUMPS, Change, Context, Rule, version_bump
-from oespec.breaking.rules import RULES
+from oespec.breaking.registry_rules import RULES
 from oespec.breaking.run import UNUSABLE_SPEC, BreakingError, check_against
-from oespec.breaking.wire import WIRE_RULE
+from oespec.breaking.buf_breaking import WIRE_RULE
 
 
 def iter_rules() -> Iterator[Rule]:

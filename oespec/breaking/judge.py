@@ -6,7 +6,7 @@ from __future__ import annotations
 from openengine.contractkit.diagnostics import Diagnostic, Severity, sorted_diagnostics
 from oespec.breaking.match import pairs
 from oespec.breaking.rule import Change, Context, Rule
-from oespec.breaking.rules import RULES
+from oespec.breaking.registry_rules import RULES
 from oespec.registry import Registry, Version
 
 

@@ -48,34 +48,27 @@ class WireGraph:
 
 def graph_from_descriptors(fds, package: str) -> WireGraph:
     """The type graph of one package, from a compiled FileDescriptorSet."""
+    from oespec.descriptors import walk
+
     graph = WireGraph()
-    prefix = "." + package + "."
+    prefix = package + "."
 
-    def local(type_ref: str) -> str | None:
-        return type_ref[len(prefix):] if type_ref.startswith(prefix) else None
-
-    def add_message(msg, outer: str = "") -> None:
-        name = f"{outer}.{msg.name}" if outer else msg.name
-        targets = graph.edges.setdefault(name, set())
-        for f in msg.field:
-            target = local(f.type_name) if f.type_name else None
-            if target:
-                targets.add(target)
-                graph.field_types[(name, f.number)] = target
-        for nested in msg.nested_type:
-            targets.add(f"{name}.{nested.name}")
-            add_message(nested, name)
-        for enum in msg.enum_type:
-            targets.add(f"{name}.{enum.name}")
-            graph.edges.setdefault(f"{name}.{enum.name}", set())
+    def local(name: str) -> str | None:
+        return name[len(prefix):] if name.startswith(prefix) else None
 
     for f in fds.file:
         if f.package != package:
             continue
-        for msg in f.message_type:
-            add_message(msg)
-        for enum in f.enum_type:
-            graph.edges.setdefault(enum.name, set())
+        for kind, full, proto, _, parent in walk(f):
+            holder = local(parent)          # None for a top-level type
+            if kind in ("message", "enum"):
+                graph.edges.setdefault(local(full), set())
+                if holder:
+                    graph.edges[holder].add(local(full))
+            elif kind == "field" and local(proto.type_name.lstrip(".")):
+                target = local(proto.type_name.lstrip("."))
+                graph.edges[holder].add(target)
+                graph.field_types[(holder, proto.number)] = target
     return graph
 
 
@@ -84,10 +77,9 @@ def load_graph(proto_root: Path | None, package: str) -> WireGraph | None:
     (buf reports that on its own)."""
     if proto_root is None or not proto_root.is_dir():
         return None
-    from oespec.protoc import ProtocError, compile_descriptor_set
+    from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
-    sources = {p.relative_to(proto_root).as_posix(): p.read_text(encoding="utf-8")
-               for p in sorted(proto_root.rglob("*.proto"))}
+    sources = read_sources(proto_root)
     try:
         return graph_from_descriptors(compile_descriptor_set(sources, source_info=False), package)
     except (ProtocError, OSError, UnicodeError):
@@ -119,6 +111,14 @@ def owners_by_type(registry: Registry, graph: WireGraph | None) -> dict[str, set
 
 
 _NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
+
+
+def buf_names(message: str) -> dict[str, list[str]]:
+    """What one buf finding names, by kind (message, service, RPC, enum, file, field), in order."""
+    names: dict[str, list[str]] = {}
+    for kind, value in _NAMED.findall(message):
+        names.setdefault(kind, []).append(value)
+    return names
 
 
 @dataclass(frozen=True)
@@ -219,9 +219,7 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
     from), and, for a finding on a generated file, which registry element produced it."""
     if baseline is None:
         return Attribution(set())
-    names: dict[str, list[str]] = {}
-    for kind, value in _NAMED.findall(message):
-        names.setdefault(kind, []).append(value)
+    names = buf_names(message)
     pkg = baseline.package
     by_type = owners_by_type(baseline, graph)
     found: set[str] = set()

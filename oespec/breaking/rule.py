@@ -2,7 +2,7 @@
 
 A registry rule is a catalogue entry (id `OEB0xx`, who a violation breaks, the bump that makes it
 legal) plus a handler that gets one matched pair (`oespec.breaking.match`) and yields `Change`s.
-`@rule(...)` turns a handler into a `Rule`; `oespec.breaking.rules` lists them in `RULES`.
+`@rule(...)` turns a handler into a `Rule`; `oespec.breaking.registry_rules` lists them in `RULES`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import tempfile
 from pathlib import Path
@@ -10,10 +9,10 @@ from pathlib import Path
 from oespec.breaking.judge import compare
 from oespec.breaking.rule import Context
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
-from oespec.breaking.wire import UpstreamScope, WireError, compare_protos
+from oespec.breaking.buf_breaking import UpstreamScope, WireError, compare_protos
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleSpec
-from oespec.registry import Registry, SourceError, load_registry
+from oespec.registry import Registry, SourceError, build_registry, load_registry
 
 UNUSABLE_RULE = "OEB000"
 UNUSABLE_SPEC = RuleSpec(UNUSABLE_RULE, "baseline-unusable", "breaking", "input",
@@ -38,11 +37,15 @@ class BreakingError(Exception):
         return [head, *self.diagnostics]
 
 
-def _load(path: Path, display: str, what: str) -> Registry:
+def _resolved(path: Path, display: str, what: str):
     try:
-        resolved = load_registry(path, display_path=display)
+        return load_registry(path, display_path=display)
     except SourceError as err:
         raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
+
+
+def _load(path: Path, display: str, what: str) -> Registry:
+    resolved = _resolved(path, display, what)
     if resolved.registry is None:
         raise BreakingError(display, f"{what} does not follow the registry schema",
                             "fix it first (`oespec check`), then compare again",
@@ -54,40 +57,21 @@ def _load_baseline(path: Path, display: str, ref: str) -> tuple[Registry, list[D
     """The baseline was valid under the schema of its own commit, which may be older than the
     current one. When the current schema rejects it, compare what can still be read, and say so."""
     what = f"the baseline registry at {ref}"
-    try:
-        resolved = load_registry(path, display_path=display)
-    except SourceError as err:
-        raise BreakingError(err.path, f"{what} is unusable: {err.message}", err.hint, loc=err.loc) from None
+    resolved = _resolved(path, display, what)
     if resolved.registry is not None:
         return resolved.registry, []
-    registry = _read_leniently(resolved.source)
-    if registry is None:
+    try:
+        registry = build_registry(resolved.source)   # the model builders without the schema gate
+    except (AttributeError, KeyError, TypeError, ValueError, StopIteration):
         raise BreakingError(display, f"{what} cannot be read with the current registry schema",
                             "compare with a later ref, or fix the baseline's schema problems",
-                            diagnostics=resolved.diagnostics)
+                            diagnostics=resolved.diagnostics) from None
     note = Diagnostic(display, 0, 0, UNUSABLE_RULE, Severity.WARNING,
                       f"{what} does not follow the current schema ({len(resolved.diagnostics)} "
                       f"problem{'s' if len(resolved.diagnostics) != 1 else ''}); "
                       "it was compared as far as it could be read",
                       "findings about the elements the schema rejects may be missing")
     return registry, [note]
-
-
-def _read_leniently(source) -> Registry | None:
-    # The resolve stage's model builders, without its schema gate (the package re-exports a
-    # function of the same name, hence the import by module path).
-    _resolve = importlib.import_module("oespec.registry.resolve")
-
-    try:
-        root = source.root
-        header = root.get("registry")
-        plain = header.plain()
-        return Registry(path=source.path, revision=plain["revision"], package=plain["package"],
-                        profiles=tuple(_resolve._profile(p) for p in _resolve._items(root, "profiles")),
-                        loc=root.loc, locs={**_resolve._locs(header), "registry": root.key_loc("registry"),
-                                            "profiles": root.key_loc("profiles")})
-    except (AttributeError, KeyError, TypeError, ValueError, StopIteration):
-        return None
 
 
 def _relative(path: Path, root: Path, what: str) -> str:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             cache.keep("resolved-registry", resolved)
     contract, compile_errors = None, []
     if not args.no_contract and resolved.registry is not None and proto_root.is_dir():
-        from oespec.check.contract import load_contract
+        from oespec.check.proto_crosscheck import load_contract
 
         loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache,
                                upstream_image=proto_root.parent / UPSTREAM_IMAGE)  # the pin beside proto/

@@ -141,7 +141,6 @@ class Site:
     validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
     cases: list[CaseRow] | None = None
     page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
-    spec_pages: frozenset[str] = frozenset()     # the spec's pages, docs-root-relative
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
     type_owners: dict[str, list[str]] = field(default_factory=dict)
@@ -169,11 +168,6 @@ class Site:
 
     def requirement(self, req_id: str) -> Requirement | None:
         return next((r for r in self.requirements if r.id == req_id), None)
-
-    def profile_page(self, profile: Profile | str) -> str:
-        name = profile if isinstance(profile, str) else profile.name
-        found = self.registry.profile(name)
-        return f"{PROFILES}/{(found.short_name if found else name)}.md"
 
 
 def profile_page_path(profile: Profile) -> str:
@@ -270,8 +264,7 @@ def gather(ctx: GenerationContext) -> Site:
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
                 _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
                 validator_rules=_validator_rule_rows(ctx.rules), cases=case_catalogue(ctx.rules),
-                page_titles=_page_titles(ctx.root, (r.page for r in requirements)),
-                spec_pages=frozenset(rel[len(SPEC_DIR) + 1:] for rel in _spec_pages(ctx)))
+                page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:
@@ -391,9 +384,8 @@ class Pages:
             label = Md(f'<span class="oe-name">{parts}</span>')
         else:
             label = mdsafe.code(name) if code else mdsafe.inline(name)
-        if self.site.registry.profile(name) is None:
-            return label
-        return self.link(label, self.site.profile_page(name))
+        found = self.site.registry.profile(name)
+        return label if found is None else self.link(label, profile_page_path(found))
 
     def type(self, name: str, *, short: bool = True) -> Md:
         """A message or enum name, linked to its reference entry when the protos define it."""
@@ -548,8 +540,9 @@ def _context(site: Site, page: str, **extra) -> dict:
     return dict(site=site, registry=site.registry, pages=Pages(site, page), limit_type=_type,
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
-                signature=signature, paths=PATHS, owners=site.registry.rpc_owner(),
-                shape=method_shape, method_signature=method_signature, services_of=services_of, anchor_id=anchor_id,
+                signature=signature, profile_page=profile_page_path, paths=PATHS,
+                owners=site.registry.rpc_owner(), shape=method_shape, method_signature=method_signature,
+                services_of=services_of, anchor_id=anchor_id,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 

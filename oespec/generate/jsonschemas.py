@@ -22,7 +22,6 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from openengine.contractkit.naming import CANONICAL_NAME, enum_value_prefix
 from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
-from oespec.generate.templating import render
 from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
 
@@ -270,10 +269,6 @@ def _version_in(rng: VersionRange) -> dict:
     return {"allOf": [_comparator(op, v.major, v.minor) for op, v in rng.comparators]}
 
 
-def _body(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=False).replace("\n", "\n  ")
-
-
 def build_schemas(registry: Registry, pool) -> dict[str, dict]:
     schemas = {}
     for filename, (message, description) in ROOTS.items():
@@ -367,11 +362,14 @@ def published_input_schemas(root) -> list[Output]:
             schema = json.loads(text)
         except ValueError as err:
             raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
-        published = {"$comment": HEADER_TEXT, **schema}
-        # The header on the first line, as on every generated schema (`make check` looks there).
-        text = "{" + json.dumps(published, indent=2)[1:].lstrip()
-        outputs.append(Output(f"{SCHEMA_DIR}/{name}", text + "\n"))
+        outputs.append(Output(f"{SCHEMA_DIR}/{name}", _published({"$comment": HEADER_TEXT, **schema})))
     return outputs
+
+
+def _published(schema: dict) -> str:
+    """A schema as JSON text, its header (`$comment`) on the first line as on every generated file
+    (`make check` looks there)."""
+    return "{" + json.dumps(schema, indent=2)[1:].lstrip() + "\n"
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
@@ -380,10 +378,8 @@ def generate(ctx: GenerationContext) -> list[Output]:
     pool = _pool(fds)
     outputs = []
     for filename, schema in build_schemas(ctx.registry, pool).items():
-        body = [(k, _body(v)) for k, v in schema.items() if k not in ("title", "description")]
-        text = render("jsonschema/schema.json.j2", comment=HEADER_TEXT, title=schema["title"],
-                      description=schema["description"] + " Generated from profiles.yaml; see "
-                      "openengine/validate/README.md for the rules only the Python validators check.",
-                      body=body)
-        outputs.append(Output(f"{SCHEMA_DIR}/{filename}", text))
+        schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+        schema["description"] += (" Generated from profiles.yaml; see openengine/validate/README.md for the "
+                                  "rules only the Python validators check.")
+        outputs.append(Output(f"{SCHEMA_DIR}/{filename}", _published(schema)))
     return outputs + published_input_schemas(ctx.root)

@@ -13,13 +13,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
-from oespec.descriptors import scalar_names
-
-# Field numbers of the descriptor messages, the steps of a SourceCodeInfo location path.
-_FILE_MESSAGE, _FILE_ENUM, _FILE_SERVICE = 4, 5, 6
-_MSG_FIELD, _MSG_NESTED, _MSG_ENUM = 2, 3, 4
-_ENUM_VALUE = 2
-_SERVICE_METHOD = 2
+from oespec.descriptors import scalar_names, walk
 
 
 # A text-format message literal as (field, value) pairs; a value is the literal text of a scalar
@@ -126,48 +120,40 @@ def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDoc
         if fd.name not in files:
             continue
         where = {tuple(loc.path): loc for loc in fd.source_code_info.location}
-        messages: list[MessageDoc] = []
-        enums: list[EnumDoc] = []
-        prefix = f"{fd.package}." if fd.package else ""
+        seen: dict[str, tuple[str, object, str]] = {}   # full name -> (kind, descriptor proto, comment)
+        parts: dict[str, list] = {}   # a message's fields, an enum's values, a service's methods
+        for kind, full, proto, path, parent in walk(fd):
+            comment = _comment(where.get(path))
+            seen[full] = (kind, proto, comment)
+            parts[full] = []
+            if kind == "field":
+                parts[parent].append(_field(proto, seen[parent][1], parent, comment))
+            elif kind == "enum_value":
+                parts[parent].append(EnumValueDoc(proto.name, proto.number, comment))
+            elif kind == "rpc":
+                parts[parent].append(MethodDoc(
+                    proto.name, proto.input_type.lstrip("."), proto.output_type.lstrip("."),
+                    proto.client_streaming, proto.server_streaming, comment, proto.options.deprecated))
 
-        def walk_enum(enum: descriptor_pb2.EnumDescriptorProto, path: tuple[int, ...], scope: str) -> None:
-            values = tuple(EnumValueDoc(v.name, v.number, _comment(where.get(path + (_ENUM_VALUE, i))))
-                           for i, v in enumerate(enum.value))
-            enums.append(EnumDoc(prefix + scope + enum.name, scope + enum.name,
-                                 _comment(where.get(path)), values))
+        def of_kind(kind: str) -> list:
+            """(full name, descriptor proto, comment, parts) of each element of `kind`, in order."""
+            return [(full, proto, comment, tuple(parts[full])) for full, (k, proto, comment) in seen.items()
+                    if k == kind]
 
-        def walk_message(msg: descriptor_pb2.DescriptorProto, path: tuple[int, ...], scope: str) -> None:
-            if msg.options.map_entry:
-                return
-            entries = {f"{prefix}{scope}{msg.name}.{n.name}": n for n in msg.nested_type if n.options.map_entry}
-            fields = tuple(_field(fdesc, msg, entries, _comment(where.get(path + (_MSG_FIELD, i))))
-                           for i, fdesc in enumerate(msg.field))
-            messages.append(MessageDoc(prefix + scope + msg.name, scope + msg.name,
-                                       _comment(where.get(path)), fields))
-            for i, nested in enumerate(msg.nested_type):
-                walk_message(nested, path + (_MSG_NESTED, i), f"{scope}{msg.name}.")
-            for i, enum in enumerate(msg.enum_type):
-                walk_enum(enum, path + (_MSG_ENUM, i), f"{scope}{msg.name}.")
-
-        for i, msg in enumerate(fd.message_type):
-            walk_message(msg, (_FILE_MESSAGE, i), "")
-        for i, enum in enumerate(fd.enum_type):
-            walk_enum(enum, (_FILE_ENUM, i), "")
-        services = []
-        for i, svc in enumerate(fd.service):
-            methods = tuple(
-                MethodDoc(m.name, m.input_type.lstrip("."), m.output_type.lstrip("."),
-                          m.client_streaming, m.server_streaming,
-                          _comment(where.get((_FILE_SERVICE, i, _SERVICE_METHOD, j))), m.options.deprecated)
-                for j, m in enumerate(svc.method))
-            services.append(ServiceDoc(prefix + svc.name, svc.name, _comment(where.get((_FILE_SERVICE, i))),
-                                       methods))
-        docs.files.append(FileDoc(fd.name, fd.package, tuple(messages), tuple(enums), tuple(services)))
+        within = len(fd.package) + 1 if fd.package else 0   # where a name within the package starts
+        messages = tuple(MessageDoc(full, full[within:], comment, fields)
+                         for full, proto, comment, fields in of_kind("message")
+                         if not proto.options.map_entry)
+        enums = tuple(EnumDoc(full, full[within:], comment, values)
+                      for full, _, comment, values in of_kind("enum"))
+        services = tuple(ServiceDoc(full, proto.name, comment, methods)
+                         for full, proto, comment, methods in of_kind("service"))
+        docs.files.append(FileDoc(fd.name, fd.package, messages, enums, services))
     return docs
 
 
-def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.DescriptorProto,
-           entries: dict[str, descriptor_pb2.DescriptorProto], comment: str) -> FieldDoc:
+def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.DescriptorProto, full: str,
+           comment: str) -> FieldDoc:
     F = descriptor_pb2.FieldDescriptorProto
     is_ref = fdesc.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
     type_name = fdesc.type_name.lstrip(".") if is_ref else scalar_names()[fdesc.type]
@@ -177,7 +163,8 @@ def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.Descr
     label = ""
     map_types = None
     if fdesc.label == F.LABEL_REPEATED:
-        entry = entries.get(type_name)
+        entry = next((n for n in msg.nested_type
+                      if n.options.map_entry and type_name == f"{full}.{n.name}"), None)
         if entry is not None:
             key, value = entry.field[0], entry.field[1]
             map_types = (scalar_names()[key.type],

@@ -4,7 +4,7 @@ from oespec.registry.model import (
     Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
     Registry, Requirement, Rpc, Scope, Version, VersionRange,
 )
-from oespec.registry.resolve import Resolved, resolve
+from oespec.registry.resolve import Resolved, build_registry, resolve
 from openengine.contractkit.yamlsource import SourceError, SourceFile, parse_text, read_file
 
 DEFAULT_REGISTRY = "profiles.yaml"
@@ -22,6 +22,6 @@ def load_registry_text(text: str, path: str = "profiles.yaml") -> Resolved:
 __all__ = [
     "Capability", "Condition", "HistoryEntry", "Incompatibility", "Limit", "LimitType", "MessageRef",
     "Profile", "Registry", "Requirement", "Resolved", "Rpc", "Scope", "SourceError", "SourceFile",
-    "Version", "VersionRange", "load_registry", "load_registry_text", "parse_text", "read_file",
+    "Version", "VersionRange", "build_registry", "load_registry", "load_registry_text", "parse_text", "read_file",
     "resolve", "DEFAULT_REGISTRY",
 ]

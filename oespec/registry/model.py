@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openengine.contractkit.diagnostics import NOWHERE, Loc
-from openengine.contractkit.conditions import CONDITION_OPERATORS, condition_holds, condition_text  # noqa: F401
-from openengine.contractkit.naming import STREAMING_SHAPES, streams_from_client, streams_from_server  # noqa: F401
+from openengine.contractkit.conditions import condition_text
+from openengine.contractkit.naming import streams_from_client, streams_from_server
 from openengine.contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)
 
 STANDARD_PREFIX = "openengine."
@@ -208,9 +208,6 @@ class Condition(Located):
     @property
     def reference(self) -> str:
         return f"{self.profile}.{self.limit}" if self.profile else self.limit
-
-    def holds(self, actual: Any) -> bool:
-        return condition_holds(self.operator, self.value, actual)
 
     def __str__(self) -> str:
         return condition_text(self.reference, self.operator, self.value)

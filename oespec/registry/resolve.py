@@ -17,8 +17,9 @@ from typing import Any
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.registry.model import (
     Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
-    Registry, Requirement, Rpc, Scope, Version, VersionRange, CONDITION_OPERATORS,
+    Registry, Requirement, Rpc, Scope, Version, VersionRange,
 )
+from openengine.contractkit.conditions import CONDITION_OPERATORS
 from openengine.contractkit.yamlsource import SourceFile, YMap, YNode, YScalar, YSeq
 from openengine.contractkit.yamlsource import SchemaProblem, describe_path, node_at, schema_problems
 
@@ -224,18 +225,23 @@ def resolve(source: SourceFile) -> Resolved:
         diags += _check_version_texts(source)
     if diags:
         return Resolved(source, None, diags)
+    return Resolved(source, build_registry(source), [])
+
+
+def build_registry(source: SourceFile) -> Registry:
+    """The model of a registry tree. `resolve` builds it only from a tree the schema accepted; on
+    another (an older baseline, read leniently) it may raise AttributeError, KeyError, TypeError,
+    ValueError or StopIteration."""
     root = source.root
-    assert isinstance(root, YMap)
     header = root.get("registry")
-    assert isinstance(header, YMap)
-    registry = Registry(
+    plain = header.plain()
+    return Registry(
         path=source.path,
-        revision=header.plain()["revision"],
-        package=header.plain()["package"],
+        revision=plain["revision"],
+        package=plain["package"],
         profiles=tuple(_profile(p) for p in _items(root, "profiles")),
-        schema_revision=header.plain().get("schema_revision"),
-        minimum_client_revision=header.plain().get("minimum_client_revision"),
+        schema_revision=plain.get("schema_revision"),
+        minimum_client_revision=plain.get("minimum_client_revision"),
         loc=root.loc,
         locs={**_locs(header), "registry": root.key_loc("registry"), "profiles": root.key_loc("profiles")},
     )
-    return Resolved(source, registry, [])

@@ -13,7 +13,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from oespec.breaking import Context, compare, iter_rules
-from oespec.breaking.wire import compare_protos
+from oespec.breaking.buf_breaking import compare_protos
 from oespec.check import run_rules
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry import load_registry

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from oespec.check import run_rules
-from oespec.check.contract import Contract, load_contract
+from oespec.check.proto_crosscheck import Contract, load_contract
 from oespec.cli import run
 from oespec.generate import GENERATORS, HEADER_TEXT, write_outputs
 from oespec.generate_with_catalogues import plan

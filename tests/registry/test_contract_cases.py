@@ -11,7 +11,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from oespec.check import run_rules
-from oespec.check.contract import Contract, load_contract
+from oespec.check.proto_crosscheck import Contract, load_contract
 from oespec.registry import load_registry
 from oespec.upstream import check as upstream_gate
 from tests.fixture_cases import CONTRACT_CASES, contract_case

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from oespec.breaking.wire import find_buf
+from oespec.breaking.buf_breaking import find_buf
 from oespec.cli import run
 from oespec.upstream import (
     BUF_SECOND_OPINION, FIELD_CHANGED, IMAGE, METHOD_CHANGED, MISSING, PIN, PIN_MISMATCH, UNUSABLE, VALUE_CHANGED,

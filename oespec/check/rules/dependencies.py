@@ -11,17 +11,21 @@ from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS
 
 
+def _required(ctx: CheckContext):
+    """(profile, requirement, the required profile or None) for every `requires` entry."""
+    by_name = profiles_by_name(ctx.registry)
+    return [(p, req, by_name.get(req.profile)) for p in ctx.registry.profiles for req in p.requires]
+
+
 @rule("OE035", "requires-known", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="`requires` names existing profiles other than the profile itself")
 def requires_known(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile in ctx.registry.profiles:
-        for req in profile.requires:
-            if req.profile == profile.name:
-                yield Finding(req.at("profile"), f"{profile.name} requires itself", "remove the requirement")
-            elif req.profile not in by_name:
-                yield Finding(req.at("profile"), f"{profile.name} requires {req.profile!r}, which is not in the registry",
-                              "name an existing profile by its canonical name, e.g. openengine.core")
+    for profile, req, target in _required(ctx):
+        if req.profile == profile.name:
+            yield Finding(req.at("profile"), f"{profile.name} requires itself", "remove the requirement")
+        elif target is None:
+            yield Finding(req.at("profile"), f"{profile.name} requires {req.profile!r}, which is not in the registry",
+                          "name an existing profile by its canonical name, e.g. openengine.core")
 
 
 @rule("OE036", "duplicate-requirement", requirements=("REQ-ADD-007",), category="dependencies",
@@ -40,14 +44,11 @@ def duplicate_requirement(ctx: CheckContext):
 @rule("OE037", "requires-satisfiable", requirements=("REQ-ADD-007",), category="dependencies",
       purpose="every required version range admits the required profile's current version")
 def requires_satisfiable(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile in ctx.registry.profiles:
-        for req in profile.requires:
-            target = by_name.get(req.profile)
-            if target is not None and not req.range.contains(target.version):
-                yield Finding(req.at("version"),
-                              f"{profile.name} requires {req.profile} {req.range}, but {req.profile} is at {target.version}",
-                              f"widen the range so it admits {target.version}, e.g. '>= {target.version.major}.0'")
+    for profile, req, target in _required(ctx):
+        if target is not None and not req.range.contains(target.version):
+            yield Finding(req.at("version"),
+                          f"{profile.name} requires {req.profile} {req.range}, but {req.profile} is at {target.version}",
+                          f"widen the range so it admits {target.version}, e.g. '>= {target.version.major}.0'")
 
 
 @rule("OE038", "requires-cycle", requirements=("REQ-ADD-007",), category="dependencies",
@@ -84,29 +85,19 @@ def requires_cycle(ctx: CheckContext):
 @rule("OE039", "standard-requires-vendor", category="dependencies",
       purpose="a standard profile never requires a vendor profile")
 def standard_requires_vendor(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile in ctx.registry.profiles:
-        if not profile.standard:
-            continue
-        for req in profile.requires:
-            target = by_name.get(req.profile)
-            if target is not None and not target.standard:
-                yield Finding(req.at("profile"), f"standard profile {profile.name} requires vendor profile {req.profile}",
-                              "standardise the prerequisite first, or make this a vendor profile")
+    for profile, req, target in _required(ctx):
+        if profile.standard and target is not None and not target.standard:
+            yield Finding(req.at("profile"), f"standard profile {profile.name} requires vendor profile {req.profile}",
+                          "standardise the prerequisite first, or make this a vendor profile")
 
 
 @rule("OE040", "requires-deprecated", requirements=("REQ-VER-008",), severity=Severity.WARNING, category="dependencies",
       purpose="a profile that is not deprecated does not require a deprecated one")
 def requires_deprecated(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile in ctx.registry.profiles:
-        if profile.deprecated is not None:
-            continue
-        for req in profile.requires:
-            target = by_name.get(req.profile)
-            if target is not None and target.deprecated is not None:
-                yield Finding(req.at("profile"), f"{profile.name} requires deprecated profile {req.profile}",
-                              f"move to what replaces it ({target.deprecated.strip()})")
+    for profile, req, target in _required(ctx):
+        if profile.deprecated is None and target is not None and target.deprecated is not None:
+            yield Finding(req.at("profile"), f"{profile.name} requires deprecated profile {req.profile}",
+                          f"move to what replaces it ({target.deprecated.strip()})")
 
 
 @rule("OE041", "incompatible-known-profile", requirements=("REQ-ADD-008",), category="dependencies",
@@ -126,24 +117,27 @@ def incompatible_known_profile(ctx: CheckContext):
                               "name an existing profile by its canonical name")
 
 
-def _conditions(registry):
-    for profile in registry.profiles:
+def _conditions(ctx: CheckContext):
+    """(profile, condition, the profile and the limit it names, each None when unknown) for every
+    `when` condition."""
+    by_name = profiles_by_name(ctx.registry)
+    for profile in ctx.registry.profiles:
         for entry in profile.incompatible_with:
             for condition in entry.when:
-                yield profile, condition
+                target = by_name.get(condition.profile)
+                limit = target.limit(condition.limit) if target is not None else None
+                yield profile, condition, target, limit
 
 
 @rule("OE042", "condition-known-limit", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="every `when` condition names an existing limit as <profile>.<limit>")
 def condition_known_limit(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile, condition in _conditions(ctx.registry):
-        target = by_name.get(condition.profile)
+    for profile, condition, target, limit in _conditions(ctx):
         if target is None:
             yield Finding(condition.at("limit"),
                           f"{profile.name}: condition on {condition.reference!r} names no profile of the registry",
                           "write the limit as <profile>.<limit>, e.g. openengine.core.speculative_decoding")
-        elif target.limit(condition.limit) is None:
+        elif limit is None:
             yield Finding(condition.at("limit"), f"{profile.name}: {condition.profile} has no limit {condition.limit!r}",
                           f"use one of: {', '.join(lim.name for lim in target.limits) or '(it has no limits)'}")
 
@@ -167,10 +161,7 @@ def _value_problem(limit, operator: str, value) -> str | None:
 @rule("OE043", "condition-value-type", requirements=("REQ-ADD-008",), category="dependencies",
       purpose="a condition's operator suits the limit and its value has the limit's type")
 def condition_value_type(ctx: CheckContext):
-    by_name = profiles_by_name(ctx.registry)
-    for profile, condition in _conditions(ctx.registry):
-        target = by_name.get(condition.profile)
-        limit = target.limit(condition.limit) if target is not None else None
+    for profile, condition, _, limit in _conditions(ctx):
         if limit is None:
             continue  # OE042
         problem = _value_problem(limit, condition.operator, condition.value)
@@ -234,10 +225,7 @@ def _vacuity(limit, condition) -> str | None:
 def _vacuous(kind: str, verb: str, hint: str):
     """A rule reporting the conditions that hold `kind` ('never' or 'always'), whatever the engine says."""
     def handler(ctx: CheckContext):
-        by_name = profiles_by_name(ctx.registry)
-        for profile, condition in _conditions(ctx.registry):
-            target = by_name.get(condition.profile)
-            limit = target.limit(condition.limit) if target is not None else None
+        for profile, condition, _, limit in _conditions(ctx):
             if limit is not None and _vacuity(limit, condition) == kind:
                 lo, hi = _domain(limit)
                 yield Finding(condition.at(condition.operator), f"{profile.name}: condition {condition} {verb}: "

@@ -1,5 +1,6 @@
-"""Versions: positive majors, a history that records every version in order, and `since` values
-that name a recorded version no newer than the profile."""
+"""Versions: positive majors, a history that records every version in order, `since` values
+that name a recorded version no newer than the profile, and a stated `stability` that agrees with
+`deprecated`."""
 
 from __future__ import annotations
 
@@ -206,5 +207,28 @@ def revision_not_bumped(ctx: CheckContext):
                   "protos, editorial ones included, gets a new revision")
 
 
+@rule("OE054", "stability-matches-deprecated", requirements=("REQ-VER-013",), category="versions",
+      purpose="a profile's `stability` is `deprecated` exactly when the profile gives a `deprecated` "
+              "reason (neither one without the other)")
+def stability_matches_deprecated(ctx: CheckContext):
+    for profile in ctx.registry.profiles:
+        stated = profile.stability_given
+        # Without `stability:` the stability follows from `deprecated`, so nothing can disagree.
+        if not stated:
+            continue
+        if stated == "deprecated" and not profile.deprecated:
+            yield Finding(profile.at("stability"),
+                          f"{profile.name}: stability is deprecated, but the profile gives no `deprecated` reason",
+                          "add `deprecated: <why, and what replaces it>` (deprecation is explicit), or "
+                          "set stability to experimental or stable")
+        elif stated != "deprecated" and profile.deprecated:
+            yield Finding(profile.at("stability"),
+                          f"{profile.name}: stability is {stated}, but the profile is deprecated "
+                          f"(line {profile.at('deprecated').line})",
+                          "set `stability: deprecated` or leave stability out (it follows from `deprecated`); "
+                          "drop `deprecated` only when the deprecation is withdrawn")
+
+
 RULES = [major_version, history_current, history_order, history_not_newer, since_not_newer, since_in_history,
-         history_gap, history_contradicts_since, since_without_history_mention, revision_not_bumped]
+         history_gap, history_contradicts_since, since_without_history_mention, revision_not_bumped,
+         stability_matches_deprecated]

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.breaking.rule import Context, Rule, breaking_spec
-from oespec.breaking.ownership import WireGraph, attribute, is_generated, load_graph
+from oespec.breaking.ownership import WireGraph, attribute, buf_names, is_generated, load_graph
+from oespec.descriptors import walk
 from openengine.contractkit.diagnostics import Diagnostic, Severity
 from oespec.registry import Registry
 
@@ -38,71 +39,49 @@ WIRE_RULE = Rule(breaking_spec(
 ), kinds=(), handler=None)
 
 
-_NAMED = re.compile(r'\b(message|service|RPC|enum|file|field) "([^"]+)"')
 _ENUM_VALUE = re.compile(r'\b[Ee]num value "(\d+)"')
 _FIELD_NUMBER = re.compile(r'\b[Ff]ield "(\d+)"')
 
 
 @dataclass(frozen=True)
 class UpstreamScope:
-    """What upstream v1 at the pin defines, keyed as buf names it (relative to the package; a
-    nested type as `Outer.Inner`)."""
+    """What upstream v1 at the pin defines: its elements by full name and kind, and the wire numbers
+    of its fields and enum values by their parent's full name."""
 
-    fields: dict[str, frozenset[int]]      # message -> upstream's field numbers
-    values: dict[str, frozenset[int]]      # enum -> upstream's value numbers
-    methods: dict[str, frozenset[str]]     # service -> upstream's method names
+    package: str
+    kinds: dict[str, str]                  # full name -> message, enum, service, rpc, ...
+    numbers: frozenset[tuple[str, int]]    # (message or enum, field or value number)
     files: frozenset[str]
 
     @classmethod
     def from_image(cls, fds, package: str) -> "UpstreamScope":
-        fields: dict[str, frozenset[int]] = {}
-        values: dict[str, frozenset[int]] = {}
-        methods: dict[str, frozenset[str]] = {}
-
-        def enum(e, outer: str) -> None:
-            values[f"{outer}{e.name}"] = frozenset(v.number for v in e.value)
-
-        def message(m, outer: str) -> None:
-            name = f"{outer}{m.name}"
-            fields[name] = frozenset(f.number for f in m.field)
-            for nested in m.nested_type:
-                message(nested, name + ".")
-            for e in m.enum_type:
-                enum(e, name + ".")
-
         own = [f for f in fds.file if f.package == package]
-        for f in own:
-            for m in f.message_type:
-                message(m, "")
-            for e in f.enum_type:
-                enum(e, "")
-            for svc in f.service:
-                methods[svc.name] = frozenset(m.name for m in svc.method)
-        return cls(fields, values, methods, frozenset(f.name for f in own))
+        found = [(kind, full, proto, parent) for f in own for kind, full, proto, _, parent in walk(f)]
+        return cls(package, {full: kind for kind, full, _, _ in found},
+                   frozenset((parent, proto.number) for kind, _, proto, parent in found
+                             if kind in ("field", "enum_value")),
+                   frozenset(f.name for f in own))
 
-    @staticmethod
-    def _find(table: dict, name: str):
-        """buf names a nested type by its own name alone; match it as a suffix too."""
-        if name in table:
-            return table[name]
-        return next((v for k, v in table.items() if k.endswith("." + name)), None)
+    def _full(self, kind: str, name: str) -> str | None:
+        """Upstream's full name of a type buf names relative to the package (a nested type by its
+        own name alone, so matched as a suffix too)."""
+        full = f"{self.package}.{name}"
+        if self.kinds.get(full) == kind:
+            return full
+        return next((n for n, k in self.kinds.items() if k == kind and n.endswith("." + name)), None)
 
     def defines(self, buf_message: str) -> bool:
         """Does one buf finding name an element upstream defines?"""
-        names: dict[str, list[str]] = {}
-        for kind, value in _NAMED.findall(buf_message):
-            names.setdefault(kind, []).append(value)
+        names = buf_names(buf_message)
         if "service" in names:
-            methods = self._find(self.methods, names["service"][0])
-            return methods is not None and all(rpc in methods for rpc in names.get("RPC", []))
-        if "enum" in names:
-            values = self._find(self.values, names["enum"][0])
-            numbers = [int(n) for n in _ENUM_VALUE.findall(buf_message)]
-            return values is not None and all(n in values for n in numbers)
-        if "message" in names:
-            fields = self._find(self.fields, names["message"][0])
-            numbers = [int(n) for n in _FIELD_NUMBER.findall(buf_message)]
-            return fields is not None and all(n in fields for n in numbers)
+            service = self._full("service", names["service"][0])
+            rpcs = names.get("RPC", [])
+            return service is not None and all(f"{service}/{rpc}" in self.kinds for rpc in rpcs)
+        for kind, numbered in (("enum", _ENUM_VALUE), ("message", _FIELD_NUMBER)):
+            if kind in names:
+                parent = self._full(kind, names[kind][0])
+                return parent is not None and all((parent, int(n)) in self.numbers
+                                                  for n in numbered.findall(buf_message))
         return any(f in self.files for f in names.get("file", []))
 
 

@@ -14,11 +14,9 @@ from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.descriptors import (  # noqa: F401  (the contract rules' view of the descriptors)
-    Contract, FieldInfo, MessageInfo, MethodInfo, add_file, standard_health,
-)
+from oespec.descriptors import Contract, add_file, standard_health
 from oespec.buildcache import BuildCache
-from oespec.protoc import ProtocError, compile_descriptor_set
+from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
 _PROTOC_LOCATION = re.compile(r"^(?P<file>[^:\s]+\.proto):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 CONTRACT_COMPILE_RULE = "OE100"
@@ -34,7 +32,7 @@ def load_contract(proto_root: Path | str, display_root: str | None = None, *,
     the contract also knows which elements upstream defines."""
     root = Path(proto_root)
     shown = display_root if display_root is not None else str(proto_root)
-    sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in sorted(root.rglob("*.proto"))}
+    sources = read_sources(root)
     try:
         fds = compile_descriptor_set(sources, cache=cache)
     except ProtocError as err:
