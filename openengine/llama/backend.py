@@ -236,19 +236,13 @@ class LlamaBackend:
         if response.return_output_logprobs and selection not in (None, "top_n"):
             raise invalid(f"response.output_candidates.{selection}",
                           "this engine returns the top N candidates only (top_n)")
-        conditions = stopping.conditions
         return sched.SequenceRequest(
             request_id=request.request_id,
             prompt=prompt,
             max_tokens=max_tokens,
             sampling=sched.Sampling(
                 **{name: getattr(sampling, name) for name in _SAMPLING_FIELDS if sampling.HasField(name)}),
-            min_tokens=stopping.min_tokens,
-            stop=tuple(c.stop_text for c in conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text),
-            stop_token_ids=frozenset(c.stop_token_id for c in conditions
-                                     if c.WhichOneof("condition") == "stop_token_id"),
-            ignore_eos=stopping.ignore_eos,
-            include_stop_in_output=stopping.include_stop_in_output,
+            stopping=stopping,
             detokenize=not message.skip_detokenize,
             logprobs=response.output_candidates.top_n if response.return_output_logprobs else None)
 
