@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from openengine.engine.backend import ReferenceBackend
+from openengine.engine.reference_backend import ReferenceBackend
 from openengine.engine.config import EngineConfig, check, requested_profiles
 from openengine.serve import RunningServer, ServeConfig, Server
 from openengine.serve import serve as serve_backend

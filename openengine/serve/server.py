@@ -32,7 +32,7 @@ from openengine.serve.load import Observability
 from openengine.serve.profiles import CannotServe, select
 from openengine.serve.state import ServingState
 from openengine.serve.status import refuse
-from openengine.serve.wire import WirePolicy
+from openengine.serve.wire_policy import WirePolicy
 
 log = logging.getLogger("openengine.serve")
 
