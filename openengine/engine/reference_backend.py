@@ -229,12 +229,10 @@ class ReferenceBackend:
         message = request.message
         m = self.models[request.model]
         stopping = request.stopping
+        # The SDK's admission has checked the token ids against the vocabulary, num_sequences and
+        # the advertised limits.
         if message.WhichOneof("input") == "token_ids":
             prompt = list(message.token_ids.ids)
-            for i, token in enumerate(prompt):
-                if token >= stand_in.VOCAB_SIZE:
-                    raise invalid(f"token_ids.ids[{i}]", f"{token} is not a token of the model "
-                                  f"(ModelInfo.vocab_size = {stand_in.VOCAB_SIZE})")
         else:
             prompt = stand_in.tokenize(message.prompt)
         if not prompt:
@@ -243,8 +241,6 @@ class ReferenceBackend:
         if len(prompt) + extra >= m.max_context_tokens:
             raise invalid("prompt", f"{len(prompt) + extra} tokens leave no room in the context "
                           f"(ModelInfo.max_context_length = {m.max_context_tokens})")
-        if request.sequences < 1:
-            raise invalid("sampling.num_sequences", "must be greater than zero when set")
         guided = message.guided.WhichOneof("guide") if message.HasField("guided") else None
         if guided == "choice" and not message.guided.choice.choices:
             raise invalid("guided.choice.choices", "needs at least one choice")

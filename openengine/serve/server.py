@@ -235,12 +235,17 @@ class Server:
                            "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
-    async def invoke_unary(self, rpc: RpcInfo, request, context):
-        """Run one unary call: the checks, the implementation, a refusal as the call's status."""
+    async def _implementation(self, rpc: RpcInfo, context) -> Callable:
+        """What runs a call of `rpc`, once the checks pass; else the call ends refused."""
         impl = self.implementations[rpc.name]
         refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
+        return impl
+
+    async def invoke_unary(self, rpc: RpcInfo, request, context):
+        """Run one unary call: the checks, the implementation, a refusal as the call's status."""
+        impl = await self._implementation(rpc, context)
         try:
             return await impl(request, context)
         except Refusal as refused:
@@ -248,10 +253,7 @@ class Server:
 
     async def invoke_stream(self, rpc: RpcInfo, request, context):
         """Run one server-streaming call (see `invoke_unary`)."""
-        impl = self.implementations[rpc.name]
-        refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
-        if refusal is not None:
-            await refuse(refusal, context)
+        impl = await self._implementation(rpc, context)
         try:
             async for message in impl(request, context):
                 yield message
