@@ -414,12 +414,43 @@ class _Driver:
         at = self._state.latest_at
         return None if at is None else self._state.clock() - at
 
-    @staticmethod
-    def _stubs(channel):
+    def _open(self, channel, state: WatchState) -> None:
         from openengine.v1 import control_service_pb2_grpc, observability_service_pb2_grpc
 
-        return (observability_service_pb2_grpc.ObservabilityStub(channel),
-                control_service_pb2_grpc.ControlStub(channel))
+        self._channel = channel
+        self._watch_stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        self._control_stub = control_service_pb2_grpc.ControlStub(channel)
+        self._call = None            # the WatchLoad stream in flight
+        self._events_call = None     # the runtime events stream in flight
+        self._state = state
+
+    def _do(self, method, *args):
+        """Feed the state machine (the threaded driver holds its lock meanwhile)."""
+        return method(*args)
+
+    def _watch_call(self, request):
+        self._call = call = self._watch_stub.WatchLoad(request)
+        if self._state.stopped:     # stop() came before the call existed to be cancelled
+            call.cancel()
+        return call
+
+    def _events_subscription(self):
+        from openengine.v1 import events_pb2
+
+        self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+        if self._state.stopped:
+            call.cancel()
+        return call
+
+    def _runtime_event(self, msg) -> None:
+        """A runtime event; a new revision closes the load stream, which reopens under it."""
+        if self._do(self._state.runtime_event, msg) and self._call is not None:
+            self._call.cancel()
+
+    def _cancel_calls(self) -> None:
+        for call in (self._call, self._events_call):
+            if call is not None:
+                call.cancel()
 
 
 class LoadWatcher(_Driver):
@@ -435,16 +466,12 @@ class LoadWatcher(_Driver):
     `on_revision_change(revision)`, `on_restart(Restart)`, `violations_kept` and `clock`."""
 
     def __init__(self, channel, **options):
-        self._channel = channel
-        self._watch_stub, self._control_stub = self._stubs(channel)
         # One lock for the state machine, which three threads feed; snapshot waiters wait on it.
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._view_changed = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._call = None
-        self._events_call = None
-        self._state = WatchState(wake=self._wake, rouse=self._view_changed.set, **options)
+        self._open(channel, WatchState(wake=self._wake, rouse=self._view_changed.set, **options))
 
     def _wake(self) -> None:
         with self._changed:
@@ -473,9 +500,7 @@ class LoadWatcher(_Driver):
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._do(self._state.stop)
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for thread in self._threads:
             thread.join(timeout)
 
@@ -507,9 +532,7 @@ class LoadWatcher(_Driver):
                 self._do(state.failed, err)
 
     def _stream(self, request) -> None:
-        self._call = call = self._watch_stub.WatchLoad(request)
-        if self._state.stopped:     # stop() came before the call existed to be cancelled
-            call.cancel()
+        call = self._watch_call(request)
         try:
             for msg in call:
                 if not self._do(self._state.received, msg):
@@ -520,8 +543,6 @@ class LoadWatcher(_Driver):
         self._do(self._state.stream_ended)
 
     def _events(self) -> None:
-        from openengine.v1 import events_pb2
-
         state = self._state
         while True:
             step = self._do(state.next_events_step)
@@ -531,15 +552,11 @@ class LoadWatcher(_Driver):
                 self._view_changed.wait()
                 self._view_changed.clear()
                 continue
-            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
-                events_pb2.SubscribeRuntimeEventsRequest())
-            if state.stopped:
-                call.cancel()
+            call = self._events_subscription()
             error: BaseException | None = None
             try:
                 for msg in call:
-                    if self._do(state.runtime_event, msg) and self._call is not None:
-                        self._call.cancel()
+                    self._runtime_event(msg)
             except grpc.RpcError as err:
                 error = err
             finally:
@@ -568,14 +585,10 @@ class AsyncLoadWatcher(_Driver):
     """
 
     def __init__(self, channel, **options):
-        self._channel = channel
-        self._watch_stub, self._control_stub = self._stubs(channel)
         self._tasks: list[asyncio.Task] = []
         self._woken: asyncio.Event | None = None
         self._view_changed: asyncio.Event | None = None
-        self._call = None
-        self._events_call = None
-        self._state = WatchState(wake=self._wake, rouse=self._rouse, **options)
+        self._open(channel, WatchState(wake=self._wake, rouse=self._rouse, **options))
 
     # Both set on the loop: only the watcher's own tasks feed the state machine.
     def _wake(self) -> None:
@@ -595,9 +608,7 @@ class AsyncLoadWatcher(_Driver):
 
     async def stop(self) -> None:
         self._state.stop()
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -650,9 +661,7 @@ class AsyncLoadWatcher(_Driver):
                 state.failed(err)
 
     async def _stream(self, request) -> None:
-        self._call = call = self._watch_stub.WatchLoad(request)
-        if self._state.stopped:     # stop() came before the call existed to be cancelled
-            call.cancel()
+        call = self._watch_call(request)
         try:
             async for msg in call:
                 if not self._state.received(msg):
@@ -663,8 +672,6 @@ class AsyncLoadWatcher(_Driver):
         self._state.stream_ended()
 
     async def _events(self) -> None:
-        from openengine.v1 import events_pb2
-
         state = self._state
         while True:
             step = state.next_events_step()
@@ -674,15 +681,11 @@ class AsyncLoadWatcher(_Driver):
                 await self._view_changed.wait()
                 self._view_changed.clear()
                 continue
-            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
-                events_pb2.SubscribeRuntimeEventsRequest())
-            if state.stopped:
-                call.cancel()
+            call = self._events_subscription()
             error: BaseException | None = None
             try:
                 async for msg in call:
-                    if state.runtime_event(msg) and self._call is not None:
-                        self._call.cancel()
+                    self._runtime_event(msg)
             except grpc.RpcError as err:
                 error = err
             finally:
