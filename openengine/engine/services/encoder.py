@@ -12,7 +12,7 @@ class Encoder(Base):
     async def Encode(self, request: encoder_pb2.EncodeRequest, context):
         backend = self.backend
         self.serving_work("openengine.v1.Encoder")
-        self.admit(request, self.model(request.model))
+        backend.engine.preflight(request, backend.engine.served_model(request.model))
         if not request.items:
             raise invalid("items", "needs at least one item")
         ttl = int(backend.limit("openengine.encoder", "handle_ttl_ms"))

@@ -18,7 +18,7 @@ class Sessions(Base):
 
     async def OpenSession(self, request: sessions_pb2.OpenSessionRequest, context):
         backend = self.backend
-        model = self.model(request.model)
+        model = backend.engine.served_model(request.model)
         backend.expire_sessions()
         lim = lambda name: backend.limit("openengine.sessions", name)  # noqa: E731
         if len(backend.sessions) >= lim("max_sessions"):
@@ -57,5 +57,5 @@ class Sessions(Base):
         backend = self.backend
         backend.expire_sessions()
         if request.model:
-            self.model(request.model)
+            backend.engine.served_model(request.model)
         return sessions_pb2.ListSessionsResponse(sessions=[self._info(s) for s in backend.sessions.values()])

@@ -14,8 +14,8 @@ class Tasks(Base):
         model lists openengine.tasks and serves this task family, the input count), then the
         shape of the request. Returns the served model."""
         self.serving_work("openengine.v1.Tasks")
-        model = self.model(request.model)
-        self.admit(request, model)
+        model = self.backend.engine.served_model(request.model)
+        self.backend.engine.preflight(request, model)   # the shared preflight against what is advertised
         if count == 0:
             raise invalid(field, "needs at least one input")
         return model
