@@ -437,20 +437,74 @@ class _Driver:
     def _events_subscription(self):
         from openengine.v1 import events_pb2
 
-        self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(events_pb2.SubscribeRuntimeEventsRequest())
+        request = events_pb2.SubscribeRuntimeEventsRequest()
+        self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(request)
         if self._state.stopped:
             call.cancel()
         return call
 
-    def _runtime_event(self, msg) -> None:
-        """A runtime event; a new revision closes the load stream, which reopens under it."""
+    def _runtime_event(self, msg) -> bool:
+        """A runtime event; a new revision closes the load stream, which reopens under it. The
+        events stream goes on."""
         if self._do(self._state.runtime_event, msg) and self._call is not None:
             self._call.cancel()
+        return True
 
     def _cancel_calls(self) -> None:
         for call in (self._call, self._events_call):
             if call is not None:
                 call.cancel()
+
+    # -- the loops, written once: each yields the I/O it needs, which a driver performs (`_perform`):
+    # ("sleep", seconds), ("fetch",) discovery, ("call", method, request), ("view",) a new view,
+    # ("each", call, on_message) every message of a stream until `on_message` answers False. The
+    # driver sends the result back, or throws the error in.
+    def _main(self):
+        state = self._state
+        while True:
+            step = self._do(state.next_step)
+            if isinstance(step, Finished):
+                return
+            if isinstance(step, Pause):
+                yield "sleep", step.seconds
+                continue
+            try:
+                if isinstance(step, Discover):
+                    self._do(state.discovered, (yield "fetch",))
+                elif isinstance(step, Poll):
+                    self._do(state.polled, (yield "call", self._control_stub.GetLoad, step.request))
+                else:
+                    call = self._watch_call(step.request)
+                    try:
+                        yield "each", call, lambda msg: self._do(state.received, msg)
+                    finally:
+                        self._call = None
+                        call.cancel()
+                    self._do(state.stream_ended)
+            except Exception as err:   # every failure is the state machine's to judge, never a dead loop
+                self._do(state.failed, err)
+
+    def _events(self):
+        state = self._state
+        while True:
+            step = self._do(state.next_events_step)
+            if isinstance(step, Finished):
+                return
+            if step == AWAIT_VIEW:
+                yield "view",
+                continue
+            call = self._events_subscription()
+            error: BaseException | None = None
+            try:
+                yield "each", call, self._runtime_event
+            except grpc.RpcError as err:
+                error = err
+            finally:
+                self._events_call = None
+                call.cancel()
+            pause = self._do(state.events_failed, error)
+            if pause is None or (yield "sleep", pause):   # True: the watcher stopped meanwhile
+                return
 
 
 class LoadWatcher(_Driver):
@@ -491,8 +545,9 @@ class LoadWatcher(_Driver):
             return state.latest if state.snapshots > since else None
 
     def start(self) -> "LoadWatcher":
-        for target in (self._run, self._watchdog, self._events):
-            thread = threading.Thread(target=target, name=f"load-watcher-{target.__name__}", daemon=True)
+        for name, target, args in (("run", self._drive, (self._main(),)), ("watchdog", self._watchdog, ()),
+                                   ("events", self._drive, (self._events(),))):
+            thread = threading.Thread(target=target, args=args, name=f"load-watcher-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
@@ -510,61 +565,33 @@ class LoadWatcher(_Driver):
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # -- the loops: I/O only ---------------------------------------------------------------------
-    def _run(self) -> None:
-        state = self._state
+    # -- I/O only ---------------------------------------------------------------------------------
+    def _drive(self, loop) -> None:
+        answer, error = None, None
         while True:
-            step = self._do(state.next_step)
-            if isinstance(step, Finished):
-                return
-            if isinstance(step, Pause):
-                self._stop.wait(step.seconds)
-                continue
             try:
-                if isinstance(step, Discover):
-                    view = CapabilityView.fetch(self._channel)
-                    self._do(state.discovered, view)
-                elif isinstance(step, Poll):
-                    self._do(state.polled, self._control_stub.GetLoad(step.request, timeout=10))
-                else:
-                    self._stream(step.request)
-            except Exception as err:   # every failure is the state machine's to judge, never a dead thread
-                self._do(state.failed, err)
-
-    def _stream(self, request) -> None:
-        call = self._watch_call(request)
-        try:
-            for msg in call:
-                if not self._do(self._state.received, msg):
-                    break
-        finally:
-            self._call = None
-            call.cancel()
-        self._do(self._state.stream_ended)
-
-    def _events(self) -> None:
-        state = self._state
-        while True:
-            step = self._do(state.next_events_step)
-            if isinstance(step, Finished):
+                op = loop.throw(error) if error else loop.send(answer)
+            except StopIteration:
                 return
-            if step == AWAIT_VIEW:
-                self._view_changed.wait()
-                self._view_changed.clear()
-                continue
-            call = self._events_subscription()
-            error: BaseException | None = None
             try:
-                for msg in call:
-                    self._runtime_event(msg)
-            except grpc.RpcError as err:
-                error = err
-            finally:
-                self._events_call = None
-                call.cancel()
-            pause = self._do(state.events_failed, error)
-            if pause is None or self._stop.wait(pause):
-                return
+                answer, error = self._perform(*op), None
+            except Exception as err:
+                answer, error = None, err
+
+    def _perform(self, kind, *args):
+        if kind == "sleep":
+            return self._stop.wait(args[0])
+        if kind == "fetch":
+            return CapabilityView.fetch(self._channel)
+        if kind == "call":
+            return args[0](args[1], timeout=10)
+        if kind == "view":
+            self._view_changed.wait()
+            return self._view_changed.clear()
+        call, on_message = args
+        for msg in call:
+            if not on_message(msg):
+                break
 
     def _watchdog(self) -> None:
         state = self._state
@@ -602,8 +629,8 @@ class AsyncLoadWatcher(_Driver):
     async def start(self) -> "AsyncLoadWatcher":
         self._woken = asyncio.Event()
         self._view_changed = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
-                       asyncio.create_task(self._events())]
+        self._tasks = [asyncio.create_task(self._drive(self._main())), asyncio.create_task(self._watchdog()),
+                       asyncio.create_task(self._drive(self._events()))]
         return self
 
     async def stop(self) -> None:
@@ -637,64 +664,40 @@ class AsyncLoadWatcher(_Driver):
         return state.latest if state.snapshots > since else None
 
     # -- the loops: I/O only ---------------------------------------------------------------------
-    async def _run(self) -> None:
-        state = self._state
-        while True:
-            step = state.next_step()
-            if isinstance(step, Finished):
-                return
-            if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
-                continue
-            try:
-                if isinstance(step, Discover):
-                    state.discovered(await CapabilityView.afetch(self._channel))
-                elif isinstance(step, Poll):
-                    state.polled(await self._control_stub.GetLoad(step.request, timeout=10))
-                else:
-                    await self._stream(step.request)
-            except asyncio.CancelledError:
-                if state.stopped:
-                    raise
-                state.stream_ended()   # the watchdog or a revision event closed the stream
-            except Exception as err:   # every failure is the state machine's to judge, never a dead task
-                state.failed(err)
+    async def _drive(self, loop) -> None:
+        answer, error = None, None
+        try:
+            while True:
+                try:
+                    op = loop.throw(error) if error else loop.send(answer)
+                except StopIteration:
+                    return
+                try:
+                    answer, error = await self._perform(*op), None
+                except Exception as err:
+                    answer, error = None, err
+        finally:
+            loop.close()
 
-    async def _stream(self, request) -> None:
-        call = self._watch_call(request)
+    async def _perform(self, kind, *args):
+        if kind == "sleep":
+            return await asyncio.sleep(args[0])
+        if kind == "fetch":
+            return await CapabilityView.afetch(self._channel)
+        if kind == "call":
+            return await args[0](args[1], timeout=10)
+        if kind == "view":
+            await self._view_changed.wait()
+            return self._view_changed.clear()
+        call, on_message = args
         try:
             async for msg in call:
-                if not self._state.received(msg):
+                if not on_message(msg):
                     break
-        finally:
-            self._call = None
-            call.cancel()
-        self._state.stream_ended()
-
-    async def _events(self) -> None:
-        state = self._state
-        while True:
-            step = state.next_events_step()
-            if isinstance(step, Finished):
-                return
-            if step == AWAIT_VIEW:
-                await self._view_changed.wait()
-                self._view_changed.clear()
-                continue
-            call = self._events_subscription()
-            error: BaseException | None = None
-            try:
-                async for msg in call:
-                    self._runtime_event(msg)
-            except grpc.RpcError as err:
-                error = err
-            finally:
-                self._events_call = None
-                call.cancel()
-            pause = state.events_failed(error)
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
+        except asyncio.CancelledError:
+            if self._state.stopped:
+                raise
+            # the watchdog or a revision event closed the stream: it ends as any other
 
     async def _watchdog(self) -> None:
         state = self._state
