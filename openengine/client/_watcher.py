@@ -386,7 +386,8 @@ class WatchState:
 
 
 class _Driver:
-    """What both drivers expose: the state machine's record, read-only."""
+    """What both drivers share: the state machine's record (read-only), the calls they open, and
+    the loops, written once as generators of the I/O they need."""
 
     _state: WatchState
 
