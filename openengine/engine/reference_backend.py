@@ -179,10 +179,6 @@ class ReferenceBackend:
         lim = self.catalogue.limit(f"{profile}.{name}")
         return lim.default if lim is not None else None
 
-    def model_limit(self, model: str, profile: str, name: str) -> Any:
-        """A model-scoped limit as `model` sees it: its own value, else the engine-wide one."""
-        return self.engine.model_limit_values(model, profile)[name]
-
     @property
     def models(self) -> dict[str, Any]:
         return {m.name: m for m in self.config.served_models}
@@ -394,7 +390,8 @@ class ReferenceBackend:
         """The real scheduler state, per data-parallel rank; the SDK sums the ranks into the totals."""
         running = list(self.scheduler.running.values())
         queued = [r for _, _, r in self.scheduler.queued if r.aborted is None]
-        return Load(active_kv_sessions=self.kv_sessions_active(),
+        kv_sessions = {r.kv_session for r in self.scheduler.in_flight() if r.kv_session}
+        return Load(active_kv_sessions=len(kv_sessions) + len(self.sessions),
                     running_tokens=sum(r.prompt_tokens + r.generated for r in running),
                     waiting_tokens=sum(r.prompt_tokens for r in queued),
                     ranks=tuple(self.rank_loads(running, queued)),
@@ -418,9 +415,6 @@ class ReferenceBackend:
                                 prefill_batch_size=sum(1 for r in rr if r.generated == 0),
                                 decode_batch_size=sum(1 for r in rr if r.generated > 0)))
         return out
-
-    def kv_sessions_active(self) -> int:
-        return len({r.kv_session for r in self.scheduler.in_flight() if r.kv_session}) + len(self.sessions)
 
     # -- prefix cache and KV events ----------------------------------------------------------------
 

@@ -137,9 +137,6 @@ class LlamaModel:
             size = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
         return buffer.raw[:size]
 
-    def is_end_of_generation(self, token: int) -> bool:
-        return token in self.end_of_generation
-
     def kv_bytes_per_cell(self) -> int:
         """Bytes one KV cell takes (keys and values of every layer, in the default F16 type)."""
         layers = int(llama_cpp.llama_model_n_layer(self.pointer))

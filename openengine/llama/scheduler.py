@@ -455,7 +455,8 @@ class Scheduler:
             sequence.unsent_logprobs.append(_logprobs(logits, token, request.logprobs))
         produced = len(sequence.generated)
         stops, stopping = sequence.stops, request.stopping
-        if produced >= stopping.min_tokens and not stopping.ignore_eos and self.model.is_end_of_generation(token):
+        may_stop = produced >= stopping.min_tokens
+        if may_stop and not stopping.ignore_eos and token in self.model.end_of_generation:
             return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), stops.rest())
         text, match = stops.add(token, sequence.decoder.decode(self.model.piece(token)))
         if match is not None:

@@ -13,11 +13,9 @@ from openengine.v1 import error_pb2, events_pb2, kv_pb2, lora_pb2
 class Control(Base):
     # -- LoRA adapters (openengine.adapters) ---------------------------------------------------------
 
-    def _adapter_models(self) -> list[str]:
-        return [m for m in self.backend.models if self.backend.engine.lists(m, "openengine.adapters")]
-
     def _emit(self, adapter: Adapter, loaded: bool) -> None:
-        model = next(iter(self._adapter_models()), "")
+        engine = self.backend.engine
+        model = next((m for m in self.backend.models if engine.lists(m, "openengine.adapters")), "")
         if loaded:
             event = events_pb2.RuntimeEvent(adapter_loaded=events_pb2.AdapterLoaded(name=adapter.name, model=model))
         else:

@@ -35,7 +35,8 @@ class Tasks(Base):
     async def Embed(self, request: tasks_pb2.EmbedRequest, context):
         backend = self.backend
         model = self._check(request, len(request.inputs), "inputs")
-        size = int(backend.model_limit(model, "openengine.tasks", "embedding_size"))
+        # The model's own value, else the engine-wide one.
+        size = int(backend.engine.model_limit_values(model, "openengine.tasks")["embedding_size"])
         if size == 0:
             raise invalid("model", "the model does not embed (openengine.tasks.embedding_size = 0)")
         if request.HasField("dimensions"):
