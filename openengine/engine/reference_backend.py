@@ -16,13 +16,10 @@ import codecs
 import collections
 import heapq
 import itertools
-import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from openengine.contract import catalogue
 from openengine.engine import model as stand_in
@@ -30,8 +27,9 @@ from openengine.engine import services
 from openengine.engine.config import EngineConfig, description_limits, model_profiles
 from openengine.engine.resources import Adapter, EventStream, Session
 from openengine.serve import (
-    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Final, FinishReason, GenerateRequest, Load,
-    Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo, invalid,
+    AbortReason, Chunk, Clock, EngineDescription, EngineHandle, ErrorCode, Final, FinishReason, GenerateRequest,
+    Load, Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo,
+    invalid,
 )
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
 
@@ -143,6 +141,7 @@ class ReferenceBackend:
         self.sessions: dict[str, Session] = {}
         self.adapters: dict[str, Adapter] = {}
         self.encoder_cache: dict[str, tuple[int, int]] = {}   # handle -> (tokens, expires_ns)
+        self.clock = Clock()   # wall-clock nanoseconds that never go backwards
         self._services = services.for_backend(self)
 
     # -- what it is ------------------------------------------------------------------------------
@@ -202,16 +201,6 @@ class ReferenceBackend:
         if host in ("", "0.0.0.0", "::", "*"):
             host = "127.0.0.1"
         return kv_pb2.KvEndpoint(host=host, port=int(port), protocol="grpc")
-
-    @staticmethod
-    def now_ns() -> int:
-        return time.time_ns()
-
-    @staticmethod
-    def timestamp(ns: int) -> Timestamp:
-        stamp = Timestamp()
-        stamp.FromNanoseconds(ns)
-        return stamp
 
     def load_changed(self) -> None:
         if self.engine is not None:
@@ -372,7 +361,7 @@ class ReferenceBackend:
             session = self.sessions[message.session_id]
             cap = session.capacity_tokens or self.models[session.model].max_context_tokens
             session.retained_tokens = min(cap, len(all_tokens))
-            session.expires_ns = self.now_ns() + session.ttl_ms * 1_000_000
+            session.expires_ns = self.clock.now_ns() + session.ttl_ms * 1_000_000
 
     def _kv_session(self, message, req: Request, prompt_tokens: int) -> kv_pb2.KvSessionRef | None:
         """The KV session a decode engine continues from (PrefillReady)."""
@@ -464,7 +453,7 @@ class ReferenceBackend:
         if not events or not self.has("openengine.kv"):
             return
         self.kv_sequence += 1
-        batch = kv_pb2.KvEventBatch(sequence_number=self.kv_sequence, timestamp_unix_nanos=self.now_ns(),
+        batch = kv_pb2.KvEventBatch(sequence_number=self.kv_sequence, timestamp_unix_nanos=self.clock.now_ns(),
                                     data_parallel_rank=rank, events=events)
         if self.limit("openengine.kv", "event_replay"):
             self.kv_buffer.append(batch)
@@ -473,14 +462,14 @@ class ReferenceBackend:
     # -- sessions and runtime events ---------------------------------------------------------------
 
     def expire_sessions(self) -> None:
-        now = self.now_ns()
+        now = self.clock.now_ns()
         for sid in [s for s, v in self.sessions.items() if v.expires_ns <= now]:
             del self.sessions[sid]
 
     def emit(self, event: events_pb2.RuntimeEvent, kind: str) -> None:
         """Publish a runtime event of an advertised kind."""
         if self.has("openengine.runtime-events") and kind in self.limit("openengine.runtime-events", "event_kinds"):
-            self.runtime_events.publish((self.now_ns(), event))
+            self.runtime_events.publish((self.clock.now_ns(), event))
 
     def state_changed(self, previous: Any, current: Any, reason: str) -> None:
         self.phase, self.phase_name = current.phase, current.name

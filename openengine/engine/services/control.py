@@ -93,7 +93,7 @@ class Control(Base):
         try:
             if request.include_snapshot:
                 # What the cache holds now, as one batch of stored blocks before any new event.
-                snapshot = kv_pb2.KvEventBatch(sequence_number=backend.kv_sequence, timestamp_unix_nanos=backend.now_ns())
+                snapshot = kv_pb2.KvEventBatch(sequence_number=backend.kv_sequence, timestamp_unix_nanos=backend.clock.now_ns())
                 if backend.prefix_cache:
                     snapshot.events.add(block_stored=kv_pb2.BlockStored(
                         block_hashes=[kv_pb2.KvBlockHash(value=h, encoding="bytes") for h in backend.prefix_cache],
