@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import grpc
 
-from openengine.client._view import CapabilityView, IncompatibleServerError, NotOpenEngineError
+from openengine.client._view import CapabilityView, IncompatibleServerError, NotOpenEngineError, adrive, drive
 from openengine.validate import Violation, WatchLoadChecker
 
 WATCH, POLL, UNAVAILABLE = "watch", "poll", "unavailable"
@@ -546,8 +546,9 @@ class LoadWatcher(_Driver):
             return state.latest if state.snapshots > since else None
 
     def start(self) -> "LoadWatcher":
-        for name, target, args in (("run", self._drive, (self._main(),)), ("watchdog", self._watchdog, ()),
-                                   ("events", self._drive, (self._events(),))):
+        for name, target, args in (("run", drive, (self._main(), self._perform)),
+                                   ("watchdog", self._watchdog, ()),
+                                   ("events", drive, (self._events(), self._perform))):
             thread = threading.Thread(target=target, args=args, name=f"load-watcher-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -567,18 +568,6 @@ class LoadWatcher(_Driver):
         self.stop()
 
     # -- I/O only ---------------------------------------------------------------------------------
-    def _drive(self, loop) -> None:
-        answer, error = None, None
-        while True:
-            try:
-                op = loop.throw(error) if error else loop.send(answer)
-            except StopIteration:
-                return
-            try:
-                answer, error = self._perform(*op), None
-            except Exception as err:
-                answer, error = None, err
-
     def _perform(self, kind, *args):
         if kind == "sleep":
             return self._stop.wait(args[0])
@@ -666,19 +655,10 @@ class AsyncLoadWatcher(_Driver):
 
     # -- the loops: I/O only ---------------------------------------------------------------------
     async def _drive(self, loop) -> None:
-        answer, error = None, None
         try:
-            while True:
-                try:
-                    op = loop.throw(error) if error else loop.send(answer)
-                except StopIteration:
-                    return
-                try:
-                    answer, error = await self._perform(*op), None
-                except Exception as err:
-                    answer, error = None, err
+            await adrive(loop, self._perform)
         finally:
-            loop.close()
+            loop.close()   # a stop cancels the task: the loop's open call is cancelled too
 
     async def _perform(self, kind, *args):
         if kind == "sleep":
