@@ -173,10 +173,6 @@ class WatchState:
         """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
         return self.snapshots > since or not self.running
 
-    @property
-    def events_advertised(self) -> bool:
-        return self.view is not None and self.view.supports("openengine.runtime-events")
-
     def next_step(self):
         """What the main loop does now."""
         if not self.running:
@@ -201,7 +197,8 @@ class WatchState:
         events), or Finished."""
         if not self.running:
             return Finished()
-        return SUBSCRIBE if self.events_advertised else AWAIT_VIEW
+        advertised = self.view is not None and self.view.supports("openengine.runtime-events")
+        return SUBSCRIBE if advertised else AWAIT_VIEW
 
     def watchdog_delay(self) -> float:
         """Seconds until the next silence check: the moment the stream becomes overdue (a message
@@ -429,21 +426,6 @@ class _Driver:
         """Feed the state machine (the threaded driver holds its lock meanwhile)."""
         return method(*args)
 
-    def _watch_call(self, request):
-        self._call = call = self._watch_stub.WatchLoad(request)
-        if self._state.stopped:     # stop() came before the call existed to be cancelled
-            call.cancel()
-        return call
-
-    def _events_subscription(self):
-        from openengine.v1 import events_pb2
-
-        request = events_pb2.SubscribeRuntimeEventsRequest()
-        self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(request)
-        if self._state.stopped:
-            call.cancel()
-        return call
-
     def _runtime_event(self, msg) -> bool:
         """A runtime event; a new revision closes the load stream, which reopens under it. The
         events stream goes on."""
@@ -475,7 +457,9 @@ class _Driver:
                 elif isinstance(step, Poll):
                     self._do(state.polled, (yield "call", self._control_stub.GetLoad, step.request))
                 else:
-                    call = self._watch_call(step.request)
+                    self._call = call = self._watch_stub.WatchLoad(step.request)
+                    if state.stopped:     # stop() came before the call existed to be cancelled
+                        call.cancel()
                     try:
                         yield "each", call, lambda msg: self._do(state.received, msg)
                     finally:
@@ -486,6 +470,8 @@ class _Driver:
                 self._do(state.failed, err)
 
     def _events(self):
+        from openengine.v1 import events_pb2
+
         state = self._state
         while True:
             step = self._do(state.next_events_step)
@@ -494,7 +480,10 @@ class _Driver:
             if step == AWAIT_VIEW:
                 yield "view",
                 continue
-            call = self._events_subscription()
+            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
+                events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
             error: BaseException | None = None
             try:
                 yield "each", call, self._runtime_event

@@ -346,7 +346,8 @@ class Server:
         bound = server.add_secure_port(where, credentials) if credentials else server.add_insecure_port(where)
         if bound == 0:
             raise OSError(f"cannot listen on {where}")
-        return server, f"{_host_for_url(host)}:{bound}"
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host   # an IPv6 literal
+        return server, f"{shown}:{bound}"
 
     def _log_started(self) -> None:
         state = self.state
@@ -412,10 +413,6 @@ def wire_form(cls) -> Callable[[Any], bytes]:
 
 def _missing(rpc: RpcInfo) -> Refusal:
     return Refusal(RefusalCode.UNIMPLEMENTED, f"{rpc.name} is not implemented by this engine")
-
-
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: asyncio.Event | None = None,
