@@ -281,11 +281,6 @@ class Server:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    @property
-    def port(self) -> int:
-        """The port of the main address (the one chosen when the configured port was 0)."""
-        return int(self.address.rpartition(":")[2])
-
     def desired_health(self) -> dict[str, int]:
         """The main address's health: each advertised service (Admin there only when it shares
         the address) and the server's own entry."""
