@@ -402,12 +402,6 @@ def _parse_bound(text: str):
     return float(text) if any(c in text for c in ".eE") else int(text)
 
 
-def _service_modules():
-    for info in pkgutil.iter_modules(v1_package.__path__):
-        if info.name.endswith("_service_pb2"):
-            yield importlib.import_module(f"{v1_package.__name__}.{info.name}")
-
-
 def _declared_facts(decl: options_pb2.ProfileDeclaration) -> dict[str, Any]:
     return dict(
         version=parse_version(decl.version), scope=decl.scope or "engine", roles=tuple(decl.roles),
@@ -449,7 +443,9 @@ def catalogue() -> Catalogue:
             capability_field=cap_fields.get(msg.full_name), capability_message=msg, limits=tuple(limits))
     services: dict[str, descriptor.ServiceDescriptor] = {}
     rpcs: list[RpcInfo] = []
-    for module in _service_modules():
+    modules = [importlib.import_module(f"{v1_package.__name__}.{info.name}")
+               for info in pkgutil.iter_modules(v1_package.__path__) if info.name.endswith("_service_pb2")]
+    for module in modules:
         for svc in module.DESCRIPTOR.services_by_name.values():
             services[svc.full_name] = svc
             for method in svc.methods:

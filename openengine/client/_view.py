@@ -46,7 +46,7 @@ class IncompatibleServerError(Exception):
 
 def _discovery_calls(channel, models: bool):
     """The discovery answers: (capabilities or None, server info, model infos by served name).
-    A generator of (method, request) calls, run by `_drive` or `_adrive`."""
+    A generator of (method, request) calls, run by `drive` or `adrive`."""
     from openengine.v1 import (
         control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, model_pb2, server_pb2,
     )
@@ -74,32 +74,33 @@ def _discovery_calls(channel, models: bool):
     return caps, info, infos
 
 
-def _drive(calls, timeout):
-    """Run a generator of (method, request) calls over a grpc.Channel: each answer is sent back
-    into it, each RpcError thrown into it; its return value is the result."""
+def drive(steps, perform):
+    """Run a generator of I/O steps (sans-I/O style): each step is performed (`perform(*step)`),
+    its answer sent back into the generator and its error thrown in; the generator's return value
+    is the result."""
     answer, error = None, None
     while True:
         try:
-            method, request = calls.throw(error) if error else calls.send(answer)
+            step = steps.throw(error) if error else steps.send(answer)
         except StopIteration as done:
             return done.value
         try:
-            answer, error = method(request, timeout=timeout), None
-        except grpc.RpcError as err:
+            answer, error = perform(*step), None
+        except Exception as err:
             answer, error = None, err
 
 
-async def _adrive(calls, timeout):
-    """`_drive` over a grpc.aio.Channel."""
+async def adrive(steps, perform):
+    """`drive` with a coroutine `perform`."""
     answer, error = None, None
     while True:
         try:
-            method, request = calls.throw(error) if error else calls.send(answer)
+            step = steps.throw(error) if error else steps.send(answer)
         except StopIteration as done:
             return done.value
         try:
-            answer, error = await method(request, timeout=timeout), None
-        except grpc.RpcError as err:
+            answer, error = await perform(*step), None
+        except Exception as err:
             answer, error = None, err
 
 
@@ -238,11 +239,13 @@ class CapabilityView(_Lookup):
         """Read GetServerInfo and GetCapabilities (and GetModelInfo per supported model) over a
         grpc.Channel. Raises NotOpenEngineError or IncompatibleServerError when the server is
         not one this client may use."""
-        caps, info, infos = _drive(_discovery_calls(channel, models), timeout)
+        caps, info, infos = drive(_discovery_calls(channel, models),
+                                  lambda call, request: call(request, timeout=timeout))
         return cls(caps, server_info=info, model_infos=infos)
 
     @classmethod
     async def afetch(cls, channel, *, models: bool = True, timeout: float | None = 10.0) -> "CapabilityView":
         """`fetch` over a grpc.aio.Channel."""
-        caps, info, infos = await _adrive(_discovery_calls(channel, models), timeout)
+        caps, info, infos = await adrive(_discovery_calls(channel, models),
+                                         lambda call, request: call(request, timeout=timeout))
         return cls(caps, server_info=info, model_infos=infos)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import grpc
 
-from openengine.client._view import CapabilityView, IncompatibleServerError, NotOpenEngineError
+from openengine.client._view import CapabilityView, IncompatibleServerError, NotOpenEngineError, adrive, drive
 from openengine.validate import Violation, WatchLoadChecker
 
 WATCH, POLL, UNAVAILABLE = "watch", "poll", "unavailable"
@@ -173,10 +173,6 @@ class WatchState:
         """The outcome a snapshot waiter is waiting for is known: a new snapshot, or none will come."""
         return self.snapshots > since or not self.running
 
-    @property
-    def events_advertised(self) -> bool:
-        return self.view is not None and self.view.supports("openengine.runtime-events")
-
     def next_step(self):
         """What the main loop does now."""
         if not self.running:
@@ -201,7 +197,8 @@ class WatchState:
         events), or Finished."""
         if not self.running:
             return Finished()
-        return SUBSCRIBE if self.events_advertised else AWAIT_VIEW
+        advertised = self.view is not None and self.view.supports("openengine.runtime-events")
+        return SUBSCRIBE if advertised else AWAIT_VIEW
 
     def watchdog_delay(self) -> float:
         """Seconds until the next silence check: the moment the stream becomes overdue (a message
@@ -386,7 +383,8 @@ class WatchState:
 
 
 class _Driver:
-    """What both drivers expose: the state machine's record, read-only."""
+    """What both drivers share: the state machine's record (read-only), the calls they open, and
+    the loops, written once as generators of the I/O they need."""
 
     _state: WatchState
 
@@ -414,12 +412,89 @@ class _Driver:
         at = self._state.latest_at
         return None if at is None else self._state.clock() - at
 
-    @staticmethod
-    def _stubs(channel):
+    def _open(self, channel, state: WatchState) -> None:
         from openengine.v1 import control_service_pb2_grpc, observability_service_pb2_grpc
 
-        return (observability_service_pb2_grpc.ObservabilityStub(channel),
-                control_service_pb2_grpc.ControlStub(channel))
+        self._channel = channel
+        self._watch_stub = observability_service_pb2_grpc.ObservabilityStub(channel)
+        self._control_stub = control_service_pb2_grpc.ControlStub(channel)
+        self._call = None            # the WatchLoad stream in flight
+        self._events_call = None     # the runtime events stream in flight
+        self._state = state
+
+    def _do(self, method, *args):
+        """Feed the state machine (the threaded driver holds its lock meanwhile)."""
+        return method(*args)
+
+    def _runtime_event(self, msg) -> bool:
+        """A runtime event; a new revision closes the load stream, which reopens under it. The
+        events stream goes on."""
+        if self._do(self._state.runtime_event, msg) and self._call is not None:
+            self._call.cancel()
+        return True
+
+    def _cancel_calls(self) -> None:
+        for call in (self._call, self._events_call):
+            if call is not None:
+                call.cancel()
+
+    # -- the loops, written once: each yields the I/O it needs, which a driver performs (`_perform`):
+    # ("sleep", seconds), ("fetch",) discovery, ("call", method, request), ("view",) a new view,
+    # ("each", call, on_message) every message of a stream until `on_message` answers False. The
+    # driver sends the result back, or throws the error in.
+    def _main(self):
+        state = self._state
+        while True:
+            step = self._do(state.next_step)
+            if isinstance(step, Finished):
+                return
+            if isinstance(step, Pause):
+                yield "sleep", step.seconds
+                continue
+            try:
+                if isinstance(step, Discover):
+                    self._do(state.discovered, (yield "fetch",))
+                elif isinstance(step, Poll):
+                    self._do(state.polled, (yield "call", self._control_stub.GetLoad, step.request))
+                else:
+                    self._call = call = self._watch_stub.WatchLoad(step.request)
+                    if state.stopped:     # stop() came before the call existed to be cancelled
+                        call.cancel()
+                    try:
+                        yield "each", call, lambda msg: self._do(state.received, msg)
+                    finally:
+                        self._call = None
+                        call.cancel()
+                    self._do(state.stream_ended)
+            except Exception as err:   # every failure is the state machine's to judge, never a dead loop
+                self._do(state.failed, err)
+
+    def _events(self):
+        from openengine.v1 import events_pb2
+
+        state = self._state
+        while True:
+            step = self._do(state.next_events_step)
+            if isinstance(step, Finished):
+                return
+            if step == AWAIT_VIEW:
+                yield "view",
+                continue
+            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
+                events_pb2.SubscribeRuntimeEventsRequest())
+            if state.stopped:
+                call.cancel()
+            error: BaseException | None = None
+            try:
+                yield "each", call, self._runtime_event
+            except grpc.RpcError as err:
+                error = err
+            finally:
+                self._events_call = None
+                call.cancel()
+            pause = self._do(state.events_failed, error)
+            if pause is None or (yield "sleep", pause):   # True: the watcher stopped meanwhile
+                return
 
 
 class LoadWatcher(_Driver):
@@ -435,16 +510,12 @@ class LoadWatcher(_Driver):
     `on_revision_change(revision)`, `on_restart(Restart)`, `violations_kept` and `clock`."""
 
     def __init__(self, channel, **options):
-        self._channel = channel
-        self._watch_stub, self._control_stub = self._stubs(channel)
         # One lock for the state machine, which three threads feed; snapshot waiters wait on it.
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._view_changed = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._call = None
-        self._events_call = None
-        self._state = WatchState(wake=self._wake, rouse=self._view_changed.set, **options)
+        self._open(channel, WatchState(wake=self._wake, rouse=self._view_changed.set, **options))
 
     def _wake(self) -> None:
         with self._changed:
@@ -464,8 +535,10 @@ class LoadWatcher(_Driver):
             return state.latest if state.snapshots > since else None
 
     def start(self) -> "LoadWatcher":
-        for target in (self._run, self._watchdog, self._events):
-            thread = threading.Thread(target=target, name=f"load-watcher-{target.__name__}", daemon=True)
+        for name, target, args in (("run", drive, (self._main(), self._perform)),
+                                   ("watchdog", self._watchdog, ()),
+                                   ("events", drive, (self._events(), self._perform))):
+            thread = threading.Thread(target=target, args=args, name=f"load-watcher-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
@@ -473,9 +546,7 @@ class LoadWatcher(_Driver):
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         self._do(self._state.stop)
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for thread in self._threads:
             thread.join(timeout)
 
@@ -485,69 +556,21 @@ class LoadWatcher(_Driver):
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # -- the loops: I/O only ---------------------------------------------------------------------
-    def _run(self) -> None:
-        state = self._state
-        while True:
-            step = self._do(state.next_step)
-            if isinstance(step, Finished):
-                return
-            if isinstance(step, Pause):
-                self._stop.wait(step.seconds)
-                continue
-            try:
-                if isinstance(step, Discover):
-                    view = CapabilityView.fetch(self._channel)
-                    self._do(state.discovered, view)
-                elif isinstance(step, Poll):
-                    self._do(state.polled, self._control_stub.GetLoad(step.request, timeout=10))
-                else:
-                    self._stream(step.request)
-            except Exception as err:   # every failure is the state machine's to judge, never a dead thread
-                self._do(state.failed, err)
-
-    def _stream(self, request) -> None:
-        self._call = call = self._watch_stub.WatchLoad(request)
-        if self._state.stopped:     # stop() came before the call existed to be cancelled
-            call.cancel()
-        try:
-            for msg in call:
-                if not self._do(self._state.received, msg):
-                    break
-        finally:
-            self._call = None
-            call.cancel()
-        self._do(self._state.stream_ended)
-
-    def _events(self) -> None:
-        from openengine.v1 import events_pb2
-
-        state = self._state
-        while True:
-            step = self._do(state.next_events_step)
-            if isinstance(step, Finished):
-                return
-            if step == AWAIT_VIEW:
-                self._view_changed.wait()
-                self._view_changed.clear()
-                continue
-            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
-                events_pb2.SubscribeRuntimeEventsRequest())
-            if state.stopped:
-                call.cancel()
-            error: BaseException | None = None
-            try:
-                for msg in call:
-                    if self._do(state.runtime_event, msg) and self._call is not None:
-                        self._call.cancel()
-            except grpc.RpcError as err:
-                error = err
-            finally:
-                self._events_call = None
-                call.cancel()
-            pause = self._do(state.events_failed, error)
-            if pause is None or self._stop.wait(pause):
-                return
+    # -- I/O only ---------------------------------------------------------------------------------
+    def _perform(self, kind, *args):
+        if kind == "sleep":
+            return self._stop.wait(args[0])
+        if kind == "fetch":
+            return CapabilityView.fetch(self._channel)
+        if kind == "call":
+            return args[0](args[1], timeout=10)
+        if kind == "view":
+            self._view_changed.wait()
+            return self._view_changed.clear()
+        call, on_message = args
+        for msg in call:
+            if not on_message(msg):
+                break
 
     def _watchdog(self) -> None:
         state = self._state
@@ -568,14 +591,10 @@ class AsyncLoadWatcher(_Driver):
     """
 
     def __init__(self, channel, **options):
-        self._channel = channel
-        self._watch_stub, self._control_stub = self._stubs(channel)
         self._tasks: list[asyncio.Task] = []
         self._woken: asyncio.Event | None = None
         self._view_changed: asyncio.Event | None = None
-        self._call = None
-        self._events_call = None
-        self._state = WatchState(wake=self._wake, rouse=self._rouse, **options)
+        self._open(channel, WatchState(wake=self._wake, rouse=self._rouse, **options))
 
     # Both set on the loop: only the watcher's own tasks feed the state machine.
     def _wake(self) -> None:
@@ -589,15 +608,13 @@ class AsyncLoadWatcher(_Driver):
     async def start(self) -> "AsyncLoadWatcher":
         self._woken = asyncio.Event()
         self._view_changed = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watchdog()),
-                       asyncio.create_task(self._events())]
+        self._tasks = [asyncio.create_task(self._drive(self._main())), asyncio.create_task(self._watchdog()),
+                       asyncio.create_task(self._drive(self._events()))]
         return self
 
     async def stop(self) -> None:
         self._state.stop()
-        for call in (self._call, self._events_call):
-            if call is not None:
-                call.cancel()
+        self._cancel_calls()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -626,72 +643,31 @@ class AsyncLoadWatcher(_Driver):
         return state.latest if state.snapshots > since else None
 
     # -- the loops: I/O only ---------------------------------------------------------------------
-    async def _run(self) -> None:
-        state = self._state
-        while True:
-            step = state.next_step()
-            if isinstance(step, Finished):
-                return
-            if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
-                continue
-            try:
-                if isinstance(step, Discover):
-                    state.discovered(await CapabilityView.afetch(self._channel))
-                elif isinstance(step, Poll):
-                    state.polled(await self._control_stub.GetLoad(step.request, timeout=10))
-                else:
-                    await self._stream(step.request)
-            except asyncio.CancelledError:
-                if state.stopped:
-                    raise
-                state.stream_ended()   # the watchdog or a revision event closed the stream
-            except Exception as err:   # every failure is the state machine's to judge, never a dead task
-                state.failed(err)
+    async def _drive(self, loop) -> None:
+        try:
+            await adrive(loop, self._perform)
+        finally:
+            loop.close()   # a stop cancels the task: the loop's open call is cancelled too
 
-    async def _stream(self, request) -> None:
-        self._call = call = self._watch_stub.WatchLoad(request)
-        if self._state.stopped:     # stop() came before the call existed to be cancelled
-            call.cancel()
+    async def _perform(self, kind, *args):
+        if kind == "sleep":
+            return await asyncio.sleep(args[0])
+        if kind == "fetch":
+            return await CapabilityView.afetch(self._channel)
+        if kind == "call":
+            return await args[0](args[1], timeout=10)
+        if kind == "view":
+            await self._view_changed.wait()
+            return self._view_changed.clear()
+        call, on_message = args
         try:
             async for msg in call:
-                if not self._state.received(msg):
+                if not on_message(msg):
                     break
-        finally:
-            self._call = None
-            call.cancel()
-        self._state.stream_ended()
-
-    async def _events(self) -> None:
-        from openengine.v1 import events_pb2
-
-        state = self._state
-        while True:
-            step = state.next_events_step()
-            if isinstance(step, Finished):
-                return
-            if step == AWAIT_VIEW:
-                await self._view_changed.wait()
-                self._view_changed.clear()
-                continue
-            self._events_call = call = self._watch_stub.SubscribeRuntimeEvents(
-                events_pb2.SubscribeRuntimeEventsRequest())
-            if state.stopped:
-                call.cancel()
-            error: BaseException | None = None
-            try:
-                async for msg in call:
-                    if state.runtime_event(msg) and self._call is not None:
-                        self._call.cancel()
-            except grpc.RpcError as err:
-                error = err
-            finally:
-                self._events_call = None
-                call.cancel()
-            pause = state.events_failed(error)
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
+        except asyncio.CancelledError:
+            if self._state.stopped:
+                raise
+            # the watchdog or a revision event closed the stream: it ends as any other
 
     async def _watchdog(self) -> None:
         state = self._state

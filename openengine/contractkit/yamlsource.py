@@ -12,6 +12,7 @@ location: this stage never lets another exception escape.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import re
@@ -108,42 +109,24 @@ def _loc(node) -> Loc:
     return Loc(mark.line + 1, mark.column + 1)
 
 
-_SPECIAL_FLOATS = {".inf": float("inf"), ".nan": float("nan")}
-_BOOL_TRUE = {"true", "True", "TRUE"}
-_BOOL_FALSE = {"false", "False", "FALSE"}
-
-
 def _scalar_value(node) -> Any:
-    """The value of a scalar node as YAML 1.2 reads it (the text when it does not parse as its tag
-    says)."""
-    tag, text = node.tag or "", node.value
-    if tag.endswith(":null"):
-        return None
-    if tag.endswith(":bool"):
-        if text in _BOOL_TRUE:
-            return True
-        if text in _BOOL_FALSE:
-            return False
-        return text
-    if tag.endswith(":int"):
-        try:
-            cleaned = text.replace("_", "")
-            if cleaned.lower().startswith(("0x", "-0x", "+0x")):
-                return int(cleaned, 16)
-            if cleaned.lower().startswith(("0o", "-0o", "+0o")):
-                return int(cleaned, 8)
-            return int(cleaned)
-        except ValueError:
-            return text
-    if tag.endswith(":float"):
-        special = _SPECIAL_FLOATS.get(text.lstrip("+-").lower())
-        if special is not None:
-            return -special if text.startswith("-") else special
-        try:
-            return float(text.replace("_", ""))
-        except ValueError:
-            return text
-    return text
+    """The value of a scalar node as YAML 1.2 reads it: null, booleans, integers and floats by
+    ruamel's own constructor; the text for every other tag (a timestamp stays text) and for a
+    scalar that does not parse as its tag says."""
+    if node.tag.rpartition(":")[2] not in ("null", "bool", "int", "float"):
+        return node.value
+    constructor = _constructor()
+    try:   # the tag's own constructor, not construct_object: that one keeps every node it made
+        return constructor.yaml_constructors[node.tag](constructor, node)
+    except Exception:   # `!!int abc`: ruamel's constructors raise several types
+        return node.value
+
+
+@functools.cache
+def _constructor():
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True).constructor
 
 
 def _convert(node, depth: int, path: str, counted: Iterator[int]) -> YNode:

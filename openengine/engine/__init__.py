@@ -8,7 +8,7 @@ small, deterministic stand-in for a model.
 `oespec engine` starts one from the command line.
 """
 
-from openengine.engine.backend import ReferenceBackend
+from openengine.engine.reference_backend import ReferenceBackend
 from openengine.engine.config import (
     ConfigError, EngineConfig, ModelConfig, check, config_from_mapping, load_config_file,
 )

@@ -5,7 +5,6 @@ and range, the SDK judges when the engine starts (`openengine.serve.CannotServe`
 
 from __future__ import annotations
 
-import json
 import types
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass, replace
@@ -90,16 +89,6 @@ class EngineConfig:
     @property
     def served_models(self) -> tuple[ModelConfig, ...]:
         return tuple(self.models) or (self.model,)
-
-
-# Shipped with the package; `oespec generate` publishes a copy as schemas/engine_config.schema.json
-# (with a modeline in the README examples) for editors and other tools. The engine itself checks a
-# file with `file_problems`, which needs no JSON Schema library.
-def config_schema() -> dict:
-    """The configuration file's JSON Schema."""
-    from importlib import resources
-
-    return json.loads(resources.files("openengine.engine").joinpath("engine_config.schema.json").read_text("utf-8"))
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -239,68 +228,47 @@ def _limits_problems(node, where: str, cat: Catalogue) -> list[FileProblem]:
     return out
 
 
-_TOP_KEYS = {"host", "port", "role", "profiles", "limits", "model", "models", "token_delay_ms", "instance_id",
-             "engine_name", "data_parallel_size", "admin", "connections"}
-
-
 def config_from_mapping(data: dict[str, Any], base: EngineConfig | None = None, *,
                         source: str = "configuration") -> EngineConfig:
     """Build an EngineConfig from a file's mapping (unknown keys are refused)."""
     base = base or EngineConfig()
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError([f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_TOP_KEYS))}"])
-    kw: dict[str, Any] = {}
-    for key in ("host", "port", "role", "token_delay_ms", "instance_id", "engine_name",
-                "data_parallel_size"):
-        if key in data:
-            kw[key] = data[key]
-    if "profiles" in data:
-        profiles = data["profiles"]
-        kw["profiles"] = tuple(profiles.split(",") if isinstance(profiles, str) else profiles)
-    if "limits" in data:
-        if not isinstance(data["limits"], dict) or not all(isinstance(v, dict) for v in data["limits"].values()):
-            raise ConfigError([f"{source}: limits must map profile names to mappings of limit values"])
-        kw["limits"] = {k: dict(v) for k, v in data["limits"].items()}
     if "model" in data and "models" in data:
         raise ConfigError([f"{source}: set either model (one model) or models (a list), not both"])
-    if "model" in data:
-        kw["model"] = replace(base.model, **_model(data["model"], f"{source}: model"))
-        kw["models"] = ()
-    if "models" in data:
-        entries = data["models"]
+    kw = _settings(data, EngineConfig, source)
+    if "models" in kw:
+        entries = kw["models"]
         if not isinstance(entries, list) or not entries:
             raise ConfigError([f"{source}: models must be a non-empty list of model settings"])
-        kw["models"] = tuple(ModelConfig(**_model(e, f"{source}: models[{i}]")) for i, e in enumerate(entries))
-    if "admin" in data:
-        kw["admin"] = replace(base.admin, **_sub(data["admin"], AdminAccess, f"{source}: admin"))
-    if "connections" in data:
-        kw["connections"] = replace(base.connections, **_sub(data["connections"], ConnectionPolicy,
-                                                             f"{source}: connections"))
+        kw["models"] = tuple(ModelConfig(**_settings(e, ModelConfig, f"{source}: models[{i}]"))
+                             for i, e in enumerate(entries))
+    if "model" in kw:
+        kw["model"] = replace(base.model, **_settings(kw["model"], ModelConfig, f"{source}: model"))
+        kw["models"] = ()
+    for name, cls in (("admin", AdminAccess), ("connections", ConnectionPolicy)):
+        if name in kw:
+            kw[name] = replace(getattr(base, name), **_settings(kw[name], cls, f"{source}: {name}"))
     return replace(base, **kw)
 
 
-def _model(value, where) -> dict[str, Any]:
-    value = dict(_sub(value, ModelConfig, where))
-    if "profiles" in value:
-        profiles = value["profiles"]
-        value["profiles"] = tuple(profiles.split(",") if isinstance(profiles, str) else (profiles or ()))
-    if "limits" in value:
-        limits = value["limits"] or {}
-        if not isinstance(limits, dict) or not all(isinstance(v, dict) for v in limits.values()):
-            raise ConfigError([f"{where}: limits must map profile names to mappings of limit values"])
-        value["limits"] = {k: dict(v) for k, v in limits.items()}
-    return value
-
-
-def _sub(value, cls, where):
+def _settings(value, cls, where) -> dict[str, Any]:
+    """`value` as keyword arguments of the dataclass `cls`: profiles as a tuple of names (a list or
+    one comma-separated string), limits as profile -> limit -> value."""
     if not isinstance(value, dict):
         raise ConfigError([f"{where} must be a mapping"])
-    known = set(cls.__dataclass_fields__)
+    known = {f.name for f in fields(cls)}
     unknown = sorted(set(value) - known)
     if unknown:
         raise ConfigError([f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"])
-    return value
+    out = dict(value)
+    if "profiles" in out:
+        profiles = out["profiles"]
+        out["profiles"] = tuple(profiles.split(",") if isinstance(profiles, str) else (profiles or ()))
+    if "limits" in out:
+        limits = out["limits"] or {}
+        if not isinstance(limits, dict) or not all(isinstance(v, dict) for v in limits.values()):
+            raise ConfigError([f"{where}: limits must map profile names to mappings of limit values"])
+        out["limits"] = {k: dict(v) for k, v in limits.items()}
+    return out
 
 
 def check(config: EngineConfig) -> EngineConfig:

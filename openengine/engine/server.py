@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from openengine.engine.backend import ReferenceBackend
+from openengine.engine.reference_backend import ReferenceBackend
 from openengine.engine.config import EngineConfig, check, requested_profiles
 from openengine.serve import RunningServer, ServeConfig, Server
 from openengine.serve import serve as serve_backend
@@ -21,11 +21,6 @@ def serve_config(config: EngineConfig) -> ServeConfig:
                        instance_id=config.instance_id, admin=config.admin, connections=config.connections)
 
 
-def log_address(server: Server) -> None:
-    """The line scripts wait for (`make conformance` reads the address from it)."""
-    log.info("serving on %s (role %s)", server.address, server.description.role)
-
-
 async def serve(config: EngineConfig, *, stop: asyncio.Event | None = None,
                 on_started: Callable[[Server], Any] | None = None, grace: float = 1.0) -> Server:
     """Run an engine until `stop` is set (or SIGINT/SIGTERM when `stop` is not given). Raises
@@ -33,7 +28,8 @@ async def serve(config: EngineConfig, *, stop: asyncio.Event | None = None,
     check(config)
 
     def started(server: Server) -> None:
-        log_address(server)
+        # The line scripts wait for (`make conformance` reads the address from it).
+        log.info("serving on %s (role %s)", server.address, server.description.role)
         if on_started is not None:
             on_started(server)
     return await serve_backend(ReferenceBackend(config), serve_config(config), stop=stop, on_started=started,

@@ -26,7 +26,7 @@ class UsageError(Exception):
 
 
 def llama_config(args: argparse.Namespace):
-    from openengine.llama.backend import LlamaConfig
+    from openengine.llama.llama_backend import LlamaConfig
 
     used = [flag for name, flag in REFERENCE_ONLY.items() if getattr(args, name, None)]
     if used:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s oespec engine: %(message)s", datefmt="%H:%M:%S")
-    from openengine.llama.backend import LlamaBackend
+    from openengine.llama.llama_backend import LlamaBackend
     from openengine.llama.native import ModelLoadError
     from openengine.serve import CannotServe, serve
 

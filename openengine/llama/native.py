@@ -71,7 +71,6 @@ class ModelFacts:
     vocab_size: int
     bos_token_id: int | None
     eos_token_id: int | None
-    description: str         # llama.cpp's one-line summary (architecture, size, type)
 
 
 class LlamaModel:
@@ -103,18 +102,12 @@ class LlamaModel:
             context_length=int(llama_cpp.llama_model_n_ctx_train(pointer)),
             vocab_size=count,
             bos_token_id=self._token_or_none(llama_cpp.llama_vocab_bos(self.vocab)),
-            eos_token_id=self._token_or_none(llama_cpp.llama_vocab_eos(self.vocab)),
-            description=self._description())
+            eos_token_id=self._token_or_none(llama_cpp.llama_vocab_eos(self.vocab)))
 
     def _meta(self, key: str) -> str | None:
         buffer = ctypes.create_string_buffer(256)
         size = llama_cpp.llama_model_meta_val_str(self.pointer, key.encode(), buffer, len(buffer))
         return buffer.value.decode("utf-8", errors="replace") if size >= 0 else None
-
-    def _description(self) -> str:
-        buffer = ctypes.create_string_buffer(256)
-        llama_cpp.llama_model_desc(self.pointer, buffer, len(buffer))
-        return buffer.value.decode("utf-8", errors="replace")
 
     @staticmethod
     def _token_or_none(token: int) -> int | None:
@@ -143,9 +136,6 @@ class LlamaModel:
             buffer = ctypes.create_string_buffer(-size)
             size = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
         return buffer.raw[:size]
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return token in self.end_of_generation
 
     def kv_bytes_per_cell(self) -> int:
         """Bytes one KV cell takes (keys and values of every layer, in the default F16 type)."""

@@ -27,6 +27,8 @@ import llama_cpp
 import numpy as np
 
 from openengine.llama.native import LlamaModel
+from openengine.serve import SequenceStops
+from openengine.v1 import generation_pb2
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +61,8 @@ class SequenceRequest:
     prompt: tuple[int, ...]
     max_tokens: int
     sampling: Sampling = Sampling()
-    min_tokens: int = 0
-    stop: tuple[str, ...] = ()
-    stop_token_ids: frozenset[int] = frozenset()
-    ignore_eos: bool = False
-    include_stop_in_output: bool = False
+    # upstream's stop conditions, applied by the SDK's `SequenceStops`
+    stopping: generation_pb2.StoppingOptions = field(default_factory=generation_pb2.StoppingOptions)
     detokenize: bool = True
     logprobs: int | None = None   # top candidates per position; None: no log-probabilities
 
@@ -158,42 +157,6 @@ class SchedulerClosed(Exception):
     """The scheduler was closed; it takes no more requests."""
 
 
-class _Text:
-    """The text of one sequence, decoded as its bytes arrive (a token may end inside a UTF-8
-    character; invalid bytes become U+FFFD), with stop strings searched in it. Text that could
-    still turn out to be the start of a stop string is held back until it cannot."""
-
-    def __init__(self, stop: tuple[str, ...]):
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.text = ""
-        self.sent = 0
-        self.stop = stop
-        self.hold = max((len(s) for s in stop), default=1) - 1
-
-    def add(self, data: bytes) -> None:
-        self.text += self.decoder.decode(data)
-
-    def find_stop(self, since: int) -> tuple[str, int] | None:
-        """The stop string that appears earliest in the text added since `since`."""
-        start = max(0, since - self.hold)
-        found = [(self.text.find(s, start), s) for s in self.stop]
-        found = [(at, s) for at, s in found if at >= 0]
-        return None if not found else min(found)[::-1]
-
-    def take(self, upto: int) -> str:
-        if upto <= self.sent:
-            return ""
-        out, self.sent = self.text[self.sent:upto], upto
-        return out
-
-    def take_safe(self) -> str:
-        return self.take(len(self.text) - self.hold)
-
-    def finish(self) -> str:
-        self.text += self.decoder.decode(b"", final=True)
-        return self.take(len(self.text))
-
-
 class _Sequence:
     """A running request: its sequence id, sampler chain, position and output so far."""
 
@@ -207,7 +170,9 @@ class _Sequence:
         self.generated: list[int] = []
         self.unsent: list[int] = []
         self.unsent_logprobs: list[TokenLogprob] = []
-        self.text = _Text(request.stop)
+        # A token may end inside a UTF-8 character; invalid bytes become U+FFFD.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stops = SequenceStops(request.stopping)
 
     @property
     def decoding(self) -> bool:
@@ -489,24 +454,19 @@ class Scheduler:
             logits = np.ctypeslib.as_array(pointer, shape=(self._vocab_size,))
             sequence.unsent_logprobs.append(_logprobs(logits, token, request.logprobs))
         produced = len(sequence.generated)
-        text = sequence.text
-        before = len(text.text)
-        text.add(self.model.piece(token))
-        may_stop = produced >= request.min_tokens
-        if may_stop and not request.ignore_eos and self.model.is_end_of_generation(token):
-            return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), text.finish())
-        if may_stop and token in request.stop_token_ids:
-            return self._finish(sequence, FinishReason.STOP, ("stop_token_id", token), text.finish())
-        if may_stop and request.stop:
-            found = text.find_stop(before)
-            if found is not None:
-                stop, at = found
-                end = at + len(stop) if request.include_stop_in_output else at
-                return self._finish(sequence, FinishReason.STOP, ("stop_text", stop), text.take(end))
+        stops, stopping = sequence.stops, request.stopping
+        may_stop = produced >= stopping.min_tokens
+        if may_stop and not stopping.ignore_eos and token in self.model.end_of_generation:
+            return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), stops.rest())
+        text, match = stops.add(token, sequence.decoder.decode(self.model.piece(token)))
+        if match is not None:
+            kind = match.WhichOneof("match")
+            return self._finish(sequence, FinishReason.STOP, (kind, getattr(match, kind)), text)
         if produced >= request.max_tokens:
-            return self._finish(sequence, FinishReason.LENGTH, None, text.finish())
+            return self._finish(sequence, FinishReason.LENGTH, None,
+                                text + stops.rest() + sequence.decoder.decode(b"", final=True))
         out = Emitted(request.request_id, tuple(sequence.unsent),
-                      text.take_safe() if request.detokenize else "",
+                      text if request.detokenize else "",
                       tuple(sequence.unsent_logprobs))
         sequence.unsent.clear()
         sequence.unsent_logprobs.clear()

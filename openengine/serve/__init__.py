@@ -18,14 +18,15 @@ A Generate call walks forward, through each module once:
   -> the backend's `generate` iterator
   -> generate.Events (each output becomes upstream's GenerateResponse events, checked against
      the stream's rules and the usage)
-  -> wire.WirePolicy (the write, a vanished client) -> the client.
+  -> wire_policy.WirePolicy (the write, a vanished client) -> the client.
 The stream's end takes the request out of the in-flight table (state.ServingState.ended), where
 Control/Abort finds requests and admission counts room.
 
 A WatchLoad call: server.Server.invoke_stream -> load.Observability.WatchLoad, which opens a
 load.Watcher with the publisher (load.LoadPublisher) and waits on it; a tick of a shared
 load.Ticker, or a load change, offers it a load.Snapshot that load.load_info built from the
-backend's `load()` (each figure checked, as upstream's LoadInfo) -> wire.WirePolicy -> the client.
+backend's `load()` (each figure checked, as upstream's LoadInfo) -> wire_policy.WirePolicy -> the
+client.
 """
 
 from openengine.serve.backend import (

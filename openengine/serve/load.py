@@ -30,7 +30,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from openengine.contract import CORE
 from openengine.serve.backend import Load, RankLoad, Refusal, RefusalCode
 from openengine.v1 import load_pb2, server_pb2
-from openengine.validate import effective_watch_settings
+from openengine.validate import RANK_SUMMED_FIELDS, effective_watch_settings
 
 LOAD_PROFILE = "openengine.load"
 # A little past the interval, so consecutive periodic snapshots are never closer than it.
@@ -40,9 +40,8 @@ _MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**
 LOAD_FIGURES = {f.name: _MAX[f.type] for f in server_pb2.LoadInfo.DESCRIPTOR.fields if f.type in _MAX
                 and f.name not in ("rejected_requests", "timestamp_unix_nanos")}
 # The figures a rank has (its RankLoadInfo's). The totals of requests and KV blocks are the sums
-# over the ranks; the batch sizes are the engine's own.
+# over the ranks (RANK_SUMMED_FIELDS, REQ-LOAD-023); the batch sizes are the engine's own.
 RANK_FIGURES = {f.name: LOAD_FIGURES[f.name] for f in dataclasses.fields(RankLoad) if f.name in LOAD_FIGURES}
-RANK_SUMMED = tuple(name for name in RANK_FIGURES if not name.endswith("_batch_size"))
 
 
 class Clock:
@@ -80,7 +79,7 @@ def load_info(state, per_rank: bool = False) -> server_pb2.LoadInfo:
     if load.attributes:
         info.attributes.update(load.attributes)
     if load.ranks:
-        for name in RANK_SUMMED:
+        for name in RANK_SUMMED_FIELDS:
             setattr(info, name, sum(getattr(rank, name) for rank in load.ranks))
         if per_rank:
             info.ranks.extend(server_pb2.RankLoadInfo(data_parallel_rank=r.rank,

@@ -44,14 +44,9 @@ class Selection:
     left_out: tuple[str, ...]                            # profiles not served, with the reason
 
 
-def missing_rpcs(profile: ProfileInfo, implemented: Callable[[RpcInfo], bool]) -> list[RpcInfo]:
-    """The RPCs of `profile` nobody implements (REQ-CORE-002: advertise a profile only when every
-    RPC of it is served)."""
-    return [rpc for rpc in profile.rpcs if not implemented(rpc)]
-
-
 def _why_not(profile: ProfileInfo, role: str, implemented: Callable[[RpcInfo], bool]) -> str | None:
-    missing = missing_rpcs(profile, implemented)
+    # REQ-CORE-002: a profile is advertised only when every RPC of it is served.
+    missing = [rpc for rpc in profile.rpcs if not implemented(rpc)]
     if missing:
         return (f"{profile.name} needs {', '.join(r.name for r in missing)}, which the backend does not "
                 "implement")

@@ -71,10 +71,6 @@ class IllegalTransition(Exception):
         super().__init__(f"{event} is not allowed while the engine is {state.name}: {_INSTEAD[state.phase]}")
 
 
-def allowed(state: RunState, event: str) -> bool:
-    return (state.phase, event) in TRANSITIONS
-
-
 def transition(state: RunState, event: str, *, mode: str = "", tags: frozenset[str] = frozenset(),
                level: int = 0) -> RunState:
     """The state after `event` (pause with `mode`; sleep or wake with `tags`, sleep with `level`).

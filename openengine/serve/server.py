@@ -32,7 +32,7 @@ from openengine.serve.load import Observability
 from openengine.serve.profiles import CannotServe, select
 from openengine.serve.state import ServingState
 from openengine.serve.status import refuse
-from openengine.serve.wire import WirePolicy
+from openengine.serve.wire_policy import WirePolicy
 
 log = logging.getLogger("openengine.serve")
 
@@ -235,12 +235,17 @@ class Server:
                            "Admin needs 'authorization: Bearer <token>' metadata with the engine's admin token")
         return None
 
-    async def invoke_unary(self, rpc: RpcInfo, request, context):
-        """Run one unary call: the checks, the implementation, a refusal as the call's status."""
+    async def _implementation(self, rpc: RpcInfo, context) -> Callable:
+        """What runs a call of `rpc`, once the checks pass; else the call ends refused."""
         impl = self.implementations[rpc.name]
         refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
         if refusal is not None:
             await refuse(refusal, context)
+        return impl
+
+    async def invoke_unary(self, rpc: RpcInfo, request, context):
+        """Run one unary call: the checks, the implementation, a refusal as the call's status."""
+        impl = await self._implementation(rpc, context)
         try:
             return await impl(request, context)
         except Refusal as refused:
@@ -248,10 +253,7 @@ class Server:
 
     async def invoke_stream(self, rpc: RpcInfo, request, context):
         """Run one server-streaming call (see `invoke_unary`)."""
-        impl = self.implementations[rpc.name]
-        refusal = self.refusal(rpc, context) or (None if impl else _missing(rpc))
-        if refusal is not None:
-            await refuse(refusal, context)
+        impl = await self._implementation(rpc, context)
         try:
             async for message in impl(request, context):
                 yield message
@@ -278,11 +280,6 @@ class Server:
         return out
 
     # -- lifecycle -------------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The port of the main address (the one chosen when the configured port was 0)."""
-        return int(self.address.rpartition(":")[2])
 
     def desired_health(self) -> dict[str, int]:
         """The main address's health: each advertised service (Admin there only when it shares
@@ -344,7 +341,8 @@ class Server:
         bound = server.add_secure_port(where, credentials) if credentials else server.add_insecure_port(where)
         if bound == 0:
             raise OSError(f"cannot listen on {where}")
-        return server, f"{_host_for_url(host)}:{bound}"
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host   # an IPv6 literal
+        return server, f"{shown}:{bound}"
 
     def _log_started(self) -> None:
         state = self.state
@@ -410,10 +408,6 @@ def wire_form(cls) -> Callable[[Any], bytes]:
 
 def _missing(rpc: RpcInfo) -> Refusal:
     return Refusal(RefusalCode.UNIMPLEMENTED, f"{rpc.name} is not implemented by this engine")
-
-
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 async def serve(backend: Backend, config: ServeConfig = ServeConfig(), *, stop: asyncio.Event | None = None,

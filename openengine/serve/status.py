@@ -18,27 +18,6 @@ from openengine.validate import Severity
 log = logging.getLogger("openengine.serve")
 
 
-def refusal_status(refusal: Refusal) -> grpc.Status:
-    """The status a refused call ends with. A retryable refusal carries its `EngineError` (code,
-    message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
-    `grpc-status-details-bin` trailer), which every gRPC language can read; any other refusal is
-    its code and message alone."""
-    code = grpc.StatusCode[refusal.code.value]
-    if not refusal.retryable:
-        return PlainStatus(code, refusal.message)
-    error = error_pb2.EngineError(code=int(refusal.error), message=refusal.message, retryable=True)
-    packed = any_pb2.Any()
-    packed.Pack(error)
-    return rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=[packed]))
-
-
-@dataclass(frozen=True)
-class PlainStatus(grpc.Status):
-    code: grpc.StatusCode
-    details: str
-    trailing_metadata: tuple = ()
-
-
 def refuse_errors(violations) -> None:
     """Refuse with INVALID_ARGUMENT naming every error among `violations` (openengine.validate),
     each with its field, the rule and the requirement."""
@@ -49,8 +28,16 @@ def refuse_errors(violations) -> None:
 
 
 async def refuse(refusal: Refusal, context) -> None:
-    """End the call with the refusal's status (`refusal_status`)."""
-    status = refusal_status(refusal)
+    """End the call with the refusal's status. A retryable refusal carries its `EngineError` (code,
+    message, `retryable`) in the standard status details (`google.rpc.Status.details`, the
+    `grpc-status-details-bin` trailer), which every gRPC language can read; any other refusal is
+    its code and message alone."""
+    code = grpc.StatusCode[refusal.code.value]
+    if not refusal.retryable:
+        await context.abort(code, refusal.message)
+    packed = any_pb2.Any()
+    packed.Pack(error_pb2.EngineError(code=int(refusal.error), message=refusal.message, retryable=True))
+    status = rpc_status.to_status(status_pb2.Status(code=code.value[0], message=refusal.message, details=[packed]))
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 

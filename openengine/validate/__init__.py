@@ -21,7 +21,7 @@ from openengine.validate._capabilities import (
     from_upstream, upstream_core_values, validate_capabilities,
 )
 from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
-from openengine.validate._tables import DEFAULTS, KNOWN_PROFILES, MODEL_SCOPED, ROLE_SCOPED
+from openengine.validate._tables import DEFAULTS, MODEL_SCOPED
 from openengine.validate._json import message_from_json
 from openengine.validate._locate import iter_values, locate
 from openengine.validate._preflight import (
@@ -31,8 +31,8 @@ from openengine.validate._rules import PYTHON_ONLY_RULES, RULES, Rule, Severity,
 from openengine.validate._watch import RANK_SUMMED_FIELDS, WatchLoadChecker, check_load, effective_watch_settings
 
 __all__ = [
-    "CapabilityDocument", "CapabilityReport", "DEFAULTS", "KNOWN_PROFILES", "MODEL_SCOPED", "ModelReport",
-    "NUMBER_DOMAINS", "NumberDomain", "PROBLEMS_LISTED", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "ROLE_SCOPED", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
+    "CapabilityDocument", "CapabilityReport", "DEFAULTS", "MODEL_SCOPED", "ModelReport",
+    "NUMBER_DOMAINS", "NumberDomain", "PROBLEMS_LISTED", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
     "UPSTREAM_CORE_FIELDS", "WatchLoadChecker", "check_capabilities", "check_load", "check_server_info", "document_from_json", "effective_limits",
     "effective_watch_settings", "from_upstream", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "upstream_core_values", "validate_capabilities",
 ]

@@ -232,19 +232,21 @@ def _guided_spellings(numbers) -> list[str]:
     return [spelled[n] for n in numbers if n in spelled]
 
 
+def _reported(server_info, model_info):
+    """(field path, core limit, value) of each of UPSTREAM_CORE_FIELDS the answers report, guided
+    decoding modes as registry spellings."""
+    for where, path, limit in UPSTREAM_CORE_FIELDS:
+        msg = server_info if where == "server" else model_info
+        reported, value = _reported_value(msg, path) if msg is not None else (False, None)
+        if reported:
+            yield path, limit, _guided_spellings(value) if limit == "guided_decoding_modes" else value
+
+
 def upstream_core_values(server_info=None, model_info=None) -> dict[str, Any]:
     """The openengine.core limits that upstream's ServerInfo and one ModelInfo report, by limit
     name; a limit neither reports is left out."""
     values: dict[str, Any] = {}
-    for where, path, limit in UPSTREAM_CORE_FIELDS:
-        msg = server_info if where == "server" else model_info
-        if msg is None:
-            continue
-        reported, value = _reported_value(msg, path)
-        if not reported:
-            continue
-        if limit == "guided_decoding_modes":
-            value = _guided_spellings(value)
+    for _, limit, value in _reported(server_info, model_info):
         values.setdefault(limit, value)
     return values
 
@@ -255,17 +257,10 @@ def upstream_agreement(core: Mapping[str, Any], server_info, model_info, path: s
     not be stated two ways. A field left unreported says nothing."""
     if not core:
         return
-    for where, field_path, limit in UPSTREAM_CORE_FIELDS:
-        msg = server_info if where == "server" else model_info
-        if msg is None:
-            continue
-        reported, value = _reported_value(msg, field_path)
-        if not reported:
-            continue
+    for field_path, limit, value in _reported(server_info, model_info):
+        want = core[limit]
         if limit == "guided_decoding_modes":
-            value, want = sorted(_guided_spellings(value)), sorted(core[limit])
-        else:
-            want = core[limit]
+            value, want = sorted(value), sorted(want)
         if value != want:
             out.append(violation("OEV138", f"{path}.{field_path}", value, f"{want} (openengine.core.{limit})",
                                  f"{path}.{field_path} is {value!r} but openengine.core.{limit} is {want!r}"))

@@ -42,15 +42,6 @@ class Violation:
     requirement: str
     severity: Severity
 
-    @property
-    def is_error(self) -> bool:
-        return self.severity is Severity.ERROR
-
-    def as_dict(self) -> dict:
-        value = self.value if isinstance(self.value, (str, int, float, bool, type(None), list)) else repr(self.value)
-        return {"rule_id": self.rule_id, "path": self.path, "value": value, "expected": self.expected,
-                "message": self.message, "requirement": self.requirement, "severity": str(self.severity)}
-
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
         req = f" [{self.requirement}]" if self.requirement else ""

@@ -265,7 +265,5 @@ def check_role(advertised, role: int, role_name: str, out: list) -> None:
 # -- the public constants, derived from the same tables -------------------------------------------
 
 _TABLES = tables()
-KNOWN_PROFILES: dict[str, tuple[int, int]] = {p.name: p.version for p in _TABLES.profiles}
 MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _TABLES.profiles if p.model_scoped)
-ROLE_SCOPED: dict[str, tuple[int, ...]] = {p.name: p.roles for p in _TABLES.profiles if p.roles}
 DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.fresh_defaults() for p in _TABLES.profiles}

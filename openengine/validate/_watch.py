@@ -96,7 +96,6 @@ class WatchLoadChecker:
         self.clock = clock
         self.settings = None            # the WatchLoadSettings, once received
         self.latest = None              # the latest LoadInfo
-        self.latest_received_at: float | None = None
         self.messages = 0
         self.snapshots = 0
         self.coalesced = 0              # updates the server reported as coalesced, in total
@@ -106,8 +105,6 @@ class WatchLoadChecker:
         self._seq: int | None = None
         self._t: int | None = None              # last message timestamp, ns
         self._load_t: int | None = None         # last snapshot LoadInfo.timestamp, ns
-        self._snap_t: int | None = None         # last snapshot message timestamp, ns
-        self._expect_initial = False
         self._initial_pending = False
         self._last_received: float | None = None
         self._silence_reported = False
@@ -240,7 +237,6 @@ class WatchLoadChecker:
                                      "per-rank breakdown present although the stream's per_rank is false"))
             out.extend(check_load(load, "snapshot.load"))
         self.latest = load
-        self.latest_received_at = self._last_received
 
     def _missing_initial(self, out, kind) -> None:
         self._initial_pending = False
@@ -347,10 +343,3 @@ class WatchLoadChecker:
             self._missing_initial(missing, None)
         self.violations.extend(missing)
         return found + missing
-
-    @property
-    def latest_age(self) -> float | None:
-        """Seconds since the latest snapshot was received, on the checker's clock."""
-        if self.latest_received_at is None:
-            return None
-        return self.clock() - self.latest_received_at

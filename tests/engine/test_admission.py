@@ -83,6 +83,8 @@ def test_the_engine_refuses_exactly_what_preflight_refuses_against_its_capabilit
 
 @pytest.mark.parametrize("request_, field, code", [
     (g.GenerateRequest(token_ids=g.TokenIds(ids=[300])), "token_ids", grpc.StatusCode.INVALID_ARGUMENT),
+    (g.GenerateRequest(prompt="hi", sampling=g.SamplingParams(num_sequences=0)), "sampling.num_sequences",
+     grpc.StatusCode.INVALID_ARGUMENT),
     (g.GenerateRequest(prompt="x" * 5000), "prompt", grpc.StatusCode.INVALID_ARGUMENT),
     (g.GenerateRequest(prompt="hi", session_id="nope"), "session_id", grpc.StatusCode.NOT_FOUND),
     (g.GenerateRequest(prompt="hi", lora_name="nope"), "lora_name", grpc.StatusCode.NOT_FOUND),

@@ -165,8 +165,6 @@ def test_what_only_the_engine_knows_is_refused_before_the_first_output():
     b = backend("openengine.sessions", "openengine.adapters")
     cases = {"session_id": request(session_id="nope"), "lora_name": request(lora_name="missing"),
              "stopping.max_tokens": request(stopping=stopping(max_tokens=5000)),
-             "token_ids.ids[1]": GenerateRequest("r", MODEL, g.GenerateRequest(token_ids=g.TokenIds(ids=[1, 999]))),
-             "sampling.num_sequences": request(sampling=g.SamplingParams(num_sequences=0)),
              "prompt": request("")}
     for field, req in cases.items():
         with pytest.raises(Refusal) as refused:

@@ -93,13 +93,15 @@ def test_a_typo_in_engine_yaml_is_located_with_a_hint(tmp_path):
 
 
 def test_the_config_schema_knows_exactly_the_settings_the_loader_takes():
+    import json
     from dataclasses import fields
+    from importlib import resources
 
-    from openengine.engine.config import ModelConfig, _TOP_KEYS, config_schema
+    from openengine.engine.config import ModelConfig
     from openengine.serve import AdminAccess, ConnectionPolicy
 
-    schema = config_schema()
-    assert set(schema["properties"]) == _TOP_KEYS
+    schema = json.loads(resources.files("openengine.engine").joinpath("engine_config.schema.json").read_text("utf-8"))
+    assert set(schema["properties"]) == {f.name for f in fields(EngineConfig)}
     assert set(schema["properties"]["admin"]["properties"]) == {f.name for f in fields(AdminAccess)}
     assert set(schema["properties"]["connections"]["properties"]) == {f.name for f in fields(ConnectionPolicy)}
     assert set(schema["$defs"]["model"]["properties"]) == {f.name for f in fields(ModelConfig)}

@@ -8,6 +8,7 @@ import asyncio
 import grpc
 import pytest
 
+from openengine.validate import Severity
 from openengine.v1 import admin_pb2, load_pb2, observability_service_pb2_grpc, server_pb2
 from openengine.v1 import generation_pb2 as g
 
@@ -189,7 +190,7 @@ def test_streams_pass_the_generated_watchload_checker(shared, request_kw):
         if i == 12:
             break
     call.cancel()
-    assert [v for v in checker.violations if v.is_error] == []
+    assert [v for v in checker.violations if v.severity is Severity.ERROR] == []
 
 
 def test_per_rank_figures_add_up_to_the_totals():

@@ -12,8 +12,6 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 
 from openengine.contract import HEALTH_SERVICE
-from openengine.serve.server import bearer_matches
-from openengine.serve.wire import UNDECODABLE
 from openengine.v1 import admin_pb2, generation_pb2
 
 from tests.engine.conftest import TOKEN, running
@@ -84,7 +82,7 @@ def test_garbage_to_every_method_of_every_service_is_internal_without_python_int
         # The engine still answers normally afterwards.
         assert stubs.info().instance_id
     assert_clean_log(engine_log)
-    lines = [r for r in engine_log.records if UNDECODABLE in r.getMessage()]
+    lines = [r for r in engine_log.records if "undecodable request" in r.getMessage()]
     assert 1 <= len(lines) <= 3, [r.getMessage() for r in lines]
 
 
@@ -101,22 +99,19 @@ def test_health_list_reports_every_name_check_answers():
             assert stubs.health.Check(health_pb2.HealthCheckRequest(service=name)).status == status.status
 
 
-@pytest.mark.parametrize("header, ok", [
-    (f"Bearer {TOKEN}", True), (f"bearer {TOKEN}", True), (f"BEARER {TOKEN}", True), (f"BeArEr  {TOKEN}", True),
-    (f"Bearer {TOKEN}x", False), (f"Basic {TOKEN}", False), (TOKEN, False), ("Bearer", False), ("", False),
-    (f"Bearer{TOKEN}", False),
-])
-def test_bearer_scheme_is_case_insensitive_and_token_exact(header, ok):
-    assert bearer_matches(header, TOKEN) is ok
-
-
-def test_admin_accepts_a_lower_case_scheme():
+def test_bearer_scheme_is_case_insensitive_and_token_exact():
+    headers = [(f"Bearer {TOKEN}", True), (f"bearer {TOKEN}", True), (f"BEARER {TOKEN}", True),
+               (f"BeArEr  {TOKEN}", True), (f"Bearer {TOKEN}x", False), (f"Basic {TOKEN}", False), (TOKEN, False),
+               ("Bearer", False), ("", False), (f"Bearer{TOKEN}", False), (f"bearer {TOKEN}-wrong", False)]
     with running(profiles=("admin",)) as (engine, stubs):
-        stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=(("authorization", f"bearer {TOKEN}"),))
-        with pytest.raises(grpc.RpcError) as err:
-            stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(),
-                                         metadata=(("authorization", f"bearer {TOKEN}-wrong"),))
-        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for header, ok in headers:
+            try:
+                stubs.admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest(), metadata=(("authorization", header),))
+                accepted = True
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.UNAUTHENTICATED, header
+                accepted = False
+            assert accepted is ok, header
 
 
 @pytest.mark.parametrize("field, value", [

@@ -836,7 +836,7 @@ def _unclamped_ttl(held: Held):
         if request.HasField("ttl_ms") and request.ttl_ms > answer.session.ttl_ms:
             kept = held.reference.sessions[answer.session.session_id]
             kept.ttl_ms = request.ttl_ms
-            kept.expires_ns = held.reference.now_ns() + request.ttl_ms * 1_000_000
+            kept.expires_ns = held.reference.clock.now_ns() + request.ttl_ms * 1_000_000
             answer.session.ttl_ms = request.ttl_ms
             answer.session.expires_at.FromNanoseconds(kept.expires_ns)
     return change

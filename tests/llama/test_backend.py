@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from openengine.llama.backend import LlamaBackend, LlamaConfig
+from openengine.llama.llama_backend import LlamaBackend, LlamaConfig
 from openengine.serve import RunningServer, ServeConfig
 from openengine.v1 import (
     control_service_pb2_grpc, discovery_pb2, discovery_service_pb2_grpc, generation_pb2,

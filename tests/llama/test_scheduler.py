@@ -16,6 +16,7 @@ from openengine.llama.scheduler import (
     Emitted, Errored, Finished, FinishReason, QueueFull, Sampling, Scheduler, SchedulerConfig,
     SequenceRequest, Started,
 )
+from openengine.v1.generation_pb2 import StoppingOptions
 
 GREEDY = Sampling(temperature=0.0)
 
@@ -74,10 +75,13 @@ def make_scheduler(tiny_model, collector):
 PROMPTS = ["hello engine", "the model says", "open stream of tokens", "conformance request"]
 
 
-def request(tiny_model, request_id: str, prompt: str, max_tokens: int = 24, **fields) -> SequenceRequest:
-    fields.setdefault("sampling", GREEDY)
-    fields.setdefault("ignore_eos", True)
-    return SequenceRequest(request_id, tuple(tiny_model.tokenize(prompt)), max_tokens, **fields)
+def request(tiny_model, request_id: str, prompt: str, max_tokens: int = 24, *, sampling=GREEDY, stop=(),
+            stop_token_ids=(), ignore_eos=True, min_tokens=0, include_stop_in_output=False,
+            **fields) -> SequenceRequest:
+    conditions = [{"stop_text": s} for s in stop] + [{"stop_token_id": t} for t in stop_token_ids]
+    return SequenceRequest(request_id, tuple(tiny_model.tokenize(prompt)), max_tokens, sampling=sampling,
+                           stopping=StoppingOptions(conditions=conditions, ignore_eos=ignore_eos, min_tokens=min_tokens,
+                                                    include_stop_in_output=include_stop_in_output), **fields)
 
 
 def test_a_greedy_request_gets_llama_cpps_own_tokens(tiny_model, direct, make_scheduler, collector):

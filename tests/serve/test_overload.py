@@ -16,11 +16,12 @@ from grpc_status import rpc_status
 from openengine.serve import (
     EngineDescription, Final, FinishReason, Load, Model, Refusal, RefusalCode, RunningServer, ServeConfig, Tokenizer,
 )
-from openengine.serve.status import refusal_status
 from openengine.v1 import (
     control_service_pb2_grpc as control_grpc, error_pb2, generation_pb2, inference_service_pb2_grpc as inference_grpc,
     lifecycle_pb2, server_pb2,
 )
+
+from tests.serve.test_server import Backend, generate, running
 
 MODEL = Model("m", max_context_tokens=512, max_output_tokens=64, tokenizer=Tokenizer("bytes", 256, eos_token_id=0))
 PATIENCE_S = 20.0
@@ -163,11 +164,15 @@ def test_zero_advertises_no_bound():
 
 
 def test_only_a_retryable_refusal_carries_an_engine_error():
-    status = refusal_status(Refusal(RefusalCode.UNAVAILABLE, "not now", retryable=True))
-    assert status.code == grpc.StatusCode.UNAVAILABLE and status.details == "not now"
-    assert [key for key, _ in status.trailing_metadata] == ["grpc-status-details-bin"]
-    plain = refusal_status(Refusal(RefusalCode.INVALID_ARGUMENT, "sampling.top_p: 2 is outside (0, 1]"))
-    assert plain.code == grpc.StatusCode.INVALID_ARGUMENT and not plain.trailing_metadata
+    retryable = Backend(refuse=Refusal(RefusalCode.UNAVAILABLE, "not now", retryable=True))
+    with running(retryable) as engine, pytest.raises(grpc.RpcError) as err:
+        generate(engine.address)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE and err.value.details() == "not now"
+    assert engine_error(err.value).retryable
+    plain = Backend(refuse=Refusal(RefusalCode.INVALID_ARGUMENT, "sampling.top_p: 2 is outside (0, 1]"))
+    with running(plain) as engine, pytest.raises(grpc.RpcError) as err:
+        generate(engine.address)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and rpc_status.from_call(err.value) is None
 
 
 def test_on_shutdown_running_and_queued_streams_end_with_a_retryable_draining_error_and_ok():

@@ -408,7 +408,7 @@ def test_interceptors_and_a_state_listener_see_the_server():
 
 
 def test_a_repeated_cause_is_logged_once_per_interval_with_its_count(caplog, monkeypatch):
-    from openengine.serve import wire
+    from openengine.serve import wire_policy as wire
 
     now = [0.0]
     monkeypatch.setattr(wire.time, "monotonic", lambda: now[0])

@@ -14,15 +14,6 @@ class Base:
     def __init__(self, backend: Any):
         self.backend = backend
 
-    def model(self, name: str, field: str = "model") -> str:
-        """The served model a request names (empty: the default model), else NOT_FOUND."""
-        return self.backend.engine.served_model(name, field)
-
-    def admit(self, request, model: str) -> None:
-        """Refuse `request` for what the SDK's shared preflight finds against what the engine
-        advertises; what only the engine knows the service checks."""
-        self.backend.engine.preflight(request, model)
-
     def serving_work(self, service: str) -> None:
         if not self.backend.engine.accepting:
             raise Refusal(RefusalCode.UNAVAILABLE,

@@ -13,11 +13,9 @@ from openengine.v1 import error_pb2, events_pb2, kv_pb2, lora_pb2
 class Control(Base):
     # -- LoRA adapters (openengine.adapters) ---------------------------------------------------------
 
-    def _adapter_models(self) -> list[str]:
-        return [m for m in self.backend.models if self.backend.engine.lists(m, "openengine.adapters")]
-
     def _emit(self, adapter: Adapter, loaded: bool) -> None:
-        model = next(iter(self._adapter_models()), "")
+        engine = self.backend.engine
+        model = next((m for m in self.backend.models if engine.lists(m, "openengine.adapters")), "")
         if loaded:
             event = events_pb2.RuntimeEvent(adapter_loaded=events_pb2.AdapterLoaded(name=adapter.name, model=model))
         else:
@@ -95,7 +93,7 @@ class Control(Base):
         try:
             if request.include_snapshot:
                 # What the cache holds now, as one batch of stored blocks before any new event.
-                snapshot = kv_pb2.KvEventBatch(sequence_number=backend.kv_sequence, timestamp_unix_nanos=backend.now_ns())
+                snapshot = kv_pb2.KvEventBatch(sequence_number=backend.kv_sequence, timestamp_unix_nanos=backend.clock.now_ns())
                 if backend.prefix_cache:
                     snapshot.events.add(block_stored=kv_pb2.BlockStored(
                         block_hashes=[kv_pb2.KvBlockHash(value=h, encoding="bytes") for h in backend.prefix_cache],

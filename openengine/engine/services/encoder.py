@@ -12,11 +12,11 @@ class Encoder(Base):
     async def Encode(self, request: encoder_pb2.EncodeRequest, context):
         backend = self.backend
         self.serving_work("openengine.v1.Encoder")
-        self.admit(request, self.model(request.model))
+        backend.engine.preflight(request, backend.engine.served_model(request.model))
         if not request.items:
             raise invalid("items", "needs at least one item")
         ttl = int(backend.limit("openengine.encoder", "handle_ttl_ms"))
-        now = backend.now_ns()
+        now = backend.clock.now_ns()
         for handle in [h for h, (_, exp) in backend.encoder_cache.items() if exp <= now]:
             del backend.encoder_cache[handle]
         out = encoder_pb2.EncodeResponse()
@@ -33,5 +33,5 @@ class Encoder(Base):
             backend.encoder_cache[handle] = (tokens, expires)
             out.handles.add(handle=handle, encoder_instance_id=backend.engine.instance_id,
                             transfer_address=backend.engine.address,
-                            item_id=item.item_id, num_tokens=tokens, expires_at=backend.timestamp(expires))
+                            item_id=item.item_id, num_tokens=tokens, expires_at=backend.clock.timestamp(expires))
         return out

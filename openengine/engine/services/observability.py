@@ -21,12 +21,12 @@ class Observability(Base):
         try:
             if request.initial_state:
                 phase = backend.phase
-                sub.put((backend.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
+                sub.put((backend.clock.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
                     previous=phase, state=phase, reason="current state"))))
             while True:
                 while sub.items:
                     ts, event = sub.items.popleft()
-                    yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=backend.timestamp(ts),
+                    yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=backend.clock.timestamp(ts),
                                                                     event=event)
                     sequence += 1
                 if sub.overflowed:

@@ -14,11 +14,11 @@ class Sessions(Base):
     def _info(self, s: Session) -> sessions_pb2.SessionInfo:
         return sessions_pb2.SessionInfo(session_id=s.session_id, model=s.model, capacity_tokens=s.capacity_tokens,
                                         ttl_ms=s.ttl_ms, retained_tokens=s.retained_tokens,
-                                        expires_at=self.backend.timestamp(s.expires_ns))
+                                        expires_at=self.backend.clock.timestamp(s.expires_ns))
 
     async def OpenSession(self, request: sessions_pb2.OpenSessionRequest, context):
         backend = self.backend
-        model = self.model(request.model)
+        model = backend.engine.served_model(request.model)
         backend.expire_sessions()
         lim = lambda name: backend.limit("openengine.sessions", name)  # noqa: E731
         if len(backend.sessions) >= lim("max_sessions"):
@@ -42,7 +42,7 @@ class Sessions(Base):
                 raise invalid("ttl_ms", "must be positive")
         else:
             ttl = lim("default_session_ttl_ms")
-        session = Session(sid, model, capacity, ttl, expires_ns=backend.now_ns() + ttl * 1_000_000)
+        session = Session(sid, model, capacity, ttl, expires_ns=backend.clock.now_ns() + ttl * 1_000_000)
         backend.sessions[sid] = session
         backend.load_changed()
         return sessions_pb2.OpenSessionResponse(session=self._info(session))
@@ -57,5 +57,5 @@ class Sessions(Base):
         backend = self.backend
         backend.expire_sessions()
         if request.model:
-            self.model(request.model)
+            backend.engine.served_model(request.model)
         return sessions_pb2.ListSessionsResponse(sessions=[self._info(s) for s in backend.sessions.values()])

@@ -39,21 +39,17 @@ _SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "seed", "repetitio
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """How the backend runs a model. Zero means "from the model file": `context_tokens` the
-    model's training context, `max_output_tokens` half the context (so a request asking for the
-    longest output still has room for its prompt).
+    """How the backend runs a model; its context is the model's training context, and the longest
+    output half of it (so a request asking for the longest output still has room for its prompt).
 
     `threads` is llama.cpp's threads per step. More speed up a large model on cores nobody else
     uses; but they wait for each other by spinning, so more threads than free cores make every
     step slower (on a busy 2-core machine, hundreds of times slower), hence one by default."""
 
     model_path: str
-    model_name: str = ""              # the served name; default: the file's general.name
     max_running_requests: int = 8
     max_queued_requests: int = 64
     max_batch_tokens: int = 512
-    context_tokens: int = 0
-    max_output_tokens: int = 0
     max_logprobs: int = 20
     threads: int = 1
 
@@ -69,9 +65,8 @@ class LlamaConfig:
         if self.max_batch_tokens < self.max_running_requests:
             found.append(f"max_batch_tokens {self.max_batch_tokens}: must be at least "
                          f"max_running_requests ({self.max_running_requests}), one token per running request")
-        for name in ("context_tokens", "max_output_tokens", "max_logprobs"):
-            if getattr(self, name) < 0:
-                found.append(f"{name} {getattr(self, name)}: must be 0 or more")
+        if self.max_logprobs < 0:
+            found.append(f"max_logprobs {self.max_logprobs}: must be 0 or more")
         if self.threads < 1:
             found.append(f"threads {self.threads}: must be 1 or more")
         return found
@@ -87,10 +82,9 @@ class LlamaBackend:
         self.config = config
         self.model = LlamaModel(config.model_path)
         facts = self.model.facts
-        self.context_tokens = config.context_tokens or facts.context_length
-        self.max_output_tokens = min(config.max_output_tokens or self.context_tokens // 2,
-                                     self.context_tokens - 1)
-        self.model_name = config.model_name or facts.name
+        self.context_tokens = facts.context_length
+        self.max_output_tokens = self.context_tokens // 2
+        self.model_name = facts.name   # the file's general.name
         self._loop = asyncio.get_running_loop()
         self._engine: EngineHandle | None = None
         self._streams: dict[str, _Stream] = {}
@@ -236,19 +230,13 @@ class LlamaBackend:
         if response.return_output_logprobs and selection not in (None, "top_n"):
             raise invalid(f"response.output_candidates.{selection}",
                           "this engine returns the top N candidates only (top_n)")
-        conditions = stopping.conditions
         return sched.SequenceRequest(
             request_id=request.request_id,
             prompt=prompt,
             max_tokens=max_tokens,
             sampling=sched.Sampling(
                 **{name: getattr(sampling, name) for name in _SAMPLING_FIELDS if sampling.HasField(name)}),
-            min_tokens=stopping.min_tokens,
-            stop=tuple(c.stop_text for c in conditions if c.WhichOneof("condition") == "stop_text" and c.stop_text),
-            stop_token_ids=frozenset(c.stop_token_id for c in conditions
-                                     if c.WhichOneof("condition") == "stop_token_id"),
-            ignore_eos=stopping.ignore_eos,
-            include_stop_in_output=stopping.include_stop_in_output,
+            stopping=stopping,
             detokenize=not message.skip_detokenize,
             logprobs=response.output_candidates.top_n if response.return_output_logprobs else None)
 

@@ -16,13 +16,10 @@ import codecs
 import collections
 import heapq
 import itertools
-import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from openengine.contract import catalogue
 from openengine.engine import model as stand_in
@@ -30,8 +27,9 @@ from openengine.engine import services
 from openengine.engine.config import EngineConfig, description_limits, model_profiles
 from openengine.engine.resources import Adapter, EventStream, Session
 from openengine.serve import (
-    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Final, FinishReason, GenerateRequest, Load,
-    Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo, invalid,
+    AbortReason, Chunk, Clock, EngineDescription, EngineHandle, ErrorCode, Final, FinishReason, GenerateRequest,
+    Load, Model, Prompt, RankLoad, Refusal, RefusalCode, SequenceStops, SERVING, STOPPING, Tokenizer, TokenInfo,
+    invalid,
 )
 from openengine.v1 import events_pb2, generation_pb2, kv_pb2
 
@@ -143,6 +141,7 @@ class ReferenceBackend:
         self.sessions: dict[str, Session] = {}
         self.adapters: dict[str, Adapter] = {}
         self.encoder_cache: dict[str, tuple[int, int]] = {}   # handle -> (tokens, expires_ns)
+        self.clock = Clock()   # wall-clock nanoseconds that never go backwards
         self._services = services.for_backend(self)
 
     # -- what it is ------------------------------------------------------------------------------
@@ -179,10 +178,6 @@ class ReferenceBackend:
         lim = self.catalogue.limit(f"{profile}.{name}")
         return lim.default if lim is not None else None
 
-    def model_limit(self, model: str, profile: str, name: str) -> Any:
-        """A model-scoped limit as `model` sees it: its own value, else the engine-wide one."""
-        return self.engine.model_limit_values(model, profile)[name]
-
     @property
     def models(self) -> dict[str, Any]:
         return {m.name: m for m in self.config.served_models}
@@ -207,16 +202,6 @@ class ReferenceBackend:
             host = "127.0.0.1"
         return kv_pb2.KvEndpoint(host=host, port=int(port), protocol="grpc")
 
-    @staticmethod
-    def now_ns() -> int:
-        return time.time_ns()
-
-    @staticmethod
-    def timestamp(ns: int) -> Timestamp:
-        stamp = Timestamp()
-        stamp.FromNanoseconds(ns)
-        return stamp
-
     def load_changed(self) -> None:
         if self.engine is not None:
             self.engine.load_changed()
@@ -229,12 +214,10 @@ class ReferenceBackend:
         message = request.message
         m = self.models[request.model]
         stopping = request.stopping
+        # The SDK's admission has checked the token ids against the vocabulary, num_sequences and
+        # the advertised limits.
         if message.WhichOneof("input") == "token_ids":
             prompt = list(message.token_ids.ids)
-            for i, token in enumerate(prompt):
-                if token >= stand_in.VOCAB_SIZE:
-                    raise invalid(f"token_ids.ids[{i}]", f"{token} is not a token of the model "
-                                  f"(ModelInfo.vocab_size = {stand_in.VOCAB_SIZE})")
         else:
             prompt = stand_in.tokenize(message.prompt)
         if not prompt:
@@ -243,8 +226,6 @@ class ReferenceBackend:
         if len(prompt) + extra >= m.max_context_tokens:
             raise invalid("prompt", f"{len(prompt) + extra} tokens leave no room in the context "
                           f"(ModelInfo.max_context_length = {m.max_context_tokens})")
-        if request.sequences < 1:
-            raise invalid("sampling.num_sequences", "must be greater than zero when set")
         guided = message.guided.WhichOneof("guide") if message.HasField("guided") else None
         if guided == "choice" and not message.guided.choice.choices:
             raise invalid("guided.choice.choices", "needs at least one choice")
@@ -380,7 +361,7 @@ class ReferenceBackend:
             session = self.sessions[message.session_id]
             cap = session.capacity_tokens or self.models[session.model].max_context_tokens
             session.retained_tokens = min(cap, len(all_tokens))
-            session.expires_ns = self.now_ns() + session.ttl_ms * 1_000_000
+            session.expires_ns = self.clock.now_ns() + session.ttl_ms * 1_000_000
 
     def _kv_session(self, message, req: Request, prompt_tokens: int) -> kv_pb2.KvSessionRef | None:
         """The KV session a decode engine continues from (PrefillReady)."""
@@ -398,7 +379,8 @@ class ReferenceBackend:
         """The real scheduler state, per data-parallel rank; the SDK sums the ranks into the totals."""
         running = list(self.scheduler.running.values())
         queued = [r for _, _, r in self.scheduler.queued if r.aborted is None]
-        return Load(active_kv_sessions=self.kv_sessions_active(),
+        kv_sessions = {r.kv_session for r in self.scheduler.in_flight() if r.kv_session}
+        return Load(active_kv_sessions=len(kv_sessions) + len(self.sessions),
                     running_tokens=sum(r.prompt_tokens + r.generated for r in running),
                     waiting_tokens=sum(r.prompt_tokens for r in queued),
                     ranks=tuple(self.rank_loads(running, queued)),
@@ -422,9 +404,6 @@ class ReferenceBackend:
                                 prefill_batch_size=sum(1 for r in rr if r.generated == 0),
                                 decode_batch_size=sum(1 for r in rr if r.generated > 0)))
         return out
-
-    def kv_sessions_active(self) -> int:
-        return len({r.kv_session for r in self.scheduler.in_flight() if r.kv_session}) + len(self.sessions)
 
     # -- prefix cache and KV events ----------------------------------------------------------------
 
@@ -474,7 +453,7 @@ class ReferenceBackend:
         if not events or not self.has("openengine.kv"):
             return
         self.kv_sequence += 1
-        batch = kv_pb2.KvEventBatch(sequence_number=self.kv_sequence, timestamp_unix_nanos=self.now_ns(),
+        batch = kv_pb2.KvEventBatch(sequence_number=self.kv_sequence, timestamp_unix_nanos=self.clock.now_ns(),
                                     data_parallel_rank=rank, events=events)
         if self.limit("openengine.kv", "event_replay"):
             self.kv_buffer.append(batch)
@@ -483,14 +462,14 @@ class ReferenceBackend:
     # -- sessions and runtime events ---------------------------------------------------------------
 
     def expire_sessions(self) -> None:
-        now = self.now_ns()
+        now = self.clock.now_ns()
         for sid in [s for s, v in self.sessions.items() if v.expires_ns <= now]:
             del self.sessions[sid]
 
     def emit(self, event: events_pb2.RuntimeEvent, kind: str) -> None:
         """Publish a runtime event of an advertised kind."""
         if self.has("openengine.runtime-events") and kind in self.limit("openengine.runtime-events", "event_kinds"):
-            self.runtime_events.publish((self.now_ns(), event))
+            self.runtime_events.publish((self.clock.now_ns(), event))
 
     def state_changed(self, previous: Any, current: Any, reason: str) -> None:
         self.phase, self.phase_name = current.phase, current.name
