@@ -323,10 +323,6 @@ class EngineHandle(Protocol):
         """host:port the engine serves on (a KV producer's KvSessionRef endpoint)."""
 
     @property
-    def revision(self) -> int:
-        """The capability revision the engine advertises now."""
-
-    @property
     def accepting(self) -> bool:
         """Whether the engine takes new work now (SERVING); work services refuse UNAVAILABLE otherwise."""
 

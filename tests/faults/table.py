@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.contract import WORK_SERVICES, catalogue, role_numbers
-from openengine.serve import AbortReason, Refusal
+from openengine.serve import AbortReason, ErrorCode, Failure, Final, Refusal
 from openengine.v1 import (
     error_pb2, events_pb2, generation_pb2, lifecycle_pb2, load_pb2, server_pb2,
 )
@@ -514,20 +514,25 @@ def _queued_abort_waits_for_a_slot(held: Held):
     return change_stream(GENERATE, transform)
 
 
-def _cancelled_for_revision(held: Held):
-    """A request still running when the capability revision changes ends with a CANCELLED error
-    that says it may not be retried."""
-    async def transform(messages, request):
-        accepted = held.reference.engine.revision
-        async for message in messages:
-            if held.reference.engine.revision != accepted and not message.HasField("finished"):
-                yield generation_pb2.GenerateResponse(request_id=message.request_id, error=error_pb2.EngineError(
-                    code=error_pb2.ERROR_CODE_CANCELLED, message="the capabilities changed", retryable=False))
+def _cancelled_for_revision(backend, held: Held):
+    """A request still running when the capability revision changes ends with a CANCELLED
+    failure that says it may not be retried. The revision is the last one the SDK told the
+    backend of (it is a StateListener)."""
+    def revision_changed(previous: int, revision: int, changed: tuple[str, ...]) -> None:
+        held.counts["revision-told"] = revision
+        backend.revision_changed(previous, revision, changed)
+
+    async def generate(request):
+        accepted = held.counts.get("revision-told", 0)
+        async for output in backend.generate(request):
+            if isinstance(output, Failure) and output.code == ErrorCode.CANCELLED:
+                output = dataclasses.replace(output, retryable=False)
+            elif held.counts.get("revision-told", 0) != accepted and not isinstance(output, (Final, Failure)):
+                output = Failure(ErrorCode.CANCELLED, "the capabilities changed", retryable=False)
+            yield output
+            if isinstance(output, (Final, Failure)):
                 return
-            if message.HasField("error") and message.error.code == error_pb2.ERROR_CODE_CANCELLED:
-                message.error.retryable = False
-            yield message
-    return change_stream(GENERATE, transform)
+    return BackendWrapper(backend, generate=generate, revision_changed=revision_changed)
 
 
 # -- Generate: the backend --------------------------------------------------------------------------
@@ -1130,7 +1135,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("REQ-SVC-005",), GENERATE, _w(lambda h: _admitted_despite(h, _numbers))),
     Fault("revision-aborts-not-retryable",
           "a request the engine cancels for a new capability revision ends with an EngineError that is not retryable",
-          ("REQ-REV-007",), GENERATE, _w(_cancelled_for_revision)),
+          ("REQ-REV-007",), "backend", engine=_cancelled_for_revision),
     Fault("generate-event-less-response",
           "Generate sends a response that sets no event (only request_id) before each finished event",
           ("REQ-CORE-009.1",), GENERATE, _w(lambda h: change_stream(GENERATE, _event_less_before_finished))),
