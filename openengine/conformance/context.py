@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
 from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -65,8 +65,6 @@ class Options:
     @property
     def runs_destructive(self) -> bool:
         return self.destructive or bool(self.shutdown_command)
-    # Small receive windows make a watcher that stops reading visible to the server quickly.
-    slow_reader_window_bytes: int = 1024
 
 
 def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) -> list:
@@ -128,8 +126,6 @@ SERVICE_NAMES = {name: f"openengine.v1.{name.capitalize()}" for name in (
     "inference", "control", "discovery", "observability", "tasks", "encoder", "sessions", "admin")}
 ADMIN_SERVICE = "openengine.v1.Admin"
 INFERENCE = "openengine.v1.Inference"
-CONTROL = "openengine.v1.Control"
-DISCOVERY = "openengine.v1.Discovery"
 
 
 def _read_pem(path: str | None, what: str) -> bytes | None:
@@ -142,12 +138,18 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
 
 
-def main_credentials(options: Options) -> grpc.ChannelCredentials:
-    """TLS credentials for the main address (with the client certificate when given)."""
+def _credentials(options: Options, admin: bool, *, client_certificate: bool = True):
+    """TLS credentials from the PEM files of the main (--ca, --cert, --key) or the admin address
+    (--admin-ca, ...); the client certificate is left out when told to."""
+    prefix = "admin-" if admin else ""
+    files = {kind: getattr(options, prefix.replace("-", "_") + kind) for kind in ("ca", "key", "cert")}
+    if not client_certificate:
+        files.update(key=None, cert=None)
+    label = "admin " if admin else ""
     return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(options.ca, "CA certificate (--ca)"),
-        private_key=_read_pem(options.key, "client key (--key)"),
-        certificate_chain=_read_pem(options.cert, "client certificate (--cert)"))
+        root_certificates=_read_pem(files["ca"], f"{label}CA certificate (--{prefix}ca)"),
+        private_key=_read_pem(files["key"], f"{label}client key (--{prefix}key)"),
+        certificate_chain=_read_pem(files["cert"], f"{label}client certificate (--{prefix}cert)"))
 
 
 def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
@@ -157,17 +159,7 @@ def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.a
         return grpc.aio.insecure_channel(options.target, options=opts)
     if options.server_name:
         opts.append(("grpc.ssl_target_name_override", options.server_name))
-    return grpc.aio.secure_channel(options.target, main_credentials(options), options=opts)
-
-
-def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
-    """TLS credentials for the admin address (client certificate when given), or None."""
-    if not options.admin_tls:
-        return None
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(options.admin_ca, "admin CA certificate (--admin-ca)"),
-        private_key=_read_pem(options.admin_key, "admin client key (--admin-key)"),
-        certificate_chain=_read_pem(options.admin_cert, "admin client certificate (--admin-cert)"))
+    return grpc.aio.secure_channel(options.target, _credentials(options, False), options=opts)
 
 
 @dataclass
@@ -197,7 +189,6 @@ class Context:
         self._channel: grpc.aio.Channel | None = None
         self._admin_channel: grpc.aio.Channel | None = None
         self._extra_channels: list[grpc.aio.Channel] = []
-        self.notes: list[str] = []
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
@@ -251,11 +242,7 @@ class Context:
         target = self.options.admin_target or self.options.target
         if not self.options.admin_tls:
             return grpc.aio.insecure_channel(target, options=opts)
-        if client_certificate:
-            creds = admin_credentials(self.options)
-        else:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=_read_pem(self.options.admin_ca, "admin CA certificate"))
+        creds = _credentials(self.options, True, client_certificate=client_certificate)
         return grpc.aio.secure_channel(target, creds, options=opts)
 
     def _called(self, full_name: str) -> None:
@@ -409,10 +396,6 @@ class Context:
     def advertised(self, profile: str) -> bool:
         return profile in self.advertised_profiles
 
-    def require_profile(self, profile: str) -> None:
-        if not self.advertised(profile) and profile not in self.forced:
-            raise Skipped(f"{profile} is not advertised")
-
     @property
     def advertised_services(self) -> list[str]:
         """OpenEngine services the engine advertises (the health service itself is not one)."""
@@ -450,38 +433,14 @@ class Context:
                 if value is not None:
                     return _spelled(value, spelled)
         elif profile == CORE:
-            value = self._upstream_limit(name, model or self.model)
+            from openengine.validate import upstream_core_values
+
+            d = self.discovery
+            value = upstream_core_values(d.server_info, d.models.get(model or self.model)).get(name)
             if value is not None:
                 return value
         default = spec.default
         return list(default) if isinstance(default, (list, tuple)) else default
-
-    def _upstream_limit(self, name: str, model: str) -> Any:
-        """A core limit as upstream's own discovery reports it (ModelInfo.generation,
-        ServerInfo.capacity), for an engine that serves no Capabilities."""
-        info = self.discovery.models.get(model)
-        gen = info.generation if info is not None and info.HasField("generation") else None
-        if gen is not None:
-            if name == "max_sequences" and gen.HasField("max_num_sequences"):
-                return gen.max_num_sequences
-            if name == "output_logprobs" and gen.HasField("output_logprobs") \
-                    and gen.output_logprobs.HasField("supported"):
-                return gen.output_logprobs.supported
-            if name == "max_logprobs" and gen.HasField("output_logprobs") \
-                    and gen.output_logprobs.HasField("max_top_n"):
-                return gen.output_logprobs.max_top_n
-            if name == "prompt_logprobs" and gen.HasField("prompt_logprobs") \
-                    and gen.prompt_logprobs.HasField("supported"):
-                return gen.prompt_logprobs.supported
-            if name == "priority" and gen.HasField("supports_priority"):
-                return gen.supports_priority
-        server = self.discovery.server_info
-        if name == "max_running_requests" and server is not None and server.HasField("capacity") \
-                and server.capacity.HasField("max_running_requests"):
-            return server.capacity.max_running_requests
-        if name == "token_ids_input" and info is not None and info.HasField("supports_token_ids_input"):
-            return info.supports_token_ids_input
-        return None
 
     def capability_report(self):
         """The validators' verdict on the discovery answers (computed once per discovery)."""
@@ -783,6 +742,22 @@ async def read_rest(call) -> list:
 
 def status_name(code: Any) -> str:
     return getattr(code, "name", str(code))
+
+
+async def refusal(call, codes, what: str) -> str | None:
+    """Why `call` (an RPC, or `ctx.generate`) was not refused with one of `codes`, or None."""
+    try:
+        got = await call
+    except grpc.aio.AioRpcError as err:
+        if err.code() in codes:
+            return None
+        return f"{what} failed with {status_name(err.code())}, not " + " or ".join(c.name for c in codes)
+    return f"{what} was accepted" + (f" ({len(got)} messages)" if isinstance(got, list) else "")
+
+
+async def expect_refused(call, codes, what: str) -> None:
+    problem = await refusal(call, codes, what)
+    expect(problem is None, problem or "")
 
 
 def rpc_error(err: grpc.aio.AioRpcError, what: str) -> Failed:

@@ -7,7 +7,7 @@ case module has been imported in this order by then."""
 
 from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.cases import (  # noqa: E402,F401  (imported for registration, in order)
-    core, saturation, capabilities, health, load, overload, optional, control, wire,
+    core, saturation, capabilities, health, load, overload, optional, admin_events, hostile,
 )
 
 

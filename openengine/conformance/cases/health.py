@@ -9,11 +9,10 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
-from openengine.conformance.context import Context, Reader, status_name
+from openengine.conformance.context import INFERENCE, Context, Reader, status_name
 from openengine.conformance.profiles import CORE, WORK_SERVICES
 
 S = health_pb2.HealthCheckResponse
-INFERENCE = "openengine.v1.Inference"
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where
 # a message must come at once it waits the RPC deadline, since a loaded machine can hold a
 # conforming engine back for longer than it takes.

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, rpc_error, status_name
+from openengine.conformance.context import Context, expect_refused, rpc_error, status_name
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
 SESSIONS, ADAPTERS = "openengine.sessions", "openengine.adapters"
 MAX_BATCH_PROBE = 4096
-
-
-async def _expect_status(awaitable, codes: tuple, what: str) -> None:
-    try:
-        await awaitable
-    except grpc.aio.AioRpcError as err:
-        expect(err.code() in codes, f"{what} failed with {status_name(err.code())}, expected "
-                                    + " or ".join(c.name for c in codes))
-        return
-    raise Failed(f"{what} was accepted; expected " + " or ".join(c.name for c in codes))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -100,17 +91,17 @@ async def kv_unknown_backend(ctx: Context):
     req = ctx.generate_request(max_tokens=1)
     req.kv.session.session_id = ctx.request_id("kv")
     req.kv.session.transfer_backend = "conformance-no-such-backend"
-    await _expect_status(ctx.generate(req), (grpc.StatusCode.INVALID_ARGUMENT,),
+    await expect_refused(ctx.generate(req), (grpc.StatusCode.INVALID_ARGUMENT,),
                          "Generate with an unknown KV backend")
 
 
 # ------------------------------------------------------------------------------------------------
 # tasks
 
-def _task_model(ctx: Context) -> str:
-    models = ctx.models_with(TASKS)
+def _model_with(ctx: Context, profile: str) -> str:
+    models = ctx.models_with(profile)
     if not models:
-        raise Failed("openengine.tasks is advertised but no entry of Capabilities.models lists it")
+        raise Failed(f"{profile} is advertised but no entry of Capabilities.models lists it")
     return models[0]
 
 
@@ -124,7 +115,7 @@ def _families(ctx: Context, model: str) -> set[str]:
 async def tasks_families(ctx: Context):
     from openengine.v1 import tasks_pb2
 
-    model = _task_model(ctx)
+    model = _model_with(ctx, TASKS)
     families = _families(ctx, model)
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
     calls = {
@@ -138,7 +129,7 @@ async def tasks_families(ctx: Context):
     size = int(ctx.limit(TASKS, "embedding_size", model=model))
     for family, (name, call) in calls.items():
         if family not in families:
-            await _expect_status(call(), (grpc.StatusCode.INVALID_ARGUMENT,),
+            await expect_refused(call(), (grpc.StatusCode.INVALID_ARGUMENT,),
                                  f"{name} (not in supported_tasks)")
             continue
         try:
@@ -159,7 +150,7 @@ async def tasks_families(ctx: Context):
 async def tasks_max_inputs(ctx: Context):
     from openengine.v1 import tasks_pb2
 
-    model = _task_model(ctx)
+    model = _model_with(ctx, TASKS)
     limit = int(ctx.limit(TASKS, "max_inputs_per_request", model=model))
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_inputs_per_request is {limit}; the case sends at most "
@@ -174,7 +165,7 @@ async def tasks_max_inputs(ctx: Context):
         call = ctx.tasks.Score(tasks_pb2.ScoreRequest(model=model, query=inputs[0], documents=inputs))
     else:
         raise Skipped("the model supports no task family")
-    await _expect_status(call, (grpc.StatusCode.INVALID_ARGUMENT,), f"{limit + 1} task inputs")
+    await expect_refused(call, (grpc.StatusCode.INVALID_ARGUMENT,), f"{limit + 1} task inputs")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -212,7 +203,7 @@ async def encode_max(ctx: Context):
         raise Unchecked(f"max_items_per_request is {limit}; the case sends at most "
                         f"{MAX_BATCH_PROBE} items")
     req = encoder_pb2.EncodeRequest(model=ctx.model, items=[_item(ctx, i) for i in range(limit + 1)])
-    await _expect_status(ctx.encoder.Encode(req), (grpc.StatusCode.INVALID_ARGUMENT,),
+    await expect_refused(ctx.encoder.Encode(req), (grpc.StatusCode.INVALID_ARGUMENT,),
                          f"Encode of {limit + 1} items")
 
 
@@ -279,13 +270,6 @@ async def sessions_unknown(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # adapters (Control's LoRA RPCs)
 
-def _adapter_model(ctx: Context) -> str:
-    models = ctx.models_with(ADAPTERS)
-    if not models:
-        raise Failed("openengine.adapters is advertised but no entry of Capabilities.models lists it")
-    return models[0]
-
-
 def _adapter(ctx: Context, lora_id: int, name: str):
     """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
     same machine, which is where the runner is pointed at."""
@@ -307,7 +291,7 @@ def _lora_id(ctx: Context) -> int:
 async def adapters_lifecycle(ctx: Context):
     from openengine.v1 import lora_pb2
 
-    model = _adapter_model(ctx)
+    model = _model_with(ctx, ADAPTERS)
     name = ctx.request_id("lora")
     adapter = _adapter(ctx, _lora_id(ctx), name)
     loaded = await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
@@ -317,7 +301,7 @@ async def adapters_lifecycle(ctx: Context):
         expect(again.already_loaded, "loading the same adapter twice did not answer already_loaded")
         conflict = lora_pb2.LoraAdapter(lora_id=adapter.lora_id, lora_name=name + "-other",
                                         source_path=adapter.source_path)
-        await _expect_status(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=conflict)),
+        await expect_refused(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=conflict)),
                              (grpc.StatusCode.ALREADY_EXISTS,), "LoadLora with a loaded adapter's id")
         listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
         expect(name in [a.lora_name for a in listed.adapters], "ListLoras does not list it")
@@ -330,7 +314,7 @@ async def adapters_lifecycle(ctx: Context):
     expect(unloaded.adapter.lora_name == name, "UnloadLora did not answer the unloaded adapter")
     listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
     expect(name not in [a.lora_name for a in listed.adapters], "an unloaded adapter is still listed")
-    await _expect_status(ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name)),
+    await expect_refused(ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name)),
                          (grpc.StatusCode.NOT_FOUND,), "UnloadLora of an adapter no longer loaded")
 
 
@@ -346,11 +330,11 @@ async def adapters_invalid(ctx: Context):
            "a relative path": lora_pb2.LoraAdapter(lora_id=good.lora_id, lora_name=good.lora_name,
                                                    source_path="conformance/relative")}
     for what, adapter in bad.items():
-        await _expect_status(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter)),
+        await expect_refused(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter)),
                              (grpc.StatusCode.INVALID_ARGUMENT,), f"LoadLora with {what}")
     req = ctx.generate_request(max_tokens=1)
     req.lora_name = "conformance-no-such-adapter"
-    await _expect_status(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,),
+    await expect_refused(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,),
                          "Generate with an unknown lora_name")
     return f"{len(bad)} malformed adapters refused"
 
@@ -360,7 +344,7 @@ async def adapters_invalid(ctx: Context):
 async def adapters_limits(ctx: Context):
     from openengine.v1 import lora_pb2
 
-    model = _adapter_model(ctx)
+    model = _model_with(ctx, ADAPTERS)
     capacity = max(int(ctx.limit(ADAPTERS, "max_loras", model=model)),
                    int(ctx.limit(ADAPTERS, "max_cpu_loras", model=model)))
     if capacity > 64:
@@ -372,21 +356,15 @@ async def adapters_limits(ctx: Context):
             name = ctx.request_id("lora")
             await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), name)))
             names.append(name)
-        extra = ctx.request_id("lora")
-        try:
-            await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), extra)))
-            names.append(extra)
-            raise Failed(f"adapter {capacity + 1} was loaded (capacity {capacity})")
-        except grpc.aio.AioRpcError as err:
-            expect(err.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
-                                  grpc.StatusCode.FAILED_PRECONDITION),
-                   f"adapter {capacity + 1} failed with {status_name(err.code())}")
+        names.append(ctx.request_id("lora"))
+        await expect_refused(
+            ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), names[-1]))),
+            (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
+             grpc.StatusCode.FAILED_PRECONDITION), f"LoadLora of adapter {capacity + 1} (capacity {capacity})")
     finally:
         for name in names:
-            try:
+            with contextlib.suppress(grpc.aio.AioRpcError):
                 await ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name))
-            except grpc.aio.AioRpcError:
-                pass
     return f"capacity {capacity}"
 
 
@@ -405,17 +383,11 @@ async def sessions_max(ctx: Context):
             sid = ctx.request_id("session")
             await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
             opened.append(sid)
-        sid = ctx.request_id("session")
-        try:
-            await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
-            opened.append(sid)
-            raise Failed(f"session {limit + 1} was opened (max_sessions {limit})")
-        except grpc.aio.AioRpcError as err:
-            expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   f"session {limit + 1} failed with {status_name(err.code())}, not RESOURCE_EXHAUSTED")
+        opened.append(ctx.request_id("session"))
+        await expect_refused(ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=opened[-1],
+                                                                                      model=ctx.model)),
+                             (grpc.StatusCode.RESOURCE_EXHAUSTED,), f"OpenSession {limit + 1} (max_sessions {limit})")
     finally:
         for sid in opened:
-            try:
+            with contextlib.suppress(grpc.aio.AioRpcError):
                 await ctx.sessions.CloseSession(sessions_pb2.CloseSessionRequest(session_id=sid))
-            except grpc.aio.AioRpcError:
-                pass
