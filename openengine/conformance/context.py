@@ -520,17 +520,10 @@ class Context:
 
     async def wait_health(self, service: str, status: int, *, within: float = 2.0) -> bool:
         """Poll Check until `service` reports `status` (state changes need not be instant)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + within
-        while True:
-            try:
-                if await self.check_health(service) == status:
-                    return True
-            except grpc.aio.AioRpcError:
-                pass
-            if loop.time() >= end:
-                return False
-            await asyncio.sleep(0.02)
+        async def check():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                return await self.check_health(service)
+        return (await poll(check, lambda now: now == status, within))[1]
 
     async def busy(self) -> tuple[int, int] | None:
         """(running, queued) requests as Control/GetLoad counts them now; None when GetLoad fails
@@ -551,19 +544,15 @@ class Context:
         None once idle (or when idleness cannot be seen), else the last counts seen. Counts the
         engine never came down from once (`idle_floor`) are taken as its idle: waiting on them
         again before every case would only make the run slow (core.load.back-to-idle fails it)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + within
-        floor = self.idle_floor or (0, 0)
-        while True:
-            counts = await self.busy()
-            if counts is None or counts == (0, 0):
-                return None
-            if self.idle_floor is not None and counts[0] <= floor[0] and counts[1] <= floor[1]:
-                return counts
-            if loop.time() >= end:
-                self.idle_floor = counts
-                return counts
-            await asyncio.sleep(0.02)
+        floor = self.idle_floor
+
+        def idle(counts) -> bool:
+            return counts is None or counts == (0, 0) or (
+                floor is not None and counts[0] <= floor[0] and counts[1] <= floor[1])
+        counts, held = await poll(self.busy, idle, within)
+        if not held:
+            self.idle_floor = counts
+        return None if counts is None or counts == (0, 0) else counts
 
     def generate_request(self, *, max_tokens: int | None = 8, prompt: str = "conformance says hello",
                          request_id: str | None = None, min_tokens: int | None = None,
@@ -697,6 +686,17 @@ class Reader:
         if self._pending is not None:
             cancel_or_reap(self._pending)
             self._pending = None
+
+
+async def poll(read, holds, within: float, every: float = 0.02):
+    """Await `read()` until `holds` its value or `within` seconds pass: (the last value, whether
+    it held)."""
+    end = asyncio.get_running_loop().time() + within
+    while True:
+        value = await read()
+        if holds(value) or asyncio.get_running_loop().time() >= end:
+            return value, holds(value)
+        await asyncio.sleep(every)
 
 
 def cancel_or_reap(task: asyncio.Future) -> None:

@@ -1,10 +1,6 @@
-"""The profiles the runner judges by: the contract as the runner needs it.
-
-The runner must work against any engine and wherever the bindings are installed, without
-`profiles.yaml` next to it, so it takes the catalogue (which RPC belongs to which profile and
-since which version, the profiles' versions, scopes and limit defaults) from the descriptor reader
-`openengine.contract`. What is the runner's own: the standard health RPCs counted as part of the
-core, and profiles keyed by name in a stable order (the core first) for case ids and reports.
+"""The contract as the runner needs it, read from the descriptors (`openengine.contract`), so it
+works wherever the bindings are installed: the standard health RPCs counted in the core, and
+profiles keyed by name with the core first.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The adapter from case results to finding records, the report's forms, and the live progress
-display.
-
-Every case result that is not a pass becomes one `Diagnostic` (`case_diagnostic`), and the report
-prints through the printers every command shares (`openengine.contractkit.diagnostics`): `report_context`
-adds what only a conformance run has (the engine, the counts, the coverage, the verdict; in JSON
-the whole report). `render_junit` is the full case report of `--junit FILE`: every case, passes
-included, with unchecked and skipped cases as JUnit `skipped`.
+"""Case results as the finding records every command prints (`case_diagnostic`, through
+`openengine.contractkit.diagnostics`), the JUnit case report, the published report document, and
+the live progress display.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import grpc
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
-from openengine.conformance.context import Context, Options, status_name
+from openengine.conformance.context import Context, Options, poll, status_name
 from openengine.conformance.target import TargetUnusable, preflight
 from openengine.conformance.profiles import CORE, Contract, load_contract
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
@@ -258,32 +258,25 @@ async def _residue(ctx: Context, c: Case, before: tuple[int, int] | None) -> str
     if c.when != "advertised" or c.disruptive:
         return None
     base = before or (0, 0)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + ctx.options.rpc_timeout
-    while True:
-        counts = await ctx.busy()
-        if counts is None or (counts[0] <= base[0] and counts[1] <= base[1]):
-            return None
-        if loop.time() >= end:
-            break
-        await asyncio.sleep(0.02)
+    counts, freed = await poll(ctx.busy, lambda now: now is None or (now[0] <= base[0] and now[1] <= base[1]),
+                               ctx.options.rpc_timeout)
+    if freed:
+        return None
     was = f" (it counted {_shown_busy(base)} before the case)" if before else ""
     return (f"after this case ended (every request it made cancelled, aborted or finished), "
             f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later{was}: "
             "the engine did not free them (REQ-CORE-010, REQ-CORE-011, REQ-LOAD-024.2)")
 
 
-class _DeserializeFailures(logging.Filter):
+def _deserialize_logged(record: logging.LogRecord) -> bool:
     """grpc logs a reply that does not parse with its stack before failing the call; the case
     reports the failed call, so the stack would only put a traceback into the run's output."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "deserializing" not in record.getMessage()
+    return "deserializing" not in record.getMessage()
 
 
 @contextlib.contextmanager
 def _quiet_deserialize_failures():
-    logger, quiet = logging.getLogger("grpc._common"), _DeserializeFailures()
+    logger, quiet = logging.getLogger("grpc._common"), _deserialize_logged
     logger.addFilter(quiet)
     try:
         yield

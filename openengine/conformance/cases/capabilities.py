@@ -1,8 +1,5 @@
-"""What the engine advertises, judged by the generated validators (`openengine.validate`).
-
-The runner does not re-implement capability rules: it validates the discovery answers once and
-gives each requirement its own case, so a report says which rule broke. Validator rule ids are
-grouped here by the requirement they enforce.
+"""What the engine advertises, judged by the generated validators (`openengine.validate`): one
+case per requirement, each with the validator rule ids that enforce it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, read_rest, refusal, rpc_error, status_name,
+    Context, Reader, expect_running, poll, read_rest, refusal, rpc_error, status_name,
 )
 from openengine.conformance.profiles import CORE, RpcInfo, load_contract
 from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
@@ -1216,18 +1216,12 @@ async def back_to_idle(ctx: Context):
         finally:
             call.cancel()
     await ctx.generate(ctx.generate_request(max_tokens=2))
-    loop = asyncio.get_running_loop()
-    end = loop.time() + max(1.0, ctx.options.rpc_timeout)
-    while True:
-        info = await load()
-        if info.running_requests == 0 and info.queued_requests == 0:
-            break
-        if loop.time() >= end:
-            raise Failed(f"every Generate stream of the runner had ended, but GetLoad still "
-                         f"counted {info.running_requests} running and {info.queued_requests} "
-                         f"queued requests {max(1.0, ctx.options.rpc_timeout):g} s later: a "
-                         "request stops counting once its stream has ended")
-        await asyncio.sleep(0.05)
+    within = max(1.0, ctx.options.rpc_timeout)
+    info, idle = await poll(load, lambda now: now.running_requests == 0 and now.queued_requests == 0,
+                            within, 0.05)
+    expect(idle, f"every Generate stream of the runner had ended, but GetLoad still counted "
+                 f"{info.running_requests} running and {info.queued_requests} queued requests "
+                 f"{within:g} s later: a request stops counting once its stream has ended")
     if busy is None:
         return "idle after (a prefill engine: no request counted while running)"
     cap = int(ctx.limit(CORE, "max_running_requests"))

@@ -1,19 +1,11 @@
 """`openengine.load`: GetLoad and the WatchLoad stream (settings, clamping, snapshots, heartbeats,
 sequence and timestamps, backpressure, cancellation).
 
-Intervals are taken from the engine's advertised min/max so that the cases stay short: they ask
-for tens of milliseconds and check what the engine says it made of that. Every window is a number
-of the stream's effective intervals, not a fixed time, so an engine with a long minimum interval
-is checked as thoroughly as a fast one; only when those intervals would not fit in the case
-timeout is the requirement reported `unchecked`.
-
-Every message of every stream goes to the validators' `WatchLoadChecker`, given discovery's
-instance id and revision, the effective `openengine.load` limits and the request, so the stream
-rules (settings, sequence, timestamps, kinds, spacing, heartbeats, instance ids, ranks) are
-judged by that one implementation; a case asserts on the rule ids it is about and adds only what
-its stimulus needs (a count over a window, what came after a stall). Spacing is judged on the
-server's own timestamps and strictly; lateness and silence get generous bounds, because the
-runner and the engine may share a busy machine.
+Every window is a number of the stream's effective intervals, not a fixed time, so an engine with
+long intervals is checked as thoroughly as a fast one. Every message goes to the validators'
+`WatchLoadChecker`, so the stream rules are judged by that one implementation; a case asserts on
+the rule ids it is about and adds only what its stimulus needs. Spacing is judged strictly on the
+server's timestamps; lateness and silence get generous bounds for a busy machine.
 """
 
 from __future__ import annotations

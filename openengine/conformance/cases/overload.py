@@ -10,7 +10,7 @@ import grpc
 from grpc_status import rpc_status
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, read_rest, status_name
+from openengine.conformance.context import Context, poll, read_rest, status_name
 from openengine.conformance.profiles import CORE
 
 # The most requests the case holds open at once; a larger bound is left unchecked.
@@ -43,13 +43,7 @@ async def _load(ctx: Context):
 
 async def _until(ctx: Context, holds, within: float):
     """Read GetLoad until `holds(load)`; the last load read, and whether it held."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
-        load = await _load(ctx)
-        if holds(load) or loop.time() >= end:
-            return load, holds(load)
-        await asyncio.sleep(POLL_SECONDS)
+    return await poll(lambda: _load(ctx), holds, within, POLL_SECONDS)
 
 
 @case("core.overload.refused", profile=CORE, requires=("REQ-CORE-014",), timeout=90.0,

@@ -1,11 +1,7 @@
 """Cases that judge a saturated engine: every slot it advertises (`max_running_requests`) busy
-with a long request and one request more waiting in the queue. Abort and cancellation of the
-queued request, Abort(all) over running and queued requests, and discovery read while the engine
-is saturated.
-
-No clock judges "at once": the running requests are the yardstick. They hold every slot until
-they end, so a queued request that is ended only when they end was ended when a slot freed, not
-when it was asked to be."""
+with a long request and one more queued. No clock judges "at once": the running requests hold
+every slot until they end, so a queued request ended only when one of them ends was ended when a
+slot freed, not when it was asked to be."""
 
 from __future__ import annotations
 
