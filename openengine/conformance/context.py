@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 import grpc
+from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
@@ -95,8 +97,10 @@ class Deadlined:
         default_timeout, default_metadata = self._timeout, self._metadata
         full_name, on_call = f"{self._service}/{name}", self._on_call
 
-        def call(request, *, timeout: float | None = None, metadata=None, **kw):
+        def call(request=None, *, timeout: float | None = None, metadata=None, **kw):
             md = default_metadata if metadata is None else tuple(metadata)
+            if request is None:
+                request = _empty_request(full_name)
             if on_call is not None:
                 on_call(full_name)
             return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
@@ -104,26 +108,19 @@ class Deadlined:
         return call
 
 
-def _stubs():
-    from openengine.v1 import (
-        admin_service_pb2_grpc, control_service_pb2_grpc, discovery_service_pb2_grpc,
-        encoder_service_pb2_grpc, inference_service_pb2_grpc, observability_service_pb2_grpc,
-        sessions_service_pb2_grpc, tasks_service_pb2_grpc,
-    )
-    return {
-        "inference": inference_service_pb2_grpc.InferenceStub,
-        "control": control_service_pb2_grpc.ControlStub,
-        "discovery": discovery_service_pb2_grpc.DiscoveryStub,
-        "observability": observability_service_pb2_grpc.ObservabilityStub,
-        "tasks": tasks_service_pb2_grpc.TasksStub,
-        "encoder": encoder_service_pb2_grpc.EncoderStub,
-        "sessions": sessions_service_pb2_grpc.SessionsStub,
-        "admin": admin_service_pb2_grpc.AdminStub,
-    }
+def _empty_request(full_name: str):
+    """The empty request of an RPC (`openengine.v1.Control/GetLoad`), from its descriptor."""
+    service, method = full_name.rsplit("/", 1)
+    found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[method].input_type
+    return message_factory.GetMessageClass(found)()
 
 
-SERVICE_NAMES = {name: f"openengine.v1.{name.capitalize()}" for name in (
-    "inference", "control", "discovery", "observability", "tasks", "encoder", "sessions", "admin")}
+def _stub_class(name: str):
+    """`inference` -> the InferenceStub of openengine.v1's bindings."""
+    module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
+    return getattr(module, f"{name.capitalize()}Stub")
+
+
 ADMIN_SERVICE = "openengine.v1.Admin"
 INFERENCE = "openengine.v1.Inference"
 
@@ -175,6 +172,7 @@ class Discovery:
     error: str | None = None
     capabilities_error: str | None = None
     capabilities_code: Any = None
+    report: Any = None      # the validators' verdict, once a case asked for it
 
 
 class Context:
@@ -211,16 +209,10 @@ class Context:
         self._channel = main_channel(self.options)
         if self.options.admin_elsewhere:
             self._admin_channel = self.admin_address_channel()
-        s = _stubs()
-        t = self.options.rpc_timeout
-        for name, cls in s.items():
-            stub = Deadlined(cls(self._channel), t, service=SERVICE_NAMES[name],
-                             on_call=self._called)
-            if name == "discovery":
-                self.discovery_rpc = stub
-            elif name != "admin":
-                setattr(self, name, stub)
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), t,
+        for name in ("inference", "control", "observability", "tasks", "encoder", "sessions"):
+            setattr(self, name, self.stub(name, self._channel))
+        self.discovery_rpc = self.stub("discovery", self._channel)
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout,
                                 service=HEALTH_SERVICE, on_call=self._called)
         admin_channel = self._admin_channel or self._channel
         token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
@@ -230,10 +222,8 @@ class Context:
         if self.options.admin_tls:
             anonymous_channel = self.admin_address_channel(client_certificate=False)
             self._extra_channels.append(anonymous_channel)
-        self.admin_anonymous = Deadlined(s["admin"](anonymous_channel), t, service=ADMIN_SERVICE,
-                                         on_call=self._called)
-        self._admin = Deadlined(s["admin"](admin_channel), t, token_md, service=ADMIN_SERVICE,
-                                on_call=self._called)
+        self.admin_anonymous = self.stub("admin", anonymous_channel)
+        self._admin = self.stub("admin", admin_channel, token_md)
 
     def admin_address_channel(self, *, client_certificate: bool = True) -> grpc.aio.Channel:
         """A new channel to the admin address: TLS (with the client certificate unless told
@@ -280,8 +270,10 @@ class Context:
         self._extra_channels.append(ch)
         return ch
 
-    def stub(self, name: str, channel: grpc.aio.Channel) -> Deadlined:
-        return Deadlined(_stubs()[name](channel), self.options.rpc_timeout)
+    def stub(self, name: str, channel: grpc.aio.Channel, metadata: tuple = ()) -> Deadlined:
+        """A deadline-bound stub of openengine.v1's `name` service (`inference`) on `channel`."""
+        return Deadlined(_stub_class(name)(channel), self.options.rpc_timeout, metadata,
+                         service=f"openengine.v1.{name.capitalize()}", on_call=self._called)
 
     def raw_call(self, rpc: RpcInfo, request, *, timeout: float | None = None, metadata=None,
                  channel: grpc.aio.Channel | None = None):
@@ -298,12 +290,12 @@ class Context:
         """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
         (Discovery), again. A GetCapabilities that fails leaves `capabilities` None: the cases
         that need it report what the engine lacks."""
-        from openengine.v1 import discovery_pb2, model_pb2, server_pb2
+        from openengine.v1 import model_pb2
 
         d = Discovery()
         step = "Control/GetServerInfo"
         try:
-            d.server_info = await self.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+            d.server_info = await self.control.GetServerInfo()
             for model in d.server_info.supported_models:
                 step = f"Control/GetModelInfo({model!r})"
                 d.models[model] = await self.control.GetModelInfo(
@@ -313,8 +305,7 @@ class Context:
             d.error = f"{step} failed with {status_name(err.code())}" + \
                 (f": {details}" if details else "")
         try:
-            d.capabilities = await self.discovery_rpc.GetCapabilities(
-                discovery_pb2.GetCapabilitiesRequest())
+            d.capabilities = await self.discovery_rpc.GetCapabilities()
         except grpc.aio.AioRpcError as err:
             details = err.details() or ""
             d.capabilities_code = err.code()
@@ -447,13 +438,10 @@ class Context:
         from openengine.validate import validate_capabilities
 
         d = self.discovery
-        key = (id(d.capabilities), id(d.server_info), tuple(id(m) for m in d.models.values()))
-        if getattr(self, "_report_key", None) != key:
-            self._report = validate_capabilities(self.require_capabilities(),
-                                                 server_info=d.server_info,
-                                                 model_infos=list(d.models.values()))
-            self._report_key = key
-        return self._report
+        if d.report is None:
+            d.report = validate_capabilities(self.require_capabilities(), server_info=d.server_info,
+                                             model_infos=list(d.models.values()))
+        return d.report
 
     @property
     def model(self) -> str:
@@ -501,17 +489,15 @@ class Context:
     async def paused(self) -> AsyncIterator[Any]:
         """Pause generation through Admin for the duration of the block, then resume.
         Only from SERVING: pausing an engine found paused would leave it resumed, not as found."""
-        from openengine.v1 import admin_pb2
-
         admin = self.admin()
         if await self.check_health("openengine.v1.Inference") != health_pb2.HealthCheckResponse.SERVING:
             raise Unchecked("openengine.v1.Inference is not SERVING before pausing; resume the "
                             "engine and rerun")
-        await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
+        await admin.PauseGeneration()
         try:
             yield admin
         finally:
-            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await admin.ResumeGeneration()
             await self.wait_health("openengine.v1.Inference", health_pb2.HealthCheckResponse.SERVING)
 
     async def check_health(self, service: str) -> int:
@@ -528,12 +514,10 @@ class Context:
     async def busy(self) -> tuple[int, int] | None:
         """(running, queued) requests as Control/GetLoad counts them now; None when GetLoad fails
         (whether the engine is idle cannot be seen: GetLoad's own cases report that)."""
-        from openengine.v1 import server_pb2
-
         if self.load_unreadable:
             return None
         try:
-            info = await self.control.GetLoad(server_pb2.GetLoadRequest())
+            info = await self.control.GetLoad()
         except grpc.aio.AioRpcError as err:
             self.load_unreadable = f"Control/GetLoad failed with {status_name(err.code())}"
             return None
@@ -619,6 +603,11 @@ class Context:
         tokens = self.long_generation_tokens()
         return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
                                      prompt=prompt, **sampling)
+
+
+def profile_versions(caps) -> list[tuple[str, int, int]]:
+    """(name, major, minor) of every profile a Capabilities message (or a model's entry) lists."""
+    return sorted((p.name, p.major, p.minor) for p in caps.profiles)
 
 
 def _field_value(message, name: str) -> Any:

@@ -15,8 +15,6 @@ from openengine.contractkit.diagnostics import render
 from openengine.conformance.matrix import requirement_of
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
-LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
-          Outcome.XFAIL: "XFAIL", Outcome.STALE: "STALE", Outcome.UNCHECKED: "UNCHECKED"}
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
     """`text` from the engine with every control character shown as an escape (`\\x1b`), a tab
@@ -36,7 +34,7 @@ def detail(r: CaseResult) -> str:
 
 def result_line(r: CaseResult) -> str:
     reqs = ",".join(r.requirements)
-    line = f"{LABELS[r.outcome]:<5} {r.id:<44} {reqs}"
+    line = f"{r.outcome.name:<5} {r.id:<44} {reqs}"
     text = detail(r)
     if text:
         line += f"\n      {printable(text)}"
@@ -107,7 +105,7 @@ def case_diagnostic(result: CaseResult, target: str) -> Diagnostic | None:
     details: dict = {"outcome": str(result.outcome), "requirements": list(result.requirements)}
     if result.expected_reason:
         details["expected_failure"] = result.expected_reason
-    return Diagnostic(target, 0, 0, result.id, severity, f"{LABELS[result.outcome]} {result.title}: {detail(result)}",
+    return Diagnostic(target, 0, 0, result.id, severity, f"{result.outcome.name} {result.title}: {detail(result)}",
                       "", details)
 
 
@@ -269,7 +267,7 @@ class Progress:
         if result is not None:
             self.counts[result.outcome] = self.counts.get(result.outcome, 0) + 1
         if self.live:
-            tally = " ".join(f"{LABELS[o].lower()} {n}" for o, n in self.counts.items())
+            tally = " ".join(f"{o} {n}" for o, n in self.counts.items())
             state = "running" if result is None else "done"
             text = f"[{done}/{total}] {tally}  {state} {case_id}"
             width = shutil.get_terminal_size((100, 20)).columns - 1

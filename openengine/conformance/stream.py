@@ -1,7 +1,6 @@
 """A Generate stream read back as upstream's events, and every way its shape breaks the contract
 (REQ-CORE-009, -015, -016, -017), so every case names a broken shape the same way."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -166,11 +166,9 @@ async def preflight(ctx) -> None:
     unusable targets. UNIMPLEMENTED for Control and for Inference means a gRPC server that is not
     an OpenEngine engine. Any other outcome, a slow or malformed answer included, is for the
     cases to judge."""
-    from openengine.v1 import server_pb2
-
     target = ctx.options.target
     try:
-        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        await ctx.control.GetServerInfo()
         await _serving(ctx)
         return
     except grpc.aio.AioRpcError as err:
@@ -274,7 +272,7 @@ async def _ready_by_control(ctx) -> None:
 
     async def state():
         with contextlib.suppress(grpc.aio.AioRpcError):
-            return (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+            return (await ctx.control.Health()).state
     # A state that never turns READY is for core.control-health to judge against what Generate
     # does: without the standard health service nothing else tells a paused engine.
     await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,

@@ -138,8 +138,6 @@ def _admin_rpcs(ctx: Context):
 @case("admin.unauthenticated", profile=ADMIN, requires=("REQ-ADMIN-002",),
       title="Admin without credentials (or with a wrong token) answers UNAUTHENTICATED and does nothing")
 async def admin_unauthenticated(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     ctx.admin()
     problems = []
     wrong = (("authorization", "Bearer conformance-wrong-token"),)
@@ -169,7 +167,7 @@ async def admin_unauthenticated(ctx: Context):
     if status != S.SERVING:
         problems.append("Inference is no longer SERVING after unauthenticated admin calls")
         with contextlib.suppress(Exception):
-            await ctx._admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await ctx._admin.ResumeGeneration()
     expect(not problems, "; ".join(problems))
     return ", ".join(label for label, _, _ in tries)
 
@@ -177,18 +175,16 @@ async def admin_unauthenticated(ctx: Context):
 @case("admin.pause-resume", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
       title="PauseGeneration makes Inference NOT_SERVING; ResumeGeneration restores it")
 async def admin_pause(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
-    await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
+    await admin.PauseGeneration()
     try:
         expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING),
                "Inference is still SERVING after PauseGeneration")
     finally:
-        resumed = await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+        resumed = await admin.ResumeGeneration()
     expect(resumed.resumed, "ResumeGeneration answered resumed=false for a paused engine")
     expect(await ctx.wait_health(INFERENCE, S.SERVING), "Inference is not SERVING after resume")
-    again = await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+    again = await admin.ResumeGeneration()
     expect(not again.resumed, "ResumeGeneration answered resumed=true for an engine not paused")
 
 
@@ -256,7 +252,7 @@ async def admin_pause_abort(ctx: Context):
                                                     "was paused with mode abort", ctx.options.rpc_timeout,
                                                     may_finish=True)
         finally:
-            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await admin.ResumeGeneration()
             await ctx.wait_health(INFERENCE, S.SERVING)
     finally:
         reader.cancel()
@@ -278,7 +274,7 @@ async def admin_sleep(ctx: Context):
         expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING),
                "Inference is still SERVING while asleep")
     finally:
-        woke = await admin.WakeUp(admin_pb2.WakeUpRequest())
+        woke = await admin.WakeUp()
     expect(woke.awake, "WakeUp answered awake=false after waking everything")
     expect(await ctx.wait_health(INFERENCE, S.SERVING), "Inference is not SERVING after WakeUp")
 
@@ -286,9 +282,7 @@ async def admin_sleep(ctx: Context):
 @case("admin.reset-prefix-cache", profile=ADMIN, requires=("REQ-CORE-002",),
       title="ResetPrefixCache answers on an idle engine")
 async def admin_reset(ctx: Context):
-    from openengine.v1 import admin_pb2
-
-    resp = await ctx.admin().ResetPrefixCache(admin_pb2.ResetPrefixCacheRequest())
+    resp = await ctx.admin().ResetPrefixCache()
     expect(resp.reset, "ResetPrefixCache answered reset=false on an idle engine")
 
 
@@ -325,7 +319,7 @@ def _limit_update(ctx: Context):
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):
-    from openengine.v1 import admin_pb2, discovery_pb2, load_pb2, server_pb2
+    from openengine.v1 import admin_pb2, load_pb2
 
     admin = ctx.admin()
     ref, (change, undo) = _limit_update(ctx)
@@ -347,15 +341,15 @@ async def admin_update(ctx: Context):
         expect(resp.previous_revision == before,
                f"UpdateConfig previous_revision {resp.previous_revision}, ServerInfo said {before}")
         expect(resp.revision > before, f"revision {resp.revision} after changing {ref}, was {before}")
-        info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        info = await ctx.control.GetServerInfo()
         expect(info.capability_revision == resp.revision,
                f"ServerInfo.capability_revision {info.capability_revision} != {resp.revision}")
-        caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+        caps = await ctx.discovery_rpc.GetCapabilities()
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
             ev = await events.until(lambda e: e.WhichOneof("kind") == "capability_revision_changed",
                                     ctx.options.rpc_timeout, "CapabilityRevisionChanged")
-            seen = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+            seen = await ctx.discovery_rpc.GetCapabilities()
             crc = ev.event.capability_revision_changed
             expect((crc.previous_revision, crc.revision) == (before, resp.revision),
                    f"CapabilityRevisionChanged {crc.previous_revision} -> {crc.revision}, "
@@ -408,7 +402,7 @@ async def admin_update(ctx: Context):
       title="Drain reports progress until done; then Inference is NOT_SERVING and refuses work, "
             "discovery still answers", disruptive=True)
 async def admin_drain(ctx: Context):
-    from openengine.v1 import admin_pb2, server_pb2
+    from openengine.v1 import admin_pb2
 
     admin = ctx.admin()
     if not ctx.options.runs_destructive:
@@ -425,7 +419,7 @@ async def admin_drain(ctx: Context):
     expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING), "Inference is SERVING after a drain")
     expect(await ctx.check_health("openengine.v1.Discovery") == S.SERVING,
            "Discovery is not SERVING after a drain")
-    await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    await ctx.control.GetServerInfo()
     await expect_refused(ctx.generate(ctx.generate_request(max_tokens=1)), (grpc.StatusCode.UNAVAILABLE,),
                          "Generate after a drain")
 
@@ -559,27 +553,24 @@ async def admin_own_address(ctx: Context):
 @case("admin.permission-denied", profile=ADMIN, requires=("REQ-ADMIN-003",),
       title="valid credentials without the permission get PERMISSION_DENIED and change nothing")
 async def admin_permission(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     ctx.admin()
     token = ctx.options.admin_limited_token
     if not token:
         raise Unchecked("no token without admin permissions given (--admin-limited-token)")
     md = (("authorization", f"Bearer {token}"),)
-    await expect_refused(ctx.admin_anonymous.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=md),
-                         (grpc.StatusCode.PERMISSION_DENIED,), "PauseGeneration with a token lacking the permission")
+    await expect_refused(ctx.admin_anonymous.PauseGeneration(metadata=md),
+                         (grpc.StatusCode.PERMISSION_DENIED,),
+                         "PauseGeneration with a token lacking the permission")
     expect(await ctx.check_health(INFERENCE) == S.SERVING, "Inference stopped serving")
 
 
 @case("admin.guard-isolated", profile=ADMIN, requires=("REQ-ADMIN-004",),
       title="without admin credentials (or with a wrong one) discovery, inference and health answer")
 async def admin_guard_isolated(ctx: Context):
-    from openengine.v1 import server_pb2
-
     for label, md in (("no credentials", None),
                       ("a wrong admin token", (("authorization", "Bearer conformance-wrong"),))):
         try:
-            await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest(), metadata=md)
+            await ctx.control.GetServerInfo(metadata=md)
             await ctx.health.Check(health_pb2.HealthCheckRequest(service=""), metadata=md)
             call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=md)
             got = [m async for m in call]

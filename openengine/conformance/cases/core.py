@@ -12,7 +12,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, poll, read_rest, refusal, rpc_error, status_name,
+    Context, Reader, expect_running, poll, profile_versions, read_rest, refusal, rpc_error, status_name,
 )
 from openengine.conformance.profiles import CORE, RpcInfo, load_contract
 from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
@@ -176,12 +176,10 @@ async def discovery_answers(ctx: Context):
 @case("core.server-info.instance-id", profile=CORE, requires=("REQ-CORE-012",),
       title="ServerInfo has an engine_role, and an instance_id that is set and stable across reads")
 async def instance_id(ctx: Context):
-    from openengine.v1 import server_pb2
-
     first = ctx.server_info.instance_id
     expect(bool(first), "ServerInfo.instance_id is empty")
     expect(ctx.server_info.engine_role != 0, "ServerInfo.engine_role is ENGINE_ROLE_UNSPECIFIED")
-    again = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    again = await ctx.control.GetServerInfo()
     expect(again.instance_id == first,
            f"ServerInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")
 
@@ -230,7 +228,7 @@ async def model_info(ctx: Context):
                             f"{status_name(err.code())}, not NOT_FOUND")
     several = len(ctx.discovery.models) > 1
     try:
-        default = await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest())
+        default = await ctx.control.GetModelInfo()
         if several:
             problems.append(f"GetModelInfo with an empty model answered {default.served_model_name!r} "
                             f"although {len(ctx.discovery.models)} models are served, not INVALID_ARGUMENT")
@@ -252,25 +250,19 @@ async def model_info(ctx: Context):
       title="the profile list does not change with load or health")
 async def capabilities_stable(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import discovery_pb2
-
-    def key(caps):
-        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
-
-    before = key(ctx.require_capabilities())
+    before = profile_versions(ctx.require_capabilities())
     long = ctx.long_request()
     call = ctx.inference.Generate(long)
     try:
         first = await call.read()
         expect_running(first, long)
-        busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
+        busy = profile_versions(await ctx.discovery_rpc.GetCapabilities())
         expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
     finally:
         call.cancel()
     if ctx.can_admin():
         async with ctx.paused():
-            paused = key(await ctx.discovery_rpc.GetCapabilities(
-                discovery_pb2.GetCapabilitiesRequest()))
+            paused = profile_versions(await ctx.discovery_rpc.GetCapabilities())
         expect(paused == before, f"profiles while paused {paused} != at start {before}")
         return "checked while busy and while paused"
     return "checked while busy (pausing needs --admin-token)"
@@ -574,12 +566,7 @@ async def stop_in_output(ctx: Context):
 
     stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: (
         r.stopping.conditions.add(stop_text=s), setattr(r.stopping, "include_stop_in_output", True)))
-    _expect_finished(final)
-    from openengine.v1 import generation_pb2
-
-    if final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
-                        "from the first)")
+    _reached(final, f"stop string {stop!r}")
     expect(text.endswith(stop), f"include_stop_in_output was set but the output {text[-20:]!r} does "
                                 f"not end with the matched stop string {stop!r}")
     return f"kept {stop!r}"
@@ -774,13 +761,11 @@ async def client_cancel(ctx: Context):
     GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
     yardstick."""
     ctx.require_decoding(observable=True)
-    from openengine.v1 import server_pb2
-
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
         raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "
                         "to show it would still be running")
     tokens = ctx.long_generation_tokens()
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     baseline = info.running_requests + info.queued_requests
     cancelled_req = ctx.long_request(prompt="conformance cancels this request")
     cancelled = ctx.inference.Generate(cancelled_req, timeout=ctx.options.case_timeout + 5)
@@ -793,7 +778,7 @@ async def client_cancel(ctx: Context):
         if ended is not None:
             raise (Failed if ended is not grpc.aio.EOF and ended.HasField("error") else Unchecked)(
                 witness_end(ended, tokens, seen))
-        info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        info = await ctx.control.GetLoad()
         counted = info.running_requests + info.queued_requests - baseline
         if counted < 2:
             raise Failed(f"with both requests streaming GetLoad counted {counted} of them "
@@ -804,7 +789,7 @@ async def client_cancel(ctx: Context):
         seen += more
         limit = tokens // 2
         while ended is None:
-            info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+            info = await ctx.control.GetLoad()
             if info.running_requests + info.queued_requests - baseline < 2:
                 return f"freed within {seen} tokens of the witness"
             if seen >= limit:
@@ -827,11 +812,11 @@ _register_profile_cases()
 @case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
       title="within one revision, GetCapabilities, GetModelInfo and GetServerInfo answer the same")
 async def discovery_stable(ctx: Context):
-    from openengine.v1 import discovery_pb2, model_pb2, server_pb2
+    from openengine.v1 import model_pb2
 
     known = ctx.require_capabilities()
-    caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    caps = await ctx.discovery_rpc.GetCapabilities()
+    info = await ctx.control.GetServerInfo()
     if info.capability_revision != ctx.server_info.capability_revision:
         raise Unchecked("the revision changed between reads, so stability within one could not be seen")
     expect(caps == known, "GetCapabilities answered differently within one revision")
@@ -847,18 +832,16 @@ async def discovery_stable(ctx: Context):
 @case("core.revision.unchanged-by-state", profile=CORE, requires=("REQ-REV-004",),
       title="requests, load changes and pause/resume leave the capability revision unchanged")
 async def revision_unchanged(ctx: Context):
-    from openengine.v1 import server_pb2
-
     before = ctx.server_info.capability_revision
     await ctx.generate(ctx.generate_request(max_tokens=3))
     done = ["a request"]
     if ctx.can_admin():
         async with ctx.paused():
-            mid = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+            mid = await ctx.control.GetServerInfo()
             expect(mid.capability_revision == before,
                    f"pausing changed the revision {before} -> {mid.capability_revision}")
         done.append("pause/resume")
-    after = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    after = await ctx.control.GetServerInfo()
     expect(after.capability_revision == before,
            f"the revision changed {before} -> {after.capability_revision} after " + " and ".join(done))
     return "after " + " and ".join(done)
@@ -877,8 +860,8 @@ async def service_names(ctx: Context):
         multi = ctx.channel.unary_unary(
             path, request_serializer=server_pb2.GetServerInfoRequest.SerializeToString,
             response_deserializer=server_pb2.ServerInfo.FromString)
-        answered.append(await refusal(multi(server_pb2.GetServerInfoRequest(), timeout=ctx.options.rpc_timeout),
-                                      (grpc.StatusCode.UNIMPLEMENTED,), path))
+        call = multi(server_pb2.GetServerInfoRequest(), timeout=ctx.options.rpc_timeout)
+        answered.append(await refusal(call, (grpc.StatusCode.UNIMPLEMENTED,), path))
     answered = [a for a in answered if a]
     expect(not answered, "served under a wrong name: " + "; ".join(answered))
 
@@ -935,6 +918,8 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
     second = Stream(await ctx.generate(again), again)
     if second.error is not None:
         raise Failed(f"the same request with a stop condition: {second.failure()}")
+    expect(second.output(0).finished is not None, "the stream carried no finished event for output 0: "
+                                                  "each output ends with one")
     return (stop, *_sequence(second))
 
 
@@ -955,9 +940,19 @@ def _choose_stop_string(text: str):
     return None if k is None or not pairs[k].strip() else pairs[k]
 
 
-def _expect_finished(final) -> None:
-    expect(final is not None, "the stream carried no finished event for output 0: each output "
-                              "ends with one")
+def _reached(final, stop: str) -> None:
+    """A second greedy run that did not stop never reached `stop`: it differed from the first."""
+    from openengine.v1 import generation_pb2
+
+    if final.reason != generation_pb2.FINISH_REASON_STOP:
+        raise Unchecked(f"the second greedy run never reached {stop} (it differed from the first), so "
+                        "stopping on it could not be observed")
+
+
+def _expect_stop_match(final, match: str, stop, shown: str) -> None:
+    expect(final.stop_match.WhichOneof("match") == match and getattr(final.stop_match, match) == stop,
+           f"the output stopped on {shown} but stop_match is "
+           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
 
 
 @case("core.generate.stop-token-ids", profile=CORE,
@@ -974,23 +969,17 @@ async def stop_token_ids(ctx: Context):
 
     stop, ids, _, final = await _stop_runs(
         ctx, choose, lambda r, t: r.stopping.conditions.add(stop_token_id=t))
-    _expect_finished(final)
     if stop in ids:
         at = ids.index(stop)
         expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
                                    f"{len(ids) - 1 - at} more tokens followed (finish reason "
                                    f"{finish_reason_name(final.reason)}): the output must "
                                    "end at the stop token")
-    elif final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never generated stop token {stop} (it differed "
-                        "from the first), so stopping on it could not be observed")
-    expect(final.reason == generation_pb2.FINISH_REASON_STOP,
-           f"the output ended at stop token {stop} with finish reason "
-           f"{finish_reason_name(final.reason)}, not FINISH_REASON_STOP")
-    expect(final.stop_match.WhichOneof("match") == "stop_token_id"
-           and final.stop_match.stop_token_id == stop,
-           f"the output stopped on stop token {stop} but stop_match is "
-           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
+        expect(final.reason == generation_pb2.FINISH_REASON_STOP,
+               f"the output ended at stop token {stop} with finish reason "
+               f"{finish_reason_name(final.reason)}, not FINISH_REASON_STOP")
+    _reached(final, f"stop token {stop}")
+    _expect_stop_match(final, "stop_token_id", stop, f"stop token {stop}")
     return f"stopped at token {stop} after {len(ids)} tokens"
 
 
@@ -1000,23 +989,16 @@ async def stop_token_ids(ctx: Context):
             "names it in stop_match, and the string is left out of the output")
 async def stop_strings(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
-
     stop, ids, text, final = await _stop_runs(
         ctx, lambda _ids, text: _choose_stop_string(text),
         lambda r, s: r.stopping.conditions.add(stop_text=s))
-    _expect_finished(final)
     at = text.find(stop)
     expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
                    f"{len(text) - at - len(stop)} characters follow it (finish reason "
                    f"{finish_reason_name(final.reason)}): the output must end there, "
                    "and without include_stop_in_output the string is left out")
-    if final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
-                        "from the first), so stopping on it could not be observed")
-    expect(final.stop_match.WhichOneof("match") == "stop_text" and final.stop_match.stop_text == stop,
-           f"the output stopped on stop string {stop!r} but stop_match is "
-           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
+    _reached(final, f"stop string {stop!r}")
+    _expect_stop_match(final, "stop_text", stop, f"stop string {stop!r}")
     return f"stopped at {stop!r} after {len(ids)} tokens"
 
 
@@ -1034,7 +1016,6 @@ async def min_tokens(ctx: Context):
         r.stopping.min_tokens = at + 4
 
     (token, at), ids, _, final = await _stop_runs(ctx, choose, apply)
-    _expect_finished(final)
     floor = at + 4
     # A stop token that ended the output is generated though kept out of it (REQ-CORE-017.3).
     withheld = final.stop_match.WhichOneof("match") == "stop_token_id" and ids[-1:] != [token]
@@ -1197,10 +1178,8 @@ async def model_limits(ctx: Context):
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "
             "and 0 queued, with no negative figure")
 async def back_to_idle(ctx: Context):
-    from openengine.v1 import server_pb2
-
     async def load():
-        return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        return await ctx.control.GetLoad()
 
     long = ctx.long_request(prompt="conformance counts this request")
     busy = None
@@ -1239,7 +1218,7 @@ async def control_health(ctx: Context):
     if stream.error is not None:
         raise Unchecked(f"a 1-token request {stream.failure()[4:]}, so whether the engine serves "
                         "could not be seen")
-    answer = await ctx.control.Health(lifecycle_pb2.HealthRequest())
+    answer = await ctx.control.Health()
     expect(answer.state in (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED),
            f"Control/Health answered {lifecycle_pb2.HealthState.Name(answer.state)} while the "
            "engine serves Generate")

@@ -195,7 +195,7 @@ async def pause_work(ctx: Context):
         for service in work:
             if not await ctx.wait_health(service, S.NOT_SERVING):
                 raise Failed(f"{service} is {_name(await ctx.check_health(service))} while paused")
-        state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+        state = (await ctx.control.Health()).state
         expect(state == lifecycle_pb2.HEALTH_STATE_NOT_READY,
                f"Control/Health answered {lifecycle_pb2.HealthState.Name(state)} while paused, not "
                "HEALTH_STATE_NOT_READY")
@@ -226,8 +226,6 @@ async def pause_unavailable(ctx: Context):
 @case("health.pause.control-serving", profile=CORE, requires=("REQ-HEALTH-009",),
       title="while paused the control services stay SERVING and discovery answers")
 async def pause_control(ctx: Context):
-    from openengine.v1 import server_pb2
-
     ctx.admin()
     control = [s for s in ctx.main_services if s not in WORK_SERVICES]
     async with ctx.paused():
@@ -238,5 +236,5 @@ async def pause_control(ctx: Context):
             if status != S.SERVING:
                 bad.append(f"{service} is {_name(status)}")
         expect(not bad, "while paused: " + "; ".join(bad))
-        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        await ctx.control.GetServerInfo()
     return f"{len(control)} control services"

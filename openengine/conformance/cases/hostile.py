@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 
 import grpc
-from grpc_health.v1 import health_pb2
-
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, read_rest, refusal, status_name
 from openengine.conformance.profiles import CORE
@@ -181,7 +179,7 @@ async def health_list(ctx: Context):
 
     await require_health(ctx)
     try:
-        listed = (await ctx.health.List(health_pb2.HealthListRequest())).statuses
+        listed = (await ctx.health.List()).statuses
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and len(ctx.main_services) + 1 > 100:
             return "more than 100 names: RESOURCE_EXHAUSTED is allowed"

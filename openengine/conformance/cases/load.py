@@ -18,7 +18,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, read_rest, rpc_error, cancel_or_reap, status_name, together,
+    Context, Reader, cancel_or_reap, expect_running, rpc_error, status_name, together,
 )
 from openengine.conformance.profiles import CORE
 
@@ -249,7 +249,7 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
 async def getload_complete(ctx: Context):
     from openengine.v1 import server_pb2
 
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     expect(info.HasField("timestamp_unix_nanos"), "LoadInfo.timestamp_unix_nanos is not set: GetLoad answers a complete "
                                        "snapshot with its timestamp")
     want = ctx.server_info.instance_id
@@ -270,14 +270,12 @@ async def getload_complete(ctx: Context):
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import server_pb2
-
-    idle = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    idle = await ctx.control.GetLoad()
     long = ctx.long_request(prompt="conformance is counted now")
     call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout + 5)
     try:
         first = await call.read()
-        busy = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        busy = await ctx.control.GetLoad()
         expect_running(first, long)
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "Generate") from None
@@ -297,10 +295,8 @@ async def getload_current(ctx: Context):
 @case("load.instance-id", profile=LOAD, requires=("REQ-LOAD-002",),
       title="GetLoad, WatchLoad settings and snapshots carry ServerInfo.instance_id")
 async def load_instance(ctx: Context):
-    from openengine.v1 import server_pb2
-
     want = ctx.server_info.instance_id
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
                                      "ServerInfo.instance_id: a snapshot names the engine's instance")
     w, _ = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
@@ -878,8 +874,6 @@ async def slow_reader(ctx: Context):
 @case("load.watch.stalled-isolated", profile=LOAD, requires=("REQ-LOAD-017",),
       title="a watcher that never reads does not delay other streams, GetLoad or requests")
 async def stalled_isolated(ctx: Context):
-    from openengine.v1 import server_pb2
-
     lim = _limits(ctx)
     interval = _rate_interval(lim)
     stalled_channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
@@ -895,7 +889,7 @@ async def stalled_isolated(ctx: Context):
         window = _rate_window(ctx, n)
         collected, load, gen = await together(
             healthy.collect(window, kind="snapshot", count=RATE_GAPS + 1),
-            ctx.control.GetLoad(server_pb2.GetLoadRequest(), timeout=window + 1),
+            ctx.control.GetLoad(timeout=window + 1),
             ctx.generate(ctx.generate_request(max_tokens=4), timeout=window + 1))
     finally:
         stalled.cancel()

@@ -21,9 +21,7 @@ MAX_BATCH_PROBE = 4096
 @case("kv.event-sources", profile=KV, requires=("REQ-CORE-002",),
       title="Control/GetKvEventSources answers with sources that each name a transport")
 async def kv_sources(ctx: Context):
-    from openengine.v1 import kv_pb2
-
-    resp = await ctx.control.GetKvEventSources(kv_pb2.GetKvEventSourcesRequest())
+    resp = await ctx.control.GetKvEventSources()
     bad = [i for i, s in enumerate(resp.sources) if not s.transport]
     expect(not bad, f"sources {bad} name no transport")
     return f"{len(resp.sources)} sources"
@@ -219,7 +217,7 @@ async def sessions_lifecycle(ctx: Context):
     opened = await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
     try:
         expect(opened.session.session_id == sid, f"OpenSession answered id {opened.session.session_id!r}")
-        listed = await ctx.sessions.ListSessions(sessions_pb2.ListSessionsRequest())
+        listed = await ctx.sessions.ListSessions()
         expect(sid in [s.session_id for s in listed.sessions], "ListSessions does not list it")
         req = ctx.generate_request(max_tokens=2)
         req.session_id = sid
@@ -228,7 +226,7 @@ async def sessions_lifecycle(ctx: Context):
     finally:
         closed = await ctx.sessions.CloseSession(sessions_pb2.CloseSessionRequest(session_id=sid))
     expect(closed.closed, "CloseSession answered closed=false for an open session")
-    listed = await ctx.sessions.ListSessions(sessions_pb2.ListSessionsRequest())
+    listed = await ctx.sessions.ListSessions()
     expect(sid not in [s.session_id for s in listed.sessions], "a closed session is still listed")
 
 
@@ -303,7 +301,7 @@ async def adapters_lifecycle(ctx: Context):
                                         source_path=adapter.source_path)
         await expect_refused(ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=conflict)),
                              (grpc.StatusCode.ALREADY_EXISTS,), "LoadLora with a loaded adapter's id")
-        listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
+        listed = await ctx.control.ListLoras()
         expect(name in [a.lora_name for a in listed.adapters], "ListLoras does not list it")
         req = ctx.generate_request(max_tokens=2)
         req.model, req.lora_name = model, name
@@ -312,7 +310,7 @@ async def adapters_lifecycle(ctx: Context):
     finally:
         unloaded = await ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name))
     expect(unloaded.adapter.lora_name == name, "UnloadLora did not answer the unloaded adapter")
-    listed = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
+    listed = await ctx.control.ListLoras()
     expect(name not in [a.lora_name for a in listed.adapters], "an unloaded adapter is still listed")
     await expect_refused(ctx.control.UnloadLora(lora_pb2.UnloadLoraRequest(lora_name=name)),
                          (grpc.StatusCode.NOT_FOUND,), "UnloadLora of an adapter no longer loaded")
@@ -349,7 +347,7 @@ async def adapters_limits(ctx: Context):
                    int(ctx.limit(ADAPTERS, "max_cpu_loras", model=model)))
     if capacity > 64:
         raise Unchecked(f"adapter capacity {capacity}: the case loads at most 64 adapters")
-    before = await ctx.control.ListLoras(lora_pb2.ListLorasRequest())
+    before = await ctx.control.ListLoras()
     names = []
     try:
         for _ in range(capacity - len(before.adapters)):
@@ -360,7 +358,8 @@ async def adapters_limits(ctx: Context):
         await expect_refused(
             ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), names[-1]))),
             (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
-             grpc.StatusCode.FAILED_PRECONDITION), f"LoadLora of adapter {capacity + 1} (capacity {capacity})")
+             grpc.StatusCode.FAILED_PRECONDITION),
+            f"LoadLora of adapter {capacity + 1} (capacity {capacity})")
     finally:
         for name in names:
             with contextlib.suppress(grpc.aio.AioRpcError):
@@ -376,7 +375,7 @@ async def sessions_max(ctx: Context):
     limit = int(ctx.limit(SESSIONS, "max_sessions"))
     if limit > 256:
         raise Unchecked(f"max_sessions is {limit}; the case opens at most 256 sessions")
-    existing = len((await ctx.sessions.ListSessions(sessions_pb2.ListSessionsRequest())).sessions)
+    existing = len((await ctx.sessions.ListSessions()).sessions)
     opened = []
     try:
         for _ in range(limit - existing):
@@ -384,9 +383,9 @@ async def sessions_max(ctx: Context):
             await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
             opened.append(sid)
         opened.append(ctx.request_id("session"))
-        await expect_refused(ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=opened[-1],
-                                                                                      model=ctx.model)),
-                             (grpc.StatusCode.RESOURCE_EXHAUSTED,), f"OpenSession {limit + 1} (max_sessions {limit})")
+        extra = sessions_pb2.OpenSessionRequest(session_id=opened[-1], model=ctx.model)
+        await expect_refused(ctx.sessions.OpenSession(extra), (grpc.StatusCode.RESOURCE_EXHAUSTED,),
+                             f"OpenSession {limit + 1} (max_sessions {limit})")
     finally:
         for sid in opened:
             with contextlib.suppress(grpc.aio.AioRpcError):

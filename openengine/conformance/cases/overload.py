@@ -36,9 +36,7 @@ def engine_error(err: grpc.RpcError):
 
 
 async def _load(ctx: Context):
-    from openengine.v1 import server_pb2
-
-    return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    return await ctx.control.GetLoad()
 
 
 async def _until(ctx: Context, holds, within: float):

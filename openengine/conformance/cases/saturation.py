@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
-from openengine.conformance.context import Context, cancel_or_reap, status_name, together
+from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
 from openengine.conformance.profiles import CORE
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
@@ -280,26 +280,21 @@ async def cancel_queued(ctx: Context):
 @case("core.capabilities.saturated", profile=CORE, requires=("REQ-CORE-005",),
       title="with every slot busy and a request queued, discovery lists the same profiles")
 async def capabilities_saturated(ctx: Context):
-    from openengine.v1 import discovery_pb2
-
-    def key(caps):
-        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
-
     ctx.require_capabilities()
     sat = await saturate(ctx)
     try:
-        caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+        caps = await ctx.discovery_rpc.GetCapabilities()
         freed = sat.slots_freed()
     finally:
         sat.cancel()
     if freed:
         raise Unchecked("a running request ended before discovery was read, so it was not read "
                         "while the engine was saturated")
-    before = key(ctx.capabilities)
-    expect(key(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
-                                f"{key(caps)}, at start {before}")
+    before = profile_versions(ctx.capabilities)
+    expect(profile_versions(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
+                                f"{profile_versions(caps)}, at start {before}")
     for now in caps.models:
-        was = [key(m) for m in ctx.capabilities.models if m.model == now.model]
-        expect(was == [key(now)], f"with the engine saturated Capabilities.models lists "
-                                  f"{key(now)} for {now.model!r}, at start {was}")
+        was = [profile_versions(m) for m in ctx.capabilities.models if m.model == now.model]
+        expect(was == [profile_versions(now)], f"with the engine saturated Capabilities.models lists "
+                                  f"{profile_versions(now)} for {now.model!r}, at start {was}")
     return f"{len(sat.running)} running, 1 queued"
