@@ -106,8 +106,6 @@ def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None =
     by_req: dict[str, list[str]] = {}
     by_assertion: dict[str, list[str]] = {}
     for c in cases:
-        if not c.observes:
-            continue
         for cited in c.requirements:
             by_req.setdefault(requirement_of(cited), []).append(c.id)
             by_assertion.setdefault(cited, []).append(c.id)
@@ -120,7 +118,7 @@ def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None =
     unknown = sorted({cited for c in cases for cited in c.requirements if cited not in known})
     assertions = {a: text for r in requirements if r.tag == "wire" for a, text in r.clauses}
     split = {r.id for r in requirements if r.assertions}
-    whole = [(c.id, cited) for c in cases if c.observes for cited in c.requirements if cited in split]
+    whole = [(c.id, cited) for c in cases for cited in c.requirements if cited in split]
     return Coverage(wire, {r: sorted(set(v), key=v.index) for r, v in by_req.items()}, source, unknown,
                     assertions, by_assertion, whole)
 

@@ -15,6 +15,7 @@ from openengine.conformance.context import (
 )
 from openengine.conformance.profiles import CORE
 from openengine.conformance.stream import error_code_name
+from openengine.contract import catalogue
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse
@@ -292,11 +293,8 @@ def _limit_update(ctx: Context):
 
     for ref in ctx.limit(ADMIN, "updatable_limits"):
         profile, _, name = ref.rpartition(".")
-        info = ctx.contract.profile(profile)
-        lim = info.limit(name) if info is not None else None
-        if lim is None or lim.repeated:
-            continue
-        if not ctx.advertised(profile):
+        lim = catalogue().limit(ref)
+        if lim is None or lim.repeated or not ctx.advertised(profile):
             continue
         current = ctx.limit(profile, name)
         if isinstance(current, bool):

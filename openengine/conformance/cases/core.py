@@ -637,12 +637,6 @@ def _by_id(req):
     return lifecycle_pb2.AbortRequest(request_id=req.request_id)
 
 
-def _all():
-    from openengine.v1 import lifecycle_pb2
-
-    return lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
-
-
 @case("core.abort.by-id", profile=CORE,
       requires=("REQ-CORE-010.1", "REQ-CORE-010.4", "REQ-CORE-017.1", "REQ-SVC-002"),
       title="Abort by request id answers ABORTED and ends the running stream with a CANCELLED "
@@ -656,7 +650,10 @@ async def abort_by_id(ctx: Context):
       title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
     ctx.require_decoding(observable=True)
-    return await _abort_running(ctx, lambda req: _all())
+    from openengine.v1 import lifecycle_pb2
+
+    everything = lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
+    return await _abort_running(ctx, lambda req: everything)
 
 
 @case("core.abort.targets", profile=CORE,

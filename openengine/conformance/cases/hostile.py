@@ -10,7 +10,7 @@ import grpc
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, read_rest, refusal, status_name
 from openengine.conformance.profiles import CORE
-from openengine.contract import number_domains
+from openengine.contract import catalogue, number_domains
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")
@@ -94,7 +94,8 @@ async def numbers_update_config(ctx: Context):
     admin = ctx.admin()
     # Only a double-typed limit makes double_value a valid choice; for any other limit the update
     # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
-    updatable = [name for name in ctx.limit(ADMIN, "updatable_limits") if _limit_kind(ctx, name) == "double"]
+    updatable = [name for name in ctx.limit(ADMIN, "updatable_limits")
+                 if getattr(catalogue().limit(name), "kind", None) == "double"]
     if not updatable:
         raise Unchecked("no double-typed limit is in openengine.admin.updatable_limits: "
                         "a non-finite double_value cannot be told apart from a type error")
@@ -110,13 +111,6 @@ async def numbers_update_config(ctx: Context):
     expect(ctx.capabilities is not None and ctx.capabilities.revision == before,
            "the capability revision changed")
     expect(not problems, "; ".join(problems))
-
-
-def _limit_kind(ctx: Context, reference: str) -> str | None:
-    profile, _, name = reference.rpartition(".")
-    info = ctx.contract.profile(profile)
-    lim = info.limit(name) if info is not None else None
-    return lim.kind if lim is not None else None
 
 
 @case("core.wire.undecodable", profile=CORE, requires=("REQ-SVC-006",),
