@@ -15,7 +15,7 @@ from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo, services_of
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
@@ -390,8 +390,8 @@ class Context:
     @property
     def advertised_services(self) -> list[str]:
         """OpenEngine services the engine advertises (the health service itself is not one)."""
-        return [s for s in self.contract.services_of(self.advertised_profiles | {CORE})
-                if s != HEALTH_SERVICE]
+        profiles = self.advertised_profiles | {CORE}
+        return [s for s in services_of(self.contract, profiles) if s != HEALTH_SERVICE]
 
     @property
     def main_services(self) -> list[str]:
@@ -404,7 +404,7 @@ class Context:
         """The effective value of a limit (REQ-CAP-013): the model's capability message, else the
         engine-wide one, else, for an engine without Capabilities, what upstream's ModelInfo and
         ServerInfo report of it, else the registry's default."""
-        info = self.contract.profiles.get(profile)
+        info = self.contract.get(profile)
         spec = info.limit(name) if info is not None else None
         if spec is None:
             raise KeyError(f"{profile} has no limit {name}")

@@ -67,7 +67,7 @@ def _migration_lines(report: Report) -> list[str]:
     from openengine.conformance.profiles import CORE, load_contract
 
     optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"
-                for p in load_contract().profiles.values() if p.name != CORE]
+                for p in load_contract().values() if p.name != CORE]
     return [f"migration: {found}, so the engine serves upstream's layout without the proposal's "
             "services; each FAIL above names the requirement it breaks and what to add.",
             "  optional profiles, advertised in GetCapabilities once served: " + "; ".join(optional)]

@@ -129,9 +129,9 @@ def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
     """Full profile names for `--profile` values (short or full); ValueError for unknown ones."""
     out = []
     for name in names:
-        info = contract.profile(name)
+        info = contract.get(name) or contract.get(f"openengine.{name}")
         if info is None:
-            known = ", ".join(p.short_name for p in contract.profiles.values())
+            known = ", ".join(p.short_name for p in contract.values())
             raise ValueError(f"unknown profile {name!r}; known: {known}")
         out.append(info.name)
     return out
@@ -145,7 +145,7 @@ def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
     unadvertised profile gets its absence case. With `--profile`, only the named profiles are in
     play, and a named profile that is not advertised is forced: its cases run as if it were.
     """
-    in_play = set(selected) if selected else set(contract.profiles)
+    in_play = set(selected) if selected else set(contract)
     forced = (set(selected) - advertised) if selected else set()
     chosen = []
     for c in cases:

@@ -34,7 +34,7 @@ def test_every_profile_has_a_served_and_an_absent_case():
     from openengine.conformance.profiles import CORE, load_contract
 
     ids = {c.id for c in all_cases()}
-    for info in load_contract().profiles.values():
+    for info in load_contract().values():
         assert f"{info.short_name}.rpcs.served" in ids
         if info.name != CORE:
             assert f"{info.short_name}.absent.unimplemented" in ids

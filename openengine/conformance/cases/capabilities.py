@@ -42,7 +42,7 @@ def undefined_majors(ctx: Context) -> list[str]:
     the validators leave a major below 1 to REQ-CAP-002's rule, but it is undefined all the same."""
     out = []
     for p in ctx.require_capabilities().profiles:
-        info = ctx.contract.profiles.get(p.name)
+        info = ctx.contract.get(p.name)
         if info is not None and p.major < 1 and p.major != info.version[0]:
             out.append(f"{p.name} major {p.major}: the registry defines only major {info.version[0]}")
     return out

@@ -80,7 +80,7 @@ async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
 
 
 def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
-    defined = ctx.contract.profiles[profile].version
+    defined = ctx.contract[profile].version
     caps = ctx.discovery.capabilities
     if caps is None:
         return defined
@@ -90,7 +90,7 @@ def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
 
 def _served_case(profile: str):
     async def run(ctx: Context):
-        defined = ctx.contract.profiles[profile].version
+        defined = ctx.contract[profile].version
         version = _advertised_version(ctx, profile)
         if version[0] != defined[0]:
             # The registry defines no RPC for another major: nothing to probe would pass vacuously.
@@ -100,7 +100,7 @@ def _served_case(profile: str):
         if profile == "openengine.admin" and not ctx.admin_on_main and not ctx.options.admin_elsewhere:
             ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
-        for rpc in ctx.contract.profiles[profile].rpcs:
+        for rpc in ctx.contract[profile].rpcs:
             if rpc.since_version[0] != version[0] or rpc.since_version > version:
                 continue
             if rpc.method.name in DISRUPTIVE_METHODS:
@@ -126,7 +126,7 @@ def _served_case(profile: str):
 def _absent_case(profile: str):
     async def run(ctx: Context):
         answered = []
-        for rpc in ctx.contract.profiles[profile].rpcs:
+        for rpc in ctx.contract[profile].rpcs:
             # Never with credentials: an unadvertised Admin must refuse before looking at them.
             # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
             code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
@@ -140,12 +140,12 @@ def _absent_case(profile: str):
             raise Failed(f"{'; '.join(answered)}, so the engine serves {profile}: list it in "
                          f"Capabilities.profiles once Discovery/GetCapabilities is served")
         expect(not answered, f"{profile} is not advertised, but " + "; ".join(answered))
-        return f"{len(ctx.contract.profiles[profile].rpcs)} RPCs answered UNIMPLEMENTED"
+        return f"{len(ctx.contract[profile].rpcs)} RPCs answered UNIMPLEMENTED"
     return run
 
 
 def _register_profile_cases() -> None:
-    for info in load_contract().profiles.values():
+    for info in load_contract().values():
         case(f"{info.short_name}.rpcs.served", profile=info.name,
              requires=("REQ-CORE-001.1", "REQ-SVC-001") if info.name == CORE
              else ("REQ-CORE-002", "REQ-SVC-001"),

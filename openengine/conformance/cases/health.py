@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import INFERENCE, Context, Reader, status_name
-from openengine.conformance.profiles import CORE, WORK_SERVICES
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE, WORK_SERVICES, services_of
 
 S = health_pb2.HealthCheckResponse
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where
@@ -80,7 +80,8 @@ async def check_unknown(ctx: Context):
     await require_health(ctx)
     names = ["conformance.no.such.Service", "Inference", INFERENCE.lower(), INFERENCE.upper()]
     # Unadvertised services, and Admin when it is served only on an address of its own.
-    names += [s for s in ctx.contract.all_services if s not in ctx.main_services]
+    unserved = set(services_of(ctx.contract, ctx.contract)) - {*ctx.main_services, HEALTH_SERVICE}
+    names += sorted(unserved)
     problems = []
     for name in names:
         try:

@@ -118,7 +118,7 @@ async def numbers_update_config(ctx: Context):
 async def wire_undecodable(ctx: Context):
     problems, checked = [], 0
     # Only RPCs served on this address: Admin may have an address of its own (REQ-ADMIN-001).
-    rpcs = [r for p in ctx.contract.profiles.values() if p.name == CORE or ctx.advertised(p.name)
+    rpcs = [r for p in ctx.contract.values() if p.name == CORE or ctx.advertised(p.name)
             for r in p.rpcs if r.service in ctx.main_services or r.service == "grpc.health.v1.Health"]
     paths = [(r.path, r.server_streaming) for r in rpcs] + [("/grpc.health.v1.Health/Check", False)]
     for path, streaming in paths:
