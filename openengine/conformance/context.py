@@ -455,10 +455,6 @@ class Context:
             return []
         return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
 
-    def max_output_tokens(self, model: str | None = None) -> int:
-        info = self.discovery.models.get(model or self.model)
-        return info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
-
     # -- helpers ------------------------------------------------------------------------------
     def request_id(self, prefix: str = "conf") -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -592,7 +588,8 @@ class Context:
     def long_generation_tokens(self) -> int:
         """The most output tokens a request to the default model may ask for (its
         ModelInfo.max_output_tokens, bounded so a runaway case stays short)."""
-        out = self.max_output_tokens()
+        info = self.discovery.models.get(self.model)
+        out = info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
         return max(1, min(out or LONG_REQUEST_TOKENS, LONG_REQUEST_TOKENS))
 
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):

@@ -32,11 +32,6 @@ GROUPS = [
 ]
 
 
-def report(ctx: Context):
-    """The validators' verdict on this run's discovery answers (computed once per discovery)."""
-    return ctx.capability_report()
-
-
 def undefined_majors(ctx: Context) -> list[str]:
     """`openengine.*` profiles advertised at a major the registry does not define, 0 included:
     the validators leave a major below 1 to REQ-CAP-002's rule, but it is undefined all the same."""
@@ -50,7 +45,7 @@ def undefined_majors(ctx: Context) -> list[str]:
 
 def _group_case(rule_ids: tuple[str, ...], extra=None):
     async def run(ctx: Context):
-        found = [f"{v.rule_id} {v.path}: {v.message}" for v in report(ctx).violations
+        found = [f"{v.rule_id} {v.path}: {v.message}" for v in ctx.capability_report().violations
                  if v.rule_id in rule_ids]
         if extra is not None:
             found += extra(ctx)

@@ -77,12 +77,9 @@ class Stream:
 
         last = self.messages[-1] if self.messages else None
         if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
-                and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED \
-                and last.HasField("usage"):
-            return None
-        if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
-            return f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
+            return None if last.HasField("usage") else \
+                f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
         return (f"{what} {self.shown()}, not with a FINISH_REASON_CANCELLED finished event "
                 "carrying the usage and then OK")
 
