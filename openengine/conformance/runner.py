@@ -17,7 +17,7 @@ import grpc
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
-from openengine.conformance.context import Context, Options, poll, status_name
+from openengine.conformance.context import INFERENCE, Context, Options, poll, status_name
 from openengine.conformance.target import preflight
 from openengine.conformance.profiles import CORE, Contract, load_contract
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
@@ -225,7 +225,7 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     from grpc_health.v1 import health_pb2
 
     try:
-        status = await ctx.check_health("openengine.v1.Inference")
+        status = await ctx.check_health(INFERENCE)
     except grpc.aio.AioRpcError as err:
         return f"not run: health Check for openengine.v1.Inference failed with {status_name(err.code())}"
     if status != health_pb2.HealthCheckResponse.SERVING:
@@ -241,22 +241,10 @@ def _shown_busy(counts: tuple[int, int]) -> str:
     return f"{counts[0]} running and {counts[1]} queued requests"
 
 
-async def _settle_before(ctx: Context, c: Case) -> tuple[int, int] | None:
-    """Wait, boundedly, for the engine to be idle before a case, and return what GetLoad still
-    counts then (None when idle or unreadable). A case is never refused for it: an engine whose
-    count does not return to zero fails `core.load.back-to-idle`, and each case judges only what
-    it adds to that count."""
-    if c.when != "advertised" or c.disruptive:
-        return None
-    return await ctx.wait_idle(ctx.options.rpc_timeout)
-
-
-async def _residue(ctx: Context, c: Case, before: tuple[int, int] | None) -> str | None:
+async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
     """What a case left behind: requests the engine still counts beyond what it counted before
     the case, after a bounded wait. The case started and ended them, so their residue is its
     failure."""
-    if c.when != "advertised" or c.disruptive:
-        return None
     base = before or (0, 0)
     counts, freed = await poll(ctx.busy, lambda now: now is None or (now[0] <= base[0] and now[1] <= base[1]),
                                ctx.options.rpc_timeout)
@@ -361,9 +349,13 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                 if refused:
                     outcome, reason = Outcome.FAIL, refused
                 else:
-                    before = await _settle_before(ctx, c)
+                    # Cases that make requests start from an idle engine, boundedly: one whose count
+                    # never returns to zero fails core.load.back-to-idle, and each case is judged only
+                    # on what it adds to that count.
+                    counts = c.when == "advertised" and not c.disruptive
+                    before = await ctx.wait_idle(options.rpc_timeout) if counts else None
                     outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
-                    residue = await _residue(ctx, c, before)
+                    residue = await _residue(ctx, before) if counts else None
                     if residue and outcome is Outcome.FAIL:
                         reason = f"{reason}; and {residue}"
                     elif residue:

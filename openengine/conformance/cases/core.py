@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,8 +42,6 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
         req.validate_only = True
     elif name == "UnloadLora":
         req.lora_name = "conformance-probe-no-such-adapter"
-    elif name == "Check" or name == "Watch":
-        req.service = ""
     return req
 
 
@@ -374,16 +373,12 @@ GUIDED_EXAMPLES: dict[str, Callable] = {
 }
 
 
-def _token_prompt(r) -> None:
-    r.token_ids.ids.extend([72, 105])
-
-
 # A request value for each switch the request table ties to a field.
 SWITCH_EXAMPLES: dict[str, Callable] = {
     "sampling.min_p": lambda r: setattr(r.sampling, "min_p", 0.1),
     "response.return_output_logprobs": lambda r: setattr(r.response, "return_output_logprobs", True),
     "response.return_prompt_logprobs": lambda r: setattr(r.response, "return_prompt_logprobs", True),
-    "|input": _token_prompt,
+    "|input": lambda r: r.token_ids.ids.extend([72, 105]),   # a token-id prompt
 }
 # The switch a bounded field needs before its bound can be judged.
 NEEDS_SWITCH = {"response.output_candidates.top_n": ("response.return_output_logprobs", "output_logprobs"),
@@ -401,10 +396,7 @@ def _guided_modes():
 
 def _set_path(request, path: str, value) -> None:
     *parents, name = path.split(".")
-    msg = request
-    for part in parents:
-        msg = getattr(msg, part)
-    setattr(msg, name, value)
+    setattr(functools.reduce(getattr, parents, request), name, value)
 
 
 def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:

@@ -30,20 +30,17 @@ async def require_health(ctx: Context) -> None:
         await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-            raise Failed("the engine does not serve grpc.health.v1.Health: add it, with a status "
-                         "for \"\" and for each service it serves (REQ-HEALTH-001)") from None
+            raise Failed("the engine does not serve grpc.health.v1.Health: add the standard "
+                         "grpc.health.v1.Health service, with a status for \"\" and for each service "
+                         "it serves (openengine.v1.Inference, openengine.v1.Control, ...) "
+                         "(REQ-HEALTH-001)") from None
 
 
 @case("health.served", profile=CORE, requires=("REQ-HEALTH-001",),
       title="grpc.health.v1.Health Check and Watch are served")
 async def served(ctx: Context):
-    try:
-        await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
-    except grpc.aio.AioRpcError as err:
-        hint = (": add the standard grpc.health.v1.Health service, reporting \"\" and each "
-                "service the engine serves (openengine.v1.Inference, openengine.v1.Control, ...)"
-                if err.code() == grpc.StatusCode.UNIMPLEMENTED else "")
-        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}{hint}") from None
+    await require_health(ctx)
+    await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))   # any failure fails the case
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=""))
     try:
         # Served means "not refused"; what Watch sends first is REQ-HEALTH-005's case.

@@ -373,14 +373,22 @@ async def interval_clamped(ctx: Context):
         asks.append(1)
     if hi < UINT32_MAX:
         asks += [hi + 1, UINT32_MAX]
+    await _expect_effective(ctx, "interval_ms", asks, heartbeat_ms=0)
+    return f"range [{lo}, {hi}] ms, {len(asks)} requests"
+
+
+async def _expect_effective(ctx: Context, setting: str, asks: list, **fields) -> None:
+    """Open a stream asking each value of `setting` (None: leave it out); the settings of each
+    must report the effective value (OEV316)."""
     problems = []
     for asked in asks:
-        w, _ = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
+        ask = {} if asked is None else {setting: asked}
+        w, _ = await _open(ctx, initial_snapshot=False, **fields, **ask)
         w.cancel()
-        problems += [f"asked {asked} ms: {v.rule_id} {v.message}"
-                     for v in w.broken("OEV316", path="settings.interval_ms")]
+        shown = "absent" if asked is None else f"{asked} ms"
+        problems += [f"asked {shown}: {v.rule_id} {v.message}"
+                     for v in w.broken("OEV316", path=f"settings.{setting}")]
     expect(not problems, "; ".join(problems))
-    return f"range [{lo}, {hi}] ms, {len(asks)} requests"
 
 
 @case("load.watch.interval-zero", profile=LOAD, requires=("REQ-LOAD-007",),
@@ -412,15 +420,7 @@ async def heartbeat_settings(ctx: Context):
         asks.append(1)
     if hi < UINT32_MAX:
         asks.append(UINT32_MAX)
-    problems = []
-    for asked in asks:
-        fields = {} if asked is None else {"heartbeat_ms": asked}
-        w, _ = await _open(ctx, initial_snapshot=False, interval_ms=hi, **fields)
-        w.cancel()
-        shown = "absent" if asked is None else f"{asked} ms"
-        problems += [f"asked {shown}: {v.rule_id} {v.message}"
-                     for v in w.broken("OEV316", path="settings.heartbeat_ms")]
-    expect(not problems, "; ".join(problems))
+    await _expect_effective(ctx, "heartbeat_ms", asks, interval_ms=hi)
 
 
 @case("load.watch.heartbeat-off", profile=LOAD, requires=("REQ-LOAD-008",),
