@@ -30,7 +30,7 @@ async def require_health(ctx: Context) -> None:
         await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-            raise Failed("the engine does not serve grpc.health.v1.Health: add the standard "
+            raise Failed("Health/Check(\"\") failed with UNIMPLEMENTED: add the standard "
                          "grpc.health.v1.Health service, with a status for \"\" and for each service "
                          "it serves (openengine.v1.Inference, openengine.v1.Control, ...) "
                          "(REQ-HEALTH-001)") from None
