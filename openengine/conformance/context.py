@@ -592,6 +592,17 @@ class Context:
         out = info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
         return max(1, min(out or LONG_REQUEST_TOKENS, LONG_REQUEST_TOKENS))
 
+    @contextlib.asynccontextmanager
+    async def running(self, prompt: str = "conformance keeps this request running") -> AsyncIterator[Any]:
+        """A long request seen running (its first message ends nothing) for the block; then cancelled."""
+        request = self.long_request(prompt=prompt)
+        call = self.inference.Generate(request, timeout=self.options.case_timeout + 5)
+        try:
+            expect_running(await call.read(), request)
+            yield call
+        finally:
+            call.cancel()
+
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
         """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal
         to `max_tokens`, which every engine must honour, so it cannot end early on an EOS token.

@@ -250,15 +250,9 @@ async def model_info(ctx: Context):
 async def capabilities_stable(ctx: Context):
     ctx.require_decoding(observable=True)
     before = profile_versions(ctx.require_capabilities())
-    long = ctx.long_request()
-    call = ctx.inference.Generate(long)
-    try:
-        first = await call.read()
-        expect_running(first, long)
+    async with ctx.running():
         busy = profile_versions(await ctx.discovery_rpc.GetCapabilities())
-        expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
-    finally:
-        call.cancel()
+    expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
     if ctx.can_admin():
         async with ctx.paused():
             paused = profile_versions(await ctx.discovery_rpc.GetCapabilities())
@@ -1167,25 +1161,16 @@ async def model_limits(ctx: Context):
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "
             "and 0 queued, with no negative figure")
 async def back_to_idle(ctx: Context):
-    async def load():
-        return await ctx.control.GetLoad()
-
-    long = ctx.long_request(prompt="conformance counts this request")
     busy = None
     if not ctx.prefill:     # a prefill engine holds no request long enough to be counted
-        call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout)
-        try:
-            first = await call.read()
-            expect_running(first, long)
-            busy = await load()
-            expect(busy.running_requests + busy.queued_requests >= 1,
-                   "a request had streamed its first tokens, but GetLoad counted no running or "
-                   "queued request (REQ-LOAD-001.2)")
-        finally:
-            call.cancel()
+        async with ctx.running("conformance counts this request"):
+            busy = await ctx.control.GetLoad()
+        expect(busy.running_requests + busy.queued_requests >= 1,
+               "a request had streamed its first tokens, but GetLoad counted no running or "
+               "queued request (REQ-LOAD-001.2)")
     await ctx.generate(ctx.generate_request(max_tokens=2))
     within = max(1.0, ctx.options.rpc_timeout)
-    info, idle = await poll(load, lambda now: now.running_requests == 0 and now.queued_requests == 0,
+    info, idle = await poll(ctx.control.GetLoad, lambda now: now.running_requests == 0 and now.queued_requests == 0,
                             within, 0.05)
     expect(idle, f"every Generate stream of the runner had ended, but GetLoad still counted "
                  f"{info.running_requests} running and {info.queued_requests} queued requests "

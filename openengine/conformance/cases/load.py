@@ -271,16 +271,8 @@ async def getload_complete(ctx: Context):
 async def getload_current(ctx: Context):
     ctx.require_decoding(observable=True)
     idle = await ctx.control.GetLoad()
-    long = ctx.long_request(prompt="conformance is counted now")
-    call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout + 5)
-    try:
-        first = await call.read()
+    async with ctx.running("conformance is counted now"):
         busy = await ctx.control.GetLoad()
-        expect_running(first, long)
-    except grpc.aio.AioRpcError as err:
-        raise rpc_error(err, "Generate") from None
-    finally:
-        call.cancel()
     counted = busy.running_requests + busy.queued_requests
     expect(counted >= 1, f"GetLoad, called after a request's stream sent its first message, counted "
                          f"{busy.running_requests} running and {busy.queued_requests} queued: it "
