@@ -536,22 +536,12 @@ class Context:
 
     def generate_request(self, *, max_tokens: int | None = 8, prompt: str = "conformance says hello",
                          request_id: str | None = None, min_tokens: int | None = None,
-                         ignore_eos: bool | None = None, stop: tuple[str, ...] = (),
-                         stop_token_ids: tuple[int, ...] = (), **sampling):
+                         ignore_eos: bool | None = None, **sampling):
         """A GenerateRequest to the default model; `sampling` sets SamplingParams fields."""
         from openengine.v1 import generation_pb2
 
-        stopping = generation_pb2.StoppingOptions()
-        if max_tokens is not None:
-            stopping.max_tokens = max_tokens
-        if min_tokens is not None:
-            stopping.min_tokens = min_tokens
-        if ignore_eos is not None:
-            stopping.ignore_eos = ignore_eos
-        for text in stop:
-            stopping.conditions.add(stop_text=text)
-        for token in stop_token_ids:
-            stopping.conditions.add(stop_token_id=token)
+        given = {"max_tokens": max_tokens, "min_tokens": min_tokens, "ignore_eos": ignore_eos}
+        stopping = generation_pb2.StoppingOptions(**{k: v for k, v in given.items() if v is not None})
         return generation_pb2.GenerateRequest(
             request_id=request_id or self.request_id("gen"), model=self.model, prompt=prompt,
             sampling=generation_pb2.SamplingParams(**sampling), stopping=stopping)
