@@ -169,7 +169,7 @@ async def tasks_max_inputs(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # encoder
 
-def _item(ctx: Context, i: int):
+def _item(i: int):
     from openengine.v1 import encoder_pb2
 
     return encoder_pb2.MultimodalItem(item_id=f"item-{i}", image=encoder_pb2.MediaSource(
@@ -182,7 +182,7 @@ async def encode(ctx: Context):
     from openengine.v1 import encoder_pb2
 
     resp = await ctx.encoder.Encode(encoder_pb2.EncodeRequest(
-        request_id=ctx.request_id("enc"), model=ctx.model, items=[_item(ctx, 0), _item(ctx, 1)]))
+        request_id=ctx.request_id("enc"), model=ctx.model, items=[_item(0), _item(1)]))
     expect(len(resp.handles) == 2, f"2 items gave {len(resp.handles)} handles")
     for i, h in enumerate(resp.handles):
         expect(bool(h.handle), f"handle {i} is empty")
@@ -200,7 +200,7 @@ async def encode_max(ctx: Context):
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_items_per_request is {limit}; the case sends at most "
                         f"{MAX_BATCH_PROBE} items")
-    req = encoder_pb2.EncodeRequest(model=ctx.model, items=[_item(ctx, i) for i in range(limit + 1)])
+    req = encoder_pb2.EncodeRequest(model=ctx.model, items=[_item(i) for i in range(limit + 1)])
     await expect_refused(ctx.encoder.Encode(req), (grpc.StatusCode.INVALID_ARGUMENT,),
                          f"Encode of {limit + 1} items")
 
@@ -268,7 +268,7 @@ async def sessions_unknown(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # adapters (Control's LoRA RPCs)
 
-def _adapter(ctx: Context, lora_id: int, name: str):
+def _adapter(lora_id: int, name: str):
     """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
     same machine, which is where the runner is pointed at."""
     import tempfile
@@ -291,7 +291,7 @@ async def adapters_lifecycle(ctx: Context):
 
     model = _model_with(ctx, ADAPTERS)
     name = ctx.request_id("lora")
-    adapter = _adapter(ctx, _lora_id(ctx), name)
+    adapter = _adapter(_lora_id(ctx), name)
     loaded = await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=adapter))
     try:
         expect(loaded.adapter.lora_name == name, f"LoadLora answered name {loaded.adapter.lora_name!r}")
@@ -322,7 +322,7 @@ async def adapters_lifecycle(ctx: Context):
 async def adapters_invalid(ctx: Context):
     from openengine.v1 import lora_pb2
 
-    good = _adapter(ctx, _lora_id(ctx), ctx.request_id("lora"))
+    good = _adapter(_lora_id(ctx), ctx.request_id("lora"))
     bad = {"lora_id 0": lora_pb2.LoraAdapter(lora_id=0, lora_name=good.lora_name, source_path=good.source_path),
            "an empty name": lora_pb2.LoraAdapter(lora_id=good.lora_id, source_path=good.source_path),
            "a relative path": lora_pb2.LoraAdapter(lora_id=good.lora_id, lora_name=good.lora_name,
@@ -352,11 +352,11 @@ async def adapters_limits(ctx: Context):
     try:
         for _ in range(capacity - len(before.adapters)):
             name = ctx.request_id("lora")
-            await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), name)))
+            await ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(_lora_id(ctx), name)))
             names.append(name)
         names.append(ctx.request_id("lora"))
         await expect_refused(
-            ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(ctx, _lora_id(ctx), names[-1]))),
+            ctx.control.LoadLora(lora_pb2.LoadLoraRequest(adapter=_adapter(_lora_id(ctx), names[-1]))),
             (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
              grpc.StatusCode.FAILED_PRECONDITION),
             f"LoadLora of adapter {capacity + 1} (capacity {capacity})")
