@@ -9,7 +9,7 @@ import re
 import grpc
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, read_rest, refusal, status_name
-from openengine.conformance.profiles import CORE
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE
 from openengine.contract import catalogue, number_domains
 
 ADMIN = "openengine.admin"
@@ -117,10 +117,11 @@ async def numbers_update_config(ctx: Context):
       title="request bytes that do not parse fail INTERNAL on every served RPC, with no server internals")
 async def wire_undecodable(ctx: Context):
     problems, checked = [], 0
-    # Only RPCs served on this address: Admin may have an address of its own (REQ-ADMIN-001).
-    rpcs = [r for p in ctx.contract.values() if p.name == CORE or ctx.advertised(p.name)
-            for r in p.rpcs if r.service in ctx.main_services or r.service == "grpc.health.v1.Health"]
-    paths = [(r.path, r.server_streaming) for r in rpcs] + [("/grpc.health.v1.Health/Check", False)]
+    # Only RPCs served on this address (the core's include the standard health RPCs): Admin may
+    # have an address of its own (REQ-ADMIN-001).
+    paths = [(r.path, r.server_streaming) for p in ctx.contract.values()
+             if p.name == CORE or ctx.advertised(p.name)
+             for r in p.rpcs if r.service in ctx.main_services or r.service == HEALTH_SERVICE]
     for path, streaming in paths:
         factory = ctx.channel.unary_stream if streaming else ctx.channel.unary_unary
         for payload in UNDECODABLE:
