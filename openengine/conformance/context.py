@@ -87,8 +87,7 @@ class Deadlined:
     """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
     `on_call` hears the full name of each RPC called, so a failure can name it."""
 
-    def __init__(self, stub: Any, timeout: float, metadata: tuple = (), *, service: str = "",
-                 on_call=None):
+    def __init__(self, stub: Any, timeout: float, metadata: tuple, *, service: str, on_call):
         self._stub, self._timeout, self._metadata = stub, timeout, tuple(metadata)
         self._service, self._on_call = service, on_call
 
@@ -101,8 +100,7 @@ class Deadlined:
             md = default_metadata if metadata is None else tuple(metadata)
             if request is None:
                 request = _empty_request(full_name)
-            if on_call is not None:
-                on_call(full_name)
+            on_call(full_name)
             return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
 
         return call
@@ -212,7 +210,7 @@ class Context:
         for name in ("inference", "control", "observability", "tasks", "encoder", "sessions"):
             setattr(self, name, self.stub(name, self._channel))
         self.discovery_rpc = self.stub("discovery", self._channel)
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout,
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout, (),
                                 service=HEALTH_SERVICE, on_call=self._called)
         admin_channel = self._admin_channel or self._channel
         token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \

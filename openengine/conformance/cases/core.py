@@ -889,8 +889,7 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
                                     ignore_eos=True, temperature=0.0, seed=7)
 
     first = Stream(await ctx.generate(request()))
-    if first.error is not None:
-        raise Failed(f"a greedy {tokens}-token request: {first.failure()}")
+    _expect_success(first, f"a greedy {tokens}-token request")
     ids, text, _ = _sequence(first)
     stop = choose(ids, text)
     if stop is None:
@@ -899,8 +898,7 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
     again = request()
     apply(again, stop)
     second = Stream(await ctx.generate(again), again)
-    if second.error is not None:
-        raise Failed(f"the same request with a stop condition: {second.failure()}")
+    _expect_success(second, "the same request with a stop condition")
     expect(second.output(0).finished is not None, "the stream carried no finished event for output 0: "
                                                   "each output ends with one")
     return (stop, *_sequence(second))
@@ -1066,8 +1064,7 @@ async def ignore_eos(ctx: Context):
             tried.append(f"{what} had not ended after {budget:g} s")
             continue
         took = asyncio.get_running_loop().time() - started
-        if witness.error is not None:
-            raise Failed(f"{what} within every limit: {witness.failure()}")
+        _expect_success(witness, what)
         out = witness.output(0)
         if not _ended_by_eos(witness):
             how = finish_reason_name(out.finished.reason) if out.finished else "no finished event"
@@ -1085,8 +1082,7 @@ async def ignore_eos(ctx: Context):
         tokens = min(tokens, ended + 8)
         again = request(True, tokens)
         stream = Stream(await ctx.generate(again, timeout=ctx.options.rpc_timeout + 2 * took), again)
-        if stream.error is not None:
-            raise Failed(f"{what} with ignore_eos: {stream.failure()}")
+        _expect_success(stream, f"{what} with ignore_eos")
         _expect_shape(stream, request_id=again.request_id)
         out = stream.output(0)
         made, reason = len(out.tokens), finish_reason_name(out.finished.reason)
@@ -1112,8 +1108,7 @@ async def seed(ctx: Context):
         request = ctx.generate_request(max_tokens=8, ignore_eos=True, prompt="conformance seeds this",
                                        temperature=1.0, seed=1234)
         stream = Stream(await ctx.generate(request), request)
-        if stream.error is not None:
-            raise Failed(f"a seeded request within every limit: {stream.failure()}")
+        _expect_success(stream, "a seeded request")
         outputs.append(tuple(stream.output(0).token_ids))
     # Engines need not be bit-exact under concurrency; two of three alike shows the seed is used.
     expect(len(set(outputs)) < 3, f"three requests with seed 1234 and temperature 1.0 generated "
