@@ -273,6 +273,20 @@ async def admin_reset(ctx: Context):
     expect(resp.reset, "ResetPrefixCache answered reset=false on an idle engine")
 
 
+async def _watchload_ending(call, code: grpc.StatusCode, within: float, when: str) -> str | None:
+    """Why an open WatchLoad stream did not end with `code` within `within` seconds, or None."""
+    try:
+        await asyncio.wait_for(read_rest(call), within)
+        return f"an open WatchLoad stream ended with OK {when}"
+    except grpc.aio.AioRpcError as err:
+        return None if err.code() == code else \
+            f"an open WatchLoad stream ended with {status_name(err.code())} {when}, not {code.name}"
+    except asyncio.TimeoutError:
+        return f"an open WatchLoad stream stayed open {when}"
+    finally:
+        call.cancel()
+
+
 def _limit_update(ctx: Context):
     """An UpdateConfig change of one updatable scalar limit, and the one that undoes it."""
     from openengine.v1 import admin_pb2
@@ -341,15 +355,9 @@ async def admin_update(ctx: Context):
             expect(seen.revision >= crc.revision, "right after CapabilityRevisionChanged, "
                    f"GetCapabilities still answers revision {seen.revision}")
         if watch is not None:
-            try:
-                await asyncio.wait_for(read_rest(watch), 2.0)
-                raise Failed("a WatchLoad stream ended with OK after the revision changed")
-            except grpc.aio.AioRpcError as err:
-                expect(err.code() == grpc.StatusCode.ABORTED,
-                       f"an open WatchLoad stream ended with {status_name(err.code())} after the "
-                       "revision changed, not ABORTED")
-            except asyncio.TimeoutError:
-                raise Failed("an open WatchLoad stream stayed open after the revision changed") from None
+            problem = await _watchload_ending(watch, grpc.StatusCode.ABORTED, 2.0,
+                                              "after the revision changed")
+            expect(problem is None, problem or "")
             reopened = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0))
             try:
                 first = await asyncio.wait_for(reopened.read(), ctx.options.rpc_timeout)
@@ -482,26 +490,17 @@ async def shutdown(ctx: Context):
         elif S.SERVING in statuses[statuses.index(S.NOT_SERVING):]:
             problems.append(f"Watch({name!r}) reported SERVING after NOT_SERVING")
     if load is not None:
-        try:
-            await asyncio.wait_for(read_rest(load), ctx.options.rpc_timeout)
-            problems.append("WatchLoad ended with OK on shutdown")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE:
-                problems.append(f"WatchLoad ended with {status_name(err.code())} on shutdown, "
-                                "not UNAVAILABLE")
-        except asyncio.TimeoutError:
-            problems.append("WatchLoad stayed open after the shutdown began")
-        finally:
-            load.cancel()
+        problems.append(await _watchload_ending(load, grpc.StatusCode.UNAVAILABLE, ctx.options.rpc_timeout,
+                                                "after the shutdown began"))
     for label, what, reader, may_finish in accepted:
         try:
             problem, ending = await accepted_ending(reader, what, ctx.options.rpc_timeout,
                                                     may_finish=may_finish)
         finally:
             reader.cancel()
-        if problem:
-            problems.append(problem)
+        problems.append(problem)
         endings.append(f"{label}: {ending}")
+    problems = [p for p in problems if p]
     expect(not problems, "; ".join(problems))
     return "; ".join(endings) or None
 
