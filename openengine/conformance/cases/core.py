@@ -46,36 +46,30 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
 
 
 async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
-                 wait: float = STREAM_PROBE_SECONDS) -> tuple[grpc.StatusCode | None, object]:
-    """Call one RPC; the status it ended with (None: a stream that stays open for `wait`
-    seconds) and its answer."""
+                 wait: float = STREAM_PROBE_SECONDS) -> grpc.StatusCode | None:
+    """Call one RPC and release what it created (a session); the status it ended with, None for
+    a stream that stays open for `wait` seconds."""
+    from openengine.v1 import sessions_pb2
+
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
-    if not rpc.server_streaming:
-        try:
-            return grpc.StatusCode.OK, await call
-        except grpc.aio.AioRpcError as err:
-            return err.code(), None
     try:
+        if not rpc.server_streaming:
+            answer = await call
+            if rpc.method.name == "OpenSession" and answer.session.session_id:
+                with contextlib.suppress(Exception):
+                    await ctx.sessions.CloseSession(
+                        sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
+            return grpc.StatusCode.OK
         first = await asyncio.wait_for(call.read(), wait)
     except asyncio.TimeoutError:
         call.cancel()
-        return None, None
+        return None
     except grpc.aio.AioRpcError as err:
-        return err.code(), None
+        return err.code()
     if first is grpc.aio.EOF:
-        return await call.code(), None
+        return await call.code()
     call.cancel()
-    return None, first
-
-
-async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
-    """Release what a probe may have created (a session)."""
-    from openengine.v1 import sessions_pb2
-
-    with contextlib.suppress(Exception):
-        if rpc.method.name == "OpenSession" and answer is not None and answer.session.session_id:
-            await ctx.sessions.CloseSession(
-                sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
+    return None
 
 
 def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
@@ -107,8 +101,7 @@ def _served_case(profile: str):
             md = None
             if rpc.service.endswith(".Admin") and ctx.options.admin_token:
                 md = (("authorization", f"Bearer {ctx.options.admin_token}"),)
-            code, answer = await _probe(ctx, rpc, metadata=md)
-            await _undo_probe(ctx, rpc, answer)
+            code = await _probe(ctx, rpc, metadata=md)
             checked += 1
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 missing.append(rpc.full_name)
@@ -128,8 +121,7 @@ def _absent_case(profile: str):
         for rpc in ctx.contract[profile].rpcs:
             # Never with credentials: an unadvertised Admin must refuse before looking at them.
             # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
-            code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
-            await _undo_probe(ctx, rpc, answer)
+            code = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
             if code == grpc.StatusCode.FAILED_PRECONDITION and rpc.method.name in LORA_METHODS:
                 continue
             if code != grpc.StatusCode.UNIMPLEMENTED:

@@ -537,20 +537,17 @@ async def max_watchers(ctx: Context):
         streams.append(extra)
         try:
             msg = await asyncio.wait_for(extra.call.read(), extra.prompt_seconds)
+            code = await extra.call.code() if msg is grpc.aio.EOF else None
         except grpc.aio.AioRpcError as err:
-            expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   f"stream {limit + 1} failed with {status_name(err.code())}, not RESOURCE_EXHAUSTED")
-            return f"{limit} streams"
+            code = err.code()
         except asyncio.TimeoutError:
             raise Failed(f"stream {limit + 1} (max_watchers is {limit}) neither failed nor sent "
                          "anything: it is refused with RESOURCE_EXHAUSTED before any message") from None
-        if msg is grpc.aio.EOF:
-            code = await extra.call.code()
-            expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   f"stream {limit + 1} ended with {status_name(code)}, not RESOURCE_EXHAUSTED")
-            return f"{limit} streams"
-        raise Failed(f"stream {limit + 1} was accepted (max_watchers is {limit}), not refused with "
-                     "RESOURCE_EXHAUSTED")
+        expect(code is not None, f"stream {limit + 1} was accepted (max_watchers is {limit}), not refused "
+                                 "with RESOURCE_EXHAUSTED")
+        expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED,
+               f"stream {limit + 1} failed with {status_name(code)}, not RESOURCE_EXHAUSTED")
+        return f"{limit} streams"
     finally:
         for w in streams:
             w.cancel()
