@@ -428,7 +428,7 @@ async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
         raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
-    from openengine.v1 import kv_pb2, load_pb2
+    from openengine.v1 import load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
@@ -460,8 +460,7 @@ async def shutdown(ctx: Context):
             expect_running(first_message, request)
             accepted.append(("Generate", "a Generate stream running when the shutdown began", reader, True))
     if ctx.advertised("openengine.kv"):
-        reader = Reader(ctx.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
-                                                      timeout=ctx.options.case_timeout))
+        reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout))
         try:
             early = await reader.read(STREAM_OPEN_SECONDS)
         except grpc.aio.AioRpcError as err:

@@ -31,10 +31,7 @@ async def kv_sources(ctx: Context):
       title="Control/SubscribeKvEvents stays open; batches have increasing sequence numbers and "
             "monotonic timestamps")
 async def kv_events(ctx: Context):
-    from openengine.v1 import kv_pb2
-
-    call = ctx.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
-                                         timeout=ctx.options.case_timeout)
+    call = ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout)
     batches = []
     try:
         await ctx.generate(ctx.generate_request(max_tokens=4, prompt="kv events " * 8))
