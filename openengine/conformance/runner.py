@@ -4,7 +4,6 @@ catch everything per case, apply the expected failures, and return a report."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import enum
 import fnmatch
@@ -262,16 +261,6 @@ def _deserialize_logged(record: logging.LogRecord) -> bool:
     return "deserializing" not in record.getMessage()
 
 
-@contextlib.contextmanager
-def _quiet_deserialize_failures():
-    logger, quiet = logging.getLogger("grpc._common"), _deserialize_logged
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
-
-
 def _engine_summary(ctx: Context) -> dict:
     info = ctx.server_info
     if info is None:
@@ -298,8 +287,12 @@ async def run_suite(options: Options, **kw) -> Report:
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
-    with _quiet_deserialize_failures():
+    logger = logging.getLogger("grpc._common")
+    logger.addFilter(_deserialize_logged)
+    try:
         return await _run_suite(options, **kw)
+    finally:
+        logger.removeFilter(_deserialize_logged)
 
 
 async def _run_suite(options: Options, *, profiles: list[str] | None = None,
