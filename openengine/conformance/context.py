@@ -17,7 +17,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
 from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo, services_of
 
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
 LONG_REQUEST_TOKENS = 100_000
 
@@ -29,7 +28,7 @@ class Options:
     target: str
     rpc_timeout: float = 5.0
     case_timeout: float = 20.0
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: int = 4 * 1024 * 1024
     admin_target: str | None = None
     admin_token: str | None = None
     admin_limited_token: str | None = None

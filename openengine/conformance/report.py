@@ -250,10 +250,9 @@ def report_document(report: Report) -> dict:
 class Progress:
     """On a terminal: one line that updates in place. Otherwise: one plain line per case."""
 
-    def __init__(self, stream=None, *, live: bool | None = None, echo: bool = True):
+    def __init__(self, stream=None, *, live: bool | None = None):
         self.stream = stream or sys.stdout
         self.live = self.stream.isatty() if live is None else live
-        self.echo = echo
         self.counts: dict[Outcome, int] = {}
 
     def __call__(self, case_id: str, done: int, total: int, result: CaseResult | None) -> None:
@@ -268,7 +267,7 @@ class Progress:
             if result is not None and result.outcome.bad:
                 self.stream.write("\r" + " " * width + "\r" + result_line(result) + "\n")
             self.stream.flush()
-        elif self.echo and result is not None:
+        elif result is not None:
             self.stream.write(result_line(result) + "\n")
             self.stream.flush()
 

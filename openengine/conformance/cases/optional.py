@@ -113,16 +113,16 @@ async def tasks_families(ctx: Context):
     model = _model_with(ctx, TASKS)
     families = _families(ctx, model)
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
-    calls = {
-        "embed": ("Embed", lambda: ctx.tasks.Embed(
+    calls = {   # family: (RPC, the answer's list of results, the call)
+        "embed": ("Embed", "embeddings", lambda: ctx.tasks.Embed(
             tasks_pb2.EmbedRequest(request_id=ctx.request_id("embed"), model=model, inputs=inputs))),
-        "classify": ("Classify", lambda: ctx.tasks.Classify(
+        "classify": ("Classify", "classifications", lambda: ctx.tasks.Classify(
             tasks_pb2.ClassifyRequest(request_id=ctx.request_id("cls"), model=model, inputs=inputs))),
-        "score": ("Score", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
+        "score": ("Score", "scores", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
             request_id=ctx.request_id("score"), model=model, query=inputs[0], documents=inputs))),
     }
     size = int(ctx.limit(TASKS, "embedding_size", model=model))
-    for family, (name, call) in calls.items():
+    for family, (name, results, call) in calls.items():
         if family not in families:
             await expect_refused(call(), (grpc.StatusCode.INVALID_ARGUMENT,),
                                  f"{name} (not in supported_tasks)")
@@ -131,8 +131,7 @@ async def tasks_families(ctx: Context):
             resp = await call()
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, f"{name} (in supported_tasks)") from None
-        items = getattr(resp, {"Embed": "embeddings", "Classify": "classifications",
-                               "Score": "scores"}[name])
+        items = getattr(resp, results)
         expect(len(items) == 2, f"{name} of 2 inputs returned {len(items)} results")
         if name == "Embed" and size:
             expect(all(len(e.values) == size for e in items),
