@@ -7,13 +7,8 @@ an engine conforms.
     report.ok, report.results, report.coverage
 
 Every case has a stable id (`load.watch.settings-first`) and cites the spec requirements it
-checks; `oespec conformance` is the command-line front end, and `report_document(report)` the
-versioned report it writes with `--report FILE`.
-
-An engine of upstream's layout alone (Inference and Control, no Discovery, no standard health) is
-judged like any other: every case whose RPCs it serves runs, and each requirement the proposal
-adds fails with what to add, so the report reads as a migration checklist. Only a target that
-serves neither Control nor Inference is refused (`TargetUnusable`).
+checks. An engine of upstream's layout alone is judged like any other: each requirement the
+proposal adds fails with what to add, so the report reads as a migration checklist.
 """
 
 from openengine.conformance.cases import CASES, Case, Failed, Skipped, all_cases

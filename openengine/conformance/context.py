@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 import grpc
+from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo, services_of
 
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
 LONG_REQUEST_TOKENS = 100_000
 
@@ -27,7 +28,7 @@ class Options:
     target: str
     rpc_timeout: float = 5.0
     case_timeout: float = 20.0
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: int = 4 * 1024 * 1024
     admin_target: str | None = None
     admin_token: str | None = None
     admin_limited_token: str | None = None
@@ -65,8 +66,6 @@ class Options:
     @property
     def runs_destructive(self) -> bool:
         return self.destructive or bool(self.shutdown_command)
-    # Small receive windows make a watcher that stops reading visible to the server quickly.
-    slow_reader_window_bytes: int = 1024
 
 
 def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) -> list:
@@ -87,8 +86,7 @@ class Deadlined:
     """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
     `on_call` hears the full name of each RPC called, so a failure can name it."""
 
-    def __init__(self, stub: Any, timeout: float, metadata: tuple = (), *, service: str = "",
-                 on_call=None):
+    def __init__(self, stub: Any, timeout: float, metadata: tuple, *, service: str, on_call):
         self._stub, self._timeout, self._metadata = stub, timeout, tuple(metadata)
         self._service, self._on_call = service, on_call
 
@@ -97,39 +95,31 @@ class Deadlined:
         default_timeout, default_metadata = self._timeout, self._metadata
         full_name, on_call = f"{self._service}/{name}", self._on_call
 
-        def call(request, *, timeout: float | None = None, metadata=None, **kw):
+        def call(request=None, *, timeout: float | None = None, metadata=None, **kw):
             md = default_metadata if metadata is None else tuple(metadata)
-            if on_call is not None:
-                on_call(full_name)
+            if request is None:
+                request = _empty_request(full_name)
+            on_call(full_name)
             return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
 
         return call
 
 
-def _stubs():
-    from openengine.v1 import (
-        admin_service_pb2_grpc, control_service_pb2_grpc, discovery_service_pb2_grpc,
-        encoder_service_pb2_grpc, inference_service_pb2_grpc, observability_service_pb2_grpc,
-        sessions_service_pb2_grpc, tasks_service_pb2_grpc,
-    )
-    return {
-        "inference": inference_service_pb2_grpc.InferenceStub,
-        "control": control_service_pb2_grpc.ControlStub,
-        "discovery": discovery_service_pb2_grpc.DiscoveryStub,
-        "observability": observability_service_pb2_grpc.ObservabilityStub,
-        "tasks": tasks_service_pb2_grpc.TasksStub,
-        "encoder": encoder_service_pb2_grpc.EncoderStub,
-        "sessions": sessions_service_pb2_grpc.SessionsStub,
-        "admin": admin_service_pb2_grpc.AdminStub,
-    }
+def _empty_request(full_name: str):
+    """The empty request of an RPC (`openengine.v1.Control/GetLoad`), from its descriptor."""
+    service, method = full_name.rsplit("/", 1)
+    found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[method].input_type
+    return message_factory.GetMessageClass(found)()
 
 
-SERVICE_NAMES = {name: f"openengine.v1.{name.capitalize()}" for name in (
-    "inference", "control", "discovery", "observability", "tasks", "encoder", "sessions", "admin")}
+def _stub_class(name: str):
+    """`inference` -> the InferenceStub of openengine.v1's bindings."""
+    module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
+    return getattr(module, f"{name.capitalize()}Stub")
+
+
 ADMIN_SERVICE = "openengine.v1.Admin"
 INFERENCE = "openengine.v1.Inference"
-CONTROL = "openengine.v1.Control"
-DISCOVERY = "openengine.v1.Discovery"
 
 
 def _read_pem(path: str | None, what: str) -> bytes | None:
@@ -142,12 +132,18 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
 
 
-def main_credentials(options: Options) -> grpc.ChannelCredentials:
-    """TLS credentials for the main address (with the client certificate when given)."""
+def _credentials(options: Options, admin: bool, *, client_certificate: bool = True):
+    """TLS credentials from the PEM files of the main (--ca, --cert, --key) or the admin address
+    (--admin-ca, ...); the client certificate is left out when told to."""
+    prefix = "admin-" if admin else ""
+    files = {kind: getattr(options, prefix.replace("-", "_") + kind) for kind in ("ca", "key", "cert")}
+    if not client_certificate:
+        files.update(key=None, cert=None)
+    label = "admin " if admin else ""
     return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(options.ca, "CA certificate (--ca)"),
-        private_key=_read_pem(options.key, "client key (--key)"),
-        certificate_chain=_read_pem(options.cert, "client certificate (--cert)"))
+        root_certificates=_read_pem(files["ca"], f"{label}CA certificate (--{prefix}ca)"),
+        private_key=_read_pem(files["key"], f"{label}client key (--{prefix}key)"),
+        certificate_chain=_read_pem(files["cert"], f"{label}client certificate (--{prefix}cert)"))
 
 
 def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
@@ -157,17 +153,7 @@ def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.a
         return grpc.aio.insecure_channel(options.target, options=opts)
     if options.server_name:
         opts.append(("grpc.ssl_target_name_override", options.server_name))
-    return grpc.aio.secure_channel(options.target, main_credentials(options), options=opts)
-
-
-def admin_credentials(options: Options) -> grpc.ChannelCredentials | None:
-    """TLS credentials for the admin address (client certificate when given), or None."""
-    if not options.admin_tls:
-        return None
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(options.admin_ca, "admin CA certificate (--admin-ca)"),
-        private_key=_read_pem(options.admin_key, "admin client key (--admin-key)"),
-        certificate_chain=_read_pem(options.admin_cert, "admin client certificate (--admin-cert)"))
+    return grpc.aio.secure_channel(options.target, _credentials(options, False), options=opts)
 
 
 @dataclass
@@ -183,6 +169,7 @@ class Discovery:
     error: str | None = None
     capabilities_error: str | None = None
     capabilities_code: Any = None
+    report: Any = None      # the validators' verdict, once a case asked for it
 
 
 class Context:
@@ -197,7 +184,6 @@ class Context:
         self._channel: grpc.aio.Channel | None = None
         self._admin_channel: grpc.aio.Channel | None = None
         self._extra_channels: list[grpc.aio.Channel] = []
-        self.notes: list[str] = []
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
@@ -220,16 +206,10 @@ class Context:
         self._channel = main_channel(self.options)
         if self.options.admin_elsewhere:
             self._admin_channel = self.admin_address_channel()
-        s = _stubs()
-        t = self.options.rpc_timeout
-        for name, cls in s.items():
-            stub = Deadlined(cls(self._channel), t, service=SERVICE_NAMES[name],
-                             on_call=self._called)
-            if name == "discovery":
-                self.discovery_rpc = stub
-            elif name != "admin":
-                setattr(self, name, stub)
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), t,
+        for name in ("inference", "control", "observability", "tasks", "encoder", "sessions"):
+            setattr(self, name, self.stub(name, self._channel))
+        self.discovery_rpc = self.stub("discovery", self._channel)
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout, (),
                                 service=HEALTH_SERVICE, on_call=self._called)
         admin_channel = self._admin_channel or self._channel
         token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
@@ -239,10 +219,8 @@ class Context:
         if self.options.admin_tls:
             anonymous_channel = self.admin_address_channel(client_certificate=False)
             self._extra_channels.append(anonymous_channel)
-        self.admin_anonymous = Deadlined(s["admin"](anonymous_channel), t, service=ADMIN_SERVICE,
-                                         on_call=self._called)
-        self._admin = Deadlined(s["admin"](admin_channel), t, token_md, service=ADMIN_SERVICE,
-                                on_call=self._called)
+        self.admin_anonymous = self.stub("admin", anonymous_channel)
+        self._admin = self.stub("admin", admin_channel, token_md)
 
     def admin_address_channel(self, *, client_certificate: bool = True) -> grpc.aio.Channel:
         """A new channel to the admin address: TLS (with the client certificate unless told
@@ -251,11 +229,7 @@ class Context:
         target = self.options.admin_target or self.options.target
         if not self.options.admin_tls:
             return grpc.aio.insecure_channel(target, options=opts)
-        if client_certificate:
-            creds = admin_credentials(self.options)
-        else:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=_read_pem(self.options.admin_ca, "admin CA certificate"))
+        creds = _credentials(self.options, True, client_certificate=client_certificate)
         return grpc.aio.secure_channel(target, creds, options=opts)
 
     def _called(self, full_name: str) -> None:
@@ -293,8 +267,10 @@ class Context:
         self._extra_channels.append(ch)
         return ch
 
-    def stub(self, name: str, channel: grpc.aio.Channel) -> Deadlined:
-        return Deadlined(_stubs()[name](channel), self.options.rpc_timeout)
+    def stub(self, name: str, channel: grpc.aio.Channel, metadata: tuple = ()) -> Deadlined:
+        """A deadline-bound stub of openengine.v1's `name` service (`inference`) on `channel`."""
+        return Deadlined(_stub_class(name)(channel), self.options.rpc_timeout, metadata,
+                         service=f"openengine.v1.{name.capitalize()}", on_call=self._called)
 
     def raw_call(self, rpc: RpcInfo, request, *, timeout: float | None = None, metadata=None,
                  channel: grpc.aio.Channel | None = None):
@@ -311,12 +287,12 @@ class Context:
         """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
         (Discovery), again. A GetCapabilities that fails leaves `capabilities` None: the cases
         that need it report what the engine lacks."""
-        from openengine.v1 import discovery_pb2, model_pb2, server_pb2
+        from openengine.v1 import model_pb2
 
         d = Discovery()
         step = "Control/GetServerInfo"
         try:
-            d.server_info = await self.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+            d.server_info = await self.control.GetServerInfo()
             for model in d.server_info.supported_models:
                 step = f"Control/GetModelInfo({model!r})"
                 d.models[model] = await self.control.GetModelInfo(
@@ -326,8 +302,7 @@ class Context:
             d.error = f"{step} failed with {status_name(err.code())}" + \
                 (f": {details}" if details else "")
         try:
-            d.capabilities = await self.discovery_rpc.GetCapabilities(
-                discovery_pb2.GetCapabilitiesRequest())
+            d.capabilities = await self.discovery_rpc.GetCapabilities()
         except grpc.aio.AioRpcError as err:
             details = err.details() or ""
             d.capabilities_code = err.code()
@@ -409,15 +384,11 @@ class Context:
     def advertised(self, profile: str) -> bool:
         return profile in self.advertised_profiles
 
-    def require_profile(self, profile: str) -> None:
-        if not self.advertised(profile) and profile not in self.forced:
-            raise Skipped(f"{profile} is not advertised")
-
     @property
     def advertised_services(self) -> list[str]:
         """OpenEngine services the engine advertises (the health service itself is not one)."""
-        return [s for s in self.contract.services_of(self.advertised_profiles | {CORE})
-                if s != HEALTH_SERVICE]
+        profiles = self.advertised_profiles | {CORE}
+        return [s for s in services_of(self.contract, profiles) if s != HEALTH_SERVICE]
 
     @property
     def main_services(self) -> list[str]:
@@ -430,7 +401,7 @@ class Context:
         """The effective value of a limit (REQ-CAP-013): the model's capability message, else the
         engine-wide one, else, for an engine without Capabilities, what upstream's ModelInfo and
         ServerInfo report of it, else the registry's default."""
-        info = self.contract.profiles.get(profile)
+        info = self.contract.get(profile)
         spec = info.limit(name) if info is not None else None
         if spec is None:
             raise KeyError(f"{profile} has no limit {name}")
@@ -450,51 +421,24 @@ class Context:
                 if value is not None:
                     return _spelled(value, spelled)
         elif profile == CORE:
-            value = self._upstream_limit(name, model or self.model)
+            from openengine.validate import upstream_core_values
+
+            d = self.discovery
+            value = upstream_core_values(d.server_info, d.models.get(model or self.model)).get(name)
             if value is not None:
                 return value
         default = spec.default
         return list(default) if isinstance(default, (list, tuple)) else default
-
-    def _upstream_limit(self, name: str, model: str) -> Any:
-        """A core limit as upstream's own discovery reports it (ModelInfo.generation,
-        ServerInfo.capacity), for an engine that serves no Capabilities."""
-        info = self.discovery.models.get(model)
-        gen = info.generation if info is not None and info.HasField("generation") else None
-        if gen is not None:
-            if name == "max_sequences" and gen.HasField("max_num_sequences"):
-                return gen.max_num_sequences
-            if name == "output_logprobs" and gen.HasField("output_logprobs") \
-                    and gen.output_logprobs.HasField("supported"):
-                return gen.output_logprobs.supported
-            if name == "max_logprobs" and gen.HasField("output_logprobs") \
-                    and gen.output_logprobs.HasField("max_top_n"):
-                return gen.output_logprobs.max_top_n
-            if name == "prompt_logprobs" and gen.HasField("prompt_logprobs") \
-                    and gen.prompt_logprobs.HasField("supported"):
-                return gen.prompt_logprobs.supported
-            if name == "priority" and gen.HasField("supports_priority"):
-                return gen.supports_priority
-        server = self.discovery.server_info
-        if name == "max_running_requests" and server is not None and server.HasField("capacity") \
-                and server.capacity.HasField("max_running_requests"):
-            return server.capacity.max_running_requests
-        if name == "token_ids_input" and info is not None and info.HasField("supports_token_ids_input"):
-            return info.supports_token_ids_input
-        return None
 
     def capability_report(self):
         """The validators' verdict on the discovery answers (computed once per discovery)."""
         from openengine.validate import validate_capabilities
 
         d = self.discovery
-        key = (id(d.capabilities), id(d.server_info), tuple(id(m) for m in d.models.values()))
-        if getattr(self, "_report_key", None) != key:
-            self._report = validate_capabilities(self.require_capabilities(),
-                                                 server_info=d.server_info,
-                                                 model_infos=list(d.models.values()))
-            self._report_key = key
-        return self._report
+        if d.report is None:
+            d.report = validate_capabilities(self.require_capabilities(), server_info=d.server_info,
+                                             model_infos=list(d.models.values()))
+        return d.report
 
     @property
     def model(self) -> str:
@@ -507,10 +451,6 @@ class Context:
         if caps is None:
             return []
         return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
-
-    def max_output_tokens(self, model: str | None = None) -> int:
-        info = self.discovery.models.get(model or self.model)
-        return info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
 
     # -- helpers ------------------------------------------------------------------------------
     def request_id(self, prefix: str = "conf") -> str:
@@ -542,17 +482,15 @@ class Context:
     async def paused(self) -> AsyncIterator[Any]:
         """Pause generation through Admin for the duration of the block, then resume.
         Only from SERVING: pausing an engine found paused would leave it resumed, not as found."""
-        from openengine.v1 import admin_pb2
-
         admin = self.admin()
         if await self.check_health("openengine.v1.Inference") != health_pb2.HealthCheckResponse.SERVING:
             raise Unchecked("openengine.v1.Inference is not SERVING before pausing; resume the "
                             "engine and rerun")
-        await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
+        await admin.PauseGeneration()
         try:
             yield admin
         finally:
-            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await admin.ResumeGeneration()
             await self.wait_health("openengine.v1.Inference", health_pb2.HealthCheckResponse.SERVING)
 
     async def check_health(self, service: str) -> int:
@@ -561,27 +499,18 @@ class Context:
 
     async def wait_health(self, service: str, status: int, *, within: float = 2.0) -> bool:
         """Poll Check until `service` reports `status` (state changes need not be instant)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + within
-        while True:
-            try:
-                if await self.check_health(service) == status:
-                    return True
-            except grpc.aio.AioRpcError:
-                pass
-            if loop.time() >= end:
-                return False
-            await asyncio.sleep(0.02)
+        async def check():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                return await self.check_health(service)
+        return (await poll(check, lambda now: now == status, within))[1]
 
     async def busy(self) -> tuple[int, int] | None:
         """(running, queued) requests as Control/GetLoad counts them now; None when GetLoad fails
         (whether the engine is idle cannot be seen: GetLoad's own cases report that)."""
-        from openengine.v1 import server_pb2
-
         if self.load_unreadable:
             return None
         try:
-            info = await self.control.GetLoad(server_pb2.GetLoadRequest())
+            info = await self.control.GetLoad()
         except grpc.aio.AioRpcError as err:
             self.load_unreadable = f"Control/GetLoad failed with {status_name(err.code())}"
             return None
@@ -592,38 +521,24 @@ class Context:
         None once idle (or when idleness cannot be seen), else the last counts seen. Counts the
         engine never came down from once (`idle_floor`) are taken as its idle: waiting on them
         again before every case would only make the run slow (core.load.back-to-idle fails it)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + within
-        floor = self.idle_floor or (0, 0)
-        while True:
-            counts = await self.busy()
-            if counts is None or counts == (0, 0):
-                return None
-            if self.idle_floor is not None and counts[0] <= floor[0] and counts[1] <= floor[1]:
-                return counts
-            if loop.time() >= end:
-                self.idle_floor = counts
-                return counts
-            await asyncio.sleep(0.02)
+        floor = self.idle_floor
+
+        def idle(counts) -> bool:
+            return counts is None or counts == (0, 0) or (
+                floor is not None and counts[0] <= floor[0] and counts[1] <= floor[1])
+        counts, held = await poll(self.busy, idle, within)
+        if not held:
+            self.idle_floor = counts
+        return None if counts is None or counts == (0, 0) else counts
 
     def generate_request(self, *, max_tokens: int | None = 8, prompt: str = "conformance says hello",
                          request_id: str | None = None, min_tokens: int | None = None,
-                         ignore_eos: bool | None = None, stop: tuple[str, ...] = (),
-                         stop_token_ids: tuple[int, ...] = (), **sampling):
+                         ignore_eos: bool | None = None, **sampling):
         """A GenerateRequest to the default model; `sampling` sets SamplingParams fields."""
         from openengine.v1 import generation_pb2
 
-        stopping = generation_pb2.StoppingOptions()
-        if max_tokens is not None:
-            stopping.max_tokens = max_tokens
-        if min_tokens is not None:
-            stopping.min_tokens = min_tokens
-        if ignore_eos is not None:
-            stopping.ignore_eos = ignore_eos
-        for text in stop:
-            stopping.conditions.add(stop_text=text)
-        for token in stop_token_ids:
-            stopping.conditions.add(stop_token_id=token)
+        given = {"max_tokens": max_tokens, "min_tokens": min_tokens, "ignore_eos": ignore_eos}
+        stopping = generation_pb2.StoppingOptions(**{k: v for k, v in given.items() if v is not None})
         return generation_pb2.GenerateRequest(
             request_id=request_id or self.request_id("gen"), model=self.model, prompt=prompt,
             sampling=generation_pb2.SamplingParams(**sampling), stopping=stopping)
@@ -660,8 +575,20 @@ class Context:
     def long_generation_tokens(self) -> int:
         """The most output tokens a request to the default model may ask for (its
         ModelInfo.max_output_tokens, bounded so a runaway case stays short)."""
-        out = self.max_output_tokens()
+        info = self.discovery.models.get(self.model)
+        out = info.max_output_tokens if info is not None and info.HasField("max_output_tokens") else 0
         return max(1, min(out or LONG_REQUEST_TOKENS, LONG_REQUEST_TOKENS))
+
+    @contextlib.asynccontextmanager
+    async def running(self, prompt: str = "conformance keeps this request running") -> AsyncIterator[Any]:
+        """A long request seen running (its first message ends nothing) for the block; then cancelled."""
+        request = self.long_request(prompt=prompt)
+        call = self.inference.Generate(request, timeout=self.options.case_timeout + 5)
+        try:
+            expect_running(await call.read(), request)
+            yield call
+        finally:
+            call.cancel()
 
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
         """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal
@@ -671,6 +598,11 @@ class Context:
         tokens = self.long_generation_tokens()
         return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
                                      prompt=prompt, **sampling)
+
+
+def profile_versions(caps) -> list[tuple[str, int, int]]:
+    """(name, major, minor) of every profile a Capabilities message (or a model's entry) lists."""
+    return sorted((p.name, p.major, p.minor) for p in caps.profiles)
 
 
 def _field_value(message, name: str) -> Any:
@@ -740,6 +672,17 @@ class Reader:
             self._pending = None
 
 
+async def poll(read, holds, within: float, every: float = 0.02):
+    """Await `read()` until `holds` its value or `within` seconds pass: (the last value, whether
+    it held)."""
+    end = asyncio.get_running_loop().time() + within
+    while True:
+        value = await read()
+        if holds(value) or asyncio.get_running_loop().time() >= end:
+            return value, holds(value)
+        await asyncio.sleep(every)
+
+
 def cancel_or_reap(task: asyncio.Future) -> None:
     """Cancel a task that is still running, and mark the outcome of one that already ended as
     seen, so an exception nobody awaits is not printed by asyncio when the task is collected."""
@@ -783,6 +726,22 @@ async def read_rest(call) -> list:
 
 def status_name(code: Any) -> str:
     return getattr(code, "name", str(code))
+
+
+async def refusal(call, codes, what: str) -> str | None:
+    """Why `call` (an RPC, or `ctx.generate`) was not refused with one of `codes`, or None."""
+    try:
+        got = await call
+    except grpc.aio.AioRpcError as err:
+        if err.code() in codes:
+            return None
+        return f"{what} failed with {status_name(err.code())}, not " + " or ".join(c.name for c in codes)
+    return f"{what} was accepted" + (f" ({len(got)} messages)" if isinstance(got, list) else "")
+
+
+async def expect_refused(call, codes, what: str) -> None:
+    problem = await refusal(call, codes, what)
+    expect(problem is None, problem or "")
 
 
 def rpc_error(err: grpc.aio.AioRpcError, what: str) -> Failed:

@@ -1,8 +1,6 @@
-"""The requirement-to-case matrix and the coverage of the spec's `wire` requirements.
-
-The requirements come from the index `oespec generate` writes next to this module
-(`requirements.json`, package data), so an installed runner knows the spec without a checkout.
-A caller holding a spec folder (the CLI's `--spec`) passes its requirements instead.
+"""The requirement-to-case matrix and the coverage of the spec's `wire` requirements, from the
+index `oespec generate` writes beside this module (`requirements.json`, package data) or from the
+requirements of a spec folder a caller passes.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from openengine.conformance.cases.base import Case
 
@@ -108,8 +106,6 @@ def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None =
     by_req: dict[str, list[str]] = {}
     by_assertion: dict[str, list[str]] = {}
     for c in cases:
-        if not c.observes:
-            continue
         for cited in c.requirements:
             by_req.setdefault(requirement_of(cited), []).append(c.id)
             by_assertion.setdefault(cited, []).append(c.id)
@@ -122,26 +118,13 @@ def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None =
     unknown = sorted({cited for c in cases for cited in c.requirements if cited not in known})
     assertions = {a: text for r in requirements if r.tag == "wire" for a, text in r.clauses}
     split = {r.id for r in requirements if r.assertions}
-    whole = [(c.id, cited) for c in cases if c.observes for cited in c.requirements if cited in split]
+    whole = [(c.id, cited) for c in cases for cited in c.requirements if cited in split]
     return Coverage(wire, {r: sorted(set(v), key=v.index) for r, v in by_req.items()}, source, unknown,
                     assertions, by_assertion, whole)
 
 
-def breaking(assertion: str, defects: Mapping[str, Sequence[str]] | None) -> list[str] | None:
-    """The defects (test-engine variants or reference faults: name -> the ids each breaks) that
-    break `assertion`; None when none are known here. A defect that names a requirement with
-    marked clauses as a whole breaks none of them: which clause it breaks is not said."""
-    if defects is None:
-        return None
-    return [name for name, ids in defects.items() if assertion in ids]
-
-
-def render_matrix(cov: Coverage, *, variants: Mapping[str, Sequence[str]] | None = None,
-                  faults: Mapping[str, Sequence[str]] | None = None, width: int = 100) -> str:
-    """One line per wire requirement with the cases that cite it; then, with variants or faults
-    given, one line per clause (assertion) with the case that observes it, the test-engine
-    variant and the reference-engine fault that break it, the figures, and what each missing
-    defect must break."""
+def render_matrix(cov: Coverage) -> str:
+    """One line per wire requirement with the cases that cite it, then the coverage figures."""
     lines = []
     ids = list(cov.wire) or sorted(cov.cases_by_requirement)
     for req in ids:
@@ -156,34 +139,4 @@ def render_matrix(cov: Coverage, *, variants: Mapping[str, Sequence[str]] | None
             lines.append("without a case: " + ", ".join(cov.uncovered))
     if cov.unknown:
         lines.append("cited but not in the spec: " + ", ".join(cov.unknown))
-    if cov.assertions and (variants is not None or faults is not None):
-        lines += ["", "Assertions (each clause of a wire requirement): case | test-engine variant | "
-                      "reference fault"]
-        for assertion in cov.assertions:
-            columns = [cov.cases_by_assertion.get(assertion) or [], breaking(assertion, variants),
-                       breaking(assertion, faults)]
-            shown = [", ".join(col) if col else ("?" if col is None else "--") for col in columns]
-            lines.append(f"{assertion:<18} " + " | ".join(shown))
-        lines.append("")
-        total = len(cov.assertions)
-        lines.append(f"wire assertions with a case: {total - len(cov.assertions_uncovered)}/{total}")
-        for label, defects in (("a test-engine variant", variants), ("a reference fault", faults)):
-            if defects is None:
-                lines.append(f"wire assertions with {label}: not known here")
-            else:
-                have = sum(1 for a in cov.assertions if breaking(a, defects))
-                lines.append(f"wire assertions with {label}: {have}/{total}")
-        if cov.whole:
-            lines.append("cited as a whole though its clauses are marked: " +
-                         ", ".join(f"{case} ({req})" for case, req in cov.whole))
-        if faults is not None:
-            missing = [a for a in cov.assertions if not breaking(a, faults)]
-            if missing:
-                lines += ["", "Reference faults still to write, each breaking one clause only (a "
-                              "fault that names the clause's requirement as a whole is shown: it "
-                              "says which clause it breaks by naming the clause's id):"]
-                for a in missing:
-                    whole = [name for name, ids in faults.items() if "." in a and requirement_of(a) in ids]
-                    lines.append(f"{a:<18} {cov.assertions[a]}" +
-                                 (f" [{', '.join(whole)} names {requirement_of(a)}]" if whole else ""))
     return "\n".join(lines) + "\n"

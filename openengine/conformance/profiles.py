@@ -1,44 +1,23 @@
-"""The profiles the runner judges by: the contract as the runner needs it.
-
-The runner must work against any engine and wherever the bindings are installed, without
-`profiles.yaml` next to it, so it takes the catalogue (which RPC belongs to which profile and
-since which version, the profiles' versions, scopes and limit defaults) from the descriptor reader
-`openengine.contract`. What is the runner's own: the standard health RPCs counted as part of the
-core, and profiles keyed by name in a stable order (the core first) for case ids and reports.
+"""The contract as the runner needs it, read from the descriptors (`openengine.contract`), so it
+works wherever the bindings are installed: the standard health RPCs counted in the core, and
+profiles keyed by name with the core first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from openengine.contract import (  # noqa: F401  (re-exported: the runner's view of the contract)
     CORE, HEALTH_SERVICE, WORK_SERVICES, LimitInfo, ProfileInfo, RpcInfo, catalogue,
 )
 
+Contract = dict[str, ProfileInfo]     # full profile name -> profile, the core first
 
-@dataclass(frozen=True)
-class Contract:
-    profiles: dict[str, ProfileInfo]
 
-    def profile(self, name_or_short: str) -> ProfileInfo | None:
-        if name_or_short in self.profiles:
-            return self.profiles[name_or_short]
-        return self.profiles.get(f"openengine.{name_or_short}")
-
-    def services_of(self, profiles: set[str] | list[str]) -> list[str]:
-        """Full names of the services holding at least one RPC of these profiles, sorted."""
-        out: set[str] = set()
-        for name in profiles:
-            info = self.profiles.get(name)
-            if info:
-                out.update(info.services)
-        return sorted(out)
-
-    @property
-    def all_services(self) -> list[str]:
-        """Every OpenEngine service of the contract (not the standard health service)."""
-        return [s for s in self.services_of(list(self.profiles)) if s != HEALTH_SERVICE]
+def services_of(contract: Contract, profiles) -> list[str]:
+    """Full names of the services holding at least one RPC of these profiles, sorted."""
+    return sorted({s for name in profiles if name in contract for s in contract[name].services})
 
 
 def _health_rpcs() -> tuple[RpcInfo, ...]:
@@ -60,5 +39,4 @@ def load_contract() -> Contract:
         core = ProfileInfo(name=CORE, version=(1, 0), scope="engine", roles=(), capability_field=None,
                            capability_message=None, limits=())
     profiles[CORE] = replace(core, rpcs=core.rpcs + _health_rpcs())
-    ordered = dict(sorted(profiles.items(), key=lambda kv: (kv[0] != CORE, kv[0])))
-    return Contract(ordered)
+    return dict(sorted(profiles.items(), key=lambda kv: (kv[0] != CORE, kv[0])))

@@ -1,11 +1,6 @@
-"""The adapter from case results to finding records, the report's forms, and the live progress
-display.
-
-Every case result that is not a pass becomes one `Diagnostic` (`case_diagnostic`), and the report
-prints through the printers every command shares (`openengine.contractkit.diagnostics`): `report_context`
-adds what only a conformance run has (the engine, the counts, the coverage, the verdict; in JSON
-the whole report). `render_junit` is the full case report of `--junit FILE`: every case, passes
-included, with unchecked and skipped cases as JUnit `skipped`.
+"""Case results as the finding records every command prints (`case_diagnostic`, through
+`openengine.contractkit.diagnostics`), the JUnit case report, the published report document, and
+the live progress display.
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from openengine.contractkit.diagnostics import render
 from openengine.conformance.matrix import requirement_of
 from openengine.conformance.runner import CaseResult, Outcome, Report
 
-LABELS = {Outcome.PASS: "PASS", Outcome.FAIL: "FAIL", Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR",
-          Outcome.XFAIL: "XFAIL", Outcome.STALE: "STALE", Outcome.UNCHECKED: "UNCHECKED"}
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
     """`text` from the engine with every control character shown as an escape (`\\x1b`), a tab
@@ -41,7 +34,7 @@ def detail(r: CaseResult) -> str:
 
 def result_line(r: CaseResult) -> str:
     reqs = ",".join(r.requirements)
-    line = f"{LABELS[r.outcome]:<5} {r.id:<44} {reqs}"
+    line = f"{r.outcome.name:<5} {r.id:<44} {reqs}"
     text = detail(r)
     if text:
         line += f"\n      {printable(text)}"
@@ -74,7 +67,7 @@ def _migration_lines(report: Report) -> list[str]:
     from openengine.conformance.profiles import CORE, load_contract
 
     optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"
-                for p in load_contract().profiles.values() if p.name != CORE]
+                for p in load_contract().values() if p.name != CORE]
     return [f"migration: {found}, so the engine serves upstream's layout without the proposal's "
             "services; each FAIL above names the requirement it breaks and what to add.",
             "  optional profiles, advertised in GetCapabilities once served: " + "; ".join(optional)]
@@ -112,7 +105,7 @@ def case_diagnostic(result: CaseResult, target: str) -> Diagnostic | None:
     details: dict = {"outcome": str(result.outcome), "requirements": list(result.requirements)}
     if result.expected_reason:
         details["expected_failure"] = result.expected_reason
-    return Diagnostic(target, 0, 0, result.id, severity, f"{LABELS[result.outcome]} {result.title}: {detail(result)}",
+    return Diagnostic(target, 0, 0, result.id, severity, f"{result.outcome.name} {result.title}: {detail(result)}",
                       "", details)
 
 
@@ -235,16 +228,9 @@ def report_document(report: Report) -> dict:
         "version": REPORT_VERSION,
         "date": report.started_at,
         "target": report.target,
-        "implementation": {
-            "engine_name": engine.get("engine_name", ""),
-            "engine_version": engine.get("engine_version", ""),
-            "instance_id": engine.get("instance_id", ""),
-            "role": engine.get("role", ""),
-            "schema_revision": engine.get("schema_revision", 0),
-            "schema_release": engine.get("schema_release", ""),
-            "capability_revision": engine.get("capability_revision", 0),
-            "discovery": engine.get("discovery", "not read"),
-        },
+        "implementation": {key: engine.get(key, default) for key, default in (
+            ("engine_name", ""), ("engine_version", ""), ("instance_id", ""), ("role", ""), ("schema_revision", 0),
+            ("schema_release", ""), ("capability_revision", 0), ("discovery", "not read"))},
         "contract": {"schema_revision": contract.schema_revision,
                      "minimum_client_revision": contract.minimum_client_revision,
                      "schema_release": contract.schema_release,
@@ -264,17 +250,16 @@ def report_document(report: Report) -> dict:
 class Progress:
     """On a terminal: one line that updates in place. Otherwise: one plain line per case."""
 
-    def __init__(self, stream=None, *, live: bool | None = None, echo: bool = True):
+    def __init__(self, stream=None, *, live: bool | None = None):
         self.stream = stream or sys.stdout
         self.live = self.stream.isatty() if live is None else live
-        self.echo = echo
         self.counts: dict[Outcome, int] = {}
 
     def __call__(self, case_id: str, done: int, total: int, result: CaseResult | None) -> None:
         if result is not None:
             self.counts[result.outcome] = self.counts.get(result.outcome, 0) + 1
         if self.live:
-            tally = " ".join(f"{LABELS[o].lower()} {n}" for o, n in self.counts.items())
+            tally = " ".join(f"{o} {n}" for o, n in self.counts.items())
             state = "running" if result is None else "done"
             text = f"[{done}/{total}] {tally}  {state} {case_id}"
             width = shutil.get_terminal_size((100, 20)).columns - 1
@@ -282,7 +267,7 @@ class Progress:
             if result is not None and result.outcome.bad:
                 self.stream.write("\r" + " " * width + "\r" + result_line(result) + "\n")
             self.stream.flush()
-        elif self.echo and result is not None:
+        elif result is not None:
             self.stream.write(result_line(result) + "\n")
             self.stream.flush()
 

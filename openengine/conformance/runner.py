@@ -4,7 +4,6 @@ catch everything per case, apply the expected failures, and return a report."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import enum
 import fnmatch
@@ -17,8 +16,8 @@ import grpc
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
-from openengine.conformance.context import Context, Options, status_name
-from openengine.conformance.target import TargetUnusable, preflight
+from openengine.conformance.context import INFERENCE, Context, Options, poll, status_name
+from openengine.conformance.target import preflight
 from openengine.conformance.profiles import CORE, Contract, load_contract
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 
@@ -129,9 +128,9 @@ def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
     """Full profile names for `--profile` values (short or full); ValueError for unknown ones."""
     out = []
     for name in names:
-        info = contract.profile(name)
+        info = contract.get(name) or contract.get(f"openengine.{name}")
         if info is None:
-            known = ", ".join(p.short_name for p in contract.profiles.values())
+            known = ", ".join(p.short_name for p in contract.values())
             raise ValueError(f"unknown profile {name!r}; known: {known}")
         out.append(info.name)
     return out
@@ -145,7 +144,7 @@ def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
     unadvertised profile gets its absence case. With `--profile`, only the named profiles are in
     play, and a named profile that is not advertised is forced: its cases run as if it were.
     """
-    in_play = set(selected) if selected else set(contract.profiles)
+    in_play = set(selected) if selected else set(contract)
     forced = (set(selected) - advertised) if selected else set()
     chosen = []
     for c in cases:
@@ -225,7 +224,7 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     from grpc_health.v1 import health_pb2
 
     try:
-        status = await ctx.check_health("openengine.v1.Inference")
+        status = await ctx.check_health(INFERENCE)
     except grpc.aio.AioRpcError as err:
         return f"not run: health Check for openengine.v1.Inference failed with {status_name(err.code())}"
     if status != health_pb2.HealthCheckResponse.SERVING:
@@ -241,54 +240,25 @@ def _shown_busy(counts: tuple[int, int]) -> str:
     return f"{counts[0]} running and {counts[1]} queued requests"
 
 
-async def _settle_before(ctx: Context, c: Case) -> tuple[int, int] | None:
-    """Wait, boundedly, for the engine to be idle before a case, and return what GetLoad still
-    counts then (None when idle or unreadable). A case is never refused for it: an engine whose
-    count does not return to zero fails `core.load.back-to-idle`, and each case judges only what
-    it adds to that count."""
-    if c.when != "advertised" or c.disruptive:
-        return None
-    return await ctx.wait_idle(ctx.options.rpc_timeout)
-
-
-async def _residue(ctx: Context, c: Case, before: tuple[int, int] | None) -> str | None:
+async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
     """What a case left behind: requests the engine still counts beyond what it counted before
     the case, after a bounded wait. The case started and ended them, so their residue is its
     failure."""
-    if c.when != "advertised" or c.disruptive:
-        return None
     base = before or (0, 0)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + ctx.options.rpc_timeout
-    while True:
-        counts = await ctx.busy()
-        if counts is None or (counts[0] <= base[0] and counts[1] <= base[1]):
-            return None
-        if loop.time() >= end:
-            break
-        await asyncio.sleep(0.02)
+    counts, freed = await poll(ctx.busy, lambda now: now is None or (now[0] <= base[0] and now[1] <= base[1]),
+                               ctx.options.rpc_timeout)
+    if freed:
+        return None
     was = f" (it counted {_shown_busy(base)} before the case)" if before else ""
     return (f"after this case ended (every request it made cancelled, aborted or finished), "
             f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later{was}: "
             "the engine did not free them (REQ-CORE-010, REQ-CORE-011, REQ-LOAD-024.2)")
 
 
-class _DeserializeFailures(logging.Filter):
+def _deserialize_logged(record: logging.LogRecord) -> bool:
     """grpc logs a reply that does not parse with its stack before failing the call; the case
     reports the failed call, so the stack would only put a traceback into the run's output."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "deserializing" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def _quiet_deserialize_failures():
-    logger, quiet = logging.getLogger("grpc._common"), _DeserializeFailures()
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
+    return "deserializing" not in record.getMessage()
 
 
 def _engine_summary(ctx: Context) -> dict:
@@ -317,8 +287,12 @@ async def run_suite(options: Options, **kw) -> Report:
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
-    with _quiet_deserialize_failures():
+    logger = logging.getLogger("grpc._common")
+    logger.addFilter(_deserialize_logged)
+    try:
         return await _run_suite(options, **kw)
+    finally:
+        logger.removeFilter(_deserialize_logged)
 
 
 async def _run_suite(options: Options, *, profiles: list[str] | None = None,
@@ -368,9 +342,13 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                 if refused:
                     outcome, reason = Outcome.FAIL, refused
                 else:
-                    before = await _settle_before(ctx, c)
+                    # Cases that make requests start from an idle engine, boundedly: one whose count
+                    # never returns to zero fails core.load.back-to-idle, and each case is judged only
+                    # on what it adds to that count.
+                    counts = c.when == "advertised" and not c.disruptive
+                    before = await ctx.wait_idle(options.rpc_timeout) if counts else None
                     outcome, reason = await _run_case(ctx, c, c.timeout or options.case_timeout)
-                    residue = await _residue(ctx, c, before)
+                    residue = await _residue(ctx, before) if counts else None
                     if residue and outcome is Outcome.FAIL:
                         reason = f"{reason}; and {residue}"
                     elif residue:

@@ -1,8 +1,5 @@
-"""A Generate stream read back as upstream's events: what each output delivered, how it ended,
-and every way the stream's shape breaks the contract (REQ-CORE-009, -015, -016, -017).
-
-Cases read streams through `Stream` so every case names a broken shape the same way, and a
-case about stop strings does not have to re-check usage placement to trust its own reading."""
+"""A Generate stream read back as upstream's events, and every way its shape breaks the contract
+(REQ-CORE-009, -015, -016, -017), so every case names a broken shape the same way."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """The target of a run: parse `HOST:PORT`, and check before any case that something at that
-address speaks gRPC and serves OpenEngine.
-
-A wrong address is not a conformance verdict: nothing listening, an unknown host, an HTTP server
-or a gRPC server that serves neither upstream's `openengine.v1.Control` nor its
-`openengine.v1.Inference` raise `TargetUnusable` with one line saying what was found, and the
-command exits 2 as for any other unusable input. An engine of upstream's layout without the
-proposal's services is OpenEngine: the run judges it and says what it lacks.
+address speaks gRPC and serves OpenEngine (Control or Inference). A wrong address is no verdict:
+it raises `TargetUnusable` with one line saying what was found (exit status 2).
 """
 
 from __future__ import annotations
@@ -171,11 +166,9 @@ async def preflight(ctx) -> None:
     unusable targets. UNIMPLEMENTED for Control and for Inference means a gRPC server that is not
     an OpenEngine engine. Any other outcome, a slow or malformed answer included, is for the
     cases to judge."""
-    from openengine.v1 import server_pb2
-
     target = ctx.options.target
     try:
-        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        await ctx.control.GetServerInfo()
         await _serving(ctx)
         return
     except grpc.aio.AioRpcError as err:
@@ -279,16 +272,13 @@ async def _serving(ctx) -> None:
 async def _ready_by_control(ctx) -> None:
     from openengine.v1 import lifecycle_pb2
 
-    ready = (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + NOT_SERVING_WAIT_SECONDS
-    while True:
-        try:
-            state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
-        except grpc.aio.AioRpcError:
-            return
-        # A state that never turns READY is for core.control-health to judge against what
-        # Generate does: without the standard health service nothing else tells a paused engine.
-        if state in ready or loop.time() >= end:
-            return
-        await asyncio.sleep(0.05)
+    from openengine.conformance.context import poll
+
+    async def state():
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            return (await ctx.control.Health()).state
+    # A state that never turns READY is for core.control-health to judge against what Generate
+    # does: without the standard health service nothing else tells a paused engine.
+    await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,
+                                          lifecycle_pb2.HEALTH_STATE_DEGRADED),
+               NOT_SERVING_WAIT_SECONDS, 0.05)

@@ -5,6 +5,8 @@ clause lacks, and which reference faults are still to be written. It lives here,
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 from openengine.conformance import all_cases, coverage, render_matrix
 from openengine.conformance.matrix import SpecRequirement, packaged_requirements, requirement_of
 from tests.conformance.otherengine.variants import breaks_by_variant
@@ -18,6 +20,52 @@ def _faults() -> dict[str, tuple[str, ...]]:
     from tests.faults.table import FAULTS
 
     return {name: f.requirements for name, f in FAULTS.items()}
+
+
+def _breaking(assertion: str, defects: Mapping[str, Sequence[str]] | None) -> list[str] | None:
+    """The defects (name -> the ids each breaks) that break `assertion`; None when none are known.
+    A defect naming a requirement with marked clauses as a whole breaks none of them."""
+    if defects is None:
+        return None
+    return [name for name, ids in defects.items() if assertion in ids]
+
+
+def clause_matrix(cov, *, variants: Mapping[str, Sequence[str]] | None = None,
+                  faults: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The runner's matrix, then one line per clause (assertion) with the case that observes it,
+    the test-engine variant and the reference-engine fault that break it, the figures, and what
+    each missing defect must break."""
+    lines = render_matrix(cov).splitlines()
+    lines += ["", "Assertions (each clause of a wire requirement): case | test-engine variant | "
+                  "reference fault"]
+    for assertion in cov.assertions:
+        columns = [cov.cases_by_assertion.get(assertion) or [], _breaking(assertion, variants),
+                   _breaking(assertion, faults)]
+        shown = [", ".join(col) if col else ("?" if col is None else "--") for col in columns]
+        lines.append(f"{assertion:<18} " + " | ".join(shown))
+    lines.append("")
+    total = len(cov.assertions)
+    lines.append(f"wire assertions with a case: {total - len(cov.assertions_uncovered)}/{total}")
+    for label, defects in (("a test-engine variant", variants), ("a reference fault", faults)):
+        if defects is None:
+            lines.append(f"wire assertions with {label}: not known here")
+        else:
+            have = sum(1 for a in cov.assertions if _breaking(a, defects))
+            lines.append(f"wire assertions with {label}: {have}/{total}")
+    if cov.whole:
+        lines.append("cited as a whole though its clauses are marked: " +
+                     ", ".join(f"{case} ({req})" for case, req in cov.whole))
+    if faults is not None:
+        missing = [a for a in cov.assertions if not _breaking(a, faults)]
+        if missing:
+            lines += ["", "Reference faults still to write, each breaking one clause only (a "
+                          "fault that names the clause's requirement as a whole is shown: it "
+                          "says which clause it breaks by naming the clause's id):"]
+            for a in missing:
+                whole = [name for name, ids in faults.items() if "." in a and requirement_of(a) in ids]
+                lines.append(f"{a:<18} {cov.assertions[a]}" +
+                             (f" [{', '.join(whole)} names {requirement_of(a)}]" if whole else ""))
+    return "\n".join(lines) + "\n"
 
 
 def _in_areas(assertion: str) -> bool:
@@ -57,7 +105,7 @@ def test_the_matrix_gives_each_clause_its_case_variant_and_fault():
     cov = coverage(cases, requirements, source="tiny")
     assert list(cov.assertions) == [f"{one}.1", f"{one}.2", two]
     assert cov.assertions_uncovered == list(cov.assertions)   # the real case cites none of them
-    out = render_matrix(cov, variants={"mute": (f"{one}.1",)},
+    out = clause_matrix(cov, variants={"mute": (f"{one}.1",)},
                         faults={"whole": (one,), "stops-late": (two,)})
     lines = out.splitlines()
     assert f"{one}.1     -- | mute | --" in lines
@@ -66,7 +114,7 @@ def test_the_matrix_gives_each_clause_its_case_variant_and_fault():
     # A fault naming a requirement with marked clauses as a whole is shown, not counted.
     assert f"{one}.2     and MUST count. [whole names {one}]" in lines
     # Without a checkout's test engine the variant column is unknown, not empty.
-    assert "wire assertions with a test-engine variant: not known here" in render_matrix(cov, faults={})
+    assert "wire assertions with a test-engine variant: not known here" in clause_matrix(cov, faults={})
 
 
 def test_the_command_prints_the_requirement_matrix_without_the_checkouts_test_engines(capsys):
@@ -82,7 +130,8 @@ def test_the_matrix_lists_the_reference_faults_still_to_write():
     # With a fault left out, its clause is listed with the clause's words.
     cov = coverage(all_cases())
     faults = {name: ids for name, ids in _faults().items() if "REQ-CORE-010.7" not in ids}
-    missing = render_matrix(cov, faults=faults).split("Reference faults still to write", 1)[1].splitlines()[1:]
+    out = clause_matrix(cov, faults=faults)
+    missing = out.split("Reference faults still to write", 1)[1].splitlines()[1:]
     assert missing and all(requirement_of(line.split()[0]).startswith("REQ-") for line in missing)
     assert [line for line in missing if line.startswith("REQ-CORE-010.7 ") and "queued request" in line]
 
@@ -94,6 +143,6 @@ def test_every_wire_clause_has_a_reference_fault_that_names_it():
     faults = _faults()
     named = {cited for ids in faults.values() for cited in ids}
     assert [a for a in cov.assertions if a not in named] == [], "write a fault that breaks it"
-    out = render_matrix(cov, variants=breaks_by_variant(), faults=faults)
+    out = clause_matrix(cov, variants=breaks_by_variant(), faults=faults)
     assert f"wire assertions with a reference fault: {len(cov.assertions)}/{len(cov.assertions)}" in out
     assert "Reference faults still to write" not in out

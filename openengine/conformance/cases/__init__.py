@@ -1,13 +1,10 @@
-"""The conformance test cases. Importing this package registers every case in `CASES`.
-
-A case registers when its module runs, and the registration order is the order cases run in
-and are published in. So the package imports its case modules here, in that order: Python runs a
-package before any module in it, so whichever case module a test or a tool imports first, every
-case module has been imported in this order by then."""
+"""The conformance test cases. Importing this package registers every case in `CASES`, in the
+order cases run and are published in: the package imports its case modules here, in that order,
+before any case module a test or a tool imports first can register."""
 
 from openengine.conformance.cases.base import CASES, Case, Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.cases import (  # noqa: E402,F401  (imported for registration, in order)
-    core, saturation, capabilities, health, load, overload, optional, control, wire,
+    core, saturation, capabilities, health, load, overload, optional, admin_events, hostile,
 )
 
 

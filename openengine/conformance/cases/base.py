@@ -48,39 +48,20 @@ class Case:
     # Cases that leave the engine unable to serve (drain, shutdown) run after all others.
     disruptive: bool = False
     timeout: float | None = None      # overrides the runner's per-case timeout
-    # False for a placeholder that can only report `unchecked`: it does not count for coverage.
-    observes: bool = True
 
     @property
     def uses_admin(self) -> bool:
         """Admin cases pause, resume or reconfigure the engine: they need it SERVING to start."""
         return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
 
-    @property
-    def spec(self) -> RuleSpec:
-        return CASES.spec(self.id)
-
-    @property
-    def area(self) -> str:
-        return self.id.split(".", 1)[0]
-
 
 # Every case by id, in registration order (the order they run in).
 CASES: RuleCatalogue[Case] = RuleCatalogue("conformance")
 
 
-def case_spec(case_id: str, profile: str, requirements: tuple[str, ...], title: str, *, when: str,
-              disruptive: bool) -> RuleSpec:
-    """A case as a catalogue entry: a failed case is an error against the requirements it cites."""
-    category = profile[len("openengine."):] if profile.startswith("openengine.") else profile
-    return RuleSpec(case_id, case_id.replace(".", "-"), "conformance", category, title, Severity.ERROR,
-                    requirements=requirements,
-                    facts=(("profile", profile), ("when", when), ("disruptive", "yes" if disruptive else "no")))
-
-
 def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], title: str,
-         when: str = "advertised", disruptive: bool = False, timeout: float | None = None,
-         observes: bool = True) -> Callable[[CaseFn], CaseFn]:
+         when: str = "advertised", disruptive: bool = False,
+         timeout: float | None = None) -> Callable[[CaseFn], CaseFn]:
     """Register a case. Ids and citations are checked here so a typo fails at import."""
     if not _ID_RE.match(case_id):
         raise ValueError(f"case id {case_id!r} is not dotted lower-case words")
@@ -91,9 +72,12 @@ def case(case_id: str, *, profile: str, requires: tuple[str, ...] | list[str], t
             raise ValueError(f"case {case_id} cites malformed requirement id {req!r}")
     if when not in ("advertised", "absent"):
         raise ValueError(f"case {case_id}: unknown when={when!r}")
-    spec = case_spec(case_id, profile, tuple(requires), title, when=when, disruptive=disruptive)
+    # As a catalogue entry, a failed case is an error against the requirements it cites.
+    facts = (("profile", profile), ("when", when), ("disruptive", "yes" if disruptive else "no"))
+    spec = RuleSpec(case_id, case_id.replace(".", "-"), "conformance", profile.removeprefix("openengine."),
+                    title, Severity.ERROR, requirements=tuple(requires), facts=facts)
     return CASES.registrar(spec, lambda fn: Case(case_id, profile, tuple(requires), title, fn, when, disruptive,
-                                                 timeout, observes))
+                                                 timeout))
 
 
 def expect(condition: bool, reason: str) -> None:

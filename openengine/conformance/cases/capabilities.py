@@ -1,8 +1,5 @@
-"""What the engine advertises, judged by the generated validators (`openengine.validate`).
-
-The runner does not re-implement capability rules: it validates the discovery answers once and
-gives each requirement its own case, so a report says which rule broke. Validator rule ids are
-grouped here by the requirement they enforce.
+"""What the engine advertises, judged by the generated validators (`openengine.validate`): one
+case per requirement, each with the validator rule ids that enforce it.
 """
 
 from __future__ import annotations
@@ -35,17 +32,12 @@ GROUPS = [
 ]
 
 
-def report(ctx: Context):
-    """The validators' verdict on this run's discovery answers (computed once per discovery)."""
-    return ctx.capability_report()
-
-
 def undefined_majors(ctx: Context) -> list[str]:
     """`openengine.*` profiles advertised at a major the registry does not define, 0 included:
     the validators leave a major below 1 to REQ-CAP-002's rule, but it is undefined all the same."""
     out = []
     for p in ctx.require_capabilities().profiles:
-        info = ctx.contract.profiles.get(p.name)
+        info = ctx.contract.get(p.name)
         if info is not None and p.major < 1 and p.major != info.version[0]:
             out.append(f"{p.name} major {p.major}: the registry defines only major {info.version[0]}")
     return out
@@ -53,7 +45,7 @@ def undefined_majors(ctx: Context) -> list[str]:
 
 def _group_case(rule_ids: tuple[str, ...], extra=None):
     async def run(ctx: Context):
-        found = [f"{v.rule_id} {v.path}: {v.message}" for v in report(ctx).violations
+        found = [f"{v.rule_id} {v.path}: {v.message}" for v in ctx.capability_report().violations
                  if v.rule_id in rule_ids]
         if extra is not None:
             found += extra(ctx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -12,7 +13,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, read_rest, rpc_error, status_name,
+    Context, Reader, expect_running, poll, profile_versions, read_rest, refusal, rpc_error, status_name,
 )
 from openengine.conformance.profiles import CORE, RpcInfo, load_contract
 from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
@@ -41,46 +42,38 @@ def _probe_request(ctx: Context, rpc: RpcInfo):
         req.validate_only = True
     elif name == "UnloadLora":
         req.lora_name = "conformance-probe-no-such-adapter"
-    elif name == "Check" or name == "Watch":
-        req.service = ""
     return req
 
 
 async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
-                 wait: float = STREAM_PROBE_SECONDS) -> tuple[grpc.StatusCode | None, object]:
-    """Call one RPC; the status it ended with (None: a stream that stays open for `wait`
-    seconds) and its answer."""
+                 wait: float = STREAM_PROBE_SECONDS) -> grpc.StatusCode | None:
+    """Call one RPC and release what it created (a session); the status it ended with, None for
+    a stream that stays open for `wait` seconds."""
+    from openengine.v1 import sessions_pb2
+
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
-    if not rpc.server_streaming:
-        try:
-            return grpc.StatusCode.OK, await call
-        except grpc.aio.AioRpcError as err:
-            return err.code(), None
     try:
+        if not rpc.server_streaming:
+            answer = await call
+            if rpc.method.name == "OpenSession" and answer.session.session_id:
+                with contextlib.suppress(Exception):
+                    await ctx.sessions.CloseSession(
+                        sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
+            return grpc.StatusCode.OK
         first = await asyncio.wait_for(call.read(), wait)
     except asyncio.TimeoutError:
         call.cancel()
-        return None, None
+        return None
     except grpc.aio.AioRpcError as err:
-        return err.code(), None
+        return err.code()
     if first is grpc.aio.EOF:
-        return await call.code(), None
+        return await call.code()
     call.cancel()
-    return None, first
-
-
-async def _undo_probe(ctx: Context, rpc: RpcInfo, answer) -> None:
-    """Release what a probe may have created (a session)."""
-    from openengine.v1 import sessions_pb2
-
-    with contextlib.suppress(Exception):
-        if rpc.method.name == "OpenSession" and answer is not None and answer.session.session_id:
-            await ctx.sessions.CloseSession(
-                sessions_pb2.CloseSessionRequest(session_id=answer.session.session_id))
+    return None
 
 
 def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
-    defined = ctx.contract.profiles[profile].version
+    defined = ctx.contract[profile].version
     caps = ctx.discovery.capabilities
     if caps is None:
         return defined
@@ -90,7 +83,7 @@ def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
 
 def _served_case(profile: str):
     async def run(ctx: Context):
-        defined = ctx.contract.profiles[profile].version
+        defined = ctx.contract[profile].version
         version = _advertised_version(ctx, profile)
         if version[0] != defined[0]:
             # The registry defines no RPC for another major: nothing to probe would pass vacuously.
@@ -100,7 +93,7 @@ def _served_case(profile: str):
         if profile == "openengine.admin" and not ctx.admin_on_main and not ctx.options.admin_elsewhere:
             ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
-        for rpc in ctx.contract.profiles[profile].rpcs:
+        for rpc in ctx.contract[profile].rpcs:
             if rpc.since_version[0] != version[0] or rpc.since_version > version:
                 continue
             if rpc.method.name in DISRUPTIVE_METHODS:
@@ -108,8 +101,7 @@ def _served_case(profile: str):
             md = None
             if rpc.service.endswith(".Admin") and ctx.options.admin_token:
                 md = (("authorization", f"Bearer {ctx.options.admin_token}"),)
-            code, answer = await _probe(ctx, rpc, metadata=md)
-            await _undo_probe(ctx, rpc, answer)
+            code = await _probe(ctx, rpc, metadata=md)
             checked += 1
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 missing.append(rpc.full_name)
@@ -126,11 +118,10 @@ def _served_case(profile: str):
 def _absent_case(profile: str):
     async def run(ctx: Context):
         answered = []
-        for rpc in ctx.contract.profiles[profile].rpcs:
+        for rpc in ctx.contract[profile].rpcs:
             # Never with credentials: an unadvertised Admin must refuse before looking at them.
             # UNIMPLEMENTED must come, so a stream is given the whole deadline to say it.
-            code, answer = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
-            await _undo_probe(ctx, rpc, answer)
+            code = await _probe(ctx, rpc, wait=ctx.options.rpc_timeout)
             if code == grpc.StatusCode.FAILED_PRECONDITION and rpc.method.name in LORA_METHODS:
                 continue
             if code != grpc.StatusCode.UNIMPLEMENTED:
@@ -140,12 +131,12 @@ def _absent_case(profile: str):
             raise Failed(f"{'; '.join(answered)}, so the engine serves {profile}: list it in "
                          f"Capabilities.profiles once Discovery/GetCapabilities is served")
         expect(not answered, f"{profile} is not advertised, but " + "; ".join(answered))
-        return f"{len(ctx.contract.profiles[profile].rpcs)} RPCs answered UNIMPLEMENTED"
+        return f"{len(ctx.contract[profile].rpcs)} RPCs answered UNIMPLEMENTED"
     return run
 
 
 def _register_profile_cases() -> None:
-    for info in load_contract().profiles.values():
+    for info in load_contract().values():
         case(f"{info.short_name}.rpcs.served", profile=info.name,
              requires=("REQ-CORE-001.1", "REQ-SVC-001") if info.name == CORE
              else ("REQ-CORE-002", "REQ-SVC-001"),
@@ -176,12 +167,10 @@ async def discovery_answers(ctx: Context):
 @case("core.server-info.instance-id", profile=CORE, requires=("REQ-CORE-012",),
       title="ServerInfo has an engine_role, and an instance_id that is set and stable across reads")
 async def instance_id(ctx: Context):
-    from openengine.v1 import server_pb2
-
     first = ctx.server_info.instance_id
     expect(bool(first), "ServerInfo.instance_id is empty")
     expect(ctx.server_info.engine_role != 0, "ServerInfo.engine_role is ENGINE_ROLE_UNSPECIFIED")
-    again = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    again = await ctx.control.GetServerInfo()
     expect(again.instance_id == first,
            f"ServerInfo.instance_id changed between reads: {first!r} then {again.instance_id!r}")
 
@@ -230,7 +219,7 @@ async def model_info(ctx: Context):
                             f"{status_name(err.code())}, not NOT_FOUND")
     several = len(ctx.discovery.models) > 1
     try:
-        default = await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest())
+        default = await ctx.control.GetModelInfo()
         if several:
             problems.append(f"GetModelInfo with an empty model answered {default.served_model_name!r} "
                             f"although {len(ctx.discovery.models)} models are served, not INVALID_ARGUMENT")
@@ -252,25 +241,13 @@ async def model_info(ctx: Context):
       title="the profile list does not change with load or health")
 async def capabilities_stable(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import discovery_pb2
-
-    def key(caps):
-        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
-
-    before = key(ctx.require_capabilities())
-    long = ctx.long_request()
-    call = ctx.inference.Generate(long)
-    try:
-        first = await call.read()
-        expect_running(first, long)
-        busy = key(await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest()))
-        expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
-    finally:
-        call.cancel()
+    before = profile_versions(ctx.require_capabilities())
+    async with ctx.running():
+        busy = profile_versions(await ctx.discovery_rpc.GetCapabilities())
+    expect(busy == before, f"profiles while a request runs {busy} != at start {before}")
     if ctx.can_admin():
         async with ctx.paused():
-            paused = key(await ctx.discovery_rpc.GetCapabilities(
-                discovery_pb2.GetCapabilitiesRequest()))
+            paused = profile_versions(await ctx.discovery_rpc.GetCapabilities())
         expect(paused == before, f"profiles while paused {paused} != at start {before}")
         return "checked while busy and while paused"
     return "checked while busy (pausing needs --admin-token)"
@@ -382,16 +359,12 @@ GUIDED_EXAMPLES: dict[str, Callable] = {
 }
 
 
-def _token_prompt(r) -> None:
-    r.token_ids.ids.extend([72, 105])
-
-
 # A request value for each switch the request table ties to a field.
 SWITCH_EXAMPLES: dict[str, Callable] = {
     "sampling.min_p": lambda r: setattr(r.sampling, "min_p", 0.1),
     "response.return_output_logprobs": lambda r: setattr(r.response, "return_output_logprobs", True),
     "response.return_prompt_logprobs": lambda r: setattr(r.response, "return_prompt_logprobs", True),
-    "|input": _token_prompt,
+    "|input": lambda r: r.token_ids.ids.extend([72, 105]),   # a token-id prompt
 }
 # The switch a bounded field needs before its bound can be judged.
 NEEDS_SWITCH = {"response.output_candidates.top_n": ("response.return_output_logprobs", "output_logprobs"),
@@ -409,10 +382,7 @@ def _guided_modes():
 
 def _set_path(request, path: str, value) -> None:
     *parents, name = path.split(".")
-    msg = request
-    for part in parents:
-        msg = getattr(msg, part)
-    setattr(msg, name, value)
+    setattr(functools.reduce(getattr, parents, request), name, value)
 
 
 def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
@@ -574,12 +544,7 @@ async def stop_in_output(ctx: Context):
 
     stop, ids, text, final = await _stop_runs(ctx, choose, lambda r, s: (
         r.stopping.conditions.add(stop_text=s), setattr(r.stopping, "include_stop_in_output", True)))
-    _expect_finished(final)
-    from openengine.v1 import generation_pb2
-
-    if final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
-                        "from the first)")
+    _reached(final, f"stop string {stop!r}")
     expect(text.endswith(stop), f"include_stop_in_output was set but the output {text[-20:]!r} does "
                                 f"not end with the matched stop string {stop!r}")
     return f"kept {stop!r}"
@@ -657,12 +622,6 @@ def _by_id(req):
     return lifecycle_pb2.AbortRequest(request_id=req.request_id)
 
 
-def _all():
-    from openengine.v1 import lifecycle_pb2
-
-    return lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
-
-
 @case("core.abort.by-id", profile=CORE,
       requires=("REQ-CORE-010.1", "REQ-CORE-010.4", "REQ-CORE-017.1", "REQ-SVC-002"),
       title="Abort by request id answers ABORTED and ends the running stream with a CANCELLED "
@@ -676,7 +635,10 @@ async def abort_by_id(ctx: Context):
       title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
     ctx.require_decoding(observable=True)
-    return await _abort_running(ctx, lambda req: _all())
+    from openengine.v1 import lifecycle_pb2
+
+    everything = lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
+    return await _abort_running(ctx, lambda req: everything)
 
 
 @case("core.abort.targets", profile=CORE,
@@ -781,13 +743,11 @@ async def client_cancel(ctx: Context):
     GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
     yardstick."""
     ctx.require_decoding(observable=True)
-    from openengine.v1 import server_pb2
-
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
         raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "
                         "to show it would still be running")
     tokens = ctx.long_generation_tokens()
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     baseline = info.running_requests + info.queued_requests
     cancelled_req = ctx.long_request(prompt="conformance cancels this request")
     cancelled = ctx.inference.Generate(cancelled_req, timeout=ctx.options.case_timeout + 5)
@@ -800,7 +760,7 @@ async def client_cancel(ctx: Context):
         if ended is not None:
             raise (Failed if ended is not grpc.aio.EOF and ended.HasField("error") else Unchecked)(
                 witness_end(ended, tokens, seen))
-        info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+        info = await ctx.control.GetLoad()
         counted = info.running_requests + info.queued_requests - baseline
         if counted < 2:
             raise Failed(f"with both requests streaming GetLoad counted {counted} of them "
@@ -811,7 +771,7 @@ async def client_cancel(ctx: Context):
         seen += more
         limit = tokens // 2
         while ended is None:
-            info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+            info = await ctx.control.GetLoad()
             if info.running_requests + info.queued_requests - baseline < 2:
                 return f"freed within {seen} tokens of the witness"
             if seen >= limit:
@@ -834,11 +794,11 @@ _register_profile_cases()
 @case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
       title="within one revision, GetCapabilities, GetModelInfo and GetServerInfo answer the same")
 async def discovery_stable(ctx: Context):
-    from openengine.v1 import discovery_pb2, model_pb2, server_pb2
+    from openengine.v1 import model_pb2
 
     known = ctx.require_capabilities()
-    caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
-    info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    caps = await ctx.discovery_rpc.GetCapabilities()
+    info = await ctx.control.GetServerInfo()
     if info.capability_revision != ctx.server_info.capability_revision:
         raise Unchecked("the revision changed between reads, so stability within one could not be seen")
     expect(caps == known, "GetCapabilities answered differently within one revision")
@@ -854,18 +814,16 @@ async def discovery_stable(ctx: Context):
 @case("core.revision.unchanged-by-state", profile=CORE, requires=("REQ-REV-004",),
       title="requests, load changes and pause/resume leave the capability revision unchanged")
 async def revision_unchanged(ctx: Context):
-    from openengine.v1 import server_pb2
-
     before = ctx.server_info.capability_revision
     await ctx.generate(ctx.generate_request(max_tokens=3))
     done = ["a request"]
     if ctx.can_admin():
         async with ctx.paused():
-            mid = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+            mid = await ctx.control.GetServerInfo()
             expect(mid.capability_revision == before,
                    f"pausing changed the revision {before} -> {mid.capability_revision}")
         done.append("pause/resume")
-    after = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+    after = await ctx.control.GetServerInfo()
     expect(after.capability_revision == before,
            f"the revision changed {before} -> {after.capability_revision} after " + " and ".join(done))
     return "after " + " and ".join(done)
@@ -884,13 +842,10 @@ async def service_names(ctx: Context):
         multi = ctx.channel.unary_unary(
             path, request_serializer=server_pb2.GetServerInfoRequest.SerializeToString,
             response_deserializer=server_pb2.ServerInfo.FromString)
-        try:
-            await multi(server_pb2.GetServerInfoRequest(), timeout=ctx.options.rpc_timeout)
-            answered.append(path)
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNIMPLEMENTED:
-                answered.append(f"{path} ({status_name(err.code())})")
-    expect(not answered, "served under a wrong name: " + ", ".join(answered))
+        call = multi(server_pb2.GetServerInfoRequest(), timeout=ctx.options.rpc_timeout)
+        answered.append(await refusal(call, (grpc.StatusCode.UNIMPLEMENTED,), path))
+    answered = [a for a in answered if a]
+    expect(not answered, "served under a wrong name: " + "; ".join(answered))
 
 
 @case("core.generate.not-found", profile=CORE, requires=("REQ-SVC-003",),
@@ -905,12 +860,8 @@ async def generate_not_found(ctx: Context):
     for what, change in tries:
         req = ctx.generate_request(max_tokens=1)
         change(req)
-        try:
-            got = await ctx.generate(req)
-            problems.append(f"an unknown {what} was served ({len(got)} messages)")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.NOT_FOUND:
-                problems.append(f"an unknown {what} failed with {status_name(err.code())}")
+        problems.append(await refusal(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,), f"an unknown {what}"))
+    problems = [p for p in problems if p]
     expect(not problems, "; ".join(problems))
 
 
@@ -937,8 +888,7 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
                                     ignore_eos=True, temperature=0.0, seed=7)
 
     first = Stream(await ctx.generate(request()))
-    if first.error is not None:
-        raise Failed(f"a greedy {tokens}-token request: {first.failure()}")
+    _expect_success(first, f"a greedy {tokens}-token request")
     ids, text, _ = _sequence(first)
     stop = choose(ids, text)
     if stop is None:
@@ -947,8 +897,9 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
     again = request()
     apply(again, stop)
     second = Stream(await ctx.generate(again), again)
-    if second.error is not None:
-        raise Failed(f"the same request with a stop condition: {second.failure()}")
+    _expect_success(second, "the same request with a stop condition")
+    expect(second.output(0).finished is not None, "the stream carried no finished event for output 0: "
+                                                  "each output ends with one")
     return (stop, *_sequence(second))
 
 
@@ -969,9 +920,19 @@ def _choose_stop_string(text: str):
     return None if k is None or not pairs[k].strip() else pairs[k]
 
 
-def _expect_finished(final) -> None:
-    expect(final is not None, "the stream carried no finished event for output 0: each output "
-                              "ends with one")
+def _reached(final, stop: str) -> None:
+    """A second greedy run that did not stop never reached `stop`: it differed from the first."""
+    from openengine.v1 import generation_pb2
+
+    if final.reason != generation_pb2.FINISH_REASON_STOP:
+        raise Unchecked(f"the second greedy run never reached {stop} (it differed from the first), so "
+                        "stopping on it could not be observed")
+
+
+def _expect_stop_match(final, match: str, stop, shown: str) -> None:
+    expect(final.stop_match.WhichOneof("match") == match and getattr(final.stop_match, match) == stop,
+           f"the output stopped on {shown} but stop_match is "
+           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
 
 
 @case("core.generate.stop-token-ids", profile=CORE,
@@ -988,23 +949,17 @@ async def stop_token_ids(ctx: Context):
 
     stop, ids, _, final = await _stop_runs(
         ctx, choose, lambda r, t: r.stopping.conditions.add(stop_token_id=t))
-    _expect_finished(final)
     if stop in ids:
         at = ids.index(stop)
         expect(at == len(ids) - 1, f"stop token {stop} was generated at position {at} and "
                                    f"{len(ids) - 1 - at} more tokens followed (finish reason "
                                    f"{finish_reason_name(final.reason)}): the output must "
                                    "end at the stop token")
-    elif final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never generated stop token {stop} (it differed "
-                        "from the first), so stopping on it could not be observed")
-    expect(final.reason == generation_pb2.FINISH_REASON_STOP,
-           f"the output ended at stop token {stop} with finish reason "
-           f"{finish_reason_name(final.reason)}, not FINISH_REASON_STOP")
-    expect(final.stop_match.WhichOneof("match") == "stop_token_id"
-           and final.stop_match.stop_token_id == stop,
-           f"the output stopped on stop token {stop} but stop_match is "
-           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
+        expect(final.reason == generation_pb2.FINISH_REASON_STOP,
+               f"the output ended at stop token {stop} with finish reason "
+               f"{finish_reason_name(final.reason)}, not FINISH_REASON_STOP")
+    _reached(final, f"stop token {stop}")
+    _expect_stop_match(final, "stop_token_id", stop, f"stop token {stop}")
     return f"stopped at token {stop} after {len(ids)} tokens"
 
 
@@ -1014,23 +969,16 @@ async def stop_token_ids(ctx: Context):
             "names it in stop_match, and the string is left out of the output")
 async def stop_strings(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
-
     stop, ids, text, final = await _stop_runs(
         ctx, lambda _ids, text: _choose_stop_string(text),
         lambda r, s: r.stopping.conditions.add(stop_text=s))
-    _expect_finished(final)
     at = text.find(stop)
     expect(at < 0, f"stop string {stop!r} appears in the output text at character {at} and "
                    f"{len(text) - at - len(stop)} characters follow it (finish reason "
                    f"{finish_reason_name(final.reason)}): the output must end there, "
                    "and without include_stop_in_output the string is left out")
-    if final.reason != generation_pb2.FINISH_REASON_STOP:
-        raise Unchecked(f"the second greedy run never reached stop string {stop!r} (it differed "
-                        "from the first), so stopping on it could not be observed")
-    expect(final.stop_match.WhichOneof("match") == "stop_text" and final.stop_match.stop_text == stop,
-           f"the output stopped on stop string {stop!r} but stop_match is "
-           f"{final.stop_match.WhichOneof('match') or 'unset'} (REQ-CORE-018)")
+    _reached(final, f"stop string {stop!r}")
+    _expect_stop_match(final, "stop_text", stop, f"stop string {stop!r}")
     return f"stopped at {stop!r} after {len(ids)} tokens"
 
 
@@ -1048,7 +996,6 @@ async def min_tokens(ctx: Context):
         r.stopping.min_tokens = at + 4
 
     (token, at), ids, _, final = await _stop_runs(ctx, choose, apply)
-    _expect_finished(final)
     floor = at + 4
     # A stop token that ended the output is generated though kept out of it (REQ-CORE-017.3).
     withheld = final.stop_match.WhichOneof("match") == "stop_token_id" and ids[-1:] != [token]
@@ -1116,8 +1063,7 @@ async def ignore_eos(ctx: Context):
             tried.append(f"{what} had not ended after {budget:g} s")
             continue
         took = asyncio.get_running_loop().time() - started
-        if witness.error is not None:
-            raise Failed(f"{what} within every limit: {witness.failure()}")
+        _expect_success(witness, what)
         out = witness.output(0)
         if not _ended_by_eos(witness):
             how = finish_reason_name(out.finished.reason) if out.finished else "no finished event"
@@ -1135,8 +1081,7 @@ async def ignore_eos(ctx: Context):
         tokens = min(tokens, ended + 8)
         again = request(True, tokens)
         stream = Stream(await ctx.generate(again, timeout=ctx.options.rpc_timeout + 2 * took), again)
-        if stream.error is not None:
-            raise Failed(f"{what} with ignore_eos: {stream.failure()}")
+        _expect_success(stream, f"{what} with ignore_eos")
         _expect_shape(stream, request_id=again.request_id)
         out = stream.output(0)
         made, reason = len(out.tokens), finish_reason_name(out.finished.reason)
@@ -1162,8 +1107,7 @@ async def seed(ctx: Context):
         request = ctx.generate_request(max_tokens=8, ignore_eos=True, prompt="conformance seeds this",
                                        temperature=1.0, seed=1234)
         stream = Stream(await ctx.generate(request), request)
-        if stream.error is not None:
-            raise Failed(f"a seeded request within every limit: {stream.failure()}")
+        _expect_success(stream, "a seeded request")
         outputs.append(tuple(stream.output(0).token_ids))
     # Engines need not be bit-exact under concurrency; two of three alike shows the seed is used.
     expect(len(set(outputs)) < 3, f"three requests with seed 1234 and temperature 1.0 generated "
@@ -1186,15 +1130,9 @@ async def model_limits(ctx: Context):
         over = info.max_output_tokens + 1
         req = ctx.generate_request(max_tokens=over)
         req.model = model
-        try:
-            got = await ctx.generate(req)
-            problems.append(f"model {model!r}: max_tokens {over} (its max_output_tokens is "
-                            f"{info.max_output_tokens}) was accepted ({len(got)} messages), not "
-                            "refused with INVALID_ARGUMENT")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                problems.append(f"model {model!r}: max_tokens {over} above its max_output_tokens "
-                                f"failed with {status_name(err.code())}, not INVALID_ARGUMENT")
+        problems.append(await refusal(ctx.generate(req), (grpc.StatusCode.INVALID_ARGUMENT,),
+                                      f"model {model!r}: max_tokens {over} (its max_output_tokens is "
+                                      f"{info.max_output_tokens})"))
         within = ctx.generate_request(max_tokens=1)
         within.model = model
         try:
@@ -1204,6 +1142,7 @@ async def model_limits(ctx: Context):
         checked.append(model)
     if not checked:
         raise Unchecked("no served model's ModelInfo sets max_output_tokens")
+    problems = [p for p in problems if p]
     expect(not problems, "; ".join(problems))
     return f"{len(checked)} model(s)"
 
@@ -1216,37 +1155,20 @@ async def model_limits(ctx: Context):
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "
             "and 0 queued, with no negative figure")
 async def back_to_idle(ctx: Context):
-    from openengine.v1 import server_pb2
-
-    async def load():
-        return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
-
-    long = ctx.long_request(prompt="conformance counts this request")
     busy = None
     if not ctx.prefill:     # a prefill engine holds no request long enough to be counted
-        call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout)
-        try:
-            first = await call.read()
-            expect_running(first, long)
-            busy = await load()
-            expect(busy.running_requests + busy.queued_requests >= 1,
-                   "a request had streamed its first tokens, but GetLoad counted no running or "
-                   "queued request (REQ-LOAD-001.2)")
-        finally:
-            call.cancel()
+        async with ctx.running("conformance counts this request"):
+            busy = await ctx.control.GetLoad()
+        expect(busy.running_requests + busy.queued_requests >= 1,
+               "a request had streamed its first tokens, but GetLoad counted no running or "
+               "queued request (REQ-LOAD-001.2)")
     await ctx.generate(ctx.generate_request(max_tokens=2))
-    loop = asyncio.get_running_loop()
-    end = loop.time() + max(1.0, ctx.options.rpc_timeout)
-    while True:
-        info = await load()
-        if info.running_requests == 0 and info.queued_requests == 0:
-            break
-        if loop.time() >= end:
-            raise Failed(f"every Generate stream of the runner had ended, but GetLoad still "
-                         f"counted {info.running_requests} running and {info.queued_requests} "
-                         f"queued requests {max(1.0, ctx.options.rpc_timeout):g} s later: a "
-                         "request stops counting once its stream has ended")
-        await asyncio.sleep(0.05)
+    within = max(1.0, ctx.options.rpc_timeout)
+    info, idle = await poll(ctx.control.GetLoad, lambda now: now.running_requests == 0 and now.queued_requests == 0,
+                            within, 0.05)
+    expect(idle, f"every Generate stream of the runner had ended, but GetLoad still counted "
+                 f"{info.running_requests} running and {info.queued_requests} queued requests "
+                 f"{within:g} s later: a request stops counting once its stream has ended")
     if busy is None:
         return "idle after (a prefill engine: no request counted while running)"
     cap = int(ctx.limit(CORE, "max_running_requests"))
@@ -1264,7 +1186,7 @@ async def control_health(ctx: Context):
     if stream.error is not None:
         raise Unchecked(f"a 1-token request {stream.failure()[4:]}, so whether the engine serves "
                         "could not be seen")
-    answer = await ctx.control.Health(lifecycle_pb2.HealthRequest())
+    answer = await ctx.control.Health()
     expect(answer.state in (lifecycle_pb2.HEALTH_STATE_READY, lifecycle_pb2.HEALTH_STATE_DEGRADED),
            f"Control/Health answered {lifecycle_pb2.HealthState.Name(answer.state)} while the "
            "engine serves Generate")

@@ -9,11 +9,10 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
-from openengine.conformance.context import Context, Reader, status_name
-from openengine.conformance.profiles import CORE, WORK_SERVICES
+from openengine.conformance.context import INFERENCE, Context, Reader, status_name
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE, WORK_SERVICES, services_of
 
 S = health_pb2.HealthCheckResponse
-INFERENCE = "openengine.v1.Inference"
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where
 # a message must come at once it waits the RPC deadline, since a loaded machine can hold a
 # conforming engine back for longer than it takes.
@@ -31,20 +30,17 @@ async def require_health(ctx: Context) -> None:
         await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-            raise Failed("the engine does not serve grpc.health.v1.Health: add it, with a status "
-                         "for \"\" and for each service it serves (REQ-HEALTH-001)") from None
+            raise Failed("Health/Check(\"\") failed with UNIMPLEMENTED: add the standard "
+                         "grpc.health.v1.Health service, with a status for \"\" and for each service "
+                         "it serves (openengine.v1.Inference, openengine.v1.Control, ...) "
+                         "(REQ-HEALTH-001)") from None
 
 
 @case("health.served", profile=CORE, requires=("REQ-HEALTH-001",),
       title="grpc.health.v1.Health Check and Watch are served")
 async def served(ctx: Context):
-    try:
-        await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))
-    except grpc.aio.AioRpcError as err:
-        hint = (": add the standard grpc.health.v1.Health service, reporting \"\" and each "
-                "service the engine serves (openengine.v1.Inference, openengine.v1.Control, ...)"
-                if err.code() == grpc.StatusCode.UNIMPLEMENTED else "")
-        raise Failed(f"Health/Check(\"\") failed with {status_name(err.code())}{hint}") from None
+    await require_health(ctx)
+    await ctx.health.Check(health_pb2.HealthCheckRequest(service=""))   # any failure fails the case
     call = ctx.health.Watch(health_pb2.HealthCheckRequest(service=""))
     try:
         # Served means "not refused"; what Watch sends first is REQ-HEALTH-005's case.
@@ -81,7 +77,8 @@ async def check_unknown(ctx: Context):
     await require_health(ctx)
     names = ["conformance.no.such.Service", "Inference", INFERENCE.lower(), INFERENCE.upper()]
     # Unadvertised services, and Admin when it is served only on an address of its own.
-    names += [s for s in ctx.contract.all_services if s not in ctx.main_services]
+    unserved = set(services_of(ctx.contract, ctx.contract)) - {*ctx.main_services, HEALTH_SERVICE}
+    names += sorted(unserved)
     problems = []
     for name in names:
         try:
@@ -196,7 +193,7 @@ async def pause_work(ctx: Context):
         for service in work:
             if not await ctx.wait_health(service, S.NOT_SERVING):
                 raise Failed(f"{service} is {_name(await ctx.check_health(service))} while paused")
-        state = (await ctx.control.Health(lifecycle_pb2.HealthRequest())).state
+        state = (await ctx.control.Health()).state
         expect(state == lifecycle_pb2.HEALTH_STATE_NOT_READY,
                f"Control/Health answered {lifecycle_pb2.HealthState.Name(state)} while paused, not "
                "HEALTH_STATE_NOT_READY")
@@ -227,8 +224,6 @@ async def pause_unavailable(ctx: Context):
 @case("health.pause.control-serving", profile=CORE, requires=("REQ-HEALTH-009",),
       title="while paused the control services stay SERVING and discovery answers")
 async def pause_control(ctx: Context):
-    from openengine.v1 import server_pb2
-
     ctx.admin()
     control = [s for s in ctx.main_services if s not in WORK_SERVICES]
     async with ctx.paused():
@@ -239,5 +234,5 @@ async def pause_control(ctx: Context):
             if status != S.SERVING:
                 bad.append(f"{service} is {_name(status)}")
         expect(not bad, "while paused: " + "; ".join(bad))
-        await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        await ctx.control.GetServerInfo()
     return f"{len(control)} control services"

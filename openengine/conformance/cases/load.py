@@ -1,19 +1,11 @@
 """`openengine.load`: GetLoad and the WatchLoad stream (settings, clamping, snapshots, heartbeats,
 sequence and timestamps, backpressure, cancellation).
 
-Intervals are taken from the engine's advertised min/max so that the cases stay short: they ask
-for tens of milliseconds and check what the engine says it made of that. Every window is a number
-of the stream's effective intervals, not a fixed time, so an engine with a long minimum interval
-is checked as thoroughly as a fast one; only when those intervals would not fit in the case
-timeout is the requirement reported `unchecked`.
-
-Every message of every stream goes to the validators' `WatchLoadChecker`, given discovery's
-instance id and revision, the effective `openengine.load` limits and the request, so the stream
-rules (settings, sequence, timestamps, kinds, spacing, heartbeats, instance ids, ranks) are
-judged by that one implementation; a case asserts on the rule ids it is about and adds only what
-its stimulus needs (a count over a window, what came after a stall). Spacing is judged on the
-server's own timestamps and strictly; lateness and silence get generous bounds, because the
-runner and the engine may share a busy machine.
+Every window is a number of the stream's effective intervals, not a fixed time, so an engine with
+long intervals is checked as thoroughly as a fast one. Every message goes to the validators'
+`WatchLoadChecker`, so the stream rules are judged by that one implementation; a case asserts on
+the rule ids it is about and adds only what its stimulus needs. Spacing is judged strictly on the
+server's timestamps; lateness and silence get generous bounds for a busy machine.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, read_rest, rpc_error, cancel_or_reap, status_name, together,
+    Context, Reader, cancel_or_reap, expect_running, rpc_error, status_name, together,
 )
 from openengine.conformance.profiles import CORE
 
@@ -257,7 +249,7 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
 async def getload_complete(ctx: Context):
     from openengine.v1 import server_pb2
 
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     expect(info.HasField("timestamp_unix_nanos"), "LoadInfo.timestamp_unix_nanos is not set: GetLoad answers a complete "
                                        "snapshot with its timestamp")
     want = ctx.server_info.instance_id
@@ -278,19 +270,9 @@ async def getload_complete(ctx: Context):
             "and each answer is a new snapshot")
 async def getload_current(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import server_pb2
-
-    idle = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
-    long = ctx.long_request(prompt="conformance is counted now")
-    call = ctx.inference.Generate(long, timeout=ctx.options.case_timeout + 5)
-    try:
-        first = await call.read()
-        busy = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
-        expect_running(first, long)
-    except grpc.aio.AioRpcError as err:
-        raise rpc_error(err, "Generate") from None
-    finally:
-        call.cancel()
+    idle = await ctx.control.GetLoad()
+    async with ctx.running("conformance is counted now"):
+        busy = await ctx.control.GetLoad()
     counted = busy.running_requests + busy.queued_requests
     expect(counted >= 1, f"GetLoad, called after a request's stream sent its first message, counted "
                          f"{busy.running_requests} running and {busy.queued_requests} queued: it "
@@ -305,10 +287,8 @@ async def getload_current(ctx: Context):
 @case("load.instance-id", profile=LOAD, requires=("REQ-LOAD-002",),
       title="GetLoad, WatchLoad settings and snapshots carry ServerInfo.instance_id")
 async def load_instance(ctx: Context):
-    from openengine.v1 import server_pb2
-
     want = ctx.server_info.instance_id
-    info = await ctx.control.GetLoad(server_pb2.GetLoadRequest())
+    info = await ctx.control.GetLoad()
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
                                      "ServerInfo.instance_id: a snapshot names the engine's instance")
     w, _ = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
@@ -385,14 +365,22 @@ async def interval_clamped(ctx: Context):
         asks.append(1)
     if hi < UINT32_MAX:
         asks += [hi + 1, UINT32_MAX]
+    await _expect_effective(ctx, "interval_ms", asks, heartbeat_ms=0)
+    return f"range [{lo}, {hi}] ms, {len(asks)} requests"
+
+
+async def _expect_effective(ctx: Context, setting: str, asks: list, **fields) -> None:
+    """Open a stream asking each value of `setting` (None: leave it out); the settings of each
+    must report the effective value (OEV316)."""
     problems = []
     for asked in asks:
-        w, _ = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
+        ask = {} if asked is None else {setting: asked}
+        w, _ = await _open(ctx, initial_snapshot=False, **fields, **ask)
         w.cancel()
-        problems += [f"asked {asked} ms: {v.rule_id} {v.message}"
-                     for v in w.broken("OEV316", path="settings.interval_ms")]
+        shown = "absent" if asked is None else f"{asked} ms"
+        problems += [f"asked {shown}: {v.rule_id} {v.message}"
+                     for v in w.broken("OEV316", path=f"settings.{setting}")]
     expect(not problems, "; ".join(problems))
-    return f"range [{lo}, {hi}] ms, {len(asks)} requests"
 
 
 @case("load.watch.interval-zero", profile=LOAD, requires=("REQ-LOAD-007",),
@@ -424,15 +412,7 @@ async def heartbeat_settings(ctx: Context):
         asks.append(1)
     if hi < UINT32_MAX:
         asks.append(UINT32_MAX)
-    problems = []
-    for asked in asks:
-        fields = {} if asked is None else {"heartbeat_ms": asked}
-        w, _ = await _open(ctx, initial_snapshot=False, interval_ms=hi, **fields)
-        w.cancel()
-        shown = "absent" if asked is None else f"{asked} ms"
-        problems += [f"asked {shown}: {v.rule_id} {v.message}"
-                     for v in w.broken("OEV316", path="settings.heartbeat_ms")]
-    expect(not problems, "; ".join(problems))
+    await _expect_effective(ctx, "heartbeat_ms", asks, interval_ms=hi)
 
 
 @case("load.watch.heartbeat-off", profile=LOAD, requires=("REQ-LOAD-008",),
@@ -557,20 +537,17 @@ async def max_watchers(ctx: Context):
         streams.append(extra)
         try:
             msg = await asyncio.wait_for(extra.call.read(), extra.prompt_seconds)
+            code = await extra.call.code() if msg is grpc.aio.EOF else None
         except grpc.aio.AioRpcError as err:
-            expect(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   f"stream {limit + 1} failed with {status_name(err.code())}, not RESOURCE_EXHAUSTED")
-            return f"{limit} streams"
+            code = err.code()
         except asyncio.TimeoutError:
             raise Failed(f"stream {limit + 1} (max_watchers is {limit}) neither failed nor sent "
                          "anything: it is refused with RESOURCE_EXHAUSTED before any message") from None
-        if msg is grpc.aio.EOF:
-            code = await extra.call.code()
-            expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   f"stream {limit + 1} ended with {status_name(code)}, not RESOURCE_EXHAUSTED")
-            return f"{limit} streams"
-        raise Failed(f"stream {limit + 1} was accepted (max_watchers is {limit}), not refused with "
-                     "RESOURCE_EXHAUSTED")
+        expect(code is not None, f"stream {limit + 1} was accepted (max_watchers is {limit}), not refused "
+                                 "with RESOURCE_EXHAUSTED")
+        expect(code == grpc.StatusCode.RESOURCE_EXHAUSTED,
+               f"stream {limit + 1} failed with {status_name(code)}, not RESOURCE_EXHAUSTED")
+        return f"{limit} streams"
     finally:
         for w in streams:
             w.cancel()
@@ -886,8 +863,6 @@ async def slow_reader(ctx: Context):
 @case("load.watch.stalled-isolated", profile=LOAD, requires=("REQ-LOAD-017",),
       title="a watcher that never reads does not delay other streams, GetLoad or requests")
 async def stalled_isolated(ctx: Context):
-    from openengine.v1 import server_pb2
-
     lim = _limits(ctx)
     interval = _rate_interval(lim)
     stalled_channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
@@ -903,7 +878,7 @@ async def stalled_isolated(ctx: Context):
         window = _rate_window(ctx, n)
         collected, load, gen = await together(
             healthy.collect(window, kind="snapshot", count=RATE_GAPS + 1),
-            ctx.control.GetLoad(server_pb2.GetLoadRequest(), timeout=window + 1),
+            ctx.control.GetLoad(timeout=window + 1),
             ctx.generate(ctx.generate_request(max_tokens=4), timeout=window + 1))
     finally:
         stalled.cancel()

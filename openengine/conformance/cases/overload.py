@@ -10,13 +10,11 @@ import grpc
 from grpc_status import rpc_status
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, read_rest, status_name
+from openengine.conformance.context import Context, poll, read_rest, status_name
 from openengine.conformance.profiles import CORE
 
 # The most requests the case holds open at once; a larger bound is left unchecked.
 MOST_HELD = 512
-# How often GetLoad is read while the case waits for the engine's numbers to move.
-POLL_SECONDS = 0.02
 
 
 def engine_error(err: grpc.RpcError):
@@ -35,23 +33,6 @@ def engine_error(err: grpc.RpcError):
     return None
 
 
-async def _load(ctx: Context):
-    from openengine.v1 import server_pb2
-
-    return await ctx.control.GetLoad(server_pb2.GetLoadRequest())
-
-
-async def _until(ctx: Context, holds, within: float):
-    """Read GetLoad until `holds(load)`; the last load read, and whether it held."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while True:
-        load = await _load(ctx)
-        if holds(load) or loop.time() >= end:
-            return load, holds(load)
-        await asyncio.sleep(POLL_SECONDS)
-
-
 @case("core.overload.refused", profile=CORE, requires=("REQ-CORE-014",), timeout=90.0,
       title="every running slot and queue place filled, one more request is refused "
             "RESOURCE_EXHAUSTED (retryable, counted); the accepted ones end normally")
@@ -68,7 +49,7 @@ async def overload_refused(ctx: Context):
         raise Unchecked(f"filling max_running_requests {running} + max_queued_requests {queue} would hold "
                         f"{bound} requests open, more than the runner's {MOST_HELD}; run the suite against "
                         "an engine started with smaller limits")
-    before = await _load(ctx)
+    before = await ctx.control.GetLoad()
     if before.running_requests or before.queued_requests:
         raise Unchecked(f"GetLoad counted {before.running_requests} running and {before.queued_requests} "
                         "queued requests before the case, with no request of the runner open, so when the "
@@ -81,8 +62,8 @@ async def overload_refused(ctx: Context):
     # the engine back.
     readers = [asyncio.ensure_future(read_rest(call)) for call in calls]
     try:
-        load, full = await _until(
-            ctx, lambda ld: ld.running_requests + ld.queued_requests >= bound or any(r.done() for r in readers), wait)
+        load, full = await poll(ctx.control.GetLoad, lambda ld: any(r.done() for r in readers)
+                                or ld.running_requests + ld.queued_requests >= bound, wait)
         ended = [(rid, c) for rid, c in zip(held, calls) if c.done()]
         for rid, call in ended:
             code = await call.code()
@@ -102,8 +83,8 @@ async def overload_refused(ctx: Context):
             raise Unchecked(f"GetLoad showed {load.running_requests} running and {load.queued_requests} queued "
                             f"after {wait:g}s, not the {bound} requests sent")
         extra = ctx.inference.Generate(ctx.generate_request(max_tokens=1), timeout=wait)
-        _, settled = await _until(ctx, lambda ld: extra.done() or ld.running_requests + ld.queued_requests > bound,
-                                  wait)
+        _, settled = await poll(ctx.control.GetLoad,
+                                lambda ld: extra.done() or ld.running_requests + ld.queued_requests > bound, wait)
         if not extra.done():
             extra.cancel()
             raise Failed(f"with max_running_requests {running} + max_queued_requests {queue} taken, one more "
@@ -120,7 +101,7 @@ async def overload_refused(ctx: Context):
         expect(error.code == error_pb2.ERROR_CODE_OVERLOADED and error.retryable,
                f"the refusal's EngineError has code {error_pb2.ErrorCode.Name(error.code)} and retryable "
                f"{error.retryable}; expected ERROR_CODE_OVERLOADED, retryable")
-        after = await _load(ctx)
+        after = await ctx.control.GetLoad()
         expect(after.instance_id == before.instance_id, "the engine restarted during the case")
         expect(after.rejected_requests > before.rejected_requests,
                f"LoadInfo.rejected_requests stayed {after.rejected_requests} after the refusal")
@@ -141,7 +122,7 @@ async def overload_refused(ctx: Context):
             messages = reader.result()
             last = messages[-1].WhichOneof("event") if messages else None
             expect(last in ("finished", "error"), f"accepted request {rid} ended without a terminal event")
-        _, idle = await _until(ctx, lambda ld: not ld.running_requests and not ld.queued_requests, wait)
+        _, idle = await poll(ctx.control.GetLoad, lambda ld: not (ld.running_requests or ld.queued_requests), wait)
         expect(idle, f"the engine did not become idle within {wait:g}s of the accepted requests ending")
         return (f"{bound} accepted (max_running_requests {running} + max_queued_requests {queue}), one more "
                 "refused retryable and counted, all ended, idle again")

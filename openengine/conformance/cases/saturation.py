@@ -1,11 +1,7 @@
 """Cases that judge a saturated engine: every slot it advertises (`max_running_requests`) busy
-with a long request and one request more waiting in the queue. Abort and cancellation of the
-queued request, Abort(all) over running and queued requests, and discovery read while the engine
-is saturated.
-
-No clock judges "at once": the running requests are the yardstick. They hold every slot until
-they end, so a queued request that is ended only when they end was ended when a slot freed, not
-when it was asked to be."""
+with a long request and one more queued. No clock judges "at once": the running requests hold
+every slot until they end, so a queued request ended only when one of them ends was ended when a
+slot freed, not when it was asked to be."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from dataclasses import dataclass
 import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
-from openengine.conformance.context import Context, cancel_or_reap, status_name, together
+from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
 from openengine.conformance.profiles import CORE
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
@@ -81,12 +77,9 @@ class Stream:
 
         last = self.messages[-1] if self.messages else None
         if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
-                and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED \
-                and last.HasField("usage"):
-            return None
-        if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
-            return f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
+            return None if last.HasField("usage") else \
+                f"{what} ended with a FINISH_REASON_CANCELLED finished event that carries no usage"
         return (f"{what} {self.shown()}, not with a FINISH_REASON_CANCELLED finished event "
                 "carrying the usage and then OK")
 
@@ -284,26 +277,21 @@ async def cancel_queued(ctx: Context):
 @case("core.capabilities.saturated", profile=CORE, requires=("REQ-CORE-005",),
       title="with every slot busy and a request queued, discovery lists the same profiles")
 async def capabilities_saturated(ctx: Context):
-    from openengine.v1 import discovery_pb2
-
-    def key(caps):
-        return sorted((p.name, p.major, p.minor) for p in caps.profiles)
-
     ctx.require_capabilities()
     sat = await saturate(ctx)
     try:
-        caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+        caps = await ctx.discovery_rpc.GetCapabilities()
         freed = sat.slots_freed()
     finally:
         sat.cancel()
     if freed:
         raise Unchecked("a running request ended before discovery was read, so it was not read "
                         "while the engine was saturated")
-    before = key(ctx.capabilities)
-    expect(key(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
-                                f"{key(caps)}, at start {before}")
+    before = profile_versions(ctx.capabilities)
+    expect(profile_versions(caps) == before, f"with every slot busy and a request queued GetCapabilities lists "
+                                f"{profile_versions(caps)}, at start {before}")
     for now in caps.models:
-        was = [key(m) for m in ctx.capabilities.models if m.model == now.model]
-        expect(was == [key(now)], f"with the engine saturated Capabilities.models lists "
-                                  f"{key(now)} for {now.model!r}, at start {was}")
+        was = [profile_versions(m) for m in ctx.capabilities.models if m.model == now.model]
+        expect(was == [profile_versions(now)], f"with the engine saturated Capabilities.models lists "
+                                  f"{profile_versions(now)} for {now.model!r}, at start {was}")
     return f"{len(sat.running)} running, 1 queued"

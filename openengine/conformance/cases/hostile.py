@@ -7,12 +7,10 @@ from __future__ import annotations
 import re
 
 import grpc
-from grpc_health.v1 import health_pb2
-
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, status_name
-from openengine.conformance.profiles import CORE
-from openengine.contract import number_domains
+from openengine.conformance.context import Context, read_rest, refusal, status_name
+from openengine.conformance.profiles import CORE, HEALTH_SERVICE
+from openengine.contract import catalogue, number_domains
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")
@@ -29,15 +27,9 @@ INTERNALS = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception)\b|<class '|Trace
 
 async def _refused_each(ctx: Context, tries: list[tuple[str, object]]) -> list[str]:
     """Send each (label, GenerateRequest); every one must fail INVALID_ARGUMENT before any message."""
-    problems = []
-    for label, request in tries:
-        try:
-            got = await ctx.generate(request)
-            problems.append(f"{label} was accepted ({len(got)} messages)")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                problems.append(f"{label} failed with {status_name(err.code())}, not INVALID_ARGUMENT")
-    return problems
+    found = [await refusal(ctx.generate(request), (grpc.StatusCode.INVALID_ARGUMENT,), label)
+             for label, request in tries]
+    return [p for p in found if p]
 
 
 def _sampling_tries(ctx: Context, fields: tuple[str, ...]) -> list[tuple[str, object]]:
@@ -83,12 +75,8 @@ async def generate_metadata(ctx: Context):
     problems = []
     for label, metadata in BAD_METADATA:
         call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=metadata)
-        try:
-            got = [m async for m in call]
-            problems.append(f"{label} was accepted ({len(got)} messages)")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                problems.append(f"{label} failed with {status_name(err.code())}, not INVALID_ARGUMENT")
+        problems.append(await refusal(read_rest(call), (grpc.StatusCode.INVALID_ARGUMENT,), label))
+    problems = [p for p in problems if p]
     good = (("openengine-priority", "5"), ("openengine-routing-key", "conformance"))
     try:
         [m async for m in ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=good)]
@@ -106,7 +94,8 @@ async def numbers_update_config(ctx: Context):
     admin = ctx.admin()
     # Only a double-typed limit makes double_value a valid choice; for any other limit the update
     # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
-    updatable = [name for name in ctx.limit(ADMIN, "updatable_limits") if _limit_kind(ctx, name) == "double"]
+    updatable = [name for name in ctx.limit(ADMIN, "updatable_limits")
+                 if getattr(catalogue().limit(name), "kind", None) == "double"]
     if not updatable:
         raise Unchecked("no double-typed limit is in openengine.admin.updatable_limits: "
                         "a non-finite double_value cannot be told apart from a type error")
@@ -115,33 +104,24 @@ async def numbers_update_config(ctx: Context):
     for value in (NAN, INF, -INF):
         request = admin_pb2.UpdateConfigRequest(validate_only=True, updates=[
             admin_pb2.LimitUpdate(limit=updatable[0], double_value=value)])
-        try:
-            await admin.UpdateConfig(request)
-            problems.append(f"double_value {value} was accepted")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                problems.append(f"double_value {value} failed with {status_name(err.code())}")
+        problems.append(await refusal(admin.UpdateConfig(request), (grpc.StatusCode.INVALID_ARGUMENT,),
+                                      f"double_value {value}"))
+    problems = [p for p in problems if p]
     await ctx.discover()
     expect(ctx.capabilities is not None and ctx.capabilities.revision == before,
            "the capability revision changed")
     expect(not problems, "; ".join(problems))
 
 
-def _limit_kind(ctx: Context, reference: str) -> str | None:
-    profile, _, name = reference.rpartition(".")
-    info = ctx.contract.profile(profile)
-    lim = info.limit(name) if info is not None else None
-    return lim.kind if lim is not None else None
-
-
 @case("core.wire.undecodable", profile=CORE, requires=("REQ-SVC-006",),
       title="request bytes that do not parse fail INTERNAL on every served RPC, with no server internals")
 async def wire_undecodable(ctx: Context):
     problems, checked = [], 0
-    # Only RPCs served on this address: Admin may have an address of its own (REQ-ADMIN-001).
-    rpcs = [r for p in ctx.contract.profiles.values() if p.name == CORE or ctx.advertised(p.name)
-            for r in p.rpcs if r.service in ctx.main_services or r.service == "grpc.health.v1.Health"]
-    paths = [(r.path, r.server_streaming) for r in rpcs] + [("/grpc.health.v1.Health/Check", False)]
+    # Only RPCs served on this address (the core's include the standard health RPCs): Admin may
+    # have an address of its own (REQ-ADMIN-001).
+    paths = [(r.path, r.server_streaming) for p in ctx.contract.values()
+             if p.name == CORE or ctx.advertised(p.name)
+             for r in p.rpcs if r.service in ctx.main_services or r.service == HEALTH_SERVICE]
     for path, streaming in paths:
         factory = ctx.channel.unary_stream if streaming else ctx.channel.unary_unary
         for payload in UNDECODABLE:
@@ -194,7 +174,7 @@ async def health_list(ctx: Context):
 
     await require_health(ctx)
     try:
-        listed = (await ctx.health.List(health_pb2.HealthListRequest())).statuses
+        listed = (await ctx.health.List()).statuses
     except grpc.aio.AioRpcError as err:
         if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and len(ctx.main_services) + 1 > 100:
             return "more than 100 names: RESOURCE_EXHAUSTED is allowed"

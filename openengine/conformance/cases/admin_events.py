@@ -10,13 +10,15 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, Reader, expect_running, read_rest, rpc_error, status_name
+from openengine.conformance.context import (
+    INFERENCE, Context, Reader, expect_refused, expect_running, read_rest, refusal, rpc_error, status_name,
+)
 from openengine.conformance.profiles import CORE
 from openengine.conformance.stream import error_code_name
+from openengine.contract import catalogue
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse
-INFERENCE = "openengine.v1.Inference"
 # How long a stream must stay open without a status before it counts as accepted.
 STREAM_OPEN_SECONDS = 0.2
 FINISHED_FIRST = "finished before it could be ended"
@@ -122,18 +124,6 @@ async def events_state(ctx: Context):
 # ------------------------------------------------------------------------------------------------
 # admin
 
-def _admin_rpcs(ctx: Context):
-    from openengine.v1 import admin_pb2
-
-    return [
-        ("ResumeGeneration", admin_pb2.ResumeGenerationRequest()),
-        ("ResetPrefixCache", admin_pb2.ResetPrefixCacheRequest()),
-        ("UpdateConfig", admin_pb2.UpdateConfigRequest(validate_only=True)),
-        ("WakeUp", admin_pb2.WakeUpRequest()),
-        ("PauseGeneration", admin_pb2.PauseGenerationRequest()),
-    ]
-
-
 @case("admin.unauthenticated", profile=ADMIN, requires=("REQ-ADMIN-002",),
       title="Admin without credentials (or with a wrong token) answers UNAUTHENTICATED and does nothing")
 async def admin_unauthenticated(ctx: Context):
@@ -149,26 +139,22 @@ async def admin_unauthenticated(ctx: Context):
             # A trusted client certificate with no token, or a wrong one.
             tries += [("a client certificate but no token", ctx._admin, ()),
                       ("a client certificate and a wrong token", ctx._admin, wrong)]
-    for method, request in _admin_rpcs(ctx):
+    for method in ("ResumeGeneration", "ResetPrefixCache", "UpdateConfig", "WakeUp", "PauseGeneration"):
+        request = admin_pb2.UpdateConfigRequest(validate_only=True) if method == "UpdateConfig" else None
         for label, stub, md in tries:
-            try:
-                await getattr(stub, method)(request, metadata=md)
-                problems.append(f"{method} with {label} was performed")
-            except grpc.aio.AioRpcError as err:
-                ok = {grpc.StatusCode.UNAUTHENTICATED}
-                if md:
-                    ok.add(grpc.StatusCode.PERMISSION_DENIED)
-                if ctx.options.admin_tls and stub is ctx.admin_anonymous:
-                    # Mutual TLS may refuse a client without a certificate in the handshake, so
-                    # that nothing reaches Admin at all (REQ-ADMIN-002).
-                    ok.add(grpc.StatusCode.UNAVAILABLE)
-                if err.code() not in ok:
-                    problems.append(f"{method} with {label}: {status_name(err.code())}")
+            ok = (grpc.StatusCode.UNAUTHENTICATED,) + ((grpc.StatusCode.PERMISSION_DENIED,) if md else ())
+            if ctx.options.admin_tls and stub is ctx.admin_anonymous:
+                # Mutual TLS may refuse a client without a certificate in the handshake, so that
+                # nothing reaches Admin at all (REQ-ADMIN-002).
+                ok += (grpc.StatusCode.UNAVAILABLE,)
+            call = getattr(stub, method)(request, metadata=md)
+            problems.append(await refusal(call, ok, f"{method} with {label}"))
+    problems = [p for p in problems if p]
     status = await ctx.check_health(INFERENCE)
     if status != S.SERVING:
         problems.append("Inference is no longer SERVING after unauthenticated admin calls")
         with contextlib.suppress(Exception):
-            await ctx._admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await ctx._admin.ResumeGeneration()
     expect(not problems, "; ".join(problems))
     return ", ".join(label for label, _, _ in tries)
 
@@ -176,18 +162,16 @@ async def admin_unauthenticated(ctx: Context):
 @case("admin.pause-resume", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
       title="PauseGeneration makes Inference NOT_SERVING; ResumeGeneration restores it")
 async def admin_pause(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
-    await admin.PauseGeneration(admin_pb2.PauseGenerationRequest())
+    await admin.PauseGeneration()
     try:
         expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING),
                "Inference is still SERVING after PauseGeneration")
     finally:
-        resumed = await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+        resumed = await admin.ResumeGeneration()
     expect(resumed.resumed, "ResumeGeneration answered resumed=false for a paused engine")
     expect(await ctx.wait_health(INFERENCE, S.SERVING), "Inference is not SERVING after resume")
-    again = await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+    again = await admin.ResumeGeneration()
     expect(not again.resumed, "ResumeGeneration answered resumed=true for an engine not paused")
 
 
@@ -255,7 +239,7 @@ async def admin_pause_abort(ctx: Context):
                                                     "was paused with mode abort", ctx.options.rpc_timeout,
                                                     may_finish=True)
         finally:
-            await admin.ResumeGeneration(admin_pb2.ResumeGenerationRequest())
+            await admin.ResumeGeneration()
             await ctx.wait_health(INFERENCE, S.SERVING)
     finally:
         reader.cancel()
@@ -277,7 +261,7 @@ async def admin_sleep(ctx: Context):
         expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING),
                "Inference is still SERVING while asleep")
     finally:
-        woke = await admin.WakeUp(admin_pb2.WakeUpRequest())
+        woke = await admin.WakeUp()
     expect(woke.awake, "WakeUp answered awake=false after waking everything")
     expect(await ctx.wait_health(INFERENCE, S.SERVING), "Inference is not SERVING after WakeUp")
 
@@ -285,10 +269,22 @@ async def admin_sleep(ctx: Context):
 @case("admin.reset-prefix-cache", profile=ADMIN, requires=("REQ-CORE-002",),
       title="ResetPrefixCache answers on an idle engine")
 async def admin_reset(ctx: Context):
-    from openengine.v1 import admin_pb2
-
-    resp = await ctx.admin().ResetPrefixCache(admin_pb2.ResetPrefixCacheRequest())
+    resp = await ctx.admin().ResetPrefixCache()
     expect(resp.reset, "ResetPrefixCache answered reset=false on an idle engine")
+
+
+async def _watchload_ending(call, code: grpc.StatusCode, within: float, when: str) -> str | None:
+    """Why an open WatchLoad stream did not end with `code` within `within` seconds, or None."""
+    try:
+        await asyncio.wait_for(read_rest(call), within)
+        return f"an open WatchLoad stream ended with OK {when}"
+    except grpc.aio.AioRpcError as err:
+        return None if err.code() == code else \
+            f"an open WatchLoad stream ended with {status_name(err.code())} {when}, not {code.name}"
+    except asyncio.TimeoutError:
+        return f"an open WatchLoad stream stayed open {when}"
+    finally:
+        call.cancel()
 
 
 def _limit_update(ctx: Context):
@@ -297,11 +293,8 @@ def _limit_update(ctx: Context):
 
     for ref in ctx.limit(ADMIN, "updatable_limits"):
         profile, _, name = ref.rpartition(".")
-        info = ctx.contract.profile(profile)
-        lim = info.limit(name) if info is not None else None
-        if lim is None or lim.repeated:
-            continue
-        if not ctx.advertised(profile):
+        lim = catalogue().limit(ref)
+        if lim is None or lim.repeated or not ctx.advertised(profile):
             continue
         current = ctx.limit(profile, name)
         if isinstance(current, bool):
@@ -324,7 +317,7 @@ def _limit_update(ctx: Context):
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):
-    from openengine.v1 import admin_pb2, discovery_pb2, load_pb2, server_pb2
+    from openengine.v1 import admin_pb2, load_pb2
 
     admin = ctx.admin()
     ref, (change, undo) = _limit_update(ctx)
@@ -346,15 +339,15 @@ async def admin_update(ctx: Context):
         expect(resp.previous_revision == before,
                f"UpdateConfig previous_revision {resp.previous_revision}, ServerInfo said {before}")
         expect(resp.revision > before, f"revision {resp.revision} after changing {ref}, was {before}")
-        info = await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
+        info = await ctx.control.GetServerInfo()
         expect(info.capability_revision == resp.revision,
                f"ServerInfo.capability_revision {info.capability_revision} != {resp.revision}")
-        caps = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+        caps = await ctx.discovery_rpc.GetCapabilities()
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
             ev = await events.until(lambda e: e.WhichOneof("kind") == "capability_revision_changed",
                                     ctx.options.rpc_timeout, "CapabilityRevisionChanged")
-            seen = await ctx.discovery_rpc.GetCapabilities(discovery_pb2.GetCapabilitiesRequest())
+            seen = await ctx.discovery_rpc.GetCapabilities()
             crc = ev.event.capability_revision_changed
             expect((crc.previous_revision, crc.revision) == (before, resp.revision),
                    f"CapabilityRevisionChanged {crc.previous_revision} -> {crc.revision}, "
@@ -362,15 +355,9 @@ async def admin_update(ctx: Context):
             expect(seen.revision >= crc.revision, "right after CapabilityRevisionChanged, "
                    f"GetCapabilities still answers revision {seen.revision}")
         if watch is not None:
-            try:
-                await asyncio.wait_for(read_rest(watch), 2.0)
-                raise Failed("a WatchLoad stream ended with OK after the revision changed")
-            except grpc.aio.AioRpcError as err:
-                expect(err.code() == grpc.StatusCode.ABORTED,
-                       f"an open WatchLoad stream ended with {status_name(err.code())} after the "
-                       "revision changed, not ABORTED")
-            except asyncio.TimeoutError:
-                raise Failed("an open WatchLoad stream stayed open after the revision changed") from None
+            problem = await _watchload_ending(watch, grpc.StatusCode.ABORTED, 2.0,
+                                              "after the revision changed")
+            expect(problem is None, problem or "")
             reopened = ctx.observability.WatchLoad(load_pb2.WatchLoadRequest(heartbeat_ms=0))
             try:
                 first = await asyncio.wait_for(reopened.read(), ctx.options.rpc_timeout)
@@ -407,7 +394,7 @@ async def admin_update(ctx: Context):
       title="Drain reports progress until done; then Inference is NOT_SERVING and refuses work, "
             "discovery still answers", disruptive=True)
 async def admin_drain(ctx: Context):
-    from openengine.v1 import admin_pb2, server_pb2
+    from openengine.v1 import admin_pb2
 
     admin = ctx.admin()
     if not ctx.options.runs_destructive:
@@ -424,13 +411,9 @@ async def admin_drain(ctx: Context):
     expect(await ctx.wait_health(INFERENCE, S.NOT_SERVING), "Inference is SERVING after a drain")
     expect(await ctx.check_health("openengine.v1.Discovery") == S.SERVING,
            "Discovery is not SERVING after a drain")
-    await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest())
-    try:
-        got = await ctx.generate(ctx.generate_request(max_tokens=1))
-        raise Failed(f"Generate after a drain was served ({len(got)} messages)")
-    except grpc.aio.AioRpcError as err:
-        expect(err.code() == grpc.StatusCode.UNAVAILABLE,
-               f"Generate after a drain failed with {status_name(err.code())}, not UNAVAILABLE")
+    await ctx.control.GetServerInfo()
+    await expect_refused(ctx.generate(ctx.generate_request(max_tokens=1)), (grpc.StatusCode.UNAVAILABLE,),
+                         "Generate after a drain")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -445,7 +428,7 @@ async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
         raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
-    from openengine.v1 import kv_pb2, load_pb2
+    from openengine.v1 import load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
@@ -477,8 +460,7 @@ async def shutdown(ctx: Context):
             expect_running(first_message, request)
             accepted.append(("Generate", "a Generate stream running when the shutdown began", reader, True))
     if ctx.advertised("openengine.kv"):
-        reader = Reader(ctx.control.SubscribeKvEvents(kv_pb2.SubscribeKvEventsRequest(),
-                                                      timeout=ctx.options.case_timeout))
+        reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout))
         try:
             early = await reader.read(STREAM_OPEN_SECONDS)
         except grpc.aio.AioRpcError as err:
@@ -507,26 +489,17 @@ async def shutdown(ctx: Context):
         elif S.SERVING in statuses[statuses.index(S.NOT_SERVING):]:
             problems.append(f"Watch({name!r}) reported SERVING after NOT_SERVING")
     if load is not None:
-        try:
-            await asyncio.wait_for(read_rest(load), ctx.options.rpc_timeout)
-            problems.append("WatchLoad ended with OK on shutdown")
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE:
-                problems.append(f"WatchLoad ended with {status_name(err.code())} on shutdown, "
-                                "not UNAVAILABLE")
-        except asyncio.TimeoutError:
-            problems.append("WatchLoad stayed open after the shutdown began")
-        finally:
-            load.cancel()
+        problems.append(await _watchload_ending(load, grpc.StatusCode.UNAVAILABLE, ctx.options.rpc_timeout,
+                                                "after the shutdown began"))
     for label, what, reader, may_finish in accepted:
         try:
             problem, ending = await accepted_ending(reader, what, ctx.options.rpc_timeout,
                                                     may_finish=may_finish)
         finally:
             reader.cancel()
-        if problem:
-            problems.append(problem)
+        problems.append(problem)
         endings.append(f"{label}: {ending}")
+    problems = [p for p in problems if p]
     expect(not problems, "; ".join(problems))
     return "; ".join(endings) or None
 
@@ -562,31 +535,24 @@ async def admin_own_address(ctx: Context):
 @case("admin.permission-denied", profile=ADMIN, requires=("REQ-ADMIN-003",),
       title="valid credentials without the permission get PERMISSION_DENIED and change nothing")
 async def admin_permission(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     ctx.admin()
     token = ctx.options.admin_limited_token
     if not token:
         raise Unchecked("no token without admin permissions given (--admin-limited-token)")
     md = (("authorization", f"Bearer {token}"),)
-    try:
-        await ctx.admin_anonymous.PauseGeneration(admin_pb2.PauseGenerationRequest(), metadata=md)
-        raise Failed("PauseGeneration with a token lacking the permission was performed")
-    except grpc.aio.AioRpcError as err:
-        expect(err.code() == grpc.StatusCode.PERMISSION_DENIED,
-               f"a token lacking the permission got {status_name(err.code())}, not PERMISSION_DENIED")
+    await expect_refused(ctx.admin_anonymous.PauseGeneration(metadata=md),
+                         (grpc.StatusCode.PERMISSION_DENIED,),
+                         "PauseGeneration with a token lacking the permission")
     expect(await ctx.check_health(INFERENCE) == S.SERVING, "Inference stopped serving")
 
 
 @case("admin.guard-isolated", profile=ADMIN, requires=("REQ-ADMIN-004",),
       title="without admin credentials (or with a wrong one) discovery, inference and health answer")
 async def admin_guard_isolated(ctx: Context):
-    from openengine.v1 import server_pb2
-
     for label, md in (("no credentials", None),
                       ("a wrong admin token", (("authorization", "Bearer conformance-wrong"),))):
         try:
-            await ctx.control.GetServerInfo(server_pb2.GetServerInfoRequest(), metadata=md)
+            await ctx.control.GetServerInfo(metadata=md)
             await ctx.health.Check(health_pb2.HealthCheckRequest(service=""), metadata=md)
             call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=md)
             got = [m async for m in call]
