@@ -185,7 +185,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         at = line.find(f"**{req.id}**")
         if at < 0:
             continue
-        anchor = req.id.lower()
+        anchor = req.anchor
         lines[index] = f'{line[:at]}<a id="{anchor}" class="oe-req" href="#{anchor}">**{req.id}**</a>{line[at + len(req.id) + 4:]}'
     return "\n".join(lines)
 

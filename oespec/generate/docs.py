@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -27,6 +27,7 @@ from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
 from oespec.generate.protodoc import ProtoDocs, describe
 from oespec.generate.requirements import spec_requirements
+from oespec.spec import Requirement
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
 from openengine.contractkit.locations import Loc
@@ -58,64 +59,21 @@ STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "cl
 
 # ----------------------------------------------------------------------------------------- model
 
-@dataclass(frozen=True)
-class Requirement:
-    """A spec requirement as the pages show it: where it is on the site."""
-
-    id: str
-    tag: str
-    text: str
-    page: str            # docs-root-relative page, e.g. `load.md`
-    line: int
-    assertions: tuple[tuple[str, str], ...] = ()   # its marked clauses: (id, text)
-
-    @property
-    def area(self) -> str:
-        return self.id.split("-")[1]
-
-    @property
-    def anchor(self) -> str:
-        """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
-        return self.id.lower()
-
-
 def anchor_id(name: str) -> str:
     """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-@dataclass(frozen=True)
-class RuleRow:
-    id: str
-    name: str
-    severity: str
-    category: str
-    purpose: str
-    extra: tuple[tuple[str, str], ...] = ()
-    requirements: tuple[str, ...] = ()     # the spec requirements the rule enforces
-
-    def get(self, key: str) -> str:
-        return dict(self.extra).get(key, "")
-
-    @property
-    def anchor(self) -> str:
-        return anchor_id(self.id)
+def rule_anchor(rule: RuleSpec) -> str:
+    """The anchor of a rule's row on its family's page (a conformance case's: `case-...`)."""
+    return ("case-" if rule.family == "conformance" else "") + anchor_id(rule.id)
 
 
-@dataclass(frozen=True)
-class CaseRow:
-    """A conformance case as the catalogue shows it."""
-
-    id: str
-    profile: str
-    requirements: tuple[str, ...]
-    title: str
-    when: str                  # advertised | absent
-    disruptive: bool
-
-    @property
-    def anchor(self) -> str:
-        return "case-" + anchor_id(self.id)
+def breaking_legal(rule: RuleSpec) -> str:
+    """What makes a breaking rule's change legal, as the breaking-rules table says it."""
+    if rule.severity is not None:
+        return f"never: always reported ({rule.severity})"
+    return f"a {rule.bump} version bump of the profile" if rule.bump in ("major", "minor") else "any version"
 
 
 @dataclass(frozen=True)
@@ -136,10 +94,11 @@ class Site:
     protos: ProtoDocs
     requirements: list[Requirement]
     spec_available: bool
-    check_rules: list[RuleRow]
-    breaking_rules: list[RuleRow] | None
-    validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
-    cases: list[CaseRow] | None = None
+    check_rules: tuple[RuleSpec, ...]
+    breaking_rules: tuple[RuleSpec, ...] | None
+    validator_rules: tuple[RuleSpec, ...] | None = None     # None: the runtime is not importable
+    cases: tuple[RuleSpec, ...] | None = None                # conformance cases, in the order they run
+    python_only: frozenset = frozenset()     # validator rules a JSON Schema cannot express
     page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
@@ -160,7 +119,7 @@ class Site:
                     ("case", self.cases or [], CASES_PAGE)]
         for kind, rows, page in families:
             for row in rows:
-                check = Check(kind, row.id, page, row.anchor)
+                check = Check(kind, row.id, page, rule_anchor(row))
                 # a clause id counts for its requirement too
                 for req_id in dict.fromkeys(i for cited in row.requirements for i in {cited, cited.split(".")[0]}):
                     index.setdefault(req_id, []).append(check)
@@ -190,39 +149,13 @@ def _load_protos(ctx: GenerationContext) -> ProtoDocs:
 
 
 def _load_requirements(ctx: GenerationContext) -> tuple[list[Requirement], bool]:
-    """The spec's requirements; (nothing, False) while the spec is absent."""
+    """The spec's requirements, each `file` the page it is on (docs-root-relative, e.g. `load.md`);
+    (nothing, False) while the spec is absent."""
     found = spec_requirements(ctx, "docs")
     if found is None:
         return [], False
     spec_dir = (ctx.root / SPEC_DIR).resolve()
-    return [Requirement(req.id, req.tag, req.text, Path(req.file).resolve().relative_to(spec_dir).as_posix(),
-                        req.line, tuple((a.id, a.text) for a in req.assertions)) for req in found], True
-
-
-def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
-    return [RuleRow(s.id, s.name, str(s.severity) if s.severity is not None else "by version bump",
-                    s.category, s.purpose, s.facts, s.requirements) for s in specs]
-
-
-def _validator_rule_rows(rules: RuleCatalogues) -> list[RuleRow] | None:
-    """The runtime's validator rules (OEV), each saying where it is checked; None when the
-    runtime's catalogue is not available."""
-    if rules.validator is None:
-        return None
-    python_only = rules.python_only_validator_rules
-    return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                    (("where", "Python validators" if row.id in python_only
-                      else "Python validators and JSON Schemas"),), row.requirements)
-            for row in _rule_rows(rules.validator)]
-
-
-def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
-    """The conformance runner's cases (catalogue entries of the `conformance` family) as the
-    catalogue page shows them; None when not available."""
-    if rules.cases is None:
-        return None
-    return [CaseRow(c.id, c.fact("profile"), c.requirements, c.purpose, c.fact("when", "advertised"),
-                    c.fact("disruptive") == "yes") for c in rules.cases]
+    return [replace(req, file=Path(req.file).resolve().relative_to(spec_dir).as_posix()) for req in found], True
 
 
 def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
@@ -239,32 +172,14 @@ def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
     return titles
 
 
-def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | None:
-    if specs is None:
-        return None
-    specs = tuple(specs)
-    rows = []
-    for spec, row in zip(specs, _rule_rows(specs)):
-        if spec.severity is not None:
-            legal = f"never: always reported ({row.severity})"
-        elif spec.bump in ("major", "minor"):
-            legal = f"a {spec.bump} version bump of the profile"
-        else:
-            legal = "any version"
-        rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                            row.extra + (("legal", legal),), row.requirements))
-    return rows
-
-
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
-    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
-                validator_rules=_validator_rule_rows(ctx.rules), cases=case_catalogue(ctx.rules),
-                page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
+    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules.check,
+                ctx.rules.breaking, ctx.rules.validator, ctx.rules.cases, ctx.rules.python_only_validator_rules,
+                page_titles=_page_titles(ctx.root, (r.file for r in requirements)))
     for f in site.protos.files:
         page = protocol_page_path(f.path)
         for m in f.messages:
@@ -407,13 +322,13 @@ class Pages:
 
     def requirement(self, req: Requirement, shown: str | None = None) -> Md:
         """A requirement (or, `shown`, one of its clauses) linked to where the spec states it."""
-        return self.link(Md(f"**{shown or req.id}**"), req.page, req.anchor)
+        return self.link(Md(f"**{shown or req.id}**"), req.file, req.anchor)
 
     def requirement_id(self, req_id: str) -> Md:
         """A requirement or clause id (`REQ-CORE-010.2`), linked to its requirement's anchor
         when the spec defines it."""
         req = self.site.requirement(req_id.split(".", 1)[0])
-        known = req is not None and (req.id == req_id or req_id in dict(req.assertions))
+        known = req is not None and req_id in req.ids
         return self.requirement(req, req_id) if known else mdsafe.code(req_id)
 
     def check(self, c: Check) -> Md:
@@ -542,7 +457,8 @@ def _context(site: Site, page: str, **extra) -> dict:
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, profile_page=profile_page_path, paths=PATHS,
                 owners=site.registry.rpc_owner(), shape=method_shape, method_signature=method_signature,
-                services_of=services_of, anchor_id=anchor_id,
+                services_of=services_of, anchor_id=anchor_id, rule_anchor=rule_anchor,
+                breaking_legal=breaking_legal,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 
