@@ -734,23 +734,8 @@ def reports_page_context(site: Site, root: Path) -> dict:
     columns = reports.profile_columns([p.name for p in site.registry.profiles], engine_reports)
     # The spec page that says what conforming means, linked only where the spec has it.
     spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
-    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page, engine_anchor=_engine_anchor,
-                case_anchor=lambda case: "case-" + anchor_id(case), verdict_badge=_verdict_badge,
-                counts_text=_counts_text, date_shown=reports.date_shown)
-
-
-def _engine_anchor(report: reports.EngineReport) -> str:
-    return Md("engine-" + anchor_id(posixpath.splitext(posixpath.basename(report.file))[0]))
-
-
-def _verdict_badge(report: reports.EngineReport) -> Md:
-    """The verdict in a word, in bold, with the counts; its full text is in the engine's section."""
-    word = "CONFORMS" if report.conforms else "DOES NOT CONFORM"
-    return Md(f"**{word}** ({mdsafe.cell(_counts_text(report.counts))})")
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{outcome} {n}" for outcome, n in counts.items()) or "no case ran"
+    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page,
+                case_anchor=lambda case: "case-" + anchor_id(case), date_shown=reports.date_shown)
 
 
 def _nav(site: Site) -> str:

@@ -11,6 +11,7 @@ output, so it reaches the page only through `mdsafe`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,41 +30,36 @@ NOT_ADVERTISED = "not advertised"
 
 
 @dataclass(frozen=True)
-class Gap:
-    """A case an engine failed, as its report states it."""
-
-    case: str
-    requirements: tuple[str, ...]
-    reason: str
-
-
-@dataclass(frozen=True)
 class EngineReport:
-    """What the page shows of one report."""
+    """One report as the page shows it: the document as written, and its outcomes by profile."""
 
     file: str                      # checkout-relative path of the report
-    engine_name: str
-    engine_version: str
-    role: str
-    discovery: str
-    contract_revision: int         # schema revision the runner judged by
-    contract_release: str
-    engine_revision: int           # schema revision the engine names in ServerInfo
-    runner: str
-    date: str
-    conforms: bool
-    verdict: str
-    counts: dict[str, int]
-    advertised: dict[str, str]     # profile -> advertised version
-    forced: tuple[str, ...]
+    doc: dict                      # the report, valid against the schema
     by_profile: dict[str, dict[str, int]]   # profile -> outcome -> count
-    gaps: tuple[Gap, ...]          # failed cases (a migration checklist when discovery is not served)
-    unchecked_requirements: tuple[str, ...]
+
+    @property
+    def anchor(self) -> Md:
+        return Md("engine-" + re.sub(r"[^a-z0-9]+", "-", Path(self.file).stem.lower()).strip("-"))
+
+    @property
+    def counts(self) -> str:
+        """The verdict's outcome counts in words (`pass 12, fail 1`)."""
+        return ", ".join(f"{o} {n}" for o, n in self.doc["verdict"]["counts"].items() if n) or "no case ran"
+
+    @property
+    def gaps(self) -> list[dict]:
+        """The failed cases (a migration checklist when discovery is not served)."""
+        return [r for r in self.doc["results"] if r["outcome"] in ("fail", "error", "stale")]
 
     @property
     def migrating(self) -> bool:
         """An engine of upstream's layout alone: it does not serve the profiles' discovery."""
-        return self.discovery != "served"
+        return self.doc["implementation"]["discovery"] != "served"
+
+    @property
+    def advertised(self) -> dict[str, str]:
+        """Profile -> the version the engine advertised."""
+        return {p["name"]: p["version"] for p in self.doc["profiles"]["advertised"]}
 
     def cell(self, profile: str, *, mandatory: bool = False) -> str:
         """A matrix cell: the outcome counts of a judged profile's cases (advertised, forced, or
@@ -74,7 +70,7 @@ class EngineReport:
                           if counts.get(outcome) or outcome in CELL_OUTCOMES)
         if profile in self.advertised:
             return shown
-        if profile in self.forced:
+        if profile in self.doc["profiles"]["forced"]:
             return f"forced: {shown}"
         if mandatory and counts:
             return f"{shown} (not listed: no Discovery)" if self.migrating else f"{shown} (not listed)"
@@ -119,24 +115,11 @@ def _refused(rel: str, loc: Loc, message: str) -> GenerationError:
 
 
 def summarize(doc: dict, rel: str) -> EngineReport:
-    impl, contract, verdict = doc["implementation"], doc["contract"], doc["verdict"]
     by_profile: dict[str, dict[str, int]] = {}
     for result in doc["results"]:
         counts = by_profile.setdefault(result["profile"], {})
         counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
-    gaps = tuple(Gap(r["case"], tuple(r["requirements"]), r["reason"]) for r in doc["results"]
-                 if r["outcome"] in ("fail", "error", "stale"))
-    return EngineReport(
-        file=rel, engine_name=impl["engine_name"], engine_version=impl["engine_version"],
-        role=impl["role"], discovery=impl["discovery"],
-        contract_revision=contract["schema_revision"], contract_release=contract["schema_release"],
-        engine_revision=impl["schema_revision"],
-        runner=f"{doc['runner']['name']} {doc['runner']['version']}", date=doc["date"],
-        conforms=verdict["conforms"], verdict=verdict["text"],
-        counts={k: v for k, v in verdict["counts"].items() if v},
-        advertised={p["name"]: p["version"] for p in doc["profiles"]["advertised"]},
-        forced=tuple(doc["profiles"]["forced"]), by_profile=by_profile, gaps=gaps,
-        unchecked_requirements=tuple(verdict["unchecked_requirements"]))
+    return EngineReport(rel, doc, by_profile)
 
 
 def load_reports(root: Path) -> list[EngineReport]:
