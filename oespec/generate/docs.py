@@ -22,12 +22,12 @@ import jinja2
 
 from oespec.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
 from oespec.generate import mdsafe, reports
-from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
 from oespec.generate.mdsafe import Md
 from oespec.generate.protodoc import ProtoDocs, describe
 from oespec.generate.requirements import spec_requirements
 from oespec.spec import Requirement
+from oespec.generate import templating
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
 from openengine.contractkit.locations import Loc
@@ -692,8 +692,8 @@ def generate(ctx: GenerationContext) -> list[Output]:
         page(profile_page_path(profile), "profile.md.j2", profile=profile)
     page(MATRIX_PAGE, "profiles-index.md.j2")
     page(DEPENDENCIES_PAGE, "dependencies.md.j2")
-    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}",
-                      render_dot(site.registry, profile_page_path, header=header("//"))))
+    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}", templating.render(
+        "docs/dependencies.dot.j2", registry=site.registry, page_of=profile_page_path)))
     page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
     for f in site.protos.files:
         page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
@@ -705,7 +705,10 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
     page(REPORTS_PAGE, "conformance-reports.md.j2", **reports_page_context(site, ctx.root))
-    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
+    # the page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML
+    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", templating.render(
+        "docs/nav.yml.j2", registry=site.registry, profile_page=profile_page_path, files=site.protos.files,
+        page_of=protocol_page_path)))
 
     problems, messages = [], []
     for rel in _spec_pages(ctx):
@@ -736,15 +739,3 @@ def reports_page_context(site: Site, root: Path) -> dict:
     spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
     return dict(reports=engine_reports, profiles=columns, spec_page=spec_page,
                 case_anchor=lambda case: "case-" + anchor_id(case), date_shown=reports.date_shown)
-
-
-def _nav(site: Site) -> str:
-    """The page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML."""
-    lines = [header("#").rstrip(), "# Page lists that site/hooks.py puts into the navigation."]
-    lines.append("profiles:")
-    for profile in site.registry.profiles:
-        lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
-    lines.append("protocol:" + ("" if site.protos.files else " []"))
-    for f in site.protos.files:
-        lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
-    return "\n".join(lines) + "\n"
