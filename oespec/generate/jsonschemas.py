@@ -20,7 +20,7 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from openengine.contractkit.naming import CANONICAL_NAME, enum_value_prefix
+from openengine.contractkit.naming import CANONICAL_NAME, enum_value_name, enum_value_prefix
 from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
@@ -180,11 +180,13 @@ class SchemaBuilder:
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
         by_name = {v.name: v.number for v in f.enum_type.values}
-        prefix = enum_value_prefix(f.enum_type.name)
-        names = [prefix + value.upper() for value in limit.type.enum_values]
+        names = [enum_value_name(f.enum_type.name, value) for value in limit.type.enum_values]
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise GenerationError("jsonschemas", f"{f.enum_type.full_name} lacks {', '.join(missing)}")
+            lacks = f"{f.enum_type.full_name} lacks {', '.join(missing)}"
+            raise GenerationError("jsonschemas", lacks, problems=[Problem(
+                self.registry.path, limit.at("values"), lacks,
+                "run the proto generator too (oespec generate without --only)")])
         return names, [by_name[n] for n in names]
 
     def default_json(self, f: FieldDescriptor, limit: Limit):
@@ -283,61 +285,26 @@ def build_schemas(registry: Registry, pool) -> dict[str, dict]:
     return schemas
 
 
-def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Registry enum value -> wire number, per limit enum; and EngineRole value name -> number. Every
-    enum value and role the registry names must exist in the compiled contract: each one missing
-    is a located problem (the runtime validators map wire numbers back to these spellings)."""
-    wire: dict[str, dict[str, int]] = {}
-    declared_in: dict[str, str] = {}
-    for f in fds.file:
-        if f.package != PACKAGE:
-            continue
-        for e in f.enum_type:
-            wire[e.name] = {v.name: v.number for v in e.value}
-            declared_in[e.name] = f"proto/{f.name}"
-    numbers: dict[str, dict[str, int]] = {}
-    problems: list[Problem] = []
-    for p in registry.profiles:
-        for lim in p.limits:
-            if lim.type.base != "enum":
-                continue
-            values = wire.get(lim.type.enum_name)
-            if values is None:
-                problems.append(Problem(registry.path, lim.at("values"),
-                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
-                                        "contract", "run the proto generator too (oespec generate without --only)"))
-                continue
-            prefix = enum_value_prefix(lim.type.enum_name)
-            mapping = {}
-            for value in lim.type.enum_values:
-                number = values.get(prefix + value.upper())
-                if number is None:
-                    problems.append(Problem(registry.path, lim.at("values"),
-                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
-                                            "run the proto generator too (oespec generate without --only)"))
-                    continue
-                mapping[value] = number
-            numbers[lim.type.enum_name] = mapping
-    roles = wire.get(ROLE_ENUM)
-    if roles is None:
-        problems.append(Problem(registry.path, registry.loc, f"enum {ROLE_ENUM} (the engine roles that role-scoped "
-                                "profiles name) is not declared by any proto of openengine.v1",
-                                f"restore upstream's enum {ROLE_ENUM} in proto/openengine/v1/server.proto"))
-    else:
-        where = declared_in.get(ROLE_ENUM, "proto")
-        for p in registry.profiles:
-            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
-                value = ROLE_PREFIX + role.upper()
-                if value not in roles:
-                    problems.append(Problem(
-                        registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
+def check_roles(registry: Registry, fds) -> None:
+    """Every engine role a role-scoped profile names is a value of the contract's EngineRole: each
+    one missing is a located problem (the runtime validators map wire numbers back to these names)."""
+    found = [(e, f"proto/{f.name}") for f in fds.file if f.package == PACKAGE for e in f.enum_type
+             if e.name == ROLE_ENUM]
+    if not found:
+        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=[
+            Problem(registry.path, registry.loc, f"enum {ROLE_ENUM} (the engine roles that role-scoped "
+                    "profiles name) is not declared by any proto of openengine.v1",
+                    f"restore upstream's enum {ROLE_ENUM} in proto/openengine/v1/server.proto")])
+    roles, where = {v.name for v in found[0][0].value}, found[0][1]
+    problems = [Problem(registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
                         f"{p.name} names role {role}, but enum {ROLE_ENUM} in {where} has no {value} "
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
                         f"restore {value} in {where} (a wire value is never renamed or removed), "
-                        "or stop naming the role here"))
+                        "or stop naming the role here")
+                for p in registry.profiles if p.scope.kind == "role" for index, role in enumerate(p.scope.roles)
+                for value in [ROLE_PREFIX + role.upper()] if value not in roles]
     if problems:
-        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)
-    return numbers, roles
+        raise GenerationError("jsonschemas", "the registry names roles the contract lacks", problems=problems)
 
 
 # Hand-written schemas of the runtime's input files (the runtime validates with its packaged copy),
@@ -374,7 +341,7 @@ def _published(schema: dict) -> str:
 
 def generate(ctx: GenerationContext) -> list[Output]:
     fds = ctx.compiled("jsonschemas")[0]
-    contract_enums(ctx.registry, fds)
+    check_roles(ctx.registry, fds)
     pool = _pool(fds)
     outputs = []
     for filename, schema in build_schemas(ctx.registry, pool).items():
