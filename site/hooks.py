@@ -1,29 +1,13 @@
 """mkdocs hooks that join the hand-written spec and the generated reference into one site.
 
-- The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
-  as if they were in it (a generated page may not share a path with a spec page).
-- Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
-  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml;
-  `oespec:spec` is every page of the spec folder the navigation names nowhere else, in name
-  order, so a new spec page appears too.
-- The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
-  `/schemas/`, so a client in any language can fetch the one it validates against.
-- Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
-  `#req-load-003`, which the generated pages link to.
-
-- A generated page's first line (the "generated from profiles.yaml" comment) is dropped before
-  rendering, so mkdocs takes the page's title from its `# ` heading.
-- The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
-  Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
-  (a docs-relative page) becomes a link relative to the page that shows it.
-- An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
-  so it wraps there and never inside a word.
-- Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
-  show each row as a labelled block instead of a table wider than the screen.
-
-- Under `mkdocs serve` (`make serve`), every rebuild first regenerates the pages from
-  profiles.yaml and the protos, so an edit to the registry shows up live like an edit to the spec.
-  `make site` never writes: it builds what is committed, and `make check` says when that is stale.
+The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added as if
+they were in it, `oespec:NAME` navigation entries expand to the page lists of
+`site/generated/nav.yml` (so a new profile or proto file needs no edit of mkdocs.yml), and the JSON
+Schemas are published under `/schemas/` for clients in any language. Each numbered requirement gets
+the anchor the generated pages link to; the dependency picture is drawn at build time by Graphviz
+`dot`; table cells get wrap points and labels for narrow screens. Under `mkdocs serve` every
+rebuild first regenerates the pages, so a registry edit shows up live; `make site` never writes
+(`make check` says when what is committed is stale).
 
 The repository root is the folder that holds the docs dir; tests point the docs dir elsewhere to
 build a site from other inputs.

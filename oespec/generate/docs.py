@@ -23,8 +23,8 @@ import jinja2
 from oespec.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
 from oespec.generate import mdsafe, reports
 from oespec.generate.markers import MarkerError, has_markers, rewrite
-from oespec.generate.mdsafe import Md
-from oespec.generate.protodoc import ProtoDocs, describe
+from oespec.generate.mdsafe import Md, anchor_id
+from oespec.generate.protodoc import FileDoc, describe
 from oespec.generate.requirements import spec_requirements
 from oespec.spec import Requirement
 from oespec.generate import templating
@@ -59,11 +59,6 @@ STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "cl
 
 # ----------------------------------------------------------------------------------------- model
 
-def anchor_id(name: str) -> str:
-    """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def rule_anchor(rule: RuleSpec) -> str:
     """The anchor of a rule's row on its family's page (a conformance case's: `case-...`)."""
     return ("case-" if rule.family == "conformance" else "") + anchor_id(rule.id)
@@ -91,7 +86,7 @@ class Site:
     """Everything the pages are made of, gathered once per generation."""
 
     registry: Registry
-    protos: ProtoDocs
+    protos: list[FileDoc]
     requirements: list[Requirement]
     spec_available: bool
     check_rules: tuple[RuleSpec, ...]
@@ -140,10 +135,10 @@ def protocol_page_path(proto_path: str) -> str:
 
 # ---------------------------------------------------------------------------------------- inputs
 
-def _load_protos(ctx: GenerationContext) -> ProtoDocs:
+def _load_protos(ctx: GenerationContext) -> list[FileDoc]:
     sources = ctx.proto_sources()
     if not sources:
-        return ProtoDocs()
+        return []
     fds, _ = ctx.compiled("docs")
     return describe(fds, set(sources))
 
@@ -180,7 +175,7 @@ def gather(ctx: GenerationContext) -> Site:
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules.check,
                 ctx.rules.breaking, ctx.rules.validator, ctx.rules.cases, ctx.rules.python_only_validator_rules,
                 page_titles=_page_titles(ctx.root, (r.file for r in requirements)))
-    for f in site.protos.files:
+    for f in site.protos:
         page = protocol_page_path(f.path)
         for m in f.messages:
             site.type_pages[m.full_name] = (page, anchor_id(m.full_name))
@@ -214,7 +209,7 @@ def type_owners(site: Site) -> dict[str, list[str]]:
         for name in [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]:
             claim(name, p)
     fields = {m.full_name: [f.type for f in m.fields if f.is_reference]
-              for f_ in site.protos.files for m in f_.messages}
+              for f_ in site.protos for m in f_.messages}
     queue = list(owners)
     while queue:                   # breadth first, so a type takes the owners of its nearest holders
         holder = queue.pop(0)
@@ -695,7 +690,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}", templating.render(
         "docs/dependencies.dot.j2", registry=site.registry, page_of=profile_page_path)))
     page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
-    for f in site.protos.files:
+    for f in site.protos:
         page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
     page(REQUIREMENTS_PAGE, "requirements.md.j2")
     page(CHECK_RULES_PAGE, "check-rules.md.j2")
@@ -707,7 +702,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(REPORTS_PAGE, "conformance-reports.md.j2", **reports_page_context(site, ctx.root))
     # the page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", templating.render(
-        "docs/nav.yml.j2", registry=site.registry, profile_page=profile_page_path, files=site.protos.files,
+        "docs/nav.yml.j2", registry=site.registry, profile_page=profile_page_path, files=site.protos,
         page_of=protocol_page_path)))
 
     problems, messages = [], []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Md", "inline", "block", "cell", "code", "fence", "raw", "SAFE_LINK"]
+__all__ = ["Md", "inline", "block", "cell", "code", "fence", "raw", "anchor_id", "SAFE_LINK"]
 
 
 class Md(str):
@@ -118,6 +118,11 @@ def fence(text: object, lang: str = "") -> Md:
     longest = max((len(run) for run in re.findall(r"`{3,}", value)), default=2)
     marker = "`" * (longest + 1)
     return Md(f"{marker}{re.sub(r'[^a-z0-9_+-]', '', lang)}\n{value}\n{marker}")
+
+
+def anchor_id(name: str) -> str:
+    """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def raw(markup: str) -> Md:

@@ -9,7 +9,7 @@ are referred to by name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
 
@@ -99,11 +99,6 @@ class FileDoc:
     options: tuple[Option, ...] = ()
 
 
-@dataclass
-class ProtoDocs:
-    files: list[FileDoc] = field(default_factory=list)
-
-
 def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
     if loc is None:
         return ""
@@ -113,9 +108,9 @@ def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
     return "\n".join(lines).strip()
 
 
-def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDocs:
+def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> list[FileDoc]:
     """Docs for the files of `fds` whose names are in `files`, in name order."""
-    docs = ProtoDocs()
+    docs = []
     for fd in sorted(fds.file, key=lambda f: f.name):
         if fd.name not in files:
             continue
@@ -148,7 +143,7 @@ def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDoc
                       for full, _, comment, values in of_kind("enum"))
         services = tuple(ServiceDoc(full, proto.name, comment, methods)
                          for full, proto, comment, methods in of_kind("service"))
-        docs.files.append(FileDoc(fd.name, fd.package, messages, enums, services))
+        docs.append(FileDoc(fd.name, fd.package, messages, enums, services))
     return docs
 
 

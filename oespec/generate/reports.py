@@ -11,12 +11,12 @@ output, so it reaches the page only through `mdsafe`.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from oespec.generate import GenerationError, Problem
-from oespec.generate.mdsafe import Md
+from oespec.generate.mdsafe import Md, anchor_id, cell
 from openengine.contractkit.locations import Loc
 
 REPORTS_DIR = "conformance/reports"
@@ -29,17 +29,25 @@ OTHER_OUTCOMES = ("error", "xfail", "stale")
 NOT_ADVERTISED = "not advertised"
 
 
-@dataclass(frozen=True)
+@dataclass
 class EngineReport:
     """One report as the page shows it: the document as written, and its outcomes by profile."""
 
     file: str                      # checkout-relative path of the report
     doc: dict                      # the report, valid against the schema
-    by_profile: dict[str, dict[str, int]]   # profile -> outcome -> count
+
+    @cached_property
+    def by_profile(self) -> dict[str, dict[str, int]]:
+        """Profile -> outcome -> how many of its cases had it."""
+        by_profile: dict[str, dict[str, int]] = {}
+        for result in self.doc["results"]:
+            counts = by_profile.setdefault(result["profile"], {})
+            counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+        return by_profile
 
     @property
     def anchor(self) -> Md:
-        return Md("engine-" + re.sub(r"[^a-z0-9]+", "-", Path(self.file).stem.lower()).strip("-"))
+        return Md("engine-" + anchor_id(Path(self.file).stem))
 
     @property
     def counts(self) -> str:
@@ -114,25 +122,14 @@ def _refused(rel: str, loc: Loc, message: str) -> GenerationError:
     return GenerationError("reports", f"{rel}: {message}", problems=[Problem(rel, loc, message, hint)])
 
 
-def summarize(doc: dict, rel: str) -> EngineReport:
-    by_profile: dict[str, dict[str, int]] = {}
-    for result in doc["results"]:
-        counts = by_profile.setdefault(result["profile"], {})
-        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
-    return EngineReport(rel, doc, by_profile)
-
-
 def load_reports(root: Path) -> list[EngineReport]:
     """Every committed report, in file-name order, each checked against the schema."""
     files = report_files(root)
     if not files:
         return []
     validator = schema_validator(root)
-    out = []
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        out.append(summarize(read_report(path, rel, validator), rel))
-    return out
+    return [EngineReport(rel, read_report(path, rel, validator))
+            for path in files for rel in [path.relative_to(root).as_posix()]]
 
 
 def profile_columns(registry_profiles: list[str], reports: list[EngineReport]) -> list[str]:
@@ -152,7 +149,5 @@ def date_shown(date: str) -> Md:
     try:
         when = datetime.fromisoformat(date).astimezone(timezone.utc)
     except ValueError:
-        from oespec.generate import mdsafe
-
-        return mdsafe.cell(date)
+        return cell(date)
     return Md(when.strftime("%Y-%m-%d %H:%M UTC"))
