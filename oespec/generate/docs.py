@@ -509,30 +509,14 @@ class SpecSection:
 
 @dataclass(frozen=True)
 class Added:
-    """One element the proposal adds to upstream v1, as the additions page lists it."""
+    """One element the proposal adds to upstream v1 (`oespec.upstream.additions`), as the additions
+    page lists it."""
 
-    kind: str                     # service, rpc, message, enum, field, enum_value
-    name: str                     # full name
+    element: Any                  # its kind, name, definition (proto text), parent and file
     shown: str                    # what the page prints: `Service/Method`, `Message.field`, ...
-    definition: str               # proto text
-    parent: str                   # the enclosing element's full name
     reference: tuple[str, str]    # (page, anchor) of its protocol reference entry
-    profiles: tuple[str, ...]     # profiles that own it
-    spec: tuple[Requirement | SpecSection, ...]   # where the spec states it
-
-
-@dataclass(frozen=True)
-class Additions:
-    """The proposal's additions to upstream v1 at the pin; `pin` is None without a pinned image."""
-
-    pin: Any
-    services: tuple[Added, ...] = ()
-    types: tuple[Added, ...] = ()           # new messages and enums
-    extensions: tuple[Added, ...] = ()      # fields and values added to upstream's messages and enums
-    profiles: tuple[tuple[Profile, tuple[Requirement | SpecSection, ...]], ...] = ()
-    # The custom options' messages (options.proto): descriptor annotations, never on the wire.
-    options: tuple[Added, ...] = ()
-    options_stated: tuple[Requirement, ...] = ()
+    profiles: tuple[str, ...] = ()    # profiles that own it
+    spec: tuple[Requirement | SpecSection, ...] = ()   # where the spec states it
 
 
 def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
@@ -609,14 +593,16 @@ def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: P
     return ((titled or matching)[0],) if matching else ()
 
 
-def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
+def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
     """What proto/ adds to the pinned upstream v1 (`oespec.upstream.additions`), each element with
-    its protocol reference entry, its profiles and where the spec states it."""
+    its protocol reference entry, its profiles and where the spec states it; `pin` is None without
+    a pinned image. `options` are the custom options' messages (options.proto): descriptor
+    annotations, never on the wire."""
     from oespec import upstream
 
     image = ctx.root / upstream.IMAGE
     if not image.is_file():
-        return Additions(None)
+        return {"pin": None}
     try:
         pin = upstream.read_pin(ctx.root / upstream.PIN)
         fds = upstream.load_image(image)
@@ -646,7 +632,7 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
         fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
         return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
 
-    services, types, extensions, options = [], [], [], []
+    out: dict[str, Any] = {"services": [], "types": [], "extensions": [], "options": []}
     for a in found:
         name = short(a.name)
         if a.kind in ("service", "rpc"):
@@ -654,24 +640,20 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
             profiles = (owner.name,) if a.kind == "rpc" and owner is not None else tuple(dict.fromkeys(
                 o.name for n, o in rpc_owner.items() if n.startswith(a.name + "/")))
             names = (name, a.name) if a.kind == "service" else (name, a.name, name.split("/")[-1])
-            services.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
-                                  stated(a, names, profiles)))
+            out["services"].append(Added(a, name, reference(a), profiles, stated(a, names, profiles)))
         elif a.kind in ("message", "enum") and a.file.endswith("/" + OPTIONS_FILE):
-            options.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), (), ()))
+            out["options"].append(Added(a, name, reference(a)))
         elif a.kind in ("message", "enum"):
             profiles = tuple(site.type_owners.get(a.name, ()))
-            types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
-                               stated(a, (name, a.name), profiles)))
+            out["types"].append(Added(a, name, reference(a), profiles, stated(a, (name, a.name), profiles)))
         else:
-            parent = short(a.parent)
-            leaf = a.name.rsplit(".", 1)[-1]
+            parent, leaf = short(a.parent), a.name.rsplit(".", 1)[-1]
             profiles = tuple(site.type_owners.get(a.parent, ()))
-            extensions.append(Added(a.kind, a.name, f"{parent}.{leaf}", a.definition, a.parent, reference(a),
-                                    profiles, stated(a, (f"{parent}.{leaf}", leaf), profiles,
-                                                     parent.rsplit(".", 1)[-1])))
-    profiles = tuple((p, by_profile[p.name]) for p in site.registry.profiles)
-    options_stated = tuple(r for r in site.requirements if re.search(r"\boptions?\b", r.text, re.I))[:1]
-    return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles, tuple(options), options_stated)
+            out["extensions"].append(Added(a, f"{parent}.{leaf}", reference(a), profiles, stated(
+                a, (f"{parent}.{leaf}", leaf), profiles, parent.rsplit(".", 1)[-1])))
+    out["profiles"] = [(p, by_profile[p.name]) for p in site.registry.profiles]
+    out["options_stated"] = [r for r in site.requirements if re.search(r"\boptions?\b", r.text, re.I)][:1]
+    return {"pin": pin, **out}
 
 
 # --------------------------------------------------------------------------------------- generate

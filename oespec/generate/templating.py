@@ -10,8 +10,8 @@ import jinja2
 from oespec.generate import header
 
 
-def comment_lines(text: str, prefix: str = "//", width: int = 96) -> list[str]:
-    """Wrap free text into comment lines, keeping blank-line paragraph breaks."""
+def _comment(text: str, indent: int = 0, prefix: str = "//", width: int = 96) -> str:
+    """Free text as comment lines wrapped at `width`, keeping blank-line paragraph breaks."""
     lines: list[str] = []
     for paragraph in str(text or "").strip().split("\n\n"):
         flat = " ".join(paragraph.split())
@@ -20,12 +20,7 @@ def comment_lines(text: str, prefix: str = "//", width: int = 96) -> list[str]:
         if lines:
             lines.append(prefix)
         lines += [f"{prefix} {line}" for line in textwrap.wrap(flat, width=width - len(prefix) - 1)]
-    return lines
-
-
-def _comment(text: str, indent: int = 0, prefix: str = "//") -> str:
-    pad = " " * indent
-    return "\n".join(pad + line for line in comment_lines(text, prefix))
+    return "\n".join(" " * indent + line for line in lines)
 
 
 def make_environment(**overrides) -> jinja2.Environment:
