@@ -42,12 +42,9 @@ _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
 _FD = FieldDescriptor
-_INT_TYPES = {
-    _FD.TYPE_INT32: "int32", _FD.TYPE_SINT32: "int32", _FD.TYPE_SFIXED32: "int32",
-    _FD.TYPE_UINT32: "uint32", _FD.TYPE_FIXED32: "uint32",
-    _FD.TYPE_INT64: "int64", _FD.TYPE_SINT64: "int64", _FD.TYPE_SFIXED64: "int64",
-    _FD.TYPE_UINT64: "uint64", _FD.TYPE_FIXED64: "uint64",
-}
+# Integer fields by their C++ type: the sint and fixed encodings read the same in JSON.
+_INT_TYPES = {_FD.CPPTYPE_INT32: "int32", _FD.CPPTYPE_UINT32: "uint32", _FD.CPPTYPE_INT64: "int64",
+              _FD.CPPTYPE_UINT64: "uint64"}
 _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
 # Well-known types as the proto3 JSON mapping writes them.
 WELL_KNOWN = {
@@ -138,8 +135,8 @@ class SchemaBuilder:
         if sub is not None and sub.GetOptions().map_entry:
             key, value = sub.fields_by_name["key"], sub.fields_by_name["value"]
             schema: dict[str, Any] = {"type": "object", "additionalProperties": self.element(value, None)}
-            if key.type != _FD.TYPE_STRING and key.type != _FD.TYPE_BOOL:
-                lo, hi = _BOUNDS[_INT_TYPES[key.type]]
+            if key.cpp_type in _INT_TYPES:
+                lo, hi = _BOUNDS[_INT_TYPES[key.cpp_type]]
                 schema["propertyNames"] = {"pattern": integer_pattern(lo, hi)}
             return _nullable(schema)
         element = self.element(f, limit)
@@ -159,10 +156,8 @@ class SchemaBuilder:
                 return {"anyOf": [{"type": "string", "enum": names}, {"type": "integer", "enum": numbers}]}
             return {"anyOf": [{"type": "string", "enum": [v.name for v in f.enum_type.values]},
                               _integer("int32") | {"type": "integer"}]}
-        if f.type in _INT_TYPES:
-            if limit is not None:
-                return _integer(_INT_TYPES[f.type], limit.minimum, limit.maximum)
-            return _integer(_INT_TYPES[f.type])
+        if f.cpp_type in _INT_TYPES:
+            return _integer(_INT_TYPES[f.cpp_type], *((limit.minimum, limit.maximum) if limit else ()))
         if f.type == _FD.TYPE_BOOL:
             return {"type": "boolean"}
         if f.type == _FD.TYPE_STRING:
@@ -170,12 +165,8 @@ class SchemaBuilder:
         if f.type == _FD.TYPE_BYTES:
             return {"type": "string", "contentEncoding": "base64"}
         if f.type in (_FD.TYPE_DOUBLE, _FD.TYPE_FLOAT):
-            schema: dict[str, Any] = {"type": ["number", "string"], "pattern": _FLOAT}
-            if limit is not None and limit.minimum is not None:
-                schema["minimum"] = limit.minimum
-            if limit is not None and limit.maximum is not None:
-                schema["maximum"] = limit.maximum
-            return schema
+            bounds = {"minimum": limit.minimum, "maximum": limit.maximum} if limit else {}
+            return {"type": ["number", "string"], "pattern": _FLOAT} | {k: v for k, v in bounds.items() if v is not None}
         raise GenerationError("jsonschemas", f"field {f.full_name} has a type the schema cannot map")
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
@@ -195,7 +186,7 @@ class SchemaBuilder:
             if isinstance(limit.default, list):
                 return [prefix + v.upper() for v in limit.default]
             return prefix + str(limit.default).upper()
-        if f.type in _INT_TYPES and _INT_TYPES[f.type][0].endswith("64"):
+        if f.cpp_type in (_FD.CPPTYPE_INT64, _FD.CPPTYPE_UINT64):
             return str(limit.default)   # proto3 JSON prints 64-bit integers as strings
         return limit.default
 
