@@ -50,6 +50,9 @@ VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
 REPORTS_PAGE = reports.PAGE
 ADDITIONS_PAGE = "reference/additions.md"
+# Each rule family's page.
+RULE_PAGES = {"check": CHECK_RULES_PAGE, "breaking": BREAKING_RULES_PAGE, "validator": VALIDATOR_RULES_PAGE,
+              "conformance": CASES_PAGE}
 OPTIONS_FILE = "options.proto"   # the custom options that annotate descriptors
 NAV_FILE = "nav.yml"
 
@@ -71,16 +74,6 @@ def breaking_legal(rule: RuleSpec) -> str:
     return f"a {rule.bump} version bump of the profile" if rule.bump in ("major", "minor") else "any version"
 
 
-@dataclass(frozen=True)
-class Check:
-    """One thing that checks a requirement: a rule of a family, or a conformance case."""
-
-    kind: str                  # check | breaking | validator | case
-    id: str
-    page: str
-    anchor: str
-
-
 @dataclass
 class Site:
     """Everything the pages are made of, gathered once per generation."""
@@ -89,35 +82,27 @@ class Site:
     protos: list[FileDoc]
     requirements: list[Requirement]
     spec_available: bool
-    check_rules: tuple[RuleSpec, ...]
-    breaking_rules: tuple[RuleSpec, ...] | None
-    validator_rules: tuple[RuleSpec, ...] | None = None     # None: the runtime is not importable
-    cases: tuple[RuleSpec, ...] | None = None                # conformance cases, in the order they run
-    python_only: frozenset = frozenset()     # validator rules a JSON Schema cannot express
+    rules: RuleCatalogues
     page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
     type_owners: dict[str, list[str]] = field(default_factory=dict)
 
-    def checks(self, req_id: str) -> list[Check]:
-        """What checks a requirement (or one of its clauses, `REQ-CORE-010.2`), in the order
-        check, breaking, validator, case. A requirement is checked by what checks any clause."""
+    def checks(self, req_id: str) -> list[RuleSpec]:
+        """The rules and cases that check a requirement (or one of its clauses, `REQ-CORE-010.2`),
+        in the order check, breaking, validator, case. A requirement is checked by what checks any
+        clause."""
         return self._checks_by_requirement.get(req_id, [])
 
     @cached_property
-    def _checks_by_requirement(self) -> dict[str, list[Check]]:
+    def _checks_by_requirement(self) -> dict[str, list[RuleSpec]]:
         """Each requirement and clause id, with what cites it: every page asks for many ids."""
-        index: dict[str, list[Check]] = {}
-        families = [("check", self.check_rules, CHECK_RULES_PAGE),
-                    ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
-                    ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE),
-                    ("case", self.cases or [], CASES_PAGE)]
-        for kind, rows, page in families:
-            for row in rows:
-                check = Check(kind, row.id, page, rule_anchor(row))
-                # a clause id counts for its requirement too
-                for req_id in dict.fromkeys(i for cited in row.requirements for i in {cited, cited.split(".")[0]}):
-                    index.setdefault(req_id, []).append(check)
+        index: dict[str, list[RuleSpec]] = {}
+        for rule in (*self.rules.check, *(self.rules.breaking or ()), *(self.rules.validator or ()),
+                     *(self.rules.cases or ())):
+            # a clause id counts for its requirement too
+            for req_id in dict.fromkeys(i for cited in rule.requirements for i in {cited, cited.split(".")[0]}):
+                index.setdefault(req_id, []).append(rule)
         return index
 
     def requirement(self, req_id: str) -> Requirement | None:
@@ -172,8 +157,7 @@ def gather(ctx: GenerationContext) -> Site:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
-    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules.check,
-                ctx.rules.breaking, ctx.rules.validator, ctx.rules.cases, ctx.rules.python_only_validator_rules,
+    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules,
                 page_titles=_page_titles(ctx.root, (r.file for r in requirements)))
     for f in site.protos:
         page = protocol_page_path(f.path)
@@ -326,13 +310,11 @@ class Pages:
         known = req is not None and req_id in req.ids
         return self.requirement(req, req_id) if known else mdsafe.code(req_id)
 
-    def check(self, c: Check) -> Md:
-        return self.link(mdsafe.code(c.id), c.page, c.anchor)
-
-    def checks(self, req_id: str, kind: str | None = None) -> Md:
-        """Links to what checks a requirement (of one kind, or all), or a dash."""
-        found = [c for c in self.site.checks(req_id) if kind is None or c.kind == kind]
-        return Md(", ".join(self.check(c) for c in found)) if found else Md("—")
+    def checks(self, req_id: str, family: str | None = None) -> Md:
+        """Links to what checks a requirement (of one rule family, or all), or a dash."""
+        found = [c for c in self.site.checks(req_id) if family is None or c.family == family]
+        return Md(", ".join(self.link(mdsafe.code(c.id), RULE_PAGES[c.family], rule_anchor(c))
+                            for c in found)) if found else Md("—")
 
     def page_title(self, page: str) -> Md:
         title = self.site.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
@@ -471,7 +453,7 @@ def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
         kind, _, arg = name.partition(":")
         if kind in ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
                     "requirements-index") and not arg:
-            if kind == "breaking-rules" and site.breaking_rules is None:
+            if kind == "breaking-rules" and site.rules.breaking is None:
                 return None
             return render(f"regions/{kind}.md.j2", site, page)
         if kind in ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities",
