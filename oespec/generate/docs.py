@@ -83,7 +83,7 @@ class Site:
     requirements: list[Requirement]
     spec_available: bool
     rules: RuleCatalogues
-    page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
+    sections: list[SpecSection] = field(default_factory=list)   # every headed section of the spec
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
     type_owners: dict[str, list[str]] = field(default_factory=dict)
@@ -138,27 +138,13 @@ def _load_requirements(ctx: GenerationContext) -> tuple[list[Requirement], bool]
     return [replace(req, file=Path(req.file).resolve().relative_to(spec_dir).as_posix()) for req in found], True
 
 
-def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
-    """Each spec page's title: its first `# ` heading."""
-    titles = {}
-    for page in sorted(set(pages)):
-        try:
-            text = (root / SPEC_DIR / page).read_text(encoding="utf-8")
-        except OSError:
-            continue
-        heading = re.search(r"(?m)^# +(.+?)\s*#*\s*$", text)
-        if heading:
-            titles[page] = heading[1]
-    return titles
-
-
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.generate_with_catalogues.plan (or `oespec generate`)")
     requirements, spec_available = _load_requirements(ctx)
     site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules,
-                page_titles=_page_titles(ctx.root, (r.file for r in requirements)))
+                sections=spec_sections(ctx))
     for f in site.protos:
         page = protocol_page_path(f.path)
         for m in f.messages:
@@ -317,7 +303,8 @@ class Pages:
                             for c in found)) if found else Md("—")
 
     def page_title(self, page: str) -> Md:
-        title = self.site.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
+        title = next((s.title for s in self.site.sections if s.page == page),
+                     posixpath.splitext(posixpath.basename(page))[0])    # a page's first heading
         return self.link(mdsafe.inline(title), page)
 
     def stated(self, where: Iterable) -> Md:
@@ -592,7 +579,7 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
         raise GenerationError("docs", f"{err.path}: {err.message}") from None
     ours = ctx.compiled("docs")[0]
     found = upstream.additions(fds, ours, set(ctx.proto_sources()), "proto")
-    sections = spec_sections(ctx)
+    sections = site.sections
     package = site.registry.package
     rpc_owner = site.registry.rpc_owner()
 
