@@ -73,29 +73,20 @@ def _registry_text(value) -> str:
 
 
 def _limit_comment(profile: Profile, limit: Limit) -> str:
-    facts = [f"Default: {_registry_text(limit.default) or 'empty'}."]
-    if limit.minimum is not None or limit.maximum is not None:
-        facts.append(f"Range: {_registry_text(limit.minimum)}..{_registry_text(limit.maximum)}.")
-    if limit.unit:
-        facts.append(f"Unit: {limit.unit}.")
-    facts.append(f"Since {profile.name} {limit.since}.")
-    if limit.updatable:
-        facts.append("UpdateConfig may change it while the engine runs.")
-    facts.append("An empty list means the default." if limit.type.repeated else "Absent means the default.")
-    if limit.deprecated:
-        facts.append(f"Deprecated: {limit.deprecated}")
-    return f"{limit.description.strip()}\n\n{' '.join(facts)}"
+    ranged = limit.minimum is not None or limit.maximum is not None
+    facts = [f"Default: {_registry_text(limit.default) or 'empty'}.",
+             f"Range: {_registry_text(limit.minimum)}..{_registry_text(limit.maximum)}." if ranged else "",
+             f"Unit: {limit.unit}." if limit.unit else "", f"Since {profile.name} {limit.since}.",
+             "UpdateConfig may change it while the engine runs." if limit.updatable else "",
+             "An empty list means the default." if limit.type.repeated else "Absent means the default.",
+             f"Deprecated: {limit.deprecated}" if limit.deprecated else ""]
+    return f"{limit.description.strip()}\n\n{' '.join(f for f in facts if f)}"
 
 
 def _limit_field(profile: Profile, limit: Limit) -> FieldDoc:
-    literal: list[tuple[str, str]] = [("default", _quote(_registry_text(limit.default)))]
-    if limit.minimum is not None:
-        literal.append(("minimum", _quote(_registry_text(limit.minimum))))
-    if limit.maximum is not None:
-        literal.append(("maximum", _quote(_registry_text(limit.maximum))))
-    if limit.unit:
-        literal.append(("unit", _quote(limit.unit)))
-    literal.append(("since", _quote(str(limit.since))))
+    literal = [(key, _quote(_registry_text(value))) for key, value in (
+        ("default", limit.default), ("minimum", limit.minimum), ("maximum", limit.maximum), ("unit", limit.unit),
+        ("since", limit.since)) if key == "default" or value not in (None, "")]
     if limit.updatable:
         literal.append(("updatable", "true"))
     is_enum = limit.type.base == "enum"
@@ -143,13 +134,9 @@ def _enums(registry: Registry, declared: dict[str, str], sources: dict[str, str]
             values = (EnumValueDoc(enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + \
                 tuple(EnumValueDoc(enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
                       for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
-            view = EnumDoc(f"{registry.package}.{name}", name, f"Values of {profile.name} limit {limit.name}.", values)
-            if name in enums and enums[name].values != view.values:
-                raise GenerationError("proto", f"enum {name} is declared twice with different values", problems=[
-                    Problem(registry.path, limit.at("values"),
-                            f"enum {name} of limit {profile.name}.{limit.name} is declared with other values elsewhere",
-                            "give one of the limits its own `enum:` name, or the same values")])
-            enums.setdefault(name, view)
+            # (limits sharing an enum share its values: OE031 holds generation back otherwise)
+            enums.setdefault(name, EnumDoc(f"{registry.package}.{name}", name,
+                                           f"Values of {profile.name} limit {limit.name}.", values))
     return list(enums.values()), imports
 
 
