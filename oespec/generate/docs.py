@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -128,22 +128,12 @@ def _load_protos(ctx: GenerationContext) -> list[FileDoc]:
     return describe(fds, set(sources))
 
 
-def _load_requirements(ctx: GenerationContext) -> tuple[list[Requirement], bool]:
-    """The spec's requirements, each `file` the page it is on (docs-root-relative, e.g. `load.md`);
-    (nothing, False) while the spec is absent."""
-    found = spec_requirements(ctx, "docs")
-    if found is None:
-        return [], False
-    spec_dir = (ctx.root / SPEC_DIR).resolve()
-    return [replace(req, file=Path(req.file).resolve().relative_to(spec_dir).as_posix()) for req in found], True
-
-
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.generate_with_catalogues.plan (or `oespec generate`)")
-    requirements, spec_available = _load_requirements(ctx)
-    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available, ctx.rules,
+    requirements = spec_requirements(ctx, "docs")   # None while the spec is absent
+    site = Site(ctx.registry, _load_protos(ctx), requirements or [], requirements is not None, ctx.rules,
                 sections=spec_sections(ctx))
     for f in site.protos:
         page = protocol_page_path(f.path)
