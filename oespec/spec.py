@@ -157,20 +157,15 @@ def scan_requirements(spec_dir: str | Path = "spec") -> tuple[list[Requirement],
         diagnostics.extend(problems)
 
     first: dict[str, Requirement] = {}
-    unique: list[Requirement] = []
     for req in requirements:
-        if req.id in first:
-            earlier = first[req.id]
+        earlier = first.setdefault(req.id, req)
+        if earlier is not req:
             diagnostics.append(Diagnostic.at(
                 req.file, Loc(req.line, 1), DUPLICATE_ID, Severity.ERROR,
                 f"{req.id} is already defined at {earlier.location}",
-                "give this requirement the next free number of its area",
-                first=earlier.location))
-            continue
-        first[req.id] = req
-        unique.append(req)
+                "give this requirement the next free number of its area", first=earlier.location))
     diagnostics.sort(key=Diagnostic.sort_key)
-    return unique, diagnostics
+    return list(first.values()), diagnostics
 
 
 def load_requirements(spec_dir: str | Path = "spec") -> list[Requirement]:
