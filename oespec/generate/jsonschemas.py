@@ -58,13 +58,6 @@ WELL_KNOWN = {
 }
 
 
-def _pool(fds) -> descriptor_pool.DescriptorPool:
-    pool = descriptor_pool.DescriptorPool()
-    for file in fds.file:
-        pool.Add(file)
-    return pool
-
-
 def _nullable(schema: dict) -> dict:
     """proto3 JSON reads null as the field's default."""
     return {"anyOf": [{"type": "null"}, schema]}
@@ -262,20 +255,6 @@ def _version_in(rng: VersionRange) -> dict:
     return {"allOf": [_comparator(op, v.major, v.minor) for op, v in rng.comparators]}
 
 
-def build_schemas(registry: Registry, pool) -> dict[str, dict]:
-    schemas = {}
-    for filename, (message, description) in ROOTS.items():
-        builder = SchemaBuilder(registry, pool)
-        try:
-            root = pool.FindMessageTypeByName(f"{PACKAGE}.{message}")
-        except KeyError:
-            raise GenerationError("jsonschemas", f"message {PACKAGE}.{message} is not in the contract") from None
-        ref = builder.ref(root)
-        schemas[filename] = {"title": f"{PACKAGE}.{message} (proto3 JSON)", "description": description,
-                             "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
-    return schemas
-
-
 def check_roles(registry: Registry, fds) -> None:
     """Every engine role a role-scoped profile names is a value of the contract's EngineRole: each
     one missing is a located problem (the runtime validators map wire numbers back to these names)."""
@@ -333,11 +312,20 @@ def _published(schema: dict) -> str:
 def generate(ctx: GenerationContext) -> list[Output]:
     fds = ctx.compiled("jsonschemas")[0]
     check_roles(ctx.registry, fds)
-    pool = _pool(fds)
+    pool = descriptor_pool.DescriptorPool()
+    for file in fds.file:
+        pool.Add(file)
     outputs = []
-    for filename, schema in build_schemas(ctx.registry, pool).items():
-        schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-        schema["description"] += (" Generated from profiles.yaml; see openengine/validate/README.md for the "
-                                  "rules only the Python validators check.")
+    for filename, (message, description) in ROOTS.items():
+        builder = SchemaBuilder(ctx.registry, pool)
+        try:
+            ref = builder.ref(pool.FindMessageTypeByName(f"{PACKAGE}.{message}"))
+        except KeyError:
+            raise GenerationError("jsonschemas", f"message {PACKAGE}.{message} is not in the contract") from None
+        schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema",
+                  "title": f"{PACKAGE}.{message} (proto3 JSON)",
+                  "description": description + " Generated from profiles.yaml; see openengine/validate/README.md "
+                                               "for the rules only the Python validators check.",
+                  "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
         outputs.append(Output(f"{SCHEMA_DIR}/{filename}", _published(schema)))
     return outputs + published_input_schemas(ctx.root)
