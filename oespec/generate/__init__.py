@@ -222,12 +222,8 @@ def orphan_files(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ..
 
 
 def _has_header(path: Path) -> bool:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            first = fh.readline()
-    except (OSError, UnicodeDecodeError):
-        return False
-    return HEADER_TEXT in first
+    with path.open("rb") as fh:
+        return HEADER_TEXT.encode("utf-8") in fh.readline()
 
 
 def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ()) -> list[str]:
