@@ -101,7 +101,8 @@ class Site:
         for rule in (*self.rules.check, *(self.rules.breaking or ()), *(self.rules.validator or ()),
                      *(self.rules.cases or ())):
             # a clause id counts for its requirement too
-            for req_id in dict.fromkeys(i for cited in rule.requirements for i in {cited, cited.split(".")[0]}):
+            for req_id in dict.fromkeys(i for cited in rule.requirements
+                                        for i in {cited, cited.split(".")[0]}):
                 index.setdefault(req_id, []).append(rule)
         return index
 
@@ -455,15 +456,17 @@ def _spec_pages(ctx: GenerationContext) -> list[str]:
 
 @dataclass(frozen=True)
 class SpecSection:
-    """A section of a spec page (under a `##` or deeper heading), its text and the names its code
-    spans hold."""
+    """A headed section of a spec page: its heading's title and the lines up to the next heading."""
 
     page: str
     anchor: str
     title: str
-    spans: frozenset[str]
-    words: frozenset[str]
-    text: str = ""
+    text: str
+
+    @property
+    def names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The names its code spans hold (see `_code_words`)."""
+        return _code_words(self.text)
 
 
 @dataclass(frozen=True)
@@ -488,29 +491,20 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     sections = []
     for rel in _spec_pages(ctx):
         text = ctx.read(rel) or ""
-        fenced = fenced_lines(text)
+        lines, fenced = text.splitlines(), fenced_lines(text)
         seen: dict[str, int] = {}
-        current: tuple[str, str] | None = None
-        body: list[str] = []
-
-        def close() -> None:
-            if current is not None:
-                text = "\n".join(body)
-                spans, words = _code_words(text)
-                sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], current[0], current[1], spans, words, text))
-
-        for number, line in enumerate(text.splitlines(), 1):
+        heads = []    # (line number, anchor, title) of each heading
+        for number, line in enumerate(lines, 1):
             heading = None if number in fenced else re.match(r"^(#{1,6}) +(.+?)\s*#*\s*$", line)
-            if heading is None:
-                body.append(line)
-                continue
-            close()
-            title = re.sub(r"<[^>]+>", "", heading[2])
-            slug = slugify(re.sub(r"[`*]", "", title), "-")
-            count = seen.get(slug, 0)
-            seen[slug] = count + 1
-            current, body = (f"{slug}_{count}" if count else slug, title), [title]
-        close()
+            if heading:
+                title = re.sub(r"<[^>]+>", "", heading[2])
+                slug = slugify(re.sub(r"[`*]", "", title), "-")
+                count = seen.get(slug, 0)
+                seen[slug] = count + 1
+                heads.append((number, f"{slug}_{count}" if count else slug, title))
+        for (start, anchor, title), (end, *_) in zip(heads, heads[1:] + [(len(lines) + 1,)]):
+            body = "\n".join([title, *lines[start:end - 1]])
+            sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], anchor, title, body))
     return sections
 
 
@@ -526,7 +520,7 @@ def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...
     if found:
         return tuple(found[:3])
     for within in dict.fromkeys((context, "")):
-        matching = [s for s in sections if names_it(s.spans, s.words, within)]
+        matching = [s for s in sections if names_it(*s.names, within)]
         titled = [s for s in matching if any(n in s.title for n in names)]
         if matching:
             return ((titled or matching)[0],)
