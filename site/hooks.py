@@ -104,21 +104,18 @@ def on_config(config):
     return config
 
 
-def _named_pages(entries) -> set[str]:
-    named: set[str] = set()
+def _named_pages(entries):
     for entry in entries:
-        values = entry.values() if isinstance(entry, dict) else [entry]
-        for value in values:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
             if isinstance(value, list):
-                named |= _named_pages(value)
+                yield from _named_pages(value)
             elif isinstance(value, str) and not value.startswith(NAV_PREFIX):
-                named.add(value)
-    return named
+                yield value
 
 
 def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
     """The pages of the docs dir (`spec/`) that the navigation names nowhere, in name order."""
-    named = _named_pages(nav)
+    named = set(_named_pages(nav))
     pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md") if p.is_file())
     return [page for page in pages if page not in named]
 
@@ -184,22 +181,9 @@ DEPGRAPH = re.compile(r'<div class="oe-depgraph" data-dot="(?P<dot>[^"]+)"(?P<at
 SVG_LINK = re.compile(r'xlink:href="(?P<url>[^"]*)"')
 
 
-def render_dot(dot_text: str, where: str) -> str:
-    """SVG from Graphviz `dot`; a missing `dot` or a failed layout stops the build."""
-    dot = shutil.which("dot")
-    if dot is None:
-        raise PluginError(f"{where}: the dependency picture needs Graphviz `dot`; install Debian's "
-                          "`graphviz` (`make setup` does when it may run apt-get)")
-    proc = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise PluginError(f"{where}: dot failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
     """Graphviz's SVG made fit for inlining: no prolog, scalable to the column, links resolved."""
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
+    svg = re.sub(r"<!--.*?-->\s*", "", svg[svg.index("<svg"):], flags=re.S)
     size = re.search(r'<svg width="(?P<w>[\d.]+)pt" height="(?P<h>[\d.]+)pt"', svg)
     if size:
         # Natural size at most, scaled down to the column but never below MIN_SCALE of it, so the
@@ -209,19 +193,29 @@ def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
                                    f'style="max-width: {width:g}pt; min-width: {width * MIN_SCALE:.0f}pt"', 1)
 
     def one(m: re.Match) -> str:
-        url = link(html.unescape(m["url"]))
-        return f'href="{html.escape(url)}" xlink:href="{html.escape(url)}"'
+        url = html.escape(link(html.unescape(m["url"])))
+        return f'href="{url}" xlink:href="{url}"'
 
-    svg = SVG_LINK.sub(one, svg)
-    return f'<figure class="oe-depgraph"{attrs}>{svg}</figure>'
+    return f'<figure class="oe-depgraph"{attrs}>{SVG_LINK.sub(one, svg)}</figure>'
 
 
 def _depgraph(page_html: str, page, config, files: Files) -> str:
+    """Each dependency picture of a page drawn by Graphviz `dot` from its DOT file; a missing `dot`
+    or a failed layout stops the build."""
+    where = page.file.src_uri
+    dot = shutil.which("dot")
+
     def one(m: re.Match) -> str:
         source = _generated_dir(config) / m["dot"]
-        where = page.file.src_uri
         if not source.is_file():
             raise PluginError(f"{where}: {m['dot']} is not generated; run `make generate`")
+        if dot is None:
+            raise PluginError(f"{where}: the dependency picture needs Graphviz `dot`; install Debian's "
+                              "`graphviz` (`make setup` does when it may run apt-get)")
+        proc = subprocess.run([dot, "-Tsvg"], input=source.read_text(encoding="utf-8"), capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode != 0:
+            raise PluginError(f"{where}: dot failed: {proc.stderr.strip()}")
 
         def link(src_uri: str) -> str:
             target = files.get_file_from_path(src_uri)
@@ -229,7 +223,7 @@ def _depgraph(page_html: str, page, config, files: Files) -> str:
                 raise PluginError(f"{where}: the dependency picture links to {src_uri}, which is not a page")
             return get_relative_url(target.url, page.url)
 
-        return inline_svg(render_dot(source.read_text(encoding="utf-8"), where), link, m["attrs"])
+        return inline_svg(proc.stdout, link, m["attrs"])
 
     return DEPGRAPH.sub(one, page_html)
 
