@@ -136,12 +136,8 @@ def gather(ctx: GenerationContext) -> Site:
     requirements = spec_requirements(ctx, "docs")   # None while the spec is absent
     site = Site(ctx.registry, _load_protos(ctx), requirements or [], requirements is not None, ctx.rules,
                 sections=spec_sections(ctx))
-    for f in site.protos:
-        page = protocol_page_path(f.path)
-        for m in f.messages:
-            site.type_pages[m.full_name] = (page, anchor_id(m.full_name))
-        for e in f.enums:
-            site.type_pages[e.full_name] = (page, anchor_id(e.full_name))
+    site.type_pages = {t.full_name: (protocol_page_path(f.path), anchor_id(t.full_name))
+                       for f in site.protos for t in (*f.messages, *f.enums)}
     site.type_owners = type_owners(site)
     return site
 
@@ -261,11 +257,8 @@ class Pages:
     def type(self, name: str, *, short: bool = True) -> Md:
         """A message or enum name, linked to its reference entry when the protos define it."""
         full = name if "." in name else f"{self.site.registry.package}.{name}"
-        shown = name if short else full
-        found = self.site.type_pages.get(full)
-        if found is None:
-            return mdsafe.code(shown)
-        return self.link(mdsafe.code(shown), *found)
+        found, shown = self.site.type_pages.get(full), mdsafe.code(name if short else full)
+        return shown if found is None else self.link(shown, *found)
 
     def field_type(self, f) -> Md:
         """A proto field's type: scalars as code, messages and enums linked, maps as map<K, V>."""
@@ -424,23 +417,23 @@ def render(template: str, site: Site, page: str, **extra) -> str:
 
 # ---------------------------------------------------------------------------------------- regions
 
+# The regions a spec page may embed: of the site as a whole, and of one profile (`limits:NAME`).
+SITE_REGIONS = ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                "requirements-index")
+PROFILE_PARTS = ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities", "history",
+                 "requirements")
+
+
 def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
     """`NAME -> Markdown` for the regions a spec page may embed, None for unknown names."""
 
     def one(name: str) -> str | None:
         kind, _, arg = name.partition(":")
-        if kind in ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
-                    "requirements-index") and not arg:
-            if kind == "breaking-rules" and site.rules.breaking is None:
-                return None
+        if kind in SITE_REGIONS and not arg and (kind != "breaking-rules" or site.rules.breaking is not None):
             return render(f"regions/{kind}.md.j2", site, page)
-        if kind in ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities",
-                    "history", "requirements") and arg:
-            profile = site.registry.profile(arg)
-            if profile is None:
-                return None
-            return render("regions/profile-part.md.j2", site, page, part=kind, profile=profile)
-        return None
+        profile = site.registry.profile(arg) if kind in PROFILE_PARTS and arg else None
+        return None if profile is None else render("regions/profile-part.md.j2", site, page, part=kind,
+                                                   profile=profile)
 
     return one
 

@@ -49,11 +49,8 @@ def _escape_prose(text: str, table: dict[int, str]) -> str:
         label = match.group("text").translate(table)
         if SAFE_LINK.match(url) and label.strip():
             # `![..](..)` would be an image fetched from anywhere: the `!` stays text.
-            if before.endswith("!"):
-                before = before[:-1]
-                out.append(_escape_text(before, table) + "&#33;")
-            else:
-                out.append(_escape_text(before, table))
+            bang = before.endswith("!")
+            out.append(_escape_text(before[:-1] if bang else before, table) + ("&#33;" if bang else ""))
             out.append(f"[{label}]({url.translate(table)})")
         else:
             # Show what was written, but as text: `javascript:` and friends never become a link.
@@ -92,15 +89,9 @@ def block(text: object) -> Md:
     start a code block, a heading or a raw HTML block lose their meaning.
     """
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", str(text or "").strip())]
-    safe = []
-    for para in paragraphs:
-        if not para:
-            continue
-        escaped = _escape(para, _TEXT_ENTITIES)
-        if re.match(r"^(#|[-*+] |\d+[.)] |=+$|-+$|!!!|\?\?\?|:::)", escaped):
-            escaped = "\\" + escaped
-        safe.append(escaped)
-    return Md("\n\n".join(safe))
+    escaped = [_escape(para, _TEXT_ENTITIES) for para in paragraphs if para]
+    return Md("\n\n".join("\\" + e if re.match(r"^(#|[-*+] |\d+[.)] |=+$|-+$|!!!|\?\?\?|:::)", e) else e
+                           for e in escaped))
 
 
 def code(text: object) -> Md:

@@ -190,8 +190,7 @@ def _plain_field(label: str, type_name: str, name: str, number: int, comment: st
     return FieldDoc(name, number, type_name, type_name[:1].isupper(), label, None, comment)
 
 
-def capabilities_file(registry: Registry, declared: dict[str, str] | None = None,
-                      sources: dict[str, str] | None = None) -> FileDoc:
+def capabilities_file(registry: Registry, declared: dict[str, str], sources: dict[str, str]) -> FileDoc:
     owned = sorted((p for p in registry.profiles if p.capability is not None), key=lambda p: p.capability.number)
     cap_fields = [
         _plain_field("repeated", "ServiceProfile", "profiles", 1,
@@ -226,7 +225,7 @@ def capabilities_file(registry: Registry, declared: dict[str, str] | None = None
     model_caps = MessageDoc(
         f"{package}.ModelCapabilities", "ModelCapabilities",
         "Model-scoped capabilities of one served model (Capabilities.models).", tuple(model_fields))
-    enums, enum_imports = _enums(registry, declared or {}, sources or {})
+    enums, enum_imports = _enums(registry, declared, sources)
     return FileDoc(CAPABILITIES_FILE, package,
                    (capabilities, model_caps, *(_capability_message(registry, p) for p in owned)),
                    tuple(enums), (),

@@ -27,17 +27,10 @@ def make_environment(**overrides) -> jinja2.Environment:
     """The settings every template of the toolkit is written for: undefined names are errors,
     block tags leave no blank lines. Compiled templates are cached on disk (in the temporary
     directory, keyed by template source), since compiling them costs more than rendering."""
-    settings = dict(
-        loader=jinja2.PackageLoader("oespec.generate", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
-    )
-    settings.update(overrides)
-    return jinja2.Environment(**settings)
+    return jinja2.Environment(**{
+        "loader": jinja2.PackageLoader("oespec.generate", "templates"), "undefined": jinja2.StrictUndefined,
+        "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True, "autoescape": False,
+        "bytecode_cache": jinja2.FileSystemBytecodeCache(), **overrides})
 
 
 @lru_cache(maxsize=1)
