@@ -20,7 +20,7 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from openengine.contractkit.naming import CANONICAL_NAME, enum_value_name, enum_value_prefix
+from openengine.contractkit.naming import CANONICAL_NAME, enum_value_name
 from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
@@ -37,7 +37,6 @@ ROOTS = {
 }
 # The engine roles role-scoped profiles name: upstream's enum, with the proposal's additions.
 ROLE_ENUM = "EngineRole"
-ROLE_PREFIX = enum_value_prefix(ROLE_ENUM)
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
@@ -45,6 +44,8 @@ _FD = FieldDescriptor
 # Integer fields by their C++ type: the sint and fixed encodings read the same in JSON.
 _INT_TYPES = {_FD.CPPTYPE_INT32: "int32", _FD.CPPTYPE_UINT32: "uint32", _FD.CPPTYPE_INT64: "int64",
               _FD.CPPTYPE_UINT64: "uint64"}
+_SCALARS = {_FD.TYPE_BOOL: {"type": "boolean"}, _FD.TYPE_STRING: {"type": "string"},
+            _FD.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"}}
 _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
 # Well-known types as the proto3 JSON mapping writes them.
 WELL_KNOWN = {
@@ -75,9 +76,8 @@ def _integer(kind: str, minimum=None, maximum=None) -> dict:
 class SchemaBuilder:
     """Builds `$defs` for every message reachable from a root, with the registry's overlays."""
 
-    def __init__(self, registry: Registry, pool):
+    def __init__(self, registry: Registry):
         self.registry = registry
-        self.pool = pool
         self.defs: dict[str, Any] = {}
         # capability message full name -> profile; used to overlay limits.
         self.limit_profiles: dict[str, Profile] = {
@@ -107,20 +107,14 @@ class SchemaBuilder:
             for a, b in itertools.combinations(oneof.fields, 2):
                 rules.append({"not": {"allOf": [_present(a), _present(b)]}})
         out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
-        if d.full_name == f"{PACKAGE}.ServiceProfile":
-            self.service_profile(out)
+        if d.full_name == f"{PACKAGE}.ServiceProfile":   # REQ-CAP-001, REQ-CAP-002
+            props.update(name={"type": "string", "pattern": CANONICAL_NAME}, major=_integer("uint32", minimum=1))
+            out["required"] = ["name", "major"]
         elif d.full_name in (f"{PACKAGE}.Capabilities", f"{PACKAGE}.ModelCapabilities"):
             rules += self.capability_rules(d)
         if rules:
             out["allOf"] = rules
         return out
-
-    def service_profile(self, out: dict) -> None:
-        """REQ-CAP-001, REQ-CAP-002: a canonical name and a positive major are required."""
-        props = out["properties"]
-        props["name"] = {"type": "string", "pattern": CANONICAL_NAME}
-        props["major"] = _integer("uint32", minimum=1)
-        out["required"] = ["name", "major"]
 
     # -- fields -------------------------------------------------------------------------------------
     def field(self, f: FieldDescriptor, limit: Limit | None) -> dict:
@@ -151,15 +145,12 @@ class SchemaBuilder:
                               _integer("int32") | {"type": "integer"}]}
         if f.cpp_type in _INT_TYPES:
             return _integer(_INT_TYPES[f.cpp_type], *((limit.minimum, limit.maximum) if limit else ()))
-        if f.type == _FD.TYPE_BOOL:
-            return {"type": "boolean"}
-        if f.type == _FD.TYPE_STRING:
-            return {"type": "string"}
-        if f.type == _FD.TYPE_BYTES:
-            return {"type": "string", "contentEncoding": "base64"}
+        if f.type in _SCALARS:
+            return dict(_SCALARS[f.type])
         if f.type in (_FD.TYPE_DOUBLE, _FD.TYPE_FLOAT):
             bounds = {"minimum": limit.minimum, "maximum": limit.maximum} if limit else {}
-            return {"type": ["number", "string"], "pattern": _FLOAT} | {k: v for k, v in bounds.items() if v is not None}
+            return {"type": ["number", "string"], "pattern": _FLOAT} | {
+                k: v for k, v in bounds.items() if v is not None}
         raise GenerationError("jsonschemas", f"field {f.full_name} has a type the schema cannot map")
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
@@ -175,10 +166,9 @@ class SchemaBuilder:
 
     def default_json(self, f: FieldDescriptor, limit: Limit):
         if f.enum_type is not None:
-            prefix = enum_value_prefix(f.enum_type.name)
             if isinstance(limit.default, list):
-                return [prefix + v.upper() for v in limit.default]
-            return prefix + str(limit.default).upper()
+                return [enum_value_name(f.enum_type.name, v) for v in limit.default]
+            return enum_value_name(f.enum_type.name, str(limit.default))
         if f.cpp_type in (_FD.CPPTYPE_INT64, _FD.CPPTYPE_UINT64):
             return str(limit.default)   # proto3 JSON prints 64-bit integers as strings
         return limit.default
@@ -188,10 +178,8 @@ class SchemaBuilder:
         registry = self.registry
         rules: list[dict] = []
         is_root = d.full_name == f"{PACKAGE}.Capabilities"
-        if is_root:
-            core = registry.core
-            if core is not None:
-                rules.append(_advertised(core.name))
+        if is_root and registry.core is not None:
+            rules.append(_advertised(registry.core.name))
         fields = {f.name: f for f in d.fields}
         for p in registry.profiles:
             if p.capability is None or p.capability.field not in fields:
@@ -272,7 +260,7 @@ def check_roles(registry: Registry, fds) -> None:
                         f"restore {value} in {where} (a wire value is never renamed or removed), "
                         "or stop naming the role here")
                 for p in registry.profiles if p.scope.kind == "role" for index, role in enumerate(p.scope.roles)
-                for value in [ROLE_PREFIX + role.upper()] if value not in roles]
+                for value in [enum_value_name(ROLE_ENUM, role)] if value not in roles]
     if problems:
         raise GenerationError("jsonschemas", "the registry names roles the contract lacks", problems=problems)
 
@@ -317,7 +305,7 @@ def generate(ctx: GenerationContext) -> list[Output]:
         pool.Add(file)
     outputs = []
     for filename, (message, description) in ROOTS.items():
-        builder = SchemaBuilder(ctx.registry, pool)
+        builder = SchemaBuilder(ctx.registry)
         try:
             ref = builder.ref(pool.FindMessageTypeByName(f"{PACKAGE}.{message}"))
         except KeyError:
