@@ -241,10 +241,8 @@ def _parse_block(block: str, file: str, line: int, column: int
 def _clauses(text: str) -> tuple[str, list[tuple[int, str]]]:
     """The text without clause markers, and each marked clause (number, words) up to the next
     marker. Markers inside `code` spans are not markers."""
-    parts = text.split("`")
-    marked = []
-    for i, part in enumerate(parts):
-        marked.append(_CLAUSE_RE.sub(lambda m: f"\x00{m.group(1)}\x00", part) if i % 2 == 0 else part)
+    marked = [_CLAUSE_RE.sub(lambda m: f"\x00{m.group(1)}\x00", part) if i % 2 == 0 else part
+              for i, part in enumerate(text.split("`"))]
     pieces = "`".join(marked).split("\x00")
     clauses = [(int(pieces[k]), " ".join(pieces[k + 1].split())) for k in range(1, len(pieces) - 1, 2)]
     return " ".join("".join(pieces[0::2]).split()), clauses

@@ -128,8 +128,7 @@ def on_files(files: Files, config) -> Files:
         if not path.is_file() or path.name == NAV_FILE or path.name.startswith("."):
             continue
         src_uri = path.relative_to(root).as_posix()
-        clash = files.get_file_from_path(src_uri)
-        if clash is not None:
+        if files.get_file_from_path(src_uri) is not None:
             raise PluginError(f"generated page {src_uri} has the same path as spec/{src_uri}; "
                               "rename the spec page")
         files.append(File.generated(config, src_uri, abs_src_path=str(path)))
@@ -161,13 +160,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return markdown
     lines = markdown.split("\n")
     for req in found:
-        index = req.line - 1
-        line = lines[index]
-        at = line.find(f"**{req.id}**")
-        if at < 0:
-            continue
-        anchor = req.anchor
-        lines[index] = f'{line[:at]}<a id="{anchor}" class="oe-req" href="#{anchor}">**{req.id}**</a>{line[at + len(req.id) + 4:]}'
+        lines[req.line - 1] = lines[req.line - 1].replace(
+            f"**{req.id}**", f'<a id="{req.anchor}" class="oe-req" href="#{req.anchor}">**{req.id}**</a>', 1)
     return "\n".join(lines)
 
 

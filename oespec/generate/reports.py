@@ -134,12 +134,8 @@ def load_reports(root: Path) -> list[EngineReport]:
 
 def profile_columns(registry_profiles: list[str], reports: list[EngineReport]) -> list[str]:
     """The registry's profiles in its order, then any other profile a report names."""
-    seen = list(registry_profiles)
-    for report in reports:
-        for name in list(report.by_profile) + list(report.advertised):
-            if name not in seen:
-                seen.append(name)
-    return seen
+    return list(dict.fromkeys([*registry_profiles, *(name for report in reports
+                                                     for name in (*report.by_profile, *report.advertised))]))
 
 
 def date_shown(date: str) -> Md:
