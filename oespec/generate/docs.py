@@ -186,12 +186,8 @@ def requirements_citing(site: Site, msg) -> list[Requirement]:
     owners = [site.registry.profile(n) for n in site.type_owners.get(msg.full_name, [])]
     relevant = {r.id for p in owners if p is not None for r in requirements_for(site, p)}
     field_names = {f.name for f in msg.fields}
-    found = []
-    for req in site.requirements:
-        spans, words = _code_words(req.text)
-        if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
-            found.append(req)
-    return found
+    return [req for req in site.requirements for spans, words in [_code_words(req.text)]
+            if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names)]
 
 
 @lru_cache(maxsize=4096)
@@ -627,7 +623,11 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(CASES_PAGE, "conformance-cases.md.j2")
     page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
     page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
-    page(REPORTS_PAGE, "conformance-reports.md.j2", **reports_page_context(site, ctx.root))
+    engine_reports = reports.load_reports(ctx.root)
+    page(REPORTS_PAGE, "conformance-reports.md.j2", reports=engine_reports, date_shown=reports.date_shown,
+         profiles=reports.profile_columns([p.name for p in site.registry.profiles], engine_reports),
+         # the spec page that says what conforming means, linked only where the spec has it
+         spec_page="conformance.md" if (ctx.root / SPEC_DIR / "conformance.md").is_file() else None)
     # the page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML
     out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", templating.render(
         "docs/nav.yml.j2", registry=site.registry, profile_page=profile_page_path, files=site.protos,
@@ -651,14 +651,3 @@ def generate(ctx: GenerationContext) -> list[Output]:
                               problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
                                         for d in problems])
     return out
-
-
-def reports_page_context(site: Site, root: Path) -> dict:
-    """What the Conformance page's template needs: the reports kept under `root`, the matrix's
-    profile columns and the helpers that format them."""
-    engine_reports = reports.load_reports(root)
-    columns = reports.profile_columns([p.name for p in site.registry.profiles], engine_reports)
-    # The spec page that says what conforming means, linked only where the spec has it.
-    spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
-    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page,
-                case_anchor=lambda case: "case-" + anchor_id(case), date_shown=reports.date_shown)
