@@ -16,5 +16,5 @@ def generate(ctx: GenerationContext) -> list[Output]:
     if not any(rel.startswith(BOUND_DIR) for rel in ctx.proto_sources()):
         return []
     _, modules = ctx.compiled("bindings")
-    return [Output(rel, data, committed=False) for rel, data in modules.items() if rel.startswith(BOUND_DIR)] + [
-        Output(f"{BOUND_DIR}__init__.py", INIT, committed=False)]
+    bound = [Output(rel, data, committed=False) for rel, data in modules.items() if rel.startswith(BOUND_DIR)]
+    return bound + [Output(f"{BOUND_DIR}__init__.py", INIT, committed=False)]

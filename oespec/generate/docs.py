@@ -452,11 +452,6 @@ class SpecSection:
     title: str
     text: str
 
-    @property
-    def names(self) -> tuple[frozenset[str], frozenset[str]]:
-        """The names its code spans hold (see `_code_words`)."""
-        return _code_words(self.text)
-
 
 @dataclass(frozen=True)
 class Added:
@@ -509,7 +504,7 @@ def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...
     if found:
         return tuple(found[:3])
     for within in dict.fromkeys((context, "")):
-        matching = [s for s in sections if names_it(*s.names, within)]
+        matching = [s for s in sections if names_it(*_code_words(s.text), within)]
         titled = [s for s in matching if any(n in s.title for n in names)]
         if matching:
             return ((titled or matching)[0],)

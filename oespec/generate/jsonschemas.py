@@ -108,7 +108,8 @@ class SchemaBuilder:
                 rules.append({"not": {"allOf": [_present(a), _present(b)]}})
         out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
         if d.full_name == f"{PACKAGE}.ServiceProfile":   # REQ-CAP-001, REQ-CAP-002
-            props.update(name={"type": "string", "pattern": CANONICAL_NAME}, major=_integer("uint32", minimum=1))
+            props.update(name={"type": "string", "pattern": CANONICAL_NAME},
+                         major=_integer("uint32", minimum=1))
             out["required"] = ["name", "major"]
         elif d.full_name in (f"{PACKAGE}.Capabilities", f"{PACKAGE}.ModelCapabilities"):
             rules += self.capability_rules(d)
@@ -259,7 +260,8 @@ def check_roles(registry: Registry, fds) -> None:
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
                         f"restore {value} in {where} (a wire value is never renamed or removed), "
                         "or stop naming the role here")
-                for p in registry.profiles if p.scope.kind == "role" for index, role in enumerate(p.scope.roles)
+                for p in registry.profiles if p.scope.kind == "role"
+                for index, role in enumerate(p.scope.roles)
                 for value in [enum_value_name(ROLE_ENUM, role)] if value not in roles]
     if problems:
         raise GenerationError("jsonschemas", "the registry names roles the contract lacks", problems=problems)
@@ -279,12 +281,10 @@ def published_input_schemas(root) -> list[Output]:
     outputs = []
     for source, name in INPUT_SCHEMAS.items():
         path = Path(root) / source
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        if not path.is_file():
             continue   # a registry checkout without the reference runtime publishes none
         try:
-            schema = json.loads(text)
+            schema = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as err:
             raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
         outputs.append(Output(f"{SCHEMA_DIR}/{name}", _published({"$comment": HEADER_TEXT, **schema})))
@@ -309,11 +309,12 @@ def generate(ctx: GenerationContext) -> list[Output]:
         try:
             ref = builder.ref(pool.FindMessageTypeByName(f"{PACKAGE}.{message}"))
         except KeyError:
-            raise GenerationError("jsonschemas", f"message {PACKAGE}.{message} is not in the contract") from None
+            raise GenerationError("jsonschemas",
+                                  f"message {PACKAGE}.{message} is not in the contract") from None
         schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema",
                   "title": f"{PACKAGE}.{message} (proto3 JSON)",
-                  "description": description + " Generated from profiles.yaml; see openengine/validate/README.md "
-                                               "for the rules only the Python validators check.",
+                  "description": f"{description} Generated from profiles.yaml; see openengine/validate/"
+                                 "README.md for the rules only the Python validators check.",
                   "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
         outputs.append(Output(f"{SCHEMA_DIR}/{filename}", _published(schema)))
     return outputs + published_input_schemas(ctx.root)

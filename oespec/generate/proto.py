@@ -85,8 +85,8 @@ def _limit_comment(profile: Profile, limit: Limit) -> str:
 
 def _limit_field(profile: Profile, limit: Limit) -> FieldDoc:
     literal = [(key, _quote(_registry_text(value))) for key, value in (
-        ("default", limit.default), ("minimum", limit.minimum), ("maximum", limit.maximum), ("unit", limit.unit),
-        ("since", limit.since)) if key == "default" or value not in (None, "")]
+        ("default", limit.default), ("minimum", limit.minimum), ("maximum", limit.maximum),
+        ("unit", limit.unit), ("since", limit.since)) if key == "default" or value not in (None, "")]
     if limit.updatable:
         literal.append(("updatable", "true"))
     is_enum = limit.type.base == "enum"
@@ -176,11 +176,9 @@ def registry_contract_option(registry: Registry) -> Option:
     """`option (openengine.v1.registry_contract) = {...};`: what the runtime reads about the
     registry beyond message fields (revision, mandatory, deprecation, prerequisites and
     incompatible combinations), so no runtime code needs profiles.yaml."""
-    fields: list[tuple[str, str | Literal]] = [("revision", str(registry.revision))]
-    if registry.schema_revision is not None:
-        fields.append(("schema_revision", str(registry.schema_revision)))
-    if registry.minimum_client_revision is not None:
-        fields.append(("minimum_client_revision", str(registry.minimum_client_revision)))
+    revisions = (("revision", registry.revision), ("schema_revision", registry.schema_revision),
+                 ("minimum_client_revision", registry.minimum_client_revision))
+    fields: list[tuple[str, str | Literal]] = [(key, str(v)) for key, v in revisions if v is not None]
     fields.append(("schema_release", _quote(registry.schema_release)))
     fields += [("profiles", _profile_declaration(profile)) for profile in registry.profiles]
     return Option("(openengine.v1.registry_contract)", tuple(fields))
