@@ -98,9 +98,7 @@ class SchemaBuilder:
         rules: list[dict] = []
         for f in d.fields:
             limit = profile.limit(f.name) if profile else None
-            schema = self.field(f, limit)
-            for key in dict.fromkeys((f.json_name, f.name)):
-                props[key] = schema
+            props.update(dict.fromkeys((f.json_name, f.name), self.field(f, limit)))
             if f.json_name != f.name:
                 rules.append({"not": {"required": [f.name, f.json_name]}})
         for oneof in d.oneofs:   # (a proto3 `optional` is a synthetic oneof of one field: no pairs)
@@ -130,9 +128,7 @@ class SchemaBuilder:
         element = self.element(f, limit)
         schema = {"type": "array", "items": element} if f.is_repeated else element
         if limit is not None:
-            schema = dict(schema)
-            schema["description"] = limit.description.strip()
-            schema["default"] = self.default_json(f, limit)
+            schema = schema | {"description": limit.description.strip(), "default": self.default_json(f, limit)}
         return _nullable(schema)
 
     def element(self, f: FieldDescriptor, limit: Limit | None) -> dict:

@@ -252,10 +252,9 @@ def service_files(registry: Registry, declared: dict[str, str]) -> list[FileDoc]
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
         file = f"openengine/v1/{snake_case(short)}_service.proto"
-        methods, imports, profiles = [], {"openengine/v1/options.proto"}, []
+        methods, imports = [], {"openengine/v1/options.proto"}
+        profiles = list(dict.fromkeys(profile.name for profile, _ in members))
         for profile, rpc in members:
-            if profile.name not in profiles:
-                profiles.append(profile.name)
             types = []
             for role, type_name in (("request", rpc.request), ("response", rpc.response)):
                 local = _local_name(registry, type_name)
