@@ -492,8 +492,7 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     return sections
 
 
-def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...],
-                  context: str = "") -> tuple[Requirement | SpecSection, ...]:
+def _where_stated(site: Site, names: tuple[str, ...], context: str = "") -> tuple:
     """The requirements whose code spans name one of `names` (and `context` too, when given: a
     field's message), else the spec section that does (one whose title names it first), else,
     with a `context`, the section that names the element alone."""
@@ -504,14 +503,14 @@ def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...
     if found:
         return tuple(found[:3])
     for within in dict.fromkeys((context, "")):
-        matching = [s for s in sections if names_it(*_code_words(s.text), within)]
+        matching = [s for s in site.sections if names_it(*_code_words(s.text), within)]
         titled = [s for s in matching if any(n in s.title for n in names)]
         if matching:
             return ((titled or matching)[0],)
     return ()
 
 
-def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: Profile) -> tuple:
+def _where_profile_is_stated(site: Site, profile: Profile) -> tuple:
     """Where the spec states a profile: the first requirement of each of its areas
     (`requirement_areas`); else the requirements that name it in code (`openengine.runtime-events`:
     a hyphenated name is one word here); else the section that does, one whose title names it."""
@@ -525,7 +524,7 @@ def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: P
     found = [r for r in site.requirements if spelled in r.text]
     if found:
         return tuple(found[:3])
-    matching = [s for s in sections if spelled in s.text]
+    matching = [s for s in site.sections if spelled in s.text]
     titled = [s for s in matching if profile.name in s.title]
     return ((titled or matching)[0],) if matching else ()
 
@@ -547,7 +546,6 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
         raise GenerationError("docs", f"{err.path}: {err.message}") from None
     ours = ctx.compiled("docs")[0]
     found = upstream.additions(fds, ours, set(ctx.proto_sources()), "proto")
-    sections = site.sections
     package = site.registry.package
     rpc_owner = site.registry.rpc_owner()
 
@@ -561,13 +559,13 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
         page = protocol_page_path(a.file[len("proto/"):])
         return (page, anchor_id(target)) if a.kind in ("service", "rpc") else (page, "")
 
-    by_profile = {p.name: _where_profile_is_stated(site, sections, p) for p in site.registry.profiles}
+    by_profile = {p.name: _where_profile_is_stated(site, p) for p in site.registry.profiles}
 
     def stated(element, names: tuple[str, ...], profiles: tuple[str, ...], context: str = ""):
         """Where the spec states the element; else its profile's section; else its file's mention."""
-        own = _where_stated(site, sections, names, context)
+        own = _where_stated(site, names, context)
         fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
-        return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
+        return own or fallback or _where_stated(site, (element.file.rsplit("/", 1)[-1],))
 
     out: dict[str, Any] = {"services": [], "types": [], "extensions": [], "options": []}
     for a in found:
