@@ -544,13 +544,9 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
         fds = upstream.load_image(image)
     except upstream.UpstreamError as err:
         raise GenerationError("docs", f"{err.path}: {err.message}") from None
-    ours = ctx.compiled("docs")[0]
-    found = upstream.additions(fds, ours, set(ctx.proto_sources()), "proto")
-    package = site.registry.package
+    found = upstream.additions(fds, ctx.compiled("docs")[0], set(ctx.proto_sources()), "proto")
     rpc_owner = site.registry.rpc_owner()
-
-    def short(name: str) -> str:
-        return name[len(package) + 1:] if name.startswith(package + ".") else name
+    short = lambda name: name.removeprefix(site.registry.package + ".")  # noqa: E731
 
     def reference(a) -> tuple[str, str]:
         target = a.name.split("/")[0] if a.kind == "rpc" else (a.parent if a.kind in ("field", "enum_value") else a.name)
@@ -609,12 +605,9 @@ def generate(ctx: GenerationContext) -> list[Output]:
     page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
     for f in site.protos:
         page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
-    page(REQUIREMENTS_PAGE, "requirements.md.j2")
-    page(CHECK_RULES_PAGE, "check-rules.md.j2")
-    page(BREAKING_RULES_PAGE, "breaking-rules.md.j2")
-    page(VALIDATOR_RULES_PAGE, "validator-rules.md.j2")
-    page(CASES_PAGE, "conformance-cases.md.j2")
-    page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
+    for path in (REQUIREMENTS_PAGE, CHECK_RULES_PAGE, BREAKING_RULES_PAGE, VALIDATOR_RULES_PAGE, CASES_PAGE,
+                 REQUIREMENT_CHECKS_PAGE):
+        page(path, posixpath.basename(path) + ".j2")    # each page's template is named after it
     page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
     engine_reports = reports.load_reports(ctx.root)
     page(REPORTS_PAGE, "conformance-reports.md.j2", reports=engine_reports, date_shown=reports.date_shown,
