@@ -123,10 +123,7 @@ def protocol_page_path(proto_path: str) -> str:
 
 def _load_protos(ctx: GenerationContext) -> list[FileDoc]:
     sources = ctx.proto_sources()
-    if not sources:
-        return []
-    fds, _ = ctx.compiled("docs")
-    return describe(fds, set(sources))
+    return describe(ctx.compiled("docs")[0], set(sources)) if sources else []
 
 
 def gather(ctx: GenerationContext) -> Site:
@@ -435,10 +432,8 @@ def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
 
 
 def _spec_pages(ctx: GenerationContext) -> list[str]:
-    spec_dir = ctx.root / SPEC_DIR
-    if not spec_dir.is_dir():
-        return []
-    return sorted(p.relative_to(ctx.root).as_posix() for p in spec_dir.rglob("*.md") if p.is_file())
+    """The spec's pages (none while there is no spec folder), root-relative."""
+    return sorted(p.relative_to(ctx.root).as_posix() for p in (ctx.root / SPEC_DIR).rglob("*.md") if p.is_file())
 
 
 # ------------------------------------------------------------------- what the proposal adds
