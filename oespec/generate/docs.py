@@ -375,10 +375,6 @@ def method_signature(m) -> str:
     return f"rpc {m.name}({stream_in}{m.request}) returns ({stream_out}{m.response});"
 
 
-def method_shape(m) -> str:
-    return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
-
-
 def rpcs_by_service(registry: Registry) -> dict[str, list]:
     """Every RPC of the registry, by service in first-seen order, with its owning profile."""
     out: dict[str, list] = {}
@@ -397,9 +393,9 @@ def _context(site: Site, page: str, **extra) -> dict:
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, profile_page=profile_page_path, paths=PATHS,
-                owners=site.registry.rpc_owner(), shape=method_shape, method_signature=method_signature,
-                services_of=services_of, anchor_id=anchor_id, rule_anchor=rule_anchor,
-                breaking_legal=breaking_legal,
+                owners=site.registry.rpc_owner(), method_signature=method_signature, services_of=services_of,
+                shape=lambda m: STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)],
+                anchor_id=anchor_id, rule_anchor=rule_anchor, breaking_legal=breaking_legal,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 

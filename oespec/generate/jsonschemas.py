@@ -38,7 +38,6 @@ ROOTS = {
 # The engine roles role-scoped profiles name: upstream's enum, with the proposal's additions.
 ROLE_ENUM = "EngineRole"
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
-_DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
 _FD = FieldDescriptor
 # Integer fields by their C++ type: the sint and fixed encodings read the same in JSON.
@@ -51,7 +50,7 @@ _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
 WELL_KNOWN = {
     "google.protobuf.Timestamp": {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
                                   "description": "RFC 3339, UTC or with an offset"},
-    "google.protobuf.Duration": {"type": "string", "pattern": _DURATION},
+    "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]{1,9})?s$"},
     "google.protobuf.Struct": {"type": "object"},
     "google.protobuf.Value": {},
     "google.protobuf.ListValue": {"type": "array"},

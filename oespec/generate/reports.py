@@ -96,8 +96,7 @@ def schema_validator(root: Path):
 
 
 def report_files(root: Path) -> list[Path]:
-    folder = Path(root) / REPORTS_DIR
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return sorted((Path(root) / REPORTS_DIR).glob("*.json"))
 
 
 def read_report(path: Path, rel: str, validator) -> dict:

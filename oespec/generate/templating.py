@@ -36,10 +36,9 @@ def make_environment(**overrides) -> jinja2.Environment:
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = make_environment()
-    env.filters["comment"] = _comment
-    # a DOT string: quoted, with backslashes, quotes and newlines escaped
-    env.filters["dot"] = lambda text: '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace(
-        "\n", "\\n") + '"'
+    # dot: a DOT string, quoted, with backslashes, quotes and newlines escaped
+    env.filters.update(comment=_comment, dot=lambda text: '"' + str(text).replace("\\", "\\\\").replace(
+        '"', '\\"').replace("\n", "\\n") + '"')
     env.globals["header"] = header
     return env
 
