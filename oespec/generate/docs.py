@@ -349,16 +349,17 @@ def _reverse(site: Site, profile: Profile):
     return required_by, declared_elsewhere
 
 
-SIGNATURE_WIDTH = 72
+def _declaration(name: str, m) -> tuple[str, str]:
+    """An RPC's proto declaration, in its two halves: the call and what it returns."""
+    return (f"rpc {name}({'stream ' if m.client_streaming else ''}{m.request})",
+            f"returns ({'stream ' if m.server_streaming else ''}{m.response});")
 
 
 def signature(rpc) -> str:
-    """The RPC as a proto declaration, with its service as a comment."""
-    stream_in = "stream " if rpc.client_streaming else ""
-    stream_out = "stream " if rpc.server_streaming else ""
-    call, result = f"rpc {rpc.method}({stream_in}{rpc.request})", f"returns ({stream_out}{rpc.response});"
+    """A registry RPC as a proto declaration, with its service as a comment."""
+    call, result = _declaration(rpc.method, rpc)
     # A long declaration continues on a second line, so the block fits the page's column.
-    joined = f"{call} {result}" if len(call) + len(result) < SIGNATURE_WIDTH else f"{call}\n    {result}"
+    joined = f"{call} {result}" if len(call) + len(result) < 72 else f"{call}\n    {result}"
     return f"// service {rpc.service}\n{joined}"
 
 
@@ -370,9 +371,8 @@ PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements
 
 
 def method_signature(m) -> str:
-    stream_in = "stream " if m.client_streaming else ""
-    stream_out = "stream " if m.server_streaming else ""
-    return f"rpc {m.name}({stream_in}{m.request}) returns ({stream_out}{m.response});"
+    """A described method as a proto declaration."""
+    return " ".join(_declaration(m.name, m))
 
 
 def rpcs_by_service(registry: Registry) -> dict[str, list]:
