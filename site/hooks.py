@@ -120,6 +120,11 @@ def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
     return [page for page in pages if page not in named]
 
 
+# JSON Schemas published under /schemas/ for clients and editors in any language: the generated
+# schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
+SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("oespec/registry", "profiles.schema.json"))
+
+
 def on_files(files: Files, config) -> Files:
     root = _generated_dir(config)
     if not root.is_dir():
@@ -132,22 +137,12 @@ def on_files(files: Files, config) -> Files:
             raise PluginError(f"generated page {src_uri} has the same path as spec/{src_uri}; "
                               "rename the spec page")
         files.append(File.generated(config, src_uri, abs_src_path=str(path)))
-    _add_schemas(files, config)
-    return files
-
-
-# JSON Schemas published under /schemas/ for clients and editors in any language: the generated
-# schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
-SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("oespec/registry", "profiles.schema.json"))
-
-
-def _add_schemas(files: Files, config) -> None:
-    root = Path(config["docs_dir"]).resolve().parent
+    checkout = Path(config["docs_dir"]).resolve().parent
     for folder, pattern in SCHEMA_SOURCES:
-        for path in sorted((root / folder).glob(pattern)):
-            src_uri = f"schemas/{path.name}"
-            if files.get_file_from_path(src_uri) is None:
-                files.append(File.generated(config, src_uri, abs_src_path=str(path)))
+        for path in sorted((checkout / folder).glob(pattern)):
+            if files.get_file_from_path(f"schemas/{path.name}") is None:
+                files.append(File.generated(config, f"schemas/{path.name}", abs_src_path=str(path)))
+    return files
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
