@@ -21,17 +21,15 @@ def rule_catalogues() -> RuleCatalogues:
     lists (`oespec rules`): every id `oespec check` can emit, the breaking rules when that stage is
     installed, and the runtime's validator rules and conformance cases when the bindings are
     built."""
-    families = family_specs()
-
-    def family(name: str) -> tuple | None:   # None: that stage or the runtime is not installed
-        return tuple(families[name]) if name in families else None
+    families = {name: tuple(specs) for name, specs in family_specs().items()}
+    family = families.get     # None: that stage or the runtime is not installed
 
     python_only: frozenset[str] = frozenset()
     if "validator" in families:
         from openengine.validate import PYTHON_ONLY_RULES
 
         python_only = frozenset(PYTHON_ONLY_RULES)
-    return RuleCatalogues(tuple(families["check"]), family("breaking"), family("validator"), python_only,
+    return RuleCatalogues(families["check"], family("breaking"), family("validator"), python_only,
                           family("conformance"))
 
 

@@ -108,6 +108,11 @@ class Requirement:
         return self.id.split("-")[1]
 
     @property
+    def anchor(self) -> str:
+        """The id of the anchor the site puts on the requirement (site/hooks.py)."""
+        return self.id.lower()
+
+    @property
     def number(self) -> int:
         return int(self.id.rsplit("-", 1)[1])
 
@@ -152,20 +157,15 @@ def scan_requirements(spec_dir: str | Path = "spec") -> tuple[list[Requirement],
         diagnostics.extend(problems)
 
     first: dict[str, Requirement] = {}
-    unique: list[Requirement] = []
     for req in requirements:
-        if req.id in first:
-            earlier = first[req.id]
+        earlier = first.setdefault(req.id, req)
+        if earlier is not req:
             diagnostics.append(Diagnostic.at(
                 req.file, Loc(req.line, 1), DUPLICATE_ID, Severity.ERROR,
                 f"{req.id} is already defined at {earlier.location}",
-                "give this requirement the next free number of its area",
-                first=earlier.location))
-            continue
-        first[req.id] = req
-        unique.append(req)
+                "give this requirement the next free number of its area", first=earlier.location))
     diagnostics.sort(key=Diagnostic.sort_key)
-    return unique, diagnostics
+    return list(first.values()), diagnostics
 
 
 def load_requirements(spec_dir: str | Path = "spec") -> list[Requirement]:
@@ -200,55 +200,40 @@ def parse_markdown(text: str, file: str) -> tuple[list[Requirement], list[Diagno
 
 def _parse_block(block: str, file: str, line: int, column: int
                  ) -> tuple[Requirement | None, Diagnostic | None]:
-    loc = Loc(line, column)
+    def refused(rule_id: str, message: str, hint: str) -> tuple[None, Diagnostic]:
+        return None, Diagnostic.at(file, Loc(line, column), rule_id, Severity.ERROR, message, hint)
+
     marker = _MARKER_RE.match(block)
     if not marker or not _ID_RE.match(marker.group("id")):
         shown = marker.group("id") if marker else block.split()[0]
-        return None, Diagnostic.at(
-            file, loc, MALFORMED_ID, Severity.ERROR,
-            f"malformed requirement id {shown!r}",
-            "write the id in bold as **REQ-<AREA>-<NNN>**: an upper-case area and three digits")
+        return refused(MALFORMED_ID, f"malformed requirement id {shown!r}",
+                       "write the id in bold as **REQ-<AREA>-<NNN>**: an upper-case area and three digits")
     req_id = marker.group("id")
     if req_id.endswith("-000"):
-        return None, Diagnostic.at(
-            file, loc, MALFORMED_ID, Severity.ERROR,
-            f"malformed requirement id {req_id!r}: numbers start at 001",
-            "give this requirement the next free number of its area")
+        return refused(MALFORMED_ID, f"malformed requirement id {req_id!r}: numbers start at 001",
+                       "give this requirement the next free number of its area")
     tagged = _TAG_RE.match(marker.group("rest"))
     if not tagged:
-        return None, Diagnostic.at(
-            file, loc, MISSING_TAG, Severity.ERROR,
-            f"{req_id} has no tag",
-            f"follow the id with one of {', '.join(f'*({t})*' for t in TAGS)}")
+        return refused(MISSING_TAG, f"{req_id} has no tag",
+                       f"follow the id with one of {', '.join(f'*({t})*' for t in TAGS)}")
     tag = tagged.group("tag").strip()
     if tag not in TAGS:
-        return None, Diagnostic.at(
-            file, loc, UNKNOWN_TAG, Severity.ERROR,
-            f"{req_id} has unknown tag {tag!r}",
-            f"use one of: {', '.join(TAGS)}")
+        return refused(UNKNOWN_TAG, f"{req_id} has unknown tag {tag!r}", f"use one of: {', '.join(TAGS)}")
     text = _plain(tagged.group("text"))
     if not text:
-        return None, Diagnostic.at(
-            file, loc, MALFORMED_ID, Severity.ERROR,
-            f"{req_id} has no text", "state the requirement after the tag")
+        return refused(MALFORMED_ID, f"{req_id} has no text", "state the requirement after the tag")
     text, clauses = _clauses(text)
     numbers = [n for n, _ in clauses]
     if numbers and numbers != list(range(1, len(numbers) + 1)):
-        shown = ", ".join(f"[.{n}]" for n in numbers)
-        return None, Diagnostic.at(
-            file, loc, CLAUSE_MARKERS, Severity.ERROR,
-            f"{req_id} marks its clauses {shown}",
-            "number the clauses [.1], [.2], ... in the order they are written, each once")
+        return refused(CLAUSE_MARKERS, f"{req_id} marks its clauses {', '.join(f'[.{n}]' for n in numbers)}",
+                       "number the clauses [.1], [.2], ... in the order they are written, each once")
     if len(numbers) == 1:
-        return None, Diagnostic.at(
-            file, loc, CLAUSE_MARKERS, Severity.ERROR,
-            f"{req_id} marks a single clause",
-            "mark every clause of a requirement that has several, or none when it states one")
+        return refused(CLAUSE_MARKERS, f"{req_id} marks a single clause",
+                       "mark every clause of a requirement that has several, or none when it states one")
     empty = [n for n, words in clauses if not words]
     if empty:
-        return None, Diagnostic.at(
-            file, loc, CLAUSE_MARKERS, Severity.ERROR,
-            f"{req_id} clause [.{empty[0]}] has no text", "write the clause after its marker")
+        return refused(CLAUSE_MARKERS, f"{req_id} clause [.{empty[0]}] has no text",
+                       "write the clause after its marker")
     assertions = tuple(Assertion(f"{req_id}.{n}", words) for n, words in clauses)
     return Requirement(req_id, tag, text, file, line, assertions), None
 
@@ -256,10 +241,8 @@ def _parse_block(block: str, file: str, line: int, column: int
 def _clauses(text: str) -> tuple[str, list[tuple[int, str]]]:
     """The text without clause markers, and each marked clause (number, words) up to the next
     marker. Markers inside `code` spans are not markers."""
-    parts = text.split("`")
-    marked = []
-    for i, part in enumerate(parts):
-        marked.append(_CLAUSE_RE.sub(lambda m: f"\x00{m.group(1)}\x00", part) if i % 2 == 0 else part)
+    marked = [_CLAUSE_RE.sub(lambda m: f"\x00{m.group(1)}\x00", part) if i % 2 == 0 else part
+              for i, part in enumerate(text.split("`"))]
     pieces = "`".join(marked).split("\x00")
     clauses = [(int(pieces[k]), " ".join(pieces[k + 1].split())) for k in range(1, len(pieces) - 1, 2)]
     return " ".join("".join(pieces[0::2]).split()), clauses

@@ -1,29 +1,13 @@
 """mkdocs hooks that join the hand-written spec and the generated reference into one site.
 
-- The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added
-  as if they were in it (a generated page may not share a path with a spec page).
-- Navigation entries `oespec:NAME` in mkdocs.yml are replaced by the page list NAME of
-  `site/generated/nav.yml`, so a new profile or proto file appears without editing mkdocs.yml;
-  `oespec:spec` is every page of the spec folder the navigation names nowhere else, in name
-  order, so a new spec page appears too.
-- The JSON Schemas (`schemas/*.schema.json` and the registry's own schema) are published under
-  `/schemas/`, so a client in any language can fetch the one it validates against.
-- Every numbered requirement of a spec page (`**REQ-LOAD-003** *(wire)* ...`) gets an anchor,
-  `#req-load-003`, which the generated pages link to.
-
-- A generated page's first line (the "generated from profiles.yaml" comment) is dropped before
-  rendering, so mkdocs takes the page's title from its `# ` heading.
-- The dependency picture (`<div class="oe-depgraph" data-dot="...">`) is drawn at build time by
-  Graphviz `dot` from the generated DOT file, inline, so its boxes are links; each node's URL
-  (a docs-relative page) becomes a link relative to the page that shows it.
-- An identifier in a code span of a table cell gets `<wbr>` after each dot, underscore and slash,
-  so it wraps there and never inside a word.
-- Every table cell gets `data-label` (its column's header), so on a phone the stylesheet can
-  show each row as a labelled block instead of a table wider than the screen.
-
-- Under `mkdocs serve` (`make serve`), every rebuild first regenerates the pages from
-  profiles.yaml and the protos, so an edit to the registry shows up live like an edit to the spec.
-  `make site` never writes: it builds what is committed, and `make check` says when that is stale.
+The docs dir is `spec/`; the pages `oespec generate` writes under `site/generated/` are added as if
+they were in it, `oespec:NAME` navigation entries expand to the page lists of
+`site/generated/nav.yml` (so a new profile or proto file needs no edit of mkdocs.yml), and the JSON
+Schemas are published under `/schemas/` for clients in any language. Each numbered requirement gets
+the anchor the generated pages link to; the dependency picture is drawn at build time by Graphviz
+`dot`; table cells get wrap points and labels for narrow screens. Under `mkdocs serve` every
+rebuild first regenerates the pages, so a registry edit shows up live; `make site` never writes
+(`make check` says when what is committed is stale).
 
 The repository root is the folder that holds the docs dir; tests point the docs dir elsewhere to
 build a site from other inputs.
@@ -120,23 +104,25 @@ def on_config(config):
     return config
 
 
-def _named_pages(entries) -> set[str]:
-    named: set[str] = set()
+def _named_pages(entries):
     for entry in entries:
-        values = entry.values() if isinstance(entry, dict) else [entry]
-        for value in values:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
             if isinstance(value, list):
-                named |= _named_pages(value)
+                yield from _named_pages(value)
             elif isinstance(value, str) and not value.startswith(NAV_PREFIX):
-                named.add(value)
-    return named
+                yield value
 
 
 def unlisted_spec_pages(nav, docs_dir: Path) -> list[str]:
     """The pages of the docs dir (`spec/`) that the navigation names nowhere, in name order."""
-    named = _named_pages(nav)
+    named = set(_named_pages(nav))
     pages = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md") if p.is_file())
     return [page for page in pages if page not in named]
+
+
+# JSON Schemas published under /schemas/ for clients and editors in any language: the generated
+# schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
+SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("oespec/registry", "profiles.schema.json"))
 
 
 def on_files(files: Files, config) -> Files:
@@ -147,27 +133,16 @@ def on_files(files: Files, config) -> Files:
         if not path.is_file() or path.name == NAV_FILE or path.name.startswith("."):
             continue
         src_uri = path.relative_to(root).as_posix()
-        clash = files.get_file_from_path(src_uri)
-        if clash is not None:
+        if files.get_file_from_path(src_uri) is not None:
             raise PluginError(f"generated page {src_uri} has the same path as spec/{src_uri}; "
                               "rename the spec page")
         files.append(File.generated(config, src_uri, abs_src_path=str(path)))
-    _add_schemas(files, config)
-    return files
-
-
-# JSON Schemas published under /schemas/ for clients and editors in any language: the generated
-# schemas of the proto3 JSON mapping, and the schema of profiles.yaml itself.
-SCHEMA_SOURCES = (("schemas", "*.schema.json"), ("oespec/registry", "profiles.schema.json"))
-
-
-def _add_schemas(files: Files, config) -> None:
-    root = Path(config["docs_dir"]).resolve().parent
+    checkout = Path(config["docs_dir"]).resolve().parent
     for folder, pattern in SCHEMA_SOURCES:
-        for path in sorted((root / folder).glob(pattern)):
-            src_uri = f"schemas/{path.name}"
-            if files.get_file_from_path(src_uri) is None:
-                files.append(File.generated(config, src_uri, abs_src_path=str(path)))
+        for path in sorted((checkout / folder).glob(pattern)):
+            if files.get_file_from_path(f"schemas/{path.name}") is None:
+                files.append(File.generated(config, f"schemas/{path.name}", abs_src_path=str(path)))
+    return files
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -180,13 +155,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return markdown
     lines = markdown.split("\n")
     for req in found:
-        index = req.line - 1
-        line = lines[index]
-        at = line.find(f"**{req.id}**")
-        if at < 0:
-            continue
-        anchor = req.id.lower()
-        lines[index] = f'{line[:at]}<a id="{anchor}" class="oe-req" href="#{anchor}">**{req.id}**</a>{line[at + len(req.id) + 4:]}'
+        lines[req.line - 1] = lines[req.line - 1].replace(
+            f"**{req.id}**", f'<a id="{req.anchor}" class="oe-req" href="#{req.anchor}">**{req.id}**</a>', 1)
     return "\n".join(lines)
 
 
@@ -200,22 +170,9 @@ DEPGRAPH = re.compile(r'<div class="oe-depgraph" data-dot="(?P<dot>[^"]+)"(?P<at
 SVG_LINK = re.compile(r'xlink:href="(?P<url>[^"]*)"')
 
 
-def render_dot(dot_text: str, where: str) -> str:
-    """SVG from Graphviz `dot`; a missing `dot` or a failed layout stops the build."""
-    dot = shutil.which("dot")
-    if dot is None:
-        raise PluginError(f"{where}: the dependency picture needs Graphviz `dot`; install Debian's "
-                          "`graphviz` (`make setup` does when it may run apt-get)")
-    proc = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise PluginError(f"{where}: dot failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
     """Graphviz's SVG made fit for inlining: no prolog, scalable to the column, links resolved."""
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<!--.*?-->\s*", "", svg, flags=re.S)
+    svg = re.sub(r"<!--.*?-->\s*", "", svg[svg.index("<svg"):], flags=re.S)
     size = re.search(r'<svg width="(?P<w>[\d.]+)pt" height="(?P<h>[\d.]+)pt"', svg)
     if size:
         # Natural size at most, scaled down to the column but never below MIN_SCALE of it, so the
@@ -225,19 +182,29 @@ def inline_svg(svg: str, link: "callable", attrs: str = "") -> str:
                                    f'style="max-width: {width:g}pt; min-width: {width * MIN_SCALE:.0f}pt"', 1)
 
     def one(m: re.Match) -> str:
-        url = link(html.unescape(m["url"]))
-        return f'href="{html.escape(url)}" xlink:href="{html.escape(url)}"'
+        url = html.escape(link(html.unescape(m["url"])))
+        return f'href="{url}" xlink:href="{url}"'
 
-    svg = SVG_LINK.sub(one, svg)
-    return f'<figure class="oe-depgraph"{attrs}>{svg}</figure>'
+    return f'<figure class="oe-depgraph"{attrs}>{SVG_LINK.sub(one, svg)}</figure>'
 
 
 def _depgraph(page_html: str, page, config, files: Files) -> str:
+    """Each dependency picture of a page drawn by Graphviz `dot` from its DOT file; a missing `dot`
+    or a failed layout stops the build."""
+    where = page.file.src_uri
+    dot = shutil.which("dot")
+
     def one(m: re.Match) -> str:
         source = _generated_dir(config) / m["dot"]
-        where = page.file.src_uri
         if not source.is_file():
             raise PluginError(f"{where}: {m['dot']} is not generated; run `make generate`")
+        if dot is None:
+            raise PluginError(f"{where}: the dependency picture needs Graphviz `dot`; install Debian's "
+                              "`graphviz` (`make setup` does when it may run apt-get)")
+        proc = subprocess.run([dot, "-Tsvg"], input=source.read_text(encoding="utf-8"), capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode != 0:
+            raise PluginError(f"{where}: dot failed: {proc.stderr.strip()}")
 
         def link(src_uri: str) -> str:
             target = files.get_file_from_path(src_uri)
@@ -245,7 +212,7 @@ def _depgraph(page_html: str, page, config, files: Files) -> str:
                 raise PluginError(f"{where}: the dependency picture links to {src_uri}, which is not a page")
             return get_relative_url(target.url, page.url)
 
-        return inline_svg(render_dot(source.read_text(encoding="utf-8"), where), link, m["attrs"])
+        return inline_svg(proc.stdout, link, m["attrs"])
 
     return DEPGRAPH.sub(one, page_html)
 

@@ -15,7 +15,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from openengine.contractkit.diagnostics import NOWHERE, Loc, Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
@@ -163,11 +163,6 @@ GENERATORS: dict[str, str] = {
 }
 
 
-def _load(spec: str) -> Callable[[GenerationContext], list[Output]]:
-    module_name, _, func = spec.partition(":")
-    return getattr(importlib.import_module(module_name), func)
-
-
 def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
          rules: RuleCatalogues | None = None) -> list[Output]:
     """Run the generators in memory and return every output; raises `GenerationError`.
@@ -177,7 +172,8 @@ def plan(registry: Registry, root: Path, *, only: list[str] | None = None,
         if only and name not in only:
             continue
         try:
-            produced = _load(spec)(ctx)
+            module_name, _, func = spec.partition(":")
+            produced = getattr(importlib.import_module(module_name), func)(ctx)
         except GenerationError:
             raise
         except Exception as err:  # a generator bug must still leave the tree untouched
@@ -222,12 +218,8 @@ def orphan_files(root: Path, outputs: list[Output], *, owned_dirs: tuple[str, ..
 
 
 def _has_header(path: Path) -> bool:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            first = fh.readline()
-    except (OSError, UnicodeDecodeError):
-        return False
-    return HEADER_TEXT in first
+    with path.open("rb") as fh:
+        return HEADER_TEXT.encode("utf-8") in fh.readline()
 
 
 def write_outputs(root: Path, outputs: list[Output], *, orphans: list[str] = ()) -> list[str]:

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from oespec.generate import GenerationContext, Output
 
-PACKAGE_DIR = "openengine"
-BOUND_DIRS = ("openengine/v1/",)
+BOUND_DIR = "openengine/v1/"
 INIT = '"""Python bindings of the OpenEngine v1 contract, built by `oespec generate` (not committed)."""\n'
 
 
 def generate(ctx: GenerationContext) -> list[Output]:
-    if not any(rel.startswith("openengine/v1/") for rel in ctx.proto_sources()):
+    if not any(rel.startswith(BOUND_DIR) for rel in ctx.proto_sources()):
         return []
     _, modules = ctx.compiled("bindings")
-    outputs = [Output(f"{PACKAGE_DIR}/{rel[len('openengine/'):]}" if rel.startswith("openengine/") else rel,
-                      data, committed=False)
-               for rel, data in modules.items() if rel.startswith(BOUND_DIRS)]
-    outputs.append(Output(f"{PACKAGE_DIR}/v1/__init__.py", INIT, committed=False))
-    return outputs
+    bound = [Output(rel, data, committed=False) for rel, data in modules.items() if rel.startswith(BOUND_DIR)]
+    return bound + [Output(f"{BOUND_DIR}__init__.py", INIT, committed=False)]

@@ -22,11 +22,12 @@ import jinja2
 
 from oespec.generate import GenerationContext, GenerationError, Output, Problem, RuleCatalogues, header
 from oespec.generate import mdsafe, reports
-from oespec.generate.depgraph import render_dot
 from oespec.generate.markers import MarkerError, has_markers, rewrite
-from oespec.generate.mdsafe import Md
-from oespec.generate.protodoc import ProtoDocs, describe
+from oespec.generate.mdsafe import Md, anchor_id
+from oespec.generate.protodoc import FileDoc, describe
 from oespec.generate.requirements import spec_requirements
+from oespec.spec import Requirement
+from oespec.generate import templating
 from oespec.generate.templating import make_environment
 from oespec.registry import Limit, Profile, Registry, Version
 from openengine.contractkit.locations import Loc
@@ -49,6 +50,9 @@ VALIDATOR_RULES_PAGE = "reference/validator-rules.md"
 CASES_PAGE = "reference/conformance-cases.md"
 REPORTS_PAGE = reports.PAGE
 ADDITIONS_PAGE = "reference/additions.md"
+# Each rule family's page.
+RULE_PAGES = {"check": CHECK_RULES_PAGE, "breaking": BREAKING_RULES_PAGE, "validator": VALIDATOR_RULES_PAGE,
+              "conformance": CASES_PAGE}
 OPTIONS_FILE = "options.proto"   # the custom options that annotate descriptors
 NAV_FILE = "nav.yml"
 
@@ -58,74 +62,16 @@ STREAMING_WORDS = {"unary": "unary", "server": "server streaming", "client": "cl
 
 # ----------------------------------------------------------------------------------------- model
 
-@dataclass(frozen=True)
-class Requirement:
-    """A spec requirement as the pages show it: where it is on the site."""
-
-    id: str
-    tag: str
-    text: str
-    page: str            # docs-root-relative page, e.g. `load.md`
-    line: int
-    assertions: tuple[tuple[str, str], ...] = ()   # its marked clauses: (id, text)
-
-    @property
-    def area(self) -> str:
-        return self.id.split("-")[1]
-
-    @property
-    def anchor(self) -> str:
-        """The id of the anchor the site puts on a requirement (see site/hooks.py)."""
-        return self.id.lower()
+def rule_anchor(rule: RuleSpec) -> str:
+    """The anchor of a rule's row on its family's page (a conformance case's: `case-...`)."""
+    return ("case-" if rule.family == "conformance" else "") + anchor_id(rule.id)
 
 
-def anchor_id(name: str) -> str:
-    """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-@dataclass(frozen=True)
-class RuleRow:
-    id: str
-    name: str
-    severity: str
-    category: str
-    purpose: str
-    extra: tuple[tuple[str, str], ...] = ()
-    requirements: tuple[str, ...] = ()     # the spec requirements the rule enforces
-
-    def get(self, key: str) -> str:
-        return dict(self.extra).get(key, "")
-
-    @property
-    def anchor(self) -> str:
-        return anchor_id(self.id)
-
-
-@dataclass(frozen=True)
-class CaseRow:
-    """A conformance case as the catalogue shows it."""
-
-    id: str
-    profile: str
-    requirements: tuple[str, ...]
-    title: str
-    when: str                  # advertised | absent
-    disruptive: bool
-
-    @property
-    def anchor(self) -> str:
-        return "case-" + anchor_id(self.id)
-
-
-@dataclass(frozen=True)
-class Check:
-    """One thing that checks a requirement: a rule of a family, or a conformance case."""
-
-    kind: str                  # check | breaking | validator | case
-    id: str
-    page: str
-    anchor: str
+def breaking_legal(rule: RuleSpec) -> str:
+    """What makes a breaking rule's change legal, as the breaking-rules table says it."""
+    if rule.severity is not None:
+        return f"never: always reported ({rule.severity})"
+    return f"a {rule.bump} version bump of the profile" if rule.bump in ("major", "minor") else "any version"
 
 
 @dataclass
@@ -133,37 +79,31 @@ class Site:
     """Everything the pages are made of, gathered once per generation."""
 
     registry: Registry
-    protos: ProtoDocs
+    protos: list[FileDoc]
     requirements: list[Requirement]
     spec_available: bool
-    check_rules: list[RuleRow]
-    breaking_rules: list[RuleRow] | None
-    validator_rules: list[RuleRow] | None = None     # None: the runtime is not importable
-    cases: list[CaseRow] | None = None
-    page_titles: dict[str, str] = field(default_factory=dict)             # spec page -> its title
+    rules: RuleCatalogues
+    sections: list[SpecSection] = field(default_factory=list)   # every headed section of the spec
     type_pages: dict[str, tuple[str, str]] = field(default_factory=dict)   # full name -> (page, anchor)
     # full message or enum name -> the profiles that require it, directly or through a field
     type_owners: dict[str, list[str]] = field(default_factory=dict)
 
-    def checks(self, req_id: str) -> list[Check]:
-        """What checks a requirement (or one of its clauses, `REQ-CORE-010.2`), in the order
-        check, breaking, validator, case. A requirement is checked by what checks any clause."""
+    def checks(self, req_id: str) -> list[RuleSpec]:
+        """The rules and cases that check a requirement (or one of its clauses, `REQ-CORE-010.2`),
+        in the order check, breaking, validator, case. A requirement is checked by what checks any
+        clause."""
         return self._checks_by_requirement.get(req_id, [])
 
     @cached_property
-    def _checks_by_requirement(self) -> dict[str, list[Check]]:
+    def _checks_by_requirement(self) -> dict[str, list[RuleSpec]]:
         """Each requirement and clause id, with what cites it: every page asks for many ids."""
-        index: dict[str, list[Check]] = {}
-        families = [("check", self.check_rules, CHECK_RULES_PAGE),
-                    ("breaking", self.breaking_rules or [], BREAKING_RULES_PAGE),
-                    ("validator", self.validator_rules or [], VALIDATOR_RULES_PAGE),
-                    ("case", self.cases or [], CASES_PAGE)]
-        for kind, rows, page in families:
-            for row in rows:
-                check = Check(kind, row.id, page, row.anchor)
-                # a clause id counts for its requirement too
-                for req_id in dict.fromkeys(i for cited in row.requirements for i in {cited, cited.split(".")[0]}):
-                    index.setdefault(req_id, []).append(check)
+        index: dict[str, list[RuleSpec]] = {}
+        for rule in (*self.rules.check, *(self.rules.breaking or ()), *(self.rules.validator or ()),
+                     *(self.rules.cases or ())):
+            # a clause id counts for its requirement too
+            for req_id in dict.fromkeys(i for cited in rule.requirements
+                                        for i in {cited, cited.split(".")[0]}):
+                index.setdefault(req_id, []).append(rule)
         return index
 
     def requirement(self, req_id: str) -> Requirement | None:
@@ -181,96 +121,20 @@ def protocol_page_path(proto_path: str) -> str:
 
 # ---------------------------------------------------------------------------------------- inputs
 
-def _load_protos(ctx: GenerationContext) -> ProtoDocs:
+def _load_protos(ctx: GenerationContext) -> list[FileDoc]:
     sources = ctx.proto_sources()
-    if not sources:
-        return ProtoDocs()
-    fds, _ = ctx.compiled("docs")
-    return describe(fds, set(sources))
-
-
-def _load_requirements(ctx: GenerationContext) -> tuple[list[Requirement], bool]:
-    """The spec's requirements; (nothing, False) while the spec is absent."""
-    found = spec_requirements(ctx, "docs")
-    if found is None:
-        return [], False
-    spec_dir = (ctx.root / SPEC_DIR).resolve()
-    return [Requirement(req.id, req.tag, req.text, Path(req.file).resolve().relative_to(spec_dir).as_posix(),
-                        req.line, tuple((a.id, a.text) for a in req.assertions)) for req in found], True
-
-
-def _rule_rows(specs: Iterable[RuleSpec]) -> list[RuleRow]:
-    return [RuleRow(s.id, s.name, str(s.severity) if s.severity is not None else "by version bump",
-                    s.category, s.purpose, s.facts, s.requirements) for s in specs]
-
-
-def _validator_rule_rows(rules: RuleCatalogues) -> list[RuleRow] | None:
-    """The runtime's validator rules (OEV), each saying where it is checked; None when the
-    runtime's catalogue is not available."""
-    if rules.validator is None:
-        return None
-    python_only = rules.python_only_validator_rules
-    return [RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                    (("where", "Python validators" if row.id in python_only
-                      else "Python validators and JSON Schemas"),), row.requirements)
-            for row in _rule_rows(rules.validator)]
-
-
-def case_catalogue(rules: RuleCatalogues) -> list[CaseRow] | None:
-    """The conformance runner's cases (catalogue entries of the `conformance` family) as the
-    catalogue page shows them; None when not available."""
-    if rules.cases is None:
-        return None
-    return [CaseRow(c.id, c.fact("profile"), c.requirements, c.purpose, c.fact("when", "advertised"),
-                    c.fact("disruptive") == "yes") for c in rules.cases]
-
-
-def _page_titles(root: Path, pages: Iterable[str]) -> dict[str, str]:
-    """Each spec page's title: its first `# ` heading."""
-    titles = {}
-    for page in sorted(set(pages)):
-        try:
-            text = (root / SPEC_DIR / page).read_text(encoding="utf-8")
-        except OSError:
-            continue
-        heading = re.search(r"(?m)^# +(.+?)\s*#*\s*$", text)
-        if heading:
-            titles[page] = heading[1]
-    return titles
-
-
-def _breaking_rule_rows(specs: Iterable[RuleSpec] | None) -> list[RuleRow] | None:
-    if specs is None:
-        return None
-    specs = tuple(specs)
-    rows = []
-    for spec, row in zip(specs, _rule_rows(specs)):
-        if spec.severity is not None:
-            legal = f"never: always reported ({row.severity})"
-        elif spec.bump in ("major", "minor"):
-            legal = f"a {spec.bump} version bump of the profile"
-        else:
-            legal = "any version"
-        rows.append(RuleRow(row.id, row.name, row.severity, row.category, row.purpose,
-                            row.extra + (("legal", legal),), row.requirements))
-    return rows
+    return describe(ctx.compiled("docs")[0], set(sources)) if sources else []
 
 
 def gather(ctx: GenerationContext) -> Site:
     if ctx.rules is None:
         raise GenerationError("docs", "the rule catalogues were not passed in; generate through "
                                       "oespec.generate_with_catalogues.plan (or `oespec generate`)")
-    requirements, spec_available = _load_requirements(ctx)
-    site = Site(ctx.registry, _load_protos(ctx), requirements, spec_available,
-                _rule_rows(ctx.rules.check), _breaking_rule_rows(ctx.rules.breaking),
-                validator_rules=_validator_rule_rows(ctx.rules), cases=case_catalogue(ctx.rules),
-                page_titles=_page_titles(ctx.root, (r.page for r in requirements)))
-    for f in site.protos.files:
-        page = protocol_page_path(f.path)
-        for m in f.messages:
-            site.type_pages[m.full_name] = (page, anchor_id(m.full_name))
-        for e in f.enums:
-            site.type_pages[e.full_name] = (page, anchor_id(e.full_name))
+    requirements = spec_requirements(ctx, "docs")   # None while the spec is absent
+    site = Site(ctx.registry, _load_protos(ctx), requirements or [], requirements is not None, ctx.rules,
+                sections=spec_sections(ctx))
+    site.type_pages = {t.full_name: (protocol_page_path(f.path), anchor_id(t.full_name))
+                       for f in site.protos for t in (*f.messages, *f.enums)}
     site.type_owners = type_owners(site)
     return site
 
@@ -299,7 +163,7 @@ def type_owners(site: Site) -> dict[str, list[str]]:
         for name in [m.name for m in p.messages] + [n for r in p.rpcs for n in (r.request, r.response)]:
             claim(name, p)
     fields = {m.full_name: [f.type for f in m.fields if f.is_reference]
-              for f_ in site.protos.files for m in f_.messages}
+              for f_ in site.protos for m in f_.messages}
     queue = list(owners)
     while queue:                   # breadth first, so a type takes the owners of its nearest holders
         holder = queue.pop(0)
@@ -319,12 +183,8 @@ def requirements_citing(site: Site, msg) -> list[Requirement]:
     owners = [site.registry.profile(n) for n in site.type_owners.get(msg.full_name, [])]
     relevant = {r.id for p in owners if p is not None for r in requirements_for(site, p)}
     field_names = {f.name for f in msg.fields}
-    found = []
-    for req in site.requirements:
-        spans, words = _code_words(req.text)
-        if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names):
-            found.append(req)
-    return found
+    return [req for req in site.requirements for spans, words in [_code_words(req.text)]
+            if msg.name in words or msg.full_name in spans or (req.id in relevant and words & field_names)]
 
 
 @lru_cache(maxsize=4096)
@@ -390,11 +250,8 @@ class Pages:
     def type(self, name: str, *, short: bool = True) -> Md:
         """A message or enum name, linked to its reference entry when the protos define it."""
         full = name if "." in name else f"{self.site.registry.package}.{name}"
-        shown = name if short else full
-        found = self.site.type_pages.get(full)
-        if found is None:
-            return mdsafe.code(shown)
-        return self.link(mdsafe.code(shown), *found)
+        found, shown = self.site.type_pages.get(full), mdsafe.code(name if short else full)
+        return shown if found is None else self.link(shown, *found)
 
     def field_type(self, f) -> Md:
         """A proto field's type: scalars as code, messages and enums linked, maps as map<K, V>."""
@@ -407,25 +264,24 @@ class Pages:
 
     def requirement(self, req: Requirement, shown: str | None = None) -> Md:
         """A requirement (or, `shown`, one of its clauses) linked to where the spec states it."""
-        return self.link(Md(f"**{shown or req.id}**"), req.page, req.anchor)
+        return self.link(Md(f"**{shown or req.id}**"), req.file, req.anchor)
 
     def requirement_id(self, req_id: str) -> Md:
         """A requirement or clause id (`REQ-CORE-010.2`), linked to its requirement's anchor
         when the spec defines it."""
         req = self.site.requirement(req_id.split(".", 1)[0])
-        known = req is not None and (req.id == req_id or req_id in dict(req.assertions))
+        known = req is not None and req_id in req.ids
         return self.requirement(req, req_id) if known else mdsafe.code(req_id)
 
-    def check(self, c: Check) -> Md:
-        return self.link(mdsafe.code(c.id), c.page, c.anchor)
-
-    def checks(self, req_id: str, kind: str | None = None) -> Md:
-        """Links to what checks a requirement (of one kind, or all), or a dash."""
-        found = [c for c in self.site.checks(req_id) if kind is None or c.kind == kind]
-        return Md(", ".join(self.check(c) for c in found)) if found else Md("—")
+    def checks(self, req_id: str, family: str | None = None) -> Md:
+        """Links to what checks a requirement (of one rule family, or all), or a dash."""
+        found = [c for c in self.site.checks(req_id) if family is None or c.family == family]
+        return Md(", ".join(self.link(mdsafe.code(c.id), RULE_PAGES[c.family], rule_anchor(c))
+                            for c in found)) if found else Md("—")
 
     def page_title(self, page: str) -> Md:
-        title = self.site.page_titles.get(page) or posixpath.splitext(posixpath.basename(page))[0]
+        title = next((s.title for s in self.site.sections if s.page == page),
+                     posixpath.splitext(posixpath.basename(page))[0])    # a page's first heading
         return self.link(mdsafe.inline(title), page)
 
     def stated(self, where: Iterable) -> Md:
@@ -493,16 +349,17 @@ def _reverse(site: Site, profile: Profile):
     return required_by, declared_elsewhere
 
 
-SIGNATURE_WIDTH = 72
+def _declaration(name: str, m) -> tuple[str, str]:
+    """An RPC's proto declaration, in its two halves: the call and what it returns."""
+    return (f"rpc {name}({'stream ' if m.client_streaming else ''}{m.request})",
+            f"returns ({'stream ' if m.server_streaming else ''}{m.response});")
 
 
 def signature(rpc) -> str:
-    """The RPC as a proto declaration, with its service as a comment."""
-    stream_in = "stream " if rpc.client_streaming else ""
-    stream_out = "stream " if rpc.server_streaming else ""
-    call, result = f"rpc {rpc.method}({stream_in}{rpc.request})", f"returns ({stream_out}{rpc.response});"
+    """A registry RPC as a proto declaration, with its service as a comment."""
+    call, result = _declaration(rpc.method, rpc)
     # A long declaration continues on a second line, so the block fits the page's column.
-    joined = f"{call} {result}" if len(call) + len(result) < SIGNATURE_WIDTH else f"{call}\n    {result}"
+    joined = f"{call} {result}" if len(call) + len(result) < 72 else f"{call}\n    {result}"
     return f"// service {rpc.service}\n{joined}"
 
 
@@ -514,13 +371,8 @@ PATHS = {"matrix": MATRIX_PAGE, "dependencies": DEPENDENCIES_PAGE, "requirements
 
 
 def method_signature(m) -> str:
-    stream_in = "stream " if m.client_streaming else ""
-    stream_out = "stream " if m.server_streaming else ""
-    return f"rpc {m.name}({stream_in}{m.request}) returns ({stream_out}{m.response});"
-
-
-def method_shape(m) -> str:
-    return STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)]
+    """A described method as a proto declaration."""
+    return " ".join(_declaration(m.name, m))
 
 
 def rpcs_by_service(registry: Registry) -> dict[str, list]:
@@ -541,8 +393,9 @@ def _context(site: Site, page: str, **extra) -> dict:
                 limit_range=_range, requirements_for=lambda p: requirements_for(site, p),
                 reverse=lambda p: _reverse(site, p), raw=mdsafe.raw, fence=mdsafe.fence,
                 signature=signature, profile_page=profile_page_path, paths=PATHS,
-                owners=site.registry.rpc_owner(), shape=method_shape, method_signature=method_signature,
-                services_of=services_of, anchor_id=anchor_id,
+                owners=site.registry.rpc_owner(), method_signature=method_signature, services_of=services_of,
+                shape=lambda m: STREAMING_WORDS[streaming_shape(m.client_streaming, m.server_streaming)],
+                anchor_id=anchor_id, rule_anchor=rule_anchor, breaking_legal=breaking_legal,
                 requirements_citing=lambda m: requirements_citing(site, m),
                 rpcs_by_service=lambda: rpcs_by_service(site.registry), **extra)
 
@@ -553,75 +406,54 @@ def render(template: str, site: Site, page: str, **extra) -> str:
 
 # ---------------------------------------------------------------------------------------- regions
 
+# The regions a spec page may embed: of the site as a whole, and of one profile (`limits:NAME`).
+SITE_REGIONS = ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
+                "requirements-index")
+PROFILE_PARTS = ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities", "history",
+                 "requirements")
+
+
 def region_renderer(site: Site, page: str) -> Callable[[str], str | None]:
     """`NAME -> Markdown` for the regions a spec page may embed, None for unknown names."""
 
     def one(name: str) -> str | None:
         kind, _, arg = name.partition(":")
-        if kind in ("profile-table", "profile-matrix", "dependency-graph", "check-rules", "breaking-rules",
-                    "requirements-index") and not arg:
-            if kind == "breaking-rules" and site.breaking_rules is None:
-                return None
+        if kind in SITE_REGIONS and not arg and (kind != "breaking-rules" or site.rules.breaking is not None):
             return render(f"regions/{kind}.md.j2", site, page)
-        if kind in ("summary", "rpcs", "messages", "limits", "prerequisites", "incompatibilities",
-                    "history", "requirements") and arg:
-            profile = site.registry.profile(arg)
-            if profile is None:
-                return None
-            return render("regions/profile-part.md.j2", site, page, part=kind, profile=profile)
-        return None
+        profile = site.registry.profile(arg) if kind in PROFILE_PARTS and arg else None
+        return None if profile is None else render("regions/profile-part.md.j2", site, page, part=kind,
+                                                   profile=profile)
 
     return one
 
 
 def _spec_pages(ctx: GenerationContext) -> list[str]:
-    spec_dir = ctx.root / SPEC_DIR
-    if not spec_dir.is_dir():
-        return []
-    return sorted(p.relative_to(ctx.root).as_posix() for p in spec_dir.rglob("*.md") if p.is_file())
+    """The spec's pages (none while there is no spec folder), root-relative."""
+    return sorted(p.relative_to(ctx.root).as_posix() for p in (ctx.root / SPEC_DIR).rglob("*.md") if p.is_file())
 
 
 # ------------------------------------------------------------------- what the proposal adds
 
 @dataclass(frozen=True)
 class SpecSection:
-    """A section of a spec page (under a `##` or deeper heading), its text and the names its code
-    spans hold."""
+    """A headed section of a spec page: its heading's title and the lines up to the next heading."""
 
     page: str
     anchor: str
     title: str
-    spans: frozenset[str]
-    words: frozenset[str]
-    text: str = ""
+    text: str
 
 
 @dataclass(frozen=True)
 class Added:
-    """One element the proposal adds to upstream v1, as the additions page lists it."""
+    """One element the proposal adds to upstream v1 (`oespec.upstream.additions`), as the additions
+    page lists it."""
 
-    kind: str                     # service, rpc, message, enum, field, enum_value
-    name: str                     # full name
+    element: Any                  # its kind, name, definition (proto text), parent and file
     shown: str                    # what the page prints: `Service/Method`, `Message.field`, ...
-    definition: str               # proto text
-    parent: str                   # the enclosing element's full name
     reference: tuple[str, str]    # (page, anchor) of its protocol reference entry
-    profiles: tuple[str, ...]     # profiles that own it
-    spec: tuple[Requirement | SpecSection, ...]   # where the spec states it
-
-
-@dataclass(frozen=True)
-class Additions:
-    """The proposal's additions to upstream v1 at the pin; `pin` is None without a pinned image."""
-
-    pin: Any
-    services: tuple[Added, ...] = ()
-    types: tuple[Added, ...] = ()           # new messages and enums
-    extensions: tuple[Added, ...] = ()      # fields and values added to upstream's messages and enums
-    profiles: tuple[tuple[Profile, tuple[Requirement | SpecSection, ...]], ...] = ()
-    # The custom options' messages (options.proto): descriptor annotations, never on the wire.
-    options: tuple[Added, ...] = ()
-    options_stated: tuple[Requirement, ...] = ()
+    profiles: tuple[str, ...] = ()    # profiles that own it
+    spec: tuple[Requirement | SpecSection, ...] = ()   # where the spec states it
 
 
 def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
@@ -634,34 +466,24 @@ def spec_sections(ctx: GenerationContext) -> list[SpecSection]:
     sections = []
     for rel in _spec_pages(ctx):
         text = ctx.read(rel) or ""
-        fenced = fenced_lines(text)
+        lines, fenced = text.splitlines(), fenced_lines(text)
         seen: dict[str, int] = {}
-        current: tuple[str, str] | None = None
-        body: list[str] = []
-
-        def close() -> None:
-            if current is not None:
-                text = "\n".join(body)
-                spans, words = _code_words(text)
-                sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], current[0], current[1], spans, words, text))
-
-        for number, line in enumerate(text.splitlines(), 1):
+        heads = []    # (line number, anchor, title) of each heading
+        for number, line in enumerate(lines, 1):
             heading = None if number in fenced else re.match(r"^(#{1,6}) +(.+?)\s*#*\s*$", line)
-            if heading is None:
-                body.append(line)
-                continue
-            close()
-            title = re.sub(r"<[^>]+>", "", heading[2])
-            slug = slugify(re.sub(r"[`*]", "", title), "-")
-            count = seen.get(slug, 0)
-            seen[slug] = count + 1
-            current, body = (f"{slug}_{count}" if count else slug, title), [title]
-        close()
+            if heading:
+                title = re.sub(r"<[^>]+>", "", heading[2])
+                slug = slugify(re.sub(r"[`*]", "", title), "-")
+                count = seen.get(slug, 0)
+                seen[slug] = count + 1
+                heads.append((number, f"{slug}_{count}" if count else slug, title))
+        for (start, anchor, title), (end, *_) in zip(heads, heads[1:] + [(len(lines) + 1,)]):
+            body = "\n".join([title, *lines[start:end - 1]])
+            sections.append(SpecSection(rel[len(SPEC_DIR) + 1:], anchor, title, body))
     return sections
 
 
-def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...],
-                  context: str = "") -> tuple[Requirement | SpecSection, ...]:
+def _where_stated(site: Site, names: tuple[str, ...], context: str = "") -> tuple:
     """The requirements whose code spans name one of `names` (and `context` too, when given: a
     field's message), else the spec section that does (one whose title names it first), else,
     with a `context`, the section that names the element alone."""
@@ -672,14 +494,14 @@ def _where_stated(site: Site, sections: list[SpecSection], names: tuple[str, ...
     if found:
         return tuple(found[:3])
     for within in dict.fromkeys((context, "")):
-        matching = [s for s in sections if names_it(s.spans, s.words, within)]
+        matching = [s for s in site.sections if names_it(*_code_words(s.text), within)]
         titled = [s for s in matching if any(n in s.title for n in names)]
         if matching:
             return ((titled or matching)[0],)
     return ()
 
 
-def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: Profile) -> tuple:
+def _where_profile_is_stated(site: Site, profile: Profile) -> tuple:
     """Where the spec states a profile: the first requirement of each of its areas
     (`requirement_areas`); else the requirements that name it in code (`openengine.runtime-events`:
     a hyphenated name is one word here); else the section that does, one whose title names it."""
@@ -693,32 +515,29 @@ def _where_profile_is_stated(site: Site, sections: list[SpecSection], profile: P
     found = [r for r in site.requirements if spelled in r.text]
     if found:
         return tuple(found[:3])
-    matching = [s for s in sections if spelled in s.text]
+    matching = [s for s in site.sections if spelled in s.text]
     titled = [s for s in matching if profile.name in s.title]
     return ((titled or matching)[0],) if matching else ()
 
 
-def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
+def upstream_additions(ctx: GenerationContext, site: Site) -> dict[str, Any]:
     """What proto/ adds to the pinned upstream v1 (`oespec.upstream.additions`), each element with
-    its protocol reference entry, its profiles and where the spec states it."""
+    its protocol reference entry, its profiles and where the spec states it; `pin` is None without
+    a pinned image. `options` are the custom options' messages (options.proto): descriptor
+    annotations, never on the wire."""
     from oespec import upstream
 
     image = ctx.root / upstream.IMAGE
     if not image.is_file():
-        return Additions(None)
+        return {"pin": None}
     try:
         pin = upstream.read_pin(ctx.root / upstream.PIN)
         fds = upstream.load_image(image)
     except upstream.UpstreamError as err:
         raise GenerationError("docs", f"{err.path}: {err.message}") from None
-    ours = ctx.compiled("docs")[0]
-    found = upstream.additions(fds, ours, set(ctx.proto_sources()), "proto")
-    sections = spec_sections(ctx)
-    package = site.registry.package
+    found = upstream.additions(fds, ctx.compiled("docs")[0], set(ctx.proto_sources()), "proto")
     rpc_owner = site.registry.rpc_owner()
-
-    def short(name: str) -> str:
-        return name[len(package) + 1:] if name.startswith(package + ".") else name
+    short = lambda name: name.removeprefix(site.registry.package + ".")  # noqa: E731
 
     def reference(a) -> tuple[str, str]:
         target = a.name.split("/")[0] if a.kind == "rpc" else (a.parent if a.kind in ("field", "enum_value") else a.name)
@@ -727,15 +546,15 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
         page = protocol_page_path(a.file[len("proto/"):])
         return (page, anchor_id(target)) if a.kind in ("service", "rpc") else (page, "")
 
-    by_profile = {p.name: _where_profile_is_stated(site, sections, p) for p in site.registry.profiles}
+    by_profile = {p.name: _where_profile_is_stated(site, p) for p in site.registry.profiles}
 
     def stated(element, names: tuple[str, ...], profiles: tuple[str, ...], context: str = ""):
         """Where the spec states the element; else its profile's section; else its file's mention."""
-        own = _where_stated(site, sections, names, context)
+        own = _where_stated(site, names, context)
         fallback = next((by_profile[p] for p in profiles if by_profile.get(p)), ())
-        return own or fallback or _where_stated(site, sections, (element.file.rsplit("/", 1)[-1],))
+        return own or fallback or _where_stated(site, (element.file.rsplit("/", 1)[-1],))
 
-    services, types, extensions, options = [], [], [], []
+    out: dict[str, Any] = {"services": [], "types": [], "extensions": [], "options": []}
     for a in found:
         name = short(a.name)
         if a.kind in ("service", "rpc"):
@@ -743,24 +562,20 @@ def upstream_additions(ctx: GenerationContext, site: Site) -> Additions:
             profiles = (owner.name,) if a.kind == "rpc" and owner is not None else tuple(dict.fromkeys(
                 o.name for n, o in rpc_owner.items() if n.startswith(a.name + "/")))
             names = (name, a.name) if a.kind == "service" else (name, a.name, name.split("/")[-1])
-            services.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
-                                  stated(a, names, profiles)))
+            out["services"].append(Added(a, name, reference(a), profiles, stated(a, names, profiles)))
         elif a.kind in ("message", "enum") and a.file.endswith("/" + OPTIONS_FILE):
-            options.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), (), ()))
+            out["options"].append(Added(a, name, reference(a)))
         elif a.kind in ("message", "enum"):
             profiles = tuple(site.type_owners.get(a.name, ()))
-            types.append(Added(a.kind, a.name, name, a.definition, a.parent, reference(a), profiles,
-                               stated(a, (name, a.name), profiles)))
+            out["types"].append(Added(a, name, reference(a), profiles, stated(a, (name, a.name), profiles)))
         else:
-            parent = short(a.parent)
-            leaf = a.name.rsplit(".", 1)[-1]
+            parent, leaf = short(a.parent), a.name.rsplit(".", 1)[-1]
             profiles = tuple(site.type_owners.get(a.parent, ()))
-            extensions.append(Added(a.kind, a.name, f"{parent}.{leaf}", a.definition, a.parent, reference(a),
-                                    profiles, stated(a, (f"{parent}.{leaf}", leaf), profiles,
-                                                     parent.rsplit(".", 1)[-1])))
-    profiles = tuple((p, by_profile[p.name]) for p in site.registry.profiles)
-    options_stated = tuple(r for r in site.requirements if re.search(r"\boptions?\b", r.text, re.I))[:1]
-    return Additions(pin, tuple(services), tuple(types), tuple(extensions), profiles, tuple(options), options_stated)
+            out["extensions"].append(Added(a, f"{parent}.{leaf}", reference(a), profiles, stated(
+                a, (f"{parent}.{leaf}", leaf), profiles, parent.rsplit(".", 1)[-1])))
+    out["profiles"] = [(p, by_profile[p.name]) for p in site.registry.profiles]
+    out["options_stated"] = [r for r in site.requirements if re.search(r"\boptions?\b", r.text, re.I)][:1]
+    return {"pin": pin, **out}
 
 
 # --------------------------------------------------------------------------------------- generate
@@ -776,20 +591,24 @@ def generate(ctx: GenerationContext) -> list[Output]:
         page(profile_page_path(profile), "profile.md.j2", profile=profile)
     page(MATRIX_PAGE, "profiles-index.md.j2")
     page(DEPENDENCIES_PAGE, "dependencies.md.j2")
-    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}",
-                      render_dot(site.registry, profile_page_path, header=header("//"))))
+    out.append(Output(f"{GENERATED_DIR}/{DEPENDENCIES_DOT}", templating.render(
+        "docs/dependencies.dot.j2", registry=site.registry, page_of=profile_page_path)))
     page(f"{PROTOCOL}/index.md", "protocol-index.md.j2", page_of=protocol_page_path)
-    for f in site.protos.files:
+    for f in site.protos:
         page(protocol_page_path(f.path), "protocol-file.md.j2", file=f)
-    page(REQUIREMENTS_PAGE, "requirements.md.j2")
-    page(CHECK_RULES_PAGE, "check-rules.md.j2")
-    page(BREAKING_RULES_PAGE, "breaking-rules.md.j2")
-    page(VALIDATOR_RULES_PAGE, "validator-rules.md.j2")
-    page(CASES_PAGE, "conformance-cases.md.j2")
-    page(REQUIREMENT_CHECKS_PAGE, "requirement-checks.md.j2")
+    for path in (REQUIREMENTS_PAGE, CHECK_RULES_PAGE, BREAKING_RULES_PAGE, VALIDATOR_RULES_PAGE, CASES_PAGE,
+                 REQUIREMENT_CHECKS_PAGE):
+        page(path, posixpath.basename(path) + ".j2")    # each page's template is named after it
     page(ADDITIONS_PAGE, "additions.md.j2", additions=upstream_additions(ctx, site))
-    page(REPORTS_PAGE, "conformance-reports.md.j2", **reports_page_context(site, ctx.root))
-    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", _nav(site)))
+    engine_reports = reports.load_reports(ctx.root)
+    page(REPORTS_PAGE, "conformance-reports.md.j2", reports=engine_reports, date_shown=reports.date_shown,
+         profiles=reports.profile_columns([p.name for p in site.registry.profiles], engine_reports),
+         # the spec page that says what conforming means, linked only where the spec has it
+         spec_page="conformance.md" if (ctx.root / SPEC_DIR / "conformance.md").is_file() else None)
+    # the page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML
+    out.append(Output(f"{GENERATED_DIR}/{NAV_FILE}", templating.render(
+        "docs/nav.yml.j2", registry=site.registry, profile_page=profile_page_path, files=site.protos,
+        page_of=protocol_page_path)))
 
     problems, messages = [], []
     for rel in _spec_pages(ctx):
@@ -809,41 +628,3 @@ def generate(ctx: GenerationContext) -> list[Output]:
                               problems=[Problem(d.path, Loc(d.line, d.column), d.message, d.hint, d.rule_id)
                                         for d in problems])
     return out
-
-
-def reports_page_context(site: Site, root: Path) -> dict:
-    """What the Conformance page's template needs: the reports kept under `root`, the matrix's
-    profile columns and the helpers that format them."""
-    engine_reports = reports.load_reports(root)
-    columns = reports.profile_columns([p.name for p in site.registry.profiles], engine_reports)
-    # The spec page that says what conforming means, linked only where the spec has it.
-    spec_page = "conformance.md" if (Path(root) / SPEC_DIR / "conformance.md").is_file() else None
-    return dict(reports=engine_reports, profiles=columns, spec_page=spec_page, engine_anchor=_engine_anchor,
-                case_anchor=lambda case: "case-" + anchor_id(case), verdict_badge=_verdict_badge,
-                counts_text=_counts_text, date_shown=reports.date_shown)
-
-
-def _engine_anchor(report: reports.EngineReport) -> str:
-    return Md("engine-" + anchor_id(posixpath.splitext(posixpath.basename(report.file))[0]))
-
-
-def _verdict_badge(report: reports.EngineReport) -> Md:
-    """The verdict in a word, in bold, with the counts; its full text is in the engine's section."""
-    word = "CONFORMS" if report.conforms else "DOES NOT CONFORM"
-    return Md(f"**{word}** ({mdsafe.cell(_counts_text(report.counts))})")
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{outcome} {n}" for outcome, n in counts.items()) or "no case ran"
-
-
-def _nav(site: Site) -> str:
-    """The page lists mkdocs.yml expands (`oespec:profiles`, `oespec:protocol`), as YAML."""
-    lines = [header("#").rstrip(), "# Page lists that site/hooks.py puts into the navigation."]
-    lines.append("profiles:")
-    for profile in site.registry.profiles:
-        lines.append(f"  - {json.dumps(profile.name)}: {json.dumps(profile_page_path(profile))}")
-    lines.append("protocol:" + ("" if site.protos.files else " []"))
-    for f in site.protos.files:
-        lines.append(f"  - {json.dumps(f.path.rsplit('/', 1)[-1])}: {json.dumps(protocol_page_path(f.path))}")
-    return "\n".join(lines) + "\n"

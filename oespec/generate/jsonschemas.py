@@ -20,7 +20,7 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from openengine.contractkit.naming import CANONICAL_NAME, enum_value_prefix
+from openengine.contractkit.naming import CANONICAL_NAME, enum_value_name
 from oespec.generate import HEADER_TEXT, GenerationContext, GenerationError, Output, Problem
 from oespec.registry.model import INTEGER_BOUNDS, Limit, Profile, Registry, VersionRange
 from openengine.contractkit.jsonforms import TIMESTAMP_PATTERN, integer_pattern
@@ -37,35 +37,25 @@ ROOTS = {
 }
 # The engine roles role-scoped profiles name: upstream's enum, with the proposal's additions.
 ROLE_ENUM = "EngineRole"
-ROLE_PREFIX = enum_value_prefix(ROLE_ENUM)
 _FLOAT = r"^(NaN|-?Infinity|[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)$"
-_DURATION = r"^-?[0-9]+(\.[0-9]{1,9})?s$"
 
 _FD = FieldDescriptor
-_INT_TYPES = {
-    _FD.TYPE_INT32: "int32", _FD.TYPE_SINT32: "int32", _FD.TYPE_SFIXED32: "int32",
-    _FD.TYPE_UINT32: "uint32", _FD.TYPE_FIXED32: "uint32",
-    _FD.TYPE_INT64: "int64", _FD.TYPE_SINT64: "int64", _FD.TYPE_SFIXED64: "int64",
-    _FD.TYPE_UINT64: "uint64", _FD.TYPE_FIXED64: "uint64",
-}
+# Integer fields by their C++ type: the sint and fixed encodings read the same in JSON.
+_INT_TYPES = {_FD.CPPTYPE_INT32: "int32", _FD.CPPTYPE_UINT32: "uint32", _FD.CPPTYPE_INT64: "int64",
+              _FD.CPPTYPE_UINT64: "uint64"}
+_SCALARS = {_FD.TYPE_BOOL: {"type": "boolean"}, _FD.TYPE_STRING: {"type": "string"},
+            _FD.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"}}
 _BOUNDS = dict(INTEGER_BOUNDS, int64=(-(2**63), 2**63 - 1))
 # Well-known types as the proto3 JSON mapping writes them.
 WELL_KNOWN = {
     "google.protobuf.Timestamp": {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN,
                                   "description": "RFC 3339, UTC or with an offset"},
-    "google.protobuf.Duration": {"type": "string", "pattern": _DURATION},
+    "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]{1,9})?s$"},
     "google.protobuf.Struct": {"type": "object"},
     "google.protobuf.Value": {},
     "google.protobuf.ListValue": {"type": "array"},
     "google.protobuf.Empty": {"type": "object", "additionalProperties": False},
 }
-
-
-def _pool(fds) -> descriptor_pool.DescriptorPool:
-    pool = descriptor_pool.DescriptorPool()
-    for file in fds.file:
-        pool.Add(file)
-    return pool
 
 
 def _nullable(schema: dict) -> dict:
@@ -85,9 +75,8 @@ def _integer(kind: str, minimum=None, maximum=None) -> dict:
 class SchemaBuilder:
     """Builds `$defs` for every message reachable from a root, with the registry's overlays."""
 
-    def __init__(self, registry: Registry, pool):
+    def __init__(self, registry: Registry):
         self.registry = registry
-        self.pool = pool
         self.defs: dict[str, Any] = {}
         # capability message full name -> profile; used to overlay limits.
         self.limit_profiles: dict[str, Profile] = {
@@ -108,29 +97,22 @@ class SchemaBuilder:
         rules: list[dict] = []
         for f in d.fields:
             limit = profile.limit(f.name) if profile else None
-            schema = self.field(f, limit)
-            for key in dict.fromkeys((f.json_name, f.name)):
-                props[key] = schema
+            props.update(dict.fromkeys((f.json_name, f.name), self.field(f, limit)))
             if f.json_name != f.name:
                 rules.append({"not": {"required": [f.name, f.json_name]}})
         for oneof in d.oneofs:   # (a proto3 `optional` is a synthetic oneof of one field: no pairs)
             for a, b in itertools.combinations(oneof.fields, 2):
                 rules.append({"not": {"allOf": [_present(a), _present(b)]}})
         out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
-        if d.full_name == f"{PACKAGE}.ServiceProfile":
-            self.service_profile(out)
+        if d.full_name == f"{PACKAGE}.ServiceProfile":   # REQ-CAP-001, REQ-CAP-002
+            props.update(name={"type": "string", "pattern": CANONICAL_NAME},
+                         major=_integer("uint32", minimum=1))
+            out["required"] = ["name", "major"]
         elif d.full_name in (f"{PACKAGE}.Capabilities", f"{PACKAGE}.ModelCapabilities"):
             rules += self.capability_rules(d)
         if rules:
             out["allOf"] = rules
         return out
-
-    def service_profile(self, out: dict) -> None:
-        """REQ-CAP-001, REQ-CAP-002: a canonical name and a positive major are required."""
-        props = out["properties"]
-        props["name"] = {"type": "string", "pattern": CANONICAL_NAME}
-        props["major"] = _integer("uint32", minimum=1)
-        out["required"] = ["name", "major"]
 
     # -- fields -------------------------------------------------------------------------------------
     def field(self, f: FieldDescriptor, limit: Limit | None) -> dict:
@@ -138,16 +120,14 @@ class SchemaBuilder:
         if sub is not None and sub.GetOptions().map_entry:
             key, value = sub.fields_by_name["key"], sub.fields_by_name["value"]
             schema: dict[str, Any] = {"type": "object", "additionalProperties": self.element(value, None)}
-            if key.type != _FD.TYPE_STRING and key.type != _FD.TYPE_BOOL:
-                lo, hi = _BOUNDS[_INT_TYPES[key.type]]
+            if key.cpp_type in _INT_TYPES:
+                lo, hi = _BOUNDS[_INT_TYPES[key.cpp_type]]
                 schema["propertyNames"] = {"pattern": integer_pattern(lo, hi)}
             return _nullable(schema)
         element = self.element(f, limit)
         schema = {"type": "array", "items": element} if f.is_repeated else element
         if limit is not None:
-            schema = dict(schema)
-            schema["description"] = limit.description.strip()
-            schema["default"] = self.default_json(f, limit)
+            schema = schema | {"description": limit.description.strip(), "default": self.default_json(f, limit)}
         return _nullable(schema)
 
     def element(self, f: FieldDescriptor, limit: Limit | None) -> dict:
@@ -159,41 +139,33 @@ class SchemaBuilder:
                 return {"anyOf": [{"type": "string", "enum": names}, {"type": "integer", "enum": numbers}]}
             return {"anyOf": [{"type": "string", "enum": [v.name for v in f.enum_type.values]},
                               _integer("int32") | {"type": "integer"}]}
-        if f.type in _INT_TYPES:
-            if limit is not None:
-                return _integer(_INT_TYPES[f.type], limit.minimum, limit.maximum)
-            return _integer(_INT_TYPES[f.type])
-        if f.type == _FD.TYPE_BOOL:
-            return {"type": "boolean"}
-        if f.type == _FD.TYPE_STRING:
-            return {"type": "string"}
-        if f.type == _FD.TYPE_BYTES:
-            return {"type": "string", "contentEncoding": "base64"}
+        if f.cpp_type in _INT_TYPES:
+            return _integer(_INT_TYPES[f.cpp_type], *((limit.minimum, limit.maximum) if limit else ()))
+        if f.type in _SCALARS:
+            return dict(_SCALARS[f.type])
         if f.type in (_FD.TYPE_DOUBLE, _FD.TYPE_FLOAT):
-            schema: dict[str, Any] = {"type": ["number", "string"], "pattern": _FLOAT}
-            if limit is not None and limit.minimum is not None:
-                schema["minimum"] = limit.minimum
-            if limit is not None and limit.maximum is not None:
-                schema["maximum"] = limit.maximum
-            return schema
+            bounds = {"minimum": limit.minimum, "maximum": limit.maximum} if limit else {}
+            return {"type": ["number", "string"], "pattern": _FLOAT} | {
+                k: v for k, v in bounds.items() if v is not None}
         raise GenerationError("jsonschemas", f"field {f.full_name} has a type the schema cannot map")
 
     def limit_enum(self, f: FieldDescriptor, limit: Limit) -> tuple[list[str], list[int]]:
         by_name = {v.name: v.number for v in f.enum_type.values}
-        prefix = enum_value_prefix(f.enum_type.name)
-        names = [prefix + value.upper() for value in limit.type.enum_values]
+        names = [enum_value_name(f.enum_type.name, value) for value in limit.type.enum_values]
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise GenerationError("jsonschemas", f"{f.enum_type.full_name} lacks {', '.join(missing)}")
+            lacks = f"{f.enum_type.full_name} lacks {', '.join(missing)}"
+            raise GenerationError("jsonschemas", lacks, problems=[Problem(
+                self.registry.path, limit.at("values"), lacks,
+                "run the proto generator too (oespec generate without --only)")])
         return names, [by_name[n] for n in names]
 
     def default_json(self, f: FieldDescriptor, limit: Limit):
         if f.enum_type is not None:
-            prefix = enum_value_prefix(f.enum_type.name)
             if isinstance(limit.default, list):
-                return [prefix + v.upper() for v in limit.default]
-            return prefix + str(limit.default).upper()
-        if f.type in _INT_TYPES and _INT_TYPES[f.type][0].endswith("64"):
+                return [enum_value_name(f.enum_type.name, v) for v in limit.default]
+            return enum_value_name(f.enum_type.name, str(limit.default))
+        if f.cpp_type in (_FD.CPPTYPE_INT64, _FD.CPPTYPE_UINT64):
             return str(limit.default)   # proto3 JSON prints 64-bit integers as strings
         return limit.default
 
@@ -202,10 +174,8 @@ class SchemaBuilder:
         registry = self.registry
         rules: list[dict] = []
         is_root = d.full_name == f"{PACKAGE}.Capabilities"
-        if is_root:
-            core = registry.core
-            if core is not None:
-                rules.append(_advertised(core.name))
+        if is_root and registry.core is not None:
+            rules.append(_advertised(registry.core.name))
         fields = {f.name: f for f in d.fields}
         for p in registry.profiles:
             if p.capability is None or p.capability.field not in fields:
@@ -269,75 +239,27 @@ def _version_in(rng: VersionRange) -> dict:
     return {"allOf": [_comparator(op, v.major, v.minor) for op, v in rng.comparators]}
 
 
-def build_schemas(registry: Registry, pool) -> dict[str, dict]:
-    schemas = {}
-    for filename, (message, description) in ROOTS.items():
-        builder = SchemaBuilder(registry, pool)
-        try:
-            root = pool.FindMessageTypeByName(f"{PACKAGE}.{message}")
-        except KeyError:
-            raise GenerationError("jsonschemas", f"message {PACKAGE}.{message} is not in the contract") from None
-        ref = builder.ref(root)
-        schemas[filename] = {"title": f"{PACKAGE}.{message} (proto3 JSON)", "description": description,
-                             "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
-    return schemas
-
-
-def contract_enums(registry: Registry, fds) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Registry enum value -> wire number, per limit enum; and EngineRole value name -> number. Every
-    enum value and role the registry names must exist in the compiled contract: each one missing
-    is a located problem (the runtime validators map wire numbers back to these spellings)."""
-    wire: dict[str, dict[str, int]] = {}
-    declared_in: dict[str, str] = {}
-    for f in fds.file:
-        if f.package != PACKAGE:
-            continue
-        for e in f.enum_type:
-            wire[e.name] = {v.name: v.number for v in e.value}
-            declared_in[e.name] = f"proto/{f.name}"
-    numbers: dict[str, dict[str, int]] = {}
-    problems: list[Problem] = []
-    for p in registry.profiles:
-        for lim in p.limits:
-            if lim.type.base != "enum":
-                continue
-            values = wire.get(lim.type.enum_name)
-            if values is None:
-                problems.append(Problem(registry.path, lim.at("values"),
-                                        f"enum {lim.type.enum_name} of {p.name}.{lim.name} is not in the compiled "
-                                        "contract", "run the proto generator too (oespec generate without --only)"))
-                continue
-            prefix = enum_value_prefix(lim.type.enum_name)
-            mapping = {}
-            for value in lim.type.enum_values:
-                number = values.get(prefix + value.upper())
-                if number is None:
-                    problems.append(Problem(registry.path, lim.at("values"),
-                                            f"{lim.type.enum_name} has no value {prefix + value.upper()}",
-                                            "run the proto generator too (oespec generate without --only)"))
-                    continue
-                mapping[value] = number
-            numbers[lim.type.enum_name] = mapping
-    roles = wire.get(ROLE_ENUM)
-    if roles is None:
-        problems.append(Problem(registry.path, registry.loc, f"enum {ROLE_ENUM} (the engine roles that role-scoped "
-                                "profiles name) is not declared by any proto of openengine.v1",
-                                f"restore upstream's enum {ROLE_ENUM} in proto/openengine/v1/server.proto"))
-    else:
-        where = declared_in.get(ROLE_ENUM, "proto")
-        for p in registry.profiles:
-            for index, role in enumerate(p.scope.roles if p.scope.kind == "role" else ()):
-                value = ROLE_PREFIX + role.upper()
-                if value not in roles:
-                    problems.append(Problem(
-                        registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
+def check_roles(registry: Registry, fds) -> None:
+    """Every engine role a role-scoped profile names is a value of the contract's EngineRole: each
+    one missing is a located problem (the runtime validators map wire numbers back to these names)."""
+    found = [(e, f"proto/{f.name}") for f in fds.file if f.package == PACKAGE for e in f.enum_type
+             if e.name == ROLE_ENUM]
+    if not found:
+        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=[
+            Problem(registry.path, registry.loc, f"enum {ROLE_ENUM} (the engine roles that role-scoped "
+                    "profiles name) is not declared by any proto of openengine.v1",
+                    f"restore upstream's enum {ROLE_ENUM} in proto/openengine/v1/server.proto")])
+    roles, where = {v.name for v in found[0][0].value}, found[0][1]
+    problems = [Problem(registry.path, p.locs.get(f"roles[{index}]", p.at("roles")),
                         f"{p.name} names role {role}, but enum {ROLE_ENUM} in {where} has no {value} "
                         f"(it has {', '.join(sorted(roles)) or 'no values'})",
                         f"restore {value} in {where} (a wire value is never renamed or removed), "
-                        "or stop naming the role here"))
+                        "or stop naming the role here")
+                for p in registry.profiles if p.scope.kind == "role"
+                for index, role in enumerate(p.scope.roles)
+                for value in [enum_value_name(ROLE_ENUM, role)] if value not in roles]
     if problems:
-        raise GenerationError("jsonschemas", "the registry names enum values the contract lacks", problems=problems)
-    return numbers, roles
+        raise GenerationError("jsonschemas", "the registry names roles the contract lacks", problems=problems)
 
 
 # Hand-written schemas of the runtime's input files (the runtime validates with its packaged copy),
@@ -354,12 +276,10 @@ def published_input_schemas(root) -> list[Output]:
     outputs = []
     for source, name in INPUT_SCHEMAS.items():
         path = Path(root) / source
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        if not path.is_file():
             continue   # a registry checkout without the reference runtime publishes none
         try:
-            schema = json.loads(text)
+            schema = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as err:
             raise GenerationError("jsonschemas", f"{source} is not valid JSON: {err}") from None
         outputs.append(Output(f"{SCHEMA_DIR}/{name}", _published({"$comment": HEADER_TEXT, **schema})))
@@ -374,12 +294,22 @@ def _published(schema: dict) -> str:
 
 def generate(ctx: GenerationContext) -> list[Output]:
     fds = ctx.compiled("jsonschemas")[0]
-    contract_enums(ctx.registry, fds)
-    pool = _pool(fds)
+    check_roles(ctx.registry, fds)
+    pool = descriptor_pool.DescriptorPool()
+    for file in fds.file:
+        pool.Add(file)
     outputs = []
-    for filename, schema in build_schemas(ctx.registry, pool).items():
-        schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-        schema["description"] += (" Generated from profiles.yaml; see openengine/validate/README.md for the "
-                                  "rules only the Python validators check.")
+    for filename, (message, description) in ROOTS.items():
+        builder = SchemaBuilder(ctx.registry)
+        try:
+            ref = builder.ref(pool.FindMessageTypeByName(f"{PACKAGE}.{message}"))
+        except KeyError:
+            raise GenerationError("jsonschemas",
+                                  f"message {PACKAGE}.{message} is not in the contract") from None
+        schema = {"$comment": HEADER_TEXT, "$schema": "https://json-schema.org/draft/2020-12/schema",
+                  "title": f"{PACKAGE}.{message} (proto3 JSON)",
+                  "description": f"{description} Generated from profiles.yaml; see openengine/validate/"
+                                 "README.md for the rules only the Python validators check.",
+                  "$ref": ref["$ref"], "$defs": dict(sorted(builder.defs.items()))}
         outputs.append(Output(f"{SCHEMA_DIR}/{filename}", _published(schema)))
     return outputs + published_input_schemas(ctx.root)

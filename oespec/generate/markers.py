@@ -12,7 +12,6 @@ silently stops updating.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
@@ -42,15 +41,6 @@ _MARKER_RE = re.compile(r"^\s*<!--\s*oespec:(?P<kind>begin|end)\s+(?P<name>[A-Za
 _CANDIDATE_RE = re.compile(r"<!--\s*oespec\b", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Region:
-    """One generated region: `begin`/`end` are the 1-based lines of its two markers."""
-
-    name: str
-    begin: int
-    end: int
-
-
 class MarkerError(Exception):
     """Markers of one or more files are wrong; `diagnostics` holds every finding."""
 
@@ -69,10 +59,11 @@ def has_markers(text: str) -> bool:
     return _CANDIDATE_RE.search(text) is not None
 
 
-def scan(text: str, file: str, *, known: Callable[[str], bool] = lambda name: True
-         ) -> tuple[list[Region], list[Diagnostic]]:
-    """The regions of a document and a finding for every wrong marker."""
-    regions: list[Region] = []
+def scan(text: str, file: str, known: Callable[[str], bool]
+         ) -> tuple[list[tuple[str, int, int]], list[Diagnostic]]:
+    """The regions of a document, each (name, line of its begin marker, line of its end marker),
+    and a finding for every wrong marker."""
+    regions: list[tuple[str, int, int]] = []
     problems: list[Diagnostic] = []
     open_region: tuple[str, int] | None = None
     fenced = fenced_lines(text)
@@ -117,7 +108,7 @@ def scan(text: str, file: str, *, known: Callable[[str], bool] = lambda name: Tr
             continue
         seen[name] = begun_line
         if known(name):
-            regions.append(Region(name, begun_line, number))
+            regions.append((name, begun_line, number))
     if open_region is not None:
         problems.append(_diag(file, open_region[1], UNCLOSED, f"region {open_region[0]!r} is never ended",
                               f"add `<!-- oespec:end {open_region[0]} -->` after it"))
@@ -140,16 +131,16 @@ def rewrite(text: str, file: str, render: Callable[[str], str | None]) -> str:
             bodies[name] = body
         return True
 
-    regions, problems = scan(text, file, known=known)
+    regions, problems = scan(text, file, known)
     if problems:
         raise MarkerError(problems)
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     cursor = 0
-    for region in regions:
-        out.extend(lines[cursor:region.begin])          # up to and including the begin marker
-        body = bodies[region.name].strip("\n")
+    for name, begin, end in regions:
+        out.extend(lines[cursor:begin])                 # up to and including the begin marker
+        body = bodies[name].strip("\n")
         out.append("\n" + body + "\n\n" if body else "\n")
-        cursor = region.end - 1                          # the end marker and what follows
+        cursor = end - 1                                 # the end marker and what follows
     out.extend(lines[cursor:])
     return "".join(out)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Md", "inline", "block", "cell", "code", "fence", "raw", "SAFE_LINK"]
+__all__ = ["Md", "inline", "block", "cell", "code", "fence", "raw", "anchor_id", "SAFE_LINK"]
 
 
 class Md(str):
@@ -49,11 +49,8 @@ def _escape_prose(text: str, table: dict[int, str]) -> str:
         label = match.group("text").translate(table)
         if SAFE_LINK.match(url) and label.strip():
             # `![..](..)` would be an image fetched from anywhere: the `!` stays text.
-            if before.endswith("!"):
-                before = before[:-1]
-                out.append(_escape_text(before, table) + "&#33;")
-            else:
-                out.append(_escape_text(before, table))
+            bang = before.endswith("!")
+            out.append(_escape_text(before[:-1] if bang else before, table) + ("&#33;" if bang else ""))
             out.append(f"[{label}]({url.translate(table)})")
         else:
             # Show what was written, but as text: `javascript:` and friends never become a link.
@@ -92,15 +89,9 @@ def block(text: object) -> Md:
     start a code block, a heading or a raw HTML block lose their meaning.
     """
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", str(text or "").strip())]
-    safe = []
-    for para in paragraphs:
-        if not para:
-            continue
-        escaped = _escape(para, _TEXT_ENTITIES)
-        if re.match(r"^(#|[-*+] |\d+[.)] |=+$|-+$|!!!|\?\?\?|:::)", escaped):
-            escaped = "\\" + escaped
-        safe.append(escaped)
-    return Md("\n\n".join(safe))
+    escaped = [_escape(para, _TEXT_ENTITIES) for para in paragraphs if para]
+    return Md("\n\n".join("\\" + e if re.match(r"^(#|[-*+] |\d+[.)] |=+$|-+$|!!!|\?\?\?|:::)", e) else e
+                           for e in escaped))
 
 
 def code(text: object) -> Md:
@@ -118,6 +109,11 @@ def fence(text: object, lang: str = "") -> Md:
     longest = max((len(run) for run in re.findall(r"`{3,}", value)), default=2)
     marker = "`" * (longest + 1)
     return Md(f"{marker}{re.sub(r'[^a-z0-9_+-]', '', lang)}\n{value}\n{marker}")
+
+
+def anchor_id(name: str) -> str:
+    """An anchor id for a name: its lower-case letters and digits, other runs as hyphens."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def raw(markup: str) -> Md:

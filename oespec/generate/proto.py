@@ -73,29 +73,20 @@ def _registry_text(value) -> str:
 
 
 def _limit_comment(profile: Profile, limit: Limit) -> str:
-    facts = [f"Default: {_registry_text(limit.default) or 'empty'}."]
-    if limit.minimum is not None or limit.maximum is not None:
-        facts.append(f"Range: {_registry_text(limit.minimum)}..{_registry_text(limit.maximum)}.")
-    if limit.unit:
-        facts.append(f"Unit: {limit.unit}.")
-    facts.append(f"Since {profile.name} {limit.since}.")
-    if limit.updatable:
-        facts.append("UpdateConfig may change it while the engine runs.")
-    facts.append("An empty list means the default." if limit.type.repeated else "Absent means the default.")
-    if limit.deprecated:
-        facts.append(f"Deprecated: {limit.deprecated}")
-    return f"{limit.description.strip()}\n\n{' '.join(facts)}"
+    ranged = limit.minimum is not None or limit.maximum is not None
+    facts = [f"Default: {_registry_text(limit.default) or 'empty'}.",
+             f"Range: {_registry_text(limit.minimum)}..{_registry_text(limit.maximum)}." if ranged else "",
+             f"Unit: {limit.unit}." if limit.unit else "", f"Since {profile.name} {limit.since}.",
+             "UpdateConfig may change it while the engine runs." if limit.updatable else "",
+             "An empty list means the default." if limit.type.repeated else "Absent means the default.",
+             f"Deprecated: {limit.deprecated}" if limit.deprecated else ""]
+    return f"{limit.description.strip()}\n\n{' '.join(f for f in facts if f)}"
 
 
 def _limit_field(profile: Profile, limit: Limit) -> FieldDoc:
-    literal: list[tuple[str, str]] = [("default", _quote(_registry_text(limit.default)))]
-    if limit.minimum is not None:
-        literal.append(("minimum", _quote(_registry_text(limit.minimum))))
-    if limit.maximum is not None:
-        literal.append(("maximum", _quote(_registry_text(limit.maximum))))
-    if limit.unit:
-        literal.append(("unit", _quote(limit.unit)))
-    literal.append(("since", _quote(str(limit.since))))
+    literal = [(key, _quote(_registry_text(value))) for key, value in (
+        ("default", limit.default), ("minimum", limit.minimum), ("maximum", limit.maximum),
+        ("unit", limit.unit), ("since", limit.since)) if key == "default" or value not in (None, "")]
     if limit.updatable:
         literal.append(("updatable", "true"))
     is_enum = limit.type.base == "enum"
@@ -143,13 +134,9 @@ def _enums(registry: Registry, declared: dict[str, str], sources: dict[str, str]
             values = (EnumValueDoc(enum_value_name(name, "unspecified"), 0, "Not set; never a valid limit value."),) + \
                 tuple(EnumValueDoc(enum_value_name(name, v), n, f"`{v}` in profiles.yaml.")
                       for v, n in sorted(limit.type.enum_wire.items(), key=lambda item: item[1]))
-            view = EnumDoc(f"{registry.package}.{name}", name, f"Values of {profile.name} limit {limit.name}.", values)
-            if name in enums and enums[name].values != view.values:
-                raise GenerationError("proto", f"enum {name} is declared twice with different values", problems=[
-                    Problem(registry.path, limit.at("values"),
-                            f"enum {name} of limit {profile.name}.{limit.name} is declared with other values elsewhere",
-                            "give one of the limits its own `enum:` name, or the same values")])
-            enums.setdefault(name, view)
+            # (limits sharing an enum share its values: OE031 holds generation back otherwise)
+            enums.setdefault(name, EnumDoc(f"{registry.package}.{name}", name,
+                                           f"Values of {profile.name} limit {limit.name}.", values))
     return list(enums.values()), imports
 
 
@@ -189,11 +176,9 @@ def registry_contract_option(registry: Registry) -> Option:
     """`option (openengine.v1.registry_contract) = {...};`: what the runtime reads about the
     registry beyond message fields (revision, mandatory, deprecation, prerequisites and
     incompatible combinations), so no runtime code needs profiles.yaml."""
-    fields: list[tuple[str, str | Literal]] = [("revision", str(registry.revision))]
-    if registry.schema_revision is not None:
-        fields.append(("schema_revision", str(registry.schema_revision)))
-    if registry.minimum_client_revision is not None:
-        fields.append(("minimum_client_revision", str(registry.minimum_client_revision)))
+    revisions = (("revision", registry.revision), ("schema_revision", registry.schema_revision),
+                 ("minimum_client_revision", registry.minimum_client_revision))
+    fields: list[tuple[str, str | Literal]] = [(key, str(v)) for key, v in revisions if v is not None]
     fields.append(("schema_release", _quote(registry.schema_release)))
     fields += [("profiles", _profile_declaration(profile)) for profile in registry.profiles]
     return Option("(openengine.v1.registry_contract)", tuple(fields))
@@ -203,8 +188,7 @@ def _plain_field(label: str, type_name: str, name: str, number: int, comment: st
     return FieldDoc(name, number, type_name, type_name[:1].isupper(), label, None, comment)
 
 
-def capabilities_file(registry: Registry, declared: dict[str, str] | None = None,
-                      sources: dict[str, str] | None = None) -> FileDoc:
+def capabilities_file(registry: Registry, declared: dict[str, str], sources: dict[str, str]) -> FileDoc:
     owned = sorted((p for p in registry.profiles if p.capability is not None), key=lambda p: p.capability.number)
     cap_fields = [
         _plain_field("repeated", "ServiceProfile", "profiles", 1,
@@ -239,7 +223,7 @@ def capabilities_file(registry: Registry, declared: dict[str, str] | None = None
     model_caps = MessageDoc(
         f"{package}.ModelCapabilities", "ModelCapabilities",
         "Model-scoped capabilities of one served model (Capabilities.models).", tuple(model_fields))
-    enums, enum_imports = _enums(registry, declared or {}, sources or {})
+    enums, enum_imports = _enums(registry, declared, sources)
     return FileDoc(CAPABILITIES_FILE, package,
                    (capabilities, model_caps, *(_capability_message(registry, p) for p in owned)),
                    tuple(enums), (),
@@ -268,10 +252,9 @@ def service_files(registry: Registry, declared: dict[str, str]) -> list[FileDoc]
     for service, members in registry.services().items():
         short = service.rsplit(".", 1)[-1]
         file = f"openengine/v1/{snake_case(short)}_service.proto"
-        methods, imports, profiles = [], {"openengine/v1/options.proto"}, []
+        methods, imports = [], {"openengine/v1/options.proto"}
+        profiles = list(dict.fromkeys(profile.name for profile, _ in members))
         for profile, rpc in members:
-            if profile.name not in profiles:
-                profiles.append(profile.name)
             types = []
             for role, type_name in (("request", rpc.request), ("response", rpc.response)):
                 local = _local_name(registry, type_name)

@@ -9,7 +9,7 @@ are referred to by name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
 
@@ -99,11 +99,6 @@ class FileDoc:
     options: tuple[Option, ...] = ()
 
 
-@dataclass
-class ProtoDocs:
-    files: list[FileDoc] = field(default_factory=list)
-
-
 def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
     if loc is None:
         return ""
@@ -113,69 +108,60 @@ def _comment(loc: descriptor_pb2.SourceCodeInfo.Location | None) -> str:
     return "\n".join(lines).strip()
 
 
-def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> ProtoDocs:
+def describe(fds: descriptor_pb2.FileDescriptorSet, files: set[str]) -> list[FileDoc]:
     """Docs for the files of `fds` whose names are in `files`, in name order."""
-    docs = ProtoDocs()
+    docs = []
     for fd in sorted(fds.file, key=lambda f: f.name):
         if fd.name not in files:
             continue
         where = {tuple(loc.path): loc for loc in fd.source_code_info.location}
-        seen: dict[str, tuple[str, object, str]] = {}   # full name -> (kind, descriptor proto, comment)
+        within = len(fd.package) + 1 if fd.package else 0   # where a name within the package starts
+        protos: dict[str, object] = {}
         parts: dict[str, list] = {}   # a message's fields, an enum's values, a service's methods
+        tops: list[tuple] = []        # (kind, full name, descriptor proto, comment) of the others
         for kind, full, proto, path, parent in walk(fd):
             comment = _comment(where.get(path))
-            seen[full] = (kind, proto, comment)
-            parts[full] = []
+            protos[full], parts[full] = proto, []
             if kind == "field":
-                parts[parent].append(_field(proto, seen[parent][1], parent, comment))
+                parts[parent].append(_field(proto, protos[parent], parent, comment))
             elif kind == "enum_value":
                 parts[parent].append(EnumValueDoc(proto.name, proto.number, comment))
             elif kind == "rpc":
                 parts[parent].append(MethodDoc(
                     proto.name, proto.input_type.lstrip("."), proto.output_type.lstrip("."),
                     proto.client_streaming, proto.server_streaming, comment, proto.options.deprecated))
-
-        def of_kind(kind: str) -> list:
-            """(full name, descriptor proto, comment, parts) of each element of `kind`, in order."""
-            return [(full, proto, comment, tuple(parts[full])) for full, (k, proto, comment) in seen.items()
-                    if k == kind]
-
-        within = len(fd.package) + 1 if fd.package else 0   # where a name within the package starts
-        messages = tuple(MessageDoc(full, full[within:], comment, fields)
-                         for full, proto, comment, fields in of_kind("message")
-                         if not proto.options.map_entry)
-        enums = tuple(EnumDoc(full, full[within:], comment, values)
-                      for full, _, comment, values in of_kind("enum"))
-        services = tuple(ServiceDoc(full, proto.name, comment, methods)
-                         for full, proto, comment, methods in of_kind("service"))
-        docs.files.append(FileDoc(fd.name, fd.package, messages, enums, services))
+            else:
+                tops.append((kind, full, proto, comment))
+        messages = tuple(MessageDoc(full, full[within:], comment, tuple(parts[full]))
+                         for kind, full, proto, comment in tops
+                         if kind == "message" and not proto.options.map_entry)
+        enums = tuple(EnumDoc(full, full[within:], comment, tuple(parts[full]))
+                      for kind, full, _, comment in tops if kind == "enum")
+        services = tuple(ServiceDoc(full, proto.name, comment, tuple(parts[full]))
+                         for kind, full, proto, comment in tops if kind == "service")
+        docs.append(FileDoc(fd.name, fd.package, messages, enums, services))
     return docs
+
+
+def _type_of(fdesc: descriptor_pb2.FieldDescriptorProto) -> tuple[str, bool]:
+    """A field's type name (full for a message or enum, else the scalar's), and whether it names one."""
+    if fdesc.type in (fdesc.TYPE_MESSAGE, fdesc.TYPE_ENUM):
+        return fdesc.type_name.lstrip("."), True
+    return scalar_names()[fdesc.type], False
 
 
 def _field(fdesc: descriptor_pb2.FieldDescriptorProto, msg: descriptor_pb2.DescriptorProto, full: str,
            comment: str) -> FieldDoc:
-    F = descriptor_pb2.FieldDescriptorProto
-    is_ref = fdesc.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-    type_name = fdesc.type_name.lstrip(".") if is_ref else scalar_names()[fdesc.type]
-    oneof = None
-    if fdesc.HasField("oneof_index") and not fdesc.proto3_optional:
-        oneof = msg.oneof_decl[fdesc.oneof_index].name
-    label = ""
-    map_types = None
-    if fdesc.label == F.LABEL_REPEATED:
+    type_name, is_ref = _type_of(fdesc)
+    oneof = msg.oneof_decl[fdesc.oneof_index].name \
+        if fdesc.HasField("oneof_index") and not fdesc.proto3_optional else None
+    label, map_types = "optional" if fdesc.proto3_optional else "", None
+    if fdesc.label == fdesc.LABEL_REPEATED:
+        label = "repeated"
         entry = next((n for n in msg.nested_type
                       if n.options.map_entry and type_name == f"{full}.{n.name}"), None)
         if entry is not None:
-            key, value = entry.field[0], entry.field[1]
-            map_types = (scalar_names()[key.type],
-                         value.type_name.lstrip(".") if value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-                         else scalar_names()[value.type])
-            label = "map"
-            is_ref = value.type in (F.TYPE_MESSAGE, F.TYPE_ENUM)
-            type_name = map_types[1]
-        else:
-            label = "repeated"
-    elif fdesc.proto3_optional:
-        label = "optional"
+            (type_name, is_ref), label = _type_of(entry.field[1]), "map"
+            map_types = (_type_of(entry.field[0])[0], type_name)
     return FieldDoc(fdesc.name, fdesc.number, type_name, is_ref, label, oneof, comment,
                     fdesc.options.deprecated, map_types)

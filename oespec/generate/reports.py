@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from oespec.generate import GenerationError, Problem
-from oespec.generate.mdsafe import Md
+from oespec.generate.mdsafe import Md, anchor_id, cell
 from openengine.contractkit.locations import Loc
 
 REPORTS_DIR = "conformance/reports"
@@ -28,42 +29,45 @@ OTHER_OUTCOMES = ("error", "xfail", "stale")
 NOT_ADVERTISED = "not advertised"
 
 
-@dataclass(frozen=True)
-class Gap:
-    """A case an engine failed, as its report states it."""
-
-    case: str
-    requirements: tuple[str, ...]
-    reason: str
-
-
-@dataclass(frozen=True)
+@dataclass
 class EngineReport:
-    """What the page shows of one report."""
+    """One report as the page shows it: the document as written, and its outcomes by profile."""
 
     file: str                      # checkout-relative path of the report
-    engine_name: str
-    engine_version: str
-    role: str
-    discovery: str
-    contract_revision: int         # schema revision the runner judged by
-    contract_release: str
-    engine_revision: int           # schema revision the engine names in ServerInfo
-    runner: str
-    date: str
-    conforms: bool
-    verdict: str
-    counts: dict[str, int]
-    advertised: dict[str, str]     # profile -> advertised version
-    forced: tuple[str, ...]
-    by_profile: dict[str, dict[str, int]]   # profile -> outcome -> count
-    gaps: tuple[Gap, ...]          # failed cases (a migration checklist when discovery is not served)
-    unchecked_requirements: tuple[str, ...]
+    doc: dict                      # the report, valid against the schema
+
+    @cached_property
+    def by_profile(self) -> dict[str, dict[str, int]]:
+        """Profile -> outcome -> how many of its cases had it."""
+        by_profile: dict[str, dict[str, int]] = {}
+        for result in self.doc["results"]:
+            counts = by_profile.setdefault(result["profile"], {})
+            counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+        return by_profile
+
+    @property
+    def anchor(self) -> Md:
+        return Md("engine-" + anchor_id(Path(self.file).stem))
+
+    @property
+    def counts(self) -> str:
+        """The verdict's outcome counts in words (`pass 12, fail 1`)."""
+        return ", ".join(f"{o} {n}" for o, n in self.doc["verdict"]["counts"].items() if n) or "no case ran"
+
+    @property
+    def gaps(self) -> list[dict]:
+        """The failed cases (a migration checklist when discovery is not served)."""
+        return [r for r in self.doc["results"] if r["outcome"] in ("fail", "error", "stale")]
 
     @property
     def migrating(self) -> bool:
         """An engine of upstream's layout alone: it does not serve the profiles' discovery."""
-        return self.discovery != "served"
+        return self.doc["implementation"]["discovery"] != "served"
+
+    @property
+    def advertised(self) -> dict[str, str]:
+        """Profile -> the version the engine advertised."""
+        return {p["name"]: p["version"] for p in self.doc["profiles"]["advertised"]}
 
     def cell(self, profile: str, *, mandatory: bool = False) -> str:
         """A matrix cell: the outcome counts of a judged profile's cases (advertised, forced, or
@@ -74,7 +78,7 @@ class EngineReport:
                           if counts.get(outcome) or outcome in CELL_OUTCOMES)
         if profile in self.advertised:
             return shown
-        if profile in self.forced:
+        if profile in self.doc["profiles"]["forced"]:
             return f"forced: {shown}"
         if mandatory and counts:
             return f"{shown} (not listed: no Discovery)" if self.migrating else f"{shown} (not listed)"
@@ -92,8 +96,7 @@ def schema_validator(root: Path):
 
 
 def report_files(root: Path) -> list[Path]:
-    folder = Path(root) / REPORTS_DIR
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return sorted((Path(root) / REPORTS_DIR).glob("*.json"))
 
 
 def read_report(path: Path, rel: str, validator) -> dict:
@@ -118,48 +121,20 @@ def _refused(rel: str, loc: Loc, message: str) -> GenerationError:
     return GenerationError("reports", f"{rel}: {message}", problems=[Problem(rel, loc, message, hint)])
 
 
-def summarize(doc: dict, rel: str) -> EngineReport:
-    impl, contract, verdict = doc["implementation"], doc["contract"], doc["verdict"]
-    by_profile: dict[str, dict[str, int]] = {}
-    for result in doc["results"]:
-        counts = by_profile.setdefault(result["profile"], {})
-        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
-    gaps = tuple(Gap(r["case"], tuple(r["requirements"]), r["reason"]) for r in doc["results"]
-                 if r["outcome"] in ("fail", "error", "stale"))
-    return EngineReport(
-        file=rel, engine_name=impl["engine_name"], engine_version=impl["engine_version"],
-        role=impl["role"], discovery=impl["discovery"],
-        contract_revision=contract["schema_revision"], contract_release=contract["schema_release"],
-        engine_revision=impl["schema_revision"],
-        runner=f"{doc['runner']['name']} {doc['runner']['version']}", date=doc["date"],
-        conforms=verdict["conforms"], verdict=verdict["text"],
-        counts={k: v for k, v in verdict["counts"].items() if v},
-        advertised={p["name"]: p["version"] for p in doc["profiles"]["advertised"]},
-        forced=tuple(doc["profiles"]["forced"]), by_profile=by_profile, gaps=gaps,
-        unchecked_requirements=tuple(verdict["unchecked_requirements"]))
-
-
 def load_reports(root: Path) -> list[EngineReport]:
     """Every committed report, in file-name order, each checked against the schema."""
     files = report_files(root)
     if not files:
         return []
     validator = schema_validator(root)
-    out = []
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        out.append(summarize(read_report(path, rel, validator), rel))
-    return out
+    return [EngineReport(rel, read_report(path, rel, validator))
+            for path in files for rel in [path.relative_to(root).as_posix()]]
 
 
 def profile_columns(registry_profiles: list[str], reports: list[EngineReport]) -> list[str]:
     """The registry's profiles in its order, then any other profile a report names."""
-    seen = list(registry_profiles)
-    for report in reports:
-        for name in list(report.by_profile) + list(report.advertised):
-            if name not in seen:
-                seen.append(name)
-    return seen
+    return list(dict.fromkeys([*registry_profiles, *(name for report in reports
+                                                     for name in (*report.by_profile, *report.advertised))]))
 
 
 def date_shown(date: str) -> Md:
@@ -169,7 +144,5 @@ def date_shown(date: str) -> Md:
     try:
         when = datetime.fromisoformat(date).astimezone(timezone.utc)
     except ValueError:
-        from oespec.generate import mdsafe
-
-        return mdsafe.cell(date)
+        return cell(date)
     return Md(when.strftime("%Y-%m-%d %H:%M UTC"))

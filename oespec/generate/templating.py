@@ -10,8 +10,8 @@ import jinja2
 from oespec.generate import header
 
 
-def comment_lines(text: str, prefix: str = "//", width: int = 96) -> list[str]:
-    """Wrap free text into comment lines, keeping blank-line paragraph breaks."""
+def _comment(text: str, indent: int = 0, prefix: str = "//", width: int = 96) -> str:
+    """Free text as comment lines wrapped at `width`, keeping blank-line paragraph breaks."""
     lines: list[str] = []
     for paragraph in str(text or "").strip().split("\n\n"):
         flat = " ".join(paragraph.split())
@@ -20,35 +20,25 @@ def comment_lines(text: str, prefix: str = "//", width: int = 96) -> list[str]:
         if lines:
             lines.append(prefix)
         lines += [f"{prefix} {line}" for line in textwrap.wrap(flat, width=width - len(prefix) - 1)]
-    return lines
-
-
-def _comment(text: str, indent: int = 0, prefix: str = "//") -> str:
-    pad = " " * indent
-    return "\n".join(pad + line for line in comment_lines(text, prefix))
+    return "\n".join(" " * indent + line for line in lines)
 
 
 def make_environment(**overrides) -> jinja2.Environment:
     """The settings every template of the toolkit is written for: undefined names are errors,
     block tags leave no blank lines. Compiled templates are cached on disk (in the temporary
     directory, keyed by template source), since compiling them costs more than rendering."""
-    settings = dict(
-        loader=jinja2.PackageLoader("oespec.generate", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-        bytecode_cache=jinja2.FileSystemBytecodeCache(),
-    )
-    settings.update(overrides)
-    return jinja2.Environment(**settings)
+    return jinja2.Environment(**{
+        "loader": jinja2.PackageLoader("oespec.generate", "templates"), "undefined": jinja2.StrictUndefined,
+        "keep_trailing_newline": True, "trim_blocks": True, "lstrip_blocks": True, "autoescape": False,
+        "bytecode_cache": jinja2.FileSystemBytecodeCache(), **overrides})
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = make_environment()
-    env.filters["comment"] = _comment
+    # dot: a DOT string, quoted, with backslashes, quotes and newlines escaped
+    env.filters.update(comment=_comment, dot=lambda text: '"' + str(text).replace("\\", "\\\\").replace(
+        '"', '\\"').replace("\n", "\\n") + '"')
     env.globals["header"] = header
     return env
 

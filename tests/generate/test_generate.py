@@ -243,7 +243,7 @@ def test_every_missing_message_is_reported_at_once_location_first(tree: Path, ca
 def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
     """Renaming a value of upstream's EngineRole enum used to end `oespec generate` in KeyError."""
     from oespec.generate import GenerationError
-    from oespec.generate.jsonschemas import contract_enums
+    from oespec.generate.jsonschemas import check_roles
     from oespec.protoc import compile_descriptor_set
 
     proto = REPO / "proto"
@@ -253,7 +253,7 @@ def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
     sources[server] = sources[server].replace("ENGINE_ROLE_ENCODER = 100;", "ENGINE_ROLE_VISION = 100;")
     registry = load_registry(REPO / "profiles.yaml", display_path="profiles.yaml").registry
     with pytest.raises(GenerationError) as exc:
-        contract_enums(registry, compile_descriptor_set(sources, source_info=False))
+        check_roles(registry, compile_descriptor_set(sources, source_info=False))
     [problem] = exc.value.problems
     encoder = next(p for p in registry.profiles if "encoder" in p.scope.roles)
     assert problem.path == "profiles.yaml"
