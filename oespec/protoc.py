@@ -92,9 +92,7 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
 def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
     from google.protobuf import descriptor_pb2
 
-    fds = descriptor_pb2.FileDescriptorSet()
-    fds.ParseFromString(data)
-    return fds
+    return descriptor_pb2.FileDescriptorSet.FromString(data)
 
 
 def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes:
@@ -112,23 +110,13 @@ def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes
 
 def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
     """One protoc run for everything generation needs: the descriptor set (imports and source
-    info included) and the Python modules. Each protoc start costs more than the compile itself."""
-    entries = _compile_all(sources)
-    modules = {name[len("module/"):]: body for name, body in entries.items() if name.startswith("module/")}
-    return _descriptor_set(entries["set.pb"]), modules
-
-
-def _compile_all(sources: dict[str, str]) -> dict[str, bytes]:
-    """The descriptor set as "set.pb" and each Python module as "module/<path>"."""
+    info included) and the Python modules by path. Each protoc start costs more than the compile."""
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
-        src = Path(tmp) / "src"
-        out = Path(tmp) / "out"
+        src, out, fds_path = Path(tmp) / "src", Path(tmp) / "out", Path(tmp) / "set.pb"
         out.mkdir()
-        fds_path = Path(tmp) / "set.pb"
         files = _materialize(sources, src)
         _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
                      f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
                      f"--grpc_python_out={out}"] + files, src)
-        modules = {f"module/{p.relative_to(out).as_posix()}": p.read_bytes()
-                   for p in sorted(out.rglob("*")) if p.is_file()}
-        return {"set.pb": fds_path.read_bytes(), **modules}
+        modules = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        return _descriptor_set(fds_path.read_bytes()), modules

@@ -141,6 +141,8 @@ def build_image(checkout: Path) -> tuple[bytes, tuple[tuple[str, str], ...]]:
 
 def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
     """PIN.md: what the image is, where it comes from, and how to rebuild it."""
+    from importlib.metadata import version
+
     services = [f"{fdp.package}.{s.name}" for fdp in fds.file for s in fdp.service]
     own = [fdp for fdp in fds.file if not fdp.name.startswith("google/")]
     imports = [fdp.name for fdp in fds.file if fdp.name.startswith("google/")]
@@ -152,7 +154,7 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
         f"- Image: `openengine-v1.binpb`, SHA-256 `{pin.image_sha256}`",
         "",
         "The image is a FileDescriptorSet compiled from upstream's `proto/openengine/v1/*.proto` by the",
-        f"protoc of grpcio-tools {_protoc_version()}, imports included and source info left out: names,",
+        f"protoc of grpcio-tools {version('grpcio-tools')}, imports included and source info left out: names,",
         "numbers, types, labels, oneofs and services, no comments.",
         "",
         f"- Upstream's files: {', '.join(sorted(fdp.name for fdp in own))}",
@@ -185,12 +187,6 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _protoc_version() -> str:
-    from importlib.metadata import version
-
-    return version("grpcio-tools")
 
 
 _PIN_FIELDS = re.compile(r"commit `(?P<commit>[0-9a-f]+)` \((?P<date>[0-9-]+)(?:, schema revision (?P<rev>\d+))?\)")
@@ -523,11 +519,6 @@ class Addition:
     file: str
     line: int
     definition: str    # the element as proto text (a field `optional uint32 x = 101`), or its name
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "parent": self.parent,
-                "extends_upstream": self.extends_upstream, "file": self.file, "line": self.line,
-                "definition": self.definition}
 
 
 def additions(upstream: descriptor_pb2.FileDescriptorSet, ours: descriptor_pb2.FileDescriptorSet,

@@ -280,9 +280,6 @@ class Profile(Located):
     def limit(self, name: str) -> Limit | None:
         return next((lim for lim in self.limits if lim.name == name), None)
 
-    def rpc(self, name: str) -> Rpc | None:
-        return next((r for r in self.rpcs if r.name == name), None)
-
 
 @dataclass(frozen=True)
 class Registry(Located):

@@ -15,6 +15,17 @@ def profiles_by_name(registry: Registry) -> dict[str, Profile]:
     return out
 
 
+def repeats(items, key, first_of):
+    """(item, what `first_of` said of the first item with the same key) for every repeat."""
+    first: dict = {}
+    for item in items:
+        k = key(item)
+        if k in first:
+            yield item, first[k]
+        else:
+            first[k] = first_of(item)
+
+
 def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | None = None) -> set[str]:
     """Every profile `name` requires, directly or through its prerequisites, plus the mandatory
     core (always advertised). Unknown names are skipped; cycles terminate. A rule asking for many
