@@ -163,9 +163,7 @@ def rpc_shape_matches(ctx: CheckContext):
 @rule("OE103", "rpc-has-profile", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC of an OpenEngine service belongs to exactly one profile")
 def rpc_has_profile(ctx: CheckContext):
-    owners: dict[str, list[str]] = {}
-    for profile, rpc in ctx.registry.all_rpcs():
-        owners.setdefault(rpc.name, []).append(profile.name)
+    owners = ctx.registry.rpc_owner()
     prefix = ctx.registry.package + "."
     for name, method in sorted(ctx.contract.methods.items()):
         if not name.startswith(prefix):
