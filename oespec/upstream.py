@@ -443,7 +443,7 @@ def compile_ours(proto_root: Path, display: str) -> tuple[descriptor_pb2.FileDes
         return None, set(sources), _protoc_diagnostics(err.message, display)
 
 
-def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None = None) -> list[Diagnostic]:
+def buf_findings(proto_root: Path, image: Path, display: str) -> list[Diagnostic]:
     """buf's PACKAGE findings of `proto_root` against the image ([] when buf is not installed:
     the element comparison is the gate, buf only a second opinion)."""
     import json
@@ -451,7 +451,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
 
     from oespec.breaking.buf_breaking import find_buf
 
-    buf = buf or find_buf()
+    buf = find_buf()
     if buf is None:
         return []
     config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY], "except": list(BUF_EXCEPT)}})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.descriptors import Contract, add_file, standard_health
+from oespec.descriptors import Contract, add_file, source_locs, standard_health
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
@@ -77,8 +77,7 @@ def _request_limits(fds, sources: dict[str, str], shown: str) -> list[RequestLim
     for fdp in fds.file:
         if fdp.name not in sources:
             continue
-        spans = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
-                 for loc in fdp.source_code_info.location if len(loc.span) >= 2}
+        spans = source_locs(fdp)
         for i, msg in enumerate(fdp.message_type):
             if not msg.options.ByteSize():
                 continue

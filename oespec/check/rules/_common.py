@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from oespec.registry.model import Profile, Registry
+from oespec.registry.model import Limit, Profile, Registry
 
 
 def profiles_by_name(registry: Registry) -> dict[str, Profile]:
@@ -46,6 +46,11 @@ def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | N
         seen.add(core.name)
     seen.discard(name)
     return seen
+
+
+def all_limits(registry: Registry) -> Iterator[tuple[Profile, Limit]]:
+    """(profile, limit) for every limit of every profile."""
+    return ((profile, limit) for profile in registry.profiles for limit in profile.limits)
 
 
 def versioned_elements(profile: Profile) -> Iterator[tuple[str, object]]:
