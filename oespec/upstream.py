@@ -324,20 +324,11 @@ def method_text(m) -> str:
 
 def _field_aspects(up: Element, here: Element) -> list[str]:
     a, b = up.proto, here.proto
-    found = []
-    if a.name != b.name:
-        found.append("name")
-    if a.number != b.number:
-        found.append("number")
-    if a.type != b.type or a.type_name != b.type_name:
-        found.append("type")
-    if _label(a) != _label(b):
-        found.append("label")
-    if up.extra.get("oneof", "") != here.extra.get("oneof", ""):
-        found.append("oneof")
-    if a.json_name and b.json_name and a.json_name != b.json_name:
-        found.append("json_name")
-    return found
+    differs = (("name", a.name != b.name), ("number", a.number != b.number),
+               ("type", a.type != b.type or a.type_name != b.type_name), ("label", _label(a) != _label(b)),
+               ("oneof", up.extra.get("oneof", "") != here.extra.get("oneof", "")),
+               ("json_name", bool(a.json_name and b.json_name and a.json_name != b.json_name)))
+    return [aspect for aspect, differ in differs if differ]
 
 
 # ---------------------------------------------------------------------------------------------
