@@ -90,8 +90,7 @@ class WireError(Exception):
 
     def __init__(self, message: str, hint: str = ""):
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.message, self.hint = message, hint
 
 
 def find_buf() -> str | None:

@@ -54,8 +54,7 @@ def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
     details["expected"] = v.expected
     if v.requirement:
         details["requirement"] = v.requirement
-    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message,
-                      "", details)
+    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message, "", details)
 
 
 class Unusable(Exception):
