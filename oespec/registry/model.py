@@ -170,15 +170,10 @@ class Limit(Located):
     updatable: bool = False    # UpdateConfig may change it while the engine runs
 
     def in_range(self, value: Any) -> bool:
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if self.minimum is not None and v < self.minimum:
-                return False
-            if self.maximum is not None and v > self.maximum:
-                return False
-        return True
+        """Is a number within [minimum, maximum]? (Anything else has no range to be out of.)"""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return True
+        return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
 
 
 @dataclass(frozen=True)
