@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
+from oespec.check.rules._common import capabilities
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
 from oespec.descriptors import Contract, add_file, source_locs, standard_health
 from oespec.buildcache import BuildCache
@@ -190,10 +191,7 @@ def message_in_contract(ctx: CheckContext):
 def capability_in_contract(ctx: CheckContext):
     package = ctx.registry.package
     caps = ctx.contract.messages.get(f"{package}.Capabilities")
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         where = cap.at("field")
         found = caps.fields.get(cap.field) if caps else None
         if found is None:

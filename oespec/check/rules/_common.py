@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from oespec.registry.model import Limit, Profile, Registry
+from oespec.registry.model import Capability, Limit, Profile, Registry
 
 
 def profiles_by_name(registry: Registry) -> dict[str, Profile]:
@@ -46,6 +46,11 @@ def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | N
         seen.add(core.name)
     seen.discard(name)
     return seen
+
+
+def capabilities(registry: Registry) -> Iterator[tuple[Profile, Capability]]:
+    """(profile, its capability) for every profile that declares one."""
+    return ((profile, profile.capability) for profile in registry.profiles if profile.capability is not None)
 
 
 def all_limits(registry: Registry) -> Iterator[tuple[Profile, Limit]]:

@@ -4,7 +4,7 @@ name of the generated Capabilities messages is taken once."""
 from __future__ import annotations
 
 from oespec.check.rule import CheckContext, Finding, rule
-from oespec.check.rules._common import repeats
+from oespec.check.rules._common import capabilities, repeats
 
 # Fields of Capabilities that no profile owns.
 RESERVED_CAPABILITY_FIELDS = {1: "profiles", 2: "revision"}
@@ -78,10 +78,7 @@ def capability_number(ctx: CheckContext):
     first: dict[int, str] = {}
     used = set(RESERVED_CAPABILITY_FIELDS) | {p.capability.number for p in ctx.registry.profiles if p.capability}
     free = max(used) + 1
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         if cap.number in RESERVED_CAPABILITY_FIELDS:
             yield Finding(cap.at("number"),
                           f"{profile.name}: capability number {cap.number} is Capabilities.{RESERVED_CAPABILITY_FIELDS[cap.number]}",
@@ -97,10 +94,7 @@ def capability_number(ctx: CheckContext):
 def capability_field_name(ctx: CheckContext):
     reserved = set(RESERVED_CAPABILITY_FIELDS.values())
     first: dict[str, str] = {}
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         if cap.field in reserved:
             yield Finding(cap.at("field"), f"{profile.name}: capability field name {cap.field!r} is reserved",
                           "name the field after the profile")
@@ -130,10 +124,7 @@ def capability_message_name(ctx: CheckContext):
             if short is not None:
                 listed.setdefault(short, profile.name)
     first: dict[str, str] = {}
-    for profile in registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(registry):
         if cap.message in GENERATED_MESSAGES:
             yield Finding(cap.at("message"), f"{profile.name}: {cap.message} is the generated top-level message",
                           "name the message after the profile, e.g. KvCapabilities")
