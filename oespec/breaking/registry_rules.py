@@ -414,26 +414,13 @@ def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[t
     return narrow, wide
 
 
-@rule("OEB056", "limit-range-narrowed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="servers", bump="major",
-      purpose="a limit's range never narrows within a major (raised minimum, lowered maximum, "
-              "a new bound, a removed enum value)")
-def limit_range_narrowed(pair: Pair, ctx: Context):
-    if pair.kept:
-        for key, text in _bound_moves(pair.previous, pair.current)[0]:
-            yield Change(pair.current.at(key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
-                         pair.previous.at(key))
-
-
-@rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
-      breaks="clients", bump="minor",
-      purpose="a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum "
-              "value) in a minor version")
-def limit_range_widened(pair: Pair, ctx: Context):
-    if pair.kept:
-        for key, text in _bound_moves(pair.previous, pair.current)[1]:
-            loc = pair.current.at(key)
-            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), pair.previous.at(key))
+def _range_moved(index: int, verb: str):
+    def handler(pair: Pair, ctx: Context):
+        if pair.kept:
+            for key, text in _bound_moves(pair.previous, pair.current)[index]:
+                yield Change(pair.current.at(key), f"range of limit {pair.key} {verb}: {text}", _owner(pair),
+                             pair.previous.at(key))
+    return handler
 
 
 @rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
@@ -556,14 +543,21 @@ DATA_RULES = (
      "a limit's default (the meaning of absence) never changes within a major",
      _when_changed("default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to "
                    f"{p.current.default!r}", lambda limit: fingerprint(limit.default))),
+    ("OEB056", "limit-range-narrowed", "REQ-VER-003", "limit", "limit", "servers", "major",
+     "a limit's range never narrows within a major (raised minimum, lowered maximum, a new bound, a removed "
+     "enum value)",
+     _range_moved(0, "narrowed")),
+    ("OEB057", "limit-range-widened", "REQ-VER-002", "limit", "limit", "clients", "minor",
+     "a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum value) in a minor "
+     "version",
+     _range_moved(1, "widened")),
 )
 
 RULES = [revision_not_increased, revision_decreased, version_decreased, history_rewritten, history_missing,
          since_rewritten, since_not_new_version, changed_without_version, package_changed, profile_removed,
          profile_incomplete, mandatory_changed, roles_added, capability_changed, incompatibility_changed,
          incompatibility_loosened_rule, rpc_added, rpc_moved, rpc_signature_changed, limit_type_changed,
-         limit_unit_changed, limit_range_narrowed, limit_range_widened, limit_enum_renumbered, deprecated,
-         removed_without_deprecation, undeprecated,
+         limit_unit_changed, limit_enum_renumbered, deprecated, removed_without_deprecation, undeprecated,
          *(rule(id, name, requirement=requirement, kinds=kinds, category=category, breaks=breaks, bump=bump,
                 purpose=purpose)(handler)
            for id, name, requirement, kinds, category, breaks, bump, purpose, handler in DATA_RULES)]
