@@ -106,16 +106,19 @@ def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorS
     return _descriptor_set(data), modules
 
 
-def _protoc(sources: dict[str, str], *, source_info: bool, python: bool = False) -> tuple[bytes, dict[str, bytes]]:
+def _protoc(sources: dict[str, str], *, source_info: bool,
+            python: bool = False) -> tuple[bytes, dict[str, bytes]]:
     """The descriptor set of `sources` (imports included) and, with `python`, their Python modules."""
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
         src, out, fds_path = Path(tmp) / "src", Path(tmp) / "out", Path(tmp) / "set.pb"
         out.mkdir()
-        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports", f"--descriptor_set_out={fds_path}"]
+        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports",
+                f"--descriptor_set_out={fds_path}"]
         if source_info:
             args.append("--include_source_info")
         if python:
             args += [f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}"]
         _run_protoc(args + _materialize(sources, src), src)
-        modules = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        modules = {p.relative_to(out).as_posix(): p.read_bytes()
+                   for p in sorted(out.rglob("*")) if p.is_file()}
         return fds_path.read_bytes(), modules

@@ -147,6 +147,7 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
     own = [fdp for fdp in fds.file if not fdp.name.startswith("google/")]
     imports = [fdp.name for fdp in fds.file if fdp.name.startswith("google/")]
     revision = f", schema revision {pin.schema_revision}" if pin.schema_revision is not None else ""
+    tools = version("grpcio-tools")
     lines = [
         "# Upstream pin",
         "",
@@ -154,7 +155,7 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
         f"- Image: `openengine-v1.binpb`, SHA-256 `{pin.image_sha256}`",
         "",
         "The image is a FileDescriptorSet compiled from upstream's `proto/openengine/v1/*.proto` by the",
-        f"protoc of grpcio-tools {version('grpcio-tools')}, imports included and source info left out: names,",
+        f"protoc of grpcio-tools {tools}, imports included and source info left out: names,",
         "numbers, types, labels, oneofs and services, no comments.",
         "",
         f"- Upstream's files: {', '.join(sorted(fdp.name for fdp in own))}",

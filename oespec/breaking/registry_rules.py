@@ -500,7 +500,8 @@ DATA_RULES = (
      _scope_moved(1, "widened")),
     ("OEB018", "capability-removed", "REQ-VER-003", "capability", "profile", "both", "major",
      "a profile keeps its capability message within a major",
-     _when_removed(lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})")),
+     _when_removed(lambda p: f"{p.cur_parent.name} no longer has a capability message "
+                             f"({p.previous.message})")),
     ("OEB019", "capability-added", "REQ-VER-002", "capability", "profile", "servers", "minor",
      "a profile may gain a capability message in a minor version",
      _when_added(lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}")),
@@ -548,8 +549,8 @@ DATA_RULES = (
      "enum value)",
      _range_moved(0, "narrowed")),
     ("OEB057", "limit-range-widened", "REQ-VER-002", "limit", "limit", "clients", "minor",
-     "a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum value) in a minor "
-     "version",
+     "a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum value) in a "
+     "minor version",
      _range_moved(1, "widened")),
 )
 

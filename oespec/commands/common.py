@@ -56,6 +56,6 @@ def emit(args: argparse.Namespace, diags: list[Diagnostic], out=None) -> int:
 
 def emit_unusable(args: argparse.Namespace, err: SourceError) -> int:
     """Unusable input still gets a located record, in the chosen format, and exit status 2."""
-    write(getattr(args, "format", "text"), [Diagnostic.at(err.path, err.loc, "OE000", Severity.ERROR, err.message,
-                                                          err.hint)])
+    record = Diagnostic.at(err.path, err.loc, "OE000", Severity.ERROR, err.message, err.hint)
+    write(getattr(args, "format", "text"), [record])
     return EXIT_UNUSABLE

@@ -173,7 +173,8 @@ class Limit(Located):
         """Is a number within [minimum, maximum]? (Anything else has no range to be out of.)"""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return True
-        return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
+        return ((self.minimum is None or value >= self.minimum)
+                and (self.maximum is None or value <= self.maximum))
 
 
 @dataclass(frozen=True)

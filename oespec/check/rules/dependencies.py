@@ -33,7 +33,8 @@ def requires_known(ctx: CheckContext):
 def duplicate_requirement(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         for req, line in repeats(profile.requires, lambda r: r.profile, lambda r: r.at("profile").line):
-            yield Finding(req.at("profile"), f"{profile.name} requires {req.profile} again (first at line {line})",
+            yield Finding(req.at("profile"),
+                          f"{profile.name} requires {req.profile} again (first at line {line})",
                           "merge the ranges into one comparator list, e.g. '>= 1.2, < 2.0'")
 
 
