@@ -108,12 +108,6 @@ def _kind(values) -> str:
     return max(KINDS, key=lambda kind: (known(kind) == len(keys), known(kind), -list(KINDS).index(kind)))
 
 
-def _read_as(path: str, kind: str, detected: bool) -> str:
-    _, message, rpc = KINDS[kind]
-    how = "detected; --kind chooses" if detected else "--kind"
-    return f"{path}: read as {message}, the answer of {rpc} ({how})"
-
-
 def _capabilities(path: str, values) -> list[Diagnostic]:
     from openengine.validate import document_from_json, is_combined, validate_capabilities
 
@@ -193,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         write(args.format, [err.diagnostic])
         return EXIT_UNUSABLE
     diags = sorted_diagnostics(diags)
-    write(args.format, diags, preamble=(_read_as(args.file, kind, args.kind == "auto"),),
-          facts={"kind": kind, "message": KINDS[kind][1]})
+    _, message, rpc = KINDS[kind]
+    how = "detected; --kind chooses" if args.kind == "auto" else "--kind"
+    write(args.format, diags, preamble=(f"{args.file}: read as {message}, the answer of {rpc} ({how})",),
+          facts={"kind": kind, "message": message})
     return exit_code(diags, Severity.parse(args.fail_on))
