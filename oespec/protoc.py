@@ -92,43 +92,33 @@ def compile_descriptor_set(sources: dict[str, str], *, source_info: bool = True,
 def _descriptor_set(data: bytes) -> descriptor_pb2.FileDescriptorSet:
     from google.protobuf import descriptor_pb2
 
-    fds = descriptor_pb2.FileDescriptorSet()
-    fds.ParseFromString(data)
-    return fds
+    return descriptor_pb2.FileDescriptorSet.FromString(data)
 
 
 def _compile_descriptor_set(sources: dict[str, str], source_info: bool) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
-        src = Path(tmp) / "src"
-        files = _materialize(sources, src)
-        out = Path(tmp) / "set.pb"
-        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports",
-                f"--descriptor_set_out={out}"]
-        if source_info:
-            args.append("--include_source_info")
-        _run_protoc(args + files, src)
-        return out.read_bytes()
+    return _protoc(sources, source_info=source_info)[0]
 
 
 def compile_all(sources: dict[str, str]) -> tuple[descriptor_pb2.FileDescriptorSet, dict[str, bytes]]:
     """One protoc run for everything generation needs: the descriptor set (imports and source
-    info included) and the Python modules. Each protoc start costs more than the compile itself."""
-    entries = _compile_all(sources)
-    modules = {name[len("module/"):]: body for name, body in entries.items() if name.startswith("module/")}
-    return _descriptor_set(entries["set.pb"]), modules
+    info included) and the Python modules by path. Each protoc start costs more than the compile."""
+    data, modules = _protoc(sources, source_info=True, python=True)
+    return _descriptor_set(data), modules
 
 
-def _compile_all(sources: dict[str, str]) -> dict[str, bytes]:
-    """The descriptor set as "set.pb" and each Python module as "module/<path>"."""
+def _protoc(sources: dict[str, str], *, source_info: bool,
+            python: bool = False) -> tuple[bytes, dict[str, bytes]]:
+    """The descriptor set of `sources` (imports included) and, with `python`, their Python modules."""
     with tempfile.TemporaryDirectory(prefix="oespec-protoc-") as tmp:
-        src = Path(tmp) / "src"
-        out = Path(tmp) / "out"
+        src, out, fds_path = Path(tmp) / "src", Path(tmp) / "out", Path(tmp) / "set.pb"
         out.mkdir()
-        fds_path = Path(tmp) / "set.pb"
-        files = _materialize(sources, src)
-        _run_protoc([f"-I{src}", f"-I{well_known_include()}", "--include_imports", "--include_source_info",
-                     f"--descriptor_set_out={fds_path}", f"--python_out={out}", f"--pyi_out={out}",
-                     f"--grpc_python_out={out}"] + files, src)
-        modules = {f"module/{p.relative_to(out).as_posix()}": p.read_bytes()
+        args = [f"-I{src}", f"-I{well_known_include()}", "--include_imports",
+                f"--descriptor_set_out={fds_path}"]
+        if source_info:
+            args.append("--include_source_info")
+        if python:
+            args += [f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}"]
+        _run_protoc(args + _materialize(sources, src), src)
+        modules = {p.relative_to(out).as_posix(): p.read_bytes()
                    for p in sorted(out.rglob("*")) if p.is_file()}
-        return {"set.pb": fds_path.read_bytes(), **modules}
+        return fds_path.read_bytes(), modules

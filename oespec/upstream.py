@@ -141,10 +141,13 @@ def build_image(checkout: Path) -> tuple[bytes, tuple[tuple[str, str], ...]]:
 
 def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
     """PIN.md: what the image is, where it comes from, and how to rebuild it."""
+    from importlib.metadata import version
+
     services = [f"{fdp.package}.{s.name}" for fdp in fds.file for s in fdp.service]
     own = [fdp for fdp in fds.file if not fdp.name.startswith("google/")]
     imports = [fdp.name for fdp in fds.file if fdp.name.startswith("google/")]
     revision = f", schema revision {pin.schema_revision}" if pin.schema_revision is not None else ""
+    tools = version("grpcio-tools")
     lines = [
         "# Upstream pin",
         "",
@@ -152,7 +155,7 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
         f"- Image: `openengine-v1.binpb`, SHA-256 `{pin.image_sha256}`",
         "",
         "The image is a FileDescriptorSet compiled from upstream's `proto/openengine/v1/*.proto` by the",
-        f"protoc of grpcio-tools {_protoc_version()}, imports included and source info left out: names,",
+        f"protoc of grpcio-tools {tools}, imports included and source info left out: names,",
         "numbers, types, labels, oneofs and services, no comments.",
         "",
         f"- Upstream's files: {', '.join(sorted(fdp.name for fdp in own))}",
@@ -185,12 +188,6 @@ def render_pin(pin: Pin, fds: descriptor_pb2.FileDescriptorSet) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _protoc_version() -> str:
-    from importlib.metadata import version
-
-    return version("grpcio-tools")
 
 
 _PIN_FIELDS = re.compile(r"commit `(?P<commit>[0-9a-f]+)` \((?P<date>[0-9-]+)(?:, schema revision (?P<rev>\d+))?\)")
@@ -328,20 +325,11 @@ def method_text(m) -> str:
 
 def _field_aspects(up: Element, here: Element) -> list[str]:
     a, b = up.proto, here.proto
-    found = []
-    if a.name != b.name:
-        found.append("name")
-    if a.number != b.number:
-        found.append("number")
-    if a.type != b.type or a.type_name != b.type_name:
-        found.append("type")
-    if _label(a) != _label(b):
-        found.append("label")
-    if up.extra.get("oneof", "") != here.extra.get("oneof", ""):
-        found.append("oneof")
-    if a.json_name and b.json_name and a.json_name != b.json_name:
-        found.append("json_name")
-    return found
+    differs = (("name", a.name != b.name), ("number", a.number != b.number),
+               ("type", a.type != b.type or a.type_name != b.type_name), ("label", _label(a) != _label(b)),
+               ("oneof", up.extra.get("oneof", "") != here.extra.get("oneof", "")),
+               ("json_name", bool(a.json_name and b.json_name and a.json_name != b.json_name)))
+    return [aspect for aspect, differ in differs if differ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +435,7 @@ def compile_ours(proto_root: Path, display: str) -> tuple[descriptor_pb2.FileDes
         return None, set(sources), _protoc_diagnostics(err.message, display)
 
 
-def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None = None) -> list[Diagnostic]:
+def buf_findings(proto_root: Path, image: Path, display: str) -> list[Diagnostic]:
     """buf's PACKAGE findings of `proto_root` against the image ([] when buf is not installed:
     the element comparison is the gate, buf only a second opinion)."""
     import json
@@ -455,7 +443,7 @@ def buf_findings(proto_root: Path, image: Path, display: str, *, buf: str | None
 
     from oespec.breaking.buf_breaking import find_buf
 
-    buf = buf or find_buf()
+    buf = find_buf()
     if buf is None:
         return []
     config = json.dumps({"version": "v2", "breaking": {"use": [BUF_CATEGORY], "except": list(BUF_EXCEPT)}})
@@ -523,11 +511,6 @@ class Addition:
     file: str
     line: int
     definition: str    # the element as proto text (a field `optional uint32 x = 101`), or its name
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "parent": self.parent,
-                "extends_upstream": self.extends_upstream, "file": self.file, "line": self.line,
-                "definition": self.definition}
 
 
 def additions(upstream: descriptor_pb2.FileDescriptorSet, ours: descriptor_pb2.FileDescriptorSet,

@@ -17,8 +17,7 @@ from pathlib import Path
 class BaselineError(Exception):
     def __init__(self, message: str, hint: str = ""):
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.message, self.hint = message, hint
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,7 @@ class WireError(Exception):
 
     def __init__(self, message: str, hint: str = ""):
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.message, self.hint = message, hint
 
 
 def find_buf() -> str | None:
@@ -108,9 +107,9 @@ def proto_files(root: Path | None) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.proto"))
 
 
-def run_buf(current: Path, baseline: Path, *, buf: str | None = None) -> list[dict]:
+def run_buf(current: Path, baseline: Path) -> list[dict]:
     """buf's findings as parsed JSON objects; `current` and `baseline` are proto roots."""
-    buf = buf or find_buf()
+    buf = find_buf()
     if buf is None:
         raise WireError("buf is not installed, so the wire-level check cannot run",
                         "run `make setup` (buf-bin is pinned in requirements.txt)")
@@ -217,22 +216,17 @@ def fold(findings: list[dict], ctx: Context, *, proto_display: str, graph: WireG
     return diags
 
 
-def deleted_tree(baseline_files: list[str], ctx: Context, *, proto_display: str) -> list[Diagnostic]:
-    """The working tree has no protos at all: every baseline file counts as deleted."""
-    return fold([{"type": "FILE_NO_DELETE", "message": f'Previously present file "{name}" was deleted.'}
-                 for name in baseline_files], ctx, proto_display=proto_display)
-
-
 def compare_protos(ctx: Context, current: Path, baseline: Path | None, *, proto_display: str = "proto",
-                   buf: str | None = None, upstream: UpstreamScope | None = None) -> list[Diagnostic]:
+                   upstream: UpstreamScope | None = None) -> list[Diagnostic]:
     """Wire findings between two proto roots, except those on what `upstream` defines; none when
     the baseline has no protos yet."""
     before, after = proto_files(baseline), proto_files(current)
     if not before:
         return []  # nothing was published: every proto file is new
-    if not after:
-        return deleted_tree(before, ctx, proto_display=proto_display)
-    findings = run_buf(current, baseline, buf=buf)
+    if not after:  # the working tree has no protos at all: every baseline file counts as deleted
+        return fold([{"type": "FILE_NO_DELETE", "message": f'Previously present file "{name}" was deleted.'}
+                     for name in before], ctx, proto_display=proto_display)
+    findings = run_buf(current, baseline)
     graph = load_graph(baseline, ctx.baseline.package) if findings and ctx.baseline is not None else None
     return fold(findings, ctx, proto_display=proto_display, graph=graph, current_root=current,
                 baseline_root=baseline, upstream=upstream)

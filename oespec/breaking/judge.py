@@ -47,12 +47,11 @@ def compare(baseline: Registry | None, current: Registry, *, path: str | None = 
     """Every registry-level finding between `baseline` (None: the registry is new) and `current`."""
     path = path or current.path
     ctx = Context(baseline, current, baseline_path or path, ref)
-    selected = sorted(RULES, key=lambda r: r.id)
     items = pairs(baseline, current)
     diags: list[Diagnostic] = []
     governed: set[str] = set()  # profiles a specific bump rule already reported
 
-    for r in sorted(selected, key=lambda r: r.fallback):
+    for r in sorted(RULES, key=lambda r: (r.fallback, r.id)):
         for pair in items:
             if pair.kind not in r.kinds:
                 continue

@@ -175,9 +175,8 @@ def _origin(registry: Registry, side: str, names: dict[str, list[str]]) -> Origi
             if limit is not None:
                 return Origin(f"values of limit {profile.name}.{limit.name} (enum {enum})", profile.name,
                               limit.at("values"), side)
-    services = names.get("service", [])
     rpcs = names.get("RPC", [])
-    for service in services:
+    for service in names.get("service", []):
         for profile, rpc in registry.all_rpcs():
             if rpc.service in (service, f"{pkg}.{service}") and (not rpcs or rpc.method in rpcs):
                 return Origin(f"RPC {rpc.name} of {profile.name}", profile.name, rpc.loc, side)
@@ -224,8 +223,8 @@ def attribute(message: str, baseline: Registry | None, current: Registry | None,
     by_type = owners_by_type(baseline, graph)
     found: set[str] = set()
     reached_any = False
-    services, rpcs = names.get("service", []), names.get("RPC", [])
-    for service in services:
+    rpcs = names.get("RPC", [])
+    for service in names.get("service", []):
         members = [(p, r) for p, r in baseline.all_rpcs() if r.service in (service, f"{pkg}.{service}")]
         reached_any = reached_any or bool(members)
         for profile, rpc in members:

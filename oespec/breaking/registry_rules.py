@@ -193,12 +193,6 @@ def profile_removed(pair: Pair, ctx: Context):
                      severity=Severity.WARNING if deprecated else Severity.ERROR)
 
 
-profile_added = rule("OEB011", "profile-added", requirement="REQ-VER-007", kinds="profile", category="profile",
-                     breaks="none", bump="none",
-                     purpose="a new profile is reported (it needs a registry revision bump, not a version bump)")(_when_added(
-    lambda p: f"new profile {p.current.name} {p.current.version}"))
-
-
 # What a new profile must write out, even when empty: absence would be ambiguous.
 DECLARATION_KEYS = (("limits", "limits (each with its default)"), ("requires", "prerequisites (`requires`)"),
                     ("incompatible_with", "incompatible combinations (`incompatible_with`)"))
@@ -246,18 +240,6 @@ def _scope_moved(index: int, verb: str):
     return handler
 
 
-scope_narrowed = rule("OEB014", "scope-narrowed", requirement="REQ-VER-003", kinds="profile", category="profile",
-                      breaks="both", bump="major",
-                      purpose="the scope never narrows within a major (engine -> model/role, model -> role, roles removed)")(
-    _scope_moved(0, "narrowed"))
-
-
-scope_widened = rule("OEB015", "scope-widened", requirement="REQ-VER-003", kinds="profile", category="profile",
-                     breaks="both", bump="major",
-                     purpose="the scope kind never widens within a major (role -> model/engine, model -> engine): "
-             "it moves where the capability is reported")(_scope_moved(1, "widened"))
-
-
 @rule("OEB016", "roles-added", requirement="REQ-VER-002", kinds="profile", category="profile",
       breaks="clients", bump="minor",
       purpose="a role-scoped profile may gain roles in a minor version")
@@ -282,44 +264,7 @@ def capability_changed(pair: Pair, ctx: Context):
                          f"{before} to {after}", _owner(pair), pair.previous.at(key))
 
 
-capability_removed = rule("OEB018", "capability-removed", requirement="REQ-VER-003", kinds="capability", category="profile",
-                          breaks="both", bump="major",
-                          purpose="a profile keeps its capability message within a major")(_when_removed(
-    lambda p: f"{p.cur_parent.name} no longer has a capability message ({p.previous.message})"))
-
-
-capability_added = rule("OEB019", "capability-added", requirement="REQ-VER-002", kinds="capability", category="profile",
-                        breaks="servers", bump="minor",
-                        purpose="a profile may gain a capability message in a minor version")(_when_added(
-    lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}"))
-
-
 # --- prerequisites and incompatibilities ---------------------------------------------------------
-
-prerequisite_added = rule("OEB020", "prerequisite-added", requirement="REQ-VER-003", kinds="requirement", category="combination",
-                          breaks="servers", bump="major",
-                          purpose="no new prerequisite within a major: servers advertising the profile may lack it")(_when_added(
-    lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}"))
-
-
-prerequisite_changed = rule("OEB021", "prerequisite-changed", requirement="REQ-VER-003", kinds="requirement", category="combination",
-                            breaks="both", bump="major",
-                            purpose="a prerequisite's version range never changes within a major")(_when_changed(
-    "version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
-                         f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range))
-
-
-prerequisite_removed = rule("OEB022", "prerequisite-removed", requirement="REQ-VER-002", kinds="requirement", category="combination",
-                            breaks="clients", bump="minor",
-                            purpose="dropping a prerequisite loosens what servers may advertise: a minor version")(_when_removed(
-    lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}"))
-
-
-incompatibility_added = rule("OEB023", "incompatibility-added", requirement="REQ-VER-003", kinds="incompatibility", category="combination",
-                             breaks="servers", bump="major",
-                             purpose="no new incompatible combination within a major: servers may already advertise it")(_when_added(
-    lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}"))
-
 
 def _implies(a, b) -> bool:
     """Does condition `a` holding guarantee that condition `b` holds (same limit)?"""
@@ -383,19 +328,7 @@ def incompatibility_loosened_rule(pair: Pair, ctx: Context):
                      f"'{_conditions(pair.current)}'", _owner(pair), pair.previous.loc)
 
 
-incompatibility_removed = rule("OEB025", "incompatibility-removed", requirement="REQ-VER-002", kinds="incompatibility", category="combination",
-                               breaks="clients", bump="minor",
-                               purpose="dropping an incompatibility allows a new combination: a minor version")(_when_removed(
-    lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}"))
-
-
 # --- RPCs and messages ---------------------------------------------------------------------------
-
-rpc_removed = rule("OEB030", "rpc-removed", requirement="REQ-VER-003", kinds="rpc", category="rpc",
-                   breaks="clients", bump="major",
-                   purpose="an RPC stays in its profile for the whole major")(_when_removed(
-    lambda p: f"RPC {p.key} was removed from {p.prev_parent.name}"))
-
 
 @rule("OEB031", "rpc-added", requirement="REQ-VER-002", kinds="rpc", category="rpc",
       breaks="servers", bump="minor",
@@ -430,31 +363,7 @@ def rpc_signature_changed(pair: Pair, ctx: Context):
                          pair.prev_parent.name if pair.prev_parent else _owner(pair), pair.previous.at(key))
 
 
-message_removed = rule("OEB040", "message-removed", requirement="REQ-VER-003", kinds="message", category="message",
-                       breaks="clients", bump="major",
-                       purpose="a message stays in its profile for the whole major")(_when_removed(
-    lambda p: f"message {p.key} was removed from {p.prev_parent.name}"))
-
-
-message_added = rule("OEB041", "message-added", requirement="REQ-VER-002", kinds="message", category="message",
-                     breaks="servers", bump="minor",
-                     purpose="a profile may gain a message in a minor version")(_when_added(
-    lambda p: f"message {p.key} was added to {p.cur_parent.name}"))
-
-
 # --- limits --------------------------------------------------------------------------------------
-
-limit_removed = rule("OEB050", "limit-removed", requirement="REQ-VER-003", kinds="limit", category="limit",
-                     breaks="clients", bump="major",
-                     purpose="a limit stays in its profile for the whole major")(_when_removed(
-    lambda p: f"limit {p.key} was removed from {p.prev_parent.name}"))
-
-
-limit_added = rule("OEB051", "limit-added", requirement="REQ-VER-002", kinds="limit", category="limit",
-                   breaks="servers", bump="minor",
-                   purpose="a profile may gain a limit (with a default) in a minor version")(_when_added(
-    lambda p: f"limit {p.key} was added to {p.cur_parent.name}"))
-
 
 def _type_shape(lim: Limit):
     return (lim.type.base, lim.type.repeated, lim.type.enum_name)
@@ -471,12 +380,6 @@ def limit_type_changed(pair: Pair, ctx: Context):
                      f"{name(after)}", _owner(pair), pair.previous.at("type"))
 
 
-limit_field_changed = rule("OEB053", "limit-field-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-                           breaks="both", bump="major",
-                           purpose="a limit's field number never changes within a major")(_when_changed(
-    "field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to {p.current.field}"))
-
-
 @rule("OEB054", "limit-unit-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
       breaks="both", bump="major",
       purpose="a limit's unit never changes within a major")
@@ -485,13 +388,6 @@ def limit_unit_changed(pair: Pair, ctx: Context):
         loc = pair.current.at("unit")
         yield Change(loc, f"unit of limit {pair.key} changed from {pair.previous.unit or '(none)'} to "
                      f"{pair.current.unit or '(none)'}", _owner(pair), pair.previous.loc)
-
-
-limit_default_changed = rule("OEB055", "limit-default-changed", requirement="REQ-VER-003", kinds="limit", category="limit",
-                             breaks="both", bump="major",
-                             purpose="a limit's default (the meaning of absence) never changes within a major")(_when_changed(
-    "default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to {p.current.default!r}",
-    lambda limit: fingerprint(limit.default)))
 
 
 def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -518,26 +414,13 @@ def _bound_moves(prev: Limit, cur: Limit) -> tuple[list[tuple[str, str]], list[t
     return narrow, wide
 
 
-@rule("OEB056", "limit-range-narrowed", requirement="REQ-VER-003", kinds="limit", category="limit",
-      breaks="servers", bump="major",
-      purpose="a limit's range never narrows within a major (raised minimum, lowered maximum, "
-              "a new bound, a removed enum value)")
-def limit_range_narrowed(pair: Pair, ctx: Context):
-    if pair.kept:
-        for key, text in _bound_moves(pair.previous, pair.current)[0]:
-            yield Change(pair.current.at(key), f"range of limit {pair.key} narrowed: {text}", _owner(pair),
-                         pair.previous.at(key))
-
-
-@rule("OEB057", "limit-range-widened", requirement="REQ-VER-002", kinds="limit", category="limit",
-      breaks="clients", bump="minor",
-      purpose="a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum "
-              "value) in a minor version")
-def limit_range_widened(pair: Pair, ctx: Context):
-    if pair.kept:
-        for key, text in _bound_moves(pair.previous, pair.current)[1]:
-            loc = pair.current.at(key)
-            yield Change(loc, f"range of limit {pair.key} widened: {text}", _owner(pair), pair.previous.at(key))
+def _range_moved(index: int, verb: str):
+    def handler(pair: Pair, ctx: Context):
+        if pair.kept:
+            for key, text in _bound_moves(pair.previous, pair.current)[index]:
+                yield Change(pair.current.at(key), f"range of limit {pair.key} {verb}: {text}", _owner(pair),
+                             pair.previous.at(key))
+    return handler
 
 
 @rule("OEB058", "limit-enum-renumbered", requirement="REQ-VER-012", kinds="limit", category="limit",
@@ -602,12 +485,80 @@ def undeprecated(pair: Pair, ctx: Context):
                      pair.previous.at("deprecated"))
 
 
+# Rules that differ only in data. Each row: id, name, requirement, kinds, category, whom it breaks,
+# the bump that makes it legal, purpose, and the handler (which change, and the text of the finding).
+DATA_RULES = (
+    ("OEB011", "profile-added", "REQ-VER-007", "profile", "profile", "none", "none",
+     "a new profile is reported (it needs a registry revision bump, not a version bump)",
+     _when_added(lambda p: f"new profile {p.current.name} {p.current.version}")),
+    ("OEB014", "scope-narrowed", "REQ-VER-003", "profile", "profile", "both", "major",
+     "the scope never narrows within a major (engine -> model/role, model -> role, roles removed)",
+     _scope_moved(0, "narrowed")),
+    ("OEB015", "scope-widened", "REQ-VER-003", "profile", "profile", "both", "major",
+     "the scope kind never widens within a major (role -> model/engine, model -> engine): "
+     "it moves where the capability is reported",
+     _scope_moved(1, "widened")),
+    ("OEB018", "capability-removed", "REQ-VER-003", "capability", "profile", "both", "major",
+     "a profile keeps its capability message within a major",
+     _when_removed(lambda p: f"{p.cur_parent.name} no longer has a capability message "
+                             f"({p.previous.message})")),
+    ("OEB019", "capability-added", "REQ-VER-002", "capability", "profile", "servers", "minor",
+     "a profile may gain a capability message in a minor version",
+     _when_added(lambda p: f"{p.cur_parent.name} gained capability message {p.current.message}")),
+    ("OEB020", "prerequisite-added", "REQ-VER-003", "requirement", "combination", "servers", "major",
+     "no new prerequisite within a major: servers advertising the profile may lack it",
+     _when_added(lambda p: f"{p.cur_parent.name} now requires {p.current.profile} {p.current.range}")),
+    ("OEB021", "prerequisite-changed", "REQ-VER-003", "requirement", "combination", "both", "major",
+     "a prerequisite's version range never changes within a major",
+     _when_changed("version", lambda p: f"{p.cur_parent.name} requirement on {p.key} changed "
+                   f"from '{p.previous.range}' to '{p.current.range}'", lambda req: req.range)),
+    ("OEB022", "prerequisite-removed", "REQ-VER-002", "requirement", "combination", "clients", "minor",
+     "dropping a prerequisite loosens what servers may advertise: a minor version",
+     _when_removed(lambda p: f"{p.prev_parent.name} no longer requires {p.previous.profile}")),
+    ("OEB023", "incompatibility-added", "REQ-VER-003", "incompatibility", "combination", "servers", "major",
+     "no new incompatible combination within a major: servers may already advertise it",
+     _when_added(lambda p: f"{p.cur_parent.name} is now incompatible {_with(p.key)}")),
+    ("OEB025", "incompatibility-removed", "REQ-VER-002", "incompatibility", "combination", "clients", "minor",
+     "dropping an incompatibility allows a new combination: a minor version",
+     _when_removed(lambda p: f"{p.prev_parent.name} is no longer incompatible {_with(p.key)}")),
+    ("OEB030", "rpc-removed", "REQ-VER-003", "rpc", "rpc", "clients", "major",
+     "an RPC stays in its profile for the whole major",
+     _when_removed(lambda p: f"RPC {p.key} was removed from {p.prev_parent.name}")),
+    ("OEB040", "message-removed", "REQ-VER-003", "message", "message", "clients", "major",
+     "a message stays in its profile for the whole major",
+     _when_removed(lambda p: f"message {p.key} was removed from {p.prev_parent.name}")),
+    ("OEB041", "message-added", "REQ-VER-002", "message", "message", "servers", "minor",
+     "a profile may gain a message in a minor version",
+     _when_added(lambda p: f"message {p.key} was added to {p.cur_parent.name}")),
+    ("OEB050", "limit-removed", "REQ-VER-003", "limit", "limit", "clients", "major",
+     "a limit stays in its profile for the whole major",
+     _when_removed(lambda p: f"limit {p.key} was removed from {p.prev_parent.name}")),
+    ("OEB051", "limit-added", "REQ-VER-002", "limit", "limit", "servers", "minor",
+     "a profile may gain a limit (with a default) in a minor version",
+     _when_added(lambda p: f"limit {p.key} was added to {p.cur_parent.name}")),
+    ("OEB053", "limit-field-changed", "REQ-VER-003", "limit", "limit", "both", "major",
+     "a limit's field number never changes within a major",
+     _when_changed("field", lambda p: f"field number of limit {p.key} changed from {p.previous.field} to "
+                   f"{p.current.field}")),
+    ("OEB055", "limit-default-changed", "REQ-VER-003", "limit", "limit", "both", "major",
+     "a limit's default (the meaning of absence) never changes within a major",
+     _when_changed("default", lambda p: f"default of limit {p.key} changed from {p.previous.default!r} to "
+                   f"{p.current.default!r}", lambda limit: fingerprint(limit.default))),
+    ("OEB056", "limit-range-narrowed", "REQ-VER-003", "limit", "limit", "servers", "major",
+     "a limit's range never narrows within a major (raised minimum, lowered maximum, a new bound, a removed "
+     "enum value)",
+     _range_moved(0, "narrowed")),
+    ("OEB057", "limit-range-widened", "REQ-VER-002", "limit", "limit", "clients", "minor",
+     "a limit's range may widen (lower minimum, higher maximum, a dropped bound, a new enum value) in a "
+     "minor version",
+     _range_moved(1, "widened")),
+)
+
 RULES = [revision_not_increased, revision_decreased, version_decreased, history_rewritten, history_missing,
          since_rewritten, since_not_new_version, changed_without_version, package_changed, profile_removed,
-         profile_added, profile_incomplete, mandatory_changed, scope_narrowed, scope_widened, roles_added,
-         capability_changed, capability_removed, capability_added, prerequisite_added, prerequisite_changed,
-         prerequisite_removed, incompatibility_added, incompatibility_changed, incompatibility_loosened_rule,
-         incompatibility_removed, rpc_removed, rpc_added, rpc_moved, rpc_signature_changed, message_removed,
-         message_added, limit_removed, limit_added, limit_type_changed, limit_field_changed,
-         limit_unit_changed, limit_default_changed, limit_range_narrowed, limit_range_widened,
-         limit_enum_renumbered, deprecated, removed_without_deprecation, undeprecated]
+         profile_incomplete, mandatory_changed, roles_added, capability_changed, incompatibility_changed,
+         incompatibility_loosened_rule, rpc_added, rpc_moved, rpc_signature_changed, limit_type_changed,
+         limit_unit_changed, limit_enum_renumbered, deprecated, removed_without_deprecation, undeprecated,
+         *(rule(id, name, requirement=requirement, kinds=kinds, category=category, breaks=breaks, bump=bump,
+                purpose=purpose)(handler)
+           for id, name, requirement, kinds, category, breaks, bump, purpose, handler in DATA_RULES)]

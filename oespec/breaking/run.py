@@ -26,10 +26,7 @@ class BreakingError(Exception):
     def __init__(self, path: str, message: str, hint: str = "", *, loc: Loc = Loc(),
                  diagnostics: list[Diagnostic] | None = None):
         super().__init__(message)
-        self.path = path
-        self.message = message
-        self.hint = hint
-        self.loc = loc
+        self.path, self.message, self.hint, self.loc = path, message, hint, loc
         self.diagnostics = diagnostics or []
 
     def as_diagnostics(self) -> list[Diagnostic]:

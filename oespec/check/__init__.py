@@ -7,7 +7,7 @@ catalogue below is those lists and the two ids no handler yields.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 from openengine.contractkit.diagnostics import Diagnostic, Severity, sorted_diagnostics
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
@@ -42,11 +42,6 @@ def catalogue() -> RuleCatalogue[Rule]:
     return cat
 
 
-def iter_rules() -> Iterator[Rule]:
-    """Every rule with a handler, in id order."""
-    return iter(RULES)
-
-
 def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
               contract: "Contract | None" = None, last_commit: "LastCommit | None" = None) -> list[Diagnostic]:
     """Every finding of the schema stage and of every rule, sorted by position.
@@ -66,4 +61,4 @@ def run_rules(resolved: Resolved, *, rules: Iterable[Rule] | None = None,
     return sorted_diagnostics(diags)
 
 
-__all__ = ["CheckContext", "Finding", "RULES", "Rule", "catalogue", "iter_rules", "run_rules"]
+__all__ = ["CheckContext", "Finding", "RULES", "Rule", "catalogue", "run_rules"]

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
+from oespec.check.rules._common import capabilities
 from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
-from oespec.descriptors import Contract, add_file, standard_health
+from oespec.descriptors import Contract, add_file, source_locs, standard_health
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set, read_sources
 
@@ -77,8 +78,7 @@ def _request_limits(fds, sources: dict[str, str], shown: str) -> list[RequestLim
     for fdp in fds.file:
         if fdp.name not in sources:
             continue
-        spans = {tuple(loc.path): Loc(loc.span[0] + 1, loc.span[1] + 1)
-                 for loc in fdp.source_code_info.location if len(loc.span) >= 2}
+        spans = source_locs(fdp)
         for i, msg in enumerate(fdp.message_type):
             if not msg.options.ByteSize():
                 continue
@@ -163,9 +163,7 @@ def rpc_shape_matches(ctx: CheckContext):
 @rule("OE103", "rpc-has-profile", requirements=("REQ-ADD-010",), category="contract", needs_contract=True,
       purpose="every RPC of an OpenEngine service belongs to exactly one profile")
 def rpc_has_profile(ctx: CheckContext):
-    owners: dict[str, list[str]] = {}
-    for profile, rpc in ctx.registry.all_rpcs():
-        owners.setdefault(rpc.name, []).append(profile.name)
+    owners = ctx.registry.rpc_owner()
     prefix = ctx.registry.package + "."
     for name, method in sorted(ctx.contract.methods.items()):
         if not name.startswith(prefix):
@@ -193,10 +191,7 @@ def message_in_contract(ctx: CheckContext):
 def capability_in_contract(ctx: CheckContext):
     package = ctx.registry.package
     caps = ctx.contract.messages.get(f"{package}.Capabilities")
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         where = cap.at("field")
         found = caps.fields.get(cap.field) if caps else None
         if found is None:

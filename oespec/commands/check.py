@@ -58,10 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
         loaded = load_contract(proto_root, proto_root.as_posix().rstrip("/"), cache=cache,
                                upstream_image=proto_root.parent / UPSTREAM_IMAGE)  # the pin beside proto/
-        if isinstance(loaded, list):
-            compile_errors = loaded
-        else:
-            contract = loaded
+        contract, compile_errors = (None, loaded) if isinstance(loaded, list) else (loaded, [])
     elif not args.no_contract and resolved.registry is not None:
         # Never a silent skip: a clean verdict must not read as if the protos were checked too.
         sys.stderr.write(f"oespec check: no {proto_root.as_posix()}/ beside {args.registry}: the checks against "

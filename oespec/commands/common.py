@@ -18,33 +18,25 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lowest severity that makes the exit status 1 (default: error)")
 
 
-def tool_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("openengine-profiles")
-    except PackageNotFoundError:
-        return ""
-
-
-def tool_homepage() -> str:
-    """The project's home page as pyproject.toml declares it (`[project.urls] Homepage`)."""
+def output_context(*, with_version: bool = True, **given) -> Context:
+    """The context every command prints with: the tool, its version and home page (`[project.urls]
+    Homepage` of pyproject.toml), and the one catalogue the SARIF printer describes rules from (read
+    only when a printer asks)."""
     from importlib.metadata import PackageNotFoundError, metadata
 
-    try:
-        urls = metadata("openengine-profiles").get_all("Project-URL") or []
-    except PackageNotFoundError:
-        return ""
-    return next((url.split(",", 1)[1].strip() for url in urls if url.lower().startswith("homepage,")), "")
-
-
-def output_context(*, with_version: bool = True, **given) -> Context:
-    """The context every command prints with: the tool, its version and home page, and the one
-    catalogue the SARIF printer describes rules from (read only when a printer asks)."""
     from oespec.catalogues import describe
 
-    return Context(tool="oespec", version=tool_version() if with_version else "",
-                   information_uri=tool_homepage() if with_version else "", describe=describe, **given)
+    version = homepage = ""
+    if with_version:
+        try:
+            meta = metadata("openengine-profiles")
+        except PackageNotFoundError:
+            meta = None
+        if meta is not None:
+            version = meta["Version"]
+            homepage = next((url.split(",", 1)[1].strip() for url in meta.get_all("Project-URL") or []
+                             if url.lower().startswith("homepage,")), "")
+    return Context(tool="oespec", version=version, information_uri=homepage, describe=describe, **given)
 
 
 # Printers that name the tool's version; reading it (importlib.metadata) costs more than a whole
@@ -62,11 +54,8 @@ def emit(args: argparse.Namespace, diags: list[Diagnostic], out=None) -> int:
     return exit_code(diags, Severity.parse(args.fail_on))
 
 
-def source_error_diagnostic(err: SourceError, rule_id: str = "OE000") -> Diagnostic:
-    return Diagnostic.at(err.path, err.loc, rule_id, Severity.ERROR, err.message, err.hint)
-
-
 def emit_unusable(args: argparse.Namespace, err: SourceError) -> int:
     """Unusable input still gets a located record, in the chosen format, and exit status 2."""
-    write(getattr(args, "format", "text"), [source_error_diagnostic(err)])
+    record = Diagnostic.at(err.path, err.loc, "OE000", Severity.ERROR, err.message, err.hint)
+    write(getattr(args, "format", "text"), [record])
     return EXIT_UNUSABLE

@@ -207,14 +207,12 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(err))
     if progress:
         progress.finish()
-    from oespec.commands.common import output_context
-    from openengine.conformance.report import render_report
-
-    sys.stdout.write(render_report(args.format, report, output_context()))
     import json
 
-    from openengine.conformance.report import report_document
+    from oespec.commands.common import output_context
+    from openengine.conformance.report import render_report, report_document
 
+    sys.stdout.write(render_report(args.format, report, output_context()))
     for path, text in ((args.junit, lambda: render_junit(report)),
                        (args.report, lambda: json.dumps(report_document(report), indent=2) + "\n")):
         if not path:

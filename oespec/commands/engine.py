@@ -142,12 +142,8 @@ def build_config(args: argparse.Namespace):
     config = EngineConfig()
     if args.config:
         config = config_from_mapping(load_config_file(args.config), config, source=args.config)
-    changes = {}
-    for flag, key in (("host", "host"), ("port", "port"), ("role", "role"), ("token_delay_ms", "token_delay_ms"),
-                      ("instance_id", "instance_id")):
-        value = getattr(args, flag)
-        if value is not None:
-            changes[key] = value
+    changes = {key: getattr(args, key) for key in ("host", "port", "role", "token_delay_ms", "instance_id")
+               if getattr(args, key) is not None}
     if args.profiles is not None:
         changes["profiles"] = tuple(p for p in args.profiles.split(",") if p.strip())
     if any(getattr(args, name, None) is not None for name in CONNECTION_FLAGS):
@@ -161,12 +157,9 @@ def build_config(args: argparse.Namespace):
                 raise ConfigError([f"--limit {item!r}: write PROFILE.LIMIT=VALUE, e.g. core.max_sequences=2"])
             limits.setdefault(profile, {})[name] = _parse_value(value)
         changes["limits"] = limits
-    admin = {}
-    for flag, key in (("admin_port", "port"), ("admin_host", "host"), ("admin_token", "token"),
-                      ("admin_tls_cert", "tls_cert"), ("admin_tls_key", "tls_key"), ("admin_client_ca", "client_ca")):
-        value = getattr(args, flag)
-        if value is not None:
-            admin[key] = value
+    admin = {key: getattr(args, f"admin_{key}")   # --admin-X sets the admin config's X
+             for key in ("port", "host", "token", "tls_cert", "tls_key", "client_ca")
+             if getattr(args, f"admin_{key}") is not None}
     if admin:
         changes["admin"] = dataclasses.replace(config.admin, **admin)
     return dataclasses.replace(config, **changes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit, write
@@ -94,7 +95,7 @@ def _diff(args: argparse.Namespace) -> int:
         pin_file = Path(args.image).with_name(Path(PIN).name)
         pinned = read_pin(pin_file) if pin_file.is_file() else None
         doc = {"upstream": {"commit": pinned.commit, "date": pinned.date} if pinned else None,
-               "additions": [a.as_dict() for a in found]}
+               "additions": [asdict(a) for a in found]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     for a in found:

@@ -54,8 +54,7 @@ def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
     details["expected"] = v.expected
     if v.requirement:
         details["requirement"] = v.requirement
-    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message,
-                      "", details)
+    return Diagnostic(path, where[0], where[1], v.rule_id, v.severity, v.message, "", details)
 
 
 class Unusable(Exception):
@@ -107,12 +106,6 @@ def _kind(values) -> str:
         return len(keys & ({f.name for f in fields} | {f.json_name for f in fields}))
 
     return max(KINDS, key=lambda kind: (known(kind) == len(keys), known(kind), -list(KINDS).index(kind)))
-
-
-def _read_as(path: str, kind: str, detected: bool) -> str:
-    _, message, rpc = KINDS[kind]
-    how = "detected; --kind chooses" if detected else "--kind"
-    return f"{path}: read as {message}, the answer of {rpc} ({how})"
 
 
 def _capabilities(path: str, values) -> list[Diagnostic]:
@@ -194,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         write(args.format, [err.diagnostic])
         return EXIT_UNUSABLE
     diags = sorted_diagnostics(diags)
-    write(args.format, diags, preamble=(_read_as(args.file, kind, args.kind == "auto"),),
-          facts={"kind": kind, "message": KINDS[kind][1]})
+    _, message, rpc = KINDS[kind]
+    how = "detected; --kind chooses" if args.kind == "auto" else "--kind"
+    write(args.format, diags, preamble=(f"{args.file}: read as {message}, the answer of {rpc} ({how})",),
+          facts={"kind": kind, "message": message})
     return exit_code(diags, Severity.parse(args.fail_on))

@@ -170,15 +170,11 @@ class Limit(Located):
     updatable: bool = False    # UpdateConfig may change it while the engine runs
 
     def in_range(self, value: Any) -> bool:
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if self.minimum is not None and v < self.minimum:
-                return False
-            if self.maximum is not None and v > self.maximum:
-                return False
-        return True
+        """Is a number within [minimum, maximum]? (Anything else has no range to be out of.)"""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return True
+        return ((self.minimum is None or value >= self.minimum)
+                and (self.maximum is None or value <= self.maximum))
 
 
 @dataclass(frozen=True)
@@ -279,9 +275,6 @@ class Profile(Located):
 
     def limit(self, name: str) -> Limit | None:
         return next((lim for lim in self.limits if lim.name == name), None)
-
-    def rpc(self, name: str) -> Rpc | None:
-        return next((r for r in self.rpcs if r.name == name), None)
 
 
 @dataclass(frozen=True)

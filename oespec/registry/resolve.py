@@ -79,11 +79,6 @@ def _version(node: YMap, key: str) -> Version:
     return Version.parse(_text(node.get(key)))
 
 
-def _opt_str(node: YMap, key: str) -> str | None:
-    child = node.get(key)
-    return None if child is None else str(child.plain())
-
-
 def _history(node: YMap) -> HistoryEntry:
     return HistoryEntry(_version(node, "version"), str(node.get("changes").plain()), **_where(node))
 
@@ -123,8 +118,9 @@ def _condition(node: YMap) -> Condition:
 def _incompatibility(node: YMap) -> Incompatibility:
     when = node.get("when")
     conditions = tuple(_condition(c) for c in when.items) if isinstance(when, YSeq) else ()
-    return Incompatibility(_opt_str(node, "profile"), conditions, str(node.get("reason").plain()),
-                           **_where(node))
+    profile = node.get("profile")
+    return Incompatibility(None if profile is None else str(profile.plain()), conditions,
+                           str(node.get("reason").plain()), **_where(node))
 
 
 def _requirement(node: YMap) -> Requirement:

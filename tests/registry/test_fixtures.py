@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from oespec.check import catalogue, iter_rules, run_rules
+from oespec.check import RULES, catalogue, run_rules
 from oespec.registry.resolve import SCHEMA_RULE
 from oespec.registry import load_registry
 from tests.fixture_cases import invalid_registry
@@ -54,7 +54,7 @@ def test_fixtures_are_discovered():
 
 def test_every_registry_rule_fails_on_some_fixture():
     shown = {e["rule"] for case in INVALID for e in _expected(case)}
-    registry_rules = {r.id for r in iter_rules() if not r.needs_contract and not r.needs_last_commit}
+    registry_rules = {r.id for r in RULES if not r.needs_contract and not r.needs_last_commit}
     registry_rules.add(SCHEMA_RULE)   # the schema stage's findings, catalogued without a handler
     assert registry_rules - shown == set()
 
@@ -75,7 +75,7 @@ def test_every_finding_has_a_position_and_a_hint():
 
 
 def test_rule_ids_are_stable_and_well_formed():
-    rules = list(iter_rules())
+    rules = list(RULES)
     ids = [r.id for r in rules]
     assert ids == sorted(ids) and len(ids) == len(set(ids))
     names = [r.name for r in rules]
@@ -86,7 +86,7 @@ def test_rule_ids_are_stable_and_well_formed():
 
 
 def test_the_repository_registry_has_no_registry_findings():
-    rules = [r for r in iter_rules() if not r.needs_contract]
+    rules = [r for r in RULES if not r.needs_contract]
     findings = run_rules(load_registry(REPO_REGISTRY), rules=rules)
     assert [(d.rule_id, d.line, d.message) for d in findings] == []
 

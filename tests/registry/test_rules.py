@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oespec.check import iter_rules, run_rules
+from oespec.check import RULES, run_rules
 from oespec.registry import load_registry_text
 
 MINIMAL = (Path(__file__).resolve().parents[1] / "data" / "registry" / "valid" / "minimal" / "profiles.yaml").read_text()
@@ -38,7 +38,7 @@ def test_a_long_chain_of_prerequisites_is_checked_without_recursion():
 def test_a_subset_of_rules_can_be_run():
     text = MINIMAL.replace('    summary: Load signals.', '    summary: " "').replace("      number: 11", "      number: 10")
     resolved = load_registry_text(text)
-    only = [r for r in iter_rules() if r.id == "OE022"]
+    only = [r for r in RULES if r.id == "OE022"]
     assert [d.rule_id for d in run_rules(resolved, rules=only)] == ["OE022"]
     assert sorted(d.rule_id for d in run_rules(resolved)) == ["OE005", "OE022"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from oespec.registry.model import Profile, Registry
+from oespec.registry.model import Capability, Limit, Profile, Registry
 
 
 def profiles_by_name(registry: Registry) -> dict[str, Profile]:
@@ -13,6 +13,17 @@ def profiles_by_name(registry: Registry) -> dict[str, Profile]:
     for profile in registry.profiles:
         out.setdefault(profile.name, profile)
     return out
+
+
+def repeats(items, key, first_of):
+    """(item, what `first_of` said of the first item with the same key) for every repeat."""
+    first: dict = {}
+    for item in items:
+        k = key(item)
+        if k in first:
+            yield item, first[k]
+        else:
+            first[k] = first_of(item)
 
 
 def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | None = None) -> set[str]:
@@ -35,6 +46,16 @@ def prerequisites(registry: Registry, name: str, by_name: dict[str, Profile] | N
         seen.add(core.name)
     seen.discard(name)
     return seen
+
+
+def capabilities(registry: Registry) -> Iterator[tuple[Profile, Capability]]:
+    """(profile, its capability) for every profile that declares one."""
+    return ((profile, profile.capability) for profile in registry.profiles if profile.capability is not None)
+
+
+def all_limits(registry: Registry) -> Iterator[tuple[Profile, Limit]]:
+    """(profile, limit) for every limit of every profile."""
+    return ((profile, limit) for profile in registry.profiles for limit in profile.limits)
 
 
 def versioned_elements(profile: Profile) -> Iterator[tuple[str, object]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from oespec.check.rule import CheckContext, Finding, rule
-from oespec.check.rules._common import prerequisites, profiles_by_name
+from oespec.check.rules._common import prerequisites, profiles_by_name, repeats
 from oespec.check.rules.limits import NUMERIC, _show
 from openengine.contractkit.diagnostics import Severity
 from oespec.registry.model import INTEGER_BOUNDS
@@ -32,13 +32,10 @@ def requires_known(ctx: CheckContext):
       purpose="a profile requires each other profile at most once (one range says it all)")
 def duplicate_requirement(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        first: dict[str, int] = {}
-        for req in profile.requires:
-            if req.profile in first:
-                yield Finding(req.at("profile"),
-                              f"{profile.name} requires {req.profile} again (first at line {first[req.profile]})",
-                              "merge the ranges into one comparator list, e.g. '>= 1.2, < 2.0'")
-            first.setdefault(req.profile, req.at("profile").line)
+        for req, line in repeats(profile.requires, lambda r: r.profile, lambda r: r.at("profile").line):
+            yield Finding(req.at("profile"),
+                          f"{profile.name} requires {req.profile} again (first at line {line})",
+                          "merge the ranges into one comparator list, e.g. '>= 1.2, < 2.0'")
 
 
 @rule("OE037", "requires-satisfiable", requirements=("REQ-ADD-007",), category="dependencies",

@@ -4,6 +4,7 @@ name of the generated Capabilities messages is taken once."""
 from __future__ import annotations
 
 from oespec.check.rule import CheckContext, Finding, rule
+from oespec.check.rules._common import capabilities, repeats
 
 # Fields of Capabilities that no profile owns.
 RESERVED_CAPABILITY_FIELDS = {1: "profiles", 2: "revision"}
@@ -13,21 +14,10 @@ GENERATED_MESSAGES = ("Capabilities", "ModelCapabilities")
 PROTOBUF_RESERVED_NUMBERS = range(19000, 20000)
 
 
-def _repeats(items, key, first_of):
-    """(item, what `first_of` said of the first item with the same key) for every repeat."""
-    first: dict = {}
-    for item in items:
-        k = key(item)
-        if k in first:
-            yield item, first[k]
-        else:
-            first[k] = first_of(item)
-
-
 @rule("OE017", "duplicate-profile", requirements=("REQ-ADD-001",), category="uniqueness",
       purpose="each profile name is declared once")
 def duplicate_profile(ctx: CheckContext):
-    for profile, line in _repeats(ctx.registry.profiles, lambda p: p.name, lambda p: _written(p).line):
+    for profile, line in repeats(ctx.registry.profiles, lambda p: p.name, lambda p: _written(p).line):
         yield Finding(_written(profile),
                       f"profile {profile.name} is declared again (first at line {line})"
                       + (" through a YAML alias" if _aliased(profile) else ""),
@@ -47,7 +37,7 @@ def _written(profile):
 @rule("OE018", "duplicate-rpc", requirements=("REQ-ADD-010",), category="uniqueness",
       purpose="every RPC is listed once, by exactly one profile (a profile owns its RPCs)")
 def duplicate_rpc(ctx: CheckContext):
-    for (profile, rpc), (owner, line) in _repeats(ctx.registry.all_rpcs(), lambda pair: pair[1].name,
+    for (profile, rpc), (owner, line) in repeats(ctx.registry.all_rpcs(), lambda pair: pair[1].name,
                                                   lambda pair: (pair[0].name, pair[1].at("name").line)):
         where = "earlier in this profile" if owner == profile.name else f"by {owner}"
         yield Finding(rpc.at("name"), f"RPC {rpc.name} is already listed {where} (line {line})",
@@ -58,7 +48,7 @@ def duplicate_rpc(ctx: CheckContext):
       purpose="a profile lists each required message once")
 def duplicate_message(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        for msg, line in _repeats(profile.messages, lambda m: m.name, lambda m: m.at("name").line):
+        for msg, line in repeats(profile.messages, lambda m: m.name, lambda m: m.at("name").line):
             yield Finding(msg.at("name"), f"{profile.name}: message {msg.name} is listed again (first at line {line})",
                           "remove the repeated entry")
 
@@ -67,7 +57,7 @@ def duplicate_message(ctx: CheckContext):
       purpose="limit names are unique within a profile (each is a field of its capability message)")
 def duplicate_limit_name(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        for limit, line in _repeats(profile.limits, lambda l: l.name, lambda l: l.at("name").line):
+        for limit, line in repeats(profile.limits, lambda l: l.name, lambda l: l.at("name").line):
             yield Finding(limit.at("name"), f"{profile.name}: limit {limit.name} is declared again (first at line {line})",
                           "rename one of the two limits, or merge them")
 
@@ -76,7 +66,7 @@ def duplicate_limit_name(ctx: CheckContext):
       purpose="limit field numbers are unique within a profile's capability message")
 def duplicate_limit_field(ctx: CheckContext):
     for profile in ctx.registry.profiles:
-        for limit, other in _repeats(profile.limits, lambda l: l.field, lambda l: l.name):
+        for limit, other in repeats(profile.limits, lambda l: l.field, lambda l: l.name):
             yield Finding(limit.at("field"),
                           f"{profile.name}: limit {limit.name} reuses field number {limit.field} of limit {other}",
                           "give the limit the next unused field number; numbers are never reused")
@@ -88,10 +78,7 @@ def capability_number(ctx: CheckContext):
     first: dict[int, str] = {}
     used = set(RESERVED_CAPABILITY_FIELDS) | {p.capability.number for p in ctx.registry.profiles if p.capability}
     free = max(used) + 1
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         if cap.number in RESERVED_CAPABILITY_FIELDS:
             yield Finding(cap.at("number"),
                           f"{profile.name}: capability number {cap.number} is Capabilities.{RESERVED_CAPABILITY_FIELDS[cap.number]}",
@@ -107,10 +94,7 @@ def capability_number(ctx: CheckContext):
 def capability_field_name(ctx: CheckContext):
     reserved = set(RESERVED_CAPABILITY_FIELDS.values())
     first: dict[str, str] = {}
-    for profile in ctx.registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(ctx.registry):
         if cap.field in reserved:
             yield Finding(cap.at("field"), f"{profile.name}: capability field name {cap.field!r} is reserved",
                           "name the field after the profile")
@@ -140,10 +124,7 @@ def capability_message_name(ctx: CheckContext):
             if short is not None:
                 listed.setdefault(short, profile.name)
     first: dict[str, str] = {}
-    for profile in registry.profiles:
-        cap = profile.capability
-        if cap is None:
-            continue
+    for profile, cap in capabilities(registry):
         if cap.message in GENERATED_MESSAGES:
             yield Finding(cap.at("message"), f"{profile.name}: {cap.message} is the generated top-level message",
                           "name the message after the profile, e.g. KvCapabilities")

@@ -14,29 +14,27 @@ GRPC_STANDARD_PREFIX = "grpc."
               "vendor profiles own none of the registry package")
 def rpc_package(ctx: CheckContext):
     package = ctx.registry.package
-    for profile in ctx.registry.profiles:
-        for rpc in profile.rpcs:
-            if not profile.standard and rpc.package == package:
-                yield Finding(rpc.at("name"), f"vendor profile {profile.name} owns {rpc.name} in the standard package {package}",
-                              "declare vendor RPCs in the vendor's own package, e.g. acme.v1.Turbo/Method")
-            elif profile.standard and rpc.package != package and not rpc.service.startswith(GRPC_STANDARD_PREFIX):
-                yield Finding(rpc.at("name"), f"standard profile {profile.name} owns {rpc.name} outside {package}",
-                              f"declare the RPC in {package}, or move it to a vendor profile")
+    for profile, rpc in ctx.registry.all_rpcs():
+        if not profile.standard and rpc.package == package:
+            yield Finding(rpc.at("name"), f"vendor profile {profile.name} owns {rpc.name} in the standard package {package}",
+                          "declare vendor RPCs in the vendor's own package, e.g. acme.v1.Turbo/Method")
+        elif profile.standard and rpc.package != package and not rpc.service.startswith(GRPC_STANDARD_PREFIX):
+            yield Finding(rpc.at("name"), f"standard profile {profile.name} owns {rpc.name} outside {package}",
+                          f"declare the RPC in {package}, or move it to a vendor profile")
 
 
 @rule("OE034", "rpc-request-name", requirements=("REQ-ADD-010",), severity=Severity.WARNING, category="rpcs",
       purpose="an RPC of the registry package takes a request named <Method>Request")
 def rpc_request_name(ctx: CheckContext):
     package = ctx.registry.package
-    for profile in ctx.registry.profiles:
-        for rpc in profile.rpcs:
-            if rpc.package != package:
-                continue
-            expected = rpc.method + "Request"
-            request = rpc.request[len(package) + 1:] if rpc.request.startswith(package + ".") else rpc.request
-            if request != expected:
-                yield Finding(rpc.at("request"), f"{rpc.name} takes {rpc.request}, not {expected}",
-                              f"name the request {expected} so each RPC can evolve its own request")
+    for profile, rpc in ctx.registry.all_rpcs():
+        if rpc.package != package:
+            continue
+        expected = rpc.method + "Request"
+        request = rpc.request[len(package) + 1:] if rpc.request.startswith(package + ".") else rpc.request
+        if request != expected:
+            yield Finding(rpc.at("request"), f"{rpc.name} takes {rpc.request}, not {expected}",
+                          f"name the request {expected} so each RPC can evolve its own request")
 
 
 RULES = [rpc_package, rpc_request_name]

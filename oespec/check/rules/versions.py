@@ -111,9 +111,7 @@ def _gaps(versions: list[Version]):
 def history_gap(ctx: CheckContext):
     for profile in ctx.registry.profiles:
         ordered = sorted({entry.version for entry in profile.history})
-        first_entry = {}
-        for entry in profile.history:
-            first_entry.setdefault(entry.version, entry)
+        first_entry = {entry.version: entry for entry in reversed(profile.history)}
         for version, expected in _gaps(ordered):
             yield Finding(first_entry[version].at("version"),
                           f"{profile.name}: history jumps to {version}; {expected} is not recorded",
