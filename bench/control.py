@@ -114,10 +114,18 @@ class Child:
 
 def idle_cpu_per_s(host: Child, seconds: float) -> float:
     """CPU seconds per second a bench/hosts.py process spends over `seconds` with nothing asked of it."""
-    before = host.ask("mark")["usage"]
-    time.sleep(seconds)
-    after = host.ask("mark")["usage"]
+    before, _, _, after = measured_window(host, None, seconds)
     return (after["cpu_s"] - before["cpu_s"]) / ((after["mono_ns"] - before["mono_ns"]) / 1e9)
+
+
+def measured_window(server: Child, client: Child | None, seconds: float) -> tuple[dict, dict, dict, dict]:
+    """A measured window of `seconds`: the server's usage at its start and end (bench/hosts.py's
+    `mark`) around the client's readings (its `go` and `stop`), each side marked just inside the other."""
+    s0 = server.ask("mark")["usage"]
+    c0 = client.ask("go") if client else {}
+    time.sleep(seconds)
+    c1 = client.ask("stop") if client else {}
+    return s0, c0, c1, server.ask("mark")["usage"]
 
 
 # -- the child's side -------------------------------------------------------------------------

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.control import Child, idle_cpu_per_s
-from bench.figures import ROUNDS, Figure, Section, at_most, info, ratio
-from bench.measure import TcpBytes, loopback_tx_bytes, tcp_header_bytes
+from bench.control import Child, idle_cpu_per_s, measured_window
+from bench.figures import QUICK_ROUNDS, ROUNDS, Figure, Section, at_most, info, ratio
+from bench.measure import TcpBytes, tcp_header_bytes
 from bench.staleness import StalenessResult, join
 
 MODES = ("watch", "poll")
@@ -36,7 +36,6 @@ class ModeResult:
     client_cpu_s: float
     server_cpu_s: float
     tcp: TcpBytes
-    loopback_bytes: int
     messages: int
     staleness: StalenessResult
     errors: int
@@ -47,17 +46,13 @@ class ModeResult:
     def server_cpu_pct(self) -> float:
         return 100.0 * self.server_cpu_s / self.seconds
 
-
     @staticmethod
     def total(results: list["ModeResult"]) -> "ModeResult":
         """Several windows of one mode as one: their times, CPU, bytes, messages and staleness added."""
         samples = sorted(x for r in results for x in r.staleness.samples_ns)
-        tcp = TcpBytes()
-        for r in results:
-            tcp = TcpBytes(tcp.sent + r.tcp.sent, tcp.received + r.tcp.received, tcp.segments + r.tcp.segments)
+        tcp = TcpBytes(*(sum(getattr(r.tcp, k) for r in results) for k in ("sent", "received", "segments")))
         return ModeResult(results[0].mode, sum(r.seconds for r in results), sum(r.client_cpu_s for r in results),
-                          sum(r.server_cpu_s for r in results), tcp, sum(r.loopback_bytes for r in results),
-                          sum(r.messages for r in results),
+                          sum(r.server_cpu_s for r in results), tcp, sum(r.messages for r in results),
                           StalenessResult(samples, sum(r.staleness.missed for r in results),
                                           sum(r.staleness.changes for r in results)),
                           sum(r.errors for r in results))
@@ -82,10 +77,6 @@ class FleetResult:
         """Server CPU above what the server spends with no scheduler connected."""
         window = window or self.modes[mode]
         return max(0.0, window.server_cpu_pct() - self.idle_server_cpu_pct)
-
-
-def _tcp(reading: dict) -> TcpBytes:
-    return TcpBytes(**reading["tcp"])
 
 
 def measure(engines: int, *, rate: float = 4.0, poll_ms: int = 50, heartbeat_ms: int = 1000,
@@ -126,25 +117,19 @@ def _window(server: Child, mode: str, ports: str, engines: int, poll_ms: int, he
         sched.read(60)
         sched.ask("open", timeout=90)
         time.sleep(0.5)   # past connection set-up and the first values
-        s0 = server.ask("mark")["usage"]
-        lo0 = loopback_tx_bytes()
-        c0 = sched.ask("go")
-        time.sleep(window_s)
-        c1 = sched.ask("stop")
-        lo1 = loopback_tx_bytes()
-        s1 = server.ask("mark")["usage"]
+        s0, c0, c1, s1 = measured_window(server, sched, window_s)
         sched.ask("dump", path=str(obs_path), timeout=60)
-    return s0, s1, c0, c1, lo1 - lo0, obs_path
+    return s0, s1, c0, c1, obs_path
 
 
 def _mode_result(mode: str, window: tuple, changes: list, tail_s: float) -> ModeResult:
-    s0, s1, c0, c1, lo, obs_path = window
+    s0, s1, c0, c1, obs_path = window
     t0, t1 = c0["usage"]["mono_ns"], c1["usage"]["mono_ns"]
     observations = [tuple(o) for o in json.loads(obs_path.read_text())]
     staleness = join(changes, observations, window=(t0, t1 - int(tail_s * 1e9)), observed_until=t1)
     return ModeResult(
         mode=mode, seconds=(t1 - t0) / 1e9, client_cpu_s=c1["usage"]["cpu_s"] - c0["usage"]["cpu_s"],
-        server_cpu_s=s1["cpu_s"] - s0["cpu_s"], tcp=_tcp(c1) - _tcp(c0), loopback_bytes=lo,
+        server_cpu_s=s1["cpu_s"] - s0["cpu_s"], tcp=TcpBytes(**c1["tcp"]) - TcpBytes(**c0["tcp"]),
         messages=c1["messages"], staleness=staleness, errors=c1["error_count"])
 
 
@@ -239,20 +224,16 @@ def figures(r: FleetResult) -> list[Figure]:
     return out
 
 
-def run(sizes: tuple[int, ...] = (10, 50, 200), **kw) -> tuple[Section, list[FleetResult]]:
+def run(quick: bool = False) -> Section:
+    if quick:
+        sizes, kw = (2, 4), dict(window_s=1.5, idle_s=0.5, rounds=QUICK_ROUNDS)
+    else:
+        sizes, kw = (10, 50, 200), dict(window_s=4.0, idle_s=3.0, rounds=ROUNDS)
     section = Section("Fleet freshness: WatchLoad against polling GetLoad")
-    results = []
-    for n in sizes:
-        r = measure(n, **kw)
-        results.append(r)
+    results = [measure(n, **kw) for n in sizes]
+    for r in results:
         section.figures += figures(r)
-    section.discussion = discussion(results)
-    return section, results
-
-
-def discussion(results: list[FleetResult]) -> str:
-    if not results:
-        return ""
-    r0 = results[0]
-    return (f"Each engine's load changes {r0.rate:g} times a second; polling asks every {r0.poll_ms} ms, "
-            "WatchLoad streams every change. How the figures are taken: bench/NOTES.md.")
+    section.discussion = (f"Each engine's load changes {results[0].rate:g} times a second; polling asks every "
+                          f"{results[0].poll_ms} ms, WatchLoad streams every change. How the figures are taken: "
+                          "bench/NOTES.md.")
+    return section

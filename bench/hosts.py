@@ -37,7 +37,7 @@ STAMP = struct.Struct("=q")            # a bare message starts with its send tim
 
 def mark(**_) -> dict:
     """The runner's `mark` command: this process's CPU time and memory now."""
-    return {"usage": usage().as_dict()}
+    return {"usage": usage()}
 
 
 def coalescing(watchers) -> dict:

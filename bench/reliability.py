@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from bench.control import Child, counting_backend, reply, serve_commands
-from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_least, at_most, info, interleaved
+from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_least, at_most, info, interleaved, quantile
 from bench.measure import rss_kib
 from openengine.conformance.cases.overload import engine_error
 
@@ -106,8 +106,7 @@ class Burst:
         return self.sent - self.completed - self.refused
 
     def p99_ttft_ms(self) -> float:
-        values = sorted(self.ttft_s)
-        return 1000.0 * values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
+        return 1000.0 * quantile(sorted(self.ttft_s), 0.99)
 
 
 async def _burst(address: str, count: int) -> Burst:
@@ -397,24 +396,9 @@ def run(quick: bool = False) -> Section:
         at_most("reliability.watcher_violations", m["watch_violations"] + restart["violations"], 0, "violations",
                 group=g, note="over the overload bursts and the restart"),
     ]
-    section.discussion = (
-        f"One run of `bench/reliability.py` ({time.monotonic() - started:.0f} s). The engine is "
-        f"`examples/counting_engine.py` on the SDK with max_running_requests {SLOTS} and max_queued_requests "
-        f"{QUEUE}, each request {TOKENS} tokens at {TOKEN_MS:g} ms. Of 2,000 calls sent at once, "
-        f"{bursts['2000'].completed} were admitted and finished and {bursts['2000'].refused} were refused at once "
-        "with a retryable RESOURCE_EXHAUSTED, instead of all of them waiting in an unbounded queue; an admitted "
-        "request waits behind at most the queue, which is why its time to first token stays near its value "
-        "at the queue limit. The part it cannot bound is the time before the engine sees a call: a burst of "
-        "2,000 takes one to three seconds to reach it on this shared machine, and with requests shorter than "
-        "that, calls admitted late in the burst count that time in their time to first token (with 20-token "
-        "requests the ratio was 2.2).\n\n"
-        "The CANCELLED streams seen under overload before came from gRPC itself: it holds calls that arrive "
-        "faster than the event loop starts them, and beyond `grpc.server.max_pending_requests` (1,000 by "
-        "default) it cancels arriving ones at random, without a word to retry. The SDK's connection policy "
-        "sets that backlog to `max_pending_calls` (10,000), so every call reaches admission and is taken or "
-        "refused retryable; none ended CANCELLED here. Silent connections are closed at the handshake "
-        "timeout. RSS before and after is read around one round of every phase, after a warm-up round of "
-        "the same phases, so it compares the engine at its working size with itself.")
+    section.discussion = (f"One run of `bench/reliability.py` ({time.monotonic() - started:.0f} s): the example "
+                          f"counting engine with max_running_requests {SLOTS} and max_queued_requests {QUEUE}, each "
+                          f"request {TOKENS} tokens at {TOKEN_MS:g} ms. What it shows: bench/NOTES.md.")
     return section
 
 

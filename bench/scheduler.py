@@ -111,7 +111,7 @@ class Scheduler:
             pass
 
     def _reading(self) -> dict:
-        return {"usage": usage().as_dict(), "tcp": tcp_bytes(set(self.ports)).__dict__}
+        return {"usage": usage(), "tcp": tcp_bytes(set(self.ports)).__dict__}
 
     def go(self, **_) -> dict:
         self.messages = 0

@@ -4,13 +4,12 @@ traceback in the runner's output).
 
     python -m bench.soak                          # 50 runs per engine, two burners; records bench/soak.json
     python -m bench.soak --runs 5 --burners 2     # a shorter soak
-    python -m bench.soak --minutes 40             # no run starts after 40 minutes
     python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
 
 The engines are the reference engine (every profile) and the example counting engine
-(examples/counting_engine.py, on the SDK alone), each started afresh for every run. The figures, with the load
-they ran under, go to bench/soak.json; the next whole `make bench` shows the record as the
-"Conformance soak" section of bench/results.md.
+(examples/counting_engine.py, on the SDK alone), each started afresh for every run. It prints a
+table and records it, with the load it ran under, in bench/soak.json. It is not part of
+`make bench`: it judges the conformance runner under load, not a ratio of two figures.
 """
 
 from __future__ import annotations
@@ -24,18 +23,17 @@ import json
 import logging
 import multiprocessing
 import os
+import statistics
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.figures import read_record, with_block
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "soak.json"
-BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
 TOKEN = "soak-admin-token"
 
 
@@ -137,20 +135,14 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     return [r.id for r in report.results if r.outcome.bad], handler.found
 
 
-def soak(engines: list[str], runs: int, patterns: list[str] | None, *, minutes: float | None = None,
-         log=print) -> list[EngineSoak]:
-    """`runs` runs per engine, the engines taking turns, so that a soak cut short by `minutes`
-    (no run starts after them) has run each engine about as often."""
+def soak(engines: list[str], runs: int, patterns: list[str] | None) -> list[EngineSoak]:
+    """`runs` runs per engine, the engines taking turns, so that both meet the same load over time."""
     out = [EngineSoak(e) for e in engines]
-    end = time.monotonic() + minutes * 60 if minutes else None
     for k in range(runs):
         for each in out:
-            if end is not None and time.monotonic() >= end:
-                log(f"the {minutes:g} minutes are up: no further run starts")
-                return out
             bad, tracebacks = soak_once(each, patterns)
-            log(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, "
-                f"{len(tracebacks)} tracebacks")
+            print(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, "
+                  f"{len(tracebacks)} tracebacks", flush=True)
     return out
 
 
@@ -166,10 +158,7 @@ class LoadSampler:
 
     def _sample(self) -> None:
         while True:
-            try:
-                self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
-            except (OSError, ValueError, IndexError):
-                return
+            self.samples.append(os.getloadavg()[0])
             if self._stop.wait(self.every):
                 return
 
@@ -182,16 +171,13 @@ class LoadSampler:
         self._thread.join(5)
 
     def summary(self) -> str:
-        if not self.samples:
-            return "unknown"
-        ordered = sorted(self.samples)
-        return (f"min {ordered[0]:.1f}, median {ordered[len(ordered) // 2]:.1f}, max {ordered[-1]:.1f} "
-                f"({len(ordered)} samples, one per {self.every:g} s)")
+        return (f"min {min(self.samples):.1f}, median {statistics.median(self.samples):.1f}, "
+                f"max {max(self.samples):.1f} ({len(self.samples)} samples, one per {self.every:g} s)")
 
 
 def section(record: dict) -> str:
-    lines = [BEGIN, "## Conformance soak", "",
-             "Written by `python -m bench.soak`: the whole conformance suite run again and again "
+    lines = ["## Conformance soak", "",
+             "The whole conformance suite run again and again "
              "against correct engines (each started afresh per run) while CPU-burning processes "
              "share the machine. A correct engine must get no failed or errored case and the "
              "runner's output no traceback.", "",
@@ -199,7 +185,7 @@ def section(record: dict) -> str:
              f"| burners | {record['burners']} processes spinning on a core each |\n"
              f"| cases | {record['patterns'] or 'all'} |\n"
              f"| load average at start / end | {record['load_start']} / {record['load_end']} |\n"
-             f"| one-minute load average while it ran | {record.get('load_during', 'unknown')} |", "",
+             f"| one-minute load average while it ran | {record['load_during']} |", "",
              "The load averages count the burners; anything above their number is other work "
              "that shared the machine.", "",
              "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
@@ -207,25 +193,11 @@ def section(record: dict) -> str:
     for e in record["engines"]:
         lines.append(f"| {e['engine']} | {e['runs']} | {e['cases']} | {sum(e['failures'].values())} | "
                      f"{e['bad_runs']} | {e['tracebacks']} | {e['seconds'] / 60:.1f} |")
-    asked = record.get("runs_asked")
-    if asked and any(e["runs"] < asked for e in record["engines"]):
-        lines += ["", f"{asked} runs per engine were asked; the time allowed "
-                      f"(`--minutes {record.get('minutes')}`) fit the runs above."]
     noted = [(e["engine"], case, reason) for e in record["engines"] for case, reason in e["reasons"].items()]
     if noted:
         lines += ["", "False failures (first reason of each case):", ""]
         lines += [f"- {engine} `{case}`: {reason}" for engine, case, reason in noted]
-    lines.append(END)
     return "\n".join(lines) + "\n"
-
-
-def with_section(text: str, record: dict | None) -> str:
-    """results.md with the soak section written from `record` (unchanged when there is none)."""
-    return with_block(text, BEGIN, END, section(record)) if record else text
-
-
-def load_record(path: Path = RECORD) -> dict | None:
-    return read_record(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,19 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", action="append", choices=list(ENGINES),
                         help="soak only this engine (repeatable; default: both)")
     parser.add_argument("--case", action="append", metavar="PATTERN", help="only cases matching")
-    parser.add_argument("--minutes", type=float, metavar="M",
-                        help="start no run after M minutes, and record the runs made")
     parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
     args = parser.parse_args(argv)
     engines = args.engine or list(ENGINES)
     load_start = loadavg()
     with burners(args.burners), LoadSampler() as sampler:
-        results = soak(engines, args.runs, args.case, minutes=args.minutes,
-                       log=lambda line: print(line, flush=True))
+        results = soak(engines, args.runs, args.case)
         load_end = loadavg()     # while the burners still run
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
-              "runs_asked": args.runs, "minutes": args.minutes, "load_start": load_start, "load_end": load_end,
+              "load_start": load_start, "load_end": load_end,
               "load_during": sampler.summary(), "engines": [asdict(r) for r in results]}
     print(section(record))
     if not args.no_record:

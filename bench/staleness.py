@@ -10,10 +10,11 @@ coalesced stream (one snapshot can cover several changes)."""
 from __future__ import annotations
 
 import bisect
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from bench.figures import quantile
 
 
 @dataclass
@@ -24,14 +25,6 @@ class StalenessResult:
 
     def quantile_ms(self, q: float) -> float:
         return quantile(self.samples_ns, q) / 1e6
-
-
-def quantile(sorted_values: list[int] | list[float], q: float) -> float:
-    """Nearest-rank quantile (q in (0, 1]) of already sorted values."""
-    if not sorted_values:
-        return math.nan
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return float(sorted_values[min(rank, len(sorted_values)) - 1])
 
 
 def join(changes: Iterable[tuple[int, int, int]], observations: Iterable[tuple[int, int, int]], *,

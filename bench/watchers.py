@@ -32,7 +32,7 @@ import grpc
 from bench.control import reply, serve_commands
 from bench.hosts import BARE_METHOD, BARE_REQUEST, STAMP
 from bench.measure import usage
-from bench.staleness import quantile
+from bench.figures import quantile
 from openengine.v1 import load_pb2, observability_service_pb2_grpc
 
 STREAMS_PER_CHANNEL = 100
@@ -120,10 +120,10 @@ class Watchers:
         self.lags_ns.clear()
         self.delivered = 0
         self.recording = True
-        return {"usage": usage().as_dict()}
+        return {"usage": usage()}
 
     def stop(self, **_) -> dict:
-        out = {"usage": usage().as_dict()}
+        out = {"usage": usage()}
         self.recording = False
         lags = sorted(self.lags_ns)
         out.update(delivered=self.delivered, lags_ns={"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99)},
@@ -140,10 +140,6 @@ class Watchers:
 
 
 # -- client CPU per streamed update ------------------------------------------------------------------
-
-def _cpu_s() -> float:
-    return usage().cpu_s
-
 
 class _Tally:
     """Updates received while the window is open (the synchronous readers count from many threads)."""
@@ -180,9 +176,9 @@ async def _aio_round(args, request, watched: bool) -> tuple[float, int]:
             calls = [stub.WatchLoad(request) for _ in range(args.count)]
             tasks = [asyncio.ensure_future(read(call)) for call in calls]
         await asyncio.sleep(args.warmup)
-        tally.counting, start = True, _cpu_s()
+        tally.counting, start = True, time.process_time()
         await asyncio.sleep(args.seconds)
-        spent, tally.counting = _cpu_s() - start, False
+        spent, tally.counting = time.process_time() - start, False
         if watched:
             await asyncio.gather(*(w.stop() for w in watchers))
             _record_violations(watchers)
@@ -218,9 +214,9 @@ def _sync_round(args, request, watched: bool) -> tuple[float, int]:
             for thread in threads:
                 thread.start()
         time.sleep(args.warmup)
-        tally.counting, start = True, _cpu_s()
+        tally.counting, start = True, time.process_time()
         time.sleep(args.seconds)
-        spent, tally.counting = _cpu_s() - start, False
+        spent, tally.counting = time.process_time() - start, False
         if watched:
             for watcher in watchers:
                 watcher.stop()
@@ -297,7 +293,7 @@ def client_cpu(args) -> dict:
             "streams": args.count, "interval_ms": args.interval_ms, "violations": VIOLATIONS}
 
 
-def section(quick: bool) -> "Section":
+def run(quick: bool = False) -> "Section":
     """`make bench`'s client-CPU figures: one engine process, one client process reading its
     streams every way in interleaved rounds; each goal is judged from the per-round ratios of two
     figures taken back to back."""
