@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 
 from bench.control import Child, idle_cpu_per_s, measured_window
-from bench.figures import QUICK_ROUNDS, ROUNDS, Figure, Section, at_least, at_most, info, interleaved, median_round, ratio
+from bench.figures import (QUICK_ROUNDS, ROUNDS, Figure, Section, at_least, at_most, info, interleaved,
+                           median_round, ratio)
 
 
 @dataclass
@@ -98,9 +99,11 @@ def figures(plain_runs: list[FanoutRun], stalled_runs: list[FanoutRun]) -> list[
         info(f"{pre}.stalled.lag_p50", round(stalled.lag_p50_ms, 2), "ms", group=g,
              note=f"the {n - stalled.stalled} healthy watchers, {stalled.stalled} stalled"),
         info(f"{pre}.stalled.lag_p99", round(stalled.lag_p99_ms, 2), "ms", group=g),
-        at_most(f"{pre}.stalled_lag_p50_ratio", [ratio(s.lag_p50_ms, p.lag_p50_ms) for p, s in pairs], 1.25, group=g,
+        at_most(f"{pre}.stalled_lag_p50_ratio", [ratio(s.lag_p50_ms, p.lag_p50_ms) for p, s in pairs], 1.25,
+                group=g,
                 note="healthy watchers' p50 lag with a tenth stalled / with none stalled, per round"),
-        at_most(f"{pre}.stalled_lag_p99_ratio", [ratio(s.lag_p99_ms, p.lag_p99_ms) for p, s in pairs], 1.25, group=g,
+        at_most(f"{pre}.stalled_lag_p99_ratio", [ratio(s.lag_p99_ms, p.lag_p99_ms) for p, s in pairs], 1.25,
+                group=g,
                 note="healthy watchers' p99 lag with a tenth stalled / with none stalled, per round"),
         info(f"{pre}.stalled.delivered_fraction", round(stalled.delivered / stalled.expected, 3), "ratio", group=g),
         info(f"{pre}.stalled.rss_start", round(stalled.rss_start_kib / 1024, 1), "MiB", group=g),
@@ -123,9 +126,9 @@ def run(quick: bool = False) -> Section:
         rounds_ = interleaved(one, (False, True), rounds)
         plain_runs, stalled_runs = [p for p, _ in rounds_], [s_ for _, s_ in rounds_]
         fan.figures += figures(plain_runs, stalled_runs)
-    fan.discussion = ("One engine process, W WatchLoad streams at interval_ms = 100, read by one watcher process; "
-                      "in the stalled runs a tenth of them never read again. The descriptive figures are those "
-                      "of the median round by p99 lag; the goals are judged from every round. Method and limits: "
-                      "bench/NOTES.md.")
+    fan.discussion = ("One engine process, W WatchLoad streams at interval_ms = 100, read by one watcher "
+                      "process; in the stalled runs a tenth of them never read again. The descriptive "
+                      "figures are those of the median round by p99 lag; the goals are judged from every "
+                      "round. Method and limits: bench/NOTES.md.")
     return fan
 

@@ -42,7 +42,9 @@ class Figure:
         return None if self.verdict is None else self.verdict == MET
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "met": self.met}
+        """The results.json record; JSON has no infinity or NaN, so a number that is not finite is null."""
+        d = {**asdict(self), "met": self.met}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:
@@ -62,9 +64,7 @@ def verdict(low: float, high: float, within: Callable[[float], bool]) -> str:
     inside = within(low), within(high)
     if all(inside):
         return MET
-    if not any(inside):
-        return MISSED
-    return INCONCLUSIVE
+    return INCONCLUSIVE if any(inside) else MISSED
 
 
 def _judged(name: str, measured, unit: str, goal: str, within: Callable[[float], bool], kw: dict) -> Figure:

@@ -45,7 +45,7 @@ def coalescing(watchers) -> dict:
     return {"coalescing": sum(1 for w in watchers if w.coalesced > 0)}
 
 
-async def host_engines(count: int, rate: float, seed: int, max_watchers: int) -> None:
+async def host_engines(count: int, rate: float, max_watchers: int) -> None:
     from openengine.engine import EngineConfig, ReferenceBackend, check, serve_config
     from openengine.serve import Server
 
@@ -58,37 +58,22 @@ async def host_engines(count: int, rate: float, seed: int, max_watchers: int) ->
         await engine.start()
         engines.append(engine)
     loads = [SyntheticLoad(e.backend) for e in engines]
-    driver = PoissonDriver(loads, rate, seed=seed)
-    clock = engines[0].state.clock
-    offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
-    reply(ports=[_port(e) for e in engines], pid=os.getpid(), clock_offset_ns=offset)
-
-    def start_changes(**_):
-        driver.start()
-        return {}
-
-    def stop_changes(**_):
-        driver.stop()
-        return {}
+    driver = PoissonDriver(loads, rate)
+    offset = engines[0].state.clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
+    reply(ports=[e.port for e in engines], pid=os.getpid(), clock_offset_ns=offset)
 
     def changes(path: str, **_):
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(driver.log, fh)
-        return {"path": path, "count": len(driver.log)}
-
-    def state(**_):
-        return coalescing(w for e in engines for w in e.state.load.watchers)
 
     try:
-        await serve_commands({"mark": mark, "start_changes": start_changes, "stop_changes": stop_changes,
-                              "changes": changes, "state": state})
+        await serve_commands({
+            "mark": mark, "start_changes": lambda **_: driver.start(), "changes": changes,
+            "stop_changes": lambda **_: driver.stop(),
+            "state": lambda **_: coalescing(w for e in engines for w in e.state.load.watchers)})
     finally:
         driver.stop()
         await asyncio.gather(*(e.stop(0.2) for e in engines), return_exceptions=True)
-
-
-def _port(server) -> int:
-    return int(server.address.rsplit(":", 1)[1])
 
 
 class BenchBackend:
@@ -132,13 +117,10 @@ async def host_sdk(max_watchers: int) -> None:
     server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
     await server.start()
     offset = server.state.clock.now_ns() - time.monotonic_ns()
-    reply(ports=[_port(server)], pid=os.getpid(), clock_offset_ns=offset)
-
-    def state(**_):
-        return coalescing(server.state.load.watchers)
+    reply(ports=[server.port], pid=os.getpid(), clock_offset_ns=offset)
 
     try:
-        await serve_commands({"mark": mark, "state": state})
+        await serve_commands({"mark": mark, "state": lambda **_: coalescing(server.state.load.watchers)})
     finally:
         await server.stop(0.2)
 
@@ -188,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("engines")
     e.add_argument("--count", type=int, default=1)
     e.add_argument("--rate", type=float, default=0.0, help="load changes per second per engine (Poisson)")
-    e.add_argument("--seed", type=int, default=1)
     e.add_argument("--max-watchers", type=int, default=64)
     sub.add_parser("bare")
     s = sub.add_parser("sdk")
@@ -197,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         if args.what == "engines":
-            asyncio.run(host_engines(args.count, args.rate, args.seed, args.max_watchers))
+            asyncio.run(host_engines(args.count, args.rate, args.max_watchers))
         elif args.what == "sdk":
             asyncio.run(host_sdk(args.max_watchers))
         else:

@@ -59,12 +59,8 @@ class TcpBytes:
 
 def tcp_header_bytes() -> int:
     """IPv4 (20) + TCP (20) + the timestamp option (12) when the kernel uses timestamps."""
-    try:
-        with open("/proc/sys/net/ipv4/tcp_timestamps", encoding="ascii") as fh:
-            timestamps = fh.read().strip() != "0"
-    except OSError:
-        timestamps = True
-    return 52 if timestamps else 40
+    with open("/proc/sys/net/ipv4/tcp_timestamps", encoding="ascii") as fh:
+        return 40 if fh.read().strip() == "0" else 52
 
 
 def tcp_bytes(peer_ports: set[int]) -> TcpBytes:

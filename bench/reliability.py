@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import selectors
 import signal
 import socket
 import sys
@@ -70,20 +71,14 @@ async def _serve(port: int) -> None:
 async def _hold(address: str, count: int) -> None:
     """A client that opens `count` long streams, says so once the engine shows them all accepted,
     and waits to be killed."""
-    from openengine.v1 import control_service_pb2_grpc, generation_pb2, inference_service_pb2_grpc, server_pb2
+    from openengine.v1 import generation_pb2, inference_service_pb2_grpc
 
     channel = grpc.aio.insecure_channel(address)
     stub = inference_service_pb2_grpc.InferenceStub(channel)
-    load = control_service_pb2_grpc.ControlStub(channel)
     stopping = generation_pb2.StoppingOptions(max_tokens=2048, min_tokens=2048, ignore_eos=True)
     calls = [stub.Generate(generation_pb2.GenerateRequest(prompt="hold", stopping=stopping), timeout=120)
              for _ in range(count)]
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        now = await load.GetLoad(server_pb2.GetLoadRequest(), timeout=5)
-        if now.running_requests + now.queued_requests >= count:
-            break
-        await asyncio.sleep(0.02)
+    await _until(lambda: _accepted(address), lambda accepted: accepted >= count)
     reply(held=count)
     await asyncio.sleep(PATIENCE_S * 4)
     del calls
@@ -98,7 +93,6 @@ class Burst:
     refused: int = 0
     refused_retryable: int = 0
     statuses: dict[str, int] = field(default_factory=dict)   # other endings, by status name
-    details: dict[str, str] = field(default_factory=dict)    # the first message of each
     ttft_s: list[float] = field(default_factory=list)
 
     @property
@@ -118,6 +112,9 @@ async def _burst(address: str, count: int) -> Burst:
     result = Burst(count)
     stopping = generation_pb2.StoppingOptions(max_tokens=TOKENS, min_tokens=TOKENS, ignore_eos=True)
 
+    def ended(status: str) -> None:
+        result.statuses[status] = result.statuses.get(status, 0) + 1
+
     async def one(i: int) -> None:
         started = time.monotonic()
         first = None
@@ -133,19 +130,15 @@ async def _burst(address: str, count: int) -> Burst:
                     result.ttft_s.append(first)
                     return
                 if event == "error":
-                    name = f"EngineError {message.error.code}"
-                    result.statuses[name] = result.statuses.get(name, 0) + 1
-                    result.details.setdefault(name, message.error.message)
-                    return
-            result.statuses["OK without an end"] = result.statuses.get("OK without an end", 0) + 1
+                    return ended(f"EngineError {message.error.code}")
+            ended("OK without an end")
         except grpc.aio.AioRpcError as err:
             if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and first is None:
                 result.refused += 1
                 error = engine_error(err)
                 result.refused_retryable += bool(error is not None and error.retryable)
             else:
-                result.statuses[err.code().name] = result.statuses.get(err.code().name, 0) + 1
-                result.details.setdefault(err.code().name, f"{err.details()} {err.debug_error_string()}")
+                ended(err.code().name)
 
     await asyncio.gather(*(one(i) for i in range(count)))
     for channel in channels:
@@ -179,13 +172,8 @@ class Watchers:
             self.watchers.append(watcher)
         return self
 
-    async def wait(self, holds, within: float = PATIENCE_S) -> bool:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if all(holds(w) for w in self.watchers):
-                return True
-            await asyncio.sleep(0.05)
-        return False
+    async def wait(self, holds) -> None:
+        await _until(lambda: asyncio.sleep(0), lambda _: all(holds(w) for w in self.watchers))
 
     @property
     def violations(self) -> int:
@@ -206,15 +194,18 @@ async def _get_load(address: str):
         return await stub.GetLoad(server_pb2.GetLoadRequest(), timeout=5)
 
 
-async def _until_idle(address: str) -> int:
-    """Requests still running or queued once the engine went idle, or after PATIENCE_S."""
+async def _accepted(address: str) -> int:
+    """Requests the engine is running or holding in its queue."""
+    load = await _get_load(address)
+    return load.running_requests + load.queued_requests
+
+
+async def _until(read, holds):
+    """`await read()` again and again until `holds` of it, or PATIENCE_S is over; its last value."""
     deadline = time.monotonic() + PATIENCE_S
-    while True:
-        load = await _get_load(address)
-        left = load.running_requests + load.queued_requests
-        if not left or time.monotonic() > deadline:
-            return left
+    while not holds(value := await read()) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    return value
 
 
 def _sockets(pid: int) -> int:
@@ -231,31 +222,27 @@ def _idle_connections(address: str) -> tuple[int, float]:
     """Open IDLE_CONNECTIONS silent sockets (a third send the preface); how many the engine closed
     within PATIENCE_S, and how long the last one took."""
     host, port = address.rsplit(":", 1)
-    peers = []
-    for i in range(IDLE_CONNECTIONS):
-        sock = socket.create_connection((host, int(port)))
-        if i % 3 == 0:
-            sock.sendall(PREFACE)
-        sock.setblocking(False)
-        peers.append(sock)
-    started = time.monotonic()
-    open_peers = set(peers)
-    last = 0.0
-    while open_peers and time.monotonic() - started < PATIENCE_S:
-        for sock in list(open_peers):
+    peers = [socket.create_connection((host, int(port))) for _ in range(IDLE_CONNECTIONS)]
+    for sock in peers[::3]:
+        sock.sendall(PREFACE)
+    waiting = selectors.DefaultSelector()
+    for sock in peers:
+        waiting.register(sock, selectors.EVENT_READ)
+    started, last = time.monotonic(), 0.0
+    while waiting.get_map() and time.monotonic() - started < PATIENCE_S:
+        for key, _ in waiting.select(0.05):
             try:
-                if sock.recv(65536) == b"":
-                    open_peers.discard(sock)
-                    last = time.monotonic() - started
-            except BlockingIOError:
-                pass
+                closed = not key.fileobj.recv(65536)
             except ConnectionResetError:
-                open_peers.discard(sock)
+                closed = True
+            if closed:
+                waiting.unregister(key.fileobj)
                 last = time.monotonic() - started
-        time.sleep(0.05)
+    left = len(waiting.get_map())
+    waiting.close()
     for sock in peers:
         sock.close()
-    return IDLE_CONNECTIONS - len(open_peers), last
+    return IDLE_CONNECTIONS - left, last
 
 
 def _kill_clients(address: str) -> None:
@@ -291,7 +278,7 @@ def _round(address: str) -> dict:
     at_limit, b500, b2000, watchers = asyncio.run(_overload_rounds(address))
     load1 = asyncio.run(_get_load(address))
     _kill_clients(address)
-    left = asyncio.run(_until_idle(address))
+    left = asyncio.run(_until(lambda: _accepted(address), lambda accepted: accepted == 0))
     closed, last = _idle_connections(address)
     return {"bursts": {"at_limit": at_limit, "500": b500, "2000": b2000}, "peak_accepted": watchers.peak,
             "watch_violations": watchers.violations,
@@ -300,8 +287,8 @@ def _round(address: str) -> dict:
 
 
 def soak(rounds: int = ROUNDS) -> dict:
-    """A warm-up round, the measured round, more rounds of the two bursts whose time to first token
-    is compared (so that ratio has `rounds` values), then the restart; the measurements, unjudged."""
+    """A warm-up round, the measured round, `rounds` interleaved rounds of the two bursts whose time
+    to first token is compared, then the restart; the measurements, unjudged."""
     engine = Child("bench.reliability", "serve", "--port", "0", name="soak engine")
     stderr_texts = []
     try:
@@ -311,10 +298,8 @@ def soak(rounds: int = ROUNDS) -> dict:
         before = {"rss_before_kib": rss_kib(pid), "sockets_before": _sockets(pid)}
         out = {**_round(address), **before}
         out["rss_after_kib"], out["sockets_after"] = rss_kib(pid), _sockets(pid)
-        first = out["bursts"]
-        more = interleaved(lambda size: _burst_in_child(address, size).p99_ttft_ms(), (BOUND, 2000), rounds - 1)
-        out["ttft_ratios"] = [first["2000"].p99_ttft_ms() / first["at_limit"].p99_ttft_ms()] + \
-            [overload / limit for limit, overload in more]
+        p99s = interleaved(lambda size: _burst_in_child(address, size).p99_ttft_ms(), (BOUND, 2000), rounds)
+        out["ttft_ratios"] = [overload / limit for limit, overload in p99s]
         stderr_texts.append(engine.stderr_text())
         out["restart"], engine = asyncio.run(_restart(engine, address))
     finally:
@@ -396,9 +381,10 @@ def run(quick: bool = False) -> Section:
         at_most("reliability.watcher_violations", m["watch_violations"] + restart["violations"], 0, "violations",
                 group=g, note="over the overload bursts and the restart"),
     ]
-    section.discussion = (f"One run of `bench/reliability.py` ({time.monotonic() - started:.0f} s): the example "
-                          f"counting engine with max_running_requests {SLOTS} and max_queued_requests {QUEUE}, each "
-                          f"request {TOKENS} tokens at {TOKEN_MS:g} ms. What it shows: bench/NOTES.md.")
+    section.discussion = (f"One run of `bench/reliability.py` ({time.monotonic() - started:.0f} s): the "
+                          f"example counting engine with max_running_requests {SLOTS} and "
+                          f"max_queued_requests {QUEUE}, each request {TOKENS} tokens at {TOKEN_MS:g} ms. "
+                          "What it shows: bench/NOTES.md.")
     return section
 
 

@@ -16,26 +16,16 @@ import argparse
 import datetime as dt
 import importlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
-from bench.figures import INCONCLUSIVE, MET, MISSED, Figure, Section, figure_table, format_value, machine, spread_text
+from bench.figures import (INCONCLUSIVE, MET, MISSED, Figure, Section, figure_table, format_value, machine,
+                           spread_text)
 from bench.measure import loadavg
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("fleet", "fanout", "sdk", "toolkit", "validators", "watchers", "llama", "reliability")
-
-
-def figure_record(f: Figure) -> dict:
-    """The results.json record of one figure: {name, value, unit, goal, verdict, met, low, high, rounds}
-    (+ group, note); JSON has no infinity or NaN, so a value that is not finite is null."""
-    d = f.as_dict()
-    for key in ("value", "low", "high"):
-        if not (isinstance(d[key], (int, float)) and math.isfinite(d[key])):
-            d[key] = None
-    return d
 
 
 def verdict_line(figures: list[Figure]) -> str:
@@ -83,7 +73,7 @@ def write_markdown(path: Path, meta: dict, sections: list[Section]) -> None:
 
 def write_json(path: Path, meta: dict, sections: list[Section]) -> None:
     doc = {**meta, "sections": [s.title for s in sections],
-           "figures": [figure_record(f) for s in sections for f in s.figures]}
+           "figures": [f.as_dict() for s in sections for f in s.figures]}
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 

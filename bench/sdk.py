@@ -68,7 +68,8 @@ def run(quick: bool = False) -> Section:
     counts, window, rounds = ((20,), 1.0, QUICK_ROUNDS) if quick else ((100, 1000), 3.0, ROUNDS)
     for n in counts:
         size = fanout.measure("sdk", n, window_s=0.5).message_bytes or 100   # the bare side sends as much
-        pairs = interleaved(lambda kind: fanout.measure(kind, n, window_s=window, size=size), ("sdk", "bare"), rounds)
+        pairs = interleaved(lambda kind: fanout.measure(kind, n, window_s=window, size=size), ("sdk", "bare"),
+                            rounds)
         sdk, bare = (median_round([p[i] for p in pairs], lambda r: r.lag_p99_ms) for i in (0, 1))
         g = f"SDK WatchLoad, {n} streams"
         section.figures += [
@@ -89,10 +90,10 @@ def run(quick: bool = False) -> Section:
              note=f"{sdk.tokens} tokens, one per message, 4 concurrent calls; the median of {rounds} rounds"),
         info("sdk.generate.bare.server_us_per_token", round(bare.server_us_per_token, 2), "us", group=g,
              note=f"the same messages from a bare grpc.aio method; the median of {rounds} rounds"),
-        at_most("sdk.generate.server_cost_ratio", [s.server_us_per_token / b.server_us_per_token for s, b in pairs],
-                1.5, group=g, note="server CPU per streamed token, SDK Generate / bare grpc.aio server streaming, "
-                                   "per round"),
+        at_most("sdk.generate.server_cost_ratio", [s.server_us_per_token / b.server_us_per_token
+                                                   for s, b in pairs], 1.5, group=g,
+                note="server CPU per streamed token, SDK Generate / bare grpc.aio server streaming, per round"),
     ]
-    section.discussion = ("Server CPU above the server process's idle cost; the descriptive figures are the median "
-                          "rounds. What each side does: bench/NOTES.md.")
+    section.discussion = ("Server CPU above the server process's idle cost; the descriptive figures are the "
+                          "median rounds. What each side does: bench/NOTES.md.")
     return section

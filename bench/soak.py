@@ -30,10 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.measure import loadavg
-
-HERE = Path(__file__).resolve().parent
-RECORD = HERE / "soak.json"
+RECORD = Path(__file__).resolve().parent / "soak.json"
 TOKEN = "soak-admin-token"
 
 
@@ -135,59 +132,25 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     return [r.id for r in report.results if r.outcome.bad], handler.found
 
 
-def soak(engines: list[str], runs: int, patterns: list[str] | None) -> list[EngineSoak]:
-    """`runs` runs per engine, the engines taking turns, so that both meet the same load over time."""
-    out = [EngineSoak(e) for e in engines]
+def soak(engines: list[str], runs: int, patterns: list[str] | None) -> tuple[list[EngineSoak], list[float]]:
+    """`runs` runs per engine, the engines taking turns, so that both meet the same load over time;
+    and the machine's one-minute load average after each run (the burners and any other work)."""
+    out, loads = [EngineSoak(e) for e in engines], []
     for k in range(runs):
         for each in out:
             bad, tracebacks = soak_once(each, patterns)
-            print(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, "
+            loads.append(os.getloadavg()[0])
+            failed = ": " + ", ".join(bad) if bad else ""
+            print(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{failed}, "
                   f"{len(tracebacks)} tracebacks", flush=True)
-    return out
+    return out, loads
 
 
-class LoadSampler:
-    """The machine's one-minute load average, read every `every` seconds while the block runs:
-    the load the soak ran under, other work on the machine included."""
-
-    def __init__(self, every: float = 15.0):
-        self.every = every
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while True:
-            self.samples.append(os.getloadavg()[0])
-            if self._stop.wait(self.every):
-                return
-
-    def __enter__(self) -> "LoadSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def summary(self) -> str:
-        return (f"min {min(self.samples):.1f}, median {statistics.median(self.samples):.1f}, "
-                f"max {max(self.samples):.1f} ({len(self.samples)} samples, one per {self.every:g} s)")
-
-
-def section(record: dict) -> str:
-    lines = ["## Conformance soak", "",
-             "The whole conformance suite run again and again "
-             "against correct engines (each started afresh per run) while CPU-burning processes "
-             "share the machine. A correct engine must get no failed or errored case and the "
-             "runner's output no traceback.", "",
-             f"| | |\n|---|---|\n| date | {record['date']} |\n| machine | {record['cpus']} cores |\n"
-             f"| burners | {record['burners']} processes spinning on a core each |\n"
-             f"| cases | {record['patterns'] or 'all'} |\n"
-             f"| load average at start / end | {record['load_start']} / {record['load_end']} |\n"
-             f"| one-minute load average while it ran | {record['load_during']} |", "",
-             "The load averages count the burners; anything above their number is other work "
-             "that shared the machine.", "",
+def table(record: dict) -> str:
+    """The record as Markdown: the conditions it ran under, then a line per engine."""
+    lines = [f"Conformance soak, {record['date']}: {record['cpus']} cores, {record['burners']} burners, "
+             f"cases {record['patterns'] or 'all'}; one-minute load average {record['load_during']} (the "
+             "burners count; anything above their number is other work on the machine).", "",
              "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for e in record["engines"]:
@@ -210,15 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
     args = parser.parse_args(argv)
     engines = args.engine or list(ENGINES)
-    load_start = loadavg()
-    with burners(args.burners), LoadSampler() as sampler:
-        results = soak(engines, args.runs, args.case)
-        load_end = loadavg()     # while the burners still run
+    with burners(args.burners):
+        results, loads = soak(engines, args.runs, args.case)
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
-              "load_start": load_start, "load_end": load_end,
-              "load_during": sampler.summary(), "engines": [asdict(r) for r in results]}
-    print(section(record))
+              "load_during": f"min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
+                             f"max {max(loads):.1f} (after each of {len(loads)} runs)",
+              "engines": [asdict(r) for r in results]}
+    print(table(record))
     if not args.no_record:
         RECORD.write_text(json.dumps(record, indent=2) + "\n")
     clean = all(not r.failures and not r.tracebacks for r in results)

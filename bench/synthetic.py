@@ -59,8 +59,6 @@ class PoissonDriver:
         self.running = False
 
     def start(self) -> None:
-        if self.rate <= 0:
-            return
         self.running = True
         for i in range(len(self.loads)):
             self._schedule(i)

@@ -30,6 +30,10 @@ def _once(cmd: list[str], cwd: Path, env: dict | None = None, *, check: bool = F
     return time.perf_counter() - start
 
 
+def _median(values) -> float:
+    return round(statistics.median(values), 3)
+
+
 def _baseline_repo(tmp: Path) -> Path:
     """A copy of the working tree as a one-commit git repository, so both breaking checks compare
     the same two trees."""
@@ -69,17 +73,18 @@ def run(quick: bool = False) -> Section:
                 _once(commands[side][0], repo, commands[side][1], check=True)
             times = interleaved(lambda side: _once(commands[side][0], repo, commands[side][1]), sides, rounds)
             section.figures += [
-                info(f"toolkit.{name}.oespec_s", round(statistics.median(t[0] for t in times), 3), "s", group=g),
-                info(f"toolkit.{name}.buf_s", round(statistics.median(t[1] for t in times), 3), "s", group=g),
-                at_most(f"toolkit.{name}.ratio", [t[0] / t[1] for t in times], goal, group=g, note=what, digits=2)]
+                info(f"toolkit.{name}.oespec_s", _median(t[0] for t in times), "s", group=g),
+                info(f"toolkit.{name}.buf_s", _median(t[1] for t in times), "s", group=g),
+                at_most(f"toolkit.{name}.ratio", [t[0] / t[1] for t in times], goal, group=g, note=what,
+                        digits=2)]
             if "cold" in sides:
                 section.figures.append(info(
-                    f"toolkit.{name}.cold_ratio", round(statistics.median(t[2] / t[1] for t in times), 2), "ratio",
-                    group=g, note=f"the same with {DISABLE_ENV}=1 (nothing reused from build/), median round"))
+                    f"toolkit.{name}.cold_ratio", _median(t[2] / t[1] for t in times), "ratio", group=g,
+                    note=f"the same with {DISABLE_ENV}=1 (nothing reused from build/), median round"))
         section.figures += scaling_figures(Path(tmp), rounds)
-    section.discussion = (f"Wall time of each whole command in {rounds} interleaved rounds after a warm-up, on a "
-                          "copy of this repository; each ratio is judged from its rounds. Method and history: "
-                          "bench/NOTES.md.")
+    section.discussion = (f"Wall time of each whole command in {rounds} interleaved rounds after a warm-up, "
+                          "on a copy of this repository; each ratio is judged from its rounds. Method and "
+                          "history: bench/NOTES.md.")
     return section
 
 
@@ -107,7 +112,7 @@ def scaling_figures(tmp: Path, rounds: int) -> list:
         return _once([oespec, "check", str(registries[count]), "--no-contract", "--no-head"], tmp, check=True)
     check(1000)
     times = interleaved(check, (1000, 2000), rounds)
-    return [info("toolkit.check.profiles_1000_s", round(statistics.median(a for a, _ in times), 3), "s", group="toolkit"),
-            info("toolkit.check.profiles_2000_s", round(statistics.median(b for _, b in times), 3), "s", group="toolkit"),
+    return [info("toolkit.check.profiles_1000_s", _median(a for a, _ in times), "s", group="toolkit"),
+            info("toolkit.check.profiles_2000_s", _median(b for _, b in times), "s", group="toolkit"),
             at_most("toolkit.check.scaling_ratio", [b / a for a, b in times], 2.0, group="toolkit", digits=2,
                     note="oespec check of a registry with 2,000 added profiles against one with 1,000, per round")]

@@ -37,7 +37,8 @@ def run(quick: bool = False) -> Section:
 
     schema = json.loads((ROOT / "schemas" / "capabilities.schema.json").read_text())
     slow, fast = jsonschema.Draft202012Validator(schema), fastjsonschema.compile(schema)
-    docs = [json.loads(p.read_text()) for p in sorted((ROOT / "tests/data/validate/corpus").glob("valid-*.json"))]
+    corpus = sorted((ROOT / "tests" / "data" / "validate" / "corpus").glob("valid-*.json"))
+    docs = [json.loads(p.read_text()) for p in corpus]
     messages = [document_from_json(d)[0].capabilities for d in docs]
     sides = {"generated": lambda: [check_capabilities(m) for m in messages],
              "jsonschema": lambda: [slow.is_valid(d) for d in docs],
@@ -53,8 +54,9 @@ def run(quick: bool = False) -> Section:
              note=f"the generated validator on {len(docs)} documents, median round"),
         at_least("validators.speedup_vs_jsonschema", [js / gen for gen, js, _ in rounds], 20, "x", digits=1,
                  group=g, note="jsonschema's CPU per document / the capability validator's, per round"),
-        info("validators.speedup_vs_fastjsonschema", round(statistics.median(f / gen for gen, _, f in rounds), 2),
-             "x", group=g, note="fastjsonschema's CPU per document / the capability validator's, median round"),
+        info("validators.speedup_vs_fastjsonschema",
+             round(statistics.median(f / gen for gen, _, f in rounds), 2), "x", group=g,
+             note="fastjsonschema's CPU per document / the capability validator's, median round"),
     ]
     return Section("Validators", figures, "The capability validator against general-purpose JSON Schema "
                    "validators on the same documents (bench/validators.py; method in bench/NOTES.md).")

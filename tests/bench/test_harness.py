@@ -1,4 +1,4 @@
-"""The benchmark harness: the staleness join, the synthetic load hook, the TCP byte counters, the
+"""The benchmark harness: the fleet's staleness join, the synthetic load hook, the TCP byte counters, the
 results files, and a tiny end-to-end run of the fleet and fan-out benchmarks (behaviour only,
 never timings)."""
 
@@ -13,10 +13,11 @@ import time
 import pytest
 
 from bench import fanout, fleet
-from bench.figures import INCONCLUSIVE, MET, MISSED, Figure, Section, at_least, at_most, info, interleaved
+from bench.figures import (INCONCLUSIVE, MET, MISSED, Figure, Section, at_least, at_most, info, interleaved,
+                           quantile)
+from bench.fleet import join
 from bench.measure import TcpBytes, tcp_bytes
 from bench.run import write_json, write_markdown
-from bench.staleness import join, quantile
 from bench.synthetic import PoissonDriver, SyntheticLoad, change_counter
 
 # Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
@@ -271,7 +272,7 @@ def test_tiny_fanout_run_stalls_for_real_and_keeps_serving_the_others():
 
 
 def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
-    from bench.staleness import StalenessResult
+    from bench.fleet import StalenessResult
 
     def mode(name, polls_or_messages, client_cpu_s, server_cpu_s, sent):
         return fleet.ModeResult(name, 10.0, client_cpu_s, server_cpu_s, TcpBytes(sent, sent, 0),
@@ -279,14 +280,14 @@ def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
 
     # 10 engines polled every 50 ms for 10 s would be 2,000 polls; 1,000 means polling fell 2x behind.
     behind = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                   "poll": mode("poll", 1000, 2.0, 2.0, 2000)}], 400)
+                                                   "poll": mode("poll", 1000, 2.0, 2.0, 2000)}])
     by_name = {f.name: f for f in fleet.figures(behind)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == 0.25          # 1 / (2 x 2)
     assert by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert by_name["fleet.n10.server_cpu_ratio"].value == 0.25
     assert "scaled from its achieved interval to the asked 50 ms (x2.00" in by_name["fleet.n10.bytes_ratio"].note
     kept = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                 "poll": mode("poll", 2000, 2.0, 2.0, 2000)}], 400)
+                                                 "poll": mode("poll", 2000, 2.0, 2.0, 2000)}])
     by_name = {f.name: f for f in fleet.figures(kept)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert "at the asked 50 ms interval" in by_name["fleet.n10.client_cpu_ratio"].note
