@@ -33,10 +33,6 @@ def counting_backend():
     return module.CountingBackend
 
 
-class ChildError(RuntimeError):
-    pass
-
-
 class Child:
     """A benchmark process started with `python -m <module> <args>`."""
 
@@ -57,16 +53,16 @@ class Child:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
-                raise ChildError(f"{self.name}: no answer within {timeout:g} s{self._stderr_tail()}")
+                raise RuntimeError(f"{self.name}: no answer within {timeout:g} s{self._stderr_tail()}")
             line = self.proc.stdout.readline()
             if not line:
                 self.proc.wait(5)
-                raise ChildError(f"{self.name} exited with {self.proc.returncode}{self._stderr_tail()}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}{self._stderr_tail()}")
             line = line.strip()
             if line.startswith("{"):
                 msg = json.loads(line)
                 if "error" in msg:
-                    raise ChildError(f"{self.name}: {msg['error']}")
+                    raise RuntimeError(f"{self.name}: {msg['error']}")
                 return msg
 
     def send(self, command: str, **kw) -> None:

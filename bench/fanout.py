@@ -51,12 +51,8 @@ class FanoutRun:
 
 def measure(kind: str, watchers: int, *, stalled: int = 0, interval_ms: int = 100, window_s: float = 6.0,
             warmup_s: float = 1.5, idle_s: float = 1.0, size: int = 100) -> FanoutRun:
-    if kind == "watchload":
-        server_args = ["engines", "--count", "1", "--max-watchers", str(max(64, watchers + 16))]
-    elif kind == "sdk":
-        server_args = ["sdk", "--max-watchers", str(max(64, watchers + 16))]
-    else:
-        server_args = ["bare"]
+    limit = ["--max-watchers", str(max(64, watchers + 16))]
+    server_args = {"watchload": ["engines", *limit], "sdk": ["sdk", *limit], "bare": ["bare"]}[kind]
     with Child("bench.hosts", *server_args, name=f"{kind} server") as server:
         hello = server.read(60)
         port = hello["ports"][0]
@@ -121,8 +117,11 @@ def run(quick: bool = False) -> Section:
     counts, window_s, rounds = ((4, 20), 1.0, QUICK_ROUNDS) if quick else ((10, 100, 1000), 3.0, ROUNDS)
     fan = Section("Fan-out: one engine, many watchers")
     for n in counts:
+        # Long enough for about 1,000 deliveries, so that a p99 rests on about ten of them.
+        window = max(window_s, 100.0 / n)
+
         def one(with_stall: bool) -> FanoutRun:
-            return measure("watchload", n, stalled=max(1, n // 10) if with_stall else 0, window_s=window_s)
+            return measure("watchload", n, stalled=max(1, n // 10) if with_stall else 0, window_s=window)
         rounds_ = interleaved(one, (False, True), rounds)
         plain_runs, stalled_runs = [p for p, _ in rounds_], [s_ for _, s_ in rounds_]
         fan.figures += figures(plain_runs, stalled_runs)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import os
 import selectors
 import signal
@@ -398,7 +397,6 @@ def main(argv: list[str] | None = None) -> int:
         client.add_argument("address")
         client.add_argument("count", type=int)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if args.command == "serve":
         asyncio.run(_serve(args.port))
     elif args.command == "hold":

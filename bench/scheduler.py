@@ -13,8 +13,6 @@ import argparse
 import asyncio
 import gc
 import json
-import logging
-import os
 import sys
 import time
 
@@ -139,7 +137,7 @@ class Scheduler:
 async def amain(args) -> None:
     sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p],
                       interval_ms=args.interval_ms)
-    reply(pid=os.getpid())
+    reply()   # ready
     try:
         await serve_commands({"open": sched.open, "go": sched.go, "stop": sched.stop, "dump": sched.dump})
     finally:
@@ -152,7 +150,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ports", required=True)
     parser.add_argument("--interval-ms", type=int, default=50, help="polling interval")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(amain(args))
     return 0
 

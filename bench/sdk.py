@@ -94,6 +94,4 @@ def run(quick: bool = False) -> Section:
                                                    for s, b in pairs], 1.5, group=g,
                 note="server CPU per streamed token, SDK Generate / bare grpc.aio server streaming, per round"),
     ]
-    section.discussion = ("Server CPU above the server process's idle cost; the descriptive figures are the "
-                          "median rounds. What each side does: bench/NOTES.md.")
     return section

@@ -91,22 +91,18 @@ class EngineSoak:
                 self.reasons.setdefault(r.id, r.reason)
 
 
-@contextlib.contextmanager
 def reference_engine():
     from openengine.engine import EngineConfig, RunningEngine
     from openengine.serve import AdminAccess
 
-    with RunningEngine(EngineConfig(port=0, admin=AdminAccess(token=TOKEN))) as engine:
-        yield engine.address, TOKEN
+    return RunningEngine(EngineConfig(port=0, admin=AdminAccess(token=TOKEN))), TOKEN
 
 
-@contextlib.contextmanager
 def counting_engine():
     from bench.control import counting_backend
     from openengine.serve import RunningServer, ServeConfig
 
-    with RunningServer(counting_backend(), ServeConfig(port=0)) as engine:
-        yield engine.address, None
+    return RunningServer(counting_backend(), ServeConfig(port=0)), None
 
 
 ENGINES = {"reference": reference_engine, "counting-example": counting_engine}
@@ -122,8 +118,9 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     handler = _Tracebacks()
     root.addHandler(handler)
     try:
-        with ENGINES[out.engine]() as (address, token):
-            report = asyncio.run(run_suite(Options(target=address, admin_token=token), patterns=patterns))
+        running, token = ENGINES[out.engine]()
+        with running as engine:
+            report = asyncio.run(run_suite(Options(target=engine.address, admin_token=token), patterns=patterns))
         gc.collect()
     finally:
         root.removeHandler(handler)

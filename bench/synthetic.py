@@ -37,9 +37,6 @@ class SyntheticLoad:
         self.backend.load_changed()
         return self.changes
 
-    def close(self) -> None:
-        self.backend.scheduler.release(self.request)
-
 
 def change_counter(load: load_pb2.LoadInfo) -> int:
     """Which change a snapshot reflects (the k of the last change applied before it was built)."""

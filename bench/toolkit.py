@@ -40,10 +40,9 @@ def _baseline_repo(tmp: Path) -> Path:
     repo = tmp / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".venv", ".git", "build", "__pycache__",
                                                                  "node_modules", ".hypothesis"))
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "baseline"]):
-        subprocess.run(cmd, cwd=repo, env=env, check=True, stdout=subprocess.DEVNULL)
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "baseline"]):
+        subprocess.run(cmd, cwd=repo, check=True, stdout=subprocess.DEVNULL)
     return repo
 
 

@@ -58,8 +58,7 @@ def run(quick: bool = False) -> Section:
              round(statistics.median(f / gen for gen, _, f in rounds), 2), "x", group=g,
              note="fastjsonschema's CPU per document / the capability validator's, median round"),
     ]
-    return Section("Validators", figures, "The capability validator against general-purpose JSON Schema "
-                   "validators on the same documents (bench/validators.py; method in bench/NOTES.md).")
+    return Section("Validators", figures)
 
 
 if __name__ == "__main__":

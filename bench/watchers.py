@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import statistics
 import sys
 import threading
@@ -142,6 +140,10 @@ class Watchers:
 
 # -- client CPU per streamed update ------------------------------------------------------------------
 
+# Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
+VIOLATIONS: Counter[str] = Counter()
+
+
 class _Tally:
     """Updates received while the window is open (the synchronous readers count from many threads)."""
 
@@ -182,7 +184,8 @@ async def _aio_round(args, request, watched: bool) -> tuple[float, int]:
         spent, tally.counting = time.process_time() - start, False
         if watched:
             await asyncio.gather(*(w.stop() for w in watchers))
-            _record_violations(watchers)
+            for watcher in watchers:
+                VIOLATIONS.update(watcher.violation_counts)
         else:
             for call in calls:
                 call.cancel()
@@ -221,22 +224,14 @@ def _sync_round(args, request, watched: bool) -> tuple[float, int]:
         if watched:
             for watcher in watchers:
                 watcher.stop()
-            _record_violations(watchers)
+            for watcher in watchers:
+                VIOLATIONS.update(watcher.violation_counts)
         else:
             for call in calls:
                 call.cancel()
             for thread in threads:
                 thread.join(5)
     return spent, tally.received
-
-
-# Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
-VIOLATIONS: Counter[str] = Counter()
-
-
-def _record_violations(watchers) -> None:
-    for watcher in watchers:
-        VIOLATIONS.update(watcher.violation_counts)
 
 
 async def _recorded_stream(args, request, count: int) -> list:
@@ -345,7 +340,7 @@ def run(quick: bool = False) -> Section:
 
 async def amain(args) -> None:
     watchers = Watchers(args)
-    reply(pid=os.getpid())
+    reply()   # ready
     try:
         await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
@@ -365,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="--client-cpu: window per reader and round")
     parser.add_argument("--rounds", type=int, default=5, help="--client-cpu: rounds")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if args.client_cpu:
         reply(**client_cpu(args))
         return 0

@@ -119,8 +119,6 @@ def test_synthetic_changes_are_visible_in_snapshots_and_wake_watchers():
                     msg = await asyncio.wait_for(stream.read(), 5)
                     seen = change_counter(msg.snapshot.load)
                 stream.cancel()
-            load.close()
-            assert (await _counter(server.address))[1] == 0
         finally:
             await server.stop(0.1)
 
