@@ -130,9 +130,8 @@ class FleetResult:
     def modes(self) -> dict[str, ModeResult]:
         return {mode: ModeResult.total([r[mode] for r in self.rounds]) for mode in MODES}
 
-    def server_net_pct(self, mode: str, window: ModeResult | None = None) -> float:
+    def server_net_pct(self, window: ModeResult) -> float:
         """Server CPU above what the server spends with no scheduler connected."""
-        window = window or self.modes[mode]
         return max(0.0, window.server_cpu_pct() - self.idle_server_cpu_pct)
 
 
@@ -202,7 +201,7 @@ def _round_ratios(r: FleetResult) -> dict[str, list[float]]:
         w, p = rnd["watch"], rnd["poll"]
         k = _shortfall(r, p)
         out["client_cpu"].append(ratio(w.client_cpu_s / w.seconds, p.client_cpu_s / p.seconds * k))
-        out["server_cpu"].append(ratio(r.server_net_pct("watch", w), r.server_net_pct("poll", p) * k))
+        out["server_cpu"].append(ratio(r.server_net_pct(w), r.server_net_pct(p) * k))
         out["bytes"].append(ratio(w.tcp.on_wire(hdr) / w.seconds, p.tcp.on_wire(hdr) / p.seconds * k))
         out["staleness_p99"].append(ratio(w.staleness.quantile_ms(0.99), p.staleness.quantile_ms(0.99)))
     return out
@@ -254,10 +253,8 @@ def figures(r: FleetResult) -> list[Figure]:
 
 
 def run(quick: bool = False) -> Section:
-    if quick:
-        sizes, kw = (2, 4), dict(window_s=1.5, idle_s=0.5, rounds=QUICK_ROUNDS)
-    else:
-        sizes, kw = (10, 50, 200), dict(window_s=4.0, idle_s=3.0, rounds=ROUNDS)
+    sizes, kw = (((2, 4), dict(window_s=1.5, idle_s=0.5, rounds=QUICK_ROUNDS)) if quick
+                 else ((10, 50, 200), dict(window_s=4.0, idle_s=3.0, rounds=ROUNDS)))
     section = Section("Fleet freshness: WatchLoad against polling GetLoad")
     results = [measure(n, **kw) for n in sizes]
     for r in results:

@@ -50,12 +50,11 @@ def coalescing(watchers) -> dict:
 async def host_engines(count: int, rate: float, max_watchers: int) -> None:
     config = check(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
                                 limits={"load": {"max_watchers": max_watchers}}))
-    engines = []
-    for i in range(count):
-        engine = Server(ReferenceBackend(config),
-                        dataclasses.replace(serve_config(config), instance_id=f"bench-{i:04d}"))
+    served = serve_config(config)
+    engines = [Server(ReferenceBackend(config), dataclasses.replace(served, instance_id=f"bench-{i:04d}"))
+               for i in range(count)]
+    for engine in engines:
         await engine.start()
-        engines.append(engine)
     loads = [SyntheticLoad(e.backend) for e in engines]
     driver = PoissonDriver(loads, rate)
     offset = engines[0].state.clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC

@@ -135,8 +135,7 @@ class Scheduler:
 
 
 async def amain(args) -> None:
-    sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p],
-                      interval_ms=args.interval_ms)
+    sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p], interval_ms=args.interval_ms)
     reply()   # ready
     try:
         await serve_commands({"open": sched.open, "go": sched.go, "stop": sched.stop, "dump": sched.dump})

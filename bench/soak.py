@@ -120,7 +120,8 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     try:
         running, token = ENGINES[out.engine]()
         with running as engine:
-            report = asyncio.run(run_suite(Options(target=engine.address, admin_token=token), patterns=patterns))
+            options = Options(target=engine.address, admin_token=token)
+            report = asyncio.run(run_suite(options, patterns=patterns))
         gc.collect()
     finally:
         root.removeHandler(handler)

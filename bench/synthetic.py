@@ -77,4 +77,3 @@ class PoissonDriver:
         for h in self._handles:
             if h is not None:
                 h.cancel()
-        self._handles = [None] * len(self.loads)

@@ -40,8 +40,8 @@ def _baseline_repo(tmp: Path) -> Path:
     repo = tmp / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".venv", ".git", "build", "__pycache__",
                                                                  "node_modules", ".hypothesis"))
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "baseline"]):
+    commit = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "baseline"]
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], commit):
         subprocess.run(cmd, cwd=repo, check=True, stdout=subprocess.DEVNULL)
     return repo
 
