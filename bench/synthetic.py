@@ -13,7 +13,7 @@ import asyncio
 import random
 import time
 
-from openengine.engine.backend import ReferenceBackend, Request
+from openengine.engine.reference_backend import ReferenceBackend, Request
 from openengine.v1 import load_pb2
 
 PROMPT_TOKENS = 1
