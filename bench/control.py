@@ -33,10 +33,6 @@ def counting_backend():
     return module.CountingBackend
 
 
-class ChildError(RuntimeError):
-    pass
-
-
 class Child:
     """A benchmark process started with `python -m <module> <args>`."""
 
@@ -57,16 +53,16 @@ class Child:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
-                raise ChildError(f"{self.name}: no answer within {timeout:g} s{self._stderr_tail()}")
+                raise RuntimeError(f"{self.name}: no answer within {timeout:g} s{self._stderr_tail()}")
             line = self.proc.stdout.readline()
             if not line:
                 self.proc.wait(5)
-                raise ChildError(f"{self.name} exited with {self.proc.returncode}{self._stderr_tail()}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}{self._stderr_tail()}")
             line = line.strip()
             if line.startswith("{"):
                 msg = json.loads(line)
                 if "error" in msg:
-                    raise ChildError(f"{self.name}: {msg['error']}")
+                    raise RuntimeError(f"{self.name}: {msg['error']}")
                 return msg
 
     def send(self, command: str, **kw) -> None:
@@ -114,10 +110,18 @@ class Child:
 
 def idle_cpu_per_s(host: Child, seconds: float) -> float:
     """CPU seconds per second a bench/hosts.py process spends over `seconds` with nothing asked of it."""
-    before = host.ask("mark")["usage"]
-    time.sleep(seconds)
-    after = host.ask("mark")["usage"]
+    before, _, _, after = measured_window(host, None, seconds)
     return (after["cpu_s"] - before["cpu_s"]) / ((after["mono_ns"] - before["mono_ns"]) / 1e9)
+
+
+def measured_window(server: Child, client: Child | None, seconds: float) -> tuple[dict, dict, dict, dict]:
+    """A measured window of `seconds`: the server's usage at its start and end (bench/hosts.py's
+    `mark`) around the client's readings (its `go` and `stop`), each side marked just inside the other."""
+    s0 = server.ask("mark")["usage"]
+    c0 = client.ask("go") if client else {}
+    time.sleep(seconds)
+    c1 = client.ask("stop") if client else {}
+    return s0, c0, c1, server.ask("mark")["usage"]
 
 
 # -- the child's side -------------------------------------------------------------------------

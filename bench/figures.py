@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -43,7 +42,9 @@ class Figure:
         return None if self.verdict is None else self.verdict == MET
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "met": self.met}
+        """The results.json record; JSON has no infinity or NaN, so a number that is not finite is null."""
+        d = {**asdict(self), "met": self.met}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:
@@ -63,9 +64,7 @@ def verdict(low: float, high: float, within: Callable[[float], bool]) -> str:
     inside = within(low), within(high)
     if all(inside):
         return MET
-    if not any(inside):
-        return MISSED
-    return INCONCLUSIVE
+    return INCONCLUSIVE if any(inside) else MISSED
 
 
 def _judged(name: str, measured, unit: str, goal: str, within: Callable[[float], bool], kw: dict) -> Figure:
@@ -100,19 +99,28 @@ def ratio(top: float, bottom: float) -> float:
     return top / bottom if bottom else float("inf")
 
 
-def interleaved(measure: Callable[[str], float], sides: tuple[str, str], rounds: int = ROUNDS) -> list[tuple[float, float]]:
-    """`rounds` pairs (first side, second side) of `measure(side)`, the sides alternating which
-    goes first from round to round, so that neither always runs on a warmer (or busier) machine."""
-    pairs = []
+def interleaved(measure: Callable[[str], float], sides: tuple, rounds: int = ROUNDS) -> list[tuple]:
+    """`rounds` tuples of `measure(side)`, one per side in the order of `sides`; odd rounds measure
+    the sides in reverse order, so that none always runs on a warmer (or busier) machine."""
+    out = []
     for i in range(rounds):
-        if i % 2 == 0:
-            first = measure(sides[0])
-            second = measure(sides[1])
-        else:
-            second = measure(sides[1])
-            first = measure(sides[0])
-        pairs.append((first, second))
-    return pairs
+        order = sides if i % 2 == 0 else sides[::-1]
+        got = {side: measure(side) for side in order}
+        out.append(tuple(got[side] for side in sides))
+    return out
+
+
+def quantile(sorted_values: list[int] | list[float], q: float) -> float:
+    """Nearest-rank quantile (q in (0, 1]) of already sorted values."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+def median_round(runs: list, key: Callable):
+    """The round whose `key` is the median, for the figures that describe rather than judge."""
+    return sorted(runs, key=key)[(len(runs) - 1) // 2]
 
 
 def format_value(v) -> str:
@@ -147,59 +155,16 @@ class Section:
     title: str
     figures: list[Figure] = field(default_factory=list)
     discussion: str = ""
-    plots: list[str] = field(default_factory=list)
-
-
-def with_block(text: str, begin: str, end: str, block: str) -> str:
-    """`text` with the block between the `begin` and `end` markers replaced by `block` (which
-    carries its own markers), or `block` appended when the markers are not there yet. Sections
-    recorded by their own commands live in results.md this way, so that `make bench` keeps them."""
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        return head + block + rest.split(end, 1)[1].lstrip("\n")
-    return text.rstrip("\n") + "\n\n" + block if block else text
-
-
-def read_record(path: Path) -> dict | None:
-    """A JSON record a benchmark command keeps beside results.md; None when absent or unreadable."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gib = 0.0
-    try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        pass
-    try:
-        import grpc
+    """The machine and software a run was taken on (the benchmark reads Linux's /proc throughout)."""
+    import grpc
 
-        grpc_version = grpc.__version__
-    except ImportError:
-        grpc_version = "?"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=False).stdout.strip()
-    except OSError:
-        commit = ""
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(mem_gib, 1),
-        "python": platform.python_version(),
-        "grpcio": grpc_version,
-        "os": platform.platform(),
-        "commit": commit,
-    }
+    cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    names = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+    return {"cpu": names[0] if names else platform.machine(), "cores": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "python": platform.python_version(), "grpcio": grpc.__version__, "os": platform.platform(),
+            "commit": commit.strip()}

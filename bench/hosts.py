@@ -18,8 +18,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import logging
-import os
 import struct
 import sys
 import time
@@ -29,6 +27,10 @@ import grpc
 from bench.control import reply, serve_commands
 from bench.measure import usage
 from bench.synthetic import PoissonDriver, SyntheticLoad
+from openengine.engine import EngineConfig, ReferenceBackend, check, serve_config
+from openengine.serve import (Chunk, EngineDescription, Final, FinishReason, Load, Model, ServeConfig, Server,
+                              Tokenizer)
+from openengine.v1 import generation_pb2
 
 BARE_METHOD = "/bench.Bare/Stream"
 BARE_REQUEST = struct.Struct("=II")    # interval ms, payload bytes
@@ -37,7 +39,7 @@ STAMP = struct.Struct("=q")            # a bare message starts with its send tim
 
 def mark(**_) -> dict:
     """The runner's `mark` command: this process's CPU time and memory now."""
-    return {"usage": usage().as_dict()}
+    return {"usage": usage()}
 
 
 def coalescing(watchers) -> dict:
@@ -45,58 +47,37 @@ def coalescing(watchers) -> dict:
     return {"coalescing": sum(1 for w in watchers if w.coalesced > 0)}
 
 
-async def host_engines(count: int, rate: float, seed: int, max_watchers: int) -> None:
-    from openengine.engine import EngineConfig, ReferenceBackend, check, serve_config
-    from openengine.serve import Server
-
+async def host_engines(count: int, rate: float, max_watchers: int) -> None:
     config = check(EngineConfig(host="127.0.0.1", port=0, profiles=("load",),
                                 limits={"load": {"max_watchers": max_watchers}}))
-    engines = []
-    for i in range(count):
-        engine = Server(ReferenceBackend(config),
-                        dataclasses.replace(serve_config(config), instance_id=f"bench-{i:04d}"))
+    served = serve_config(config)
+    engines = [Server(ReferenceBackend(config), dataclasses.replace(served, instance_id=f"bench-{i:04d}"))
+               for i in range(count)]
+    for engine in engines:
         await engine.start()
-        engines.append(engine)
     loads = [SyntheticLoad(e.backend) for e in engines]
-    driver = PoissonDriver(loads, rate, seed=seed)
-    clock = engines[0].state.clock
-    offset = clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
-    reply(ports=[_port(e) for e in engines], pid=os.getpid(), clock_offset_ns=offset)
-
-    def start_changes(**_):
-        driver.start()
-        return {}
-
-    def stop_changes(**_):
-        driver.stop()
-        return {}
+    driver = PoissonDriver(loads, rate)
+    offset = engines[0].state.clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
+    reply(ports=[e.port for e in engines], clock_offset_ns=offset)
 
     def changes(path: str, **_):
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(driver.log, fh)
-        return {"path": path, "count": len(driver.log)}
-
-    def state(**_):
-        return coalescing(w for e in engines for w in e.state.load.watchers)
 
     try:
-        await serve_commands({"mark": mark, "start_changes": start_changes, "stop_changes": stop_changes,
-                              "changes": changes, "state": state})
+        await serve_commands({
+            "mark": mark, "start_changes": lambda **_: driver.start(), "changes": changes,
+            "stop_changes": lambda **_: driver.stop(),
+            "state": lambda **_: coalescing(w for e in engines for w in e.state.load.watchers)})
     finally:
         driver.stop()
         await asyncio.gather(*(e.stop(0.2) for e in engines), return_exceptions=True)
-
-
-def _port(server) -> int:
-    return int(server.address.rsplit(":", 1)[1])
 
 
 class BenchBackend:
     """The least an engine can be: a fixed load, and `max_tokens` one-token chunks then a final."""
 
     def describe(self):
-        from openengine.serve import EngineDescription, Model, Tokenizer
-
         model = Model("bench", max_context_tokens=1 << 20, max_output_tokens=1 << 19,
                       tokenizer=Tokenizer("bytes", 256))
         return EngineDescription("bench-sdk", "1", (model,), limits=self.limits)
@@ -108,8 +89,6 @@ class BenchBackend:
         self.engine = engine
 
     async def generate(self, request):
-        from openengine.serve import Chunk, Final, FinishReason
-
         count = request.stopping.max_tokens
         for _ in range(count - 1):
             yield Chunk((65,), text="A")
@@ -119,26 +98,18 @@ class BenchBackend:
         return None
 
     def load(self):
-        from openengine.serve import Load
-
         return Load(running_requests=3, queued_requests=1, used_kv_blocks=812, total_kv_blocks=4096,
                     running_tokens=1500, waiting_tokens=200, decode_batch_size=3,
                     attributes={"model": "bench", "state": "ENGINE_STATE_SERVING"})
 
 
 async def host_sdk(max_watchers: int) -> None:
-    from openengine.serve import ServeConfig, Server
-
     server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
     await server.start()
     offset = server.state.clock.now_ns() - time.monotonic_ns()
-    reply(ports=[_port(server)], pid=os.getpid(), clock_offset_ns=offset)
-
-    def state(**_):
-        return coalescing(server.state.load.watchers)
-
+    reply(ports=[server.port], clock_offset_ns=offset)
     try:
-        await serve_commands({"mark": mark, "state": state})
+        await serve_commands({"mark": mark, "state": lambda **_: coalescing(server.state.load.watchers)})
     finally:
         await server.stop(0.2)
 
@@ -151,8 +122,6 @@ async def host_bare() -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000.0)
             yield STAMP.pack(time.monotonic_ns()) + pad
-
-    from openengine.v1 import generation_pb2
 
     async def generate(request, context):
         # What a hand-written servicer streams: one message per token, built as it goes, then the
@@ -175,7 +144,7 @@ async def host_bare() -> None:
     server.add_generic_rpc_handlers([handler])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    reply(ports=[port], pid=os.getpid(), clock_offset_ns=0)
+    reply(ports=[port], clock_offset_ns=0)
     try:
         await serve_commands({"mark": mark, "state": lambda **_: {}})
     finally:
@@ -188,22 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("engines")
     e.add_argument("--count", type=int, default=1)
     e.add_argument("--rate", type=float, default=0.0, help="load changes per second per engine (Poisson)")
-    e.add_argument("--seed", type=int, default=1)
     e.add_argument("--max-watchers", type=int, default=64)
     sub.add_parser("bare")
     s = sub.add_parser("sdk")
     s.add_argument("--max-watchers", type=int, default=64)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    try:
-        if args.what == "engines":
-            asyncio.run(host_engines(args.count, args.rate, args.seed, args.max_watchers))
-        elif args.what == "sdk":
-            asyncio.run(host_sdk(args.max_watchers))
-        else:
-            asyncio.run(host_bare())
-    except KeyboardInterrupt:
-        return 130
+    if args.what == "engines":
+        asyncio.run(host_engines(args.count, args.rate, args.max_watchers))
+    elif args.what == "sdk":
+        asyncio.run(host_sdk(args.max_watchers))
+    else:
+        asyncio.run(host_bare())
     return 0
 
 

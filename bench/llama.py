@@ -8,9 +8,6 @@ of the same shape, the same B sequences decoded together in one `llama_batch` pe
 sampled greedily, nothing else.
 Tokens per second through OpenEngine over tokens per second direct is the cost of the protocol
 (gRPC streams, the SDK, the scheduler's events and detokenization), at each batch size.
-
-Time to first token: short requests (one token) sent one after another, on an idle engine and
-while B long requests stream; the median of each.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ from pathlib import Path
 from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_least, info, interleaved
 from bench.measure import loadavg
 
-# Above the largest batch, so the first-token probes never wait for a free sequence.
-MAX_RUNNING = 12
+MAX_RUNNING = 12   # above the largest batch
 CONTEXT = 512
 PROMPT = "the engine keeps this request running"
 
@@ -109,29 +105,24 @@ def start_engine(model_path: Path, threads: int) -> tuple[subprocess.Popen, str]
     raise RuntimeError("the llama engine did not start")
 
 
-async def _stream(stub, generation_pb2, tokens: int) -> tuple[int, float]:
-    """Run one greedy request; (tokens received, seconds to its first message)."""
-    start = time.perf_counter()
-    first = None
+async def _stream(stub, generation_pb2, tokens: int) -> int:
+    """Run one greedy request; the tokens received."""
     count = 0
     call = stub.Generate(generation_pb2.GenerateRequest(
         prompt=PROMPT, sampling=generation_pb2.SamplingParams(temperature=0.0),
         stopping=generation_pb2.StoppingOptions(max_tokens=tokens, ignore_eos=True)))
     async for response in call:
-        if first is None:
-            first = time.perf_counter() - start
         event = response.WhichOneof("event")
         if event == "error":
             raise RuntimeError(f"the engine failed a request: {response.error.message}")
         if event == "token":
             count += len(response.token.tokens)
-    return count, first
+    return count
 
 
-async def served(address: str, pid: int, batch: int, tokens: int, probes: int) -> dict:
-    """Through the engine: tokens per second for `batch` concurrent streams and the engine's CPU
-    seconds per token, then the median first-token time of one-token requests on the idle
-    engine and while `batch` long streams run."""
+async def served(address: str, pid: int, batch: int, tokens: int) -> tuple[float, float]:
+    """Through the engine: (tokens per second, the engine's CPU seconds per token) of `batch`
+    concurrent streams."""
     import grpc
 
     from openengine.v1 import generation_pb2, inference_service_pb2_grpc
@@ -140,17 +131,9 @@ async def served(address: str, pid: int, batch: int, tokens: int, probes: int) -
         stub = inference_service_pb2_grpc.InferenceStub(channel)
         await _stream(stub, generation_pb2, 4)    # connect and warm up
         cpu, start = cpu_seconds(pid), time.perf_counter()
-        done = await asyncio.gather(*(_stream(stub, generation_pb2, tokens) for _ in range(batch)))
+        count = sum(await asyncio.gather(*(_stream(stub, generation_pb2, tokens) for _ in range(batch))))
         elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu
-        count = sum(received for received, _ in done)
-        idle = [(await _stream(stub, generation_pb2, 1))[1] for _ in range(probes)]
-        runs = [asyncio.ensure_future(_stream(stub, generation_pb2, tokens)) for _ in range(batch)]
-        busy = []
-        while len(busy) < probes and not all(r.done() for r in runs):
-            busy.append((await _stream(stub, generation_pb2, 1))[1])
-        await asyncio.gather(*runs)
-    return {"rate": count / elapsed, "cpu": cpu / count, "idle": statistics.median(idle),
-            "busy": statistics.median(busy) if busy else float("nan")}
+    return count / elapsed, cpu / count
 
 
 def run(quick: bool = False) -> Section:
@@ -162,34 +145,29 @@ def run(quick: bool = False) -> Section:
     threads = 1   # the engine's default (LlamaConfig.threads), on both sides
     batches = (1, 4) if quick else (1, 4, 8)
     tokens = 64 if quick else 256
-    probes = 5 if quick else 15
     rounds = QUICK_ROUNDS if quick else ROUNDS
     with tempfile.TemporaryDirectory() as folder:
         model_path = write_tiny_model(Path(folder) / "bench.gguf", model)
         proc, address = start_engine(model_path, threads)
         try:
             for batch in batches:
-                def one(side: str):
+                def one(side: str) -> tuple[float, float]:
                     if side == "direct":
                         return direct_rate(model_path, batch, tokens, threads)
-                    return asyncio.run(served(address, proc.pid, batch, tokens, probes))
+                    return asyncio.run(served(address, proc.pid, batch, tokens))
                 pairs = interleaved(one, ("direct", "served"), rounds)
-                direct = statistics.median(d for (d, _), _ in pairs)
-                direct_cpu = statistics.median(c for (_, c), _ in pairs)
-                through = {key: statistics.median(t[key] for _, t in pairs) for key in ("rate", "cpu", "idle", "busy")}
+                direct, direct_cpu = (statistics.median(d[i] for d, _ in pairs) for i in (0, 1))
+                through, through_cpu = (statistics.median(t[i] for _, t in pairs) for i in (0, 1))
                 section.figures += [
                     info(f"llama.b{batch}.direct_tokens_per_s", round(direct), "tokens/s", group="llama",
                          note=f"{batch} sequences of {tokens} tokens, one llama_batch per step; median of {rounds} rounds"),
-                    info(f"llama.b{batch}.openengine_tokens_per_s", round(through["rate"]), "tokens/s",
+                    info(f"llama.b{batch}.openengine_tokens_per_s", round(through), "tokens/s",
                          group="llama", note=f"{batch} concurrent Generate streams; median of {rounds} rounds"),
-                    at_least(f"llama.b{batch}.openengine_over_direct", [t["rate"] / d for (d, _), t in pairs], 0.9,
+                    at_least(f"llama.b{batch}.openengine_over_direct", [t[0] / d[0] for d, t in pairs], 0.9,
                              group="llama", note="tokens/s through OpenEngine / direct, per round"),
-                    info(f"llama.b{batch}.engine_cpu_over_direct", round(through["cpu"] / direct_cpu, 3), "ratio",
-                         group="llama", note="CPU per token: the engine process / llama.cpp alone"),
-                    info(f"llama.b{batch}.ttft_idle_p50", round(through["idle"] * 1000, 2), "ms", group="llama",
-                         note="one-token requests on an idle engine"),
-                    info(f"llama.b{batch}.ttft_busy_p50", round(through["busy"] * 1000, 2), "ms", group="llama",
-                         note=f"one-token requests while {batch} long requests stream"),
+                    info(f"llama.b{batch}.engine_cpu_over_direct", round(through_cpu / direct_cpu, 3),
+                         "ratio", group="llama",
+                         note="CPU per token: the engine process / llama.cpp alone, median rounds"),
                 ]
         finally:
             proc.terminate()

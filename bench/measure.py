@@ -9,7 +9,7 @@ import resource
 import socket
 import struct
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 # struct tcp_info (linux/tcp.h): u64 tcpi_bytes_acked at 120, u64 tcpi_bytes_received at 128,
 # u32 tcpi_segs_out at 136, u32 tcpi_segs_in at 140 (present since Linux 4.2).
@@ -18,22 +18,11 @@ _TCP_COUNTERS = struct.Struct("=QQII")
 _TCP_COUNTERS_AT = 120
 
 
-@dataclass(frozen=True)
-class Usage:
-    """One reading of this process. CPU is user + system time of every thread (getrusage reports
-    it at microsecond resolution, threads that ended included)."""
-
-    mono_ns: int
-    cpu_s: float
-    rss_kib: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def usage() -> Usage:
+def usage() -> dict:
+    """This process now: CLOCK_MONOTONIC ns, CPU seconds (user + system time of every thread, those
+    that ended included, at getrusage's microsecond resolution) and resident memory in KiB."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return Usage(time.monotonic_ns(), ru.ru_utime + ru.ru_stime, rss_kib())
+    return {"mono_ns": time.monotonic_ns(), "cpu_s": ru.ru_utime + ru.ru_stime, "rss_kib": rss_kib()}
 
 
 def rss_kib(pid: int | str = "self") -> int:
@@ -70,18 +59,13 @@ class TcpBytes:
 
 def tcp_header_bytes() -> int:
     """IPv4 (20) + TCP (20) + the timestamp option (12) when the kernel uses timestamps."""
-    try:
-        with open("/proc/sys/net/ipv4/tcp_timestamps", encoding="ascii") as fh:
-            timestamps = fh.read().strip() != "0"
-    except OSError:
-        timestamps = True
-    return 52 if timestamps else 40
+    with open("/proc/sys/net/ipv4/tcp_timestamps", encoding="ascii") as fh:
+        return 40 if fh.read().strip() == "0" else 52
 
 
-def tcp_bytes(peer_ports: set[int] | None = None, *, local_ports: set[int] | None = None) -> TcpBytes:
-    """Sum the kernel's counters over this process's TCP sockets whose peer port (or local port)
-    is in the given set: exactly the connections of the benchmark, whatever else the machine's
-    loopback carries at the time."""
+def tcp_bytes(peer_ports: set[int]) -> TcpBytes:
+    """Sum the kernel's counters over this process's TCP sockets whose peer port is in the given
+    set: exactly the connections of the benchmark, whatever else the machine's loopback carries."""
     sent = received = segments = 0
     fd_dir = "/proc/self/fd"
     for name in os.listdir(fd_dir):
@@ -100,14 +84,10 @@ def tcp_bytes(peer_ports: set[int] | None = None, *, local_ports: set[int] | Non
             if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
                 continue
             try:
-                peer = sock.getpeername()[1]
-                local = sock.getsockname()[1]
+                if sock.getpeername()[1] not in peer_ports:
+                    continue
             except OSError:
                 continue  # listening or not connected
-            if peer_ports is not None and peer not in peer_ports:
-                continue
-            if local_ports is not None and local not in local_ports:
-                continue
             raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
             if len(raw) < _TCP_COUNTERS_AT + _TCP_COUNTERS.size:
                 continue
@@ -118,19 +98,6 @@ def tcp_bytes(peer_ports: set[int] | None = None, *, local_ports: set[int] | Non
         finally:
             sock.close()  # closes the duplicate only
     return TcpBytes(sent, received, segments)
-
-
-def loopback_tx_bytes() -> int:
-    """Bytes the loopback interface has sent since boot (every process's traffic, for a cross-check)."""
-    try:
-        with open("/proc/net/dev", encoding="ascii") as fh:
-            for line in fh:
-                name, _, rest = line.partition(":")
-                if name.strip() == "lo":
-                    return int(rest.split()[8])
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
 
 
 def loadavg() -> str:

@@ -3,7 +3,7 @@ stream per engine or by polling GetLoad on each engine every P ms. It logs, for 
 receives, (engine, CLOCK_MONOTONIC ns on receipt, change counter), and measures its own CPU and
 the bytes of its connections between `go` and `stop`.
 
-    python -m bench.scheduler --mode watch --ports 50001,50002 [--heartbeat-ms 1000]
+    python -m bench.scheduler --mode watch --ports 50001,50002
     python -m bench.scheduler --mode poll --ports 50001,50002 --interval-ms 50
 """
 
@@ -13,8 +13,6 @@ import argparse
 import asyncio
 import gc
 import json
-import logging
-import os
 import sys
 import time
 
@@ -32,11 +30,10 @@ CHANNEL_OPTIONS = [("grpc.http2.bdp_probe", 0)]
 
 
 class Scheduler:
-    def __init__(self, mode: str, ports: list[int], *, interval_ms: int, heartbeat_ms: int):
+    def __init__(self, mode: str, ports: list[int], *, interval_ms: int):
         self.mode = mode
         self.ports = ports
         self.interval_ms = interval_ms
-        self.heartbeat_ms = heartbeat_ms
         self.observations: list[tuple[int, int, int]] = []
         self.messages = 0       # messages (watch) or responses (poll) received in the window
         self.recording = False
@@ -67,7 +64,7 @@ class Scheduler:
         return {"engines": len(self.ports)}
 
     async def _watch(self, i: int, stub, first: asyncio.Event) -> None:
-        request = load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=self.heartbeat_ms)
+        request = load_pb2.WatchLoadRequest(interval_ms=0, heartbeat_ms=1000)
         try:
             read = stub.WatchLoad(request).read
             while True:
@@ -111,7 +108,7 @@ class Scheduler:
             pass
 
     def _reading(self) -> dict:
-        return {"usage": usage().as_dict(), "tcp": tcp_bytes(set(self.ports)).__dict__}
+        return {"usage": usage(), "tcp": tcp_bytes(set(self.ports)).__dict__}
 
     def go(self, **_) -> dict:
         self.messages = 0
@@ -138,9 +135,8 @@ class Scheduler:
 
 
 async def amain(args) -> None:
-    sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p],
-                      interval_ms=args.interval_ms, heartbeat_ms=args.heartbeat_ms)
-    reply(pid=os.getpid())
+    sched = Scheduler(args.mode, [int(p) for p in args.ports.split(",") if p], interval_ms=args.interval_ms)
+    reply()   # ready
     try:
         await serve_commands({"open": sched.open, "go": sched.go, "stop": sched.stop, "dump": sched.dump})
     finally:
@@ -152,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("watch", "poll"), required=True)
     parser.add_argument("--ports", required=True)
     parser.add_argument("--interval-ms", type=int, default=50, help="polling interval")
-    parser.add_argument("--heartbeat-ms", type=int, default=1000, help="WatchLoad heartbeat")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(amain(args))
     return 0
 

@@ -16,7 +16,7 @@ import grpc
 
 from bench import fanout
 from bench.control import Child, idle_cpu_per_s
-from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_most, info, interleaved
+from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_most, info, interleaved, median_round
 
 GENERATE_PATHS = {"sdk": "/openengine.v1.Inference/Generate", "bare": "/bench.Bare/Generate"}
 
@@ -65,47 +65,33 @@ def measure_generate(kind: str, *, clients: int = 4, calls: int = 4, tokens: int
 
 def run(quick: bool = False) -> Section:
     section = Section("Engine SDK: server CPU against bare gRPC")
-    counts = (20,) if quick else (100, 1000)
-    window = 1.0 if quick else 3.0
-    rounds = QUICK_ROUNDS if quick else ROUNDS
-    texts = []
+    counts, window, rounds = ((20,), 1.0, QUICK_ROUNDS) if quick else ((100, 1000), 3.0, ROUNDS)
     for n in counts:
         size = fanout.measure("sdk", n, window_s=0.5).message_bytes or 100   # the bare side sends as much
-
-        def one(kind: str) -> fanout.FanoutRun:
-            return fanout.measure(kind, n, window_s=window, size=size)
-        pairs = interleaved(one, ("sdk", "bare"), rounds)
-        ratios = [sdk.cost_over(bare) for sdk, bare in pairs]
-        sdk, bare = fanout._median([p for p, _ in pairs]), fanout._median([b for _, b in pairs])
+        pairs = interleaved(lambda kind: fanout.measure(kind, n, window_s=window, size=size), ("sdk", "bare"),
+                            rounds)
+        sdk, bare = (median_round([p[i] for p in pairs], lambda r: r.lag_p99_ms) for i in (0, 1))
         g = f"SDK WatchLoad, {n} streams"
         section.figures += [
             info(f"sdk.watch.w{n}.server_us_per_message", round(sdk.server_us_per_message, 1), "us", group=g,
                  note=f"{n} WatchLoad streams at 100 ms from an engine on openengine.serve, {sdk.message_bytes} B"),
             info(f"sdk.watch.w{n}.bare.server_us_per_message", round(bare.server_us_per_message, 1), "us", group=g,
                  note=f"{n} bare grpc.aio streams at 100 ms, {bare.message_bytes} B"),
-            at_most(f"sdk.watch.w{n}.server_cost_ratio", ratios, 1.2, group=g,
+            at_most(f"sdk.watch.w{n}.server_cost_ratio", [s.cost_over(b) for s, b in pairs], 1.2, group=g,
                     note="server CPU per message, SDK WatchLoad / bare grpc.aio server streaming, per round"),
             info(f"sdk.watch.w{n}.delivered_fraction", round(sdk.delivered / sdk.expected, 3), "ratio", group=g),
         ]
-        texts.append(f"**WatchLoad, {n} streams.** Median rounds: SDK {sdk.server_us_per_message:.1f} us, bare "
-                     f"{bare.server_us_per_message:.1f} us per message.")
     tokens, calls = (200, 1) if quick else (2000, 4)
     pairs = interleaved(lambda kind: measure_generate(kind, tokens=tokens, calls=calls), ("sdk", "bare"), rounds)
-    ratios = [sdk.server_us_per_token / bare.server_us_per_token for sdk, bare in pairs]
-    sdk_gen = sorted((s_ for s_, _ in pairs), key=lambda r: r.server_us_per_token)[(len(pairs) - 1) // 2]
-    bare_gen = sorted((b for _, b in pairs), key=lambda r: r.server_us_per_token)[(len(pairs) - 1) // 2]
+    sdk, bare = (median_round([p[i] for p in pairs], lambda r: r.server_us_per_token) for i in (0, 1))
     g = "SDK Generate"
     section.figures += [
-        info("sdk.generate.server_us_per_token", round(sdk_gen.server_us_per_token, 2), "us", group=g,
-             note=f"{sdk_gen.tokens} tokens, one per message, 4 concurrent calls; the median of {rounds} rounds"),
-        info("sdk.generate.bare.server_us_per_token", round(bare_gen.server_us_per_token, 2), "us", group=g,
+        info("sdk.generate.server_us_per_token", round(sdk.server_us_per_token, 2), "us", group=g,
+             note=f"{sdk.tokens} tokens, one per message, 4 concurrent calls; the median of {rounds} rounds"),
+        info("sdk.generate.bare.server_us_per_token", round(bare.server_us_per_token, 2), "us", group=g,
              note=f"the same messages from a bare grpc.aio method; the median of {rounds} rounds"),
-        at_most("sdk.generate.server_cost_ratio", ratios, 1.5, group=g,
+        at_most("sdk.generate.server_cost_ratio", [s.server_us_per_token / b.server_us_per_token
+                                                   for s, b in pairs], 1.5, group=g,
                 note="server CPU per streamed token, SDK Generate / bare grpc.aio server streaming, per round"),
     ]
-    texts.append(
-        f"**Generate.** Median rounds: SDK {sdk_gen.server_us_per_token:.2f} us, bare "
-        f"{bare_gen.server_us_per_token:.2f} us of server CPU per streamed token. What each side does: "
-        "bench/NOTES.md.")
-    section.discussion = "\n\n".join(texts)
     return section

@@ -4,13 +4,12 @@ traceback in the runner's output).
 
     python -m bench.soak                          # 50 runs per engine, two burners; records bench/soak.json
     python -m bench.soak --runs 5 --burners 2     # a shorter soak
-    python -m bench.soak --minutes 40             # no run starts after 40 minutes
     python -m bench.soak --runs 1 --case 'load.watch.*' --no-record   # a smoke run
 
 The engines are the reference engine (every profile) and the example counting engine
-(examples/counting_engine.py, on the SDK alone), each started afresh for every run. The figures, with the load
-they ran under, go to bench/soak.json; the next whole `make bench` shows the record as the
-"Conformance soak" section of bench/results.md.
+(examples/counting_engine.py, on the SDK alone), each started afresh for every run. It prints a
+table and records it, with the load it ran under, in bench/soak.json. It is not part of
+`make bench`: it judges the conformance runner under load, not a ratio of two figures.
 """
 
 from __future__ import annotations
@@ -24,18 +23,14 @@ import json
 import logging
 import multiprocessing
 import os
+import statistics
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.figures import read_record, with_block
-from bench.measure import loadavg
-
-HERE = Path(__file__).resolve().parent
-RECORD = HERE / "soak.json"
-BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
+RECORD = Path(__file__).resolve().parent / "soak.json"
 TOKEN = "soak-admin-token"
 
 
@@ -96,22 +91,18 @@ class EngineSoak:
                 self.reasons.setdefault(r.id, r.reason)
 
 
-@contextlib.contextmanager
 def reference_engine():
     from openengine.engine import EngineConfig, RunningEngine
     from openengine.serve import AdminAccess
 
-    with RunningEngine(EngineConfig(port=0, admin=AdminAccess(token=TOKEN))) as engine:
-        yield engine.address, TOKEN
+    return RunningEngine(EngineConfig(port=0, admin=AdminAccess(token=TOKEN))), TOKEN
 
 
-@contextlib.contextmanager
 def counting_engine():
     from bench.control import counting_backend
     from openengine.serve import RunningServer, ServeConfig
 
-    with RunningServer(counting_backend(), ServeConfig(port=0)) as engine:
-        yield engine.address, None
+    return RunningServer(counting_backend(), ServeConfig(port=0)), None
 
 
 ENGINES = {"reference": reference_engine, "counting-example": counting_engine}
@@ -127,8 +118,10 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     handler = _Tracebacks()
     root.addHandler(handler)
     try:
-        with ENGINES[out.engine]() as (address, token):
-            report = asyncio.run(run_suite(Options(target=address, admin_token=token), patterns=patterns))
+        running, token = ENGINES[out.engine]()
+        with running as engine:
+            options = Options(target=engine.address, admin_token=token)
+            report = asyncio.run(run_suite(options, patterns=patterns))
         gc.collect()
     finally:
         root.removeHandler(handler)
@@ -137,95 +130,35 @@ def soak_once(out: EngineSoak, patterns: list[str] | None) -> tuple[list[str], l
     return [r.id for r in report.results if r.outcome.bad], handler.found
 
 
-def soak(engines: list[str], runs: int, patterns: list[str] | None, *, minutes: float | None = None,
-         log=print) -> list[EngineSoak]:
-    """`runs` runs per engine, the engines taking turns, so that a soak cut short by `minutes`
-    (no run starts after them) has run each engine about as often."""
-    out = [EngineSoak(e) for e in engines]
-    end = time.monotonic() + minutes * 60 if minutes else None
+def soak(engines: list[str], runs: int, patterns: list[str] | None) -> tuple[list[EngineSoak], list[float]]:
+    """`runs` runs per engine, the engines taking turns, so that both meet the same load over time;
+    and the machine's one-minute load average after each run (the burners and any other work)."""
+    out, loads = [EngineSoak(e) for e in engines], []
     for k in range(runs):
         for each in out:
-            if end is not None and time.monotonic() >= end:
-                log(f"the {minutes:g} minutes are up: no further run starts")
-                return out
             bad, tracebacks = soak_once(each, patterns)
-            log(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{': ' + ', '.join(bad) if bad else ''}, "
-                f"{len(tracebacks)} tracebacks")
-    return out
+            loads.append(os.getloadavg()[0])
+            failed = ": " + ", ".join(bad) if bad else ""
+            print(f"{each.engine} run {k + 1}/{runs}: {len(bad)} failed{failed}, "
+                  f"{len(tracebacks)} tracebacks", flush=True)
+    return out, loads
 
 
-class LoadSampler:
-    """The machine's one-minute load average, read every `every` seconds while the block runs:
-    the load the soak ran under, other work on the machine included."""
-
-    def __init__(self, every: float = 15.0):
-        self.every = every
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while True:
-            try:
-                self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
-            except (OSError, ValueError, IndexError):
-                return
-            if self._stop.wait(self.every):
-                return
-
-    def __enter__(self) -> "LoadSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def summary(self) -> str:
-        if not self.samples:
-            return "unknown"
-        ordered = sorted(self.samples)
-        return (f"min {ordered[0]:.1f}, median {ordered[len(ordered) // 2]:.1f}, max {ordered[-1]:.1f} "
-                f"({len(ordered)} samples, one per {self.every:g} s)")
-
-
-def section(record: dict) -> str:
-    lines = [BEGIN, "## Conformance soak", "",
-             "Written by `python -m bench.soak`: the whole conformance suite run again and again "
-             "against correct engines (each started afresh per run) while CPU-burning processes "
-             "share the machine. A correct engine must get no failed or errored case and the "
-             "runner's output no traceback.", "",
-             f"| | |\n|---|---|\n| date | {record['date']} |\n| machine | {record['cpus']} cores |\n"
-             f"| burners | {record['burners']} processes spinning on a core each |\n"
-             f"| cases | {record['patterns'] or 'all'} |\n"
-             f"| load average at start / end | {record['load_start']} / {record['load_end']} |\n"
-             f"| one-minute load average while it ran | {record.get('load_during', 'unknown')} |", "",
-             "The load averages count the burners; anything above their number is other work "
-             "that shared the machine.", "",
+def table(record: dict) -> str:
+    """The record as Markdown: the conditions it ran under, then a line per engine."""
+    lines = [f"Conformance soak, {record['date']}: {record['cpus']} cores, {record['burners']} burners, "
+             f"cases {record['patterns'] or 'all'}; one-minute load average {record['load_during']} (the "
+             "burners count; anything above their number is other work on the machine).", "",
              "| engine | runs | cases run | false failures | runs with one | tracebacks | minutes |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for e in record["engines"]:
         lines.append(f"| {e['engine']} | {e['runs']} | {e['cases']} | {sum(e['failures'].values())} | "
                      f"{e['bad_runs']} | {e['tracebacks']} | {e['seconds'] / 60:.1f} |")
-    asked = record.get("runs_asked")
-    if asked and any(e["runs"] < asked for e in record["engines"]):
-        lines += ["", f"{asked} runs per engine were asked; the time allowed "
-                      f"(`--minutes {record.get('minutes')}`) fit the runs above."]
     noted = [(e["engine"], case, reason) for e in record["engines"] for case, reason in e["reasons"].items()]
     if noted:
         lines += ["", "False failures (first reason of each case):", ""]
         lines += [f"- {engine} `{case}`: {reason}" for engine, case, reason in noted]
-    lines.append(END)
     return "\n".join(lines) + "\n"
-
-
-def with_section(text: str, record: dict | None) -> str:
-    """results.md with the soak section written from `record` (unchanged when there is none)."""
-    return with_block(text, BEGIN, END, section(record)) if record else text
-
-
-def load_record(path: Path = RECORD) -> dict | None:
-    return read_record(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,21 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", action="append", choices=list(ENGINES),
                         help="soak only this engine (repeatable; default: both)")
     parser.add_argument("--case", action="append", metavar="PATTERN", help="only cases matching")
-    parser.add_argument("--minutes", type=float, metavar="M",
-                        help="start no run after M minutes, and record the runs made")
     parser.add_argument("--no-record", action="store_true", help="print only, record nothing")
     args = parser.parse_args(argv)
     engines = args.engine or list(ENGINES)
-    load_start = loadavg()
-    with burners(args.burners), LoadSampler() as sampler:
-        results = soak(engines, args.runs, args.case, minutes=args.minutes,
-                       log=lambda line: print(line, flush=True))
-        load_end = loadavg()     # while the burners still run
+    with burners(args.burners):
+        results, loads = soak(engines, args.runs, args.case)
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "cpus": os.cpu_count(), "burners": args.burners, "patterns": args.case,
-              "runs_asked": args.runs, "minutes": args.minutes, "load_start": load_start, "load_end": load_end,
-              "load_during": sampler.summary(), "engines": [asdict(r) for r in results]}
-    print(section(record))
+              "load_during": f"min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
+                             f"max {max(loads):.1f} (after each of {len(loads)} runs)",
+              "engines": [asdict(r) for r in results]}
+    print(table(record))
     if not args.no_record:
         RECORD.write_text(json.dumps(record, indent=2) + "\n")
     clean = all(not r.failures and not r.tracebacks for r in results)

@@ -37,9 +37,6 @@ class SyntheticLoad:
         self.backend.load_changed()
         return self.changes
 
-    def close(self) -> None:
-        self.backend.scheduler.release(self.request)
-
 
 def change_counter(load: load_pb2.LoadInfo) -> int:
     """Which change a snapshot reflects (the k of the last change applied before it was built)."""
@@ -59,8 +56,6 @@ class PoissonDriver:
         self.running = False
 
     def start(self) -> None:
-        if self.rate <= 0:
-            return
         self.running = True
         for i in range(len(self.loads)):
             self._schedule(i)
@@ -82,4 +77,3 @@ class PoissonDriver:
         for h in self._handles:
             if h is not None:
                 h.cancel()
-        self._handles = [None] * len(self.loads)

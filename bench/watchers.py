@@ -11,7 +11,7 @@ the offset the server process reported).
 
 With `--client-cpu` it measures instead what a client spends per streamed update, four readers
 and `WatchLoadChecker.feed` in interleaved rounds (bench/NOTES.md, "Watchers: client CPU per
-streamed update"), prints one JSON line with the medians and exits.
+streamed update"), prints one JSON line with every round and exits.
 
     python -m bench.watchers --port P --client-cpu --count 50 --interval-ms 10 --seconds 2 --rounds 5
 """
@@ -20,22 +20,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-from collections import Counter
-import os
+import statistics
 import sys
 import threading
 import time
+from collections import Counter
 
 import grpc
 
-from bench.control import reply, serve_commands
+from bench.control import Child, reply, serve_commands
+from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_most, info, interleaved, quantile
 from bench.hosts import BARE_METHOD, BARE_REQUEST, STAMP
 from bench.measure import usage
-from bench.staleness import quantile
 from openengine.v1 import load_pb2, observability_service_pb2_grpc
 
 STREAMS_PER_CHANNEL = 100
+WARMUP_S = 0.5   # --client-cpu: before each reader's window
 STALLED_OPTIONS = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
 
 
@@ -44,7 +44,7 @@ class Watchers:
         self.args = args
         self.lags_ns: list[int] = []
         self.delivered = 0
-        self.sizes: list[int] = []
+        self.message_bytes = 0   # the size of the last snapshot received
         self.recording = False
         self.errors: list[str] = []
         self._channels: list[grpc.aio.Channel] = []
@@ -64,7 +64,7 @@ class Watchers:
         args = self.args
         if args.kind == "watchload":
             stub = observability_service_pb2_grpc.ObservabilityStub(channel)
-            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=args.interval_ms, heartbeat_ms=args.heartbeat_ms))
+            return stub.WatchLoad(load_pb2.WatchLoadRequest(interval_ms=args.interval_ms, heartbeat_ms=1000))
         method = channel.unary_stream(BARE_METHOD)
         return method(BARE_REQUEST.pack(args.interval_ms, args.size))
 
@@ -108,8 +108,7 @@ class Watchers:
                 if self.recording:
                     self.delivered += 1
                     self.lags_ns.append(now - made)
-                    if len(self.sizes) < 1000:
-                        self.sizes.append(size)
+                    self.message_bytes = size
         except grpc.aio.AioRpcError as err:
             self.errors.append(f"{err.code().name} {err.details()}")
         except asyncio.CancelledError:
@@ -120,14 +119,14 @@ class Watchers:
         self.lags_ns.clear()
         self.delivered = 0
         self.recording = True
-        return {"usage": usage().as_dict()}
+        return {"usage": usage()}
 
     def stop(self, **_) -> dict:
-        out = {"usage": usage().as_dict()}
+        out = {"usage": usage()}
         self.recording = False
         lags = sorted(self.lags_ns)
         out.update(delivered=self.delivered, lags_ns={"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99)},
-                   errors=self.errors[:5], message_bytes=round(sum(self.sizes) / len(self.sizes)) if self.sizes else 0)
+                   errors=self.errors[:5], message_bytes=self.message_bytes)
         return out
 
     async def close(self) -> None:
@@ -141,8 +140,8 @@ class Watchers:
 
 # -- client CPU per streamed update ------------------------------------------------------------------
 
-def _cpu_s() -> float:
-    return usage().cpu_s
+# Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
+VIOLATIONS: Counter[str] = Counter()
 
 
 class _Tally:
@@ -179,13 +178,14 @@ async def _aio_round(args, request, watched: bool) -> tuple[float, int]:
             stub = observability_service_pb2_grpc.ObservabilityStub(channel)
             calls = [stub.WatchLoad(request) for _ in range(args.count)]
             tasks = [asyncio.ensure_future(read(call)) for call in calls]
-        await asyncio.sleep(args.warmup)
-        tally.counting, start = True, _cpu_s()
+        await asyncio.sleep(WARMUP_S)
+        tally.counting, start = True, time.process_time()
         await asyncio.sleep(args.seconds)
-        spent, tally.counting = _cpu_s() - start, False
+        spent, tally.counting = time.process_time() - start, False
         if watched:
             await asyncio.gather(*(w.stop() for w in watchers))
-            _record_violations(watchers)
+            for watcher in watchers:
+                VIOLATIONS.update(watcher.violation_counts)
         else:
             for call in calls:
                 call.cancel()
@@ -217,29 +217,21 @@ def _sync_round(args, request, watched: bool) -> tuple[float, int]:
             threads = [threading.Thread(target=read, args=(call,), daemon=True) for call in calls]
             for thread in threads:
                 thread.start()
-        time.sleep(args.warmup)
-        tally.counting, start = True, _cpu_s()
+        time.sleep(WARMUP_S)
+        tally.counting, start = True, time.process_time()
         time.sleep(args.seconds)
-        spent, tally.counting = _cpu_s() - start, False
+        spent, tally.counting = time.process_time() - start, False
         if watched:
             for watcher in watchers:
                 watcher.stop()
-            _record_violations(watchers)
+            for watcher in watchers:
+                VIOLATIONS.update(watcher.violation_counts)
         else:
             for call in calls:
                 call.cancel()
             for thread in threads:
                 thread.join(5)
     return spent, tally.received
-
-
-# Violations the watchers found, by rule: a loaded machine delays snapshots past the tolerance.
-VIOLATIONS: Counter[str] = Counter()
-
-
-def _record_violations(watchers) -> None:
-    for watcher in watchers:
-        VIOLATIONS.update(watcher.violation_counts)
 
 
 async def _recorded_stream(args, request, count: int) -> list:
@@ -272,40 +264,33 @@ def _feed_cost_s(messages, request, limits) -> float:
 
 
 def client_cpu(args) -> dict:
-    from statistics import median
-
+    """Each reader's and `WatchLoadChecker.feed`'s CPU microseconds per update, in every round."""
     from openengine.client import CapabilityView
 
     request = load_pb2.WatchLoadRequest(interval_ms=args.interval_ms)
     with grpc.insecure_channel(f"127.0.0.1:{args.port}") as channel:
         limits = CapabilityView.fetch(channel).report.limits["openengine.load"]
     messages = asyncio.run(_recorded_stream(args, request, 300))
-    readers = (("bare_aio", lambda: asyncio.run(_aio_round(args, request, False))),
-               ("async_watcher", lambda: asyncio.run(_aio_round(args, request, True))),
-               ("bare_sync", lambda: _sync_round(args, request, False)),
-               ("watcher", lambda: _sync_round(args, request, True)))
-    rounds: dict[str, list[float]] = {name: [] for name, _ in readers} | {"feed": []}
-    received: dict[str, int] = {name: 0 for name, _ in readers}
-    for _ in range(args.rounds):
-        for name, measure in readers:
-            spent, count = measure()
-            rounds[name].append(spent / max(count, 1) * 1e6)
-            received[name] += count
-        rounds["feed"].append(_feed_cost_s(messages, request, limits) * 1e6)
-    return {"us_per_update": {name: median(values) for name, values in rounds.items()}, "rounds_us": rounds,
-            "received": received,
-            "streams": args.count, "interval_ms": args.interval_ms, "violations": VIOLATIONS}
+    readers = {"bare_aio": lambda: asyncio.run(_aio_round(args, request, False)),
+               "async_watcher": lambda: asyncio.run(_aio_round(args, request, True)),
+               "bare_sync": lambda: _sync_round(args, request, False),
+               "watcher": lambda: _sync_round(args, request, True)}
+
+    def measure(name: str) -> float:
+        if name == "feed":
+            return _feed_cost_s(messages, request, limits) * 1e6
+        spent, count = readers[name]()
+        return spent / max(count, 1) * 1e6
+    names = (*readers, "feed")
+    rounds = interleaved(measure, names, args.rounds)
+    return {"rounds_us": {name: [r[i] for r in rounds] for i, name in enumerate(names)},
+            "violations": VIOLATIONS}
 
 
-def section(quick: bool) -> "Section":
+def run(quick: bool = False) -> Section:
     """`make bench`'s client-CPU figures: one engine process, one client process reading its
     streams every way in interleaved rounds; each goal is judged from the per-round ratios of two
-    figures taken back to back."""
-    from statistics import median
-
-    from bench.control import Child
-    from bench.figures import QUICK_ROUNDS, ROUNDS, Section, at_most, info
-
+    figures taken in the same round."""
     streams, interval_ms = 20, 10
     rounds, seconds = (QUICK_ROUNDS, 0.5) if quick else (max(ROUNDS, 7), 1.5)
     with Child("bench.hosts", "engines", "--count", "1", "--max-watchers", str(streams + 16),
@@ -320,48 +305,42 @@ def section(quick: bool) -> "Section":
     def ratios(top: str, bottom: str) -> list[float]:
         return [a / b for a, b in zip(each[top], each[bottom])]
 
-    def ratio(top: str, bottom: str) -> float:
-        return round(median(ratios(top, bottom)), 3)
-
     def added(reader: str) -> list[float]:
         """What validating adds to a watcher's CPU per update, per round: the check over the rest."""
         return [f / (w - f) for f, w in zip(each["feed"], each[reader])]
 
-    group = "client CPU per update"
-    names = {"bare_aio": "bare grpc.aio reader", "async_watcher": "AsyncLoadWatcher", "bare_sync": "bare synchronous reader",
-             "watcher": "LoadWatcher", "feed": "WatchLoadChecker.feed"}
-    figures = [info(f"watchers.{name}.client_us_per_update", round(result["us_per_update"][name], 2), "us",
-                    group=group, note=f"{names[name]}, median of {rounds} rounds")
-               for name in names]
+    g = "client CPU per update"
+    names = {"bare_aio": "bare grpc.aio reader", "async_watcher": "AsyncLoadWatcher",
+             "bare_sync": "bare synchronous reader", "watcher": "LoadWatcher",
+             "feed": "WatchLoadChecker.feed"}
+    figures = [info(f"watchers.{name}.client_us_per_update", round(statistics.median(each[name]), 2), "us",
+                    group=g, note=f"{what}, median of {rounds} rounds") for name, what in names.items()]
     figures += [
-        at_most("watchers.async_watcher_over_bare_aio", ratios("async_watcher", "bare_aio"), 1.15, group=group,
+        at_most("watchers.async_watcher_over_bare_aio", ratios("async_watcher", "bare_aio"), 1.15, group=g,
                 note="AsyncLoadWatcher / bare grpc.aio reader of the same streams, CPU per update"),
-        at_most("watchers.watcher_over_bare_sync", ratios("watcher", "bare_sync"), 1.15, group=group,
+        at_most("watchers.watcher_over_bare_sync", ratios("watcher", "bare_sync"), 1.15, group=g,
                 note="LoadWatcher / bare synchronous reader of the same streams, CPU per update"),
-        info("watchers.watcher_over_bare_aio", ratio("watcher", "bare_aio"), "ratio", group=group,
-             note="LoadWatcher / bare grpc.aio reader: synchronous gRPC's own cost per message included"),
-        info("watchers.bare_sync_over_bare_aio", ratio("bare_sync", "bare_aio"), "ratio", group=group,
-             note="the two floors: synchronous gRPC / grpc.aio, CPU per update"),
-        at_most("watchers.async_watcher_validation_added", added("async_watcher"), 0.10, group=group,
+        info("watchers.bare_sync_over_bare_aio", round(statistics.median(ratios("bare_sync", "bare_aio")), 3),
+             "ratio", group=g, note="the two floors: synchronous gRPC / grpc.aio, CPU per update"),
+        at_most("watchers.async_watcher_validation_added", added("async_watcher"), 0.10, group=g,
                 note="feed's CPU per message / the rest of AsyncLoadWatcher's CPU per update"),
-        at_most("watchers.watcher_validation_added", added("watcher"), 0.10, group=group,
+        at_most("watchers.watcher_validation_added", added("watcher"), 0.10, group=g,
                 note="feed's CPU per message / the rest of LoadWatcher's CPU per update"),
     ]
     violations = ", ".join(f"{count} {rule}" for rule, count in sorted(result["violations"].items())) or "none"
     discussion = (
-        f"bench/watchers.py --client-cpu: one reference engine process streams WatchLoad at {interval_ms} ms "
-        f"to {streams} readers in one client process, read in turn by a bare grpc.aio reader, "
-        f"`AsyncLoadWatcher`, a bare synchronous reader (a thread per stream) and `LoadWatcher`, "
-        f"{rounds} rounds of {seconds:g} s each; the client process's CPU time over a window divided by the "
-        f"updates it received. `WatchLoadChecker.feed` is timed in the same rounds on a recorded stream of the "
-        f"same engine. Violations the watchers reported (a loaded machine delays and coalesces snapshots): "
-        f"{violations}.")
+        f"One reference engine process streams WatchLoad at {interval_ms} ms to {streams} readers in one "
+        "client process, read in turn by a bare grpc.aio reader, `AsyncLoadWatcher`, a bare synchronous "
+        f"reader (a thread per stream) and `LoadWatcher`, {rounds} interleaved rounds of {seconds:g} s each; "
+        "the client process's CPU time over a window divided by the updates it received. "
+        "`WatchLoadChecker.feed` is timed in the same rounds on a recorded stream of the same engine. "
+        f"Violations the watchers reported (a loaded machine delays and coalesces snapshots): {violations}.")
     return Section("Watchers: client CPU per streamed update", figures, discussion)
 
 
 async def amain(args) -> None:
     watchers = Watchers(args)
-    reply(pid=os.getpid())
+    reply()   # ready
     try:
         await serve_commands({"open": watchers.open, "go": watchers.go, "stop": watchers.stop})
     finally:
@@ -374,16 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--stalled", type=int, default=0)
     parser.add_argument("--interval-ms", type=int, default=100)
-    parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--kind", choices=("watchload", "bare"), default="watchload")
     parser.add_argument("--size", type=int, default=100, help="bare message size in bytes")
     parser.add_argument("--clock-offset-ns", type=int, default=0)
     parser.add_argument("--client-cpu", action="store_true", help="measure client CPU per update, print, exit")
     parser.add_argument("--seconds", type=float, default=2.0, help="--client-cpu: window per reader and round")
-    parser.add_argument("--warmup", type=float, default=0.5, help="--client-cpu: seconds before each window")
-    parser.add_argument("--rounds", type=int, default=5, help="--client-cpu: rounds, the median is kept")
+    parser.add_argument("--rounds", type=int, default=5, help="--client-cpu: rounds")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if args.client_cpu:
         reply(**client_cpu(args))
         return 0

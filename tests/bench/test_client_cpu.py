@@ -10,7 +10,7 @@ from bench import watchers
 
 @pytest.mark.slow
 def test_a_quick_client_cpu_run_measures_every_reader_and_states_its_goals():
-    section = watchers.section(quick=True)
+    section = watchers.run(quick=True)
     by_name = {f.name: f for f in section.figures}
     for reader in ("bare_aio", "async_watcher", "bare_sync", "watcher", "feed"):
         assert by_name[f"watchers.{reader}.client_us_per_update"].value > 0, reader

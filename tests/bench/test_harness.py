@@ -1,4 +1,4 @@
-"""The benchmark harness: the staleness join, the synthetic load hook, the TCP byte counters, the
+"""The benchmark harness: the fleet's staleness join, the synthetic load hook, the TCP byte counters, the
 results files, and a tiny end-to-end run of the fleet and fan-out benchmarks (behaviour only,
 never timings)."""
 
@@ -13,10 +13,11 @@ import time
 import pytest
 
 from bench import fanout, fleet
-from bench.figures import INCONCLUSIVE, MET, MISSED, Figure, Section, at_least, at_most, info, interleaved
+from bench.figures import (INCONCLUSIVE, MET, MISSED, Figure, Section, at_least, at_most, info, interleaved,
+                           quantile)
+from bench.fleet import join
 from bench.measure import TcpBytes, tcp_bytes
-from bench.run import figure_record, from_record, write_json, write_markdown
-from bench.staleness import join, quantile
+from bench.run import write_json, write_markdown
 from bench.synthetic import PoissonDriver, SyntheticLoad, change_counter
 
 # Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
@@ -118,8 +119,6 @@ def test_synthetic_changes_are_visible_in_snapshots_and_wake_watchers():
                     msg = await asyncio.wait_for(stream.read(), 5)
                     seen = change_counter(msg.snapshot.load)
                 stream.cancel()
-            load.close()
-            assert (await _counter(server.address))[1] == 0
         finally:
             await server.stop(0.1)
 
@@ -173,8 +172,6 @@ def test_tcp_bytes_counts_exactly_the_selected_connections():
             time.sleep(0.01)
         assert (delta.sent, delta.received) == (1000, 10)
         assert delta.segments > 0
-        # The accepted end has the port as its local port, not its peer.
-        assert tcp_bytes(local_ports={port}).received >= 1000
     finally:
         for s in (client, accepted, server):
             s.close()
@@ -187,7 +184,7 @@ def test_on_wire_adds_one_header_per_segment():
 # -- results files ----------------------------------------------------------------------------------
 
 def _sections() -> list[Section]:
-    s = Section("Demo", discussion="What the demo figures mean.", plots=["demo.svg"])
+    s = Section("Demo", discussion="What the demo figures mean.")
     s.figures = [at_most("demo.ratio", [0.2, 0.21, 0.19, 0.2, 0.22], 0.25, group="demo"), at_most("demo.other", 2.0, 1.5),
                  at_most("demo.noisy", [0.9, 1.2, 1.0, 0.8, 1.3], 1.0),
                  info("demo.latency", 3.5, "ms"), Figure("demo.inf", float("inf"), "ratio", "<= 1", MISSED)]
@@ -231,19 +228,13 @@ def test_results_markdown_says_which_goals_were_met_missed_or_inconclusive(tmp_p
     meta = {"date": "2026-01-01 00:00 UTC", "loadavg_start": "0.1", "loadavg_end": "0.2", "seconds": 1.0,
             "machine": {"cpu": "cpu", "cores": 2, "memory_gib": 4, "python": "3", "grpcio": "1",
                         "os": "linux", "commit": "abc"}}
-    write_markdown(tmp_path / "results.md", meta, _sections(), "plots")
+    write_markdown(tmp_path / "results.md", meta, _sections())
     text = (tmp_path / "results.md").read_text()
     assert "4 goals: 1 met, 2 missed, 1 inconclusive." in text
     assert "`demo.other`" in text.split("Missed:")[1].split("\n")[0]
     assert "`demo.noisy` (1, spread 0.9..1.2 (5 rounds), goal <= 1)" in text.split("Inconclusive:")[1]
     assert "| `demo.ratio` | 0.2 | 0.2..0.21 (5 rounds) | ratio | <= 0.25 | met |" in text
-    assert "What the demo figures mean." in text and "](plots/demo.svg)" in text
-
-
-def test_plain_records_become_figures():
-    f = from_record({"name": "v.x", "value": 3.0, "unit": "x", "goal": None, "verdict": None}, "validators")
-    assert (f.name, f.goal, f.met, f.group) == ("v.x", "", None, "validators")
-    assert figure_record(f)["value"] == 3.0
+    assert "What the demo figures mean." in text
 
 
 # -- tiny end-to-end runs ------------------------------------------------------------------------
@@ -279,22 +270,22 @@ def test_tiny_fanout_run_stalls_for_real_and_keeps_serving_the_others():
 
 
 def test_fleet_goals_scale_polling_that_fell_behind_to_the_asked_interval():
-    from bench.staleness import StalenessResult
+    from bench.fleet import StalenessResult
 
     def mode(name, polls_or_messages, client_cpu_s, server_cpu_s, sent):
-        return fleet.ModeResult(name, 10.0, client_cpu_s, server_cpu_s, TcpBytes(sent, sent, 0), 0,
+        return fleet.ModeResult(name, 10.0, client_cpu_s, server_cpu_s, TcpBytes(sent, sent, 0),
                                 polls_or_messages, StalenessResult([1_000_000], 0, 1), 0)
 
     # 10 engines polled every 50 ms for 10 s would be 2,000 polls; 1,000 means polling fell 2x behind.
     behind = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                   "poll": mode("poll", 1000, 2.0, 2.0, 2000)}], 400)
+                                                   "poll": mode("poll", 1000, 2.0, 2.0, 2000)}])
     by_name = {f.name: f for f in fleet.figures(behind)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == 0.25          # 1 / (2 x 2)
     assert by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert by_name["fleet.n10.server_cpu_ratio"].value == 0.25
     assert "scaled from its achieved interval to the asked 50 ms (x2.00" in by_name["fleet.n10.bytes_ratio"].note
     kept = fleet.FleetResult(10, 4.0, 50, 0.0, [{"watch": mode("watch", 400, 1.0, 1.0, 1000),
-                                                 "poll": mode("poll", 2000, 2.0, 2.0, 2000)}], 400)
+                                                 "poll": mode("poll", 2000, 2.0, 2.0, 2000)}])
     by_name = {f.name: f for f in fleet.figures(kept)}
     assert by_name["fleet.n10.client_cpu_ratio"].value == by_name["fleet.n10.client_cpu_ratio_measured"].value == 0.5
     assert "at the asked 50 ms interval" in by_name["fleet.n10.client_cpu_ratio"].note
