@@ -175,8 +175,8 @@ conformance-reports: setup bindings llama
 	$(OESPEC) generate
 
 # Speed figures (ratios against reference tools), each measured in interleaved rounds and judged
-# met, missed or inconclusive; exits 1 when a goal is missed. A whole run writes bench/results.md,
-# bench/results.json and bench/plots/ (tens of minutes on 2 cores). BENCH_ARGS picks sections or
+# met, missed or inconclusive; exits 1 when a goal is missed. A whole run writes bench/results.md
+# and bench/results.json (about 20 minutes on 2 cores). BENCH_ARGS picks sections or
 # a smoke run, which must write elsewhere: `make bench BENCH_ARGS="--only fleet --quick --out build/bench"`.
 BENCH_ARGS ?=
 bench: setup bindings llama
