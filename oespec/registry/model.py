@@ -14,7 +14,7 @@ from typing import Any
 from openengine.contractkit.diagnostics import NOWHERE, Loc
 from openengine.contractkit.conditions import condition_text
 from openengine.contractkit.naming import streams_from_client, streams_from_server
-from openengine.contractkit.versions import Version, VersionRange  # noqa: F401  (the registry stages import them from here)
+from openengine.contractkit.versions import Version, VersionRange
 
 STANDARD_PREFIX = "openengine."
 ROLES = ("aggregated", "prefill", "decode", "encoder")

@@ -9,7 +9,7 @@ import re
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import versioned_elements
 from openengine.contractkit.diagnostics import Severity
-from oespec.registry.model import Version
+from openengine.contractkit.versions import Version
 
 
 @rule("OE007", "major-version", requirements=("REQ-ADD-002",), category="versions",
