@@ -58,7 +58,7 @@ async def host_engines(count: int, rate: float, max_watchers: int) -> None:
     loads = [SyntheticLoad(e.backend) for e in engines]
     driver = PoissonDriver(loads, rate)
     offset = engines[0].state.clock.now_ns() - time.monotonic_ns()   # engine timestamps -> CLOCK_MONOTONIC
-    reply(ports=[e.port for e in engines], clock_offset_ns=offset)
+    reply(ports=[int(e.address.rsplit(":", 1)[1]) for e in engines], clock_offset_ns=offset)
 
     def changes(path: str, **_):
         with open(path, "w", encoding="utf-8") as fh:
@@ -107,7 +107,7 @@ async def host_sdk(max_watchers: int) -> None:
     server = Server(BenchBackend(max_watchers), ServeConfig(host="127.0.0.1", port=0))
     await server.start()
     offset = server.state.clock.now_ns() - time.monotonic_ns()
-    reply(ports=[server.port], clock_offset_ns=offset)
+    reply(ports=[int(server.address.rsplit(":", 1)[1])], clock_offset_ns=offset)
     try:
         await serve_commands({"mark": mark, "state": lambda **_: coalescing(server.state.load.watchers)})
     finally:
