@@ -92,7 +92,6 @@ class LlamaBackend:
         self._inbox_lock = threading.Lock()
         self.scheduler = sched.Scheduler(self.model, sched.SchedulerConfig(
             max_running_requests=config.max_running_requests,
-            max_queued_requests=config.max_queued_requests,
             max_batch_tokens=config.max_batch_tokens,
             context_tokens=self.context_tokens,
             threads=config.threads), self._from_scheduler)
@@ -128,10 +127,6 @@ class LlamaBackend:
         self._streams[request.request_id] = stream
         try:
             self.scheduler.submit(plan)
-        except sched.QueueFull as full:
-            del self._streams[request.request_id]
-            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"the engine is full: {full}; retry later",
-                          retryable=True) from None
         except sched.SchedulerClosed:
             del self._streams[request.request_id]
             raise Refusal(RefusalCode.UNAVAILABLE, "the engine is stopping; retry on another engine",

@@ -8,7 +8,8 @@ request's stop conditions, and hands the step's events to `emit` in one call. A 
 ends, or is cancelled, is removed from the KV cache (`llama_memory_seq_rm`) before the next step,
 and a queued request takes its sequence id in that same step.
 
-Requests wait in a bounded queue when all `max_running_requests` sequence ids are taken. The
+Requests wait in a queue when all `max_running_requests` sequence ids are taken (the SDK's
+admission bounds it by the advertised `max_queued_requests`). The
 numbers `load()` reports are the scheduler's own: running and queued requests, their tokens, and
 KV cells used and allocated (llama.cpp keeps one cell per token).
 """
@@ -143,14 +144,9 @@ class SchedulerLoad:
 @dataclass(frozen=True)
 class SchedulerConfig:
     max_running_requests: int = 8
-    max_queued_requests: int = 64
     max_batch_tokens: int = 512
     context_tokens: int = 512     # KV cells of each sequence: prompt plus output
     threads: int = 2
-
-
-class QueueFull(Exception):
-    """Every sequence id is taken and the queue holds `max_queued_requests` requests."""
 
 
 class SchedulerClosed(Exception):
@@ -245,9 +241,6 @@ class Scheduler:
         with self._lock:
             if self._closing:
                 raise SchedulerClosed("the scheduler is closed")
-            if len(self._waiting) >= self.config.max_queued_requests + len(self._free_ids):
-                raise QueueFull(f"{len(self._running)} requests run and {len(self._waiting)} wait "
-                                f"(max_queued_requests {self.config.max_queued_requests})")
             self._waiting.append(request)
             self._lock.notify()
 

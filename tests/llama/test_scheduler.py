@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from openengine.llama.scheduler import (
-    Emitted, Errored, Finished, FinishReason, QueueFull, Sampling, Scheduler, SchedulerConfig,
+    Emitted, Errored, Finished, FinishReason, Sampling, Scheduler, SchedulerConfig,
     SequenceRequest, Started,
 )
 from openengine.v1.generation_pb2 import StoppingOptions
@@ -138,12 +138,10 @@ def test_cancelling_one_running_request_leaves_the_others_unchanged(tiny_model, 
 
 
 def test_a_queued_request_takes_the_first_free_sequence(tiny_model, direct, make_scheduler, collector):
-    scheduler = make_scheduler(max_running_requests=1, max_queued_requests=1)
+    scheduler = make_scheduler(max_running_requests=1)
     scheduler.submit(request(tiny_model, "first", PROMPTS[0], max_tokens=200))
     collector.wait(lambda: collector.events["first"])    # started: it holds the only sequence id
     scheduler.submit(request(tiny_model, "second", PROMPTS[2], max_tokens=20))
-    with pytest.raises(QueueFull, match="max_queued_requests 1"):
-        scheduler.submit(request(tiny_model, "third", PROMPTS[3]))
     load = scheduler.load()
     assert (load.running_requests, load.queued_requests) == (1, 1)
     assert load.waiting_tokens == len(tiny_model.tokenize(PROMPTS[2]))
