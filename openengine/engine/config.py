@@ -79,7 +79,6 @@ class EngineConfig:
     models: tuple[ModelConfig, ...] = ()
     token_delay_ms: float = 5.0
     instance_id: str | None = None
-    engine_name: str = "openengine-reference"
     data_parallel_size: int = 1
     # Where Admin is served and how it is guarded: the SDK's own settings.
     admin: AdminAccess = AdminAccess()

@@ -3,8 +3,7 @@
 Which field of which request is bounded by, or needs, which limit or profile (`REQUEST_LIMITS`)
 is a fact of the compiled contract: each request message declares its rows in a `request_limit`
 option, and `openengine.contract` reads them. Everything about the limits themselves (defaults,
-model scoping) comes from the contract's tables
-through a `CapabilityReport`.
+model scoping) comes from the contract through a `CapabilityReport`.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from openengine.validate._rules import Severity, Violation, violation
 # The rows live on the request messages (the `request_limit` option), read by the contract.
 REQUEST_LIMITS: tuple[RequestLimit, ...] = catalogue().request_limits
 
-_BY_REQUEST: dict[str, tuple[RequestLimit, ...]] = {}
+_BY_REQUEST: dict[str, list[RequestLimit]] = {}
 for _row in REQUEST_LIMITS:
-    _BY_REQUEST[_row.request] = _BY_REQUEST.get(_row.request, ()) + (_row,)
+    _BY_REQUEST.setdefault(_row.request, []).append(_row)
 
 
 def _values(msg, path: str) -> list[Any]:
@@ -59,13 +58,6 @@ def _values(msg, path: str) -> list[Any]:
         current = [m.WhichOneof(oneof) for m in current]
         current = [v for v in current if v is not None]
     return current
-
-
-def _model_of(request, report: CapabilityReport) -> str | None:
-    model = getattr(request, "model", "") or None
-    if model is None and len(report.models) == 1:
-        model = next(iter(report.models))
-    return model
 
 
 def _model_token_limits(request, model, report: CapabilityReport) -> Iterator[Violation]:
@@ -202,7 +194,7 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     empty list means: send it. At most PROBLEMS_LISTED are listed, then one violation counting
     the rest."""
     report = getattr(capabilities, "report", capabilities)
-    model = _model_of(request, report)
+    model = getattr(request, "model", "") or (next(iter(report.models)) if len(report.models) == 1 else None)
     info = report.models.get(model) if model is not None else None
     return capped(itertools.chain(_number_problems(request, getattr(info, "vocab_size", 0)),
                                   _model_token_limits(request, model, report),

@@ -250,13 +250,8 @@ class WatchLoadChecker:
         self.heartbeat_ms = heartbeat = settings.heartbeat_ms
         self.per_rank = settings.per_rank
         self._initial_pending = settings.initial_snapshot
-        tol, early_tol = self.tolerance, self.early_tolerance
-        slack, early_slack = self.slack_ms * _NS_PER_MS, self.early_slack_ms * _NS_PER_MS
-        # An early bound of 0 would switch the check off, so it is at least 1 ns.
-        self._early_ns = max(1, int(interval * (1 - early_tol) * _NS_PER_MS - early_slack)) if interval else 0
-        self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
-        self._hb_early_ns = max(1, int(heartbeat * (1 - early_tol) * _NS_PER_MS - early_slack)) if heartbeat else 0
-        self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
+        self._early_ns, self._late_ns = self._bounds_ns(interval)
+        self._hb_early_ns, self._hb_late_ns = self._bounds_ns(heartbeat)
         if not settings.instance_id:
             out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",
                                  "the settings carry no instance id"))
@@ -296,6 +291,14 @@ class WatchLoadChecker:
         if settings.per_rank and not load_limits["per_rank"]:
             out.append(violation("OEV316", "settings.per_rank", True, "false",
                                  "per_rank is true but the engine does not advertise per_rank"))
+
+    def _bounds_ns(self, period_ms: int) -> tuple[int, int]:
+        """(earliest, latest) gap in ns a period allows; (0, 0) for no period. An early bound of 0
+        would switch the check off, so it is at least 1 ns."""
+        if not period_ms:
+            return 0, 0
+        early = max(1, int((period_ms * (1 - self.early_tolerance) - self.early_slack_ms) * _NS_PER_MS))
+        return early, int((period_ms * (1 + self.tolerance) + self.slack_ms) * _NS_PER_MS)
 
     # -- silence ------------------------------------------------------------------------------------
     def _allowed_silence_ms(self) -> float | None:
