@@ -23,8 +23,8 @@ import llama_cpp
 from openengine.llama import scheduler as sched
 from openengine.llama.native import LlamaModel
 from openengine.serve import (
-    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, FinishReason,
-    GenerateRequest, Load, Model, Refusal, RefusalCode, StopMatch, Tokenizer, TokenInfo, invalid,
+    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, GenerateRequest, Load,
+    Model, Refusal, RefusalCode, Tokenizer, TokenInfo, invalid,
 )
 from openengine.v1 import generation_pb2
 
@@ -264,13 +264,11 @@ class LlamaBackend:
             self._engine.load_changed()
 
     def token_info(self, logprob: sched.TokenLogprob) -> generation_pb2.TokenInfo:
-        """One generated token's log-probability, rank and top candidates as upstream's TokenInfo."""
-        return TokenInfo(
-            token_id=logprob.token_id, logprob=logprob.logprob, rank=logprob.rank,
-            candidates=[generation_pb2.LogProb(
-                token_id=token, logprob=value, rank=rank,
-                token=self.model.piece(token).decode("utf-8", errors="replace"))
-                for rank, (token, value) in enumerate(logprob.top, start=1)])
+        """One generated token's log-probability, rank and top candidates as upstream's TokenInfo
+        (the SDK fills in each token's text from the tokenizer)."""
+        return TokenInfo(token_id=logprob.token_id, logprob=logprob.logprob, rank=logprob.rank,
+                         candidates=[generation_pb2.LogProb(token_id=token, logprob=value, rank=rank)
+                                     for rank, (token, value) in enumerate(logprob.top, start=1)])
 
 
 class _Stream:
@@ -314,18 +312,12 @@ class _Stream:
             if isinstance(event, sched.Finished):
                 # A request the scheduler dropped (Abort, or the engine closing) ends CANCELLED
                 # with the tokens it had made, as upstream's cancellation does.
-                return Final(_FINISH[event.reason], prompt_tokens=event.prompt_tokens,
+                return Final(event.reason, prompt_tokens=event.prompt_tokens,
                              completion_tokens=event.completion_tokens, token_ids=tuple(tokens),
-                             text="".join(text), stop_match=StopMatch(**{event.stop[0]: event.stop[1]})
-                             if event.stop else None, logprobs=self._token_infos(logprobs))
+                             text="".join(text), stop_match=event.stop, logprobs=self._token_infos(logprobs))
         if not tokens:
             return None
         return Chunk(tuple(tokens), text="".join(text), logprobs=self._token_infos(logprobs))
 
     def _token_infos(self, logprobs: list[sched.TokenLogprob]) -> tuple:
         return tuple(self.token_info(item) for item in logprobs)
-
-
-_FINISH = {sched.FinishReason.STOP: FinishReason.STOP, sched.FinishReason.LENGTH: FinishReason.LENGTH,
-           sched.FinishReason.ABORTED: FinishReason.CANCELLED}
-

@@ -17,7 +17,6 @@ KV cells used and allocated (llama.cpp keeps one cell per token).
 from __future__ import annotations
 
 import codecs
-import enum
 import logging
 import threading
 from collections import deque
@@ -28,7 +27,7 @@ import llama_cpp
 import numpy as np
 
 from openengine.llama.native import LlamaModel
-from openengine.serve import SequenceStops
+from openengine.serve import FinishReason, SequenceStops, StopMatch
 from openengine.v1 import generation_pb2
 
 logger = logging.getLogger(__name__)
@@ -66,12 +65,6 @@ class SequenceRequest:
     stopping: generation_pb2.StoppingOptions = field(default_factory=generation_pb2.StoppingOptions)
     detokenize: bool = True
     logprobs: int | None = None   # top candidates per position; None: no log-probabilities
-
-
-class FinishReason(enum.Enum):
-    STOP = "stop"
-    LENGTH = "length"
-    ABORTED = "aborted"
 
 
 @dataclass(frozen=True)
@@ -112,9 +105,7 @@ class Finished:
     completion_tokens: int
     token_ids: tuple[int, ...] = ()
     text: str = ""
-    # What ended a STOP: ("eos_token_id", token), ("stop_token_id", token) or ("stop_text", text),
-    # named as upstream's StopMatch names them; None for another reason.
-    stop: tuple[str, int | str] | None = None
+    stop: StopMatch | None = None     # what ended a STOP; None for another reason
     logprobs: tuple[TokenLogprob, ...] = ()
 
 
@@ -352,11 +343,11 @@ class Scheduler:
         if self._cancelled:
             for queued in [r for r in self._waiting if r.request_id in self._cancelled]:
                 self._waiting.remove(queued)
-                events.append(Finished(queued.request_id, FinishReason.ABORTED, len(queued.prompt), 0))
+                events.append(Finished(queued.request_id, FinishReason.CANCELLED, len(queued.prompt), 0))
             for request_id in [held for held in self._running if held in self._cancelled]:
                 sequence = self._running.pop(request_id)
                 self._free(sequence)
-                events.append(Finished(request_id, FinishReason.ABORTED,
+                events.append(Finished(request_id, FinishReason.CANCELLED,
                                        len(sequence.request.prompt), len(sequence.generated)))
             self._cancelled.clear()
         while self._waiting and self._free_ids and not self._paused and not self._asleep:
@@ -450,11 +441,10 @@ class Scheduler:
         stops, stopping = sequence.stops, request.stopping
         may_stop = produced >= stopping.min_tokens
         if may_stop and not stopping.ignore_eos and token in self.model.end_of_generation:
-            return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), stops.rest())
+            return self._finish(sequence, FinishReason.STOP, StopMatch(eos_token_id=token), stops.rest())
         text, match = stops.add(token, sequence.decoder.decode(self.model.piece(token)))
         if match is not None:
-            kind = match.WhichOneof("match")
-            return self._finish(sequence, FinishReason.STOP, (kind, getattr(match, kind)), text)
+            return self._finish(sequence, FinishReason.STOP, match, text)
         if produced >= request.max_tokens:
             return self._finish(sequence, FinishReason.LENGTH, None,
                                 text + stops.rest() + sequence.decoder.decode(b"", final=True))
@@ -465,7 +455,7 @@ class Scheduler:
         sequence.unsent_logprobs.clear()
         return out
 
-    def _finish(self, sequence: _Sequence, reason: FinishReason, stop: tuple[str, int | str] | None,
+    def _finish(self, sequence: _Sequence, reason: FinishReason, stop: StopMatch | None,
                 last_text: str) -> Finished:
         request = sequence.request
         return Finished(request.request_id, reason, len(request.prompt), len(sequence.generated),

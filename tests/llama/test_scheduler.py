@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 
 from openengine.llama.scheduler import (
-    Emitted, Errored, Finished, FinishReason, Sampling, Scheduler, SchedulerConfig,
-    SequenceRequest, Started,
+    Emitted, Errored, Finished, Sampling, Scheduler, SchedulerConfig, SequenceRequest, Started,
 )
+from openengine.serve import FinishReason, StopMatch
 from openengine.v1.generation_pb2 import StoppingOptions
 
 GREEDY = Sampling(temperature=0.0)
@@ -126,7 +126,7 @@ def test_cancelling_one_running_request_leaves_the_others_unchanged(tiny_model, 
     collector.wait(lambda: len(collector.events["r1"]) >= 4)
     assert scheduler.cancel("r1")
     aborted = collector.finished("r1")
-    assert aborted.reason is FinishReason.ABORTED
+    assert aborted.reason is FinishReason.CANCELLED
     assert 0 < aborted.completion_tokens < 200
     load = scheduler.load()
     assert load.running_requests <= 2
@@ -183,7 +183,7 @@ def test_cancelling_a_queued_request_ends_it_without_running(tiny_model, make_sc
     scheduler.submit(request(tiny_model, "waits", PROMPTS[1]))
     assert scheduler.cancel("waits")
     final = collector.finished("waits")
-    assert (final.reason, final.completion_tokens, collector.tokens("waits")) == (FinishReason.ABORTED, 0, [])
+    assert (final.reason, final.completion_tokens, collector.tokens("waits")) == (FinishReason.CANCELLED, 0, [])
     load = scheduler.load()
     assert (load.queued_requests, load.waiting_tokens) == (1, len(tiny_model.tokenize(PROMPTS[0])))
 
@@ -200,7 +200,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
                              stop_token_ids=frozenset({stop_token})))
     final = collector.finished("stop-id")
     assert collector.tokens("stop-id") == free[:first + 1]
-    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_token_id", stop_token))
+    assert (final.reason, final.stop) == (FinishReason.STOP, StopMatch(stop_token_id=stop_token))
     collector.finished("stop-id-late")
     later = free.index(stop_token, first + 1) if stop_token in free[first + 1:] else 59
     assert collector.tokens("stop-id-late") == free[:later + 1]
@@ -215,7 +215,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
     scheduler.submit(request(tiny_model, "stop-str-kept", PROMPTS[0], max_tokens=60, stop=(stop,),
                              include_stop_in_output=True))
     final = collector.finished("stop-str")
-    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_text", stop))
+    assert (final.reason, final.stop) == (FinishReason.STOP, StopMatch(stop_text=stop))
     assert collector.text("stop-str") == text[:cut]
     assert collector.tokens("stop-str") == free[:final.completion_tokens]
     assert final.completion_tokens < 60
