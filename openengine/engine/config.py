@@ -14,7 +14,7 @@ from typing import Any
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, YScalar, YSeq, read_file
 from openengine.contract import Catalogue, catalogue, role_numbers
-from openengine.serve import AdminAccess, ConnectionPolicy
+from openengine.serve import AdminAccess, CannotServe, ConnectionPolicy
 
 ROLE_NAMES = role_numbers()
 
@@ -44,12 +44,8 @@ REFERENCE_LIMITS: dict[str, dict[str, Any]] = {
 }
 
 
-class ConfigError(Exception):
-    """The configuration cannot be served; `problems` names each reason."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
+class ConfigError(CannotServe):
+    """The configuration cannot be served: what the engine itself judges; `problems` names each reason."""
 
 
 @dataclass(frozen=True)
