@@ -76,8 +76,7 @@ def _is_vanished_client(err: BaseException, context) -> bool:
     return isinstance(err, _WRITE_FAILURES)
 
 
-_WRITE_FAILURES = tuple(t for t in (getattr(cygrpc, "ExecuteBatchError", None), getattr(cygrpc, "UsageError", None))
-                        if isinstance(t, type))
+_WRITE_FAILURES = (cygrpc.ExecuteBatchError, cygrpc.UsageError)
 VANISHED_WAIT = 5.0   # seconds a stream waits for gRPC to notice its peer is gone
 
 

@@ -301,9 +301,3 @@ def check_capabilities(capabilities) -> list[Violation]:
     out: list[Violation] = []
     _check(capabilities, out, complete=False)
     return out
-
-
-def effective_limits(capabilities) -> dict[str, dict[str, Any]]:
-    """Effective limits of every standard profile in `capabilities` (defaults for what is unset),
-    whether or not the profile is advertised; violations are ignored."""
-    return tables.check_capabilities(capabilities, [])[1]
