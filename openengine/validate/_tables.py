@@ -53,7 +53,8 @@ def effective_limits(profile: contract.ProfileInfo, msg, path: str, out: list) -
         else:
             effective[lim.name] = v
             if (lim.minimum is not None and v < lim.minimum) or (lim.maximum is not None and v > lim.maximum):
-                expected = f"{'' if lim.minimum is None else lim.minimum}..{'' if lim.maximum is None else lim.maximum}"
+                low, high = ("" if bound is None else bound for bound in (lim.minimum, lim.maximum))
+                expected = f"{low}..{high}"
                 out.append(violation("OEV111", f"{path}.{lim.name}", v, expected,
                                      f"{lim.reference} must be within {expected}"))
     return effective
@@ -66,8 +67,8 @@ def _spell(lim: contract.LimitInfo, spelled: dict[int, str], value, path: str, o
         if number in spelled:
             names.append(spelled[number])
         else:
-            out.append(violation("OEV112", f"{path}.{lim.name}[{i}]" if lim.repeated else f"{path}.{lim.name}",
-                                 number, "one of " + ", ".join(spelled.values()),
+            where = f"{path}.{lim.name}[{i}]" if lim.repeated else f"{path}.{lim.name}"
+            out.append(violation("OEV112", where, number, "one of " + ", ".join(spelled.values()),
                                  f"{lim.reference} holds a value the registry does not define"))
     if lim.repeated:
         return names
