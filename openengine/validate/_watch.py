@@ -168,16 +168,13 @@ class WatchLoadChecker:
                                          f">= {self.heartbeat_ms} ms after the previous message",
                                          f"a heartbeat {(t - prev) / _NS_PER_MS:.0f} ms after the previous message"))
         elif kind == "settings":
-            if self.settings is not None:
+            if self.settings is not None or self.messages > 1:
+                again = " again" if self.settings is not None else ""
                 out.append(violation("OEV302", "settings", None, "settings only first",
-                                     "settings sent again after the first message"))
-            elif self.messages > 1:
-                # Late (OEV301 was reported for the first message), but the only settings the
-                # stream has: later messages are judged by them, so one fault is one finding.
-                out.append(violation("OEV302", "settings", None, "settings only first",
-                                     "settings sent after the first message"))
-                self._settings(msg.settings, out)
-            else:
+                                     f"settings sent{again} after the first message"))
+            if self.settings is None:
+                # Late settings (OEV301 was reported for the first message) are still the only
+                # ones the stream has: later messages are judged by them, so one fault is one finding.
                 self._settings(msg.settings, out)
         else:
             out.append(violation("OEV320", "kind", None, "settings, snapshot or heartbeat",
@@ -205,14 +202,10 @@ class WatchLoadChecker:
                                          "the snapshot's load timestamp goes backwards"))
                 elif self._early_ns:
                     gap = load_t - prev
-                    if gap < self._early_ns and self.snapshots > 2:
-                        out.append(violation("OEV310", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
-                                             f">= {self.interval_ms} ms",
-                                             f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
-                                             f"{self.interval_ms} ms"))
-                    elif gap > self._late_ns and not coalesced:
-                        out.append(violation("OEV311", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
-                                             f"<= {self.interval_ms} ms",
+                    early = gap < self._early_ns and self.snapshots > 2
+                    if early or (gap > self._late_ns and not coalesced):
+                        out.append(violation("OEV310" if early else "OEV311", "snapshot.load.timestamp_unix_nanos",
+                                             gap / _NS_PER_MS, f"{'>=' if early else '<='} {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
             if prev is None or load_t >= prev:
