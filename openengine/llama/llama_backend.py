@@ -193,9 +193,6 @@ class LlamaBackend:
         candidates it returns), then the scheduler's request. The SDK's admission has already
         checked the advertised limits (max_output_tokens among them) and the number domains."""
         message, sampling, stopping, response = request.message, request.sampling, request.stopping, request.response
-        if message.encoder_inputs:
-            raise invalid("encoder_inputs", "this engine takes no encoder outputs "
-                                             "(openengine.encoder is not advertised)")
         if message.WhichOneof("input") == "token_ids":
             prompt = tuple(message.token_ids.ids)
         else:
