@@ -148,11 +148,7 @@ class LlamaBackend:
             await stream.done
 
     def load(self) -> Load:
-        now = self.scheduler.load()
-        return Load(running_requests=now.running_requests, queued_requests=now.queued_requests,
-                    used_kv_blocks=now.kv_cells_used, total_kv_blocks=now.kv_cells_total,
-                    running_tokens=now.running_tokens, waiting_tokens=now.waiting_tokens,
-                    prefill_batch_size=now.prefill_batch_size, decode_batch_size=now.decode_batch_size)
+        return self.scheduler.load()
 
     # -- AdminOperations (openengine.admin; the SDK keeps the run state and aborts requests) ----------
 

@@ -27,7 +27,7 @@ import llama_cpp
 import numpy as np
 
 from openengine.llama.native import LlamaModel
-from openengine.serve import FinishReason, SequenceStops, StopMatch
+from openengine.serve import FinishReason, Load, SequenceStops, StopMatch
 from openengine.v1 import generation_pb2
 
 logger = logging.getLogger(__name__)
@@ -118,18 +118,6 @@ class Errored:
 
 
 Event = Union[Started, Emitted, Finished, Errored]
-
-
-@dataclass(frozen=True)
-class SchedulerLoad:
-    running_requests: int
-    queued_requests: int
-    running_tokens: int        # prompt plus generated so far, of the running requests
-    waiting_tokens: int        # prompt tokens of the queued requests
-    kv_cells_used: int
-    kv_cells_total: int
-    prefill_batch_size: int    # requests that read prompt tokens in the latest step
-    decode_batch_size: int     # requests that decoded a token in the latest step
 
 
 @dataclass(frozen=True)
@@ -278,18 +266,16 @@ class Scheduler:
             self._asleep = False
             self._lock.notify()
 
-    def load(self) -> SchedulerLoad:
+    def load(self) -> Load:
+        """The scheduler's numbers as the SDK's `Load`: a KV block is one llama.cpp cell (a token);
+        the batch sizes are the latest step's requests reading prompt tokens and decoding."""
         with self._lock:
             running = list(self._running.values())
-            return SchedulerLoad(
-                running_requests=len(running),
-                queued_requests=len(self._waiting),
-                running_tokens=sum(len(s.request.prompt) + len(s.generated) for s in running),
-                waiting_tokens=sum(len(r.prompt) for r in self._waiting),
-                kv_cells_used=sum(s.position for s in running),
-                kv_cells_total=self._cells_total,
-                prefill_batch_size=self._last_sizes[0],
-                decode_batch_size=self._last_sizes[1])
+            return Load(running_requests=len(running), queued_requests=len(self._waiting),
+                        running_tokens=sum(len(s.request.prompt) + len(s.generated) for s in running),
+                        waiting_tokens=sum(len(r.prompt) for r in self._waiting),
+                        used_kv_blocks=sum(s.position for s in running), total_kv_blocks=self._cells_total,
+                        prefill_batch_size=self._last_sizes[0], decode_batch_size=self._last_sizes[1])
 
     def close(self) -> None:
         """Abort what runs and waits, stop the thread and free the context."""

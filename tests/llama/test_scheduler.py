@@ -134,7 +134,7 @@ def test_cancelling_one_running_request_leaves_the_others_unchanged(tiny_model, 
         collector.finished(f"r{k}")
         assert collector.tokens(f"r{k}") == direct(tiny_model.tokenize(PROMPTS[k]), 200)
     assert not scheduler.cancel("r1")   # gone: nothing is held for it any more
-    assert scheduler.load().kv_cells_used == 0
+    assert scheduler.load().used_kv_blocks == 0
 
 
 def test_a_queued_request_takes_the_first_free_sequence(tiny_model, direct, make_scheduler, collector):
@@ -145,7 +145,7 @@ def test_a_queued_request_takes_the_first_free_sequence(tiny_model, direct, make
     load = scheduler.load()
     assert (load.running_requests, load.queued_requests) == (1, 1)
     assert load.waiting_tokens == len(tiny_model.tokenize(PROMPTS[2]))
-    assert load.kv_cells_total >= 512
+    assert load.total_kv_blocks >= 512
     collector.finished("first"), collector.finished("second")
     assert collector.tokens("second") == direct(tiny_model.tokenize(PROMPTS[2]), 20)
 
