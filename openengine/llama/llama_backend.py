@@ -26,7 +26,6 @@ from openengine.serve import (
     AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, GenerateRequest, Load,
     Model, Refusal, RefusalCode, Tokenizer, TokenInfo, invalid,
 )
-from openengine.v1 import generation_pb2
 
 # llama.cpp's sequence ids are bounded (LLAMA_MAX_SEQ).
 MAX_SEQUENCES = 256
@@ -123,7 +122,7 @@ class LlamaBackend:
 
     async def generate(self, request: GenerateRequest):
         plan = self.plan(request)
-        stream = _Stream(self.token_info)
+        stream = _Stream()
         self._streams[request.request_id] = stream
         try:
             self.scheduler.submit(plan)
@@ -256,20 +255,12 @@ class LlamaBackend:
         if started and self._engine is not None:
             self._engine.load_changed()
 
-    def token_info(self, logprob: sched.TokenLogprob) -> generation_pb2.TokenInfo:
-        """One generated token's log-probability, rank and top candidates as upstream's TokenInfo
-        (the SDK fills in each token's text from the tokenizer)."""
-        return TokenInfo(token_id=logprob.token_id, logprob=logprob.logprob, rank=logprob.rank,
-                         candidates=[generation_pb2.LogProb(token_id=token, logprob=value, rank=rank)
-                                     for rank, (token, value) in enumerate(logprob.top, start=1)])
-
 
 class _Stream:
     """The events of one request, from the scheduler to its `generate` iterator. Events that
     arrive while the client is still reading earlier ones are sent together, as one chunk."""
 
-    def __init__(self, token_info):
-        self.token_info = token_info
+    def __init__(self):
         self.events: list[sched.Event] = []
         self.ready = asyncio.Event()
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -294,7 +285,7 @@ class _Stream:
         """One output for everything that arrived: a chunk, or the request's last message."""
         tokens: list[int] = []
         text: list[str] = []
-        logprobs: list[sched.TokenLogprob] = []
+        logprobs: list[TokenInfo] = []
         for event in events:
             if isinstance(event, (sched.Emitted, sched.Finished)):
                 tokens += event.token_ids
@@ -307,10 +298,7 @@ class _Stream:
                 # with the tokens it had made, as upstream's cancellation does.
                 return Final(event.reason, prompt_tokens=event.prompt_tokens,
                              completion_tokens=event.completion_tokens, token_ids=tuple(tokens),
-                             text="".join(text), stop_match=event.stop, logprobs=self._token_infos(logprobs))
+                             text="".join(text), stop_match=event.stop, logprobs=tuple(logprobs))
         if not tokens:
             return None
-        return Chunk(tuple(tokens), text="".join(text), logprobs=self._token_infos(logprobs))
-
-    def _token_infos(self, logprobs: list[sched.TokenLogprob]) -> tuple:
-        return tuple(self.token_info(item) for item in logprobs)
+        return Chunk(tuple(tokens), text="".join(text), logprobs=tuple(logprobs))

@@ -27,7 +27,7 @@ import llama_cpp
 import numpy as np
 
 from openengine.llama.native import LlamaModel
-from openengine.serve import FinishReason, Load, SequenceStops, StopMatch
+from openengine.serve import FinishReason, Load, SequenceStops, StopMatch, TokenInfo
 from openengine.v1 import generation_pb2
 
 logger = logging.getLogger(__name__)
@@ -68,17 +68,6 @@ class SequenceRequest:
 
 
 @dataclass(frozen=True)
-class TokenLogprob:
-    """The log-probability of a generated token under the model (before sampling changes it),
-    its rank among all candidates (1 for the most likely), and the top candidates."""
-
-    token_id: int
-    logprob: float
-    rank: int
-    top: tuple[tuple[int, float], ...] = ()
-
-
-@dataclass(frozen=True)
 class Started:
     """A queued request got a sequence id and runs from the next step on."""
 
@@ -92,7 +81,7 @@ class Emitted:
     request_id: str
     token_ids: tuple[int, ...]
     text: str = ""
-    logprobs: tuple[TokenLogprob, ...] = ()
+    logprobs: tuple[TokenInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,7 +95,7 @@ class Finished:
     token_ids: tuple[int, ...] = ()
     text: str = ""
     stop: StopMatch | None = None     # what ended a STOP; None for another reason
-    logprobs: tuple[TokenLogprob, ...] = ()
+    logprobs: tuple[TokenInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,7 +133,7 @@ class _Sequence:
         self.last_token: int | None = None
         self.generated: list[int] = []
         self.unsent: list[int] = []
-        self.unsent_logprobs: list[TokenLogprob] = []
+        self.unsent_logprobs: list[TokenInfo] = []
         # A token may end inside a UTF-8 character; invalid bytes become U+FFFD.
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.stops = SequenceStops(request.stopping)
@@ -176,13 +165,17 @@ def _sampler_chain(sampling: Sampling, vocab_size: int, context_tokens: int):
     return chain
 
 
-def _logprobs(logits: np.ndarray, token: int, top: int) -> TokenLogprob:
+def _logprobs(logits: np.ndarray, token: int, top: int) -> TokenInfo:
+    """The log-probability of a generated token under the model (before sampling changes it), its
+    rank among all candidates (1 for the most likely) and the `top` candidates; the SDK fills in
+    the tokens' text."""
     shifted = logits - logits.max()
     logprobs = shifted - np.log(np.exp(shifted).sum())
     rank = int((logprobs > logprobs[token]).sum()) + 1
     best = np.argsort(-logprobs, kind="stable")[:top] if top else ()
-    return TokenLogprob(token, float(logprobs[token]), rank,
-                        tuple((int(t), float(logprobs[t])) for t in best))
+    return TokenInfo(token_id=token, logprob=float(logprobs[token]), rank=rank,
+                     candidates=[generation_pb2.LogProb(token_id=int(t), logprob=float(logprobs[t]), rank=i)
+                                 for i, t in enumerate(best, start=1)])
 
 
 class Scheduler:

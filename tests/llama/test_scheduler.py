@@ -248,8 +248,9 @@ def test_logprobs_describe_the_models_choice(tiny_model, make_scheduler, collect
     assert [lp.token_id for lp in logprobs] == collector.tokens("lp")
     for lp in logprobs:
         assert lp.rank == 1 and lp.logprob <= 0.0     # greedy picks the most likely token
-        assert len(lp.top) == 3 and lp.top[0] == (lp.token_id, pytest.approx(lp.logprob))
-        assert [value for _, value in lp.top] == sorted((value for _, value in lp.top), reverse=True)
+        top = [(c.token_id, c.logprob) for c in lp.candidates]
+        assert len(top) == 3 and top[0] == (lp.token_id, pytest.approx(lp.logprob))
+        assert [value for _, value in top] == sorted((value for _, value in top), reverse=True)
 
 
 def test_a_batch_bound_smaller_than_a_prompt_reads_it_in_chunks(tiny_model, direct, make_scheduler, collector):
