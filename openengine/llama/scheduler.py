@@ -304,7 +304,10 @@ class Scheduler:
                     self._lock.wait()
                 closing = self._closing
                 if closing:
-                    events += self._abort_everything()
+                    # Cancel every queued and running request.
+                    self._cancelled.update(request.request_id for request in self._waiting)
+                    self._cancelled.update(self._running)
+                    events += self._settle()
             if events:
                 self._emit(events)
             if closing:
@@ -336,12 +339,6 @@ class Scheduler:
             self._running[request.request_id] = _Sequence(request, seq_id, chain)
             events.append(Started(request.request_id))
         return events
-
-    def _abort_everything(self) -> list[Event]:
-        """Under the lock: cancel every queued and running request."""
-        self._cancelled.update(request.request_id for request in self._waiting)
-        self._cancelled.update(self._running)
-        return self._settle()
 
     def _free(self, sequence: _Sequence) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, sequence.seq_id, -1, -1)
