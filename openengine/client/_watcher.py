@@ -22,6 +22,7 @@ Violations are kept in a bounded ring with a count per rule id, so memory stays 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 import time
@@ -61,9 +62,7 @@ class Backoff:
 
     def delays(self) -> Iterator[float]:
         delay = self.initial
-        count = 0
-        while self.attempts is None or count < self.attempts:
-            count += 1
+        for _ in itertools.count() if self.attempts is None else range(self.attempts):
             yield min(self.maximum, delay * self.rng.uniform(1 - self.jitter, 1 + self.jitter))
             delay = min(self.maximum, delay * self.multiplier)
 
