@@ -108,10 +108,8 @@ class WatchLoadChecker:
         self._initial_pending = False
         self._last_received: float | None = None
         self._silence_reported = False
-        self._early_ns = 0
-        self._late_ns = 0
-        self._hb_early_ns = 0
-        self._hb_late_ns = 0
+        # Bounds in ns on the gaps between snapshots and heartbeats (0: unbounded), from the settings.
+        self._early_ns = self._late_ns = self._hb_early_ns = self._hb_late_ns = 0
 
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
         """Judge the next message; returns the violations it adds (usually none)."""
@@ -139,8 +137,8 @@ class WatchLoadChecker:
             self._seq = seq
         # Zero is no timestamp: the field has no presence, and no engine's clock reads the epoch.
         t = msg.timestamp_unix_nanos
+        prev = self._t
         if t:
-            prev = self._t
             if prev is not None:
                 if t < prev:
                     out.append(violation("OEV307", "timestamp_unix_nanos", t, f">= {prev}", "the message timestamp goes backwards"))
@@ -151,7 +149,6 @@ class WatchLoadChecker:
                                          f"heartbeat of {self.heartbeat_ms} ms"))
         else:
             t = None
-            prev = self._t
             out.append(violation("OEV306", "timestamp_unix_nanos", None, "a timestamp", "the message has no timestamp"))
         if self._initial_pending and kind != "snapshot":
             self._missing_initial(out, kind)
