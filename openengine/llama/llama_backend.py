@@ -53,7 +53,8 @@ class LlamaConfig:
     threads: int = 1
 
     def problems(self) -> list[str]:
-        """What is wrong with the numbers, each naming the setting and the range it needs."""
+        """What is wrong with the numbers for llama.cpp, each naming the setting and the range it
+        needs (the SDK holds every limit to the contract's range when it starts)."""
         found = []
         if not 1 <= self.max_running_requests <= MAX_SEQUENCES:
             found.append(f"max_running_requests {self.max_running_requests}: must be 1..{MAX_SEQUENCES} "
@@ -64,8 +65,6 @@ class LlamaConfig:
         if self.max_batch_tokens < self.max_running_requests:
             found.append(f"max_batch_tokens {self.max_batch_tokens}: must be at least "
                          f"max_running_requests ({self.max_running_requests}), one token per running request")
-        if self.max_logprobs < 0:
-            found.append(f"max_logprobs {self.max_logprobs}: must be 0 or more")
         if self.threads < 1:
             found.append(f"threads {self.threads}: must be 1 or more")
         return found
