@@ -72,7 +72,7 @@ def _spell(lim: contract.LimitInfo, spelled: dict[int, str], value, path: str, o
                                  f"{lim.reference} holds a value the registry does not define"))
     if lim.repeated:
         return names
-    return names[0] if names else lim.default
+    return names[0] if names else lim.default   # an unknown number leaves the default in place
 
 
 # -- the profile list -----------------------------------------------------------------------------
