@@ -198,7 +198,8 @@ class ProfileInfo:
         return self.scope != "role" or role in self.roles
 
     def defaults(self) -> dict[str, Any]:
-        return {lim.name: lim.default for lim in self.limits}
+        """Limit name -> default; list defaults are copies, so callers may change them."""
+        return {lim.name: list(lim.default) if lim.repeated else lim.default for lim in self.limits}
 
 
 @dataclass(frozen=True)

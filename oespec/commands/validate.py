@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _diag(path: str, keys: dict, line: int, v, prefix: str = "") -> Diagnostic:
-    from openengine.validate import locate
+    from oespec.commands.json_positions import locate
 
     where = locate(keys, prefix + v.path if prefix and not v.path.startswith(("server_info", "model_info", "capabilities"))
                    else v.path) or (line, 1)
@@ -67,7 +67,7 @@ class Unusable(Exception):
 
 def _values(path: str):
     """(line, value, key positions) of every JSON value in `path`; Unusable when it has none."""
-    from openengine.validate import iter_values
+    from oespec.commands.json_positions import iter_values
 
     try:
         text = Path(path).read_text(encoding="utf-8")

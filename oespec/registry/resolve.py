@@ -21,7 +21,7 @@ from oespec.registry.model import (
 )
 from openengine.contractkit.conditions import CONDITION_OPERATORS
 from openengine.contractkit.yamlsource import SourceFile, YMap, YNode, YScalar, YSeq
-from openengine.contractkit.yamlsource import SchemaProblem, describe_path, node_at, schema_problems
+from oespec.registry.schema_problems import SchemaProblem, describe_path, node_at, schema_problems
 
 SCHEMA_RULE = "OE001"
 SCHEMA_FILE = "oespec/registry/profiles.schema.json"

@@ -22,6 +22,7 @@ Violations are kept in a bounded ring with a count per rule id, so memory stays 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 import time
@@ -39,6 +40,8 @@ RESTARTS_KEPT = 100
 # The longest the silence watchdog sleeps: a stream reopened meanwhile may allow less silence than
 # the one it went to sleep on.
 WATCHDOG_LONGEST_S = 1.0
+# The shortest: how often it checks while nothing bounds the silence yet.
+WATCHDOG_SHORTEST_S = 0.05
 # GetLoad polling interval when nothing advertised says otherwise (openengine.load's default
 # watch interval).
 DEFAULT_POLL_S = 0.1
@@ -59,9 +62,7 @@ class Backoff:
 
     def delays(self) -> Iterator[float]:
         delay = self.initial
-        count = 0
-        while self.attempts is None or count < self.attempts:
-            count += 1
+        for _ in itertools.count() if self.attempts is None else range(self.attempts):
             yield min(self.maximum, delay * self.rng.uniform(1 - self.jitter, 1 + self.jitter))
             delay = min(self.maximum, delay * self.multiplier)
 
@@ -120,7 +121,7 @@ class WatchState:
     the end); neither is called per message otherwise."""
 
     def __init__(self, *, view: CapabilityView | None = None, request=None, backoff: Backoff | None = None,
-                 tolerance: float = 0.5, poll_interval: float | None = None, watchdog_interval: float = 0.05,
+                 tolerance: float = 0.5, poll_interval: float | None = None,
                  on_snapshot: Callable | None = None, on_revision_change: Callable | None = None,
                  on_restart: Callable[[Restart], None] | None = None, violations_kept: int = 1000,
                  clock: Callable[[], float] = time.monotonic, wake: Callable[[], None] = lambda: None,
@@ -133,7 +134,6 @@ class WatchState:
         self.tolerance = tolerance
         self.asked_poll_interval = poll_interval
         self.poll_interval = poll_interval if poll_interval is not None else DEFAULT_POLL_S
-        self.watchdog_interval = watchdog_interval
         self.on_snapshot = on_snapshot
         self.on_revision_change = on_revision_change
         self.on_restart = on_restart
@@ -203,12 +203,12 @@ class WatchState:
     def watchdog_delay(self) -> float:
         """Seconds until the next silence check: the moment the stream becomes overdue (a message
         meanwhile moves it on), so a busy stream does not wake its watchdog many times per allowed
-        silence; never sooner than `watchdog_interval`, never later than WATCHDOG_LONGEST_S."""
+        silence; never sooner than WATCHDOG_SHORTEST_S, never later than WATCHDOG_LONGEST_S."""
         checker = self.checker
         overdue = checker.overdue_at if checker is not None else None
         if overdue is None:
-            return self.watchdog_interval
-        return min(WATCHDOG_LONGEST_S, max(self.watchdog_interval, overdue - self.clock()))
+            return WATCHDOG_SHORTEST_S
+        return min(WATCHDOG_LONGEST_S, max(WATCHDOG_SHORTEST_S, overdue - self.clock()))
 
     # -- inputs: the main loop -------------------------------------------------------------------
     def discovered(self, view: CapabilityView) -> None:
@@ -506,7 +506,7 @@ class LoadWatcher(_Driver):
 
     Options are `WatchState`'s: `view` (discovery's answers; read first when omitted), `request`
     (the WatchLoadRequest), `backoff`, `tolerance` (lateness allowed, a fraction of the period),
-    `poll_interval` (seconds between GetLoad polls), `watchdog_interval`, `on_snapshot(load)`,
+    `poll_interval` (seconds between GetLoad polls), `on_snapshot(load)`,
     `on_revision_change(revision)`, `on_restart(Restart)`, `violations_kept` and `clock`."""
 
     def __init__(self, channel, **options):

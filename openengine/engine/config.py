@@ -14,7 +14,7 @@ from typing import Any
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.yamlsource import SourceError, SourceFile, YMap, YScalar, YSeq, read_file
 from openengine.contract import Catalogue, catalogue, role_numbers
-from openengine.serve import AdminAccess, ConnectionPolicy
+from openengine.serve import AdminAccess, CannotServe, ConnectionPolicy
 
 ROLE_NAMES = role_numbers()
 
@@ -44,12 +44,8 @@ REFERENCE_LIMITS: dict[str, dict[str, Any]] = {
 }
 
 
-class ConfigError(Exception):
-    """The configuration cannot be served; `problems` names each reason."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
+class ConfigError(CannotServe):
+    """The configuration cannot be served: what the engine itself judges; `problems` names each reason."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,6 @@ class EngineConfig:
     models: tuple[ModelConfig, ...] = ()
     token_delay_ms: float = 5.0
     instance_id: str | None = None
-    engine_name: str = "openengine-reference"
     data_parallel_size: int = 1
     # Where Admin is served and how it is guarded: the SDK's own settings.
     admin: AdminAccess = AdminAccess()
@@ -147,9 +142,8 @@ def _mapping_problems(node: YMap, cls: type, where: str, cat: Catalogue) -> list
             out.append(FileProblem(node.key_loc(key), f"{where}: unknown key {key!r}",
                                    (f"did you mean {close[0]!r}? " if close else "") + f"known keys: {', '.join(known)}"))
             continue
-        name = key
         path = key if where == "(document)" else f"{where}.{key}"
-        out += _value_problems(value, hints[name], path, name, cat)
+        out += _value_problems(value, hints[key], path, key, cat)
     return out
 
 
@@ -172,7 +166,7 @@ def _value_problems(node, kind, where: str, name: str, cat: Catalogue) -> list[F
             return [FileProblem(node.loc, f"{where}: must be a non-empty list", f"write one entry per {name[:-1]}")]
         return [p for i, item in enumerate(node.items) for p in _value_problems(item, args[0], f"{where}[{i}]", name, cat)]
     if typing.get_origin(kind) is tuple:
-        return _names_problems(node, where, name, cat)
+        return _profile_names_problems(node, where, cat)
     value = node.value if isinstance(node, YScalar) else node
     wanted = {str: "a string", int: "an integer", float: "a number"}[kind]
     fits = isinstance(value, str) if kind is str else \
@@ -186,8 +180,8 @@ def _value_problems(node, kind, where: str, name: str, cat: Catalogue) -> list[F
     return []
 
 
-def _names_problems(node, where: str, name: str, cat: Catalogue) -> list[FileProblem]:
-    """A list of names (or one comma-separated string): profiles."""
+def _profile_names_problems(node, where: str, cat: Catalogue) -> list[FileProblem]:
+    """A list of profile names (or one comma-separated string): the only tuple settings."""
     items = node.items if isinstance(node, YSeq) else [node]
     out = []
     for item in items:
@@ -196,7 +190,7 @@ def _names_problems(node, where: str, name: str, cat: Catalogue) -> list[FilePro
                                                                          "comma-separated string"))
             continue
         for spelled in (n.strip() for n in item.value.split(",") if n.strip()):
-            if name == "profiles" and spelled != "all" and cat.lookup(spelled) is None:
+            if spelled != "all" and cat.lookup(spelled) is None:
                 out.append(FileProblem(item.loc, f"{where}: unknown profile {spelled!r}",
                                        f"use short or full names of: {', '.join(p.short_name for p in cat.profiles)}"))
     return out

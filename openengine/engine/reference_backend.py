@@ -154,7 +154,7 @@ class ReferenceBackend:
                              profiles=model_profiles(self.config, m, self.catalogue), limits=m.limits,
                              multimodal=multimodal)
                        for m in self.config.served_models)
-        return EngineDescription(self.config.engine_name, engine_version(), models,
+        return EngineDescription("openengine-reference", engine_version(), models,
                                  limits=description_limits(self.config, self.catalogue),
                                  role=self.config.role, data_parallel_size=self.config.data_parallel_size)
 

@@ -46,6 +46,17 @@ class Subscriber:
         self.closed_with = (code, message)
         self.wake.set()
 
+    async def received(self):
+        """Every item as it arrives, until the subscriber overflows or is closed (`overflowed`,
+        `closed_with` say which)."""
+        while True:
+            while self.items:
+                yield self.items.popleft()
+            if self.overflowed or self.closed_with is not None:
+                return
+            self.wake.clear()
+            await self.wake.wait()
+
 
 @dataclass
 class Session:

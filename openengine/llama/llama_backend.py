@@ -23,10 +23,9 @@ import llama_cpp
 from openengine.llama import scheduler as sched
 from openengine.llama.native import LlamaModel
 from openengine.serve import (
-    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, FinishReason,
-    GenerateRequest, Load, Model, Refusal, RefusalCode, StopMatch, Tokenizer, TokenInfo, invalid,
+    AbortReason, Chunk, EngineDescription, EngineHandle, ErrorCode, Failure, Final, GenerateRequest, Load,
+    Model, Refusal, RefusalCode, Tokenizer, TokenInfo, invalid,
 )
-from openengine.v1 import generation_pb2
 
 # llama.cpp's sequence ids are bounded (LLAMA_MAX_SEQ).
 MAX_SEQUENCES = 256
@@ -54,7 +53,8 @@ class LlamaConfig:
     threads: int = 1
 
     def problems(self) -> list[str]:
-        """What is wrong with the numbers, each naming the setting and the range it needs."""
+        """What is wrong with the numbers for llama.cpp, each naming the setting and the range it
+        needs (the SDK holds every limit to the contract's range when it starts)."""
         found = []
         if not 1 <= self.max_running_requests <= MAX_SEQUENCES:
             found.append(f"max_running_requests {self.max_running_requests}: must be 1..{MAX_SEQUENCES} "
@@ -65,8 +65,6 @@ class LlamaConfig:
         if self.max_batch_tokens < self.max_running_requests:
             found.append(f"max_batch_tokens {self.max_batch_tokens}: must be at least "
                          f"max_running_requests ({self.max_running_requests}), one token per running request")
-        if self.max_logprobs < 0:
-            found.append(f"max_logprobs {self.max_logprobs}: must be 0 or more")
         if self.threads < 1:
             found.append(f"threads {self.threads}: must be 1 or more")
         return found
@@ -92,7 +90,6 @@ class LlamaBackend:
         self._inbox_lock = threading.Lock()
         self.scheduler = sched.Scheduler(self.model, sched.SchedulerConfig(
             max_running_requests=config.max_running_requests,
-            max_queued_requests=config.max_queued_requests,
             max_batch_tokens=config.max_batch_tokens,
             context_tokens=self.context_tokens,
             threads=config.threads), self._from_scheduler)
@@ -124,14 +121,10 @@ class LlamaBackend:
 
     async def generate(self, request: GenerateRequest):
         plan = self.plan(request)
-        stream = _Stream(self.token_info)
+        stream = _Stream()
         self._streams[request.request_id] = stream
         try:
             self.scheduler.submit(plan)
-        except sched.QueueFull as full:
-            del self._streams[request.request_id]
-            raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, f"the engine is full: {full}; retry later",
-                          retryable=True) from None
         except sched.SchedulerClosed:
             del self._streams[request.request_id]
             raise Refusal(RefusalCode.UNAVAILABLE, "the engine is stopping; retry on another engine",
@@ -153,11 +146,7 @@ class LlamaBackend:
             await stream.done
 
     def load(self) -> Load:
-        now = self.scheduler.load()
-        return Load(running_requests=now.running_requests, queued_requests=now.queued_requests,
-                    used_kv_blocks=now.kv_cells_used, total_kv_blocks=now.kv_cells_total,
-                    running_tokens=now.running_tokens, waiting_tokens=now.waiting_tokens,
-                    prefill_batch_size=now.prefill_batch_size, decode_batch_size=now.decode_batch_size)
+        return self.scheduler.load()
 
     # -- AdminOperations (openengine.admin; the SDK keeps the run state and aborts requests) ----------
 
@@ -198,9 +187,6 @@ class LlamaBackend:
         candidates it returns), then the scheduler's request. The SDK's admission has already
         checked the advertised limits (max_output_tokens among them) and the number domains."""
         message, sampling, stopping, response = request.message, request.sampling, request.stopping, request.response
-        if message.encoder_inputs:
-            raise invalid("encoder_inputs", "this engine takes no encoder outputs "
-                                             "(openengine.encoder is not advertised)")
         if message.WhichOneof("input") == "token_ids":
             prompt = tuple(message.token_ids.ids)
         else:
@@ -268,22 +254,12 @@ class LlamaBackend:
         if started and self._engine is not None:
             self._engine.load_changed()
 
-    def token_info(self, logprob: sched.TokenLogprob) -> generation_pb2.TokenInfo:
-        """One generated token's log-probability, rank and top candidates as upstream's TokenInfo."""
-        return TokenInfo(
-            token_id=logprob.token_id, logprob=logprob.logprob, rank=logprob.rank,
-            candidates=[generation_pb2.LogProb(
-                token_id=token, logprob=value, rank=rank,
-                token=self.model.piece(token).decode("utf-8", errors="replace"))
-                for rank, (token, value) in enumerate(logprob.top, start=1)])
-
 
 class _Stream:
     """The events of one request, from the scheduler to its `generate` iterator. Events that
     arrive while the client is still reading earlier ones are sent together, as one chunk."""
 
-    def __init__(self, token_info):
-        self.token_info = token_info
+    def __init__(self):
         self.events: list[sched.Event] = []
         self.ready = asyncio.Event()
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -308,7 +284,7 @@ class _Stream:
         """One output for everything that arrived: a chunk, or the request's last message."""
         tokens: list[int] = []
         text: list[str] = []
-        logprobs: list[sched.TokenLogprob] = []
+        logprobs: list[TokenInfo] = []
         for event in events:
             if isinstance(event, (sched.Emitted, sched.Finished)):
                 tokens += event.token_ids
@@ -319,18 +295,9 @@ class _Stream:
             if isinstance(event, sched.Finished):
                 # A request the scheduler dropped (Abort, or the engine closing) ends CANCELLED
                 # with the tokens it had made, as upstream's cancellation does.
-                return Final(_FINISH[event.reason], prompt_tokens=event.prompt_tokens,
+                return Final(event.reason, prompt_tokens=event.prompt_tokens,
                              completion_tokens=event.completion_tokens, token_ids=tuple(tokens),
-                             text="".join(text), stop_match=StopMatch(**{event.stop[0]: event.stop[1]})
-                             if event.stop else None, logprobs=self._token_infos(logprobs))
+                             text="".join(text), stop_match=event.stop, logprobs=tuple(logprobs))
         if not tokens:
             return None
-        return Chunk(tuple(tokens), text="".join(text), logprobs=self._token_infos(logprobs))
-
-    def _token_infos(self, logprobs: list[sched.TokenLogprob]) -> tuple:
-        return tuple(self.token_info(item) for item in logprobs)
-
-
-_FINISH = {sched.FinishReason.STOP: FinishReason.STOP, sched.FinishReason.LENGTH: FinishReason.LENGTH,
-           sched.FinishReason.ABORTED: FinishReason.CANCELLED}
-
+        return Chunk(tuple(tokens), text="".join(text), logprobs=tuple(logprobs))

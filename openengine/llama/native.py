@@ -97,21 +97,18 @@ class LlamaModel:
         self.pieces: tuple[bytes, ...] = tuple(self._read_piece(token) for token in range(count))
         self.end_of_generation: frozenset[int] = frozenset(
             token for token in range(count) if llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        bos, eos = int(llama_cpp.llama_vocab_bos(self.vocab)), int(llama_cpp.llama_vocab_eos(self.vocab))
         self.facts = ModelFacts(
             name=self._meta("general.name") or path.stem,
             context_length=int(llama_cpp.llama_model_n_ctx_train(pointer)),
             vocab_size=count,
-            bos_token_id=self._token_or_none(llama_cpp.llama_vocab_bos(self.vocab)),
-            eos_token_id=self._token_or_none(llama_cpp.llama_vocab_eos(self.vocab)))
+            bos_token_id=bos if bos >= 0 else None,    # llama.cpp's -1: the model has none
+            eos_token_id=eos if eos >= 0 else None)
 
     def _meta(self, key: str) -> str | None:
         buffer = ctypes.create_string_buffer(256)
         size = llama_cpp.llama_model_meta_val_str(self.pointer, key.encode(), buffer, len(buffer))
         return buffer.value.decode("utf-8", errors="replace") if size >= 0 else None
-
-    @staticmethod
-    def _token_or_none(token: int) -> int | None:
-        return int(token) if token >= 0 else None
 
     def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
         """Token ids of `text`, with the beginning-of-sequence token when the model adds one."""

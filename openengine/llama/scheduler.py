@@ -8,7 +8,8 @@ request's stop conditions, and hands the step's events to `emit` in one call. A 
 ends, or is cancelled, is removed from the KV cache (`llama_memory_seq_rm`) before the next step,
 and a queued request takes its sequence id in that same step.
 
-Requests wait in a bounded queue when all `max_running_requests` sequence ids are taken. The
+Requests wait in a queue when all `max_running_requests` sequence ids are taken (the SDK's
+admission bounds it by the advertised `max_queued_requests`). The
 numbers `load()` reports are the scheduler's own: running and queued requests, their tokens, and
 KV cells used and allocated (llama.cpp keeps one cell per token).
 """
@@ -16,7 +17,6 @@ KV cells used and allocated (llama.cpp keeps one cell per token).
 from __future__ import annotations
 
 import codecs
-import enum
 import heapq
 import logging
 import threading
@@ -28,7 +28,7 @@ import llama_cpp
 import numpy as np
 
 from openengine.llama.native import LlamaModel
-from openengine.serve import SequenceStops
+from openengine.serve import FinishReason, Load, SequenceStops, StopMatch, TokenInfo
 from openengine.v1 import generation_pb2
 
 logger = logging.getLogger(__name__)
@@ -68,23 +68,6 @@ class SequenceRequest:
     logprobs: int | None = None   # top candidates per position; None: no log-probabilities
 
 
-class FinishReason(enum.Enum):
-    STOP = "stop"
-    LENGTH = "length"
-    ABORTED = "aborted"
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """The log-probability of a generated token under the model (before sampling changes it),
-    its rank among all candidates (1 for the most likely), and the top candidates."""
-
-    token_id: int
-    logprob: float
-    rank: int
-    top: tuple[tuple[int, float], ...] = ()
-
-
 @dataclass(frozen=True)
 class Started:
     """A queued request got a sequence id and runs from the next step on."""
@@ -99,7 +82,7 @@ class Emitted:
     request_id: str
     token_ids: tuple[int, ...]
     text: str = ""
-    logprobs: tuple[TokenLogprob, ...] = ()
+    logprobs: tuple[TokenInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,10 +95,8 @@ class Finished:
     completion_tokens: int
     token_ids: tuple[int, ...] = ()
     text: str = ""
-    # What ended a STOP: ("eos_token_id", token), ("stop_token_id", token) or ("stop_text", text),
-    # named as upstream's StopMatch names them; None for another reason.
-    stop: tuple[str, int | str] | None = None
-    logprobs: tuple[TokenLogprob, ...] = ()
+    stop: StopMatch | None = None     # what ended a STOP; None for another reason
+    logprobs: tuple[TokenInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,28 +111,11 @@ Event = Union[Started, Emitted, Finished, Errored]
 
 
 @dataclass(frozen=True)
-class SchedulerLoad:
-    running_requests: int
-    queued_requests: int
-    running_tokens: int        # prompt plus generated so far, of the running requests
-    waiting_tokens: int        # prompt tokens of the queued requests
-    kv_cells_used: int
-    kv_cells_total: int
-    prefill_batch_size: int    # requests that read prompt tokens in the latest step
-    decode_batch_size: int     # requests that decoded a token in the latest step
-
-
-@dataclass(frozen=True)
 class SchedulerConfig:
     max_running_requests: int = 8
-    max_queued_requests: int = 64
     max_batch_tokens: int = 512
     context_tokens: int = 512     # KV cells of each sequence: prompt plus output
     threads: int = 2
-
-
-class QueueFull(Exception):
-    """Every sequence id is taken and the queue holds `max_queued_requests` requests."""
 
 
 class SchedulerClosed(Exception):
@@ -170,7 +134,7 @@ class _Sequence:
         self.last_token: int | None = None
         self.generated: list[int] = []
         self.unsent: list[int] = []
-        self.unsent_logprobs: list[TokenLogprob] = []
+        self.unsent_logprobs: list[TokenInfo] = []
         # A token may end inside a UTF-8 character; invalid bytes become U+FFFD.
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.stops = SequenceStops(request.stopping)
@@ -202,13 +166,17 @@ def _sampler_chain(sampling: Sampling, vocab_size: int, context_tokens: int):
     return chain
 
 
-def _logprobs(logits: np.ndarray, token: int, top: int) -> TokenLogprob:
+def _logprobs(logits: np.ndarray, token: int, top: int) -> TokenInfo:
+    """The log-probability of a generated token under the model (before sampling changes it), its
+    rank among all candidates (1 for the most likely) and the `top` candidates; the SDK fills in
+    the tokens' text."""
     shifted = logits - logits.max()
     logprobs = shifted - np.log(np.exp(shifted).sum())
     rank = int((logprobs > logprobs[token]).sum()) + 1
     best = np.argsort(-logprobs, kind="stable")[:top] if top else ()
-    return TokenLogprob(token, float(logprobs[token]), rank,
-                        tuple((int(t), float(logprobs[t])) for t in best))
+    return TokenInfo(token_id=token, logprob=float(logprobs[token]), rank=rank,
+                     candidates=[generation_pb2.LogProb(token_id=int(t), logprob=float(logprobs[t]), rank=i)
+                                 for i, t in enumerate(best, start=1)])
 
 
 class Scheduler:
@@ -249,9 +217,6 @@ class Scheduler:
         with self._lock:
             if self._closing:
                 raise SchedulerClosed("the scheduler is closed")
-            if len(self._waiting) >= self.config.max_queued_requests + len(self._free_ids):
-                raise QueueFull(f"{len(self._running)} requests run and {len(self._waiting)} wait "
-                                f"(max_queued_requests {self.config.max_queued_requests})")
             self._waiting.append(request)
             self._lock.notify()
 
@@ -298,18 +263,16 @@ class Scheduler:
             self._asleep = False
             self._lock.notify()
 
-    def load(self) -> SchedulerLoad:
+    def load(self) -> Load:
+        """The scheduler's numbers as the SDK's `Load`: a KV block is one llama.cpp cell (a token);
+        the batch sizes are the latest step's requests reading prompt tokens and decoding."""
         with self._lock:
             running = list(self._running.values())
-            return SchedulerLoad(
-                running_requests=len(running),
-                queued_requests=len(self._waiting),
-                running_tokens=sum(len(s.request.prompt) + len(s.generated) for s in running),
-                waiting_tokens=sum(len(r.prompt) for r in self._waiting),
-                kv_cells_used=sum(s.position for s in running),
-                kv_cells_total=self._cells_total,
-                prefill_batch_size=self._last_sizes[0],
-                decode_batch_size=self._last_sizes[1])
+            return Load(running_requests=len(running), queued_requests=len(self._waiting),
+                        running_tokens=sum(len(s.request.prompt) + len(s.generated) for s in running),
+                        waiting_tokens=sum(len(r.prompt) for r in self._waiting),
+                        used_kv_blocks=sum(s.position for s in running), total_kv_blocks=self._cells_total,
+                        prefill_batch_size=self._last_sizes[0], decode_batch_size=self._last_sizes[1])
 
     def close(self) -> None:
         """Abort what runs and waits, stop the thread and free the context."""
@@ -345,7 +308,10 @@ class Scheduler:
                     self._lock.wait()
                 closing = self._closing
                 if closing:
-                    events += self._abort_everything()
+                    # Cancel every queued and running request.
+                    self._cancelled.update(request.request_id for request in self._waiting)
+                    self._cancelled.update(self._running)
+                    events += self._settle()
             if events:
                 self._emit(events)
             if closing:
@@ -363,11 +329,11 @@ class Scheduler:
         if self._cancelled:
             for queued in [r for r in self._waiting if r.request_id in self._cancelled]:
                 self._waiting.remove(queued)
-                events.append(Finished(queued.request_id, FinishReason.ABORTED, len(queued.prompt), 0))
+                events.append(Finished(queued.request_id, FinishReason.CANCELLED, len(queued.prompt), 0))
             for request_id in [held for held in self._running if held in self._cancelled]:
                 sequence = self._running.pop(request_id)
                 self._free(sequence)
-                events.append(Finished(request_id, FinishReason.ABORTED,
+                events.append(Finished(request_id, FinishReason.CANCELLED,
                                        len(sequence.request.prompt), len(sequence.generated)))
             self._cancelled.clear()
         while self._waiting and self._free_ids and not self._paused and not self._asleep:
@@ -377,12 +343,6 @@ class Scheduler:
             self._running[request.request_id] = _Sequence(request, seq_id, chain)
             events.append(Started(request.request_id))
         return events
-
-    def _abort_everything(self) -> list[Event]:
-        """Under the lock: cancel every queued and running request."""
-        self._cancelled.update(request.request_id for request in self._waiting)
-        self._cancelled.update(self._running)
-        return self._settle()
 
     def _free(self, sequence: _Sequence) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, sequence.seq_id, -1, -1)
@@ -461,11 +421,10 @@ class Scheduler:
         stops, stopping = sequence.stops, request.stopping
         may_stop = produced >= stopping.min_tokens
         if may_stop and not stopping.ignore_eos and token in self.model.end_of_generation:
-            return self._finish(sequence, FinishReason.STOP, ("eos_token_id", token), stops.rest())
+            return self._finish(sequence, FinishReason.STOP, StopMatch(eos_token_id=token), stops.rest())
         text, match = stops.add(token, sequence.decoder.decode(self.model.piece(token)))
         if match is not None:
-            kind = match.WhichOneof("match")
-            return self._finish(sequence, FinishReason.STOP, (kind, getattr(match, kind)), text)
+            return self._finish(sequence, FinishReason.STOP, match, text)
         if produced >= request.max_tokens:
             return self._finish(sequence, FinishReason.LENGTH, None,
                                 text + stops.rest() + sequence.decoder.decode(b"", final=True))
@@ -476,7 +435,7 @@ class Scheduler:
         sequence.unsent_logprobs.clear()
         return out
 
-    def _finish(self, sequence: _Sequence, reason: FinishReason, stop: tuple[str, int | str] | None,
+    def _finish(self, sequence: _Sequence, reason: FinishReason, stop: StopMatch | None,
                 last_text: str) -> Finished:
         request = sequence.request
         return Finished(request.request_id, reason, len(request.prompt), len(sequence.generated),

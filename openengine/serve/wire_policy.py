@@ -76,19 +76,8 @@ def _is_vanished_client(err: BaseException, context) -> bool:
     return isinstance(err, _WRITE_FAILURES)
 
 
-_WRITE_FAILURES = tuple(t for t in (getattr(cygrpc, "ExecuteBatchError", None), getattr(cygrpc, "UsageError", None))
-                        if isinstance(t, type))
+_WRITE_FAILURES = (cygrpc.ExecuteBatchError, cygrpc.UsageError)
 VANISHED_WAIT = 5.0   # seconds a stream waits for gRPC to notice its peer is gone
-
-
-async def _until_cancelled(context) -> None:
-    """After a failed write, wait for gRPC's own notice that the peer is gone: it cancels this
-    task, which ends the call quietly. Returning at once instead would make gRPC send the final
-    status on the dead call and log that failure with a traceback (the race this avoids)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + VANISHED_WAIT
-    while loop.time() < end:
-        await asyncio.sleep(0.02)
 
 
 class WirePolicy(grpc.aio.ServerInterceptor):
@@ -118,8 +107,11 @@ class WirePolicy(grpc.aio.ServerInterceptor):
 
         async def fail(err: BaseException, context) -> None:
             if _is_vanished_client(err, context):
-                counter.record(VANISHED, f"{method}", level=logging.DEBUG)
-                await _until_cancelled(context)
+                counter.record(VANISHED, method, level=logging.DEBUG)
+                # Wait for gRPC's own notice that the peer is gone: it cancels this task, which
+                # ends the call quietly. Returning at once would make gRPC send the final status
+                # on the dead call and log that failure with a traceback (the race this avoids).
+                await asyncio.sleep(VANISHED_WAIT)
                 return
             counter.record(UNEXPECTED, f"{method}: {type(err).__name__}", level=logging.ERROR, exc_info=err)
             await context.abort(grpc.StatusCode.INTERNAL,
@@ -154,9 +146,8 @@ class WirePolicy(grpc.aio.ServerInterceptor):
                         except Exception as err:
                             if not _is_vanished_client(err, context):
                                 raise
-                            counter.record(VANISHED, method, level=logging.DEBUG)
                             await stream.aclose()
-                            await _until_cancelled(context)
+                            await fail(err, context)   # quietly: the client is gone
                             return
                 except _PASS_THROUGH:
                     raise

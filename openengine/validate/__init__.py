@@ -17,13 +17,12 @@ violations too. Rule ids are listed in `RULES`.
 """
 
 from openengine.validate._capabilities import (
-    UPSTREAM_CORE_FIELDS, CapabilityReport, ModelReport, check_capabilities, check_server_info, effective_limits,
+    UPSTREAM_CORE_FIELDS, CapabilityReport, ModelReport, check_capabilities, check_server_info,
     from_upstream, upstream_core_values, validate_capabilities,
 )
 from openengine.validate._document import CapabilityDocument, document_from_json, is_combined
 from openengine.validate._tables import DEFAULTS, MODEL_SCOPED
 from openengine.validate._json import message_from_json
-from openengine.validate._locate import iter_values, locate
 from openengine.validate._preflight import (
     NUMBER_DOMAINS, PROBLEMS_LISTED, REQUEST_LIMITS, NumberDomain, RequestLimit, number_violations, preflight,
 )
@@ -33,6 +32,6 @@ from openengine.validate._watch import RANK_SUMMED_FIELDS, WatchLoadChecker, che
 __all__ = [
     "CapabilityDocument", "CapabilityReport", "DEFAULTS", "MODEL_SCOPED", "ModelReport",
     "NUMBER_DOMAINS", "NumberDomain", "PROBLEMS_LISTED", "PYTHON_ONLY_RULES", "RANK_SUMMED_FIELDS", "REQUEST_LIMITS", "RULES", "RequestLimit", "Rule", "Severity", "Violation",
-    "UPSTREAM_CORE_FIELDS", "WatchLoadChecker", "check_capabilities", "check_load", "check_server_info", "document_from_json", "effective_limits",
-    "effective_watch_settings", "from_upstream", "is_combined", "iter_values", "locate", "message_from_json", "number_violations", "preflight", "upstream_core_values", "validate_capabilities",
+    "UPSTREAM_CORE_FIELDS", "WatchLoadChecker", "check_capabilities", "check_load", "check_server_info", "document_from_json",
+    "effective_watch_settings", "from_upstream", "is_combined", "message_from_json", "number_violations", "preflight", "upstream_core_values", "validate_capabilities",
 ]

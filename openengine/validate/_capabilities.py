@@ -1,6 +1,6 @@
 """Judge what an engine advertises: Capabilities, with ServerInfo and ModelInfo when given.
 
-The per-profile work is the table interpreter in `_tables`; this module adds what spans several
+The per-profile work is in `_tables`; this module adds what spans several
 discovery answers (role scope, model coverage, revisions) and the one effective-limit lookup that
 clients, preflight checks and the conformance runner share.
 """
@@ -99,7 +99,7 @@ def _combination_checks(advertised, limits, out: list[Violation]) -> None:
 
 
 def _check(capabilities, out: list[Violation], *, complete: bool = True):
-    """Every per-profile check of the table interpreter, then the combinations across profiles.
+    """Every per-profile check, then the combinations across profiles.
     `complete` false: the limits are only read here, so unset messages' defaults are left out
     (`combination_problems` takes a left-out limit as its default)."""
     advertised, limits = tables.check_capabilities(capabilities, out, complete=complete)
@@ -301,9 +301,3 @@ def check_capabilities(capabilities) -> list[Violation]:
     out: list[Violation] = []
     _check(capabilities, out, complete=False)
     return out
-
-
-def effective_limits(capabilities) -> dict[str, dict[str, Any]]:
-    """Effective limits of every standard profile in `capabilities` (defaults for what is unset),
-    whether or not the profile is advertised; violations are ignored."""
-    return tables.check_capabilities(capabilities, [])[1]

@@ -3,8 +3,7 @@
 Which field of which request is bounded by, or needs, which limit or profile (`REQUEST_LIMITS`)
 is a fact of the compiled contract: each request message declares its rows in a `request_limit`
 option, and `openengine.contract` reads them. Everything about the limits themselves (defaults,
-model scoping) comes from the contract's tables
-through a `CapabilityReport`.
+model scoping) comes from the contract through a `CapabilityReport`.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from openengine.validate._rules import Severity, Violation, violation
 # The rows live on the request messages (the `request_limit` option), read by the contract.
 REQUEST_LIMITS: tuple[RequestLimit, ...] = catalogue().request_limits
 
-_BY_REQUEST: dict[str, tuple[RequestLimit, ...]] = {}
+_BY_REQUEST: dict[str, list[RequestLimit]] = {}
 for _row in REQUEST_LIMITS:
-    _BY_REQUEST[_row.request] = _BY_REQUEST.get(_row.request, ()) + (_row,)
+    _BY_REQUEST.setdefault(_row.request, []).append(_row)
 
 
 def _values(msg, path: str) -> list[Any]:
@@ -59,13 +58,6 @@ def _values(msg, path: str) -> list[Any]:
         current = [m.WhichOneof(oneof) for m in current]
         current = [v for v in current if v is not None]
     return current
-
-
-def _model_of(request, report: CapabilityReport) -> str | None:
-    model = getattr(request, "model", "") or None
-    if model is None and len(report.models) == 1:
-        model = next(iter(report.models))
-    return model
 
 
 def _model_token_limits(request, model, report: CapabilityReport) -> Iterator[Violation]:
@@ -202,7 +194,7 @@ def preflight(request, capabilities: CapabilityReport) -> list[Violation]:
     empty list means: send it. At most PROBLEMS_LISTED are listed, then one violation counting
     the rest."""
     report = getattr(capabilities, "report", capabilities)
-    model = _model_of(request, report)
+    model = getattr(request, "model", "") or (next(iter(report.models)) if len(report.models) == 1 else None)
     info = report.models.get(model) if model is not None else None
     return capped(itertools.chain(_number_problems(request, getattr(info, "vocab_size", 0)),
                                   _model_token_limits(request, model, report),
@@ -234,20 +226,19 @@ def _limit_problems(request, model: str | None, report: CapabilityReport) -> Ite
         path = row.field.replace("[]", "").replace("|", ".").strip(".") or request.DESCRIPTOR.name
         if row.profile in refused_profiles:
             continue
+        why = None   # the request needs a profile the engine lacks
         if report.upstream_only:
             if row.profile != catalogue().core and _proposal_field(request, row.field):
-                refused_profiles.add(row.profile)
-                yield violation("OEV403", path, None, f"{row.profile} advertised",
-                                f"{path} needs {row.profile}; the engine serves upstream OpenEngine v1 "
-                                "alone, which has no such field")
-                continue
-            if row.profile != catalogue().core or row.check == "profile" \
+                why = "; the engine serves upstream OpenEngine v1 alone, which has no such field"
+            elif row.profile != catalogue().core or row.check == "profile" \
                     or report.effective(row.profile, row.limit, model=model) is None:
                 continue    # nothing the engine reports says whether it would accept this
         elif not report.advertised(row.profile):
+            why = ", which the engine does not advertise"
+        if why is not None:
             refused_profiles.add(row.profile)
             yield violation("OEV403", path, None, f"{row.profile} advertised",
-                            f"{path} needs {row.profile}, which the engine does not advertise")
+                            f"{path} needs {row.profile}{why}")
             continue
         if not report.upstream_only and row.profile in MODEL_SCOPED and model is not None and model in report.models \
                 and row.profile not in report.models[model].profiles:
@@ -260,10 +251,9 @@ def _limit_problems(request, model: str | None, report: CapabilityReport) -> Ite
         limit = report.effective(row.profile, row.limit, model=model)
         name = f"{row.profile}.{row.limit}"
         for value in values:
-            if row.check == "at_most":
-                if value > limit:
-                    yield violation("OEV401", path, value, f"<= {limit} ({name})",
-                                    f"{path} is {value}, above {name} = {limit}")
+            if row.check in ("at_most", "below_needs") and (limit or row.check == "at_most") and value > limit:
+                yield violation("OEV401", path, value, f"<= {limit} ({name})",
+                                f"{path} is {value}, above {name} = {limit}")
             elif row.check == "count_at_most":
                 if len(value) > limit:
                     yield violation("OEV401", path, len(value), f"<= {limit} ({name})",
@@ -282,11 +272,8 @@ def _limit_problems(request, model: str | None, report: CapabilityReport) -> Ite
                 if wanted not in limit:
                     yield violation("OEV404", path, _shown(wanted), f"one of {limit} ({name})",
                                     f"{path} uses {_shown(wanted)}, which {name} does not list")
-            elif row.check == "below_needs":
+            elif row.check == "below_needs" and limit and value < limit \
+                    and not report.effective(row.profile, row.when, model=model):
                 needed = f"{row.profile}.{row.when}"
-                if limit and value > limit:
-                    yield violation("OEV401", path, value, f"<= {limit} ({name})",
-                                    f"{path} is {value}, above {name} = {limit}")
-                elif limit and value < limit and not report.effective(row.profile, row.when, model=model):
-                    yield violation("OEV402", path, value, f"{needed} = true",
-                                    f"{path} below the native size {limit} needs {needed}")
+                yield violation("OEV402", path, value, f"{needed} = true",
+                                f"{path} below the native size {limit} needs {needed}")

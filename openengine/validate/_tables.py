@@ -1,164 +1,78 @@
-"""The capability rules as data, and the small interpreter that applies them.
+"""The per-profile capability rules, applied to the contract as `openengine.contract` reads it.
 
-Limits (type, default, range, enum values), profile names, versions, scopes and roles are read
-once from the compiled descriptors (`openengine.contract`); prerequisites and incompatible
-combinations are judged afterwards by the contract's `combination_problems` (`_capabilities`), so
-nothing here is generated and nothing repeats the registry. Everything the interpreter needs per
-limit (its kind, bounds, enum map) is decided once when the tables are built, so the per-message
-loop is a presence test and one comparison per set limit (bench/results.md, Validators).
+Limits (type, default, range, enum values), profile names, versions, scopes and roles come from
+the compiled descriptors (`contract.catalogue()`); prerequisites and incompatible combinations are
+judged afterwards by the contract's `combination_problems` (`_capabilities`), so nothing here
+repeats the registry. The per-message loop is one `ListFields()` call, a dictionary lookup and one
+comparison per set limit (bench/results.md, Validators).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 from openengine.contractkit import naming
 from openengine import contract
 from openengine.v1 import capabilities_pb2
 from openengine.validate._rules import violation
 
-_INF = float("inf")
-# Limit kinds, decided once per field so the per-message loop is one comparison.
-_PLAIN, _RANGE, _ENUM, _LIST, _ENUM_LIST = range(5)
-
-
-@dataclass(frozen=True, slots=True)
-class LimitRule:
-    """How one limit field is judged and turned into its effective value."""
-
-    name: str
-    reference: str                 # openengine.core.max_logprobs
-    kind: int
-    default: Any
-    low: float                     # -inf / inf when unbounded (or bounded by the type itself)
-    high: float
-    expected: str                  # `1..1024`, or the enum's `one of ...`
-    enum: Mapping[int, str] | None  # wire number -> registry spelling
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileRule:
-    name: str
-    version: tuple[int, int]
-    field: str | None              # its field in Capabilities (and ModelCapabilities)
-    model_scoped: bool
-    roles: tuple[int, ...]         # EngineRole numbers that may advertise it (role-scoped profiles only)
-    role_text: str                 # `role prefill or decode`
-    limits: Mapping[str, LimitRule]
-    defaults: Mapping[str, Any]
-    list_limits: tuple[str, ...]   # defaults that are lists, copied per use so callers may mutate
-    by_field: Mapping[Any, LimitRule]   # field descriptor -> its rule, for what ListFields returns
-
-    def fresh_defaults(self) -> dict[str, Any]:
-        effective = dict(self.defaults)
-        for name in self.list_limits:
-            effective[name] = list(effective[name])
-        return effective
-
-
-@dataclass(frozen=True, slots=True)
-class Tables:
-    profiles: tuple[ProfileRule, ...]
-    by_name: Mapping[str, ProfileRule]
-    with_field: tuple[ProfileRule, ...]
-    model_fields: tuple[ProfileRule, ...]
-    by_capability_field: Mapping[Any, ProfileRule]   # Capabilities field descriptor -> its profile
-
-
-def _limit_rule(lim: contract.LimitInfo) -> LimitRule:
-    default = lim.default if lim.default is not None or lim.repeated else None
-    if lim.enum is not None:
-        enum = {number: spelling for spelling, number in lim.enum_spellings().items()}
-        text = "one of " + ", ".join(enum.values())
-        return LimitRule(lim.name, lim.reference, _ENUM_LIST if lim.repeated else _ENUM, default,
-                         -_INF, _INF, text, enum)
-    if lim.repeated:
-        return LimitRule(lim.name, lim.reference, _LIST, default, -_INF, _INF, "", None)
-    if lim.kind in ("int", "uint", "double") and (lim.minimum is not None or lim.maximum is not None):
-        expected = f"{'' if lim.minimum is None else lim.minimum}..{'' if lim.maximum is None else lim.maximum}"
-        low = -_INF if lim.minimum is None else lim.minimum
-        high = _INF if lim.maximum is None else lim.maximum
-        return LimitRule(lim.name, lim.reference, _RANGE, default, low, high, expected, None)
-    return LimitRule(lim.name, lim.reference, _PLAIN, default, -_INF, _INF, "", None)
-
-
-@lru_cache(maxsize=1)
-def tables() -> Tables:
-    """Every profile's rule, read from the descriptors once per process."""
-    roles = contract.role_numbers()
-    built = []
-    for p in contract.catalogue().profiles:
-        limits = {lim.name: _limit_rule(lim) for lim in p.limits}
-        defaults = {name: rule.default for name, rule in limits.items()}
-        role_numbers = tuple(roles[r] for r in p.roles) if p.scope == "role" else ()
-        built.append(ProfileRule(
-            p.name, p.version, p.capability_field, p.scope == "model", role_numbers,
-            "role " + " or ".join(p.roles), limits, defaults,
-            tuple(n for n, rule in limits.items() if rule.kind in (_LIST, _ENUM_LIST)),
-            {lim.field: limits[lim.name] for lim in p.limits}))
-    by_name = {p.name: p for p in built}
-    with_field = tuple(p for p in built if p.field)
-    fields = capabilities_pb2.Capabilities.DESCRIPTOR.fields_by_name
-    return Tables(tuple(built), by_name, with_field, tuple(p for p in with_field if p.model_scoped),
-                  {fields[p.field]: p for p in with_field})
+_CAT = contract.catalogue()
+REGISTRY_REVISION: int = _CAT.registry_revision
+_WITH_FIELD = tuple(p for p in _CAT.profiles if p.capability_field)
+_CAPABILITY_FIELDS = capabilities_pb2.Capabilities.DESCRIPTOR.fields_by_name
+# Capabilities field descriptor -> its profile; a capability message's field descriptor -> its limit.
+_PROFILE_OF_FIELD = {_CAPABILITY_FIELDS[p.capability_field]: p for p in _WITH_FIELD}
+_LIMIT_OF_FIELD = {lim.field: lim for p in _CAT.profiles for lim in p.limits}
+# Enum limit -> wire number -> registry spelling, read once so the per-message loop is a lookup.
+_SPELLED = {lim.field: {n: s for s, n in lim.enum_spellings().items()}
+            for lim in _LIMIT_OF_FIELD.values() if lim.enum is not None}
+MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _CAT.profiles if p.scope == "model")
+DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.defaults() for p in _CAT.profiles}
 
 
 # -- limits ---------------------------------------------------------------------------------------
 
-def effective_limits(rule: ProfileRule, msg, path: str, out: list, *, fresh: bool = True) -> dict[str, Any]:
+def effective_limits(profile: contract.ProfileInfo, msg, path: str, out: list) -> dict[str, Any]:
     """Effective limits of one capability message (None: every default), reporting OEV111/OEV112.
 
     One `ListFields()` call yields exactly the limits the message sets (proto3 presence), so the
-    cost follows what an engine advertises, not how many limits the profile declares. With
-    `fresh` false the defaults of an unset message are the shared table itself and list defaults
-    are not copied: for callers that only read the result (`check_capabilities`)."""
+    cost follows what an engine advertises, not how many limits the profile declares."""
+    effective = profile.defaults()
     if msg is None:
-        return rule.fresh_defaults() if fresh else rule.defaults
-    effective = rule.fresh_defaults() if fresh else dict(rule.defaults)
-    by_field = rule.by_field
+        return effective
     for field, v in msg.ListFields():
-        lim = by_field.get(field)
+        lim = _LIMIT_OF_FIELD.get(field)
         if lim is None:
             continue
-        kind = lim.kind
-        if kind == _PLAIN:
-            effective[lim.name] = v
-        elif kind == _RANGE:
-            effective[lim.name] = v
-            if v < lim.low or v > lim.high:
-                out.append(violation("OEV111", f"{path}.{lim.name}", v, lim.expected,
-                                     f"{lim.reference} must be within {lim.expected}"))
-        elif kind == _LIST:
+        spelled = _SPELLED.get(field)
+        if spelled is not None:
+            effective[lim.name] = _spell(lim, spelled, v, path, out)
+        elif lim.repeated:
             effective[lim.name] = list(v)
-        elif kind == _ENUM:
-            spelled = lim.enum.get(v)
-            if spelled is None:
-                out.append(violation("OEV112", f"{path}.{lim.name}", v, lim.expected,
-                                     f"{lim.reference} holds a value the registry does not define"))
-            else:
-                effective[lim.name] = spelled
         else:
-            effective[lim.name] = _enum_list(lim, v, path, out)
+            effective[lim.name] = v
+            if (lim.minimum is not None and v < lim.minimum) or (lim.maximum is not None and v > lim.maximum):
+                low, high = ("" if bound is None else bound for bound in (lim.minimum, lim.maximum))
+                expected = f"{low}..{high}"
+                out.append(violation("OEV111", f"{path}.{lim.name}", v, expected,
+                                     f"{lim.reference} must be within {expected}"))
     return effective
 
 
-def _enum_list(lim: LimitRule, numbers, path: str, out: list) -> list[str]:
+def _spell(lim: contract.LimitInfo, spelled: dict[int, str], value, path: str, out: list):
+    """An enum limit (or list of them) as registry spellings, reporting numbers the registry lacks."""
     names = []
-    enum = lim.enum
-    for i, number in enumerate(numbers):
-        spelled = enum.get(number)
-        if spelled is None:
-            out.append(violation("OEV112", f"{path}.{lim.name}[{i}]", number, lim.expected,
-                                 f"{lim.reference} holds a value the registry does not define"))
+    for i, number in enumerate(value if lim.repeated else [value]):
+        if number in spelled:
+            names.append(spelled[number])
         else:
-            names.append(spelled)
-    return names
-
-
-REGISTRY_REVISION: int = contract.catalogue().registry_revision
+            where = f"{path}.{lim.name}[{i}]" if lim.repeated else f"{path}.{lim.name}"
+            out.append(violation("OEV112", where, number, "one of " + ", ".join(spelled.values()),
+                                 f"{lim.reference} holds a value the registry does not define"))
+    if lim.repeated:
+        return names
+    return names[0] if names else lim.default   # an unknown number leaves the default in place
 
 
 # -- the profile list -----------------------------------------------------------------------------
@@ -168,7 +82,6 @@ def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, 
     An entry's findings come in the order a reader meets them: its form, a repeat, then the registry."""
     advertised: dict[str, list[tuple[int, int]]] = {}
     seen = set()
-    known = tables().by_name
     for i, p in enumerate(profiles):
         name, major, minor = p.name, p.major, p.minor
         if _canonical(name) is None:
@@ -183,16 +96,16 @@ def check_profiles(profiles, path: str, out: list) -> dict[str, list[tuple[int, 
         else:
             seen.add(key)
         if name.startswith(contract.STANDARD_PREFIX):
-            rule = known.get(name)
-            if rule is None:
+            known = _CAT.profile(name)
+            if known is None:
                 out.append(violation("OEV105", f"{path}[{i}].name", name,
                                      f"a profile of registry revision {REGISTRY_REVISION}",
                                      f"{name} is not a standard profile this validator knows "
                                      "(a typo, or a newer profile)"))
-            elif major != rule.version[0] and major >= 1:
-                out.append(violation("OEV106", f"{path}[{i}].major", major, str(rule.version[0]),
+            elif major != known.version[0] and major >= 1:
+                out.append(violation("OEV106", f"{path}[{i}].major", major, str(known.version[0]),
                                      f"{name} has no major version {major} in the registry "
-                                     f"(known: {rule.version[0]}.{rule.version[1]})"))
+                                     f"(known: {known.version_text})"))
         advertised.setdefault(name, []).append((major, minor))
     return advertised
 
@@ -205,65 +118,55 @@ _canonical = re.compile(naming.CANONICAL_NAME).match
 def check_capabilities(caps, out: list, *, complete: bool = True):
     """Judge a Capabilities message. Returns (advertised profiles, effective limits per profile).
     One `ListFields()` call finds the capability messages that are set. With `complete` false the
-    limits hold only the profiles whose message is set, with list defaults shared, not copied:
-    enough for `combination_problems`, which takes a left-out limit as its default, and for
-    callers that only want the violations."""
-    table = tables()
+    limits hold only the profiles whose message is set: enough for `combination_problems`, which
+    takes a left-out limit as its default, and for callers that only want the violations."""
     advertised = check_profiles(caps.profiles, "profiles", out)
     if contract.CORE not in advertised:
         out.append(violation("OEV101", "profiles", None, contract.CORE, f"{contract.CORE} is not advertised"))
-    by_field = table.by_capability_field
     limits = {}
     for field, msg in caps.ListFields():     # field-number order, which is contract order
-        rule = by_field.get(field)
-        if rule is None:
+        profile = _PROFILE_OF_FIELD.get(field)
+        if profile is None:
             continue
-        if rule.name not in advertised:
-            out.append(violation("OEV110", rule.field, None, f"{rule.name} in profiles",
-                                 f"{rule.field} is set but {rule.name} is not advertised"))
-        limits[rule.name] = effective_limits(rule, msg, rule.field, out, fresh=complete)
+        if profile.name not in advertised:
+            out.append(violation("OEV110", profile.capability_field, None, f"{profile.name} in profiles",
+                                 f"{profile.capability_field} is set but {profile.name} is not advertised"))
+        limits[profile.name] = effective_limits(profile, msg, profile.capability_field, out)
     if complete:
-        limits = {rule.name: limits[rule.name] if rule.name in limits else rule.fresh_defaults()
-                  for rule in table.with_field}
+        limits = {p.name: limits[p.name] if p.name in limits else p.defaults() for p in _WITH_FIELD}
     return advertised, limits
 
 
 def check_model_capabilities(model_capabilities, path: str, advertised, out: list):
     """Judge one Capabilities.models entry against the engine's advertised profiles. Returns
     (profiles the model lists, effective limits of the model-scoped messages it sets)."""
-    table = tables()
     model_advertised = check_profiles(model_capabilities.profiles, path + ".profiles", out)
     for i, p in enumerate(model_capabilities.profiles):
         name = p.name
-        rule = table.by_name.get(name)
-        if rule is not None and not rule.model_scoped:
+        known = _CAT.profile(name)
+        if known is not None and known.scope != "model":
             out.append(violation("OEV133", f"{path}.profiles[{i}].name", name, "a model-scoped profile",
                                  f"{name} is not model-scoped and belongs in Capabilities only"))
         if name not in advertised:
             out.append(violation("OEV131", f"{path}.profiles[{i}].name", name, "also in Capabilities.profiles",
                                  f"the model lists {name} but the engine does not advertise it"))
     effective = {}
-    for rule in table.model_fields:
-        if not model_capabilities.HasField(rule.field):
+    for profile in _WITH_FIELD:
+        field = profile.capability_field
+        if profile.scope != "model" or not model_capabilities.HasField(field):
             continue
-        if rule.name not in model_advertised:
-            out.append(violation("OEV132", f"{path}.{rule.field}", None, f"{rule.name} in the model's profiles",
-                                 f"{rule.field} is set but the model does not list {rule.name}"))
-        effective[rule.name] = effective_limits(rule, getattr(model_capabilities, rule.field),
-                                                f"{path}.{rule.field}", out)
+        if profile.name not in model_advertised:
+            out.append(violation("OEV132", f"{path}.{field}", None, f"{profile.name} in the model's profiles",
+                                 f"{field} is set but the model does not list {profile.name}"))
+        effective[profile.name] = effective_limits(profile, getattr(model_capabilities, field),
+                                                   f"{path}.{field}", out)
     return model_advertised, effective
 
 
 def check_role(advertised, role: int, role_name: str, out: list) -> None:
     """Role-scoped profiles advertised by an engine whose ServerInfo.engine_role does not allow them."""
-    for rule in tables().profiles:
-        if rule.roles and rule.name in advertised and role not in rule.roles:
-            out.append(violation("OEV130", "profiles", role_name, rule.role_text,
-                                 f"{rule.name} is advertised by an engine whose role is {role_name}"))
-
-
-# -- the public constants, derived from the same tables -------------------------------------------
-
-_TABLES = tables()
-MODEL_SCOPED: frozenset[str] = frozenset(p.name for p in _TABLES.profiles if p.model_scoped)
-DEFAULTS: dict[str, dict[str, Any]] = {p.name: p.fresh_defaults() for p in _TABLES.profiles}
+    numbers = contract.role_numbers()
+    for p in _CAT.profiles:
+        if p.scope == "role" and p.name in advertised and role not in {numbers[r] for r in p.roles}:
+            out.append(violation("OEV130", "profiles", role_name, "role " + " or ".join(p.roles),
+                                 f"{p.name} is advertised by an engine whose role is {role_name}"))

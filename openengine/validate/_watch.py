@@ -108,10 +108,8 @@ class WatchLoadChecker:
         self._initial_pending = False
         self._last_received: float | None = None
         self._silence_reported = False
-        self._early_ns = 0
-        self._late_ns = 0
-        self._hb_early_ns = 0
-        self._hb_late_ns = 0
+        # Bounds in ns on the gaps between snapshots and heartbeats (0: unbounded), from the settings.
+        self._early_ns = self._late_ns = self._hb_early_ns = self._hb_late_ns = 0
 
     def feed(self, msg, received_at: float | None = None) -> list[Violation]:
         """Judge the next message; returns the violations it adds (usually none)."""
@@ -139,8 +137,8 @@ class WatchLoadChecker:
             self._seq = seq
         # Zero is no timestamp: the field has no presence, and no engine's clock reads the epoch.
         t = msg.timestamp_unix_nanos
+        prev = self._t
         if t:
-            prev = self._t
             if prev is not None:
                 if t < prev:
                     out.append(violation("OEV307", "timestamp_unix_nanos", t, f">= {prev}", "the message timestamp goes backwards"))
@@ -151,7 +149,6 @@ class WatchLoadChecker:
                                          f"heartbeat of {self.heartbeat_ms} ms"))
         else:
             t = None
-            prev = self._t
             out.append(violation("OEV306", "timestamp_unix_nanos", None, "a timestamp", "the message has no timestamp"))
         if self._initial_pending and kind != "snapshot":
             self._missing_initial(out, kind)
@@ -168,16 +165,13 @@ class WatchLoadChecker:
                                          f">= {self.heartbeat_ms} ms after the previous message",
                                          f"a heartbeat {(t - prev) / _NS_PER_MS:.0f} ms after the previous message"))
         elif kind == "settings":
-            if self.settings is not None:
+            if self.settings is not None or self.messages > 1:
+                again = " again" if self.settings is not None else ""
                 out.append(violation("OEV302", "settings", None, "settings only first",
-                                     "settings sent again after the first message"))
-            elif self.messages > 1:
-                # Late (OEV301 was reported for the first message), but the only settings the
-                # stream has: later messages are judged by them, so one fault is one finding.
-                out.append(violation("OEV302", "settings", None, "settings only first",
-                                     "settings sent after the first message"))
-                self._settings(msg.settings, out)
-            else:
+                                     f"settings sent{again} after the first message"))
+            if self.settings is None:
+                # Late settings (OEV301 was reported for the first message) are still the only
+                # ones the stream has: later messages are judged by them, so one fault is one finding.
                 self._settings(msg.settings, out)
         else:
             out.append(violation("OEV320", "kind", None, "settings, snapshot or heartbeat",
@@ -205,14 +199,10 @@ class WatchLoadChecker:
                                          "the snapshot's load timestamp goes backwards"))
                 elif self._early_ns:
                     gap = load_t - prev
-                    if gap < self._early_ns and self.snapshots > 2:
-                        out.append(violation("OEV310", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
-                                             f">= {self.interval_ms} ms",
-                                             f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
-                                             f"{self.interval_ms} ms"))
-                    elif gap > self._late_ns and not coalesced:
-                        out.append(violation("OEV311", "snapshot.load.timestamp_unix_nanos", gap / _NS_PER_MS,
-                                             f"<= {self.interval_ms} ms",
+                    early = gap < self._early_ns and self.snapshots > 2
+                    if early or (gap > self._late_ns and not coalesced):
+                        out.append(violation("OEV310" if early else "OEV311", "snapshot.load.timestamp_unix_nanos",
+                                             gap / _NS_PER_MS, f"{'>=' if early else '<='} {self.interval_ms} ms",
                                              f"periodic snapshots {gap / _NS_PER_MS:.0f} ms apart, interval is "
                                              f"{self.interval_ms} ms"))
             if prev is None or load_t >= prev:
@@ -250,13 +240,8 @@ class WatchLoadChecker:
         self.heartbeat_ms = heartbeat = settings.heartbeat_ms
         self.per_rank = settings.per_rank
         self._initial_pending = settings.initial_snapshot
-        tol, early_tol = self.tolerance, self.early_tolerance
-        slack, early_slack = self.slack_ms * _NS_PER_MS, self.early_slack_ms * _NS_PER_MS
-        # An early bound of 0 would switch the check off, so it is at least 1 ns.
-        self._early_ns = max(1, int(interval * (1 - early_tol) * _NS_PER_MS - early_slack)) if interval else 0
-        self._late_ns = int(interval * (1 + tol) * _NS_PER_MS + slack) if interval else 0
-        self._hb_early_ns = max(1, int(heartbeat * (1 - early_tol) * _NS_PER_MS - early_slack)) if heartbeat else 0
-        self._hb_late_ns = int(heartbeat * (1 + tol) * _NS_PER_MS + slack) if heartbeat else 0
+        self._early_ns, self._late_ns = self._bounds_ns(interval)
+        self._hb_early_ns, self._hb_late_ns = self._bounds_ns(heartbeat)
         if not settings.instance_id:
             out.append(violation("OEV309", "settings.instance_id", "", self.instance_id or "the engine's instance id",
                                  "the settings carry no instance id"))
@@ -296,6 +281,14 @@ class WatchLoadChecker:
         if settings.per_rank and not load_limits["per_rank"]:
             out.append(violation("OEV316", "settings.per_rank", True, "false",
                                  "per_rank is true but the engine does not advertise per_rank"))
+
+    def _bounds_ns(self, period_ms: int) -> tuple[int, int]:
+        """(earliest, latest) gap in ns a period allows; (0, 0) for no period. An early bound of 0
+        would switch the check off, so it is at least 1 ns."""
+        if not period_ms:
+            return 0, 0
+        early = max(1, int((period_ms * (1 - self.early_tolerance) - self.early_slack_ms) * _NS_PER_MS))
+        return early, int((period_ms * (1 + self.tolerance) + self.slack_ms) * _NS_PER_MS)
 
     # -- silence ------------------------------------------------------------------------------------
     def _allowed_silence_ms(self) -> float | None:

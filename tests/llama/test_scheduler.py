@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 
 from openengine.llama.scheduler import (
-    Emitted, Errored, Finished, FinishReason, QueueFull, Sampling, Scheduler, SchedulerConfig,
-    SequenceRequest, Started,
+    Emitted, Errored, Finished, Sampling, Scheduler, SchedulerConfig, SequenceRequest, Started,
 )
+from openengine.serve import FinishReason, StopMatch
 from openengine.v1.generation_pb2 import StoppingOptions
 
 GREEDY = Sampling(temperature=0.0)
@@ -126,7 +126,7 @@ def test_cancelling_one_running_request_leaves_the_others_unchanged(tiny_model, 
     collector.wait(lambda: len(collector.events["r1"]) >= 4)
     assert scheduler.cancel("r1")
     aborted = collector.finished("r1")
-    assert aborted.reason is FinishReason.ABORTED
+    assert aborted.reason is FinishReason.CANCELLED
     assert 0 < aborted.completion_tokens < 200
     load = scheduler.load()
     assert load.running_requests <= 2
@@ -134,20 +134,18 @@ def test_cancelling_one_running_request_leaves_the_others_unchanged(tiny_model, 
         collector.finished(f"r{k}")
         assert collector.tokens(f"r{k}") == direct(tiny_model.tokenize(PROMPTS[k]), 200)
     assert not scheduler.cancel("r1")   # gone: nothing is held for it any more
-    assert scheduler.load().kv_cells_used == 0
+    assert scheduler.load().used_kv_blocks == 0
 
 
 def test_a_queued_request_takes_the_first_free_sequence(tiny_model, direct, make_scheduler, collector):
-    scheduler = make_scheduler(max_running_requests=1, max_queued_requests=1)
+    scheduler = make_scheduler(max_running_requests=1)
     scheduler.submit(request(tiny_model, "first", PROMPTS[0], max_tokens=200))
     collector.wait(lambda: collector.events["first"])    # started: it holds the only sequence id
     scheduler.submit(request(tiny_model, "second", PROMPTS[2], max_tokens=20))
-    with pytest.raises(QueueFull, match="max_queued_requests 1"):
-        scheduler.submit(request(tiny_model, "third", PROMPTS[3]))
     load = scheduler.load()
     assert (load.running_requests, load.queued_requests) == (1, 1)
     assert load.waiting_tokens == len(tiny_model.tokenize(PROMPTS[2]))
-    assert load.kv_cells_total >= 512
+    assert load.total_kv_blocks >= 512
     collector.finished("first"), collector.finished("second")
     assert collector.tokens("second") == direct(tiny_model.tokenize(PROMPTS[2]), 20)
 
@@ -185,7 +183,7 @@ def test_cancelling_a_queued_request_ends_it_without_running(tiny_model, make_sc
     scheduler.submit(request(tiny_model, "waits", PROMPTS[1]))
     assert scheduler.cancel("waits")
     final = collector.finished("waits")
-    assert (final.reason, final.completion_tokens, collector.tokens("waits")) == (FinishReason.ABORTED, 0, [])
+    assert (final.reason, final.completion_tokens, collector.tokens("waits")) == (FinishReason.CANCELLED, 0, [])
     load = scheduler.load()
     assert (load.queued_requests, load.waiting_tokens) == (1, len(tiny_model.tokenize(PROMPTS[0])))
 
@@ -202,7 +200,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
                              stop_token_ids=frozenset({stop_token})))
     final = collector.finished("stop-id")
     assert collector.tokens("stop-id") == free[:first + 1]
-    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_token_id", stop_token))
+    assert (final.reason, final.stop) == (FinishReason.STOP, StopMatch(stop_token_id=stop_token))
     collector.finished("stop-id-late")
     later = free.index(stop_token, first + 1) if stop_token in free[first + 1:] else 59
     assert collector.tokens("stop-id-late") == free[:later + 1]
@@ -217,7 +215,7 @@ def test_stop_conditions(tiny_model, direct, make_scheduler, collector):
     scheduler.submit(request(tiny_model, "stop-str-kept", PROMPTS[0], max_tokens=60, stop=(stop,),
                              include_stop_in_output=True))
     final = collector.finished("stop-str")
-    assert (final.reason, final.stop) == (FinishReason.STOP, ("stop_text", stop))
+    assert (final.reason, final.stop) == (FinishReason.STOP, StopMatch(stop_text=stop))
     assert collector.text("stop-str") == text[:cut]
     assert collector.tokens("stop-str") == free[:final.completion_tokens]
     assert final.completion_tokens < 60
@@ -250,8 +248,9 @@ def test_logprobs_describe_the_models_choice(tiny_model, make_scheduler, collect
     assert [lp.token_id for lp in logprobs] == collector.tokens("lp")
     for lp in logprobs:
         assert lp.rank == 1 and lp.logprob <= 0.0     # greedy picks the most likely token
-        assert len(lp.top) == 3 and lp.top[0] == (lp.token_id, pytest.approx(lp.logprob))
-        assert [value for _, value in lp.top] == sorted((value for _, value in lp.top), reverse=True)
+        top = [(c.token_id, c.logprob) for c in lp.candidates]
+        assert len(top) == 3 and top[0] == (lp.token_id, pytest.approx(lp.logprob))
+        assert [value for _, value in top] == sorted((value for _, value in top), reverse=True)
 
 
 def test_a_batch_bound_smaller_than_a_prompt_reads_it_in_chunks(tiny_model, direct, make_scheduler, collector):

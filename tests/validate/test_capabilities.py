@@ -6,7 +6,7 @@ import pytest
 
 from openengine.v1 import capabilities_pb2, generation_pb2, model_pb2, server_pb2
 from openengine.validate import (
-    DEFAULTS, RULES, Severity, check_capabilities, effective_limits, from_upstream, validate_capabilities,
+    DEFAULTS, RULES, Severity, check_capabilities, from_upstream, validate_capabilities,
 )
 from tests.validate.conftest import caps, profile, rules
 
@@ -96,9 +96,9 @@ def test_defaults_and_effective_values():
     eff = validate_capabilities(msg).limits["openengine.load"]
     assert eff["min_watch_interval_ms"] == 5
     assert eff["default_heartbeat_ms"] == DEFAULTS["openengine.load"]["default_heartbeat_ms"] == 1000
-    assert effective_limits(caps())["openengine.admin"]["pause_modes"] == ["abort"]
+    assert validate_capabilities(caps()).limits["openengine.admin"]["pause_modes"] == ["abort"]
     msg.core.guided_decoding_modes.append(2)
-    assert effective_limits(msg)["openengine.core"]["guided_decoding_modes"] == ["regex"]
+    assert validate_capabilities(msg).limits["openengine.core"]["guided_decoding_modes"] == ["regex"]
 
 
 def test_effective_value_of_unadvertised_profile_is_none():

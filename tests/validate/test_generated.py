@@ -32,26 +32,25 @@ def test_no_generated_validator_module():
 
 
 def test_tables_read_from_the_descriptors_match_the_registry(ctx):
-    """Defaults, ranges, enum spellings, versions, scopes and roles the interpreter reads from the
+    """Defaults, ranges, enum spellings, versions, scopes and roles the validators read from the
     compiled descriptors agree with profiles.yaml, limit by limit."""
-    from openengine.validate._tables import REGISTRY_REVISION, tables
+    from openengine.contract import catalogue
+    from openengine.validate._tables import REGISTRY_REVISION
 
-    t = tables()
+    cat = catalogue()
     assert REGISTRY_REVISION == ctx.registry.revision
     for p in ctx.registry.profiles:
-        rule = t.by_name[p.name]
-        assert rule.version == (p.version.major, p.version.minor)
-        assert rule.model_scoped == (p.scope.kind == "model")
-        assert rule.field == (p.capability.field if p.capability else None)
-        assert bool(rule.roles) == (p.scope.kind == "role")
+        got_profile = cat.profile(p.name)
+        assert got_profile.version == (p.version.major, p.version.minor)
+        assert got_profile.scope == p.scope.kind
+        assert got_profile.capability_field == (p.capability.field if p.capability else None)
         for lim in p.limits:
-            got = rule.limits[lim.name]
+            got = got_profile.limit(lim.name)
             assert got.default == lim.default, lim.name
             if lim.type.base == "enum":
-                assert list(got.enum.values()) == list(lim.type.enum_values), lim.name
+                assert list(got.enum_spellings()) == list(lim.type.enum_values), lim.name
             elif lim.minimum is not None or lim.maximum is not None:
-                assert (got.low, got.high) == (lim.minimum if lim.minimum is not None else float("-inf"),
-                                               lim.maximum if lim.maximum is not None else float("inf"))
+                assert (got.minimum, got.maximum) == (lim.minimum, lim.maximum)
 
 
 @pytest.mark.parametrize("bad", [0, 1025])

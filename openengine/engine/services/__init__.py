@@ -22,15 +22,10 @@ __all__ = ["Base", "for_backend", "service_classes"]
 
 def service_classes() -> dict[str, type[Base]]:
     """Service short name (`Sessions`) -> the class serving it, from every public module here."""
-    found: dict[str, type[Base]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for name, cls in vars(module).items():
-            if inspect.isclass(cls) and issubclass(cls, Base) and cls is not Base and cls.__module__ == module.__name__:
-                found[name] = cls
-    return found
+    names = sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_"))
+    modules = [importlib.import_module(f"{__name__}.{name}") for name in names]
+    return {name: cls for module in modules for name, cls in vars(module).items()
+            if inspect.isclass(cls) and issubclass(cls, Base) and cls.__module__ == module.__name__}
 
 
 def for_backend(backend: Any) -> dict[str, object]:

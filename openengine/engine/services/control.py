@@ -103,24 +103,18 @@ class Control(Base):
                 for batch in list(backend.kv_buffer):
                     if batch.sequence_number >= start and batch.data_parallel_rank in ranks:
                         yield kv_pb2.SubscribeKvEventsResponse(batch=batch)
-            while True:
-                while sub.items:
-                    batch = sub.items.popleft()
-                    if batch.data_parallel_rank in ranks and batch.sequence_number >= start:
-                        yield kv_pb2.SubscribeKvEventsResponse(batch=batch)
-                if sub.overflowed:
-                    # After acceptance a failure is the stream's last message, then OK.
-                    yield _error(error_pb2.ERROR_CODE_OVERLOADED,
-                                 "the subscriber fell behind and events were lost; subscribe again"
-                                 + (" from the last sequence_number read" if backend.limit("openengine.kv", "event_replay")
-                                    else ""))
-                    return
-                if sub.closed_with is not None:
-                    code, message = sub.closed_with
-                    yield _error(int(code), message)
-                    return
-                sub.wake.clear()
-                await sub.wake.wait()
+            async for batch in sub.received():
+                if batch.data_parallel_rank in ranks and batch.sequence_number >= start:
+                    yield kv_pb2.SubscribeKvEventsResponse(batch=batch)
+            # After acceptance a failure is the stream's last message, then OK.
+            if sub.overflowed:
+                yield _error(error_pb2.ERROR_CODE_OVERLOADED,
+                             "the subscriber fell behind and events were lost; subscribe again"
+                             + (" from the last sequence_number read" if backend.limit("openengine.kv", "event_replay")
+                                else ""))
+            else:
+                code, message = sub.closed_with
+                yield _error(int(code), message)
         finally:
             backend.kv_events.subscribers.discard(sub)
 

@@ -23,17 +23,12 @@ class Observability(Base):
                 phase = backend.phase
                 sub.put((backend.clock.now_ns(), events_pb2.RuntimeEvent(state_changed=events_pb2.StateChanged(
                     previous=phase, state=phase, reason="current state"))))
-            while True:
-                while sub.items:
-                    ts, event = sub.items.popleft()
-                    yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=backend.clock.timestamp(ts),
-                                                                    event=event)
-                    sequence += 1
-                if sub.overflowed:
-                    raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, "the subscriber fell too far behind; subscribe again")
-                if sub.closed_with is not None:
-                    raise Refusal(RefusalCode.UNAVAILABLE, sub.closed_with[1])
-                sub.wake.clear()
-                await sub.wake.wait()
+            async for ts, event in sub.received():
+                yield events_pb2.SubscribeRuntimeEventsResponse(sequence=sequence, timestamp=backend.clock.timestamp(ts),
+                                                                event=event)
+                sequence += 1
+            if sub.overflowed:
+                raise Refusal(RefusalCode.RESOURCE_EXHAUSTED, "the subscriber fell too far behind; subscribe again")
+            raise Refusal(RefusalCode.UNAVAILABLE, sub.closed_with[1])
         finally:
             backend.runtime_events.subscribers.discard(sub)
