@@ -32,10 +32,11 @@ def family_catalogues() -> dict[str, RuleCatalogue]:
     else:
         out["breaking"] = breaking_catalogue()
     try:
-        from openengine.conformance.cases import CASES, all_cases
-        from openengine.validate import RULES as VALIDATOR_RULES
-    except (ImportError, AttributeError):
+        import openengine.v1.options_pb2  # noqa: F401  (the bindings: before the first generate, none)
+    except ImportError:
         return out
+    from openengine.conformance.cases import CASES, all_cases
+    from openengine.validate import RULES as VALIDATOR_RULES
     all_cases()   # imports every case module, which registers its cases
     out.update(validator=VALIDATOR_RULES, conformance=CASES)
     return {family: out[family] for family in FAMILIES if family in out}

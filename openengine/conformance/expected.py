@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from openengine.contractkit.yamlsource import SchemaProblem as Problem   # a located problem with its hint
+from openengine.contractkit.locations import Loc
 from openengine.contractkit.yamlsource import SourceError, YMap, YNode, YScalar, YSeq, read_file
 
 # The file's shape, as its JSON Schema (expected_failures.schema.json beside this module,
@@ -33,6 +34,15 @@ CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)*")
 class ExpectedFailuresError(ValueError):
     """The file is unreadable or an entry is malformed; the message names the file and entry."""
 
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A located problem of the file, with its hint."""
+
+    loc: Loc
+    message: str
+    hint: str
 
 def load_expected_failures(path: str | Path, *, known_cases: set[str] | None = None) -> dict[str, str]:
     """Case id -> reason. Read with the located loader the registry uses, so a malformed file is
