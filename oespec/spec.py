@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from oespec.markdown_blocks import paragraphs
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 

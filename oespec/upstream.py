@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleSpec
 
 if TYPE_CHECKING:

@@ -66,7 +66,7 @@ def on_startup(command: str, dirty: bool) -> None:
 def _regenerate(root: Path) -> None:
     """Rewrite the generated pages (and generated regions) from the current registry and protos."""
     from oespec.check import run_rules
-    from openengine.contractkit.diagnostics import Severity
+    from openengine.contractkit.rules import Severity
     from oespec.generate import GenerationError, write_outputs
     from oespec.generate_with_catalogues import plan
     from oespec.registry import SourceError, load_registry

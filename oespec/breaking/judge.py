@@ -3,7 +3,8 @@ finding's severity derived from the bump the governing profile received."""
 
 from __future__ import annotations
 
-from openengine.contractkit.diagnostics import Diagnostic, Severity, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnosticsNone
+from openengine.contractkit.rules import Severity
 from oespec.breaking.match import pairs
 from oespec.breaking.rule import Change, Context, Rule
 from oespec.breaking.registry_rules import RULES

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oespec.breaking.match import type_name
-from openengine.contractkit.diagnostics import Loc
+from openengine.contractkit.locations import Loc
 from oespec.registry import Profile, Registry, Rpc
 from openengine.contractkit.naming import snake_case
 

@@ -10,7 +10,8 @@ from typing import Callable
 
 from oespec.breaking.rule import Change, Context, rule
 from oespec.breaking.match import Pair, condition_key, contract_changes, fingerprint, type_name
-from openengine.contractkit.diagnostics import Loc, Severity
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from oespec.registry import Limit, Profile
 
 SCOPE_WIDTH = {"role": 0, "model": 1, "engine": 2}

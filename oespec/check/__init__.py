@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from openengine.contractkit.diagnostics import Diagnostic, Severity, sorted_diagnostics
+from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnosticsNone
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.check import proto_crosscheck, rules as registry_rules
 from oespec.check.rule import CheckContext, Finding, Rule

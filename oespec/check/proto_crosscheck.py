@@ -14,7 +14,9 @@ from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import capabilities
-from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from oespec.descriptors import Contract, add_file, source_locs, standard_health
 from oespec.buildcache import BuildCache
 from oespec.protoc import ProtocError, compile_descriptor_set, read_sources

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from openengine.contractkit.diagnostics import Loc, Severity
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleSpec, SpecFacts
 from oespec.registry import Registry, SourceFile
 

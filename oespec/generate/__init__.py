@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from openengine.contractkit.diagnostics import NOWHERE, Loc, Severity
+from openengine.contractkit.locations import Loc, NOWHERE
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.registry import Registry
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from openengine.contractkit.diagnostics import NOWHERE, Loc
+from openengine.contractkit.locations import Loc, NOWHERE
 from oespec.generate import GenerationContext, GenerationError, Output, Problem
 from oespec.generate.protodoc import (
     EnumDoc, EnumValueDoc, FieldDoc, FileDoc, Literal, MessageDoc, MethodDoc, Option, ServiceDoc,

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from openengine.contractkit.diagnostics import NOWHERE, Loc
+from openengine.contractkit.locations import Loc, NOWHERE
 from openengine.contractkit.conditions import condition_text
 from openengine.contractkit.naming import streams_from_client, streams_from_server
 from openengine.contractkit.versions import Version, VersionRange

@@ -14,7 +14,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from openengine.contractkit.diagnostics import Diagnostic, Loc, Severity
+from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 from oespec.registry.model import (
     Capability, Condition, HistoryEntry, Incompatibility, Limit, LimitType, MessageRef, Profile,
     Registry, Requirement, Rpc, Scope, Version, VersionRange,

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 from oespec.breaking import Context, compare, iter_rules
 from oespec.breaking.buf_breaking import compare_protos
 from oespec.check import run_rules
-from openengine.contractkit.diagnostics import Severity
+from openengine.contractkit.rules import Severity
 from oespec.registry import load_registry
 from tests.fixture_cases import BREAKING, breaking_side
 

@@ -262,7 +262,7 @@ def test_a_role_the_contract_lacks_is_a_located_finding_not_a_crash():
 
 def test_generation_diagnostics_put_each_location_first():
     from oespec.commands.generate import generation_diagnostics
-    from openengine.contractkit.diagnostics import Loc
+    from openengine.contractkit.locations import Loc
     from oespec.generate import GenerationError, Problem
 
     err = GenerationError("proto", "two problems", problems=[Problem("profiles.yaml", Loc(3, 5), "a", "h"),

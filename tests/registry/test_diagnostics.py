@@ -7,9 +7,10 @@ import json
 import pytest
 
 from openengine.contractkit.diagnostics import (
-    PRINTERS, Diagnostic, Loc, Severity, exit_code, render_github, render_json, render_text,
-    sorted_diagnostics,
+    PRINTERS, Diagnostic, exit_code, render_github, render_json, render_text, sorted_diagnostics,
 )
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import Severity
 
 
 def diag(rule="OE005", severity=Severity.ERROR, line=3, column=7, message="the summary is empty",

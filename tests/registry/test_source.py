@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openengine.contractkit.diagnostics import Loc
+from openengine.contractkit.locations import Loc
 from oespec.registry import SourceError, load_registry_text, parse_text, read_file
 from openengine.contractkit.yamlsource import YMap, YScalar, YSeq
 

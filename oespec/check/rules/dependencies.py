@@ -7,7 +7,7 @@ import math
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import prerequisites, profiles_by_name, repeats
 from oespec.check.rules.limits import NUMERIC, _show
-from openengine.contractkit.diagnostics import Severity
+from openengine.contractkit.rules import Severity
 from oespec.registry.model import INTEGER_BOUNDS
 
 

@@ -8,7 +8,7 @@ import re
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import all_limits
 from oespec.check.rules.numbering import GENERATED_MESSAGES
-from openengine.contractkit.diagnostics import Severity
+from openengine.contractkit.rules import Severity
 from oespec.registry.model import INTEGER_BOUNDS, Limit
 
 NUMERIC = ("uint32", "uint64", "int32", "double")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from oespec.check.rule import CheckContext, Finding, rule
-from openengine.contractkit.diagnostics import Severity
+from openengine.contractkit.rules import Severity
 from oespec.registry.model import STANDARD_PREFIX
 from openengine.contractkit import naming
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from oespec.check.rule import CheckContext, Finding, rule
-from openengine.contractkit.diagnostics import Severity
-
-# Standard gRPC services (health, reflection) that standard profiles may require as they are.
+from openengine.contractkit.rules import Severity
 GRPC_STANDARD_PREFIX = "grpc."
 
 

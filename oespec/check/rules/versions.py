@@ -8,7 +8,7 @@ import re
 
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import versioned_elements
-from openengine.contractkit.diagnostics import Severity
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.versions import Version
 
 
