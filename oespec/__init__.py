@@ -7,7 +7,7 @@ v1 and its gate) and `spec` (the spec's requirements). Every finding is an
 `openengine.contractkit.diagnostics.Diagnostic`.
 """
 
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from oespec.registry import Registry, SourceError, load_registry

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from oespec.markdown_blocks import paragraphs

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleSpec

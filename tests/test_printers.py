@@ -14,7 +14,7 @@ import pytest
 
 from oespec.cli import run
 from oespec.catalogues import all_specs
-from openengine.contractkit.diagnostics import PRINTERS, DiagnosticNone
+from openengine.contractkit.diagnostics import PRINTERS, Diagnostic
 from openengine.contractkit.rules import Severity
 from openengine.contractkit.diagnostics import Context, render, render_sarif
 from openengine.contractkit.rules import RuleSpec, find_spec

@@ -26,7 +26,7 @@ from pathlib import Path
 from oespec.breaking.rule import Context, Rule, breaking_spec
 from oespec.breaking.ownership import WireGraph, attribute, buf_names, is_generated, load_graph
 from oespec.descriptors import walk
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.rules import Severity
 from oespec.registry import Registry
 

@@ -3,7 +3,7 @@ finding's severity derived from the bump the governing profile received."""
 
 from __future__ import annotations
 
-from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnosticsNone
+from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnostics
 from openengine.contractkit.rules import Severity
 from oespec.breaking.match import pairs
 from oespec.breaking.rule import Change, Context, Rule

@@ -10,7 +10,7 @@ from oespec.breaking.judge import compare
 from oespec.breaking.rule import Context
 from oespec.breaking.baseline import BaselineError, materialize, repo_root
 from oespec.breaking.buf_breaking import UpstreamScope, WireError, compare_protos
-from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnosticsNone
+from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnostics
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleSpec

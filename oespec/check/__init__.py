@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnosticsNone
+from openengine.contractkit.diagnostics import Diagnostic, sorted_diagnostics
 from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.check import proto_crosscheck, rules as registry_rules

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from oespec.check.rule import CheckContext, Finding, rule
 from oespec.check.rules._common import capabilities
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from oespec.descriptors import Contract, add_file, source_locs, standard_health

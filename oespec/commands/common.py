@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from openengine.contractkit.diagnostics import PRINTERS, Context, Diagnostic, exit_code, render, sorted_diagnosticsNone
+from openengine.contractkit.diagnostics import PRINTERS, Context, Diagnostic, exit_code, render, sorted_diagnostics
 from openengine.contractkit.rules import Severity
 from oespec.registry import SourceError
 

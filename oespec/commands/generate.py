@@ -11,7 +11,7 @@ from pathlib import Path
 from oespec.buildcache import for_checkout
 from oespec.check import run_rules
 from oespec.commands.common import add_output_arguments, emit, emit_unusable
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.rules import Severity
 from oespec.generate import GENERATORS, GenerationError, orphan_files, stale_outputs, write_outputs
 from oespec.generate_with_catalogues import plan

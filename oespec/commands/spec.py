@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, emit
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from oespec.registry import DEFAULT_REGISTRY, SourceError, load_registry

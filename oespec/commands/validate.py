@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from oespec.commands.common import EXIT_UNUSABLE, add_output_arguments, write
-from openengine.contractkit.diagnostics import Diagnostic, exit_code, sorted_diagnosticsNone
+from openengine.contractkit.diagnostics import Diagnostic, exit_code, sorted_diagnostics
 from openengine.contractkit.rules import Severity
 
 HELP = "validate a discovery answer, a GetLoad answer or a recorded WatchLoad stream (proto3 JSON)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
-from openengine.contractkit.diagnostics import DiagnosticNone
+from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from oespec.markdown_blocks import fenced_lines
