@@ -5,8 +5,10 @@ the live progress display.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from dataclasses import replace
 from xml.etree import ElementTree as ET
 
 from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
@@ -117,7 +119,7 @@ def report_diagnostics(report: Report) -> list[Diagnostic]:
 def report_context(report: Report) -> Context:
     """What the shared printers add to the records of a conformance run."""
     return Context(tool="oespec conformance", preamble=tuple(_engine_lines(report)) + ("",),
-                   trailer=tuple(_summary_lines(report)), facts=report.as_dict(),
+                   trailer=tuple(_summary_lines(report)),
                    properties=(("target", report.target), ("profiles", ",".join(report.advertised)),
                                ("verdict", report.verdict)),
                    passed=tuple(r.id for r in report.results if r.outcome is Outcome.PASS),
@@ -143,17 +145,17 @@ def sarif_location(d: Diagnostic) -> dict:
 
 
 def render_report(fmt: str, report: Report, context: Context | None = None) -> str:
-    """The report in any of the shared formats; `context` (a command's own) is merged in. JUnit is
-    the full case report (`render_junit`), the same document `--junit FILE` writes."""
+    """The report in any of the shared formats; `context` (a command's own) is merged in. JSON is
+    the published report document (`report_document`, what `--report FILE` writes) and JUnit the
+    full case report (`render_junit`, what `--junit FILE` writes)."""
+    if fmt == "json":
+        return json.dumps(report_document(report), indent=2) + "\n"
     if fmt == "junit":
         return render_junit(report)
     own = report_context(report)
     if context is not None:
-        from dataclasses import replace
-
-        own = replace(context, preamble=own.preamble, trailer=own.trailer, facts=own.facts,
-                      properties=own.properties, passed=own.passed, suite=own.suite,
-                      sarif_location=own.sarif_location)
+        own = replace(context, preamble=own.preamble, trailer=own.trailer, properties=own.properties,
+                      passed=own.passed, suite=own.suite, sarif_location=own.sarif_location)
     return render(fmt, report_diagnostics(report), own)
 
 
@@ -162,7 +164,6 @@ def render_text(report: Report) -> str:
 
 
 def render_json(report: Report) -> str:
-    """The whole report (counts, verdict, coverage, every result) with its records."""
     return render_report("json", report)
 
 

@@ -51,14 +51,6 @@ class CaseResult:
     seconds: float = 0.0
     expected_reason: str = ""      # the expected-failures entry, when there is one
 
-    def as_dict(self) -> dict:
-        out = {"id": self.id, "profile": self.profile, "requirements": list(self.requirements),
-               "title": self.title, "outcome": str(self.outcome), "reason": self.reason,
-               "seconds": round(self.seconds, 4)}
-        if self.expected_reason:
-            out["expected_failure"] = self.expected_reason
-        return out
-
 
 @dataclass
 class Report:
@@ -111,17 +103,6 @@ class Report:
         return {req for r in self.results if r.outcome in (Outcome.PASS, Outcome.FAIL, Outcome.XFAIL,
                                                            Outcome.STALE)
                 for req in r.requirements}
-
-    def as_dict(self) -> dict:
-        cov = self.coverage
-        return {
-            "target": self.target, "engine": self.engine, "advertised": self.advertised,
-            "forced": self.forced, "discovery_error": self.discovery_error,
-            "seconds": round(self.seconds, 3), "counts": self.counts(), "ok": self.ok,
-            "verdict": self.verdict, "unchecked_requirements": self.unchecked_requirements(),
-            "coverage": cov.as_dict(self.exercised()) if cov else None,
-            "results": [r.as_dict() for r in self.results],
-        }
 
 
 def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
