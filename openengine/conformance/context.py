@@ -15,7 +15,8 @@ from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo, services_of
+from openengine.conformance.profiles import Contract, services_of
+from openengine.contract import CORE, HEALTH_SERVICE, RpcInfo
 
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
 LONG_REQUEST_TOKENS = 100_000

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from openengine.contract import (  # noqa: F401  (re-exported: the runner's view of the contract)
-    CORE, HEALTH_SERVICE, WORK_SERVICES, LimitInfo, ProfileInfo, RpcInfo, catalogue,
-)
+from openengine.contract import CORE, HEALTH_SERVICE, ProfileInfo, RpcInfo, catalogue
 
 Contract = dict[str, ProfileInfo]     # full profile name -> profile, the core first
 

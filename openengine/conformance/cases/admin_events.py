@@ -13,9 +13,8 @@ from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, 
 from openengine.conformance.context import (
     INFERENCE, Context, Reader, expect_refused, expect_running, read_rest, refusal, rpc_error, status_name,
 )
-from openengine.conformance.profiles import CORE
 from openengine.conformance.stream import error_code_name
-from openengine.contract import catalogue
+from openengine.contract import CORE, catalogue
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse

@@ -15,7 +15,8 @@ from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, 
 from openengine.conformance.context import (
     Context, Reader, expect_running, poll, profile_versions, read_rest, refusal, rpc_error, status_name,
 )
-from openengine.conformance.profiles import CORE, RpcInfo, load_contract
+from openengine.conformance.profiles import load_contract
+from openengine.contract import CORE, RpcInfo
 from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
 
 # Probing these with a request would change the engine's state for the rest of the run; their

@@ -10,7 +10,8 @@ from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import INFERENCE, Context, Reader, status_name
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, WORK_SERVICES, services_of
+from openengine.conformance.profiles import services_of
+from openengine.contract import CORE, HEALTH_SERVICE, WORK_SERVICES
 
 S = health_pb2.HealthCheckResponse
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where

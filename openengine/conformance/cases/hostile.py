@@ -9,8 +9,7 @@ import re
 import grpc
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, read_rest, refusal, status_name
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE
-from openengine.contract import catalogue, number_domains
+from openengine.contract import CORE, HEALTH_SERVICE, catalogue, number_domains
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")

@@ -20,7 +20,7 @@ from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
     Context, Reader, cancel_or_reap, expect_running, rpc_error, status_name, together,
 )
-from openengine.conformance.profiles import CORE
+from openengine.contract import CORE
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1

@@ -11,7 +11,7 @@ from grpc_status import rpc_status
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, poll, read_rest, status_name
-from openengine.conformance.profiles import CORE
+from openengine.contract import CORE
 
 # The most requests the case holds open at once; a larger bound is left unchecked.
 MOST_HELD = 512

@@ -12,7 +12,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
-from openengine.conformance.profiles import CORE
+from openengine.contract import CORE
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
 # more is left unchecked rather than flooded.
