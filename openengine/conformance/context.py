@@ -655,6 +655,21 @@ class Reader:
     def __init__(self, call):
         self.call = call
         self._pending: asyncio.Future | None = None
+        self.received: list = []      # what `next` read
+
+    async def next(self, timeout: float, rpc: str, ended=None):
+        """The next message of a stream the engine must keep open, or None when nothing came in
+        time. A failed call fails the case, and so does the stream's end, said by `ended(code)`."""
+        try:
+            msg = await self.read(timeout)
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, rpc) from None
+        if msg is grpc.aio.EOF:
+            code = await self.call.code()
+            raise Failed(ended(code) if ended else f"{rpc} ended with {status_name(code)}")
+        if msg is not None:
+            self.received.append(msg)
+        return msg
 
     async def read(self, timeout: float):
         """The next message, `grpc.aio.EOF` at the end, or None when nothing came in time."""

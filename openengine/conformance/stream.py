@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
 
 @dataclass
 class Output:
@@ -36,6 +38,19 @@ def error_code_name(value: int) -> str:
         return error_pb2.ErrorCode.Name(value)
     except ValueError:
         return f"{value} (not an ErrorCode)"
+
+
+def ending(last, tokens: int) -> str:
+    """How a Generate stream ended, from its last message (None or EOF when it ended without a
+    terminal one) and the tokens it carried, in the words of the protocol."""
+    if last is None or last is grpc.aio.EOF:
+        return f"ended with OK after {tokens} tokens and no finished event"
+    if last.HasField("error"):
+        return (f"ended after {tokens} tokens with an EngineError of code "
+                f"{error_code_name(last.error.code)} ({last.error.message!r})")
+    if last.HasField("finished"):
+        return f"ended after {tokens} tokens with a finished event, reason {finish_reason_name(last.finished.reason)}"
+    return f"ended after a {last.WhichOneof('event')} event"
 
 
 class Stream:

@@ -23,54 +23,37 @@ STREAM_OPEN_SECONDS = 0.2
 FINISHED_FIRST = "finished before it could be ended"
 
 
-class Events:
+class Events(Reader):
     """A SubscribeRuntimeEvents stream with bounded reads."""
 
     def __init__(self, ctx: Context, *, initial_state: bool):
         from openengine.v1 import events_pb2
 
-        self.call = ctx.observability.SubscribeRuntimeEvents(
+        super().__init__(ctx.observability.SubscribeRuntimeEvents(
             events_pb2.SubscribeRuntimeEventsRequest(initial_state=initial_state),
-            timeout=ctx.options.case_timeout + 5)
-        self.reader = Reader(self.call)
-        self.seen: list = []
-
-    async def next(self, timeout: float):
-        try:
-            msg = await self.reader.read(timeout)
-        except grpc.aio.AioRpcError as err:
-            raise rpc_error(err, "SubscribeRuntimeEvents") from None
-        if msg is None:
-            return None
-        if msg is grpc.aio.EOF:
-            raise Failed(f"SubscribeRuntimeEvents ended with {status_name(await self.call.code())}")
-        self.seen.append(msg)
-        return msg
+            timeout=ctx.options.case_timeout + 5))
 
     async def until(self, predicate, timeout: float, what: str):
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while (left := end - loop.time()) > 0:
-            msg = await self.next(left)
+            msg = await self.next(left, "SubscribeRuntimeEvents")
             if msg is not None and predicate(msg.event):
                 return msg
         raise Failed(f"no {what} event within {timeout:g} s")
 
     def check_order(self, ctx: Context) -> None:
-        seqs = [m.sequence for m in self.seen]
+        seqs = [m.sequence for m in self.received]
         for a, b in zip(seqs, seqs[1:]):
             expect(b == a + 1, f"runtime event sequence went {a} -> {b}")
         # Effective limits spell enum values as the registry does, which is also the event's
         # oneof field name (capability_revision_changed).
         allowed = set(ctx.limit(EVENTS, "event_kinds"))
-        for m in self.seen:
+        for m in self.received:
             kind = m.event.WhichOneof("kind") or ""
             expect(kind in allowed, f"a {kind or 'empty'} event, not in event_kinds")
-        stamps = [(m.timestamp.seconds, m.timestamp.nanos) for m in self.seen]
+        stamps = [(m.timestamp.seconds, m.timestamp.nanos) for m in self.received]
         expect(stamps == sorted(stamps), "runtime event timestamps went backwards")
-
-    def cancel(self) -> None:
-        self.reader.cancel()
 
 
 def _state(ev) -> int | None:
@@ -85,7 +68,7 @@ async def events_initial(ctx: Context):
 
     ev = Events(ctx, initial_state=True)
     try:
-        first = await ev.next(ctx.options.rpc_timeout)
+        first = await ev.next(ctx.options.rpc_timeout, "SubscribeRuntimeEvents")
     finally:
         ev.cancel()
     expect(first is not None, f"no event within {ctx.options.rpc_timeout:g} s with initial_state: "
@@ -107,7 +90,7 @@ async def events_state(ctx: Context):
     ctx.admin()
     ev = Events(ctx, initial_state=True)
     try:
-        await ev.next(ctx.options.rpc_timeout)
+        await ev.next(ctx.options.rpc_timeout, "SubscribeRuntimeEvents")
         async with ctx.paused():
             await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_PAUSED, ctx.options.rpc_timeout,
                            "StateChanged PAUSED")

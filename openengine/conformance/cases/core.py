@@ -17,7 +17,7 @@ from openengine.conformance.context import (
 )
 from openengine.conformance.profiles import load_contract
 from openengine.contract import CORE, RpcInfo
-from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
+from openengine.conformance.stream import Stream, ending, finish_reason_name
 
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
@@ -564,16 +564,6 @@ def _cancelled(stream: Stream) -> bool:
         for o in outs)
 
 
-def _ending(stream: Stream) -> str:
-    if stream.error is not None:
-        return (f"an EngineError of code {error_code_name(stream.error.code)} "
-                f"({stream.error.message!r})")
-    reasons = sorted({finish_reason_name(o.finished.reason) for o in stream.outputs.values()
-                      if o.finished is not None})
-    return f"finished event(s) with {', '.join(reasons) or 'no reason'}" if reasons else \
-        "no finished event"
-
-
 async def _abort_running(ctx: Context, abort_request_for) -> str:
     """Start a long request, abort it once it streams, and check how its stream ends."""
     from openengine.v1 import lifecycle_pb2
@@ -598,9 +588,9 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         if aborted.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED and stream.error is None:
             raise Unchecked(f"the request ran all {req.stopping.max_tokens} tokens the model "
                             "allows before Abort reached it, so the abort could not be observed")
-        raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the "
-                     f"aborted stream ended with {_ending(stream)}, not a finished event with "
-                     "FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
+        raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the aborted "
+                     f"stream {ending(responses[-1], stream.completion_tokens)}, not with a finished "
+                     "event of FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
     _expect_shape(stream, request_id=req.request_id)
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
@@ -714,17 +704,11 @@ async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int
 
 def witness_end(msg, tokens: int, seen: int) -> str:
     """Why a witness request ended before the check, as it ended: never a guess."""
-    if msg is not grpc.aio.EOF and msg.HasField("error"):
-        return (f"the witness request ended with an EngineError ({error_code_name(msg.error.code)}: "
-                f"{msg.error.message!r}) after {seen} tokens")
+    why = ""
     if msg is not grpc.aio.EOF and msg.HasField("finished"):
-        reason = finish_reason_name(msg.finished.reason)
-        if seen + 1 >= tokens:
-            return (f"the witness request finished ({reason}) after all {tokens} tokens it asked "
-                    "for; the model's max_output_tokens is too small to observe a cancellation")
-        return (f"the witness request finished ({reason}) after {seen} of the {tokens} tokens "
-                "it asked for with ignore_eos and min_tokens")
-    return f"the witness request's stream ended with OK after {seen} tokens and no finished event"
+        why = ("; the model's max_output_tokens is too small to observe a cancellation" if seen + 1 >= tokens
+               else f", of the {tokens} it asked for with ignore_eos and min_tokens")
+    return f"the witness request {ending(msg, seen)}{why}"
 
 
 @case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011.1",),

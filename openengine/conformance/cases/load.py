@@ -20,6 +20,7 @@ from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import (
     Context, Reader, cancel_or_reap, expect_running, rpc_error, status_name, together,
 )
+from openengine.conformance.stream import ending
 from openengine.contract import CORE
 
 LOAD = "openengine.load"
@@ -106,19 +107,13 @@ class Watch:
 
     async def read(self, timeout: float) -> Received | None:
         """The next message, or None when nothing came within `timeout`. Fails on stream end."""
-        try:
-            msg = await self.reader.read(timeout)
-        except grpc.aio.AioRpcError as err:
-            raise rpc_error(err, "WatchLoad") from None
+        msg = await self.reader.next(timeout, "WatchLoad", lambda code: (
+            f"the server ended the WatchLoad stream with {status_name(code)} "
+            f"{self.loop.time() - self.opened:.1f} s after it opened, after {len(self.received)} "
+            "messages: a stream ends only when the client cancels it, at a graceful shutdown "
+            "(UNAVAILABLE) or when the capability revision changes (ABORTED), never with OK (REQ-LOAD-019)"))
         if msg is None:
             return None
-        if msg is grpc.aio.EOF:
-            code = await self.call.code()
-            raise Failed(f"the server ended the WatchLoad stream with {status_name(code)} "
-                         f"{self.loop.time() - self.opened:.1f} s after it opened, after "
-                         f"{len(self.received)} messages: a stream ends only when the client "
-                         "cancels it, at a graceful shutdown (UNAVAILABLE) or when the capability "
-                         "revision changes (ABORTED), never with OK (REQ-LOAD-019)")
         got = Received(msg, self.loop.time())
         self.received.append(got)
         self.checker.feed(msg, got.at)
@@ -676,20 +671,18 @@ async def snapshots_complete(ctx: Context):
     gen = Reader(ctx.inference.Generate(ctx.long_request(), timeout=ctx.options.case_timeout + 5))
     loop = asyncio.get_running_loop()
     running_since = ended_at = None
-    ending = ""          # how the long request ended, when it ended early
+    early = ""          # how the long request ended, when it ended early
 
     async def follow_request():
-        nonlocal running_since, ended_at, ending
+        nonlocal running_since, ended_at, early
         tokens = 0
         while True:
             msg = await gen.read(ctx.options.case_timeout)
             if msg is None or msg is grpc.aio.EOF or msg.HasField("finished") or msg.HasField("error"):
                 ended_at = loop.time()
-                if msg is not None and msg is not grpc.aio.EOF and msg.HasField("error"):
-                    ending = (f"it ended with an EngineError after {tokens} tokens "
-                              f"(code {msg.error.code}: {msg.error.message!r})")
-                elif msg is grpc.aio.EOF or tokens < ctx.long_generation_tokens() - 1:
-                    ending = f"it ended after {tokens} of the {ctx.long_generation_tokens()} tokens it asked for"
+                if msg is not None and (msg is grpc.aio.EOF or msg.HasField("error")
+                                        or tokens < ctx.long_generation_tokens() - 1):
+                    early = "it " + ending(msg, tokens)
                 return
             if running_since is None:
                 running_since = loop.time()
@@ -715,10 +708,10 @@ async def snapshots_complete(ctx: Context):
     # Snapshots that arrived while the request was streaming and before it ended.
     during = [r.msg.snapshot for r in snaps if running_since is not None and r.at >= running_since
               and (ended_at is None or r.at < ended_at)]
-    if not during and ending:
+    if not during and early:
         # The request died early: that is the engine's fault, not a limit of the stimulus.
         raise Failed(f"a request that asked for {ctx.long_generation_tokens()} tokens with ignore_eos "
-                     f"and min_tokens stopped early ({ending}), before a snapshot came while it ran")
+                     f"and min_tokens stopped early ({early}), before a snapshot came while it ran")
     if not during:
         raise Unchecked(f"the longest request the model allows ({ctx.long_generation_tokens()} "
                         "tokens) ended before a snapshot came while it ran")
@@ -904,8 +897,6 @@ async def cancel_only(ctx: Context):
     from grpc_health.v1 import health_pb2
     from openengine.v1 import generation_pb2
 
-    from openengine.conformance.stream import error_code_name, finish_reason_name
-
     lim = _limits(ctx)
     interval = _fast_interval(lim)
     wait = ctx.options.rpc_timeout
@@ -926,16 +917,11 @@ async def cancel_only(ctx: Context):
             msg = await gen.read(wait)
             expect(msg is not None, f"the running request sent nothing for {wait:g} s after a watcher "
                                     "cancelled")
-            expect(msg is not grpc.aio.EOF, "the running request's stream ended with OK and no terminal "
-                                            "message after a watcher cancelled")
-            if msg.HasField("error"):
-                raise Failed(f"the running request ended with an error (code "
-                             f"{error_code_name(msg.error.code)}: {msg.error.message!r}) after a watcher "
-                             "cancelled: cancelling a WatchLoad stream ends that subscription only")
+            if msg is grpc.aio.EOF or msg.HasField("error") or (
+                    msg.HasField("finished") and msg.finished.reason == generation_pb2.FINISH_REASON_CANCELLED):
+                raise Failed(f"the running request {ending(msg, seen)} after a watcher cancelled: "
+                             "cancelling a WatchLoad stream ends that subscription only")
             if msg.HasField("finished"):
-                expect(msg.finished.reason != generation_pb2.FINISH_REASON_CANCELLED,
-                       f"the running request ended with finish reason "
-                       f"{finish_reason_name(msg.finished.reason)} after a watcher cancelled")
                 break
             seen += len(msg.token.tokens)
         status = await ctx.check_health("openengine.v1.Inference")

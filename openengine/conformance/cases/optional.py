@@ -8,7 +8,7 @@ import contextlib
 import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, expect_refused, rpc_error, status_name
+from openengine.conformance.context import Context, Reader, expect_refused, rpc_error, status_name
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
 SESSIONS, ADAPTERS = "openengine.sessions", "openengine.adapters"
@@ -31,26 +31,18 @@ async def kv_sources(ctx: Context):
       title="Control/SubscribeKvEvents stays open; batches have increasing sequence numbers and "
             "monotonic timestamps")
 async def kv_events(ctx: Context):
-    call = ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout)
-    batches = []
+    reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout))
     try:
         await ctx.generate(ctx.generate_request(max_tokens=4, prompt="kv events " * 8))
         loop = asyncio.get_running_loop()
         end = loop.time() + 0.5
-        while (left := end - loop.time()) > 0:
-            try:
-                msg = await asyncio.wait_for(call.read(), left)
-            except asyncio.TimeoutError:
-                break
-            if msg is grpc.aio.EOF:
-                raise Failed(f"SubscribeKvEvents ended with {status_name(await call.code())}")
+        while (left := end - loop.time()) > 0 and \
+                (msg := await reader.next(left, "SubscribeKvEvents")) is not None:
             if msg.HasField("error"):
                 raise Failed(f"SubscribeKvEvents ended with an EngineError: {msg.error.message!r}")
-            batches.append(msg.batch)
-    except grpc.aio.AioRpcError as err:
-        raise rpc_error(err, "SubscribeKvEvents") from None
     finally:
-        call.cancel()
+        reader.cancel()
+    batches = [m.batch for m in reader.received]
     for a, b in zip(batches, batches[1:]):
         expect(b.sequence_number > a.sequence_number,
                f"KV event sequence went {a.sequence_number} -> {b.sequence_number}")

@@ -12,6 +12,7 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
+from openengine.conformance.stream import ending
 from openengine.contract import CORE
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
@@ -53,22 +54,11 @@ class Stream:
         return sum(len(m.token.tokens) for m in self.messages if m.HasField("token"))
 
     def shown(self) -> str:
-        """How the stream went, in the words of the protocol."""
-        from openengine.conformance.stream import error_code_name, finish_reason_name
-
         if not self.ended:
             return f"still open after {self.tokens} tokens"
         if self.status != grpc.StatusCode.OK:
             return f"failed with {status_name(self.status)}" + (f": {self.details}" if self.details else "")
-        if not self.messages:
-            return "ended with OK and no message"
-        last = self.messages[-1]
-        if last.HasField("finished"):
-            return (f"ended after {self.tokens} tokens with a finished event, reason "
-                    f"{finish_reason_name(last.finished.reason)}")
-        if last.HasField("error"):
-            return f"ended after {self.tokens} tokens with an error, code {error_code_name(last.error.code)}"
-        return f"ended after a {last.WhichOneof('event')} event"
+        return ending(self.messages[-1] if self.messages else None, self.tokens)
 
     def aborted_problem(self, what: str) -> str | None:
         """Why this stream did not end as an aborted one must (a CANCELLED finished event with
