@@ -69,20 +69,6 @@ class Options:
         return self.destructive or bool(self.shutdown_command)
 
 
-def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) -> list:
-    opts = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.enable_retries", 0),
-        # Do not hide a dead server behind reconnect backoff longer than a deadline.
-        ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
-    ]
-    if window_bytes is not None:
-        opts += [("grpc.http2.lookahead_bytes", window_bytes), ("grpc.http2.bdp_probe", 0)]
-    return opts
-
-
 class Deadlined:
     """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
     `on_call` hears the full name of each RPC called, so a failure can name it."""
@@ -98,63 +84,18 @@ class Deadlined:
 
         def call(request=None, *, timeout: float | None = None, metadata=None, **kw):
             md = default_metadata if metadata is None else tuple(metadata)
-            if request is None:
-                request = _empty_request(full_name)
+            if request is None:    # the RPC's empty request, from its descriptor
+                service, rpc = full_name.rsplit("/", 1)
+                found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[rpc]
+                request = message_factory.GetMessageClass(found.input_type)()
             on_call(full_name)
             return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
 
         return call
 
 
-def _empty_request(full_name: str):
-    """The empty request of an RPC (`openengine.v1.Control/GetLoad`), from its descriptor."""
-    service, method = full_name.rsplit("/", 1)
-    found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[method].input_type
-    return message_factory.GetMessageClass(found)()
-
-
-def _stub_class(name: str):
-    """`inference` -> the InferenceStub of openengine.v1's bindings."""
-    module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
-    return getattr(module, f"{name.capitalize()}Stub")
-
-
 ADMIN_SERVICE = "openengine.v1.Admin"
 INFERENCE = "openengine.v1.Inference"
-
-
-def _read_pem(path: str | None, what: str) -> bytes | None:
-    if not path:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
-
-
-def _credentials(options: Options, admin: bool, *, client_certificate: bool = True):
-    """TLS credentials from the PEM files of the main (--ca, --cert, --key) or the admin address
-    (--admin-ca, ...); the client certificate is left out when told to."""
-    prefix = "admin-" if admin else ""
-    files = {kind: getattr(options, prefix.replace("-", "_") + kind) for kind in ("ca", "key", "cert")}
-    if not client_certificate:
-        files.update(key=None, cert=None)
-    label = "admin " if admin else ""
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(files["ca"], f"{label}CA certificate (--{prefix}ca)"),
-        private_key=_read_pem(files["key"], f"{label}client key (--{prefix}key)"),
-        certificate_chain=_read_pem(files["cert"], f"{label}client certificate (--{prefix}cert)"))
-
-
-def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
-    """A new channel to the main address, over TLS when the options ask for it."""
-    opts = channel_options(options.max_message_bytes, window_bytes=window_bytes)
-    if not options.main_tls:
-        return grpc.aio.insecure_channel(options.target, options=opts)
-    if options.server_name:
-        opts.append(("grpc.ssl_target_name_override", options.server_name))
-    return grpc.aio.secure_channel(options.target, _credentials(options, False), options=opts)
 
 
 @dataclass
@@ -182,9 +123,7 @@ class Context:
         self.discovery = Discovery()
         self.forced: set[str] = set()
         self._ids = itertools.count(1)
-        self._channel: grpc.aio.Channel | None = None
-        self._admin_channel: grpc.aio.Channel | None = None
-        self._extra_channels: list[grpc.aio.Channel] = []
+        self._channels: list[grpc.aio.Channel] = []
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
@@ -204,34 +143,55 @@ class Context:
 
     # -- channels and stubs -------------------------------------------------------------------
     async def open(self) -> None:
-        self._channel = main_channel(self.options)
-        if self.options.admin_elsewhere:
-            self._admin_channel = self.admin_address_channel()
+        o = self.options
+        self.channel = self.new_channel()
+        self.admin_channel = self.new_channel(admin=True) if o.admin_elsewhere else self.channel
         for name in ("inference", "control", "observability", "tasks", "encoder", "sessions"):
-            setattr(self, name, self.stub(name, self._channel))
-        self.discovery_rpc = self.stub("discovery", self._channel)
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout, (),
+            setattr(self, name, self.stub(name, self.channel))
+        self.discovery_rpc = self.stub("discovery", self.channel)
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self.channel), o.rpc_timeout, (),
                                 service=HEALTH_SERVICE, on_call=self._called)
-        admin_channel = self._admin_channel or self._channel
-        token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
-            if self.options.admin_token else ()
+        token_md = (("authorization", f"Bearer {o.admin_token}"),) if o.admin_token else ()
         # Without credentials: on an mTLS admin address that means without a client certificate.
-        anonymous_channel = admin_channel
-        if self.options.admin_tls:
-            anonymous_channel = self.admin_address_channel(client_certificate=False)
-            self._extra_channels.append(anonymous_channel)
-        self.admin_anonymous = self.stub("admin", anonymous_channel)
-        self._admin = self.stub("admin", admin_channel, token_md)
+        self.admin_anonymous = self.stub("admin", self.new_channel(admin=True, client_certificate=False)
+                                         if o.admin_tls else self.admin_channel)
+        self._admin = self.stub("admin", self.admin_channel, token_md)
 
-    def admin_address_channel(self, *, client_certificate: bool = True) -> grpc.aio.Channel:
-        """A new channel to the admin address: TLS (with the client certificate unless told
-        otherwise) when --admin-ca/--admin-cert are given, plaintext otherwise."""
-        opts = channel_options(self.options.max_message_bytes)
-        target = self.options.admin_target or self.options.target
-        if not self.options.admin_tls:
-            return grpc.aio.insecure_channel(target, options=opts)
-        creds = _credentials(self.options, True, client_certificate=client_certificate)
-        return grpc.aio.secure_channel(target, creds, options=opts)
+    def new_channel(self, *, admin: bool = False, client_certificate: bool = True,
+                    window_bytes: int | None = None) -> grpc.aio.Channel:
+        """A new connection to the main or the admin address (a watcher that must not share flow
+        control gets one of its own), over TLS with the PEM files of --ca, --cert, --key (or
+        --admin-ca, ...) when the options ask for it; closed with the run."""
+        o = self.options
+        opts = [("grpc.max_receive_message_length", o.max_message_bytes),
+                ("grpc.max_send_message_length", o.max_message_bytes), ("grpc.enable_retries", 0),
+                # Do not hide a dead server behind reconnect backoff longer than a deadline.
+                ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
+        if window_bytes is not None:
+            opts += [("grpc.http2.lookahead_bytes", window_bytes), ("grpc.http2.bdp_probe", 0)]
+        target = (o.admin_target or o.target) if admin else o.target
+        if not (o.admin_tls if admin else o.main_tls):
+            channel = grpc.aio.insecure_channel(target, options=opts)
+        else:
+            if o.server_name and not admin:
+                opts.append(("grpc.ssl_target_name_override", o.server_name))
+            prefix, label = ("admin-", "admin ") if admin else ("", "")
+
+            def pem(kind: str, what: str) -> bytes | None:
+                path = getattr(o, prefix.replace("-", "_") + kind)
+                if not path or (kind != "ca" and not client_certificate):
+                    return None
+                try:
+                    with open(path, "rb") as fh:
+                        return fh.read()
+                except OSError as err:
+                    raise ValueError(f"{path}: cannot read the {label}{what} (--{prefix}{kind}): "
+                                     f"{err.strerror}") from None
+            channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(
+                pem("ca", "CA certificate"), pem("key", "client key"), pem("cert", "client certificate")),
+                options=opts)
+        self._channels.append(channel)
+        return channel
 
     def _called(self, full_name: str) -> None:
         self.last_rpc = full_name
@@ -252,37 +212,25 @@ class Context:
         return out
 
     async def close(self) -> None:
-        for ch in [self._channel, self._admin_channel, *self._extra_channels]:
-            if ch is not None:
-                with contextlib.suppress(Exception):
-                    await ch.close(grace=None)
-
-    @property
-    def channel(self) -> grpc.aio.Channel:
-        assert self._channel is not None
-        return self._channel
-
-    async def new_channel(self, *, window_bytes: int | None = None) -> grpc.aio.Channel:
-        """A separate connection (for a watcher that must not share flow control)."""
-        ch = main_channel(self.options, window_bytes=window_bytes)
-        self._extra_channels.append(ch)
-        return ch
+        for ch in self._channels:
+            with contextlib.suppress(Exception):
+                await ch.close(grace=None)
 
     def stub(self, name: str, channel: grpc.aio.Channel, metadata: tuple = ()) -> Deadlined:
         """A deadline-bound stub of openengine.v1's `name` service (`inference`) on `channel`."""
-        return Deadlined(_stub_class(name)(channel), self.options.rpc_timeout, metadata,
+        module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
+        stub = getattr(module, f"{name.capitalize()}Stub")
+        return Deadlined(stub(channel), self.options.rpc_timeout, metadata,
                          service=f"openengine.v1.{name.capitalize()}", on_call=self._called)
 
-    def raw_call(self, rpc: RpcInfo, request, *, timeout: float | None = None, metadata=None,
-                 channel: grpc.aio.Channel | None = None):
+    def raw_call(self, rpc: RpcInfo, request, *, metadata=None):
         """Call any RPC of the contract by its descriptor (used by the served/absent checks)."""
-        ch = channel or (self._admin_channel if rpc.service.endswith(".Admin")
-                         and self._admin_channel else self.channel)
+        ch = self.admin_channel if rpc.service == ADMIN_SERVICE else self.channel
         factory = ch.unary_stream if rpc.server_streaming else ch.unary_unary
         self._called(rpc.full_name)
         multi = factory(rpc.path, request_serializer=rpc.request.SerializeToString,
                         response_deserializer=rpc.response.FromString)
-        return multi(request, timeout=timeout or self.options.rpc_timeout, metadata=metadata)
+        return multi(request, timeout=self.options.rpc_timeout, metadata=metadata)
 
     async def discover(self) -> None:
         """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
@@ -338,10 +286,8 @@ class Context:
     def require_capabilities(self) -> Any:
         """The Capabilities message; a case that judges its content cannot run without it."""
         if self.discovery.capabilities is None:
-            code = self.discovery.capabilities_code
-            why = "the engine does not serve Discovery/GetCapabilities" \
-                if code == grpc.StatusCode.UNIMPLEMENTED else self.discovery.capabilities_error
-            raise Unchecked(f"no Capabilities to judge: {why} (see core.discovery.answers)")
+            raise Unchecked(f"no Capabilities to judge: {self.missing_discovery()} "
+                            "(see core.discovery.answers)")
         return self.discovery.capabilities
 
     def missing_discovery(self) -> str:
@@ -411,16 +357,12 @@ class Context:
         spelled = {number: text for text, number in spec.enum_spellings().items()}
         if caps is not None and field_name:
             model = model or self.model
-            for entry in caps.models:
-                if entry.model == model and entry.DESCRIPTOR.fields_by_name.get(field_name) \
-                        and entry.HasField(field_name):
-                    value = _field_value(getattr(entry, field_name), name)
+            for found in [*(e for e in caps.models if e.model == model), caps]:
+                if found.DESCRIPTOR.fields_by_name.get(field_name) and found.HasField(field_name):
+                    value = _field_value(getattr(found, field_name), name)
                     if value is not None:
-                        return _spelled(value, spelled)
-            if caps.HasField(field_name):
-                value = _field_value(getattr(caps, field_name), name)
-                if value is not None:
-                    return _spelled(value, spelled)
+                        # Enum values as the registry spells them (`embed`), as its defaults are.
+                        return [spelled.get(v, v) for v in value] if isinstance(value, list) else value
         elif profile == CORE:
             from openengine.validate import upstream_core_values
 
@@ -615,13 +557,6 @@ def _field_value(message, name: str) -> Any:
         values = list(getattr(message, name))
         return values if values else None
     return getattr(message, name) if message.HasField(name) else None
-
-
-def _spelled(value: Any, spelled: dict[int, str]) -> Any:
-    """Enum values of a limit as the registry spells them (`embed`), as its defaults are."""
-    if not spelled or not isinstance(value, list):
-        return value
-    return [spelled.get(v, v) for v in value]
 
 
 def expect_running(first, request) -> None:

@@ -187,7 +187,7 @@ def render_junit(report: Report) -> str:
                                                "time": f"{r.seconds:.3f}"})
         message = printable(detail(r))
         if r.outcome in (Outcome.SKIP, Outcome.UNCHECKED, Outcome.XFAIL):
-            label = {Outcome.SKIP: "", Outcome.UNCHECKED: "unchecked: ", Outcome.XFAIL: ""}[r.outcome]
+            label = "unchecked: " if r.outcome is Outcome.UNCHECKED else ""
             ET.SubElement(tc, "skipped", {"message": label + message})
         elif r.outcome is Outcome.ERROR:
             ET.SubElement(tc, "error", {"message": message}).text = printable(r.reason, keep_newlines=True)
@@ -207,23 +207,19 @@ REPORT_VERSION = 1
 REPORT_SCHEMA = "https://openengine.dev/schemas/conformance_report.schema.json"
 
 
-def runner_version() -> str:
-    """The installed toolkit's version, or `unknown` when run from a tree that is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("openengine-profiles")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def report_document(report: Report) -> dict:
     """The report to publish (`--report FILE`): who was judged, against which contract, by which
     runner and when, what it advertised, and the outcome and reason of every case; versioned, and
     described by schemas/conformance_report.schema.json."""
+    from importlib import metadata
+
     from openengine.contract import catalogue
 
     contract, engine = catalogue(), report.engine or {}
+    try:
+        version = metadata.version("openengine-profiles")
+    except metadata.PackageNotFoundError:     # run from a tree that is not installed
+        version = "unknown"
     return {
         "$schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,
@@ -237,7 +233,7 @@ def report_document(report: Report) -> dict:
                      "minimum_client_revision": contract.minimum_client_revision,
                      "schema_release": contract.schema_release,
                      "registry_revision": contract.registry_revision},
-        "runner": {"name": "oespec conformance", "version": runner_version()},
+        "runner": {"name": "oespec conformance", "version": version},
         "profiles": {"advertised": list(engine.get("profiles", [])), "forced": list(report.forced)},
         "verdict": {"conforms": report.ok, "text": report.verdict, "counts": report.counts(),
                     "unchecked_requirements": report.unchecked_requirements()},

@@ -218,10 +218,6 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     return None
 
 
-def _shown_busy(counts: tuple[int, int]) -> str:
-    return f"{counts[0]} running and {counts[1]} queued requests"
-
-
 async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
     """What a case left behind: requests the engine still counts beyond what it counted before
     the case, after a bounded wait. The case started and ended them, so their residue is its
@@ -231,15 +227,14 @@ async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
                                ctx.options.rpc_timeout)
     if freed:
         return None
-    was = f" (it counted {_shown_busy(base)} before the case)" if before else ""
-    return (f"after this case ended (every request it made cancelled, aborted or finished), "
-            f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later{was}: "
+    was = f" (it counted {base[0]} running and {base[1]} queued before the case)" if before else ""
+    return (f"after this case ended (every request it made cancelled, aborted or finished), GetLoad "
+            f"still counted {counts[0]} running and {counts[1]} queued requests "
+            f"{ctx.options.rpc_timeout:g} s later{was}: "
             "the engine did not free them (REQ-CORE-010, REQ-CORE-011, REQ-LOAD-024.2)")
 
 
 def _deserialize_logged(record: logging.LogRecord) -> bool:
-    """grpc logs a reply that does not parse with its stack before failing the call; the case
-    reports the failed call, so the stack would only put a traceback into the run's output."""
     return "deserializing" not in record.getMessage()
 
 
@@ -264,24 +259,19 @@ def _engine_summary(ctx: Context) -> dict:
                          for p in (ctx.capabilities.profiles if ctx.has_discovery else ())]}
 
 
-async def run_suite(options: Options, **kw) -> Report:
+async def run_suite(options: Options, *, profiles: list[str] | None = None,
+                    patterns: list[str] | None = None, expected: dict[str, str] | None = None,
+                    progress: ProgressFn | None = None,
+                    requirements: Sequence[SpecRequirement] | None = None,
+                    requirements_source: str | None = None) -> Report:
     """Run the conformance suite against `options.target` and return the report.
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
+    # grpc logs a reply that does not parse with its stack before failing the call; the case
+    # reports the failed call, so the stack would only put a traceback into the run's output.
     logger = logging.getLogger("grpc._common")
     logger.addFilter(_deserialize_logged)
-    try:
-        return await _run_suite(options, **kw)
-    finally:
-        logger.removeFilter(_deserialize_logged)
-
-
-async def _run_suite(options: Options, *, profiles: list[str] | None = None,
-                     patterns: list[str] | None = None, expected: dict[str, str] | None = None,
-                     progress: ProgressFn | None = None,
-                     requirements: Sequence[SpecRequirement] | None = None,
-                     requirements_source: str | None = None) -> Report:
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None
@@ -342,6 +332,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                     progress(c.id, i + 1, len(chosen), result)
     finally:
         await ctx.close()
+        logger.removeFilter(_deserialize_logged)
     for r in results:
         if not r.expected_reason:
             apply_expected(r, expected)

@@ -49,7 +49,8 @@ def ending(last, tokens: int) -> str:
         return (f"ended after {tokens} tokens with an EngineError of code "
                 f"{error_code_name(last.error.code)} ({last.error.message!r})")
     if last.HasField("finished"):
-        return f"ended after {tokens} tokens with a finished event, reason {finish_reason_name(last.finished.reason)}"
+        return (f"ended after {tokens} tokens with a finished event, reason "
+                f"{finish_reason_name(last.finished.reason)}")
     return f"ended after a {last.WhichOneof('event')} event"
 
 

@@ -496,7 +496,7 @@ async def admin_own_address(ctx: Context):
         raise Unchecked("Admin answers UNIMPLEMENTED on the main address, so it has an address of "
                         "its own: give it with --admin-target HOST:PORT")
     target = ctx.options.admin_target
-    ch = ctx.admin_address_channel()
+    ch = ctx.new_channel(admin=True)
     try:
         from grpc_health.v1 import health_pb2_grpc
 

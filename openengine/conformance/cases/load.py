@@ -771,7 +771,7 @@ def _updates_made(made, after_ms: float, until_ms: float, interval_ms: int) -> f
       title="a watcher that stalls gets the latest snapshot, no backlog, and the gap counted")
 async def slow_reader(ctx: Context):
     lim = _limits(ctx)
-    channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
+    channel = ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
     w = Watch(ctx, channel=channel, interval_ms=_clamp(10, lim), heartbeat_ms=0)
     # A watcher that keeps reading, at the same interval: the snapshots it gets, with the ones
     # coalesced into them, are the updates the engine made, which on a busy machine can be fewer
@@ -858,7 +858,7 @@ async def slow_reader(ctx: Context):
 async def stalled_isolated(ctx: Context):
     lim = _limits(ctx)
     interval = _rate_interval(lim)
-    stalled_channel = await ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
+    stalled_channel = ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
     stalled = Watch(ctx, channel=stalled_channel, interval_ms=_clamp(1, lim), heartbeat_ms=0)
     healthy = None
     try:
@@ -917,8 +917,9 @@ async def cancel_only(ctx: Context):
             msg = await gen.read(wait)
             expect(msg is not None, f"the running request sent nothing for {wait:g} s after a watcher "
                                     "cancelled")
-            if msg is grpc.aio.EOF or msg.HasField("error") or (
-                    msg.HasField("finished") and msg.finished.reason == generation_pb2.FINISH_REASON_CANCELLED):
+            cancelled = msg is not grpc.aio.EOF and msg.HasField("finished") \
+                and msg.finished.reason == generation_pb2.FINISH_REASON_CANCELLED
+            if msg is grpc.aio.EOF or msg.HasField("error") or cancelled:
                 raise Failed(f"the running request {ending(msg, seen)} after a watcher cancelled: "
                              "cancelling a WatchLoad stream ends that subscription only")
             if msg.HasField("finished"):
