@@ -43,6 +43,7 @@ LATE_TOLERANCE, LATE_SLACK_MS = 3.0, 1000.0
 RATE_GAPS, RATE_DEADLINE = 10, 4 * 11
 RATE_MEDIAN_PERIODS = 1.5
 RATE_PERIOD_MS = 250
+FAST_MS = 20      # a short interval, clamped into the engine's range
 
 
 def _ms(nanos: int) -> float:
@@ -164,16 +165,6 @@ def _clamp(value: int, lim: dict) -> int:
     return max(int(lim["min_watch_interval_ms"]), min(int(lim["max_watch_interval_ms"]), value))
 
 
-def _fast_interval(lim: dict) -> int:
-    """A short interval the engine allows: 20 ms clamped into its range."""
-    return _clamp(20, lim)
-
-
-def _rate_interval(lim: dict) -> int:
-    """The period a rate case asks for: RATE_PERIOD_MS clamped into the engine's range."""
-    return _clamp(RATE_PERIOD_MS, lim)
-
-
 def _rate_window(ctx: Context, period_ms: int, *, at_least: float = 0.0) -> float:
     """How long to read for RATE_GAPS + 1 messages one period apart: RATE_DEADLINE periods, or
     less where the case timeout allows less, but never less than the messages need."""
@@ -286,7 +277,7 @@ async def load_instance(ctx: Context):
     info = await ctx.control.GetLoad()
     expect(info.instance_id == want, f"GetLoad instance_id {info.instance_id!r} != {want!r}, "
                                      "ServerInfo.instance_id: a snapshot names the engine's instance")
-    w, _ = await _open(ctx, interval_ms=_fast_interval(_limits(ctx)))
+    w, _ = await _open(ctx, interval_ms=_clamp(FAST_MS, _limits(ctx)))
     try:
         end = w.loop.time() + w.prompt_seconds
         while not any(r.kind == "snapshot" for r in w.received) and w.loop.time() < end:
@@ -320,9 +311,9 @@ async def settings_first(ctx: Context):
     w.expect_none("OEV301", "OEV303")                               # first, with sequence 0
     expect(first is not None, f"nothing within {wait:g} s of opening WatchLoad at interval {longest} "
                               "ms: the settings must not wait for a timer")   # the stimulus
-    w = Watch(ctx, interval_ms=_fast_interval(lim))
+    w = Watch(ctx, interval_ms=_clamp(FAST_MS, lim))
     try:
-        await w.collect(max(0.2, 8 * _fast_interval(lim) / 1000))
+        await w.collect(max(0.2, 8 * _clamp(FAST_MS, lim) / 1000))
     finally:
         w.cancel()
     w.expect_none("OEV301", "OEV302", "OEV303")                     # never again later
@@ -334,7 +325,7 @@ async def settings_first(ctx: Context):
       title="settings report the effective values, instance id and current capability revision")
 async def settings_effective(ctx: Context):
     lim = _limits(ctx)
-    interval = _fast_interval(lim)
+    interval = _clamp(FAST_MS, lim)
     # Every setting asked for differs from its default and lies within range.
     w, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=interval, initial_snapshot=False,
                        per_rank=True)
@@ -355,7 +346,7 @@ async def interval_default(ctx: Context):
 async def interval_clamped(ctx: Context):
     lim = _limits(ctx)
     lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
-    asks = [_fast_interval(lim)]
+    asks = [_clamp(FAST_MS, lim)]
     if lo > 1:
         asks.append(1)
     if hi < UINT32_MAX:
@@ -402,7 +393,7 @@ async def interval_zero(ctx: Context):
 async def heartbeat_settings(ctx: Context):
     lim = _limits(ctx)
     lo, hi = int(lim["min_watch_interval_ms"]), int(lim["max_watch_interval_ms"])
-    asks: list[int | None] = [None, 0, _fast_interval(lim)]
+    asks: list[int | None] = [None, 0, _clamp(FAST_MS, lim)]
     if lo > 1:
         asks.append(1)
     if hi < UINT32_MAX:
@@ -481,7 +472,7 @@ async def per_rank(ctx: Context):
     lim = _limits(ctx)
     dp = max(1, ctx.server_info.parallelism.data_parallel_size)
     for asked in (False, True):
-        w, s = await _open(ctx, interval_ms=_fast_interval(lim), per_rank=asked)
+        w, s = await _open(ctx, interval_ms=_clamp(FAST_MS, lim), per_rank=asked)
         try:
             snap = await w.read(w.prompt_seconds)
         finally:
@@ -516,10 +507,15 @@ async def max_watchers(ctx: Context):
         for k in range(1, limit + 1):
             while True:
                 w = Watch(ctx, interval_ms=interval, heartbeat_ms=0, initial_snapshot=False)
-                code = await _refusal(w)
-                if code is None:
+                try:
+                    await w.settings()
                     streams.append(w)
                     break
+                except Failed:
+                    if not w.call.done():
+                        w.cancel()
+                        raise
+                code = await w.call.code()
                 w.cancel()
                 if code != grpc.StatusCode.RESOURCE_EXHAUSTED or loop.time() > deadline:
                     raise Failed(f"stream {k} of the {limit} that max_watchers allows failed with "
@@ -548,28 +544,17 @@ async def max_watchers(ctx: Context):
             w.cancel()
 
 
-async def _refusal(w: Watch) -> grpc.StatusCode | None:
-    """None when the stream sent its settings, else the status it ended with."""
-    try:
-        await w.settings()
-        return None
-    except Failed:
-        if not w.call.done():
-            raise
-        return await w.call.code()
-
-
 # ------------------------------------------------------------------------------------------------
 # Updates, heartbeats, sequence, timestamps
 
 @case("load.watch.periodic", profile=LOAD, requires=("REQ-LOAD-012",),
       title="one snapshot per interval, LoadInfo timestamps at least an interval apart")
 async def periodic(ctx: Context):
-    lim = _limits(ctx)
-    w, s = await _open(ctx, interval_ms=_rate_interval(lim), heartbeat_ms=0, initial_snapshot=False)
+    asked = _clamp(RATE_PERIOD_MS, _limits(ctx))
+    w, s = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
     n = s.interval_ms
     try:
-        w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {_rate_interval(lim)} ms")
+        w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {asked} ms")
         if n == 0:
             raise Unchecked("the settings report change-driven updates, so there is no period to check")
         window = _rate_window(ctx, n)
@@ -589,7 +574,7 @@ async def periodic(ctx: Context):
       title="an idle stream gets heartbeats every heartbeat_ms, never sooner")
 async def heartbeat_idle(ctx: Context):
     lim = _limits(ctx)
-    h_req = _rate_interval(lim)
+    h_req = _clamp(RATE_PERIOD_MS, lim)
     w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=h_req,
                        initial_snapshot=False)
     h = s.heartbeat_ms
@@ -620,7 +605,7 @@ async def _fast_stream(ctx: Context, seconds: float = 0.3):
     FAST_STREAM_MESSAGES messages: a loaded machine may deliver fewer in the window, so the
     reading goes on, bounded by the case timeout, rather than judging from too few."""
     lim = _limits(ctx)
-    interval = _fast_interval(lim)
+    interval = _clamp(FAST_MS, lim)
     w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=interval)
     try:
         await w.collect(max(seconds, 8 * s.interval_ms / 1000))
@@ -665,7 +650,7 @@ async def message_kinds(ctx: Context):
 async def snapshots_complete(ctx: Context):
     ctx.require_decoding(observable=True)
     lim = _limits(ctx)
-    w, s = await _open(ctx, interval_ms=_fast_interval(lim), heartbeat_ms=0)
+    w, s = await _open(ctx, interval_ms=_clamp(FAST_MS, lim), heartbeat_ms=0)
     # Ends as soon as a snapshot counts the request; the bound only stops a wait for nothing.
     window = _window(ctx, 5, max(1, s.interval_ms), at_least=w.prompt_seconds)
     gen = Reader(ctx.inference.Generate(ctx.long_request(), timeout=ctx.options.case_timeout + 5))
@@ -726,7 +711,7 @@ async def snapshots_complete(ctx: Context):
             "previous message (the timer restarts with every message)")
 async def heartbeat_busy(ctx: Context):
     lim = _limits(ctx)
-    interval = _fast_interval(lim)
+    interval = _clamp(FAST_MS, lim)
     w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=_clamp(interval * 5 // 2, lim),
                        initial_snapshot=False)
     n, h = s.interval_ms, s.heartbeat_ms
@@ -857,7 +842,7 @@ async def slow_reader(ctx: Context):
       title="a watcher that never reads does not delay other streams, GetLoad or requests")
 async def stalled_isolated(ctx: Context):
     lim = _limits(ctx)
-    interval = _rate_interval(lim)
+    interval = _clamp(RATE_PERIOD_MS, lim)
     stalled_channel = ctx.new_channel(window_bytes=SLOW_WINDOW_BYTES)
     stalled = Watch(ctx, channel=stalled_channel, interval_ms=_clamp(1, lim), heartbeat_ms=0)
     healthy = None
@@ -898,7 +883,7 @@ async def cancel_only(ctx: Context):
     from openengine.v1 import generation_pb2
 
     lim = _limits(ctx)
-    interval = _fast_interval(lim)
+    interval = _clamp(FAST_MS, lim)
     wait = ctx.options.rpc_timeout
     other, _ = await _open(ctx, interval_ms=interval, heartbeat_ms=interval)
     # A request that runs as long as the model allows, so it is still running when the watcher

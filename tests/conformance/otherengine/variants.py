@@ -324,7 +324,7 @@ VARIANTS: dict[str, Variant] = {
     # Tokens slow enough that the ones the case reads after cancelling are made after the abort,
     # not already queued before it.
     "watch-cancel-aborts": variant("REQ-LOAD-018", "load.watch.cancel-only-unsubscribes",
-                              "ended with finish reason FINISH_REASON_CANCELLED",
+                              "with a finished event, reason FINISH_REASON_CANCELLED",
                               timing=Timing(token_seconds=(0.02, 0.03)), watch_cancel_aborts=True),
     "watch-ends-after-2s": variant("REQ-LOAD-019", "load.watch.stays-open", "ended the WatchLoad stream with OK",
                               watch_ends_after=2.0),
