@@ -141,7 +141,7 @@ class Context:
         if self.case_deadline is not None and self.case_deadline.when() is not None:
             self.case_deadline.reschedule(self.case_deadline.when() + seconds)
 
-    # -- channels and stubs -------------------------------------------------------------------
+    # channels and stubs
     async def open(self) -> None:
         o = self.options
         self.channel = self.new_channel()
@@ -314,7 +314,7 @@ class Context:
         except grpc.aio.AioRpcError as err:
             self.admin_on_main = err.code() != grpc.StatusCode.UNIMPLEMENTED
 
-    # -- what the engine advertises -----------------------------------------------------------
+    # what the engine advertises
     @property
     def server_info(self):
         return self.discovery.server_info
@@ -395,7 +395,7 @@ class Context:
             return []
         return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
 
-    # -- helpers ------------------------------------------------------------------------------
+    # helpers
     def request_id(self, prefix: str = "conf") -> str:
         return f"{prefix}-{next(self._ids)}"
 

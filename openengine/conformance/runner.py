@@ -23,7 +23,7 @@ from openengine.contract import CORE
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
@@ -31,9 +31,6 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
     XFAIL = "xfail"     # failed (or errored), and listed as an expected failure
     STALE = "stale"     # listed as an expected failure, but passed: the entry must go
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def bad(self) -> bool:
@@ -201,7 +198,7 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     The run began with the engine serving (`preflight`), so an engine found paused or asleep
     here did not come back from a case that resumed it: that is the engine's failure, reported
     on the case it keeps from running rather than as a false failure of what the case checks."""
-    if not c.uses_admin:
+    if c.profile != "openengine.admin" or c.when != "advertised" or c.disruptive:
         return None
     from grpc_health.v1 import health_pb2
 

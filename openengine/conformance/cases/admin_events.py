@@ -103,9 +103,7 @@ async def events_state(ctx: Context):
         ev.cancel()
 
 
-# ------------------------------------------------------------------------------------------------
 # admin
-
 @case("admin.unauthenticated", profile=ADMIN, requires=("REQ-ADMIN-002",),
       title="Admin without credentials (or with a wrong token) answers UNAUTHENTICATED and does nothing")
 async def admin_unauthenticated(ctx: Context):
@@ -398,9 +396,7 @@ async def admin_drain(ctx: Context):
                          "Generate after a drain")
 
 
-# ------------------------------------------------------------------------------------------------
 # graceful shutdown
-
 @case("core.shutdown.graceful", profile=CORE, requires=("REQ-HEALTH-010", "REQ-LOAD-019", "REQ-SVC-002"),
       title="on graceful shutdown health turns NOT_SERVING on open Watch streams before they end, "
             "WatchLoad streams end UNAVAILABLE, and a running Generate stream (and a KV "

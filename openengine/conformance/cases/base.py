@@ -49,11 +49,6 @@ class Case:
     disruptive: bool = False
     timeout: float | None = None      # overrides the runner's per-case timeout
 
-    @property
-    def uses_admin(self) -> bool:
-        """Admin cases pause, resume or reconfigure the engine: they need it SERVING to start."""
-        return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
-
 
 # Every case by id, in registration order (the order they run in).
 CASES: RuleCatalogue[Case] = RuleCatalogue("conformance")

@@ -73,19 +73,12 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
     return None
 
 
-def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
-    defined = ctx.contract[profile].version
-    caps = ctx.discovery.capabilities
-    if caps is None:
-        return defined
-    advertised = {p.name: (p.major, p.minor) for p in caps.profiles}
-    return advertised.get(profile, defined)
-
-
 def _served_case(profile: str):
     async def run(ctx: Context):
         defined = ctx.contract[profile].version
-        version = _advertised_version(ctx, profile)
+        caps = ctx.discovery.capabilities
+        version = next(((p.major, p.minor) for p in caps.profiles if p.name == profile), defined) \
+            if caps is not None else defined
         if version[0] != defined[0]:
             # The registry defines no RPC for another major: nothing to probe would pass vacuously.
             raise Failed(f"advertised {profile} {version[0]}.{version[1]}, but the registry defines "
@@ -150,9 +143,7 @@ def _register_profile_cases() -> None:
                  )(_absent_case(info.name))
 
 
-# ------------------------------------------------------------------------------------------------
 # Discovery
-
 @case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001.1",),
       title="Control/GetServerInfo, GetModelInfo of every supported model and "
             "Discovery/GetCapabilities answer")
@@ -254,9 +245,7 @@ async def capabilities_stable(ctx: Context):
     return "checked while busy (pausing needs --admin-token)"
 
 
-# ------------------------------------------------------------------------------------------------
 # Generation
-
 def _expect_shape(stream: Stream, *, outputs: int = 1, request_id: str | None = None) -> None:
     problems = stream.shape_problems(outputs=outputs, request_id=request_id)
     expect(not problems, "; ".join(problems))
@@ -470,9 +459,7 @@ def _shown_limit(value) -> str:
     return str(value)
 
 
-# ------------------------------------------------------------------------------------------------
 # Advertised features that change what Generate returns: each one asked for must be delivered.
-
 @case("core.generate.output-logprobs", profile=CORE, requires=("REQ-CORE-006", "REQ-CAP-009"),
       title="with output log-probabilities advertised, a request for them and max_logprobs "
             "candidates gets a logprob, a rank and that many candidates on every token")
@@ -551,9 +538,7 @@ async def stop_in_output(ctx: Context):
     return f"kept {stop!r}"
 
 
-# ------------------------------------------------------------------------------------------------
 # Cancellation
-
 def _cancelled(stream: Stream) -> bool:
     """Every output ended with a finished event of reason CANCELLED (REQ-CORE-010.4)."""
     from openengine.v1 import generation_pb2
@@ -843,16 +828,8 @@ async def generate_not_found(ctx: Context):
     expect(not problems, "; ".join(problems))
 
 
-# ------------------------------------------------------------------------------------------------
 # Stop conditions
-
 STOP_PROBE_TOKENS = 24
-
-
-def _sequence(stream: Stream, index: int = 0) -> tuple[list[int], str, object]:
-    """The token ids, text and finished event of one output of a finished stream."""
-    out = stream.output(index)
-    return out.token_ids, out.text, out.finished
 
 
 async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], str, object]:
@@ -867,7 +844,7 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
 
     first = Stream(await ctx.generate(request()))
     _expect_success(first, f"a greedy {tokens}-token request")
-    ids, text, _ = _sequence(first)
+    ids, text = first.output(0).token_ids, first.output(0).text
     stop = choose(ids, text)
     if stop is None:
         raise Unchecked(f"the {len(ids)} tokens of a greedy request offered no stop condition "
@@ -876,9 +853,10 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
     apply(again, stop)
     second = Stream(await ctx.generate(again), again)
     _expect_success(second, "the same request with a stop condition")
-    expect(second.output(0).finished is not None, "the stream carried no finished event for output 0: "
-                                                  "each output ends with one")
-    return (stop, *_sequence(second))
+    out = second.output(0)
+    expect(out.finished is not None, "the stream carried no finished event for output 0: each output "
+                                     "ends with one")
+    return stop, out.token_ids, out.text, out.finished
 
 
 def _first_new(items, start: int):
@@ -1094,9 +1072,7 @@ async def seed(ctx: Context):
     return "same seed, same tokens"
 
 
-# ------------------------------------------------------------------------------------------------
 # Limits of each model
-
 @case("core.generate.model-limits", profile=CORE, requires=("REQ-CAP-009",),
       title="each served model refuses max_tokens above its own ModelInfo.max_output_tokens with "
             "INVALID_ARGUMENT and accepts a request within it")
@@ -1125,9 +1101,7 @@ async def model_limits(ctx: Context):
     return f"{len(checked)} model(s)"
 
 
-# ------------------------------------------------------------------------------------------------
 # Load (Control/GetLoad) and health (Control/Health)
-
 @case("core.load.back-to-idle", profile=CORE,
       requires=("REQ-LOAD-001.2", "REQ-LOAD-024.1", "REQ-LOAD-024.2"),
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "

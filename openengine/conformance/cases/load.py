@@ -226,9 +226,7 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
         raise
 
 
-# ------------------------------------------------------------------------------------------------
 # GetLoad and identity
-
 @case("core.getload.complete", profile=CORE, requires=("REQ-LOAD-001.1", "REQ-LOAD-001.3", "REQ-LOAD-002"),
       title="GetLoad returns a complete snapshot with timestamp and the engine's instance id; ranks "
             "only when asked and supported")
@@ -291,9 +289,7 @@ async def load_instance(ctx: Context):
                         "snapshot's instance id was seen")
 
 
-# ------------------------------------------------------------------------------------------------
 # Settings
-
 @case("load.watch.settings-first", profile=LOAD, requires=("REQ-LOAD-004",),
       title="the first message is settings with sequence 0, sent at once; no later message has settings")
 async def settings_first(ctx: Context):
@@ -544,9 +540,7 @@ async def max_watchers(ctx: Context):
             w.cancel()
 
 
-# ------------------------------------------------------------------------------------------------
 # Updates, heartbeats, sequence, timestamps
-
 @case("load.watch.periodic", profile=LOAD, requires=("REQ-LOAD-012",),
       title="one snapshot per interval, LoadInfo timestamps at least an interval apart")
 async def periodic(ctx: Context):
@@ -732,9 +726,7 @@ async def heartbeat_busy(ctx: Context):
     return f"interval {n} ms, heartbeat {h} ms, {len(snaps)} snapshots, {beats} heartbeats"
 
 
-# ------------------------------------------------------------------------------------------------
 # Backpressure
-
 SLOW_WINDOW_BYTES = 128
 # Enough snapshots to fill the stalled connection's small window many times over.
 STALL_INTERVALS = 24
@@ -872,9 +864,7 @@ async def stalled_isolated(ctx: Context):
     return "healthy watcher's snapshots: " + _rate_note(snapshots, n)
 
 
-# ------------------------------------------------------------------------------------------------
 # Ending
-
 @case("load.watch.cancel-only-unsubscribes", profile=LOAD, requires=("REQ-LOAD-018",),
       title="cancelling a WatchLoad stream leaves running requests, health and other streams alone")
 async def cancel_only(ctx: Context):

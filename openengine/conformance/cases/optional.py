@@ -15,9 +15,7 @@ SESSIONS, ADAPTERS = "openengine.sessions", "openengine.adapters"
 MAX_BATCH_PROBE = 4096
 
 
-# ------------------------------------------------------------------------------------------------
 # kv
-
 @case("kv.event-sources", profile=KV, requires=("REQ-CORE-002",),
       title="Control/GetKvEventSources answers with sources that each name a transport")
 async def kv_sources(ctx: Context):
@@ -82,9 +80,7 @@ async def kv_unknown_backend(ctx: Context):
                          "Generate with an unknown KV backend")
 
 
-# ------------------------------------------------------------------------------------------------
 # tasks
-
 def _model_with(ctx: Context, profile: str) -> str:
     models = ctx.models_with(profile)
     if not models:
@@ -154,9 +150,7 @@ async def tasks_max_inputs(ctx: Context):
     await expect_refused(call, (grpc.StatusCode.INVALID_ARGUMENT,), f"{limit + 1} task inputs")
 
 
-# ------------------------------------------------------------------------------------------------
 # encoder
-
 def _item(i: int):
     from openengine.v1 import encoder_pb2
 
@@ -193,9 +187,7 @@ async def encode_max(ctx: Context):
                          f"Encode of {limit + 1} items")
 
 
-# ------------------------------------------------------------------------------------------------
 # sessions
-
 @case("sessions.lifecycle", profile=SESSIONS, requires=("REQ-CORE-002",),
       title="OpenSession, ListSessions, Generate in the session and CloseSession work together")
 async def sessions_lifecycle(ctx: Context):
@@ -253,9 +245,7 @@ async def sessions_unknown(ctx: Context):
     expect(not resp.closed, "CloseSession(unknown) answered closed=true")
 
 
-# ------------------------------------------------------------------------------------------------
 # adapters (Control's LoRA RPCs)
-
 def _adapter(lora_id: int, name: str):
     """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
     same machine, which is where the runner is pointed at."""
