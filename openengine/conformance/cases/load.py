@@ -541,54 +541,41 @@ async def max_watchers(ctx: Context):
 
 
 # Updates, heartbeats, sequence, timestamps
-@case("load.watch.periodic", profile=LOAD, requires=("REQ-LOAD-012",),
-      title="one snapshot per interval, LoadInfo timestamps at least an interval apart")
-async def periodic(ctx: Context):
+async def _rate(ctx: Context, setting: str, kind: str, rules: tuple[str, ...], what: str, **fields) -> str:
+    """Open a stream asking RATE_PERIOD_MS for `setting`, and judge that about one `kind` message
+    comes per effective period (a rate; the spacing is the checker's `rules`)."""
     asked = _clamp(RATE_PERIOD_MS, _limits(ctx))
-    w, s = await _open(ctx, interval_ms=asked, heartbeat_ms=0, initial_snapshot=False)
-    n = s.interval_ms
+    w, s = await _open(ctx, **{setting: asked}, initial_snapshot=False, **fields)
+    n = getattr(s, setting)
     try:
-        w.expect_none("OEV316", path="settings.interval_ms", where=f"asked for {asked} ms")
+        w.expect_none("OEV316", path=f"settings.{setting}", where=f"asked for {setting} {asked}")
         if n == 0:
-            raise Unchecked("the settings report change-driven updates, so there is no period to check")
-        window = _rate_window(ctx, n)
-        got = [r for r in await w.collect(window, kind="snapshot", count=RATE_GAPS + 1)
-               if r.kind == "snapshot"]
+            raise Unchecked(f"the settings report {setting} 0 (off or change-driven), so there is no "
+                            f"period to check")
+        # Long enough that a stream with no message at all is silent for longer than the
+        # checker's bound for silence (LATE_*), which is generous for busy machines.
+        window = _rate_window(ctx, n, at_least=(n * (1 + LATE_TOLERANCE) + LATE_SLACK_MS) / 1000 + 0.25)
+        got = [r for r in await w.collect(window, kind=kind, count=RATE_GAPS + 1) if r.kind == kind]
     finally:
         w.cancel()
     w.finish()
-    w.expect_none("OEV310", "OEV311")
-    # The stimulus: about one snapshot per interval (a rate; the spacing is the checker's).
-    problem = _rate_problem(got, n, window, "snapshots")
+    w.expect_none(*rules)
+    problem = _rate_problem(got, n, window, what)
     expect(problem is None, problem or "")
-    return "snapshots: " + _rate_note(got, n)
+    return f"{what}: " + _rate_note(got, n)
+
+
+@case("load.watch.periodic", profile=LOAD, requires=("REQ-LOAD-012",),
+      title="one snapshot per interval, LoadInfo timestamps at least an interval apart")
+async def periodic(ctx: Context):
+    return await _rate(ctx, "interval_ms", "snapshot", ("OEV310", "OEV311"), "snapshots", heartbeat_ms=0)
 
 
 @case("load.watch.heartbeat-idle", profile=LOAD, requires=("REQ-LOAD-013",),
       title="an idle stream gets heartbeats every heartbeat_ms, never sooner")
 async def heartbeat_idle(ctx: Context):
-    lim = _limits(ctx)
-    h_req = _clamp(RATE_PERIOD_MS, lim)
-    w, s = await _open(ctx, interval_ms=int(lim["max_watch_interval_ms"]), heartbeat_ms=h_req,
-                       initial_snapshot=False)
-    h = s.heartbeat_ms
-    try:
-        w.expect_none("OEV316", path="settings.heartbeat_ms", where=f"asked for heartbeats every {h_req} ms")
-        if h == 0:
-            raise Unchecked("the settings report heartbeats off, so there is no heartbeat to check")
-        # Long enough that a stream with no heartbeat at all is silent for longer than the
-        # checker's bound for silence (LATE_*), which is generous for busy machines.
-        window = _rate_window(ctx, h, at_least=(h * (1 + LATE_TOLERANCE) + LATE_SLACK_MS) / 1000 + 0.25)
-        got = await w.collect(window, kind="heartbeat", count=RATE_GAPS + 1)
-    finally:
-        w.cancel()
-    w.finish()
-    w.expect_none("OEV312", "OEV313")
-    # The stimulus: an idle stream, so about one heartbeat per heartbeat_ms.
-    beats = [r for r in got if r.kind == "heartbeat"]
-    problem = _rate_problem(beats, h, window, "heartbeats on an idle stream")
-    expect(problem is None, problem or "")
-    return "heartbeats: " + _rate_note(beats, h)
+    return await _rate(ctx, "heartbeat_ms", "heartbeat", ("OEV312", "OEV313"), "heartbeats on an idle stream",
+                       interval_ms=int(_limits(ctx)["max_watch_interval_ms"]))
 
 
 FAST_STREAM_MESSAGES = 8
