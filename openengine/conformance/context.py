@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import importlib
 import itertools
 from dataclasses import dataclass, field
@@ -15,8 +17,27 @@ from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
-from openengine.conformance.profiles import Contract, services_of
-from openengine.contract import CORE, HEALTH_SERVICE, RpcInfo
+from openengine.contract import CORE, HEALTH_SERVICE, ProfileInfo, RpcInfo, catalogue
+
+Contract = dict[str, ProfileInfo]     # full profile name -> profile, the core first
+
+
+@functools.lru_cache(maxsize=1)
+def load_contract() -> Contract:
+    """The contract of the installed bindings (`openengine.v1`), read from the descriptors."""
+    profiles = {p.name: p for p in catalogue().profiles}
+    # The standard health service is part of the core (the registry lists its two RPCs) but is
+    # defined by grpc.health.v1, not by our protos, so it carries no profile option.
+    health = health_pb2.DESCRIPTOR.services_by_name["Health"]
+    profiles[CORE] = dataclasses.replace(profiles[CORE], rpcs=profiles[CORE].rpcs + tuple(
+        RpcInfo(HEALTH_SERVICE, health.methods_by_name[name], CORE, "1.0") for name in ("Check", "Watch")))
+    return dict(sorted(profiles.items(), key=lambda kv: (kv[0] != CORE, kv[0])))
+
+
+def services_of(contract: Contract, profiles) -> list[str]:
+    """Full names of the services holding at least one RPC of these profiles, sorted."""
+    return sorted({s for name in profiles if name in contract for s in contract[name].services})
+
 
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
 LONG_REQUEST_TOKENS = 100_000

@@ -66,7 +66,7 @@ def _migration_lines(report: Report) -> list[str]:
     found = report.engine.get("discovery") if report.engine else None
     if found in (None, "served"):
         return []
-    from openengine.conformance.profiles import load_contract
+    from openengine.conformance.context import load_contract
     from openengine.contract import CORE
 
     optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"

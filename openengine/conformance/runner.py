@@ -16,9 +16,10 @@ import grpc
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
-from openengine.conformance.context import INFERENCE, Context, Options, poll, status_name
+from openengine.conformance.context import (
+    INFERENCE, Context, Contract, Options, load_contract, poll, status_name,
+)
 from openengine.conformance.target import preflight
-from openengine.conformance.profiles import Contract, load_contract
 from openengine.contract import CORE
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 

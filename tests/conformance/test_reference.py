@@ -46,7 +46,7 @@ def test_suite_passes(engine_kw):
     assert failed(report) == {}
     advertised = set(report.advertised)
     ran = {r.id for r in report.results}
-    from openengine.conformance.profiles import load_contract
+    from openengine.conformance.context import load_contract
 
     for info in load_contract().values():
         if info.name in advertised:

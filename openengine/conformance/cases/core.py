@@ -13,9 +13,9 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import (
-    Context, Reader, expect_running, poll, profile_versions, read_rest, refusal, rpc_error, status_name,
+    Context, Reader, expect_running, load_contract, poll, profile_versions, read_rest, refusal, rpc_error,
+    status_name,
 )
-from openengine.conformance.profiles import load_contract
 from openengine.contract import CORE, RpcInfo
 from openengine.conformance.stream import Stream, ending, finish_reason_name
 

@@ -9,8 +9,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, case, expect
-from openengine.conformance.context import INFERENCE, Context, Reader, status_name
-from openengine.conformance.profiles import services_of
+from openengine.conformance.context import INFERENCE, Context, Reader, services_of, status_name
 from openengine.contract import CORE, HEALTH_SERVICE, WORK_SERVICES
 
 S = health_pb2.HealthCheckResponse
