@@ -117,16 +117,6 @@ def report_diagnostics(report: Report) -> list[Diagnostic]:
     return [d for d in (case_diagnostic(r, report.target) for r in report.results) if d is not None]
 
 
-def report_context(report: Report) -> Context:
-    """What the shared printers add to the records of a conformance run."""
-    return Context(tool="oespec conformance", preamble=tuple(_engine_lines(report)) + ("",),
-                   trailer=tuple(_summary_lines(report)),
-                   properties=(("target", report.target), ("profiles", ",".join(report.advertised)),
-                               ("verdict", report.verdict)),
-                   passed=tuple(r.id for r in report.results if r.outcome is Outcome.PASS),
-                   suite="openengine-conformance", sarif_location=sarif_location)
-
-
 def sarif_location(d: Diagnostic) -> dict:
     """Where a code-scanning tool shows a case's finding: the spec requirement the case checks
     (its page and line, from the packaged index), and the case against the engine as a logical
@@ -153,10 +143,8 @@ def render_report(fmt: str, report: Report, context: Context | None = None) -> s
         return json.dumps(report_document(report), indent=2) + "\n"
     if fmt == "junit":
         return render_junit(report)
-    own = report_context(report)
-    if context is not None:
-        own = replace(context, preamble=own.preamble, trailer=own.trailer, properties=own.properties,
-                      passed=own.passed, suite=own.suite, sarif_location=own.sarif_location)
+    own = replace(context or Context(tool="oespec conformance"), preamble=tuple(_engine_lines(report)) + ("",),
+                  trailer=tuple(_summary_lines(report)), sarif_location=sarif_location)
     return render(fmt, report_diagnostics(report), own)
 
 

@@ -228,6 +228,9 @@ async def _serving(ctx) -> None:
     health service, or from upstream's Control/Health when there is none; a health service that
     fails is for the health cases to judge."""
     from grpc_health.v1 import health_pb2
+    from openengine.v1 import lifecycle_pb2
+
+    from openengine.conformance.context import poll
 
     serving = health_pb2.HealthCheckResponse.SERVING
     try:
@@ -235,25 +238,19 @@ async def _serving(ctx) -> None:
             return
         status = await ctx.check_health("openengine.v1.Inference")
     except grpc.aio.AioRpcError as err:
-        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-            await _ready_by_control(ctx)
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            return
+
+        async def state():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                return (await ctx.control.Health()).state
+        # A state that never turns READY is for core.control-health to judge against what
+        # Generate does: without the standard health service nothing else tells a paused engine.
+        await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,
+                                              lifecycle_pb2.HEALTH_STATE_DEGRADED),
+                   NOT_SERVING_WAIT_SECONDS, 0.05)
         return
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
     raise TargetUnusable(
         f"{ctx.options.target} reports openengine.v1.Inference {name}: a run needs an engine ready "
         "for work (is it paused, asleep or draining, perhaps left so by an earlier run?)")
-
-
-async def _ready_by_control(ctx) -> None:
-    from openengine.v1 import lifecycle_pb2
-
-    from openengine.conformance.context import poll
-
-    async def state():
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            return (await ctx.control.Health()).state
-    # A state that never turns READY is for core.control-health to judge against what Generate
-    # does: without the standard health service nothing else tells a paused engine.
-    await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,
-                                          lifecycle_pb2.HEALTH_STATE_DEGRADED),
-               NOT_SERVING_WAIT_SECONDS, 0.05)
