@@ -361,25 +361,13 @@ NEEDS_SWITCH = {"response.output_candidates.top_n": ("response.return_output_log
                 "response.prompt_candidates.top_n": ("response.return_prompt_logprobs", "prompt_logprobs")}
 
 
-def _guided_modes():
-    """(oneof member, GuidedDecodingMode value) for every mode the contract defines."""
-    from openengine.v1 import generation_pb2, model_pb2
-
-    oneof = generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["guide"]
-    enum = model_pb2.GuidedDecodingMode
-    return [(f.name, enum.Value(f"GUIDED_DECODING_MODE_{f.name.upper()}")) for f in oneof.fields]
-
-
-def _set_path(request, path: str, value) -> None:
-    *parents, name = path.split(".")
-    setattr(functools.reduce(getattr, parents, request), name, value)
-
-
 def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
     """Every GenerateRequest probe of REQ-CAP-009 for the core limits, from the contract's
     request table (which field each limit bounds or switches) and its guided modes: a request
     one above each numeric limit and one at it, each switch used when advertised off (and on),
     each guided mode not listed (and listed)."""
+    from openengine.v1 import generation_pb2, model_pb2
+
     from openengine.contract import catalogue
 
     probes: list[LimitProbe] = []
@@ -396,7 +384,8 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             def change(r, f=field, v=0, s=switch):
                 if s:
                     SWITCH_EXAMPLES[s](r)
-                _set_path(r, f, v)
+                *parents, leaf = f.split(".")
+                setattr(functools.reduce(getattr, parents, r), leaf, v)
             above = int(value) + 1
             probes.append(LimitProbe(name, f"{field}={above}",
                                      lambda r, c=change, v=above: c(r, v=v), accept=False))
@@ -411,7 +400,9 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             probes.append(LimitProbe(name, shown, change, accept=bool(value)))
         elif row.check == "member" and row.field == "guided|guide":
             listed = set(value)   # enum numbers or their registry spellings
-            for member, mode in _guided_modes():
+            for fd in generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["guide"].fields:
+                member = fd.name
+                mode = model_pb2.GuidedDecodingMode.Value(f"GUIDED_DECODING_MODE_{member.upper()}")
                 def guided(r, m=member):
                     GUIDED_EXAMPLES[m](r.guided)
                 probes.append(LimitProbe(name, f"guided {member}", guided,
@@ -539,19 +530,9 @@ async def stop_in_output(ctx: Context):
 
 
 # Cancellation
-def _cancelled(stream: Stream) -> bool:
-    """Every output ended with a finished event of reason CANCELLED (REQ-CORE-010.4)."""
-    from openengine.v1 import generation_pb2
-
-    outs = list(stream.outputs.values())
-    return bool(outs) and stream.error is None and all(
-        o.finished is not None and o.finished.reason == generation_pb2.FINISH_REASON_CANCELLED
-        for o in outs)
-
-
 async def _abort_running(ctx: Context, abort_request_for) -> str:
     """Start a long request, abort it once it streams, and check how its stream ends."""
-    from openengine.v1 import lifecycle_pb2
+    from openengine.v1 import generation_pb2, lifecycle_pb2
 
     req = ctx.long_request()
     call = ctx.inference.Generate(req)
@@ -569,7 +550,10 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
     finally:
         call.cancel()
     stream = Stream(responses, req)
-    if not _cancelled(stream):
+    outs = list(stream.outputs.values())
+    # Every output ends with a finished event of reason CANCELLED (REQ-CORE-010.4).
+    if not outs or stream.error is not None or any(
+            o.finished is None or o.finished.reason != generation_pb2.FINISH_REASON_CANCELLED for o in outs):
         if aborted.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED and stream.error is None:
             raise Unchecked(f"the request ran all {req.stopping.max_tokens} tokens the model "
                             "allows before Abort reached it, so the abort could not be observed")
@@ -973,23 +957,6 @@ def _ended_by_eos(stream: Stream) -> bool:
             and out.finished.stop_match.WhichOneof("match") == "eos_token_id")
 
 
-def _eos_witnesses(ctx: Context) -> list[tuple[str, int, Callable]]:
-    """Greedy requests that may make the model end its output with EOS, cheapest first:
-    (what it is, max_tokens, how it changes the request)."""
-    modes = set(ctx.limit(CORE, "guided_decoding_modes") or ())
-    from openengine.v1 import model_pb2
-
-    witnesses = []
-    if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
-        # A finished choice leaves the model nothing to say but EOS.
-        witnesses.append(("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
-    # A model left to run ends on its own sooner or later (the prompt ends in "}", so a model
-    # counting on from its prompt's last character is one step from the end of printable ASCII).
-    witnesses.append(("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
-                      lambda r: None))
-    return witnesses
-
-
 @case("core.generate.ignore-eos", profile=CORE, requires=("REQ-CORE-019.3", "REQ-CORE-018", "REQ-CORE-006"),
       title="a greedy request whose output ends with the end-of-sequence token runs to max_tokens "
             "(FINISH_REASON_LENGTH) when sent again with ignore_eos")
@@ -1003,7 +970,18 @@ async def ignore_eos(ctx: Context):
     # The witness may legitimately run long on a slow engine: give it half the case's time and
     # count a witness that did not end by then as one that could not show EOS, never a failure.
     budget = ctx.options.case_timeout / 2
-    for what, tokens, change in _eos_witnesses(ctx):
+    from openengine.v1 import model_pb2
+
+    # Greedy requests that may make the model end its output with EOS, cheapest first: (what it
+    # is, max_tokens, how it changes the request). A model left to run ends on its own sooner or
+    # later (the prompt ends in "}", so a model counting on from its prompt's last character is
+    # one step from the end of printable ASCII); a finished choice leaves it nothing but EOS.
+    witnesses = [("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
+                  lambda r: None)]
+    modes = set(ctx.limit(CORE, "guided_decoding_modes") or ())
+    if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
+        witnesses.insert(0, ("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
+    for what, tokens, change in witnesses:
         def request(ignore: bool, max_tokens: int):
             r = ctx.generate_request(max_tokens=max_tokens, prompt="conformance ends this }",
                                      ignore_eos=ignore, temperature=0.0, seed=11)
