@@ -409,13 +409,6 @@ class Context:
         models = list(self.server_info.supported_models) if self.server_info else []
         return models[0] if models else ""
 
-    def models_with(self, profile: str) -> list[str]:
-        """Served models whose entry in Capabilities.models lists a model-scoped profile."""
-        caps = self.discovery.capabilities
-        if caps is None:
-            return []
-        return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
-
     # helpers
     def request_id(self, prefix: str = "conf") -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -608,24 +601,33 @@ class Reader:
     """Bounded reads of a server stream. A timed-out read is kept pending for the next call
     instead of being cancelled, because cancelling a pending `read()` cancels the whole RPC."""
 
-    def __init__(self, call):
-        self.call = call
+    def __init__(self, call, rpc: str = ""):
+        self.call, self.rpc = call, rpc
         self._pending: asyncio.Future | None = None
         self.received: list = []      # what `next` read
 
-    async def next(self, timeout: float, rpc: str, ended=None):
+    async def next(self, timeout: float, ended=None):
         """The next message of a stream the engine must keep open, or None when nothing came in
         time. A failed call fails the case, and so does the stream's end, said by `ended(code)`."""
         try:
             msg = await self.read(timeout)
         except grpc.aio.AioRpcError as err:
-            raise rpc_error(err, rpc) from None
+            raise rpc_error(err, self.rpc) from None
         if msg is grpc.aio.EOF:
             code = await self.call.code()
-            raise Failed(ended(code) if ended else f"{rpc} ended with {status_name(code)}")
+            raise Failed(ended(code) if ended else f"{self.rpc} ended with {status_name(code)}")
         if msg is not None:
             self.received.append(msg)
         return msg
+
+    async def until(self, holds, timeout: float, what: str):
+        """The first message (read with `next`) that `holds`; the case fails without one in time."""
+        end = asyncio.get_running_loop().time() + timeout
+        while (left := end - asyncio.get_running_loop().time()) > 0:
+            msg = await self.next(left)
+            if msg is not None and holds(msg):
+                return msg
+        raise Failed(f"{self.rpc} sent no {what} within {timeout:g} s")
 
     async def read(self, timeout: float):
         """The next message, `grpc.aio.EOF` at the end, or None when nothing came in time."""

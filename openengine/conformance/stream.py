@@ -91,13 +91,9 @@ class Stream:
                 self.prefill = r.prefill_ready
 
     @property
-    def final(self):
-        """The last response, which carries the usage."""
-        return self.responses[-1] if self.responses else None
-
-    @property
     def usage(self):
-        final = self.final
+        """The usage the last response carries."""
+        final = self.responses[-1] if self.responses else None
         return final.usage if final is not None and final.HasField("usage") else None
 
     def output(self, index: int = 0) -> Output:

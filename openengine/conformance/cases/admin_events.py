@@ -31,16 +31,7 @@ class Events(Reader):
 
         super().__init__(ctx.observability.SubscribeRuntimeEvents(
             events_pb2.SubscribeRuntimeEventsRequest(initial_state=initial_state),
-            timeout=ctx.options.case_timeout + 5))
-
-    async def until(self, predicate, timeout: float, what: str):
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while (left := end - loop.time()) > 0:
-            msg = await self.next(left, "SubscribeRuntimeEvents")
-            if msg is not None and predicate(msg.event):
-                return msg
-        raise Failed(f"no {what} event within {timeout:g} s")
+            timeout=ctx.options.case_timeout + 5), "SubscribeRuntimeEvents")
 
     def check_order(self, ctx: Context) -> None:
         seqs = [m.sequence for m in self.received]
@@ -68,7 +59,7 @@ async def events_initial(ctx: Context):
 
     ev = Events(ctx, initial_state=True)
     try:
-        first = await ev.next(ctx.options.rpc_timeout, "SubscribeRuntimeEvents")
+        first = await ev.next(ctx.options.rpc_timeout)
     finally:
         ev.cancel()
     expect(first is not None, f"no event within {ctx.options.rpc_timeout:g} s with initial_state: "
@@ -90,14 +81,14 @@ async def events_state(ctx: Context):
     ctx.admin()
     ev = Events(ctx, initial_state=True)
     try:
-        await ev.next(ctx.options.rpc_timeout, "SubscribeRuntimeEvents")
+        await ev.next(ctx.options.rpc_timeout)
         async with ctx.paused():
-            await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_PAUSED, ctx.options.rpc_timeout,
-                           "StateChanged PAUSED")
+            await ev.until(lambda m: _state(m.event) == events_pb2.ENGINE_STATE_PAUSED,
+                           ctx.options.rpc_timeout, "StateChanged PAUSED event")
             status = await ctx.check_health(INFERENCE)
             expect(status != S.SERVING, "a PAUSED event while Inference is SERVING")
-        await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_SERVING, ctx.options.rpc_timeout,
-                       "StateChanged SERVING after resume")
+        await ev.until(lambda m: _state(m.event) == events_pb2.ENGINE_STATE_SERVING, ctx.options.rpc_timeout,
+                       "StateChanged SERVING after resume event")
         ev.check_order(ctx)
     finally:
         ev.cancel()
@@ -325,8 +316,8 @@ async def admin_update(ctx: Context):
         caps = await ctx.discovery_rpc.GetCapabilities()
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
-            ev = await events.until(lambda e: e.WhichOneof("kind") == "capability_revision_changed",
-                                    ctx.options.rpc_timeout, "CapabilityRevisionChanged")
+            ev = await events.until(lambda m: m.event.WhichOneof("kind") == "capability_revision_changed",
+                                    ctx.options.rpc_timeout, "CapabilityRevisionChanged event")
             seen = await ctx.discovery_rpc.GetCapabilities()
             crc = ev.event.capability_revision_changed
             expect((crc.previous_revision, crc.revision) == (before, resp.revision),

@@ -135,28 +135,14 @@ async def watch_first(ctx: Context):
 async def watch_change(ctx: Context):
     ctx.admin()
     reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=INFERENCE),
-                                     timeout=ctx.options.case_timeout))
-    loop = asyncio.get_running_loop()
+                                     timeout=ctx.options.case_timeout), f"Health/Watch({INFERENCE!r})")
+    wait = ctx.options.rpc_timeout
     try:
         # The first message is REQ-HEALTH-005's first-message case; here only changes count.
-        first = await reader.read(ctx.options.rpc_timeout)
-        if first is grpc.aio.EOF:
-            raise Failed(f"Watch({INFERENCE!r}) ended at once")
-
-        async def until(status, what: str):
-            end = loop.time() + ctx.options.rpc_timeout
-            while (left := end - loop.time()) > 0:
-                msg = await reader.read(left)
-                if msg is grpc.aio.EOF:
-                    raise Failed("the Watch stream ended")
-                if msg is not None and msg.status == status:
-                    return
-            raise Failed(f"Watch did not deliver {_name(status)} within {ctx.options.rpc_timeout:g} s "
-                         f"of the {what}")
-
+        await reader.next(wait)
         async with ctx.paused():
-            await until(S.NOT_SERVING, "pause")
-        await until(S.SERVING, "resume")
+            await reader.until(lambda m: m.status == S.NOT_SERVING, wait, "NOT_SERVING after the pause")
+        await reader.until(lambda m: m.status == S.SERVING, wait, "SERVING after the resume")
     finally:
         reader.cancel()
 

@@ -77,7 +77,7 @@ class Watch:
         # Bounded by the case's deadline, which a long window moves (see _window); the stream's
         # own deadline is only a backstop beyond the longest a case may take.
         self.call = stub.WatchLoad(self.request, timeout=ctx.options.case_timeout * WINDOW_LIMIT + 5)
-        self.reader = Reader(self.call)
+        self.reader = Reader(self.call, "WatchLoad")
         self.loop = asyncio.get_running_loop()
         self.opened = self.loop.time()
         self.received: list[Received] = []
@@ -108,7 +108,7 @@ class Watch:
 
     async def read(self, timeout: float) -> Received | None:
         """The next message, or None when nothing came within `timeout`. Fails on stream end."""
-        msg = await self.reader.next(timeout, "WatchLoad", lambda code: (
+        msg = await self.reader.next(timeout, lambda code: (
             f"the server ended the WatchLoad stream with {status_name(code)} "
             f"{self.loop.time() - self.opened:.1f} s after it opened, after {len(self.received)} "
             "messages: a stream ends only when the client cancels it, at a graceful shutdown "

@@ -29,13 +29,13 @@ async def kv_sources(ctx: Context):
       title="Control/SubscribeKvEvents stays open; batches have increasing sequence numbers and "
             "monotonic timestamps")
 async def kv_events(ctx: Context):
-    reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout))
+    reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout), "SubscribeKvEvents")
     try:
         await ctx.generate(ctx.generate_request(max_tokens=4, prompt="kv events " * 8))
         loop = asyncio.get_running_loop()
         end = loop.time() + 0.5
         while (left := end - loop.time()) > 0 and \
-                (msg := await reader.next(left, "SubscribeKvEvents")) is not None:
+                (msg := await reader.next(left)) is not None:
             if msg.HasField("error"):
                 raise Failed(f"SubscribeKvEvents ended with an EngineError: {msg.error.message!r}")
     finally:
@@ -82,15 +82,12 @@ async def kv_unknown_backend(ctx: Context):
 
 # tasks
 def _model_with(ctx: Context, profile: str) -> str:
-    models = ctx.models_with(profile)
+    """The first served model whose entry in Capabilities.models lists a model-scoped profile."""
+    caps = ctx.discovery.capabilities
+    models = [m.model for m in caps.models if any(p.name == profile for p in m.profiles)] if caps else []
     if not models:
         raise Failed(f"{profile} is advertised but no entry of Capabilities.models lists it")
     return models[0]
-
-
-def _families(ctx: Context, model: str) -> set[str]:
-    """Supported task families as the registry spells them (embed, classify, score)."""
-    return set(ctx.limit(TASKS, "supported_tasks", model=model))
 
 
 @case("tasks.families", profile=TASKS, requires=("REQ-CORE-002", "REQ-TASKS-001"),
@@ -99,7 +96,7 @@ async def tasks_families(ctx: Context):
     from openengine.v1 import tasks_pb2
 
     model = _model_with(ctx, TASKS)
-    families = _families(ctx, model)
+    families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
     calls = {   # family: (RPC, the answer's list of results, the call)
         "embed": ("Embed", "embeddings", lambda: ctx.tasks.Embed(
@@ -137,7 +134,7 @@ async def tasks_max_inputs(ctx: Context):
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_inputs_per_request is {limit}; the case sends at most "
                         f"{MAX_BATCH_PROBE} inputs")
-    families = _families(ctx, model)
+    families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
     inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
     if "embed" in families:
         call = ctx.tasks.Embed(tasks_pb2.EmbedRequest(model=model, inputs=inputs))
