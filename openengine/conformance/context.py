@@ -220,9 +220,7 @@ class Context:
     def describe_rpc_error(self, err: grpc.aio.AioRpcError) -> str:
         """A case's unexpected gRPC failure, naming the RPC last called and, for an Admin RPC
         answering UNIMPLEMENTED on the main address, the option that is probably missing."""
-        details = err.details() or ""
-        rpc = f" ({self.last_rpc})" if self.last_rpc else ""
-        out = f"an RPC{rpc} failed with {status_name(err.code())}" + (f": {details}" if details else "")
+        out = str(rpc_error(err, f"an RPC ({self.last_rpc})" if self.last_rpc else "an RPC"))
         if err.code() == grpc.StatusCode.UNIMPLEMENTED and self.last_rpc.startswith(HEALTH_SERVICE):
             out += ("; the engine lacks the standard health service: add grpc.health.v1.Health "
                     "(REQ-HEALTH-001)")
@@ -268,16 +266,12 @@ class Context:
                 d.models[model] = await self.control.GetModelInfo(
                     model_pb2.GetModelInfoRequest(model=model))
         except grpc.aio.AioRpcError as err:
-            details = err.details() or ""
-            d.error = f"{step} failed with {status_name(err.code())}" + \
-                (f": {details}" if details else "")
+            d.error = str(rpc_error(err, step))
         try:
             d.capabilities = await self.discovery_rpc.GetCapabilities()
         except grpc.aio.AioRpcError as err:
-            details = err.details() or ""
             d.capabilities_code = err.code()
-            d.capabilities_error = (f"Discovery/GetCapabilities failed with "
-                                    f"{status_name(err.code())}" + (f": {details}" if details else ""))
+            d.capabilities_error = str(rpc_error(err, "Discovery/GetCapabilities"))
         self.discovery = d
 
     @property

@@ -90,6 +90,21 @@ def _model_with(ctx: Context, profile: str) -> str:
     return models[0]
 
 
+# Each task family: its RPC and the answer's list of results.
+TASK_RPCS = {"embed": ("Embed", "embeddings"), "classify": ("Classify", "classifications"),
+             "score": ("Score", "scores")}
+
+
+def _task_call(ctx: Context, family: str, model: str, inputs: list):
+    """The RPC of a task family (embed, classify, score) on `inputs` (Score: the first is the query)."""
+    from openengine.v1 import tasks_pb2
+
+    fields = {"query": inputs[0], "documents": inputs} if family == "score" else {"inputs": inputs}
+    name = TASK_RPCS[family][0]
+    return getattr(ctx.tasks, name)(getattr(tasks_pb2, f"{name}Request")(
+        request_id=ctx.request_id(family), model=model, **fields))
+
+
 @case("tasks.families", profile=TASKS, requires=("REQ-CORE-002", "REQ-TASKS-001"),
       title="Embed, Classify and Score answer for supported families, INVALID_ARGUMENT for others")
 async def tasks_families(ctx: Context):
@@ -98,22 +113,14 @@ async def tasks_families(ctx: Context):
     model = _model_with(ctx, TASKS)
     families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
-    calls = {   # family: (RPC, the answer's list of results, the call)
-        "embed": ("Embed", "embeddings", lambda: ctx.tasks.Embed(
-            tasks_pb2.EmbedRequest(request_id=ctx.request_id("embed"), model=model, inputs=inputs))),
-        "classify": ("Classify", "classifications", lambda: ctx.tasks.Classify(
-            tasks_pb2.ClassifyRequest(request_id=ctx.request_id("cls"), model=model, inputs=inputs))),
-        "score": ("Score", "scores", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
-            request_id=ctx.request_id("score"), model=model, query=inputs[0], documents=inputs))),
-    }
     size = int(ctx.limit(TASKS, "embedding_size", model=model))
-    for family, (name, results, call) in calls.items():
+    for family, (name, results) in TASK_RPCS.items():
         if family not in families:
-            await expect_refused(call(), (grpc.StatusCode.INVALID_ARGUMENT,),
+            await expect_refused(_task_call(ctx, family, model, inputs), (grpc.StatusCode.INVALID_ARGUMENT,),
                                  f"{name} (not in supported_tasks)")
             continue
         try:
-            resp = await call()
+            resp = await _task_call(ctx, family, model, inputs)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, f"{name} (in supported_tasks)") from None
         items = getattr(resp, results)
@@ -134,17 +141,13 @@ async def tasks_max_inputs(ctx: Context):
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_inputs_per_request is {limit}; the case sends at most "
                         f"{MAX_BATCH_PROBE} inputs")
-    families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
-    inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
-    if "embed" in families:
-        call = ctx.tasks.Embed(tasks_pb2.EmbedRequest(model=model, inputs=inputs))
-    elif "classify" in families:
-        call = ctx.tasks.Classify(tasks_pb2.ClassifyRequest(model=model, inputs=inputs))
-    elif "score" in families:
-        call = ctx.tasks.Score(tasks_pb2.ScoreRequest(model=model, query=inputs[0], documents=inputs))
-    else:
+    families = set(ctx.limit(TASKS, "supported_tasks", model=model))
+    family = next((f for f in TASK_RPCS if f in families), None)
+    if family is None:
         raise Skipped("the model supports no task family")
-    await expect_refused(call, (grpc.StatusCode.INVALID_ARGUMENT,), f"{limit + 1} task inputs")
+    inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
+    await expect_refused(_task_call(ctx, family, model, inputs), (grpc.StatusCode.INVALID_ARGUMENT,),
+                         f"{limit + 1} task inputs")
 
 
 # encoder
