@@ -82,7 +82,6 @@ class Stream:
 class Saturated:
     running: list[Stream]
     queued: Stream
-    counted: tuple[int, int] | None     # (running, queued) as GetLoad counted them
 
     @property
     def streams(self) -> list[Stream]:
@@ -131,11 +130,27 @@ async def saturate(ctx: Context) -> Saturated:
                          "engine did not run as many requests at once as it advertises") from None
         _ended_early(running)
         queued = Stream(ctx, ctx.long_request(prompt="conformance waits in the queue"))
-        counted = await _counted_queued(ctx, slots, running)
+        # A case judges a queued request only after GetLoad counts every slot busy and one queued.
+        end = asyncio.get_running_loop().time() + ctx.options.rpc_timeout
+        counts = await ctx.busy()
+        if counts is None:
+            raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
+        while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
+            _ended_early(running)
+            late = asyncio.get_running_loop().time() >= end
+            if late and counts[0] + counts[1] < slots:
+                raise Failed(f"{slots} requests had each streamed, but GetLoad counted {counts[0]} running "
+                             f"and {counts[1]} queued {ctx.options.rpc_timeout:g} s later (REQ-LOAD-001.2)")
+            if late:
+                raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
+                                f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "
+                                "no request was seen queued")
+            await asyncio.sleep(0.01)
+            counts = await ctx.busy() or (0, 0)
         if queued.messages:
             raise Unchecked(f"with {slots} requests running (max_running_requests) one more started "
                             "at once, so no request was queued")
-        return Saturated(running, queued, counted)
+        return Saturated(running, queued)
     except BaseException:
         for s in running + ([queued] if queued else []):
             s.cancel()
@@ -152,28 +167,6 @@ def _ended_early(running: list[Stream]) -> None:
     if done:
         raise Unchecked(f"a request of the model's max_output_tokens {done[0].shown()} before the "
                         "engine was saturated")
-
-
-async def _counted_queued(ctx: Context, slots: int, running: list[Stream]) -> tuple[int, int] | None:
-    """GetLoad's counts once it shows every slot busy and a request queued (bounded wait); None
-    without load. A case judges a queued request only after seeing it counted as one."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + ctx.options.rpc_timeout
-    counts = await ctx.busy()
-    if counts is None:
-        raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
-    while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
-        _ended_early(running)
-        if loop.time() >= end and counts[0] + counts[1] < slots:
-            raise Failed(f"{slots} requests had each streamed, but GetLoad counted {counts[0]} running "
-                         f"and {counts[1]} queued {ctx.options.rpc_timeout:g} s later (REQ-LOAD-001.2)")
-        if loop.time() >= end:
-            raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
-                            f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "
-                            "no request was seen queued")
-        await asyncio.sleep(0.01)
-        counts = await ctx.busy() or (0, 0)
-    return counts
 
 
 @case("core.abort.queued", profile=CORE, requires=("REQ-CORE-010.1", "REQ-CORE-010.7", "REQ-CORE-010.5"),
