@@ -9,7 +9,7 @@ import contextlib
 import grpc
 from grpc_health.v1 import health_pb2
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
     INFERENCE, Context, Reader, expect_refused, expect_running, read_rest, refusal, rpc_error, status_name,
 )
@@ -120,13 +120,12 @@ async def admin_unauthenticated(ctx: Context):
                 ok += (grpc.StatusCode.UNAVAILABLE,)
             call = getattr(stub, method)(request, metadata=md)
             problems.append(await refusal(call, ok, f"{method} with {label}"))
-    problems = [p for p in problems if p]
     status = await ctx.check_health(INFERENCE)
     if status != S.SERVING:
         problems.append("Inference is no longer SERVING after unauthenticated admin calls")
         with contextlib.suppress(Exception):
             await ctx._admin.ResumeGeneration()
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return ", ".join(label for label, _, _ in tries)
 
 
@@ -463,8 +462,7 @@ async def shutdown(ctx: Context):
             reader.cancel()
         problems.append(problem)
         endings.append(f"{label}: {ending}")
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return "; ".join(endings) or None
 
 

@@ -79,3 +79,10 @@ def expect(condition: bool, reason: str) -> None:
     """Fail the case with `reason` unless `condition` holds."""
     if not condition:
         raise Failed(reason)
+
+
+def expect_no(problems: list, prefix: str = "") -> None:
+    """Fail the case with every problem found (a None entry is none)."""
+    found = [p for p in problems if p]
+    if found:
+        raise Failed(prefix + "; ".join(found))

@@ -11,7 +11,7 @@ from typing import Callable
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
     Context, Reader, expect_running, load_contract, poll, profile_versions, read_rest, refusal, rpc_error,
     status_name,
@@ -187,7 +187,7 @@ async def server_revisions(ctx: Context):
     if not release or release in ("main", "master", "HEAD"):
         problems.append(f"schema_release is {release!r}: it names an immutable release "
                         f"({contract.schema_release!r})")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"revision {info.schema_revision}, release {release}"
 
 
@@ -202,13 +202,9 @@ async def model_info(ctx: Context):
         if info.served_model_name != name:
             problems.append(f"GetModelInfo({name!r}) answered served_model_name "
                             f"{info.served_model_name!r}")
-    try:
-        await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest(model="conformance-no-such-model"))
-        problems.append("GetModelInfo for an unknown model answered OK, not NOT_FOUND")
-    except grpc.aio.AioRpcError as err:
-        if err.code() != grpc.StatusCode.NOT_FOUND:
-            problems.append(f"GetModelInfo for an unknown model failed with "
-                            f"{status_name(err.code())}, not NOT_FOUND")
+    unknown = model_pb2.GetModelInfoRequest(model="conformance-no-such-model")
+    problems.append(await refusal(ctx.control.GetModelInfo(unknown), (grpc.StatusCode.NOT_FOUND,),
+                                  "GetModelInfo for an unknown model"))
     several = len(ctx.discovery.models) > 1
     try:
         default = await ctx.control.GetModelInfo()
@@ -225,7 +221,7 @@ async def model_info(ctx: Context):
         elif err.code() != grpc.StatusCode.INVALID_ARGUMENT:
             problems.append(f"GetModelInfo with an empty model on an engine serving several failed with "
                             f"{status_name(err.code())}, not INVALID_ARGUMENT")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(ctx.discovery.models)} model(s)"
 
 
@@ -248,7 +244,7 @@ async def capabilities_stable(ctx: Context):
 # Generation
 def _expect_shape(stream: Stream, *, outputs: int = 1, request_id: str | None = None) -> None:
     problems = stream.shape_problems(outputs=outputs, request_id=request_id)
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 def _expect_success(stream: Stream, what: str) -> None:
@@ -434,7 +430,7 @@ async def generate_limits(ctx: Context):
         if not probe.accept:
             problems.append(f"{probe.shown} was accepted ({len(got)} messages) although "
                             f"{probe.limit} is {_shown_limit(ctx.limit(CORE, probe.limit.rsplit('.', 1)[1]))}")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(probes)} probes"
 
 
@@ -645,7 +641,7 @@ async def abort_targets(ctx: Context):
     finally:
         if call is not None:
             call.cancel()
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     if own is None:
         return "4 targets, no request running beside them (a prefill engine)"
     expect(own.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
@@ -808,8 +804,7 @@ async def generate_not_found(ctx: Context):
         req = ctx.generate_request(max_tokens=1)
         change(req)
         problems.append(await refusal(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,), f"an unknown {what}"))
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 # Stop conditions
@@ -1074,8 +1069,7 @@ async def model_limits(ctx: Context):
         checked.append(model)
     if not checked:
         raise Unchecked("no served model's ModelInfo sets max_output_tokens")
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(checked)} model(s)"
 
 

@@ -8,7 +8,7 @@ import asyncio
 import grpc
 from grpc_health.v1 import health_pb2
 
-from openengine.conformance.cases.base import Failed, case, expect
+from openengine.conformance.cases.base import Failed, case, expect, expect_no
 from openengine.conformance.context import INFERENCE, Context, Reader, services_of, status_name
 from openengine.contract import CORE, HEALTH_SERVICE, WORK_SERVICES
 
@@ -67,7 +67,7 @@ async def check_advertised(ctx: Context):
             continue
         if status not in (S.SERVING, S.NOT_SERVING):
             problems.append(f"{service}: {_name(status)}")
-    expect(not problems, "Check for advertised services: " + "; ".join(problems))
+    expect_no(problems, "Check for advertised services: ")
     return f"{len(ctx.main_services)} services"
 
 
@@ -87,7 +87,7 @@ async def check_unknown(ctx: Context):
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.NOT_FOUND:
                 problems.append(f"{name!r} failed with {status_name(err.code())}")
-    expect(not problems, "expected NOT_FOUND: " + "; ".join(problems))
+    expect_no(problems, "expected NOT_FOUND: ")
     return f"{len(names)} names"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
     Context, Reader, cancel_or_reap, expect_running, rpc_error, status_name, together,
 )
@@ -355,7 +355,7 @@ async def _expect_effective(ctx: Context, setting: str, asks: list, **fields) ->
         shown = "absent" if asked is None else f"{asked} ms"
         problems += [f"asked {shown}: {v.rule_id} {v.message}"
                      for v in w.broken("OEV316", path=f"settings.{setting}")]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 @case("load.watch.interval-zero", profile=LOAD, requires=("REQ-LOAD-007",),

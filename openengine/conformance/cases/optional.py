@@ -7,7 +7,7 @@ import contextlib
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import Context, Reader, expect_refused, rpc_error, status_name
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
@@ -227,7 +227,7 @@ async def sessions_ttl(ctx: Context):
         if opened.session.ttl_ms != want:
             problems.append(f"ttl {ttl if ttl is not None else 'absent'}: got "
                             f"{opened.session.ttl_ms} ms, expected {want} ms")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 @case("sessions.unknown", profile=SESSIONS, requires=("REQ-CORE-002",),

@@ -128,7 +128,7 @@ VARIANTS: dict[str, Variant] = {
     "role-unspecified": variant("REQ-CORE-012", "core.server-info.instance-id", "ENGINE_ROLE_UNSPECIFIED",
                            role_unspecified=True),
     "model-info-unknown-ok": variant("REQ-CORE-020.1", "core.model-info.answers",
-                                     "for an unknown model answered OK", model_info_unknown_ok=True),
+                                     "GetModelInfo for an unknown model was accepted", model_info_unknown_ok=True),
     "ignore-stop-token-ids": variant("REQ-CORE-013.1", "core.generate.stop-*", "more tokens followed",
                                 cases="core.generate.stop-token-ids", ignore_stop_token_ids=True),
     "ignore-stop-strings": variant("REQ-CORE-013.2", "core.generate.stop-*", "characters follow it",
