@@ -85,10 +85,6 @@ class Options:
         """Admin has an address of its own (given with --admin-target)."""
         return bool(self.admin_target) and self.admin_target != self.target
 
-    @property
-    def runs_destructive(self) -> bool:
-        return self.destructive or bool(self.shutdown_command)
-
 
 class Deadlined:
     """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
@@ -100,17 +96,14 @@ class Deadlined:
 
     def __getattr__(self, name: str):
         method = getattr(self._stub, name)
-        default_timeout, default_metadata = self._timeout, self._metadata
-        full_name, on_call = f"{self._service}/{name}", self._on_call
 
         def call(request=None, *, timeout: float | None = None, metadata=None, **kw):
-            md = default_metadata if metadata is None else tuple(metadata)
             if request is None:    # the RPC's empty request, from its descriptor
-                service, rpc = full_name.rsplit("/", 1)
-                found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[rpc]
+                found = descriptor_pool.Default().FindServiceByName(self._service).methods_by_name[name]
                 request = message_factory.GetMessageClass(found.input_type)()
-            on_call(full_name)
-            return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
+            self._on_call(f"{self._service}/{name}")
+            md = self._metadata if metadata is None else tuple(metadata)
+            return method(request, timeout=timeout or self._timeout, metadata=md or None, **kw)
 
         return call
 

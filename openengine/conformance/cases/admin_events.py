@@ -367,7 +367,7 @@ async def admin_drain(ctx: Context):
     from openengine.v1 import admin_pb2
 
     admin = ctx.admin()
-    if not ctx.options.runs_destructive:
+    if not (ctx.options.destructive or ctx.options.shutdown_command):
         raise Unchecked("Drain leaves the engine unable to serve: it runs only with --destructive "
                         "or --shutdown-command")
     call = admin.Drain(admin_pb2.DrainRequest(deadline_ms=1000), timeout=ctx.options.case_timeout)

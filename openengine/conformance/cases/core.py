@@ -92,10 +92,8 @@ def _served_case(profile: str):
                 continue
             if rpc.method.name in DISRUPTIVE_METHODS:
                 continue
-            md = None
-            if rpc.service.endswith(".Admin") and ctx.options.admin_token:
-                md = (("authorization", f"Bearer {ctx.options.admin_token}"),)
-            code = await _probe(ctx, rpc, metadata=md)
+            token = ctx.options.admin_token if rpc.service.endswith(".Admin") else None
+            code = await _probe(ctx, rpc, metadata=(("authorization", f"Bearer {token}"),) if token else None)
             checked += 1
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 missing.append(rpc.full_name)

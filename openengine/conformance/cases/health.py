@@ -107,10 +107,9 @@ async def check_overall(ctx: Context):
     return "checked while serving (pausing needs Admin and its credentials)"
 
 
-async def _first(reader: Reader, what: str, wait: float):
-    msg = await reader.read(wait)
-    expect(msg is not None, f"{what} sent nothing within {wait:g} s: the current status is due at once")
-    expect(msg is not grpc.aio.EOF, f"{what} ended without a message")
+async def _first(reader: Reader, wait: float):
+    msg = await reader.next(wait)      # the stream's end or a failed call fails the case
+    expect(msg is not None, f"{reader.rpc} sent nothing within {wait:g} s: the current status is due at once")
     return msg
 
 
@@ -121,9 +120,9 @@ async def watch_first(ctx: Context):
     for service in [""] + ctx.main_services:
         current = await ctx.check_health(service)
         reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=service),
-                                         timeout=ctx.options.case_timeout))
+                                         timeout=ctx.options.case_timeout), f"Watch({service!r})")
         try:
-            msg = await _first(reader, f"Watch({service!r})", ctx.options.rpc_timeout)
+            msg = await _first(reader, ctx.options.rpc_timeout)
         finally:
             reader.cancel()
         expect(msg.status == current,
@@ -151,18 +150,13 @@ async def watch_change(ctx: Context):
       title="Watch for an unknown service sends SERVICE_UNKNOWN and keeps the stream open")
 async def watch_unknown(ctx: Context):
     await require_health(ctx)
-    call = ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
-                            timeout=ctx.options.case_timeout)
-    reader = Reader(call)
+    reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
+                                     timeout=ctx.options.case_timeout), "Watch(unknown)")
     try:
-        msg = await _first(reader, "Watch(unknown)", ctx.options.rpc_timeout)
+        msg = await _first(reader, ctx.options.rpc_timeout)
         expect(msg.status == S.SERVICE_UNKNOWN, f"Watch(unknown) sent {_name(msg.status)}")
-        nxt = await reader.read(0.3)
-        if nxt is grpc.aio.EOF:
-            raise Failed(f"the stream ended with {status_name(await call.code())} after "
-                         "SERVICE_UNKNOWN")
-    except grpc.aio.AioRpcError as err:
-        raise Failed(f"Watch(unknown) failed with {status_name(err.code())}") from None
+        await reader.next(0.3, lambda code: f"the stream ended with {status_name(code)} after "
+                                            "SERVICE_UNKNOWN")
     finally:
         reader.cancel()
 
