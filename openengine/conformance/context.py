@@ -114,10 +114,8 @@ INFERENCE = "openengine.v1.Inference"
 
 @dataclass
 class Discovery:
-    """What the engine said about itself. Upstream's Control reads (ServerInfo, ModelInfo) make
-    an engine OpenEngine; `Discovery/GetCapabilities` is the proposal's, and an engine of
-    upstream's layout alone lacks it: then `capabilities` is None and `capabilities_error` says
-    how the call failed."""
+    """What the engine said about itself. An engine of upstream's layout alone lacks the
+    proposal's Discovery/GetCapabilities: then `capabilities` is None and `capabilities_error` says why."""
 
     server_info: Any = None
     capabilities: Any = None
@@ -535,10 +533,8 @@ class Context:
             call.cancel()
 
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
-        """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal
-        to `max_tokens`, which every engine must honour, so it cannot end early on an EOS token.
-        How long that is in seconds depends on the engine; cases that need it still running
-        check that it has not finished, and report `unchecked` when it ends too soon."""
+        """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal to
+        `max_tokens`, so it cannot end early on an EOS token (its length in seconds is the engine's)."""
         tokens = self.long_generation_tokens()
         return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
                                      prompt=prompt, **sampling)

@@ -118,12 +118,9 @@ def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
 
 def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
          patterns: list[str] | None = None, contract: Contract) -> tuple[list[Case], set[str]]:
-    """The cases to run, in order (disruptive ones last), and the profiles forced by `--profile`.
-
-    Without `--profile` every profile is in play: the cases of advertised profiles run, and each
-    unadvertised profile gets its absence case. With `--profile`, only the named profiles are in
-    play, and a named profile that is not advertised is forced: its cases run as if it were.
-    """
+    """The cases to run, in order (disruptive ones last), and the profiles forced by `--profile`:
+    a named profile that is not advertised runs its cases as if it were. Without `--profile`
+    every profile is in play, and each unadvertised one gets its absence case."""
     in_play = set(selected) if selected else set(contract)
     forced = (set(selected) - advertised) if selected else set()
     chosen = []
@@ -194,11 +191,9 @@ def apply_expected(result: CaseResult, expected: dict[str, str]) -> CaseResult:
 
 
 async def _serving_before(ctx: Context, c: Case) -> str | None:
-    """Why a case that pauses or reconfigures the engine cannot start now, or None.
-
-    The run began with the engine serving (`preflight`), so an engine found paused or asleep
-    here did not come back from a case that resumed it: that is the engine's failure, reported
-    on the case it keeps from running rather than as a false failure of what the case checks."""
+    """Why an Admin case (it pauses or reconfigures the engine) cannot start now, or None. The run
+    began with the engine serving, so an engine found paused here did not come back from a case
+    that resumed it: the engine's failure, reported on the case it keeps from running."""
     if c.profile != "openengine.admin" or c.when != "advertised" or c.disruptive:
         return None
     from grpc_health.v1 import health_pb2

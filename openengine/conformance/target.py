@@ -154,12 +154,9 @@ def _unreachable_reason(details: str) -> str:
 
 
 async def preflight(ctx) -> None:
-    """One harmless call before the suite: Control/GetServerInfo on the main address.
-
-    UNAVAILABLE (refused, unknown host, not HTTP/2) and a connection that never becomes ready are
-    unusable targets. UNIMPLEMENTED for Control and for Inference means a gRPC server that is not
-    an OpenEngine engine. Any other outcome, a slow or malformed answer included, is for the
-    cases to judge."""
+    """One harmless call before the suite (Control/GetServerInfo): no connection, or a gRPC server
+    serving neither Control nor Inference, is an unusable target; any other outcome, a slow or
+    malformed answer included, is for the cases to judge."""
     target = ctx.options.target
     try:
         await ctx.control.GetServerInfo()
@@ -223,10 +220,9 @@ NOT_SERVING_WAIT_SECONDS = 5.0
 
 
 async def _serving(ctx) -> None:
-    """The engine is ready for work, or a run would report every case that needs it as a
-    failure. An engine still starting gets a few seconds. Readiness is read from the standard
-    health service, or from upstream's Control/Health when there is none; a health service that
-    fails is for the health cases to judge."""
+    """The engine is ready for work (after a few seconds to start), by the standard health
+    service, or upstream's Control/Health without one; a failing health service is the health
+    cases' to judge."""
     from grpc_health.v1 import health_pb2
     from openengine.v1 import lifecycle_pb2
 

@@ -88,9 +88,8 @@ def _served_case(profile: str):
             ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
         for rpc in ctx.contract[profile].rpcs:
-            if rpc.since_version[0] != version[0] or rpc.since_version > version:
-                continue
-            if rpc.method.name in DISRUPTIVE_METHODS:
+            if rpc.since_version[0] != version[0] or rpc.since_version > version \
+                    or rpc.method.name in DISRUPTIVE_METHODS:
                 continue
             token = ctx.options.admin_token if rpc.service.endswith(".Admin") else None
             code = await _probe(ctx, rpc, metadata=(("authorization", f"Bearer {token}"),) if token else None)
@@ -678,11 +677,9 @@ def witness_end(msg, tokens: int, seen: int) -> str:
       title="a request the client cancels stops and is freed while an identical request started "
             "with it is still running")
 async def client_cancel(ctx: Context):
-    """Two identical long requests (ignore_eos, min_tokens = max_tokens) start together; the
-    client cancels one. The other is the witness: while it still runs, the cancelled one would
-    still be running had the engine ignored the cancellation, so it must already be gone from
-    GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
-    yardstick."""
+    """Two identical long requests start together and the client cancels one; while the other (the
+    witness) still runs, the cancelled one must be gone from GetLoad: the yardstick is the
+    engine's own pace, not a clock."""
     ctx.require_decoding(observable=True)
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
         raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "

@@ -575,9 +575,8 @@ FAST_STREAM_MESSAGES = 8
 
 
 async def _fast_stream(ctx: Context, seconds: float = 0.3):
-    """A stream at the shortest interval, read for eight intervals and until it carried
-    FAST_STREAM_MESSAGES messages: a loaded machine may deliver fewer in the window, so the
-    reading goes on, bounded by the case timeout, rather than judging from too few."""
+    """A stream at a short interval, read for eight intervals and (bounded) until it carried
+    FAST_STREAM_MESSAGES messages, which a loaded machine may deliver late."""
     lim = _limits(ctx)
     interval = _clamp(FAST_MS, lim)
     w, s = await _open(ctx, interval_ms=interval, heartbeat_ms=interval)
