@@ -18,6 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
 from openengine.contract import CORE, HEALTH_SERVICE, ProfileInfo, RpcInfo, catalogue
+from openengine.v1 import admin_pb2, generation_pb2, model_pb2, server_pb2
+from openengine.validate import upstream_core_values, validate_capabilities
 
 Contract = dict[str, ProfileInfo]     # full profile name -> profile, the core first
 
@@ -246,8 +248,6 @@ class Context:
         """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
         (Discovery), again. A GetCapabilities that fails leaves `capabilities` None: the cases
         that need it report what the engine lacks."""
-        from openengine.v1 import model_pb2
-
         d = Discovery()
         step = "Control/GetServerInfo"
         try:
@@ -273,8 +273,6 @@ class Context:
     @property
     def prefill(self) -> bool:
         """The engine's role is prefill: each request ends with one prefill_ready, no token."""
-        from openengine.v1 import server_pb2
-
         info = self.discovery.server_info
         return info is not None and info.engine_role == server_pb2.ENGINE_ROLE_PREFILL
 
@@ -309,8 +307,6 @@ class Context:
         """Find out whether the main address serves Admin RPCs (REQ-ADMIN-001 lets an engine
         serve them only on an address of its own). The probe carries no credentials and only
         validates, so it changes nothing whatever the engine does with it."""
-        from openengine.v1 import admin_pb2
-
         if not self.advertised("openengine.admin"):
             return
         stub = self.stub("admin", self.channel)
@@ -370,8 +366,6 @@ class Context:
                         # Enum values as the registry spells them (`embed`), as its defaults are.
                         return [spelled.get(v, v) for v in value] if isinstance(value, list) else value
         elif profile == CORE:
-            from openengine.validate import upstream_core_values
-
             d = self.discovery
             value = upstream_core_values(d.server_info, d.models.get(model or self.model)).get(name)
             if value is not None:
@@ -381,8 +375,6 @@ class Context:
 
     def capability_report(self):
         """The validators' verdict on the discovery answers (computed once per discovery)."""
-        from openengine.validate import validate_capabilities
-
         d = self.discovery
         if d.report is None:
             d.report = validate_capabilities(self.require_capabilities(), server_info=d.server_info,
@@ -477,8 +469,6 @@ class Context:
                          request_id: str | None = None, min_tokens: int | None = None,
                          ignore_eos: bool | None = None, **sampling):
         """A GenerateRequest to the default model; `sampling` sets SamplingParams fields."""
-        from openengine.v1 import generation_pb2
-
         given = {"max_tokens": max_tokens, "min_tokens": min_tokens, "ignore_eos": ignore_eos}
         stopping = generation_pb2.StoppingOptions(**{k: v for k, v in given.items() if v is not None})
         return generation_pb2.GenerateRequest(

@@ -14,8 +14,10 @@ from xml.etree import ElementTree as ET
 from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
 from openengine.contractkit.diagnostics import printable as _printable
 from openengine.contractkit.diagnostics import render
-from openengine.conformance.matrix import requirement_of
+from openengine.conformance.context import load_contract
+from openengine.conformance.matrix import packaged_requirements, requirement_of
 from openengine.conformance.runner import CaseResult, Outcome, Report
+from openengine.contract import CORE, catalogue
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
@@ -66,8 +68,6 @@ def _migration_lines(report: Report) -> list[str]:
     found = report.engine.get("discovery") if report.engine else None
     if found in (None, "served"):
         return []
-    from openengine.conformance.context import load_contract
-    from openengine.contract import CORE
 
     optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"
                 for p in load_contract().values() if p.name != CORE]
@@ -121,8 +121,6 @@ def sarif_location(d: Diagnostic) -> dict:
     """Where a code-scanning tool shows a case's finding: the spec requirement the case checks
     (its page and line, from the packaged index), and the case against the engine as a logical
     location. The engine's address is no file."""
-    from openengine.conformance.matrix import packaged_requirements
-
     location: dict = {"logicalLocations": [{"name": d.rule_id, "fullyQualifiedName": f"{d.path}/{d.rule_id}"}]}
     written = {r.id: r for r in packaged_requirements()}
     cited = [written[requirement_of(rid)] for rid in d.details.get("requirements", ())
@@ -143,8 +141,8 @@ def render_report(fmt: str, report: Report, context: Context | None = None) -> s
         return json.dumps(report_document(report), indent=2) + "\n"
     if fmt == "junit":
         return render_junit(report)
-    own = replace(context or Context(tool="oespec conformance"), preamble=tuple(_engine_lines(report)) + ("",),
-                  trailer=tuple(_summary_lines(report)), sarif_location=sarif_location)
+    own = replace(context or Context(tool="oespec conformance"), trailer=tuple(_summary_lines(report)),
+                  preamble=tuple(_engine_lines(report)) + ("",), sarif_location=sarif_location)
     return render(fmt, report_diagnostics(report), own)
 
 
@@ -201,7 +199,6 @@ def report_document(report: Report) -> dict:
     described by schemas/conformance_report.schema.json."""
     from importlib import metadata
 
-    from openengine.contract import catalogue
 
     contract, engine = catalogue(), report.engine or {}
     try:

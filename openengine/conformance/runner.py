@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
 from openengine.conformance.context import (
     INFERENCE, Context, Contract, Options, load_contract, poll, status_name,
 )
+from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
 from openengine.conformance.target import preflight
 from openengine.contract import CORE
-from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
+from openengine.v1 import server_pb2
 
 
 class Outcome(enum.StrEnum):
@@ -196,7 +198,6 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     that resumed it: the engine's failure, reported on the case it keeps from running."""
     if c.profile != "openengine.admin" or c.when != "advertised" or c.disruptive:
         return None
-    from grpc_health.v1 import health_pb2
 
     try:
         status = await ctx.check_health(INFERENCE)
@@ -235,7 +236,6 @@ def _engine_summary(ctx: Context) -> dict:
     info = ctx.server_info
     if info is None:
         return {}
-    from openengine.v1 import server_pb2
 
     role = server_pb2.EngineRole.Name(info.engine_role) \
         if info.engine_role in server_pb2.EngineRole.values() else str(info.engine_role)

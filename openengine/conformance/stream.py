@@ -8,6 +8,8 @@ from typing import Any
 
 import grpc
 
+from openengine.v1 import error_pb2, generation_pb2
+
 
 @dataclass
 class Output:
@@ -23,8 +25,6 @@ class Output:
 
 
 def finish_reason_name(value: int) -> str:
-    from openengine.v1 import generation_pb2
-
     try:
         return generation_pb2.FinishReason.Name(value)
     except ValueError:
@@ -32,8 +32,6 @@ def finish_reason_name(value: int) -> str:
 
 
 def error_code_name(value: int) -> str:
-    from openengine.v1 import error_pb2
-
     try:
         return error_pb2.ErrorCode.Name(value)
     except ValueError:
@@ -177,7 +175,6 @@ class Stream:
             if usage.HasField("cached_prompt_tokens") and usage.cached_prompt_tokens > usage.prompt_tokens:
                 out.append(f"usage.cached_prompt_tokens {usage.cached_prompt_tokens} exceeds "
                            f"prompt_tokens {usage.prompt_tokens} (REQ-CORE-017.4)")
-        from openengine.v1 import generation_pb2
 
         for o in self.outputs.values():
             f = o.finished

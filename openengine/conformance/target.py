@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import grpc
+from grpc_health.v1 import health_pb2
+
+from openengine.conformance.context import poll
+from openengine.v1 import generation_pb2, lifecycle_pb2
 
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -185,8 +189,6 @@ async def preflight(ctx) -> None:
 async def _serves_inference(ctx) -> bool:
     """Whether Inference/Generate exists: a request naming no model and no prompt, which any
     engine refuses before doing anything, answers something other than UNIMPLEMENTED."""
-    from openengine.v1 import generation_pb2
-
     call = ctx.inference.Generate(generation_pb2.GenerateRequest(request_id="conformance-probe"))
     try:
         async for _ in call:
@@ -223,11 +225,6 @@ async def _serving(ctx) -> None:
     """The engine is ready for work (after a few seconds to start), by the standard health
     service, or upstream's Control/Health without one; a failing health service is the health
     cases' to judge."""
-    from grpc_health.v1 import health_pb2
-    from openengine.v1 import lifecycle_pb2
-
-    from openengine.conformance.context import poll
-
     serving = health_pb2.HealthCheckResponse.SERVING
     try:
         if await ctx.wait_health("openengine.v1.Inference", serving, within=NOT_SERVING_WAIT_SECONDS):

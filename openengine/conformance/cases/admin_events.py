@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 import grpc
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
@@ -15,6 +15,7 @@ from openengine.conformance.context import (
 )
 from openengine.conformance.stream import error_code_name
 from openengine.contract import CORE, catalogue
+from openengine.v1 import admin_pb2, capabilities_pb2, error_pb2, events_pb2, load_pb2
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse
@@ -27,8 +28,6 @@ class Events(Reader):
     """A SubscribeRuntimeEvents stream with bounded reads."""
 
     def __init__(self, ctx: Context, *, initial_state: bool):
-        from openengine.v1 import events_pb2
-
         super().__init__(ctx.observability.SubscribeRuntimeEvents(
             events_pb2.SubscribeRuntimeEventsRequest(initial_state=initial_state),
             timeout=ctx.options.case_timeout + 5), "SubscribeRuntimeEvents")
@@ -55,8 +54,6 @@ def _state(ev) -> int | None:
                                                           "REQ-HEALTH-011"),
       title="initial_state sends a StateChanged first; SERVING exactly when Inference is")
 async def events_initial(ctx: Context):
-    from openengine.v1 import events_pb2
-
     ev = Events(ctx, initial_state=True)
     try:
         first = await ev.next(ctx.options.rpc_timeout)
@@ -76,8 +73,6 @@ async def events_initial(ctx: Context):
 @case("events.state-follows-health", profile=EVENTS, requires=("REQ-HEALTH-011", "REQ-EVENTS-001"),
       title="pausing emits StateChanged PAUSED and resuming SERVING, in step with health")
 async def events_state(ctx: Context):
-    from openengine.v1 import events_pb2
-
     ctx.admin()
     ev = Events(ctx, initial_state=True)
     try:
@@ -98,8 +93,6 @@ async def events_state(ctx: Context):
 @case("admin.unauthenticated", profile=ADMIN, requires=("REQ-ADMIN-002",),
       title="Admin without credentials (or with a wrong token) answers UNAUTHENTICATED and does nothing")
 async def admin_unauthenticated(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     ctx.admin()
     problems = []
     wrong = (("authorization", "Bearer conformance-wrong-token"),)
@@ -151,8 +144,6 @@ async def accepted_ending(reader: Reader, what: str, within: float, *,
     of REQ-SVC-002 or None, how it ended). A failure after acceptance is one last message carrying
     an EngineError with a code, then OK; a Generate stream that was done first may end with its
     finished event (FINISHED_FIRST)."""
-    from openengine.v1 import error_pb2
-
     loop = asyncio.get_running_loop()
     end = loop.time() + within
     rest = []
@@ -185,8 +176,6 @@ async def accepted_ending(reader: Reader, what: str, within: float, *,
       title="PauseGeneration in abort mode ends a running Generate stream with one last EngineError "
             "message, then OK, never a failed status")
 async def admin_pause_abort(ctx: Context):
-    from openengine.v1 import admin_pb2, capabilities_pb2
-
     admin = ctx.admin()
     ctx.require_decoding(observable=True)
     modes = set(ctx.limit(ADMIN, "pause_modes") or ())
@@ -223,8 +212,6 @@ async def admin_pause_abort(ctx: Context):
 @case("admin.sleep-wake", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
       title="Sleep makes Inference NOT_SERVING; WakeUp makes it SERVING again")
 async def admin_sleep(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
     await admin.Sleep(admin_pb2.SleepRequest(level=1))
     try:
@@ -259,8 +246,6 @@ async def _watchload_ending(call, code: grpc.StatusCode, within: float, when: st
 
 def _limit_update(ctx: Context):
     """An UpdateConfig change of one updatable scalar limit, and the one that undoes it."""
-    from openengine.v1 import admin_pb2
-
     for ref in ctx.limit(ADMIN, "updatable_limits"):
         profile, _, name = ref.rpartition(".")
         lim = catalogue().limit(ref)
@@ -287,8 +272,6 @@ def _limit_update(ctx: Context):
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):
-    from openengine.v1 import admin_pb2, load_pb2
-
     admin = ctx.admin()
     ref, (change, undo) = _limit_update(ctx)
     before = ctx.server_info.capability_revision
@@ -339,7 +322,6 @@ async def admin_update(ctx: Context):
             rest = await read_rest(running)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, "a request running across the revision change") from None
-        from openengine.v1 import error_pb2
 
         last = rest[-1] if rest else None
         expect(last is not None and (last.HasField("finished") or (
@@ -364,8 +346,6 @@ async def admin_update(ctx: Context):
       title="Drain reports progress until done; then Inference is NOT_SERVING and refuses work, "
             "discovery still answers", disruptive=True)
 async def admin_drain(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
     if not (ctx.options.destructive or ctx.options.shutdown_command):
         raise Unchecked("Drain leaves the engine unable to serve: it runs only with --destructive "
@@ -396,7 +376,6 @@ async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
         raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
-    from openengine.v1 import load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
@@ -478,8 +457,6 @@ async def admin_own_address(ctx: Context):
     target = ctx.options.admin_target
     ch = ctx.new_channel(admin=True)
     try:
-        from grpc_health.v1 import health_pb2_grpc
-
         stub = health_pb2_grpc.HealthStub(ch)
         admin = await stub.Check(health_pb2.HealthCheckRequest(service="openengine.v1.Admin"),
                                  timeout=ctx.options.rpc_timeout)

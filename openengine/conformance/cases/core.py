@@ -16,8 +16,9 @@ from openengine.conformance.context import (
     Context, Reader, expect_running, load_contract, poll, profile_versions, read_rest, refusal, rpc_error,
     status_name,
 )
-from openengine.contract import CORE, RpcInfo
+from openengine.contract import CORE, RpcInfo, catalogue
 from openengine.conformance.stream import Stream, ending, finish_reason_name
+from openengine.v1 import generation_pb2, kv_pb2, lifecycle_pb2, model_pb2, server_pb2, sessions_pb2
 
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
@@ -50,8 +51,6 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
                  wait: float = STREAM_PROBE_SECONDS) -> grpc.StatusCode | None:
     """Call one RPC and release what it created (a session); the status it ended with, None for
     a stream that stays open for `wait` seconds."""
-    from openengine.v1 import sessions_pb2
-
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
     try:
         if not rpc.server_streaming:
@@ -168,8 +167,6 @@ async def instance_id(ctx: Context):
       title="ServerInfo names this contract's schema revision, minimum client revision 1 and an "
             "immutable schema release")
 async def server_revisions(ctx: Context):
-    from openengine.contract import catalogue
-
     info, contract = ctx.server_info, catalogue()
     problems = []
     if info.schema_revision != contract.schema_revision:
@@ -192,8 +189,6 @@ async def server_revisions(ctx: Context):
       title="GetModelInfo names each supported model as asked, selects the only model for an "
             "empty name (INVALID_ARGUMENT with several), and fails NOT_FOUND for an unknown one")
 async def model_info(ctx: Context):
-    from openengine.v1 import model_pb2
-
     problems = []
     for name, info in ctx.discovery.models.items():
         if info.served_model_name != name:
@@ -258,7 +253,6 @@ def _expect_success(stream: Stream, what: str) -> None:
             "usage on the final response and the request id on every one, then OK")
 async def generate_stream(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
     request = ctx.generate_request(max_tokens=6, ignore_eos=True)
@@ -359,10 +353,6 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
     request table (which field each limit bounds or switches) and its guided modes: a request
     one above each numeric limit and one at it, each switch used when advertised off (and on),
     each guided mode not listed (and listed)."""
-    from openengine.v1 import generation_pb2, model_pb2
-
-    from openengine.contract import catalogue
-
     probes: list[LimitProbe] = []
     for row in catalogue().request_limits:
         if row.request != "GenerateRequest" or row.profile != CORE or row.limit is None:
@@ -435,8 +425,6 @@ def _shown_limit(value) -> str:
     if isinstance(value, bool):
         return "false" if not value else "true"
     if isinstance(value, list):
-        from openengine.v1 import model_pb2
-
         names = [model_pb2.GuidedDecodingMode.Name(v) if isinstance(v, int) else str(v)
                  for v in value]
         return "[" + ", ".join(names) + "]"
@@ -525,8 +513,6 @@ async def stop_in_output(ctx: Context):
 # Cancellation
 async def _abort_running(ctx: Context, abort_request_for) -> str:
     """Start a long request, abort it once it streams, and check how its stream ends."""
-    from openengine.v1 import generation_pb2, lifecycle_pb2
-
     req = ctx.long_request()
     call = ctx.inference.Generate(req)
     responses = []
@@ -563,8 +549,6 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
 
 
 def _by_id(req):
-    from openengine.v1 import lifecycle_pb2
-
     return lifecycle_pb2.AbortRequest(request_id=req.request_id)
 
 
@@ -581,7 +565,6 @@ async def abort_by_id(ctx: Context):
       title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import lifecycle_pb2
 
     everything = lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
     return await _abort_running(ctx, lambda req: everything)
@@ -592,8 +575,6 @@ async def abort_all(ctx: Context):
       title="Abort answers ALREADY_FINISHED for a finished request, NOT_FOUND for an unknown "
             "request or KV session, INVALID_ARGUMENT without a target, and ends nothing then")
 async def abort_targets(ctx: Context):
-    from openengine.v1 import kv_pb2, lifecycle_pb2
-
     finished = ctx.generate_request(max_tokens=2)
     await ctx.generate(finished)
     running = ctx.long_request(prompt="conformance keeps running")
@@ -732,8 +713,6 @@ _register_profile_cases()
 @case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
       title="within one revision, GetCapabilities, GetModelInfo and GetServerInfo answer the same")
 async def discovery_stable(ctx: Context):
-    from openengine.v1 import model_pb2
-
     known = ctx.require_capabilities()
     caps = await ctx.discovery_rpc.GetCapabilities()
     info = await ctx.control.GetServerInfo()
@@ -770,8 +749,6 @@ async def revision_unchanged(ctx: Context):
 @case("core.services.names", profile=CORE, requires=("REQ-SVC-001",),
       title="RPCs are not served under short, mis-cased or other services' names")
 async def service_names(ctx: Context):
-    from openengine.v1 import server_pb2
-
     wrong = ["/Control/GetServerInfo", "/openengine.v1.control/GetServerInfo",
              "/openengine.v1.Inference/GetServerInfo", "/openengine.Control/GetServerInfo",
              "/openengine.v1.Discovery/GetServerInfo"]
@@ -852,8 +829,6 @@ def _choose_stop_string(text: str):
 
 def _reached(final, stop: str) -> None:
     """A second greedy run that did not stop never reached `stop`: it differed from the first."""
-    from openengine.v1 import generation_pb2
-
     if final.reason != generation_pb2.FINISH_REASON_STOP:
         raise Unchecked(f"the second greedy run never reached {stop} (it differed from the first), so "
                         "stopping on it could not be observed")
@@ -871,7 +846,6 @@ def _expect_stop_match(final, match: str, stop, shown: str) -> None:
             "ignore_eos notwithstanding, names it in stop_match, and sends nothing after it")
 async def stop_token_ids(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     def choose(ids, _text):
         k = _first_new(ids, 2)
@@ -952,7 +926,6 @@ def _ended_by_eos(stream: Stream) -> bool:
             "(FINISH_REASON_LENGTH) when sent again with ignore_eos")
 async def ignore_eos(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     info = ctx.discovery.models.get(ctx.model)
     eos = info.eos_token_id if info is not None and info.HasField("eos_token_id") else None
@@ -960,7 +933,6 @@ async def ignore_eos(ctx: Context):
     # The witness may legitimately run long on a slow engine: give it half the case's time and
     # count a witness that did not end by then as one that could not show EOS, never a failure.
     budget = ctx.options.case_timeout / 2
-    from openengine.v1 import model_pb2
 
     # Greedy requests that may make the model end its output with EOS, cheapest first: (what it
     # is, max_tokens, how it changes the request). A model left to run ends on its own sooner or
@@ -1099,8 +1071,6 @@ async def back_to_idle(ctx: Context):
 @case("core.control-health", profile=CORE, requires=("REQ-HEALTH-014",),
       title="Control/Health answers READY (or DEGRADED) while the engine serves")
 async def control_health(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     stream = Stream(await ctx.generate(ctx.generate_request(max_tokens=1)))
     if stream.error is not None:
         raise Unchecked(f"a 1-token request {stream.failure()[4:]}, so whether the engine serves "

@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2
 from openengine.conformance.cases.base import Failed, case, expect, expect_no
 from openengine.conformance.context import INFERENCE, Context, Reader, services_of, status_name
 from openengine.contract import CORE, HEALTH_SERVICE, WORK_SERVICES
+from openengine.v1 import lifecycle_pb2
 
 S = health_pb2.HealthCheckResponse
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where
@@ -165,8 +166,6 @@ async def watch_unknown(ctx: Context):
       title="while paused every advertised work service is NOT_SERVING and Control/Health "
             "NOT_READY; after resume SERVING")
 async def pause_work(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     ctx.admin()
     work = [s for s in WORK_SERVICES if s in ctx.advertised_services]
     async with ctx.paused():

@@ -7,9 +7,13 @@ from __future__ import annotations
 import re
 
 import grpc
+
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
+from openengine.conformance.cases.health import require_health
 from openengine.conformance.context import Context, read_rest, refusal, status_name
 from openengine.contract import CORE, HEALTH_SERVICE, catalogue, number_domains
+from openengine.v1 import admin_pb2, load_pb2, server_pb2
+from openengine.validate import check_load
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")
@@ -79,8 +83,6 @@ async def generate_metadata(ctx: Context):
 @case("admin.numbers.update-config", profile=ADMIN, requires=("REQ-SVC-005",),
       title="UpdateConfig with a NaN or infinite double_value fails INVALID_ARGUMENT and changes nothing")
 async def numbers_update_config(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
     # Only a double-typed limit makes double_value a valid choice; for any other limit the update
     # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
@@ -140,8 +142,6 @@ async def wire_undecodable(ctx: Context):
 @case("admin.bearer-scheme-case", profile=ADMIN, requires=("REQ-ADMIN-006",),
       title="the admin token is accepted with the scheme spelled bearer or BEARER")
 async def admin_bearer_case(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()   # skips without credentials; carries the client certificate under mTLS
     token = ctx.options.admin_token
     if not token:
@@ -159,8 +159,6 @@ async def admin_bearer_case(ctx: Context):
 @case("health.list", profile=CORE, requires=("REQ-HEALTH-013",),
       title="Health/List reports exactly the names Check answers, with the same statuses")
 async def health_list(ctx: Context):
-    from openengine.conformance.cases.health import require_health
-
     await require_health(ctx)
     try:
         listed = (await ctx.health.List()).statuses
@@ -186,9 +184,6 @@ async def health_list(ctx: Context):
 @case("load.ranks.sum", profile="openengine.load", requires=("REQ-LOAD-023",),
       title="with per_rank, GetLoad and WatchLoad totals are the sums of their ranks")
 async def load_ranks_sum(ctx: Context):
-    from openengine.v1 import load_pb2, server_pb2
-    from openengine.validate import check_load
-
     if not ctx.limit("openengine.load", "per_rank"):
         raise Skipped("ObservabilityCapabilities.per_rank is false: no per-rank figures to add up")
     # A finished request leaves blocks behind (a prefix cache) where an engine keeps any.

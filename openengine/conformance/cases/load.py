@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
@@ -22,6 +23,8 @@ from openengine.conformance.context import (
 )
 from openengine.conformance.stream import ending
 from openengine.contract import CORE
+from openengine.v1 import generation_pb2, load_pb2, server_pb2
+from openengine.validate import WatchLoadChecker
 
 LOAD = "openengine.load"
 UINT32_MAX = 2**32 - 1
@@ -61,9 +64,6 @@ class Watch:
     case asserts on the rule ids it is about (`broken`) plus its own stimulus-specific checks."""
 
     def __init__(self, ctx: Context, *, channel=None, **fields):
-        from openengine.v1 import load_pb2
-        from openengine.validate import WatchLoadChecker
-
         self.request = load_pb2.WatchLoadRequest(**fields)
         # What must come at once is waited for this long: a loaded machine can hold a conforming
         # engine (or the runner) back for far longer than the engine takes.
@@ -226,8 +226,6 @@ async def _open(ctx: Context, **fields) -> tuple[Watch, object]:
       title="GetLoad returns a complete snapshot with timestamp and the engine's instance id; ranks "
             "only when asked and supported")
 async def getload_complete(ctx: Context):
-    from openengine.v1 import server_pb2
-
     info = await ctx.control.GetLoad()
     expect(info.HasField("timestamp_unix_nanos"), "LoadInfo.timestamp_unix_nanos is not set: GetLoad answers a complete "
                                        "snapshot with its timestamp")
@@ -838,8 +836,6 @@ async def stalled_isolated(ctx: Context):
       title="cancelling a WatchLoad stream leaves running requests, health and other streams alone")
 async def cancel_only(ctx: Context):
     ctx.require_decoding(observable=True)
-    from grpc_health.v1 import health_pb2
-    from openengine.v1 import generation_pb2
 
     lim = _limits(ctx)
     interval = _clamp(FAST_MS, lim)

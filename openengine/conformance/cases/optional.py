@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 
 import grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import Context, Reader, expect_refused, rpc_error, status_name
+from openengine.conformance.stream import Stream
+from openengine.v1 import encoder_pb2, lora_pb2, server_pb2, sessions_pb2, tasks_pb2
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
 SESSIONS, ADAPTERS = "openengine.sessions", "openengine.adapters"
@@ -52,9 +55,6 @@ async def kv_events(ctx: Context):
       title="a prefill engine ends a request with one prefill_ready event naming the KV session, "
             "carrying the usage")
 async def kv_producer(ctx: Context):
-    from openengine.conformance.stream import Stream
-    from openengine.v1 import server_pb2
-
     if ctx.server_info.engine_role != server_pb2.ENGINE_ROLE_PREFILL:
         raise Skipped("the engine's role is not prefill")
     req = ctx.generate_request(max_tokens=1)
@@ -97,8 +97,6 @@ TASK_RPCS = {"embed": ("Embed", "embeddings"), "classify": ("Classify", "classif
 
 def _task_call(ctx: Context, family: str, model: str, inputs: list):
     """The RPC of a task family (embed, classify, score) on `inputs` (Score: the first is the query)."""
-    from openengine.v1 import tasks_pb2
-
     fields = {"query": inputs[0], "documents": inputs} if family == "score" else {"inputs": inputs}
     name = TASK_RPCS[family][0]
     return getattr(ctx.tasks, name)(getattr(tasks_pb2, f"{name}Request")(
@@ -108,8 +106,6 @@ def _task_call(ctx: Context, family: str, model: str, inputs: list):
 @case("tasks.families", profile=TASKS, requires=("REQ-CORE-002", "REQ-TASKS-001"),
       title="Embed, Classify and Score answer for supported families, INVALID_ARGUMENT for others")
 async def tasks_families(ctx: Context):
-    from openengine.v1 import tasks_pb2
-
     model = _model_with(ctx, TASKS)
     families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
@@ -134,8 +130,6 @@ async def tasks_families(ctx: Context):
 @case("tasks.max-inputs", profile=TASKS, requires=("REQ-CAP-009",),
       title="a task request with more than max_inputs_per_request inputs fails INVALID_ARGUMENT")
 async def tasks_max_inputs(ctx: Context):
-    from openengine.v1 import tasks_pb2
-
     model = _model_with(ctx, TASKS)
     limit = int(ctx.limit(TASKS, "max_inputs_per_request", model=model))
     if limit >= MAX_BATCH_PROBE:
@@ -152,8 +146,6 @@ async def tasks_max_inputs(ctx: Context):
 
 # encoder
 def _item(i: int):
-    from openengine.v1 import encoder_pb2
-
     return encoder_pb2.MultimodalItem(item_id=f"item-{i}", image=encoder_pb2.MediaSource(
         data=bytes(range(32)), mime_type="image/png"))
 
@@ -161,8 +153,6 @@ def _item(i: int):
 @case("encoder.encode", profile=ENCODER, requires=("REQ-CORE-002",),
       title="Encode returns one handle per item, naming this encoder and echoing the item id")
 async def encode(ctx: Context):
-    from openengine.v1 import encoder_pb2
-
     resp = await ctx.encoder.Encode(encoder_pb2.EncodeRequest(
         request_id=ctx.request_id("enc"), model=ctx.model, items=[_item(0), _item(1)]))
     expect(len(resp.handles) == 2, f"2 items gave {len(resp.handles)} handles")
@@ -176,8 +166,6 @@ async def encode(ctx: Context):
 @case("encoder.max-items", profile=ENCODER, requires=("REQ-CAP-009",),
       title="more than max_items_per_request items fail INVALID_ARGUMENT")
 async def encode_max(ctx: Context):
-    from openengine.v1 import encoder_pb2
-
     limit = int(ctx.limit(ENCODER, "max_items_per_request"))
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_items_per_request is {limit}; the case sends at most "
@@ -191,8 +179,6 @@ async def encode_max(ctx: Context):
 @case("sessions.lifecycle", profile=SESSIONS, requires=("REQ-CORE-002",),
       title="OpenSession, ListSessions, Generate in the session and CloseSession work together")
 async def sessions_lifecycle(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     sid = ctx.request_id("session")
     opened = await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
     try:
@@ -213,8 +199,6 @@ async def sessions_lifecycle(ctx: Context):
 @case("sessions.ttl-clamped", profile=SESSIONS, requires=("REQ-SESS-001",),
       title="a session's ttl is clamped to max_session_ttl_ms; absent gets default_session_ttl_ms")
 async def sessions_ttl(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     hi = int(ctx.limit(SESSIONS, "max_session_ttl_ms"))
     default = int(ctx.limit(SESSIONS, "default_session_ttl_ms"))
     problems = []
@@ -233,8 +217,6 @@ async def sessions_ttl(ctx: Context):
 @case("sessions.unknown", profile=SESSIONS, requires=("REQ-CORE-002",),
       title="CloseSession of an unknown session answers closed=false or NOT_FOUND")
 async def sessions_unknown(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     try:
         resp = await ctx.sessions.CloseSession(
             sessions_pb2.CloseSessionRequest(session_id="conformance-no-such-session"))
@@ -249,9 +231,6 @@ async def sessions_unknown(ctx: Context):
 def _adapter(lora_id: int, name: str):
     """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
     same machine, which is where the runner is pointed at."""
-    import tempfile
-
-    from openengine.v1 import lora_pb2
 
     path = tempfile.mkdtemp(prefix=f"conformance-{name}-")
     return lora_pb2.LoraAdapter(lora_id=lora_id, lora_name=name, source_path=path)
@@ -265,8 +244,6 @@ def _lora_id(ctx: Context) -> int:
       title="LoadLora (idempotent, ALREADY_EXISTS on a conflict), ListLoras, Generate with "
             "lora_name and UnloadLora (NOT_FOUND when unknown) work together")
 async def adapters_lifecycle(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     model = _model_with(ctx, ADAPTERS)
     name = ctx.request_id("lora")
     adapter = _adapter(_lora_id(ctx), name)
@@ -298,8 +275,6 @@ async def adapters_lifecycle(ctx: Context):
       title="LoadLora refuses a non-positive id, an empty name and a relative path with "
             "INVALID_ARGUMENT; Generate with an unknown lora_name fails NOT_FOUND")
 async def adapters_invalid(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     good = _adapter(_lora_id(ctx), ctx.request_id("lora"))
     bad = {"lora_id 0": lora_pb2.LoraAdapter(lora_id=0, lora_name=good.lora_name, source_path=good.source_path),
            "an empty name": lora_pb2.LoraAdapter(lora_id=good.lora_id, source_path=good.source_path),
@@ -318,8 +293,6 @@ async def adapters_invalid(ctx: Context):
 @case("adapters.limits", profile=ADAPTERS, requires=("REQ-CAP-009",),
       title="adapters beyond max_loras and max_cpu_loras are refused")
 async def adapters_limits(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     model = _model_with(ctx, ADAPTERS)
     capacity = max(int(ctx.limit(ADAPTERS, "max_loras", model=model)),
                    int(ctx.limit(ADAPTERS, "max_cpu_loras", model=model)))
@@ -348,8 +321,6 @@ async def adapters_limits(ctx: Context):
 @case("sessions.max-sessions", profile=SESSIONS, requires=("REQ-SESS-001", "REQ-SVC-004"),
       title="opening a session beyond max_sessions fails RESOURCE_EXHAUSTED")
 async def sessions_max(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     limit = int(ctx.limit(SESSIONS, "max_sessions"))
     if limit > 256:
         raise Unchecked(f"max_sessions is {limit}; the case opens at most 256 sessions")

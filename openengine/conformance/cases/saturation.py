@@ -14,6 +14,7 @@ from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
 from openengine.conformance.stream import ending
 from openengine.contract import CORE
+from openengine.v1 import generation_pb2, lifecycle_pb2
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
 # more is left unchecked rather than flooded.
@@ -63,8 +64,6 @@ class Stream:
     def aborted_problem(self, what: str) -> str | None:
         """Why this stream did not end as an aborted one must (a CANCELLED finished event with
         the usage, then OK), or None."""
-        from openengine.v1 import generation_pb2
-
         last = self.messages[-1] if self.messages else None
         if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
@@ -173,8 +172,6 @@ def _ended_early(running: list[Stream]) -> None:
       title="Abort by request id ends a queued request at once, with an aborted terminal error "
             "and no chunk, and counts it")
 async def abort_queued(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     sat = await saturate(ctx)
     request = lifecycle_pb2.AbortRequest(request_id=sat.queued.request.request_id)
     total = ctx.long_generation_tokens()
@@ -212,8 +209,6 @@ async def abort_queued(ctx: Context):
 @case("core.abort.all-queued", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-CORE-010.5"),
       title="Abort(all) ends every running and every queued request, and counts them all")
 async def abort_all_queued(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     sat = await saturate(ctx)
     try:
         answer = await ctx.control.Abort(lifecycle_pb2.AbortRequest(
