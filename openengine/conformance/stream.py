@@ -41,7 +41,7 @@ def error_code_name(value: int) -> str:
 def ending(last, tokens: int) -> str:
     """How a Generate stream ended, from its last message (None or EOF when it ended without a
     terminal one) and the tokens it carried, in the words of the protocol."""
-    if last is None or last is grpc.aio.EOF:
+    if last is None or last is grpc.aio.EOF or last.HasField("token"):
         return f"ended with OK after {tokens} tokens and no finished event"
     if last.HasField("error"):
         return (f"ended after {tokens} tokens with an EngineError of code "
