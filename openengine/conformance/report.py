@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from dataclasses import replace
+from importlib import metadata
 from xml.etree import ElementTree as ET
 
 from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
@@ -197,9 +198,6 @@ def report_document(report: Report) -> dict:
     """The report to publish (`--report FILE`): who was judged, against which contract, by which
     runner and when, what it advertised, and the outcome and reason of every case; versioned, and
     described by schemas/conformance_report.schema.json."""
-    from importlib import metadata
-
-
     contract, engine = catalogue(), report.engine or {}
     try:
         version = metadata.version("openengine-profiles")

@@ -16,8 +16,8 @@ from openengine.conformance.context import (
     Context, Reader, expect_running, load_contract, poll, profile_versions, read_rest, refusal, rpc_error,
     status_name,
 )
-from openengine.contract import CORE, RpcInfo, catalogue
 from openengine.conformance.stream import Stream, ending, finish_reason_name
+from openengine.contract import CORE, RpcInfo, catalogue
 from openengine.v1 import generation_pb2, kv_pb2, lifecycle_pb2, model_pb2, server_pb2, sessions_pb2
 
 # Probing these with a request would change the engine's state for the rest of the run; their
