@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import importlib
 import itertools
 from dataclasses import dataclass, field
@@ -15,7 +17,29 @@ from google.protobuf import descriptor_pool, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, expect
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, Contract, RpcInfo, services_of
+from openengine.contract import CORE, HEALTH_SERVICE, ProfileInfo, RpcInfo, catalogue
+from openengine.v1 import admin_pb2, generation_pb2, model_pb2, server_pb2
+from openengine.validate import upstream_core_values, validate_capabilities
+
+Contract = dict[str, ProfileInfo]     # full profile name -> profile, the core first
+
+
+@functools.lru_cache(maxsize=1)
+def load_contract() -> Contract:
+    """The contract of the installed bindings (`openengine.v1`), read from the descriptors."""
+    profiles = {p.name: p for p in catalogue().profiles}
+    # The standard health service is part of the core (the registry lists its two RPCs) but is
+    # defined by grpc.health.v1, not by our protos, so it carries no profile option.
+    health = health_pb2.DESCRIPTOR.services_by_name["Health"]
+    profiles[CORE] = dataclasses.replace(profiles[CORE], rpcs=profiles[CORE].rpcs + tuple(
+        RpcInfo(HEALTH_SERVICE, health.methods_by_name[name], CORE, "1.0") for name in ("Check", "Watch")))
+    return dict(sorted(profiles.items(), key=lambda kv: (kv[0] != CORE, kv[0])))
+
+
+def services_of(contract: Contract, profiles) -> list[str]:
+    """Full names of the services holding at least one RPC of these profiles, sorted."""
+    return sorted({s for name in profiles if name in contract for s in contract[name].services})
+
 
 # Output tokens of the longest request a case makes; enough for seconds at a few ms per token.
 LONG_REQUEST_TOKENS = 100_000
@@ -63,24 +87,6 @@ class Options:
         """Admin has an address of its own (given with --admin-target)."""
         return bool(self.admin_target) and self.admin_target != self.target
 
-    @property
-    def runs_destructive(self) -> bool:
-        return self.destructive or bool(self.shutdown_command)
-
-
-def channel_options(max_message_bytes: int, *, window_bytes: int | None = None) -> list:
-    opts = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.enable_retries", 0),
-        # Do not hide a dead server behind reconnect backoff longer than a deadline.
-        ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
-    ]
-    if window_bytes is not None:
-        opts += [("grpc.http2.lookahead_bytes", window_bytes), ("grpc.http2.bdp_probe", 0)]
-    return opts
-
 
 class Deadlined:
     """A stub whose every call carries a deadline (and the given metadata) unless told otherwise.
@@ -92,76 +98,26 @@ class Deadlined:
 
     def __getattr__(self, name: str):
         method = getattr(self._stub, name)
-        default_timeout, default_metadata = self._timeout, self._metadata
-        full_name, on_call = f"{self._service}/{name}", self._on_call
 
         def call(request=None, *, timeout: float | None = None, metadata=None, **kw):
-            md = default_metadata if metadata is None else tuple(metadata)
-            if request is None:
-                request = _empty_request(full_name)
-            on_call(full_name)
-            return method(request, timeout=timeout or default_timeout, metadata=md or None, **kw)
+            if request is None:    # the RPC's empty request, from its descriptor
+                found = descriptor_pool.Default().FindServiceByName(self._service).methods_by_name[name]
+                request = message_factory.GetMessageClass(found.input_type)()
+            self._on_call(f"{self._service}/{name}")
+            md = self._metadata if metadata is None else tuple(metadata)
+            return method(request, timeout=timeout or self._timeout, metadata=md or None, **kw)
 
         return call
-
-
-def _empty_request(full_name: str):
-    """The empty request of an RPC (`openengine.v1.Control/GetLoad`), from its descriptor."""
-    service, method = full_name.rsplit("/", 1)
-    found = descriptor_pool.Default().FindServiceByName(service).methods_by_name[method].input_type
-    return message_factory.GetMessageClass(found)()
-
-
-def _stub_class(name: str):
-    """`inference` -> the InferenceStub of openengine.v1's bindings."""
-    module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
-    return getattr(module, f"{name.capitalize()}Stub")
 
 
 ADMIN_SERVICE = "openengine.v1.Admin"
 INFERENCE = "openengine.v1.Inference"
 
 
-def _read_pem(path: str | None, what: str) -> bytes | None:
-    if not path:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read the {what}: {err.strerror}") from None
-
-
-def _credentials(options: Options, admin: bool, *, client_certificate: bool = True):
-    """TLS credentials from the PEM files of the main (--ca, --cert, --key) or the admin address
-    (--admin-ca, ...); the client certificate is left out when told to."""
-    prefix = "admin-" if admin else ""
-    files = {kind: getattr(options, prefix.replace("-", "_") + kind) for kind in ("ca", "key", "cert")}
-    if not client_certificate:
-        files.update(key=None, cert=None)
-    label = "admin " if admin else ""
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(files["ca"], f"{label}CA certificate (--{prefix}ca)"),
-        private_key=_read_pem(files["key"], f"{label}client key (--{prefix}key)"),
-        certificate_chain=_read_pem(files["cert"], f"{label}client certificate (--{prefix}cert)"))
-
-
-def main_channel(options: Options, *, window_bytes: int | None = None) -> grpc.aio.Channel:
-    """A new channel to the main address, over TLS when the options ask for it."""
-    opts = channel_options(options.max_message_bytes, window_bytes=window_bytes)
-    if not options.main_tls:
-        return grpc.aio.insecure_channel(options.target, options=opts)
-    if options.server_name:
-        opts.append(("grpc.ssl_target_name_override", options.server_name))
-    return grpc.aio.secure_channel(options.target, _credentials(options, False), options=opts)
-
-
 @dataclass
 class Discovery:
-    """What the engine said about itself. Upstream's Control reads (ServerInfo, ModelInfo) make
-    an engine OpenEngine; `Discovery/GetCapabilities` is the proposal's, and an engine of
-    upstream's layout alone lacks it: then `capabilities` is None and `capabilities_error` says
-    how the call failed."""
+    """What the engine said about itself. An engine of upstream's layout alone lacks the
+    proposal's Discovery/GetCapabilities: then `capabilities` is None and `capabilities_error` says why."""
 
     server_info: Any = None
     capabilities: Any = None
@@ -181,9 +137,7 @@ class Context:
         self.discovery = Discovery()
         self.forced: set[str] = set()
         self._ids = itertools.count(1)
-        self._channel: grpc.aio.Channel | None = None
-        self._admin_channel: grpc.aio.Channel | None = None
-        self._extra_channels: list[grpc.aio.Channel] = []
+        self._channels: list[grpc.aio.Channel] = []
         self.last_rpc = ""
         # Whether the main address serves Admin RPCs (found out after discovery).
         self.admin_on_main = True
@@ -201,36 +155,57 @@ class Context:
         if self.case_deadline is not None and self.case_deadline.when() is not None:
             self.case_deadline.reschedule(self.case_deadline.when() + seconds)
 
-    # -- channels and stubs -------------------------------------------------------------------
+    # channels and stubs
     async def open(self) -> None:
-        self._channel = main_channel(self.options)
-        if self.options.admin_elsewhere:
-            self._admin_channel = self.admin_address_channel()
+        o = self.options
+        self.channel = self.new_channel()
+        self.admin_channel = self.new_channel(admin=True) if o.admin_elsewhere else self.channel
         for name in ("inference", "control", "observability", "tasks", "encoder", "sessions"):
-            setattr(self, name, self.stub(name, self._channel))
-        self.discovery_rpc = self.stub("discovery", self._channel)
-        self.health = Deadlined(health_pb2_grpc.HealthStub(self._channel), self.options.rpc_timeout, (),
+            setattr(self, name, self.stub(name, self.channel))
+        self.discovery_rpc = self.stub("discovery", self.channel)
+        self.health = Deadlined(health_pb2_grpc.HealthStub(self.channel), o.rpc_timeout, (),
                                 service=HEALTH_SERVICE, on_call=self._called)
-        admin_channel = self._admin_channel or self._channel
-        token_md = (("authorization", f"Bearer {self.options.admin_token}"),) \
-            if self.options.admin_token else ()
+        token_md = (("authorization", f"Bearer {o.admin_token}"),) if o.admin_token else ()
         # Without credentials: on an mTLS admin address that means without a client certificate.
-        anonymous_channel = admin_channel
-        if self.options.admin_tls:
-            anonymous_channel = self.admin_address_channel(client_certificate=False)
-            self._extra_channels.append(anonymous_channel)
-        self.admin_anonymous = self.stub("admin", anonymous_channel)
-        self._admin = self.stub("admin", admin_channel, token_md)
+        self.admin_anonymous = self.stub("admin", self.new_channel(admin=True, client_certificate=False)
+                                         if o.admin_tls else self.admin_channel)
+        self._admin = self.stub("admin", self.admin_channel, token_md)
 
-    def admin_address_channel(self, *, client_certificate: bool = True) -> grpc.aio.Channel:
-        """A new channel to the admin address: TLS (with the client certificate unless told
-        otherwise) when --admin-ca/--admin-cert are given, plaintext otherwise."""
-        opts = channel_options(self.options.max_message_bytes)
-        target = self.options.admin_target or self.options.target
-        if not self.options.admin_tls:
-            return grpc.aio.insecure_channel(target, options=opts)
-        creds = _credentials(self.options, True, client_certificate=client_certificate)
-        return grpc.aio.secure_channel(target, creds, options=opts)
+    def new_channel(self, *, admin: bool = False, client_certificate: bool = True,
+                    window_bytes: int | None = None) -> grpc.aio.Channel:
+        """A new connection to the main or the admin address (a watcher that must not share flow
+        control gets one of its own), over TLS with the PEM files of --ca, --cert, --key (or
+        --admin-ca, ...) when the options ask for it; closed with the run."""
+        o = self.options
+        opts = [("grpc.max_receive_message_length", o.max_message_bytes),
+                ("grpc.max_send_message_length", o.max_message_bytes), ("grpc.enable_retries", 0),
+                # Do not hide a dead server behind reconnect backoff longer than a deadline.
+                ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
+        if window_bytes is not None:
+            opts += [("grpc.http2.lookahead_bytes", window_bytes), ("grpc.http2.bdp_probe", 0)]
+        target = (o.admin_target or o.target) if admin else o.target
+        if not (o.admin_tls if admin else o.main_tls):
+            channel = grpc.aio.insecure_channel(target, options=opts)
+        else:
+            if o.server_name and not admin:
+                opts.append(("grpc.ssl_target_name_override", o.server_name))
+            prefix, label = ("admin-", "admin ") if admin else ("", "")
+
+            def pem(kind: str, what: str) -> bytes | None:
+                path = getattr(o, prefix.replace("-", "_") + kind)
+                if not path or (kind != "ca" and not client_certificate):
+                    return None
+                try:
+                    with open(path, "rb") as fh:
+                        return fh.read()
+                except OSError as err:
+                    raise ValueError(f"{path}: cannot read the {label}{what} (--{prefix}{kind}): "
+                                     f"{err.strerror}") from None
+            channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(
+                pem("ca", "CA certificate"), pem("key", "client key"), pem("cert", "client certificate")),
+                options=opts)
+        self._channels.append(channel)
+        return channel
 
     def _called(self, full_name: str) -> None:
         self.last_rpc = full_name
@@ -238,9 +213,7 @@ class Context:
     def describe_rpc_error(self, err: grpc.aio.AioRpcError) -> str:
         """A case's unexpected gRPC failure, naming the RPC last called and, for an Admin RPC
         answering UNIMPLEMENTED on the main address, the option that is probably missing."""
-        details = err.details() or ""
-        rpc = f" ({self.last_rpc})" if self.last_rpc else ""
-        out = f"an RPC{rpc} failed with {status_name(err.code())}" + (f": {details}" if details else "")
+        out = str(rpc_error(err, f"an RPC ({self.last_rpc})" if self.last_rpc else "an RPC"))
         if err.code() == grpc.StatusCode.UNIMPLEMENTED and self.last_rpc.startswith(HEALTH_SERVICE):
             out += ("; the engine lacks the standard health service: add grpc.health.v1.Health "
                     "(REQ-HEALTH-001)")
@@ -251,44 +224,30 @@ class Context:
         return out
 
     async def close(self) -> None:
-        for ch in [self._channel, self._admin_channel, *self._extra_channels]:
-            if ch is not None:
-                with contextlib.suppress(Exception):
-                    await ch.close(grace=None)
-
-    @property
-    def channel(self) -> grpc.aio.Channel:
-        assert self._channel is not None
-        return self._channel
-
-    async def new_channel(self, *, window_bytes: int | None = None) -> grpc.aio.Channel:
-        """A separate connection (for a watcher that must not share flow control)."""
-        ch = main_channel(self.options, window_bytes=window_bytes)
-        self._extra_channels.append(ch)
-        return ch
+        for ch in self._channels:
+            with contextlib.suppress(Exception):
+                await ch.close(grace=None)
 
     def stub(self, name: str, channel: grpc.aio.Channel, metadata: tuple = ()) -> Deadlined:
         """A deadline-bound stub of openengine.v1's `name` service (`inference`) on `channel`."""
-        return Deadlined(_stub_class(name)(channel), self.options.rpc_timeout, metadata,
+        module = importlib.import_module(f"openengine.v1.{name}_service_pb2_grpc")
+        stub = getattr(module, f"{name.capitalize()}Stub")
+        return Deadlined(stub(channel), self.options.rpc_timeout, metadata,
                          service=f"openengine.v1.{name.capitalize()}", on_call=self._called)
 
-    def raw_call(self, rpc: RpcInfo, request, *, timeout: float | None = None, metadata=None,
-                 channel: grpc.aio.Channel | None = None):
+    def raw_call(self, rpc: RpcInfo, request, *, metadata=None):
         """Call any RPC of the contract by its descriptor (used by the served/absent checks)."""
-        ch = channel or (self._admin_channel if rpc.service.endswith(".Admin")
-                         and self._admin_channel else self.channel)
+        ch = self.admin_channel if rpc.service == ADMIN_SERVICE else self.channel
         factory = ch.unary_stream if rpc.server_streaming else ch.unary_unary
         self._called(rpc.full_name)
         multi = factory(rpc.path, request_serializer=rpc.request.SerializeToString,
                         response_deserializer=rpc.response.FromString)
-        return multi(request, timeout=timeout or self.options.rpc_timeout, metadata=metadata)
+        return multi(request, timeout=self.options.rpc_timeout, metadata=metadata)
 
     async def discover(self) -> None:
         """Read ServerInfo, every supported model's ModelInfo (Control) and Capabilities
         (Discovery), again. A GetCapabilities that fails leaves `capabilities` None: the cases
         that need it report what the engine lacks."""
-        from openengine.v1 import model_pb2
-
         d = Discovery()
         step = "Control/GetServerInfo"
         try:
@@ -298,16 +257,12 @@ class Context:
                 d.models[model] = await self.control.GetModelInfo(
                     model_pb2.GetModelInfoRequest(model=model))
         except grpc.aio.AioRpcError as err:
-            details = err.details() or ""
-            d.error = f"{step} failed with {status_name(err.code())}" + \
-                (f": {details}" if details else "")
+            d.error = str(rpc_error(err, step))
         try:
             d.capabilities = await self.discovery_rpc.GetCapabilities()
         except grpc.aio.AioRpcError as err:
-            details = err.details() or ""
             d.capabilities_code = err.code()
-            d.capabilities_error = (f"Discovery/GetCapabilities failed with "
-                                    f"{status_name(err.code())}" + (f": {details}" if details else ""))
+            d.capabilities_error = str(rpc_error(err, "Discovery/GetCapabilities"))
         self.discovery = d
 
     @property
@@ -318,8 +273,6 @@ class Context:
     @property
     def prefill(self) -> bool:
         """The engine's role is prefill: each request ends with one prefill_ready, no token."""
-        from openengine.v1 import server_pb2
-
         info = self.discovery.server_info
         return info is not None and info.engine_role == server_pb2.ENGINE_ROLE_PREFILL
 
@@ -337,10 +290,8 @@ class Context:
     def require_capabilities(self) -> Any:
         """The Capabilities message; a case that judges its content cannot run without it."""
         if self.discovery.capabilities is None:
-            code = self.discovery.capabilities_code
-            why = "the engine does not serve Discovery/GetCapabilities" \
-                if code == grpc.StatusCode.UNIMPLEMENTED else self.discovery.capabilities_error
-            raise Unchecked(f"no Capabilities to judge: {why} (see core.discovery.answers)")
+            raise Unchecked(f"no Capabilities to judge: {self.missing_discovery()} "
+                            "(see core.discovery.answers)")
         return self.discovery.capabilities
 
     def missing_discovery(self) -> str:
@@ -356,8 +307,6 @@ class Context:
         """Find out whether the main address serves Admin RPCs (REQ-ADMIN-001 lets an engine
         serve them only on an address of its own). The probe carries no credentials and only
         validates, so it changes nothing whatever the engine does with it."""
-        from openengine.v1 import admin_pb2
-
         if not self.advertised("openengine.admin"):
             return
         stub = self.stub("admin", self.channel)
@@ -367,7 +316,7 @@ class Context:
         except grpc.aio.AioRpcError as err:
             self.admin_on_main = err.code() != grpc.StatusCode.UNIMPLEMENTED
 
-    # -- what the engine advertises -----------------------------------------------------------
+    # what the engine advertises
     @property
     def server_info(self):
         return self.discovery.server_info
@@ -410,19 +359,13 @@ class Context:
         spelled = {number: text for text, number in spec.enum_spellings().items()}
         if caps is not None and field_name:
             model = model or self.model
-            for entry in caps.models:
-                if entry.model == model and entry.DESCRIPTOR.fields_by_name.get(field_name) \
-                        and entry.HasField(field_name):
-                    value = _field_value(getattr(entry, field_name), name)
+            for found in [*(e for e in caps.models if e.model == model), caps]:
+                if found.DESCRIPTOR.fields_by_name.get(field_name) and found.HasField(field_name):
+                    value = _field_value(getattr(found, field_name), name)
                     if value is not None:
-                        return _spelled(value, spelled)
-            if caps.HasField(field_name):
-                value = _field_value(getattr(caps, field_name), name)
-                if value is not None:
-                    return _spelled(value, spelled)
+                        # Enum values as the registry spells them (`embed`), as its defaults are.
+                        return [spelled.get(v, v) for v in value] if isinstance(value, list) else value
         elif profile == CORE:
-            from openengine.validate import upstream_core_values
-
             d = self.discovery
             value = upstream_core_values(d.server_info, d.models.get(model or self.model)).get(name)
             if value is not None:
@@ -432,8 +375,6 @@ class Context:
 
     def capability_report(self):
         """The validators' verdict on the discovery answers (computed once per discovery)."""
-        from openengine.validate import validate_capabilities
-
         d = self.discovery
         if d.report is None:
             d.report = validate_capabilities(self.require_capabilities(), server_info=d.server_info,
@@ -445,14 +386,7 @@ class Context:
         models = list(self.server_info.supported_models) if self.server_info else []
         return models[0] if models else ""
 
-    def models_with(self, profile: str) -> list[str]:
-        """Served models whose entry in Capabilities.models lists a model-scoped profile."""
-        caps = self.discovery.capabilities
-        if caps is None:
-            return []
-        return [m.model for m in caps.models if any(p.name == profile for p in m.profiles)]
-
-    # -- helpers ------------------------------------------------------------------------------
+    # helpers
     def request_id(self, prefix: str = "conf") -> str:
         return f"{prefix}-{next(self._ids)}"
 
@@ -535,8 +469,6 @@ class Context:
                          request_id: str | None = None, min_tokens: int | None = None,
                          ignore_eos: bool | None = None, **sampling):
         """A GenerateRequest to the default model; `sampling` sets SamplingParams fields."""
-        from openengine.v1 import generation_pb2
-
         given = {"max_tokens": max_tokens, "min_tokens": min_tokens, "ignore_eos": ignore_eos}
         stopping = generation_pb2.StoppingOptions(**{k: v for k, v in given.items() if v is not None})
         return generation_pb2.GenerateRequest(
@@ -591,10 +523,8 @@ class Context:
             call.cancel()
 
     def long_request(self, *, prompt: str = "conformance keeps this request running", **sampling):
-        """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal
-        to `max_tokens`, which every engine must honour, so it cannot end early on an EOS token.
-        How long that is in seconds depends on the engine; cases that need it still running
-        check that it has not finished, and report `unchecked` when it ends too soon."""
+        """A request that runs as long as the model allows: `ignore_eos` and `min_tokens` equal to
+        `max_tokens`, so it cannot end early on an EOS token (its length in seconds is the engine's)."""
         tokens = self.long_generation_tokens()
         return self.generate_request(max_tokens=tokens, min_tokens=tokens, ignore_eos=True,
                                      prompt=prompt, **sampling)
@@ -614,13 +544,6 @@ def _field_value(message, name: str) -> Any:
         values = list(getattr(message, name))
         return values if values else None
     return getattr(message, name) if message.HasField(name) else None
-
-
-def _spelled(value: Any, spelled: dict[int, str]) -> Any:
-    """Enum values of a limit as the registry spells them (`embed`), as its defaults are."""
-    if not spelled or not isinstance(value, list):
-        return value
-    return [spelled.get(v, v) for v in value]
 
 
 def expect_running(first, request) -> None:
@@ -651,9 +574,33 @@ class Reader:
     """Bounded reads of a server stream. A timed-out read is kept pending for the next call
     instead of being cancelled, because cancelling a pending `read()` cancels the whole RPC."""
 
-    def __init__(self, call):
-        self.call = call
+    def __init__(self, call, rpc: str = ""):
+        self.call, self.rpc = call, rpc
         self._pending: asyncio.Future | None = None
+        self.received: list = []      # what `next` read
+
+    async def next(self, timeout: float, ended=None):
+        """The next message of a stream the engine must keep open, or None when nothing came in
+        time. A failed call fails the case, and so does the stream's end, said by `ended(code)`."""
+        try:
+            msg = await self.read(timeout)
+        except grpc.aio.AioRpcError as err:
+            raise rpc_error(err, self.rpc) from None
+        if msg is grpc.aio.EOF:
+            code = await self.call.code()
+            raise Failed(ended(code) if ended else f"{self.rpc} ended with {status_name(code)}")
+        if msg is not None:
+            self.received.append(msg)
+        return msg
+
+    async def until(self, holds, timeout: float, what: str):
+        """The first message (read with `next`) that `holds`; the case fails without one in time."""
+        end = asyncio.get_running_loop().time() + timeout
+        while (left := end - asyncio.get_running_loop().time()) > 0:
+            msg = await self.next(left)
+            if msg is not None and holds(msg):
+                return msg
+        raise Failed(f"{self.rpc} sent no {what} within {timeout:g} s")
 
     async def read(self, timeout: float):
         """The next message, `grpc.aio.EOF` at the end, or None when nothing came in time."""

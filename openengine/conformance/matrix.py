@@ -87,16 +87,6 @@ class Coverage:
     def percent(self) -> float:
         return 100.0 * len(self.covered) / len(self.wire) if self.wire else 100.0
 
-    def as_dict(self, exercised: set[str] | None = None) -> dict:
-        out = {"spec": self.source, "wire_requirements": len(self.wire),
-               "covered": len(self.covered), "percent": round(self.percent, 1),
-               "uncovered": self.uncovered, "unknown_citations": self.unknown,
-               "wire_assertions": len(self.assertions),
-               "assertions_uncovered": self.assertions_uncovered}
-        if exercised is not None:
-            out["exercised"] = len([r for r in self.wire if r in {requirement_of(e) for e in exercised}])
-        return out
-
 
 def coverage(cases: list[Case], requirements: Sequence[SpecRequirement] | None = None, *,
              source: str | None = None) -> Coverage:

@@ -5,15 +5,20 @@ the live progress display.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from dataclasses import replace
+from importlib import metadata
 from xml.etree import ElementTree as ET
 
 from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
 from openengine.contractkit.diagnostics import printable as _printable
 from openengine.contractkit.diagnostics import render
-from openengine.conformance.matrix import requirement_of
+from openengine.conformance.context import load_contract
+from openengine.conformance.matrix import packaged_requirements, requirement_of
 from openengine.conformance.runner import CaseResult, Outcome, Report
+from openengine.contract import CORE, catalogue
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:
@@ -64,7 +69,6 @@ def _migration_lines(report: Report) -> list[str]:
     found = report.engine.get("discovery") if report.engine else None
     if found in (None, "served"):
         return []
-    from openengine.conformance.profiles import CORE, load_contract
 
     optional = [f"{p.name} ({', '.join(r.full_name.removeprefix('openengine.v1.') for r in p.rpcs)})"
                 for p in load_contract().values() if p.name != CORE]
@@ -114,22 +118,10 @@ def report_diagnostics(report: Report) -> list[Diagnostic]:
     return [d for d in (case_diagnostic(r, report.target) for r in report.results) if d is not None]
 
 
-def report_context(report: Report) -> Context:
-    """What the shared printers add to the records of a conformance run."""
-    return Context(tool="oespec conformance", preamble=tuple(_engine_lines(report)) + ("",),
-                   trailer=tuple(_summary_lines(report)), facts=report.as_dict(),
-                   properties=(("target", report.target), ("profiles", ",".join(report.advertised)),
-                               ("verdict", report.verdict)),
-                   passed=tuple(r.id for r in report.results if r.outcome is Outcome.PASS),
-                   suite="openengine-conformance", sarif_location=sarif_location)
-
-
 def sarif_location(d: Diagnostic) -> dict:
     """Where a code-scanning tool shows a case's finding: the spec requirement the case checks
     (its page and line, from the packaged index), and the case against the engine as a logical
     location. The engine's address is no file."""
-    from openengine.conformance.matrix import packaged_requirements
-
     location: dict = {"logicalLocations": [{"name": d.rule_id, "fullyQualifiedName": f"{d.path}/{d.rule_id}"}]}
     written = {r.id: r for r in packaged_requirements()}
     cited = [written[requirement_of(rid)] for rid in d.details.get("requirements", ())
@@ -143,17 +135,15 @@ def sarif_location(d: Diagnostic) -> dict:
 
 
 def render_report(fmt: str, report: Report, context: Context | None = None) -> str:
-    """The report in any of the shared formats; `context` (a command's own) is merged in. JUnit is
-    the full case report (`render_junit`), the same document `--junit FILE` writes."""
+    """The report in any of the shared formats; `context` (a command's own) is merged in. JSON is
+    the published report document (`report_document`, what `--report FILE` writes) and JUnit the
+    full case report (`render_junit`, what `--junit FILE` writes)."""
+    if fmt == "json":
+        return json.dumps(report_document(report), indent=2) + "\n"
     if fmt == "junit":
         return render_junit(report)
-    own = report_context(report)
-    if context is not None:
-        from dataclasses import replace
-
-        own = replace(context, preamble=own.preamble, trailer=own.trailer, facts=own.facts,
-                      properties=own.properties, passed=own.passed, suite=own.suite,
-                      sarif_location=own.sarif_location)
+    own = replace(context or Context(tool="oespec conformance"), trailer=tuple(_summary_lines(report)),
+                  preamble=tuple(_engine_lines(report)) + ("",), sarif_location=sarif_location)
     return render(fmt, report_diagnostics(report), own)
 
 
@@ -162,7 +152,6 @@ def render_text(report: Report) -> str:
 
 
 def render_json(report: Report) -> str:
-    """The whole report (counts, verdict, coverage, every result) with its records."""
     return render_report("json", report)
 
 
@@ -185,7 +174,7 @@ def render_junit(report: Report) -> str:
                                                "time": f"{r.seconds:.3f}"})
         message = printable(detail(r))
         if r.outcome in (Outcome.SKIP, Outcome.UNCHECKED, Outcome.XFAIL):
-            label = {Outcome.SKIP: "", Outcome.UNCHECKED: "unchecked: ", Outcome.XFAIL: ""}[r.outcome]
+            label = "unchecked: " if r.outcome is Outcome.UNCHECKED else ""
             ET.SubElement(tc, "skipped", {"message": label + message})
         elif r.outcome is Outcome.ERROR:
             ET.SubElement(tc, "error", {"message": message}).text = printable(r.reason, keep_newlines=True)
@@ -205,23 +194,15 @@ REPORT_VERSION = 1
 REPORT_SCHEMA = "https://openengine.dev/schemas/conformance_report.schema.json"
 
 
-def runner_version() -> str:
-    """The installed toolkit's version, or `unknown` when run from a tree that is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("openengine-profiles")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def report_document(report: Report) -> dict:
     """The report to publish (`--report FILE`): who was judged, against which contract, by which
     runner and when, what it advertised, and the outcome and reason of every case; versioned, and
     described by schemas/conformance_report.schema.json."""
-    from openengine.contract import catalogue
-
     contract, engine = catalogue(), report.engine or {}
+    try:
+        version = metadata.version("openengine-profiles")
+    except metadata.PackageNotFoundError:     # run from a tree that is not installed
+        version = "unknown"
     return {
         "$schema": REPORT_SCHEMA,
         "kind": REPORT_KIND,
@@ -235,7 +216,7 @@ def report_document(report: Report) -> dict:
                      "minimum_client_revision": contract.minimum_client_revision,
                      "schema_release": contract.schema_release,
                      "registry_revision": contract.registry_revision},
-        "runner": {"name": "oespec conformance", "version": runner_version()},
+        "runner": {"name": "oespec conformance", "version": version},
         "profiles": {"advertised": list(engine.get("profiles", [])), "forced": list(report.forced)},
         "verdict": {"conforms": report.ok, "text": report.verdict, "counts": report.counts(),
                     "unchecked_requirements": report.unchecked_requirements()},

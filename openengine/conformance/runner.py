@@ -13,16 +13,20 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from openengine.conformance.cases import all_cases
 from openengine.conformance.cases.base import Case, Failed, Skipped, Unchecked
-from openengine.conformance.context import INFERENCE, Context, Options, poll, status_name
-from openengine.conformance.target import preflight
-from openengine.conformance.profiles import CORE, Contract, load_contract
+from openengine.conformance.context import (
+    INFERENCE, Context, Contract, Options, load_contract, poll, status_name,
+)
 from openengine.conformance.matrix import Coverage, SpecRequirement, coverage
+from openengine.conformance.target import preflight
+from openengine.contract import CORE
+from openengine.v1 import server_pb2
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
@@ -30,9 +34,6 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
     XFAIL = "xfail"     # failed (or errored), and listed as an expected failure
     STALE = "stale"     # listed as an expected failure, but passed: the entry must go
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def bad(self) -> bool:
@@ -50,14 +51,6 @@ class CaseResult:
     reason: str = ""
     seconds: float = 0.0
     expected_reason: str = ""      # the expected-failures entry, when there is one
-
-    def as_dict(self) -> dict:
-        out = {"id": self.id, "profile": self.profile, "requirements": list(self.requirements),
-               "title": self.title, "outcome": str(self.outcome), "reason": self.reason,
-               "seconds": round(self.seconds, 4)}
-        if self.expected_reason:
-            out["expected_failure"] = self.expected_reason
-        return out
 
 
 @dataclass
@@ -112,17 +105,6 @@ class Report:
                                                            Outcome.STALE)
                 for req in r.requirements}
 
-    def as_dict(self) -> dict:
-        cov = self.coverage
-        return {
-            "target": self.target, "engine": self.engine, "advertised": self.advertised,
-            "forced": self.forced, "discovery_error": self.discovery_error,
-            "seconds": round(self.seconds, 3), "counts": self.counts(), "ok": self.ok,
-            "verdict": self.verdict, "unchecked_requirements": self.unchecked_requirements(),
-            "coverage": cov.as_dict(self.exercised()) if cov else None,
-            "results": [r.as_dict() for r in self.results],
-        }
-
 
 def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
     """Full profile names for `--profile` values (short or full); ValueError for unknown ones."""
@@ -138,12 +120,9 @@ def resolve_profiles(names: Iterable[str], contract: Contract) -> list[str]:
 
 def plan(cases: list[Case], advertised: set[str], *, selected: list[str] | None,
          patterns: list[str] | None = None, contract: Contract) -> tuple[list[Case], set[str]]:
-    """The cases to run, in order (disruptive ones last), and the profiles forced by `--profile`.
-
-    Without `--profile` every profile is in play: the cases of advertised profiles run, and each
-    unadvertised profile gets its absence case. With `--profile`, only the named profiles are in
-    play, and a named profile that is not advertised is forced: its cases run as if it were.
-    """
+    """The cases to run, in order (disruptive ones last), and the profiles forced by `--profile`:
+    a named profile that is not advertised runs its cases as if it were. Without `--profile`
+    every profile is in play, and each unadvertised one gets its absence case."""
     in_play = set(selected) if selected else set(contract)
     forced = (set(selected) - advertised) if selected else set()
     chosen = []
@@ -214,14 +193,11 @@ def apply_expected(result: CaseResult, expected: dict[str, str]) -> CaseResult:
 
 
 async def _serving_before(ctx: Context, c: Case) -> str | None:
-    """Why a case that pauses or reconfigures the engine cannot start now, or None.
-
-    The run began with the engine serving (`preflight`), so an engine found paused or asleep
-    here did not come back from a case that resumed it: that is the engine's failure, reported
-    on the case it keeps from running rather than as a false failure of what the case checks."""
-    if not c.uses_admin:
+    """Why an Admin case (it pauses or reconfigures the engine) cannot start now, or None. The run
+    began with the engine serving, so an engine found paused here did not come back from a case
+    that resumed it: the engine's failure, reported on the case it keeps from running."""
+    if c.profile != "openengine.admin" or c.when != "advertised" or c.disruptive:
         return None
-    from grpc_health.v1 import health_pb2
 
     try:
         status = await ctx.check_health(INFERENCE)
@@ -236,10 +212,6 @@ async def _serving_before(ctx: Context, c: Case) -> str | None:
     return None
 
 
-def _shown_busy(counts: tuple[int, int]) -> str:
-    return f"{counts[0]} running and {counts[1]} queued requests"
-
-
 async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
     """What a case left behind: requests the engine still counts beyond what it counted before
     the case, after a bounded wait. The case started and ended them, so their residue is its
@@ -249,15 +221,14 @@ async def _residue(ctx: Context, before: tuple[int, int] | None) -> str | None:
                                ctx.options.rpc_timeout)
     if freed:
         return None
-    was = f" (it counted {_shown_busy(base)} before the case)" if before else ""
-    return (f"after this case ended (every request it made cancelled, aborted or finished), "
-            f"GetLoad still counted {_shown_busy(counts)} {ctx.options.rpc_timeout:g} s later{was}: "
+    was = f" (it counted {base[0]} running and {base[1]} queued before the case)" if before else ""
+    return (f"after this case ended (every request it made cancelled, aborted or finished), GetLoad "
+            f"still counted {counts[0]} running and {counts[1]} queued requests "
+            f"{ctx.options.rpc_timeout:g} s later{was}: "
             "the engine did not free them (REQ-CORE-010, REQ-CORE-011, REQ-LOAD-024.2)")
 
 
 def _deserialize_logged(record: logging.LogRecord) -> bool:
-    """grpc logs a reply that does not parse with its stack before failing the call; the case
-    reports the failed call, so the stack would only put a traceback into the run's output."""
     return "deserializing" not in record.getMessage()
 
 
@@ -265,7 +236,6 @@ def _engine_summary(ctx: Context) -> dict:
     info = ctx.server_info
     if info is None:
         return {}
-    from openengine.v1 import server_pb2
 
     role = server_pb2.EngineRole.Name(info.engine_role) \
         if info.engine_role in server_pb2.EngineRole.values() else str(info.engine_role)
@@ -282,24 +252,19 @@ def _engine_summary(ctx: Context) -> dict:
                          for p in (ctx.capabilities.profiles if ctx.has_discovery else ())]}
 
 
-async def run_suite(options: Options, **kw) -> Report:
+async def run_suite(options: Options, *, profiles: list[str] | None = None,
+                    patterns: list[str] | None = None, expected: dict[str, str] | None = None,
+                    progress: ProgressFn | None = None,
+                    requirements: Sequence[SpecRequirement] | None = None,
+                    requirements_source: str | None = None) -> Report:
     """Run the conformance suite against `options.target` and return the report.
 
     Raises `TargetUnusable` when the target cannot be reached, does not speak gRPC or serves no
     OpenEngine discovery: that says nothing about conformance."""
+    # grpc logs a reply that does not parse with its stack before failing the call; the case
+    # reports the failed call, so the stack would only put a traceback into the run's output.
     logger = logging.getLogger("grpc._common")
     logger.addFilter(_deserialize_logged)
-    try:
-        return await _run_suite(options, **kw)
-    finally:
-        logger.removeFilter(_deserialize_logged)
-
-
-async def _run_suite(options: Options, *, profiles: list[str] | None = None,
-                     patterns: list[str] | None = None, expected: dict[str, str] | None = None,
-                     progress: ProgressFn | None = None,
-                     requirements: Sequence[SpecRequirement] | None = None,
-                     requirements_source: str | None = None) -> Report:
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None
@@ -360,6 +325,7 @@ async def _run_suite(options: Options, *, profiles: list[str] | None = None,
                     progress(c.id, i + 1, len(chosen), result)
     finally:
         await ctx.close()
+        logger.removeFilter(_deserialize_logged)
     for r in results:
         if not r.expected_reason:
             apply_expected(r, expected)

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
+from openengine.v1 import error_pb2, generation_pb2
+
 
 @dataclass
 class Output:
@@ -21,8 +25,6 @@ class Output:
 
 
 def finish_reason_name(value: int) -> str:
-    from openengine.v1 import generation_pb2
-
     try:
         return generation_pb2.FinishReason.Name(value)
     except ValueError:
@@ -30,12 +32,24 @@ def finish_reason_name(value: int) -> str:
 
 
 def error_code_name(value: int) -> str:
-    from openengine.v1 import error_pb2
-
     try:
         return error_pb2.ErrorCode.Name(value)
     except ValueError:
         return f"{value} (not an ErrorCode)"
+
+
+def ending(last, tokens: int) -> str:
+    """How a Generate stream ended, from its last message (None or EOF when it ended without a
+    terminal one) and the tokens it carried, in the words of the protocol."""
+    if last is None or last is grpc.aio.EOF or last.HasField("token"):
+        return f"ended with OK after {tokens} tokens and no finished event"
+    if last.HasField("error"):
+        return (f"ended after {tokens} tokens with an EngineError of code "
+                f"{error_code_name(last.error.code)} ({last.error.message!r})")
+    if last.HasField("finished"):
+        return (f"ended after {tokens} tokens with a finished event, reason "
+                f"{finish_reason_name(last.finished.reason)}")
+    return f"ended after a {last.WhichOneof('event')} event"
 
 
 class Stream:
@@ -75,13 +89,9 @@ class Stream:
                 self.prefill = r.prefill_ready
 
     @property
-    def final(self):
-        """The last response, which carries the usage."""
-        return self.responses[-1] if self.responses else None
-
-    @property
     def usage(self):
-        final = self.final
+        """The usage the last response carries."""
+        final = self.responses[-1] if self.responses else None
         return final.usage if final is not None and final.HasField("usage") else None
 
     def output(self, index: int = 0) -> Output:
@@ -165,7 +175,6 @@ class Stream:
             if usage.HasField("cached_prompt_tokens") and usage.cached_prompt_tokens > usage.prompt_tokens:
                 out.append(f"usage.cached_prompt_tokens {usage.cached_prompt_tokens} exceeds "
                            f"prompt_tokens {usage.prompt_tokens} (REQ-CORE-017.4)")
-        from openengine.v1 import generation_pb2
 
         for o in self.outputs.values():
             f = o.finished

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import grpc
+from grpc_health.v1 import health_pb2
+
+from openengine.conformance.context import poll
+from openengine.v1 import generation_pb2, lifecycle_pb2
 
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -95,45 +99,39 @@ def _url_message(option: str, text: str, value: str) -> str:
             (" (TLS is asked for with --tls, not with the scheme)" if tls else ""))
 
 
-@dataclass(frozen=True)
-class TlsProbe:
-    speaks_tls: bool
-    wants_client_certificate: bool = False
-
-
-async def probe_tls(address: Address, timeout: float) -> TlsProbe:
-    """Whether a TLS handshake with `address` completes, and whether the server then refuses a
-    client without a certificate (TLS 1.3 shows that only after the handshake). The server's
-    certificate is not judged: this only tells a TLS server from a plaintext one."""
+async def probe_tls(address: Address, timeout: float) -> tuple[bool, bool, bool]:
+    """One connection to `address`: (whether it accepts TCP, whether a TLS handshake then
+    completes, whether the server then refuses a client without a certificate: TLS 1.3 shows
+    that only after the handshake). The server's certificate is not judged: this only tells a
+    TLS server from a plaintext one."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     context.set_alpn_protocols(["h2"])
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(address.host, address.port, ssl=context,
-                                    server_hostname=address.host), timeout)
-    except ssl.SSLError as err:
-        # A TLS alert comes from a TLS server; anything else (a wrong version, an early end) is a
-        # peer that does not speak TLS.
-        said = str(err).lower()
-        return TlsProbe("alert" in said, "alert" in said and "certificate required" in said)
-    except (OSError, asyncio.TimeoutError, ValueError):
-        return TlsProbe(False)
-    wants = False
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(address.host, address.port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False, False, False
+    handshake = False
     try:
+        await asyncio.wait_for(writer.start_tls(context, server_hostname=address.host), timeout)
+        handshake = True
         # A gRPC server speaks first after the handshake (its HTTP/2 settings); one that closes
         # the connection instead, before the client said anything, refused the client's
         # certificate, and without one offered that means it wants one.
-        wants = await asyncio.wait_for(reader.read(1), min(timeout, 0.5)) == b""
+        return True, True, await asyncio.wait_for(reader.read(1), min(timeout, 0.5)) == b""
     except ssl.SSLError as err:
-        wants = "certificate required" in str(err).lower() or "certificate_required" in str(err).lower()
-    except (OSError, asyncio.TimeoutError):
-        pass
-    writer.close()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(writer.wait_closed(), timeout)
-    return TlsProbe(True, wants)
+        # A TLS alert comes from a TLS server; anything else (a wrong version, an early end) is a
+        # peer that does not speak TLS.
+        said = str(err).lower().replace("_", " ")
+        tls = handshake or "alert" in said
+        return True, tls, tls and "certificate required" in said
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return True, handshake, False
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), timeout)
 
 
 def _unreachable_reason(details: str) -> str:
@@ -160,12 +158,9 @@ def _unreachable_reason(details: str) -> str:
 
 
 async def preflight(ctx) -> None:
-    """One harmless call before the suite: Control/GetServerInfo on the main address.
-
-    UNAVAILABLE (refused, unknown host, not HTTP/2) and a connection that never becomes ready are
-    unusable targets. UNIMPLEMENTED for Control and for Inference means a gRPC server that is not
-    an OpenEngine engine. Any other outcome, a slow or malformed answer included, is for the
-    cases to judge."""
+    """One harmless call before the suite (Control/GetServerInfo): no connection, or a gRPC server
+    serving neither Control nor Inference, is an unusable target; any other outcome, a slow or
+    malformed answer included, is for the cases to judge."""
     target = ctx.options.target
     try:
         await ctx.control.GetServerInfo()
@@ -194,8 +189,6 @@ async def preflight(ctx) -> None:
 async def _serves_inference(ctx) -> bool:
     """Whether Inference/Generate exists: a request naming no model and no prompt, which any
     engine refuses before doing anything, answers something other than UNIMPLEMENTED."""
-    from openengine.v1 import generation_pb2
-
     call = ctx.inference.Generate(generation_pb2.GenerateRequest(request_id="conformance-probe"))
     try:
         async for _ in call:
@@ -211,10 +204,8 @@ async def _tls_mismatch(ctx) -> None:
     """A target that could not be reached because the runner and the server disagree about TLS
     gets one line saying so, whatever gRPC's own error text says."""
     options = ctx.options
-    address = parse_target(options.target)
-    probe = await probe_tls(address, options.rpc_timeout)
-    tls = probe.speaks_tls
-    if tls and options.main_tls and probe.wants_client_certificate and not options.cert:
+    listening, tls, wants_certificate = await probe_tls(parse_target(options.target), options.rpc_timeout)
+    if tls and options.main_tls and wants_certificate and not options.cert:
         raise TargetUnusable(f"{options.target} asks for a client certificate: give one with "
                              "--cert PEM and its key with --key PEM")
     if tls and not options.main_tls:
@@ -222,22 +213,9 @@ async def _tls_mismatch(ctx) -> None:
             f"{options.target} speaks TLS: check it with --tls (add --ca PEM when its certificate "
             "is not signed by a CA this machine trusts, --cert/--key when it asks for a client "
             "certificate, --server-name NAME when the certificate names another host)")
-    if not tls and options.main_tls and await _speaks_plaintext(address, options.rpc_timeout):
+    if listening and not tls and options.main_tls:
         raise TargetUnusable(f"{options.target} does not speak TLS (a TLS handshake got no answer "
                              "a TLS server gives): drop --tls and the TLS options")
-
-
-async def _speaks_plaintext(address: Address, timeout: float) -> bool:
-    """Whether something accepts a plain TCP connection at `address`."""
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(address.host, address.port),
-                                           timeout)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(writer.wait_closed(), timeout)
-    return True
 
 
 NOT_SERVING_WAIT_SECONDS = 5.0
@@ -245,12 +223,9 @@ INFERENCE = "openengine.v1.Inference"
 
 
 async def _serving(ctx) -> None:
-    """The engine is ready for work, or a run would report every case that needs it as a
-    failure. An engine still starting gets a few seconds. Readiness is read from the standard
-    health service, or from upstream's Control/Health when there is none; a health service that
-    fails is for the health cases to judge."""
-    from grpc_health.v1 import health_pb2
-
+    """The engine is ready for work (after a few seconds to start), by the standard health
+    service, or upstream's Control/Health without one; a failing health service is the health
+    cases' to judge."""
     serving = health_pb2.HealthCheckResponse.SERVING
     try:
         # One Check first: an engine without the standard health service answers UNIMPLEMENTED
@@ -260,25 +235,19 @@ async def _serving(ctx) -> None:
             return
         status = await ctx.check_health(INFERENCE)
     except grpc.aio.AioRpcError as err:
-        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
-            await _ready_by_control(ctx)
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            return
+
+        async def state():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                return (await ctx.control.Health()).state
+        # A state that never turns READY is for core.control-health to judge against what
+        # Generate does: without the standard health service nothing else tells a paused engine.
+        await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,
+                                              lifecycle_pb2.HEALTH_STATE_DEGRADED),
+                   NOT_SERVING_WAIT_SECONDS, 0.05)
         return
     name = health_pb2.HealthCheckResponse.ServingStatus.Name(status)
     raise TargetUnusable(
         f"{ctx.options.target} reports {INFERENCE} {name}: a run needs an engine ready "
         "for work (is it paused, asleep or draining, perhaps left so by an earlier run?)")
-
-
-async def _ready_by_control(ctx) -> None:
-    from openengine.v1 import lifecycle_pb2
-
-    from openengine.conformance.context import poll
-
-    async def state():
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            return (await ctx.control.Health()).state
-    # A state that never turns READY is for core.control-health to judge against what Generate
-    # does: without the standard health service nothing else tells a paused engine.
-    await poll(state, lambda now: now in (None, lifecycle_pb2.HEALTH_STATE_READY,
-                                          lifecycle_pb2.HEALTH_STATE_DEGRADED),
-               NOT_SERVING_WAIT_SECONDS, 0.05)

@@ -48,7 +48,7 @@ class Run:
     engine_log: str
 
     def failing(self) -> dict[str, str]:
-        return {r["id"]: r["reason"] for r in self.report.get("results", ()) if r["outcome"] in ("fail", "error")}
+        return {r["case"]: r["reason"] for r in self.report.get("results", ()) if r["outcome"] in ("fail", "error")}
 
 
 def conformance(name: str, cases: tuple[str, ...], log: Path) -> Run:
@@ -91,13 +91,14 @@ def test_each_mistake_fails_the_run_with_a_reason_that_names_it_and_the_clean_to
 
     problems = []
     clean = runs.pop("clean")
-    if clean.returncode != 0 or not clean.report.get("verdict", "").startswith("CONFORMS"):
-        problems.append(f"clean: exit {clean.returncode}, verdict {clean.report.get('verdict')!r}, "
+    verdict = clean.report.get("verdict", {}).get("text", "")
+    if clean.returncode != 0 or not verdict.startswith("CONFORMS"):
+        problems.append(f"clean: exit {clean.returncode}, verdict {verdict!r}, "
                         f"failing {clean.failing()}\n{clean.output}")
     for name, run in runs.items():
         named = MISTAKES[name][1]
         if run.returncode == 0:
-            problems.append(f"{name}: the run exited 0 ({run.report.get('verdict')!r})\n{run.output}")
+            problems.append(f"{name}: the run exited 0 ({run.report.get('verdict', {}).get('text')!r})\n{run.output}")
         elif not any(re.search(named, reason) for reason in run.failing().values()):
             problems.append(f"{name}: no failing case's reason matches {named!r}: {run.failing()}\n{run.output}")
     # A bad figure from load() is the backend's fault, logged once and plainly, not a stack per call.
@@ -105,7 +106,7 @@ def test_each_mistake_fails_the_run_with_a_reason_that_names_it_and_the_clean_to
         problems.append(f"negative-load: the engine logged a traceback\n{runs['negative-load'].engine_log[-3000:]}")
     # Its witness requests died of the exception: a case they leave unchecked says so, never
     # blames the model's limits or the engine's load.
-    guessed = {r["id"]: r["reason"] for r in runs["exception-mid-stream"].report.get("results", ())
+    guessed = {r["case"]: r["reason"] for r in runs["exception-mid-stream"].report.get("results", ())
                if r["outcome"] == "unchecked" and not re.search(r"error|INTERNAL", r["reason"])}
     if guessed:
         problems.append(f"exception-mid-stream: unchecked for a reason that is not what happened: {guessed}")

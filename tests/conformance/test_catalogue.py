@@ -31,7 +31,8 @@ def test_case_ids_are_unique_and_dotted():
 
 
 def test_every_profile_has_a_served_and_an_absent_case():
-    from openengine.conformance.profiles import CORE, load_contract
+    from openengine.conformance.context import load_contract
+    from openengine.contract import CORE
 
     ids = {c.id for c in all_cases()}
     for info in load_contract().values():

@@ -46,7 +46,7 @@ def test_suite_passes(engine_kw):
     assert failed(report) == {}
     advertised = set(report.advertised)
     ran = {r.id for r in report.results}
-    from openengine.conformance.profiles import load_contract
+    from openengine.conformance.context import load_contract
 
     for info in load_contract().values():
         if info.name in advertised:
@@ -101,11 +101,12 @@ def test_command_against_a_subprocess_engine(tmp_path):
                                         "--shutdown-command", f"kill -TERM {engine.pid}",
                                         "--format", "json", "--junit", str(junit)],
                               cwd=root, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        report = json.loads(done.stdout)
-        outcomes = {r["id"]: r["outcome"] for r in report["results"]}
-        assert outcomes["core.shutdown.graceful"] == "pass"
-        assert report["coverage"]["percent"] == 100.0
+        report = json.loads(done.stdout) if done.stdout.startswith("{") else {}
+        bad = [f"{r['case']}: {r['reason']}" for r in report.get("results", ())
+               if r["outcome"] in ("fail", "error")]
+        assert done.returncode == 0, bad or done.stdout[-3000:] + done.stderr[-3000:]
+        outcomes = {r["case"]: r["outcome"] for r in report["results"]}
+        assert outcomes["core.shutdown.graceful"] == "pass" and report["verdict"]["conforms"]
         suite = ET.parse(junit).getroot()
         assert int(suite.get("tests")) == len(report["results"])
         assert int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0

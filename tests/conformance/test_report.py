@@ -32,8 +32,8 @@ def test_text_json_and_junit_agree_on_outcomes():
     text = render_text(report)
     assert "DOES NOT CONFORM" in text and "x.case-stale" in text
     data = json.loads(render_json(report))
-    assert data["counts"] == {o.value: 1 for o in Outcome} and data["ok"] is False
-    assert data["verdict"].startswith("DOES NOT CONFORM")
+    assert data["verdict"]["counts"] == {o.value: 1 for o in Outcome} and data["verdict"]["conforms"] is False
+    assert data["verdict"]["text"].startswith("DOES NOT CONFORM")
     suite = ET.fromstring(render_junit(report))
     assert suite.get("failures") == "2" and suite.get("errors") == "1" and suite.get("skipped") == "3"
     kinds = {tc.get("name"): [c.tag for c in tc if c.tag != "system-out"]

@@ -42,8 +42,9 @@ CAUGHT_BY = {
     "num-sequences-ignored": ("core.generate.terminal", "output(s) [1"),
     "logprobs-ignored": ("core.generate.output-logprobs", "were not delivered"),
     # Ended by its length, or still running at its deadline on a slow machine: never cancelled.
-    "abort-ignored": ("core.abort.by-id", "a finished event with FINISH_REASON_CANCELLED"),
-    "abort-no-cancelled": ("core.abort.by-id", "not a finished event with FINISH_REASON_CANCELLED"),
+    "abort-ignored": ("core.abort.by-id", "a finished event of FINISH_REASON_CANCELLED"),
+    "abort-no-cancelled": ("core.abort.by-id", "no finished event, not with a finished event of "
+                                               "FINISH_REASON_CANCELLED"),
     "abort-unknown-ok": ("core.abort.targets", "an unknown request id answered ABORT_STATUS_ABORTED"),
     "abort-finished-not-found": ("core.abort.targets", "had just finished failed with NOT_FOUND"),
     "abort-no-target-ok": ("core.abort.targets", "no target answered ABORT_STATUS_ABORTED"),
@@ -51,7 +52,7 @@ CAUGHT_BY = {
     "load-always-zero": ("core.load.back-to-idle", "counted no running or queued request"),
     "revision-too-new": ("core.server-info.revisions", "minimum_client_revision is 2"),
     "schema-revision-zero": ("core.server-info.revisions", "schema_revision is 0"),
-    "model-info-unknown-ok": ("core.model-info.answers", "for an unknown model answered OK"),
+    "model-info-unknown-ok": ("core.model-info.answers", "GetModelInfo for an unknown model was accepted"),
     "health-not-ready": ("core.control-health", "answered HEALTH_STATE_NOT_READY"),
 }
 

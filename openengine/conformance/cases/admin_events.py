@@ -7,15 +7,15 @@ import asyncio
 import contextlib
 
 import grpc
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
     INFERENCE, Context, Reader, expect_refused, expect_running, read_rest, refusal, rpc_error, status_name,
 )
-from openengine.conformance.profiles import CORE
 from openengine.conformance.stream import error_code_name
-from openengine.contract import catalogue
+from openengine.contract import CORE, catalogue
+from openengine.v1 import admin_pb2, capabilities_pb2, error_pb2, events_pb2, load_pb2
 
 EVENTS, ADMIN = "openengine.runtime-events", "openengine.admin"
 S = health_pb2.HealthCheckResponse
@@ -24,54 +24,26 @@ STREAM_OPEN_SECONDS = 0.2
 FINISHED_FIRST = "finished before it could be ended"
 
 
-class Events:
+class Events(Reader):
     """A SubscribeRuntimeEvents stream with bounded reads."""
 
     def __init__(self, ctx: Context, *, initial_state: bool):
-        from openengine.v1 import events_pb2
-
-        self.call = ctx.observability.SubscribeRuntimeEvents(
+        super().__init__(ctx.observability.SubscribeRuntimeEvents(
             events_pb2.SubscribeRuntimeEventsRequest(initial_state=initial_state),
-            timeout=ctx.options.case_timeout + 5)
-        self.reader = Reader(self.call)
-        self.seen: list = []
-
-    async def next(self, timeout: float):
-        try:
-            msg = await self.reader.read(timeout)
-        except grpc.aio.AioRpcError as err:
-            raise rpc_error(err, "SubscribeRuntimeEvents") from None
-        if msg is None:
-            return None
-        if msg is grpc.aio.EOF:
-            raise Failed(f"SubscribeRuntimeEvents ended with {status_name(await self.call.code())}")
-        self.seen.append(msg)
-        return msg
-
-    async def until(self, predicate, timeout: float, what: str):
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while (left := end - loop.time()) > 0:
-            msg = await self.next(left)
-            if msg is not None and predicate(msg.event):
-                return msg
-        raise Failed(f"no {what} event within {timeout:g} s")
+            timeout=ctx.options.case_timeout + 5), "SubscribeRuntimeEvents")
 
     def check_order(self, ctx: Context) -> None:
-        seqs = [m.sequence for m in self.seen]
+        seqs = [m.sequence for m in self.received]
         for a, b in zip(seqs, seqs[1:]):
             expect(b == a + 1, f"runtime event sequence went {a} -> {b}")
         # Effective limits spell enum values as the registry does, which is also the event's
         # oneof field name (capability_revision_changed).
         allowed = set(ctx.limit(EVENTS, "event_kinds"))
-        for m in self.seen:
+        for m in self.received:
             kind = m.event.WhichOneof("kind") or ""
             expect(kind in allowed, f"a {kind or 'empty'} event, not in event_kinds")
-        stamps = [(m.timestamp.seconds, m.timestamp.nanos) for m in self.seen]
+        stamps = [(m.timestamp.seconds, m.timestamp.nanos) for m in self.received]
         expect(stamps == sorted(stamps), "runtime event timestamps went backwards")
-
-    def cancel(self) -> None:
-        self.reader.cancel()
 
 
 def _state(ev) -> int | None:
@@ -82,8 +54,6 @@ def _state(ev) -> int | None:
                                                           "REQ-HEALTH-011"),
       title="initial_state sends a StateChanged first; SERVING exactly when Inference is")
 async def events_initial(ctx: Context):
-    from openengine.v1 import events_pb2
-
     ev = Events(ctx, initial_state=True)
     try:
         first = await ev.next(ctx.options.rpc_timeout)
@@ -103,32 +73,26 @@ async def events_initial(ctx: Context):
 @case("events.state-follows-health", profile=EVENTS, requires=("REQ-HEALTH-011", "REQ-EVENTS-001"),
       title="pausing emits StateChanged PAUSED and resuming SERVING, in step with health")
 async def events_state(ctx: Context):
-    from openengine.v1 import events_pb2
-
     ctx.admin()
     ev = Events(ctx, initial_state=True)
     try:
         await ev.next(ctx.options.rpc_timeout)
         async with ctx.paused():
-            await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_PAUSED, ctx.options.rpc_timeout,
-                           "StateChanged PAUSED")
+            await ev.until(lambda m: _state(m.event) == events_pb2.ENGINE_STATE_PAUSED,
+                           ctx.options.rpc_timeout, "StateChanged PAUSED event")
             status = await ctx.check_health(INFERENCE)
             expect(status != S.SERVING, "a PAUSED event while Inference is SERVING")
-        await ev.until(lambda e: _state(e) == events_pb2.ENGINE_STATE_SERVING, ctx.options.rpc_timeout,
-                       "StateChanged SERVING after resume")
+        await ev.until(lambda m: _state(m.event) == events_pb2.ENGINE_STATE_SERVING, ctx.options.rpc_timeout,
+                       "StateChanged SERVING after resume event")
         ev.check_order(ctx)
     finally:
         ev.cancel()
 
 
-# ------------------------------------------------------------------------------------------------
 # admin
-
 @case("admin.unauthenticated", profile=ADMIN, requires=("REQ-ADMIN-002",),
       title="Admin without credentials (or with a wrong token) answers UNAUTHENTICATED and does nothing")
 async def admin_unauthenticated(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     ctx.admin()
     problems = []
     wrong = (("authorization", "Bearer conformance-wrong-token"),)
@@ -149,13 +113,12 @@ async def admin_unauthenticated(ctx: Context):
                 ok += (grpc.StatusCode.UNAVAILABLE,)
             call = getattr(stub, method)(request, metadata=md)
             problems.append(await refusal(call, ok, f"{method} with {label}"))
-    problems = [p for p in problems if p]
     status = await ctx.check_health(INFERENCE)
     if status != S.SERVING:
         problems.append("Inference is no longer SERVING after unauthenticated admin calls")
         with contextlib.suppress(Exception):
             await ctx._admin.ResumeGeneration()
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return ", ".join(label for label, _, _ in tries)
 
 
@@ -181,8 +144,6 @@ async def accepted_ending(reader: Reader, what: str, within: float, *,
     of REQ-SVC-002 or None, how it ended). A failure after acceptance is one last message carrying
     an EngineError with a code, then OK; a Generate stream that was done first may end with its
     finished event (FINISHED_FIRST)."""
-    from openengine.v1 import error_pb2
-
     loop = asyncio.get_running_loop()
     end = loop.time() + within
     rest = []
@@ -215,8 +176,6 @@ async def accepted_ending(reader: Reader, what: str, within: float, *,
       title="PauseGeneration in abort mode ends a running Generate stream with one last EngineError "
             "message, then OK, never a failed status")
 async def admin_pause_abort(ctx: Context):
-    from openengine.v1 import admin_pb2, capabilities_pb2
-
     admin = ctx.admin()
     ctx.require_decoding(observable=True)
     modes = set(ctx.limit(ADMIN, "pause_modes") or ())
@@ -253,8 +212,6 @@ async def admin_pause_abort(ctx: Context):
 @case("admin.sleep-wake", profile=ADMIN, requires=("REQ-CORE-002", "REQ-HEALTH-007"),
       title="Sleep makes Inference NOT_SERVING; WakeUp makes it SERVING again")
 async def admin_sleep(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
     await admin.Sleep(admin_pb2.SleepRequest(level=1))
     try:
@@ -289,8 +246,6 @@ async def _watchload_ending(call, code: grpc.StatusCode, within: float, when: st
 
 def _limit_update(ctx: Context):
     """An UpdateConfig change of one updatable scalar limit, and the one that undoes it."""
-    from openengine.v1 import admin_pb2
-
     for ref in ctx.limit(ADMIN, "updatable_limits"):
         profile, _, name = ref.rpartition(".")
         lim = catalogue().limit(ref)
@@ -317,8 +272,6 @@ def _limit_update(ctx: Context):
       title="UpdateConfig raises the capability revision everywhere, emits the event and ends "
             "open WatchLoad streams with ABORTED")
 async def admin_update(ctx: Context):
-    from openengine.v1 import admin_pb2, load_pb2
-
     admin = ctx.admin()
     ref, (change, undo) = _limit_update(ctx)
     before = ctx.server_info.capability_revision
@@ -345,8 +298,8 @@ async def admin_update(ctx: Context):
         caps = await ctx.discovery_rpc.GetCapabilities()
         expect(caps.revision == resp.revision, f"Capabilities.revision {caps.revision} != {resp.revision}")
         if events:
-            ev = await events.until(lambda e: e.WhichOneof("kind") == "capability_revision_changed",
-                                    ctx.options.rpc_timeout, "CapabilityRevisionChanged")
+            ev = await events.until(lambda m: m.event.WhichOneof("kind") == "capability_revision_changed",
+                                    ctx.options.rpc_timeout, "CapabilityRevisionChanged event")
             seen = await ctx.discovery_rpc.GetCapabilities()
             crc = ev.event.capability_revision_changed
             expect((crc.previous_revision, crc.revision) == (before, resp.revision),
@@ -369,7 +322,6 @@ async def admin_update(ctx: Context):
             rest = await read_rest(running)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, "a request running across the revision change") from None
-        from openengine.v1 import error_pb2
 
         last = rest[-1] if rest else None
         expect(last is not None and (last.HasField("finished") or (
@@ -394,10 +346,8 @@ async def admin_update(ctx: Context):
       title="Drain reports progress until done; then Inference is NOT_SERVING and refuses work, "
             "discovery still answers", disruptive=True)
 async def admin_drain(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
-    if not ctx.options.runs_destructive:
+    if not (ctx.options.destructive or ctx.options.shutdown_command):
         raise Unchecked("Drain leaves the engine unable to serve: it runs only with --destructive "
                         "or --shutdown-command")
     call = admin.Drain(admin_pb2.DrainRequest(deadline_ms=1000), timeout=ctx.options.case_timeout)
@@ -416,9 +366,7 @@ async def admin_drain(ctx: Context):
                          "Generate after a drain")
 
 
-# ------------------------------------------------------------------------------------------------
 # graceful shutdown
-
 @case("core.shutdown.graceful", profile=CORE, requires=("REQ-HEALTH-010", "REQ-LOAD-019", "REQ-SVC-002"),
       title="on graceful shutdown health turns NOT_SERVING on open Watch streams before they end, "
             "WatchLoad streams end UNAVAILABLE, and a running Generate stream (and a KV "
@@ -428,7 +376,6 @@ async def shutdown(ctx: Context):
     command = ctx.options.shutdown_command
     if not command:
         raise Unchecked("the runner cannot stop this engine (give --shutdown-command)")
-    from openengine.v1 import load_pb2
 
     watches = {name: ctx.health.Watch(health_pb2.HealthCheckRequest(service=name),
                                       timeout=ctx.options.case_timeout) for name in ("", INFERENCE)}
@@ -460,13 +407,8 @@ async def shutdown(ctx: Context):
             expect_running(first_message, request)
             accepted.append(("Generate", "a Generate stream running when the shutdown began", reader, True))
     if ctx.advertised("openengine.kv"):
-        reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout))
-        try:
-            early = await reader.read(STREAM_OPEN_SECONDS)
-        except grpc.aio.AioRpcError as err:
-            raise rpc_error(err, "SubscribeKvEvents") from None
-        if early is grpc.aio.EOF:
-            raise Failed("SubscribeKvEvents ended with OK at once, before any shutdown")
+        reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout), "SubscribeKvEvents")
+        early = await reader.next(STREAM_OPEN_SECONDS)
         if early is not None and early.HasField("error"):
             raise Failed(f"SubscribeKvEvents ended with an EngineError before any shutdown: "
                          f"{early.error.message!r}")
@@ -499,8 +441,7 @@ async def shutdown(ctx: Context):
             reader.cancel()
         problems.append(problem)
         endings.append(f"{label}: {ending}")
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return "; ".join(endings) or None
 
 
@@ -514,10 +455,8 @@ async def admin_own_address(ctx: Context):
         raise Unchecked("Admin answers UNIMPLEMENTED on the main address, so it has an address of "
                         "its own: give it with --admin-target HOST:PORT")
     target = ctx.options.admin_target
-    ch = ctx.admin_address_channel()
+    ch = ctx.new_channel(admin=True)
     try:
-        from grpc_health.v1 import health_pb2_grpc
-
         stub = health_pb2_grpc.HealthStub(ch)
         admin = await stub.Check(health_pb2.HealthCheckRequest(service="openengine.v1.Admin"),
                                  timeout=ctx.options.rpc_timeout)

@@ -49,11 +49,6 @@ class Case:
     disruptive: bool = False
     timeout: float | None = None      # overrides the runner's per-case timeout
 
-    @property
-    def uses_admin(self) -> bool:
-        """Admin cases pause, resume or reconfigure the engine: they need it SERVING to start."""
-        return self.profile == "openengine.admin" and self.when == "advertised" and not self.disruptive
-
 
 # Every case by id, in registration order (the order they run in).
 CASES: RuleCatalogue[Case] = RuleCatalogue("conformance")
@@ -84,3 +79,10 @@ def expect(condition: bool, reason: str) -> None:
     """Fail the case with `reason` unless `condition` holds."""
     if not condition:
         raise Failed(reason)
+
+
+def expect_no(problems: list, prefix: str = "") -> None:
+    """Fail the case with every problem found (a None entry is none)."""
+    found = [p for p in problems if p]
+    if found:
+        raise Failed(prefix + "; ".join(found))

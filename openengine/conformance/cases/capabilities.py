@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from openengine.conformance.cases.base import Failed, case, expect
 from openengine.conformance.context import Context
-from openengine.conformance.profiles import CORE
+from openengine.contract import CORE
 
 GROUPS = [
     ("capabilities.names-canonical", ("REQ-CAP-001",), ("OEV102",),

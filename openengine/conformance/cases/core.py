@@ -11,12 +11,14 @@ from typing import Callable
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
 from openengine.conformance.context import (
-    Context, Reader, expect_running, poll, profile_versions, read_rest, refusal, rpc_error, status_name,
+    Context, Reader, expect_running, load_contract, poll, profile_versions, read_rest, refusal, rpc_error,
+    status_name,
 )
-from openengine.conformance.profiles import CORE, RpcInfo, load_contract
-from openengine.conformance.stream import Stream, error_code_name, finish_reason_name
+from openengine.conformance.stream import Stream, ending, finish_reason_name
+from openengine.contract import CORE, RpcInfo, catalogue
+from openengine.v1 import generation_pb2, kv_pb2, lifecycle_pb2, model_pb2, server_pb2, sessions_pb2
 
 # Probing these with a request would change the engine's state for the rest of the run; their
 # own cases (admin.*) exercise them instead.
@@ -49,8 +51,6 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
                  wait: float = STREAM_PROBE_SECONDS) -> grpc.StatusCode | None:
     """Call one RPC and release what it created (a session); the status it ended with, None for
     a stream that stays open for `wait` seconds."""
-    from openengine.v1 import sessions_pb2
-
     call = ctx.raw_call(rpc, _probe_request(ctx, rpc), metadata=metadata)
     try:
         if not rpc.server_streaming:
@@ -72,19 +72,12 @@ async def _probe(ctx: Context, rpc: RpcInfo, *, metadata=None,
     return None
 
 
-def _advertised_version(ctx: Context, profile: str) -> tuple[int, int]:
-    defined = ctx.contract[profile].version
-    caps = ctx.discovery.capabilities
-    if caps is None:
-        return defined
-    advertised = {p.name: (p.major, p.minor) for p in caps.profiles}
-    return advertised.get(profile, defined)
-
-
 def _served_case(profile: str):
     async def run(ctx: Context):
         defined = ctx.contract[profile].version
-        version = _advertised_version(ctx, profile)
+        caps = ctx.discovery.capabilities
+        version = next(((p.major, p.minor) for p in caps.profiles if p.name == profile), defined) \
+            if caps is not None else defined
         if version[0] != defined[0]:
             # The registry defines no RPC for another major: nothing to probe would pass vacuously.
             raise Failed(f"advertised {profile} {version[0]}.{version[1]}, but the registry defines "
@@ -94,14 +87,11 @@ def _served_case(profile: str):
             ctx.admin()   # unchecked, with the hint to give --admin-target
         missing, checked = [], 0
         for rpc in ctx.contract[profile].rpcs:
-            if rpc.since_version[0] != version[0] or rpc.since_version > version:
+            if rpc.since_version[0] != version[0] or rpc.since_version > version \
+                    or rpc.method.name in DISRUPTIVE_METHODS:
                 continue
-            if rpc.method.name in DISRUPTIVE_METHODS:
-                continue
-            md = None
-            if rpc.service.endswith(".Admin") and ctx.options.admin_token:
-                md = (("authorization", f"Bearer {ctx.options.admin_token}"),)
-            code = await _probe(ctx, rpc, metadata=md)
+            token = ctx.options.admin_token if rpc.service.endswith(".Admin") else None
+            code = await _probe(ctx, rpc, metadata=(("authorization", f"Bearer {token}"),) if token else None)
             checked += 1
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 missing.append(rpc.full_name)
@@ -149,9 +139,7 @@ def _register_profile_cases() -> None:
                  )(_absent_case(info.name))
 
 
-# ------------------------------------------------------------------------------------------------
 # Discovery
-
 @case("core.discovery.answers", profile=CORE, requires=("REQ-CORE-001.1",),
       title="Control/GetServerInfo, GetModelInfo of every supported model and "
             "Discovery/GetCapabilities answer")
@@ -179,8 +167,6 @@ async def instance_id(ctx: Context):
       title="ServerInfo names this contract's schema revision, minimum client revision 1 and an "
             "immutable schema release")
 async def server_revisions(ctx: Context):
-    from openengine.contract import catalogue
-
     info, contract = ctx.server_info, catalogue()
     problems = []
     if info.schema_revision != contract.schema_revision:
@@ -195,7 +181,7 @@ async def server_revisions(ctx: Context):
     if not release or release in ("main", "master", "HEAD"):
         problems.append(f"schema_release is {release!r}: it names an immutable release "
                         f"({contract.schema_release!r})")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"revision {info.schema_revision}, release {release}"
 
 
@@ -203,20 +189,14 @@ async def server_revisions(ctx: Context):
       title="GetModelInfo names each supported model as asked, selects the only model for an "
             "empty name (INVALID_ARGUMENT with several), and fails NOT_FOUND for an unknown one")
 async def model_info(ctx: Context):
-    from openengine.v1 import model_pb2
-
     problems = []
     for name, info in ctx.discovery.models.items():
         if info.served_model_name != name:
             problems.append(f"GetModelInfo({name!r}) answered served_model_name "
                             f"{info.served_model_name!r}")
-    try:
-        await ctx.control.GetModelInfo(model_pb2.GetModelInfoRequest(model="conformance-no-such-model"))
-        problems.append("GetModelInfo for an unknown model answered OK, not NOT_FOUND")
-    except grpc.aio.AioRpcError as err:
-        if err.code() != grpc.StatusCode.NOT_FOUND:
-            problems.append(f"GetModelInfo for an unknown model failed with "
-                            f"{status_name(err.code())}, not NOT_FOUND")
+    unknown = model_pb2.GetModelInfoRequest(model="conformance-no-such-model")
+    problems.append(await refusal(ctx.control.GetModelInfo(unknown), (grpc.StatusCode.NOT_FOUND,),
+                                  "GetModelInfo for an unknown model"))
     several = len(ctx.discovery.models) > 1
     try:
         default = await ctx.control.GetModelInfo()
@@ -233,7 +213,7 @@ async def model_info(ctx: Context):
         elif err.code() != grpc.StatusCode.INVALID_ARGUMENT:
             problems.append(f"GetModelInfo with an empty model on an engine serving several failed with "
                             f"{status_name(err.code())}, not INVALID_ARGUMENT")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(ctx.discovery.models)} model(s)"
 
 
@@ -253,12 +233,10 @@ async def capabilities_stable(ctx: Context):
     return "checked while busy (pausing needs --admin-token)"
 
 
-# ------------------------------------------------------------------------------------------------
 # Generation
-
 def _expect_shape(stream: Stream, *, outputs: int = 1, request_id: str | None = None) -> None:
     problems = stream.shape_problems(outputs=outputs, request_id=request_id)
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 def _expect_success(stream: Stream, what: str) -> None:
@@ -275,7 +253,6 @@ def _expect_success(stream: Stream, what: str) -> None:
             "usage on the final response and the request id on every one, then OK")
 async def generate_stream(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
     request = ctx.generate_request(max_tokens=6, ignore_eos=True)
@@ -371,27 +348,11 @@ NEEDS_SWITCH = {"response.output_candidates.top_n": ("response.return_output_log
                 "response.prompt_candidates.top_n": ("response.return_prompt_logprobs", "prompt_logprobs")}
 
 
-def _guided_modes():
-    """(oneof member, GuidedDecodingMode value) for every mode the contract defines."""
-    from openengine.v1 import generation_pb2, model_pb2
-
-    oneof = generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["guide"]
-    enum = model_pb2.GuidedDecodingMode
-    return [(f.name, enum.Value(f"GUIDED_DECODING_MODE_{f.name.upper()}")) for f in oneof.fields]
-
-
-def _set_path(request, path: str, value) -> None:
-    *parents, name = path.split(".")
-    setattr(functools.reduce(getattr, parents, request), name, value)
-
-
 def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
     """Every GenerateRequest probe of REQ-CAP-009 for the core limits, from the contract's
     request table (which field each limit bounds or switches) and its guided modes: a request
     one above each numeric limit and one at it, each switch used when advertised off (and on),
     each guided mode not listed (and listed)."""
-    from openengine.contract import catalogue
-
     probes: list[LimitProbe] = []
     for row in catalogue().request_limits:
         if row.request != "GenerateRequest" or row.profile != CORE or row.limit is None:
@@ -406,7 +367,8 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             def change(r, f=field, v=0, s=switch):
                 if s:
                     SWITCH_EXAMPLES[s](r)
-                _set_path(r, f, v)
+                *parents, leaf = f.split(".")
+                setattr(functools.reduce(getattr, parents, r), leaf, v)
             above = int(value) + 1
             probes.append(LimitProbe(name, f"{field}={above}",
                                      lambda r, c=change, v=above: c(r, v=v), accept=False))
@@ -421,7 +383,9 @@ def limit_probes(limit_of: Callable[[str], object]) -> list[LimitProbe]:
             probes.append(LimitProbe(name, shown, change, accept=bool(value)))
         elif row.check == "member" and row.field == "guided|guide":
             listed = set(value)   # enum numbers or their registry spellings
-            for member, mode in _guided_modes():
+            for fd in generation_pb2.GuidedDecoding.DESCRIPTOR.oneofs_by_name["guide"].fields:
+                member = fd.name
+                mode = model_pb2.GuidedDecodingMode.Value(f"GUIDED_DECODING_MODE_{member.upper()}")
                 def guided(r, m=member):
                     GUIDED_EXAMPLES[m](r.guided)
                 probes.append(LimitProbe(name, f"guided {member}", guided,
@@ -453,7 +417,7 @@ async def generate_limits(ctx: Context):
         if not probe.accept:
             problems.append(f"{probe.shown} was accepted ({len(got)} messages) although "
                             f"{probe.limit} is {_shown_limit(ctx.limit(CORE, probe.limit.rsplit('.', 1)[1]))}")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(probes)} probes"
 
 
@@ -461,17 +425,13 @@ def _shown_limit(value) -> str:
     if isinstance(value, bool):
         return "false" if not value else "true"
     if isinstance(value, list):
-        from openengine.v1 import model_pb2
-
         names = [model_pb2.GuidedDecodingMode.Name(v) if isinstance(v, int) else str(v)
                  for v in value]
         return "[" + ", ".join(names) + "]"
     return str(value)
 
 
-# ------------------------------------------------------------------------------------------------
 # Advertised features that change what Generate returns: each one asked for must be delivered.
-
 @case("core.generate.output-logprobs", profile=CORE, requires=("REQ-CORE-006", "REQ-CAP-009"),
       title="with output log-probabilities advertised, a request for them and max_logprobs "
             "candidates gets a logprob, a rank and that many candidates on every token")
@@ -550,33 +510,9 @@ async def stop_in_output(ctx: Context):
     return f"kept {stop!r}"
 
 
-# ------------------------------------------------------------------------------------------------
 # Cancellation
-
-def _cancelled(stream: Stream) -> bool:
-    """Every output ended with a finished event of reason CANCELLED (REQ-CORE-010.4)."""
-    from openengine.v1 import generation_pb2
-
-    outs = list(stream.outputs.values())
-    return bool(outs) and stream.error is None and all(
-        o.finished is not None and o.finished.reason == generation_pb2.FINISH_REASON_CANCELLED
-        for o in outs)
-
-
-def _ending(stream: Stream) -> str:
-    if stream.error is not None:
-        return (f"an EngineError of code {error_code_name(stream.error.code)} "
-                f"({stream.error.message!r})")
-    reasons = sorted({finish_reason_name(o.finished.reason) for o in stream.outputs.values()
-                      if o.finished is not None})
-    return f"finished event(s) with {', '.join(reasons) or 'no reason'}" if reasons else \
-        "no finished event"
-
-
 async def _abort_running(ctx: Context, abort_request_for) -> str:
     """Start a long request, abort it once it streams, and check how its stream ends."""
-    from openengine.v1 import lifecycle_pb2
-
     req = ctx.long_request()
     call = ctx.inference.Generate(req)
     responses, aborted = [], None
@@ -594,19 +530,22 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         if aborted is not None and err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
             raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the "
                          f"aborted stream was still running at its deadline, {len(responses)} "
-                         "messages in, not ended by a finished event with FINISH_REASON_CANCELLED "
+                         "messages in, not ended with a finished event of FINISH_REASON_CANCELLED "
                          "(REQ-CORE-010.4)") from None
         raise rpc_error(err, "the aborted Generate stream") from None
     finally:
         call.cancel()
     stream = Stream(responses, req)
-    if not _cancelled(stream):
+    outs = list(stream.outputs.values())
+    # Every output ends with a finished event of reason CANCELLED (REQ-CORE-010.4).
+    if not outs or stream.error is not None or any(
+            o.finished is None or o.finished.reason != generation_pb2.FINISH_REASON_CANCELLED for o in outs):
         if aborted.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED and stream.error is None:
             raise Unchecked(f"the request ran all {req.stopping.max_tokens} tokens the model "
                             "allows before Abort reached it, so the abort could not be observed")
-        raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the "
-                     f"aborted stream ended with {_ending(stream)}, not a finished event with "
-                     "FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
+        raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the aborted "
+                     f"stream {ending(responses[-1], stream.completion_tokens)}, not with a finished "
+                     "event of FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
     _expect_shape(stream, request_id=req.request_id)
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
@@ -617,8 +556,6 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
 
 
 def _by_id(req):
-    from openengine.v1 import lifecycle_pb2
-
     return lifecycle_pb2.AbortRequest(request_id=req.request_id)
 
 
@@ -635,7 +572,6 @@ async def abort_by_id(ctx: Context):
       title="Abort(all_requests) ends every running stream")
 async def abort_all(ctx: Context):
     ctx.require_decoding(observable=True)
-    from openengine.v1 import lifecycle_pb2
 
     everything = lifecycle_pb2.AbortRequest(all_requests=lifecycle_pb2.AllRequests())
     return await _abort_running(ctx, lambda req: everything)
@@ -646,8 +582,6 @@ async def abort_all(ctx: Context):
       title="Abort answers ALREADY_FINISHED for a finished request, NOT_FOUND for an unknown "
             "request or KV session, INVALID_ARGUMENT without a target, and ends nothing then")
 async def abort_targets(ctx: Context):
-    from openengine.v1 import kv_pb2, lifecycle_pb2
-
     finished = ctx.generate_request(max_tokens=2)
     await ctx.generate(finished)
     running = ctx.long_request(prompt="conformance keeps running")
@@ -692,7 +626,7 @@ async def abort_targets(ctx: Context):
     finally:
         if call is not None:
             call.cancel()
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     if own is None:
         return "4 targets, no request running beside them (a prefill engine)"
     expect(own.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
@@ -720,28 +654,20 @@ async def _tokens_until(reader: Reader, count: int, timeout: float) -> tuple[int
 
 def witness_end(msg, tokens: int, seen: int) -> str:
     """Why a witness request ended before the check, as it ended: never a guess."""
-    if msg is not grpc.aio.EOF and msg.HasField("error"):
-        return (f"the witness request ended with an EngineError ({error_code_name(msg.error.code)}: "
-                f"{msg.error.message!r}) after {seen} tokens")
+    why = ""
     if msg is not grpc.aio.EOF and msg.HasField("finished"):
-        reason = finish_reason_name(msg.finished.reason)
-        if seen + 1 >= tokens:
-            return (f"the witness request finished ({reason}) after all {tokens} tokens it asked "
-                    "for; the model's max_output_tokens is too small to observe a cancellation")
-        return (f"the witness request finished ({reason}) after {seen} of the {tokens} tokens "
-                "it asked for with ignore_eos and min_tokens")
-    return f"the witness request's stream ended with OK after {seen} tokens and no finished event"
+        why = ("; the model's max_output_tokens is too small to observe a cancellation" if seen + 1 >= tokens
+               else f", of the {tokens} it asked for with ignore_eos and min_tokens")
+    return f"the witness request {ending(msg, seen)}{why}"
 
 
 @case("core.generate.client-cancel", profile=CORE, requires=("REQ-CORE-011.1",),
       title="a request the client cancels stops and is freed while an identical request started "
             "with it is still running")
 async def client_cancel(ctx: Context):
-    """Two identical long requests (ignore_eos, min_tokens = max_tokens) start together; the
-    client cancels one. The other is the witness: while it still runs, the cancelled one would
-    still be running had the engine ignored the cancellation, so it must already be gone from
-    GetLoad. No clock is involved: the engine's own pace, shown by the witness's tokens, is the
-    yardstick."""
+    """Two identical long requests start together and the client cancels one; while the other (the
+    witness) still runs, the cancelled one must be gone from GetLoad: the yardstick is the
+    engine's own pace, not a clock."""
     ctx.require_decoding(observable=True)
     if int(ctx.limit(CORE, "max_running_requests")) < 2:
         raise Unchecked("max_running_requests is 1: no request can run beside the cancelled one "
@@ -794,8 +720,6 @@ _register_profile_cases()
 @case("core.discovery.stable", profile=CORE, requires=("REQ-REV-002",),
       title="within one revision, GetCapabilities, GetModelInfo and GetServerInfo answer the same")
 async def discovery_stable(ctx: Context):
-    from openengine.v1 import model_pb2
-
     known = ctx.require_capabilities()
     caps = await ctx.discovery_rpc.GetCapabilities()
     info = await ctx.control.GetServerInfo()
@@ -832,8 +756,6 @@ async def revision_unchanged(ctx: Context):
 @case("core.services.names", profile=CORE, requires=("REQ-SVC-001",),
       title="RPCs are not served under short, mis-cased or other services' names")
 async def service_names(ctx: Context):
-    from openengine.v1 import server_pb2
-
     wrong = ["/Control/GetServerInfo", "/openengine.v1.control/GetServerInfo",
              "/openengine.v1.Inference/GetServerInfo", "/openengine.Control/GetServerInfo",
              "/openengine.v1.Discovery/GetServerInfo"]
@@ -861,20 +783,11 @@ async def generate_not_found(ctx: Context):
         req = ctx.generate_request(max_tokens=1)
         change(req)
         problems.append(await refusal(ctx.generate(req), (grpc.StatusCode.NOT_FOUND,), f"an unknown {what}"))
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
-# ------------------------------------------------------------------------------------------------
 # Stop conditions
-
 STOP_PROBE_TOKENS = 24
-
-
-def _sequence(stream: Stream, index: int = 0) -> tuple[list[int], str, object]:
-    """The token ids, text and finished event of one output of a finished stream."""
-    out = stream.output(index)
-    return out.token_ids, out.text, out.finished
 
 
 async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], str, object]:
@@ -889,7 +802,7 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
 
     first = Stream(await ctx.generate(request()))
     _expect_success(first, f"a greedy {tokens}-token request")
-    ids, text, _ = _sequence(first)
+    ids, text = first.output(0).token_ids, first.output(0).text
     stop = choose(ids, text)
     if stop is None:
         raise Unchecked(f"the {len(ids)} tokens of a greedy request offered no stop condition "
@@ -898,9 +811,10 @@ async def _stop_runs(ctx: Context, choose, apply) -> tuple[object, list[int], st
     apply(again, stop)
     second = Stream(await ctx.generate(again), again)
     _expect_success(second, "the same request with a stop condition")
-    expect(second.output(0).finished is not None, "the stream carried no finished event for output 0: "
-                                                  "each output ends with one")
-    return (stop, *_sequence(second))
+    out = second.output(0)
+    expect(out.finished is not None, "the stream carried no finished event for output 0: each output "
+                                     "ends with one")
+    return stop, out.token_ids, out.text, out.finished
 
 
 def _first_new(items, start: int):
@@ -922,8 +836,6 @@ def _choose_stop_string(text: str):
 
 def _reached(final, stop: str) -> None:
     """A second greedy run that did not stop never reached `stop`: it differed from the first."""
-    from openengine.v1 import generation_pb2
-
     if final.reason != generation_pb2.FINISH_REASON_STOP:
         raise Unchecked(f"the second greedy run never reached {stop} (it differed from the first), so "
                         "stopping on it could not be observed")
@@ -941,7 +853,6 @@ def _expect_stop_match(final, match: str, stop, shown: str) -> None:
             "ignore_eos notwithstanding, names it in stop_match, and sends nothing after it")
 async def stop_token_ids(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     def choose(ids, _text):
         k = _first_new(ids, 2)
@@ -1017,29 +928,11 @@ def _ended_by_eos(stream: Stream) -> bool:
             and out.finished.stop_match.WhichOneof("match") == "eos_token_id")
 
 
-def _eos_witnesses(ctx: Context) -> list[tuple[str, int, Callable]]:
-    """Greedy requests that may make the model end its output with EOS, cheapest first:
-    (what it is, max_tokens, how it changes the request)."""
-    modes = set(ctx.limit(CORE, "guided_decoding_modes") or ())
-    from openengine.v1 import model_pb2
-
-    witnesses = []
-    if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
-        # A finished choice leaves the model nothing to say but EOS.
-        witnesses.append(("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
-    # A model left to run ends on its own sooner or later (the prompt ends in "}", so a model
-    # counting on from its prompt's last character is one step from the end of printable ASCII).
-    witnesses.append(("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
-                      lambda r: None))
-    return witnesses
-
-
 @case("core.generate.ignore-eos", profile=CORE, requires=("REQ-CORE-019.3", "REQ-CORE-018", "REQ-CORE-006"),
       title="a greedy request whose output ends with the end-of-sequence token runs to max_tokens "
             "(FINISH_REASON_LENGTH) when sent again with ignore_eos")
 async def ignore_eos(ctx: Context):
     ctx.require_decoding()
-    from openengine.v1 import generation_pb2
 
     info = ctx.discovery.models.get(ctx.model)
     eos = info.eos_token_id if info is not None and info.HasField("eos_token_id") else None
@@ -1047,7 +940,17 @@ async def ignore_eos(ctx: Context):
     # The witness may legitimately run long on a slow engine: give it half the case's time and
     # count a witness that did not end by then as one that could not show EOS, never a failure.
     budget = ctx.options.case_timeout / 2
-    for what, tokens, change in _eos_witnesses(ctx):
+
+    # Greedy requests that may make the model end its output with EOS, cheapest first: (what it
+    # is, max_tokens, how it changes the request). A model left to run ends on its own sooner or
+    # later (the prompt ends in "}", so a model counting on from its prompt's last character is
+    # one step from the end of printable ASCII); a finished choice leaves it nothing but EOS.
+    witnesses = [("a free-running request", min(EOS_PROBE_TOKENS, ctx.long_generation_tokens()),
+                  lambda r: None)]
+    modes = set(ctx.limit(CORE, "guided_decoding_modes") or ())
+    if "choice" in modes or model_pb2.GUIDED_DECODING_MODE_CHOICE in modes:
+        witnesses.insert(0, ("a guided choice", 16, lambda r: GUIDED_EXAMPLES["choice"](r.guided)))
+    for what, tokens, change in witnesses:
         def request(ignore: bool, max_tokens: int):
             r = ctx.generate_request(max_tokens=max_tokens, prompt="conformance ends this }",
                                      ignore_eos=ignore, temperature=0.0, seed=11)
@@ -1116,9 +1019,7 @@ async def seed(ctx: Context):
     return "same seed, same tokens"
 
 
-# ------------------------------------------------------------------------------------------------
 # Limits of each model
-
 @case("core.generate.model-limits", profile=CORE, requires=("REQ-CAP-009",),
       title="each served model refuses max_tokens above its own ModelInfo.max_output_tokens with "
             "INVALID_ARGUMENT and accepts a request within it")
@@ -1142,14 +1043,11 @@ async def model_limits(ctx: Context):
         checked.append(model)
     if not checked:
         raise Unchecked("no served model's ModelInfo sets max_output_tokens")
-    problems = [p for p in problems if p]
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(checked)} model(s)"
 
 
-# ------------------------------------------------------------------------------------------------
 # Load (Control/GetLoad) and health (Control/Health)
-
 @case("core.load.back-to-idle", profile=CORE,
       requires=("REQ-LOAD-001.2", "REQ-LOAD-024.1", "REQ-LOAD-024.2"),
       title="GetLoad counts a running request, and once every stream has ended reports 0 running "
@@ -1180,8 +1078,6 @@ async def back_to_idle(ctx: Context):
 @case("core.control-health", profile=CORE, requires=("REQ-HEALTH-014",),
       title="Control/Health answers READY (or DEGRADED) while the engine serves")
 async def control_health(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     stream = Stream(await ctx.generate(ctx.generate_request(max_tokens=1)))
     if stream.error is not None:
         raise Unchecked(f"a 1-token request {stream.failure()[4:]}, so whether the engine serves "

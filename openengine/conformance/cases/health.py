@@ -8,9 +8,10 @@ import asyncio
 import grpc
 from grpc_health.v1 import health_pb2
 
-from openengine.conformance.cases.base import Failed, case, expect
-from openengine.conformance.context import INFERENCE, Context, Reader, status_name
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE, WORK_SERVICES, services_of
+from openengine.conformance.cases.base import Failed, case, expect, expect_no
+from openengine.conformance.context import INFERENCE, Context, Reader, services_of, status_name
+from openengine.contract import CORE, HEALTH_SERVICE, WORK_SERVICES
+from openengine.v1 import lifecycle_pb2
 
 S = health_pb2.HealthCheckResponse
 # Where silence proves nothing (a served Watch may stay quiet) a probe waits this long; where
@@ -67,7 +68,7 @@ async def check_advertised(ctx: Context):
             continue
         if status not in (S.SERVING, S.NOT_SERVING):
             problems.append(f"{service}: {_name(status)}")
-    expect(not problems, "Check for advertised services: " + "; ".join(problems))
+    expect_no(problems, "Check for advertised services: ")
     return f"{len(ctx.main_services)} services"
 
 
@@ -87,7 +88,7 @@ async def check_unknown(ctx: Context):
         except grpc.aio.AioRpcError as err:
             if err.code() != grpc.StatusCode.NOT_FOUND:
                 problems.append(f"{name!r} failed with {status_name(err.code())}")
-    expect(not problems, "expected NOT_FOUND: " + "; ".join(problems))
+    expect_no(problems, "expected NOT_FOUND: ")
     return f"{len(names)} names"
 
 
@@ -107,10 +108,9 @@ async def check_overall(ctx: Context):
     return "checked while serving (pausing needs Admin and its credentials)"
 
 
-async def _first(reader: Reader, what: str, wait: float):
-    msg = await reader.read(wait)
-    expect(msg is not None, f"{what} sent nothing within {wait:g} s: the current status is due at once")
-    expect(msg is not grpc.aio.EOF, f"{what} ended without a message")
+async def _first(reader: Reader, wait: float):
+    msg = await reader.next(wait)      # the stream's end or a failed call fails the case
+    expect(msg is not None, f"{reader.rpc} sent nothing within {wait:g} s: the current status is due at once")
     return msg
 
 
@@ -121,9 +121,9 @@ async def watch_first(ctx: Context):
     for service in [""] + ctx.main_services:
         current = await ctx.check_health(service)
         reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=service),
-                                         timeout=ctx.options.case_timeout))
+                                         timeout=ctx.options.case_timeout), f"Watch({service!r})")
         try:
-            msg = await _first(reader, f"Watch({service!r})", ctx.options.rpc_timeout)
+            msg = await _first(reader, ctx.options.rpc_timeout)
         finally:
             reader.cancel()
         expect(msg.status == current,
@@ -135,28 +135,14 @@ async def watch_first(ctx: Context):
 async def watch_change(ctx: Context):
     ctx.admin()
     reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service=INFERENCE),
-                                     timeout=ctx.options.case_timeout))
-    loop = asyncio.get_running_loop()
+                                     timeout=ctx.options.case_timeout), f"Health/Watch({INFERENCE!r})")
+    wait = ctx.options.rpc_timeout
     try:
         # The first message is REQ-HEALTH-005's first-message case; here only changes count.
-        first = await reader.read(ctx.options.rpc_timeout)
-        if first is grpc.aio.EOF:
-            raise Failed(f"Watch({INFERENCE!r}) ended at once")
-
-        async def until(status, what: str):
-            end = loop.time() + ctx.options.rpc_timeout
-            while (left := end - loop.time()) > 0:
-                msg = await reader.read(left)
-                if msg is grpc.aio.EOF:
-                    raise Failed("the Watch stream ended")
-                if msg is not None and msg.status == status:
-                    return
-            raise Failed(f"Watch did not deliver {_name(status)} within {ctx.options.rpc_timeout:g} s "
-                         f"of the {what}")
-
+        await reader.next(wait)
         async with ctx.paused():
-            await until(S.NOT_SERVING, "pause")
-        await until(S.SERVING, "resume")
+            await reader.until(lambda m: m.status == S.NOT_SERVING, wait, "NOT_SERVING after the pause")
+        await reader.until(lambda m: m.status == S.SERVING, wait, "SERVING after the resume")
     finally:
         reader.cancel()
 
@@ -165,18 +151,13 @@ async def watch_change(ctx: Context):
       title="Watch for an unknown service sends SERVICE_UNKNOWN and keeps the stream open")
 async def watch_unknown(ctx: Context):
     await require_health(ctx)
-    call = ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
-                            timeout=ctx.options.case_timeout)
-    reader = Reader(call)
+    reader = Reader(ctx.health.Watch(health_pb2.HealthCheckRequest(service="conformance.no.such.Service"),
+                                     timeout=ctx.options.case_timeout), "Watch(unknown)")
     try:
-        msg = await _first(reader, "Watch(unknown)", ctx.options.rpc_timeout)
+        msg = await _first(reader, ctx.options.rpc_timeout)
         expect(msg.status == S.SERVICE_UNKNOWN, f"Watch(unknown) sent {_name(msg.status)}")
-        nxt = await reader.read(0.3)
-        if nxt is grpc.aio.EOF:
-            raise Failed(f"the stream ended with {status_name(await call.code())} after "
-                         "SERVICE_UNKNOWN")
-    except grpc.aio.AioRpcError as err:
-        raise Failed(f"Watch(unknown) failed with {status_name(err.code())}") from None
+        await reader.next(0.3, lambda code: f"the stream ended with {status_name(code)} after "
+                                            "SERVICE_UNKNOWN")
     finally:
         reader.cancel()
 
@@ -185,8 +166,6 @@ async def watch_unknown(ctx: Context):
       title="while paused every advertised work service is NOT_SERVING and Control/Health "
             "NOT_READY; after resume SERVING")
 async def pause_work(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     ctx.admin()
     work = [s for s in WORK_SERVICES if s in ctx.advertised_services]
     async with ctx.paused():

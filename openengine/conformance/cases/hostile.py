@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 
 import grpc
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
+
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
+from openengine.conformance.cases.health import require_health
 from openengine.conformance.context import Context, read_rest, refusal, status_name
-from openengine.conformance.profiles import CORE, HEALTH_SERVICE
-from openengine.contract import catalogue, number_domains
+from openengine.contract import CORE, HEALTH_SERVICE, catalogue, number_domains
+from openengine.v1 import admin_pb2, load_pb2, server_pb2
+from openengine.validate import check_load
 
 ADMIN = "openengine.admin"
 INF, NAN = float("inf"), float("nan")
@@ -25,38 +28,30 @@ INTERNALS = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception)\b|<class '|Trace
                        r"File \"[^\"]+\", line|\.(?:py|go|java|rs|cc):[0-9]+|goroutine [0-9]+|panic: ")
 
 
-async def _refused_each(ctx: Context, tries: list[tuple[str, object]]) -> list[str]:
-    """Send each (label, GenerateRequest); every one must fail INVALID_ARGUMENT before any message."""
-    found = [await refusal(ctx.generate(request), (grpc.StatusCode.INVALID_ARGUMENT,), label)
-             for label, request in tries]
-    return [p for p in found if p]
-
-
-def _sampling_tries(ctx: Context, fields: tuple[str, ...]) -> list[tuple[str, object]]:
-    """NaN, both infinities and the nearest values outside each field's declared domain."""
-    tries = []
+async def _refuse_numbers(ctx: Context, fields: tuple[str, ...]) -> None:
+    """NaN, both infinities and the nearest values outside each field's declared domain: each
+    request must fail INVALID_ARGUMENT before any message."""
+    problems = []
     for field in fields:
         domain = number_domains()[f"openengine.v1.SamplingParams.{field}"]
         for value in (NAN, INF, -INF) + domain.outside():
             req = ctx.generate_request(max_tokens=1)
             setattr(req.sampling, field, value)
-            tries.append((f"sampling.{field} = {value}", req))
-    return tries
+            problems.append(await refusal(ctx.generate(req), (grpc.StatusCode.INVALID_ARGUMENT,),
+                                          f"sampling.{field} = {value}"))
+    expect_no(problems)
 
 
 @case("core.numbers.sampling", profile=CORE, requires=("REQ-SVC-005",),
       title="temperature, top_p and min_p that are NaN, infinite or out of domain fail INVALID_ARGUMENT")
 async def numbers_sampling(ctx: Context):
-    problems = await _refused_each(ctx, _sampling_tries(ctx, ("temperature", "top_p", "min_p")))
-    expect(not problems, "; ".join(problems))
+    await _refuse_numbers(ctx, ("temperature", "top_p", "min_p"))
 
 
 @case("core.numbers.penalties", profile=CORE, requires=("REQ-SVC-005",),
       title="presence, frequency and repetition penalties that are NaN, infinite or out of domain fail")
 async def numbers_penalties(ctx: Context):
-    problems = await _refused_each(ctx, _sampling_tries(
-        ctx, ("presence_penalty", "frequency_penalty", "repetition_penalty")))
-    expect(not problems, "; ".join(problems))
+    await _refuse_numbers(ctx, ("presence_penalty", "frequency_penalty", "repetition_penalty"))
 
 
 # Request metadata upstream defines: a key sent twice, or a number that does not parse.
@@ -76,21 +71,18 @@ async def generate_metadata(ctx: Context):
     for label, metadata in BAD_METADATA:
         call = ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=metadata)
         problems.append(await refusal(read_rest(call), (grpc.StatusCode.INVALID_ARGUMENT,), label))
-    problems = [p for p in problems if p]
     good = (("openengine-priority", "5"), ("openengine-routing-key", "conformance"))
     try:
         [m async for m in ctx.inference.Generate(ctx.generate_request(max_tokens=1), metadata=good)]
     except grpc.aio.AioRpcError as err:
         problems.append(f"a well-formed priority and routing key failed with {status_name(err.code())}")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
     return f"{len(BAD_METADATA)} malformed, 1 well-formed"
 
 
 @case("admin.numbers.update-config", profile=ADMIN, requires=("REQ-SVC-005",),
       title="UpdateConfig with a NaN or infinite double_value fails INVALID_ARGUMENT and changes nothing")
 async def numbers_update_config(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()
     # Only a double-typed limit makes double_value a valid choice; for any other limit the update
     # is refused for its type, and the refusal would say nothing about REQ-SVC-005.
@@ -106,11 +98,10 @@ async def numbers_update_config(ctx: Context):
             admin_pb2.LimitUpdate(limit=updatable[0], double_value=value)])
         problems.append(await refusal(admin.UpdateConfig(request), (grpc.StatusCode.INVALID_ARGUMENT,),
                                       f"double_value {value}"))
-    problems = [p for p in problems if p]
     await ctx.discover()
     expect(ctx.capabilities is not None and ctx.capabilities.revision == before,
            "the capability revision changed")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 @case("core.wire.undecodable", profile=CORE, requires=("REQ-SVC-006",),
@@ -151,8 +142,6 @@ async def wire_undecodable(ctx: Context):
 @case("admin.bearer-scheme-case", profile=ADMIN, requires=("REQ-ADMIN-006",),
       title="the admin token is accepted with the scheme spelled bearer or BEARER")
 async def admin_bearer_case(ctx: Context):
-    from openengine.v1 import admin_pb2
-
     admin = ctx.admin()   # skips without credentials; carries the client certificate under mTLS
     token = ctx.options.admin_token
     if not token:
@@ -164,14 +153,12 @@ async def admin_bearer_case(ctx: Context):
             await admin.UpdateConfig(admin_pb2.UpdateConfigRequest(validate_only=True), metadata=md)
         except grpc.aio.AioRpcError as err:
             problems.append(f"scheme {scheme!r}: {status_name(err.code())}")
-    expect(not problems, "a valid token was refused: " + "; ".join(problems))
+    expect_no(problems, "a valid token was refused: ")
 
 
 @case("health.list", profile=CORE, requires=("REQ-HEALTH-013",),
       title="Health/List reports exactly the names Check answers, with the same statuses")
 async def health_list(ctx: Context):
-    from openengine.conformance.cases.health import require_health
-
     await require_health(ctx)
     try:
         listed = (await ctx.health.List()).statuses
@@ -197,9 +184,6 @@ async def health_list(ctx: Context):
 @case("load.ranks.sum", profile="openengine.load", requires=("REQ-LOAD-023",),
       title="with per_rank, GetLoad and WatchLoad totals are the sums of their ranks")
 async def load_ranks_sum(ctx: Context):
-    from openengine.v1 import load_pb2, server_pb2
-    from openengine.validate import check_load
-
     if not ctx.limit("openengine.load", "per_rank"):
         raise Skipped("ObservabilityCapabilities.per_rank is false: no per-rank figures to add up")
     # A finished request leaves blocks behind (a prefix cache) where an engine keeps any.

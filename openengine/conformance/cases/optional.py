@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 
 import grpc
 
-from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
-from openengine.conformance.context import Context, expect_refused, rpc_error, status_name
+from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect, expect_no
+from openengine.conformance.context import Context, Reader, expect_refused, rpc_error, status_name
+from openengine.conformance.stream import Stream
+from openengine.v1 import encoder_pb2, lora_pb2, server_pb2, sessions_pb2, tasks_pb2
 
 KV, TASKS, ENCODER = "openengine.kv", "openengine.tasks", "openengine.encoder"
 SESSIONS, ADAPTERS = "openengine.sessions", "openengine.adapters"
 MAX_BATCH_PROBE = 4096
 
 
-# ------------------------------------------------------------------------------------------------
 # kv
-
 @case("kv.event-sources", profile=KV, requires=("REQ-CORE-002",),
       title="Control/GetKvEventSources answers with sources that each name a transport")
 async def kv_sources(ctx: Context):
@@ -31,26 +32,18 @@ async def kv_sources(ctx: Context):
       title="Control/SubscribeKvEvents stays open; batches have increasing sequence numbers and "
             "monotonic timestamps")
 async def kv_events(ctx: Context):
-    call = ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout)
-    batches = []
+    reader = Reader(ctx.control.SubscribeKvEvents(timeout=ctx.options.case_timeout), "SubscribeKvEvents")
     try:
         await ctx.generate(ctx.generate_request(max_tokens=4, prompt="kv events " * 8))
         loop = asyncio.get_running_loop()
         end = loop.time() + 0.5
-        while (left := end - loop.time()) > 0:
-            try:
-                msg = await asyncio.wait_for(call.read(), left)
-            except asyncio.TimeoutError:
-                break
-            if msg is grpc.aio.EOF:
-                raise Failed(f"SubscribeKvEvents ended with {status_name(await call.code())}")
+        while (left := end - loop.time()) > 0 and \
+                (msg := await reader.next(left)) is not None:
             if msg.HasField("error"):
                 raise Failed(f"SubscribeKvEvents ended with an EngineError: {msg.error.message!r}")
-            batches.append(msg.batch)
-    except grpc.aio.AioRpcError as err:
-        raise rpc_error(err, "SubscribeKvEvents") from None
     finally:
-        call.cancel()
+        reader.cancel()
+    batches = [m.batch for m in reader.received]
     for a, b in zip(batches, batches[1:]):
         expect(b.sequence_number > a.sequence_number,
                f"KV event sequence went {a.sequence_number} -> {b.sequence_number}")
@@ -62,9 +55,6 @@ async def kv_events(ctx: Context):
       title="a prefill engine ends a request with one prefill_ready event naming the KV session, "
             "carrying the usage")
 async def kv_producer(ctx: Context):
-    from openengine.conformance.stream import Stream
-    from openengine.v1 import server_pb2
-
     if ctx.server_info.engine_role != server_pb2.ENGINE_ROLE_PREFILL:
         raise Skipped("the engine's role is not prefill")
     req = ctx.generate_request(max_tokens=1)
@@ -90,45 +80,43 @@ async def kv_unknown_backend(ctx: Context):
                          "Generate with an unknown KV backend")
 
 
-# ------------------------------------------------------------------------------------------------
 # tasks
-
 def _model_with(ctx: Context, profile: str) -> str:
-    models = ctx.models_with(profile)
+    """The first served model whose entry in Capabilities.models lists a model-scoped profile."""
+    caps = ctx.discovery.capabilities
+    models = [m.model for m in caps.models if any(p.name == profile for p in m.profiles)] if caps else []
     if not models:
         raise Failed(f"{profile} is advertised but no entry of Capabilities.models lists it")
     return models[0]
 
 
-def _families(ctx: Context, model: str) -> set[str]:
-    """Supported task families as the registry spells them (embed, classify, score)."""
-    return set(ctx.limit(TASKS, "supported_tasks", model=model))
+# Each task family: its RPC and the answer's list of results.
+TASK_RPCS = {"embed": ("Embed", "embeddings"), "classify": ("Classify", "classifications"),
+             "score": ("Score", "scores")}
+
+
+def _task_call(ctx: Context, family: str, model: str, inputs: list):
+    """The RPC of a task family (embed, classify, score) on `inputs` (Score: the first is the query)."""
+    fields = {"query": inputs[0], "documents": inputs} if family == "score" else {"inputs": inputs}
+    name = TASK_RPCS[family][0]
+    return getattr(ctx.tasks, name)(getattr(tasks_pb2, f"{name}Request")(
+        request_id=ctx.request_id(family), model=model, **fields))
 
 
 @case("tasks.families", profile=TASKS, requires=("REQ-CORE-002", "REQ-TASKS-001"),
       title="Embed, Classify and Score answer for supported families, INVALID_ARGUMENT for others")
 async def tasks_families(ctx: Context):
-    from openengine.v1 import tasks_pb2
-
     model = _model_with(ctx, TASKS)
-    families = _families(ctx, model)
+    families = set(ctx.limit(TASKS, "supported_tasks", model=model))   # embed, classify, score
     inputs = [tasks_pb2.TaskInput(text="first"), tasks_pb2.TaskInput(text="second")]
-    calls = {   # family: (RPC, the answer's list of results, the call)
-        "embed": ("Embed", "embeddings", lambda: ctx.tasks.Embed(
-            tasks_pb2.EmbedRequest(request_id=ctx.request_id("embed"), model=model, inputs=inputs))),
-        "classify": ("Classify", "classifications", lambda: ctx.tasks.Classify(
-            tasks_pb2.ClassifyRequest(request_id=ctx.request_id("cls"), model=model, inputs=inputs))),
-        "score": ("Score", "scores", lambda: ctx.tasks.Score(tasks_pb2.ScoreRequest(
-            request_id=ctx.request_id("score"), model=model, query=inputs[0], documents=inputs))),
-    }
     size = int(ctx.limit(TASKS, "embedding_size", model=model))
-    for family, (name, results, call) in calls.items():
+    for family, (name, results) in TASK_RPCS.items():
         if family not in families:
-            await expect_refused(call(), (grpc.StatusCode.INVALID_ARGUMENT,),
+            await expect_refused(_task_call(ctx, family, model, inputs), (grpc.StatusCode.INVALID_ARGUMENT,),
                                  f"{name} (not in supported_tasks)")
             continue
         try:
-            resp = await call()
+            resp = await _task_call(ctx, family, model, inputs)
         except grpc.aio.AioRpcError as err:
             raise rpc_error(err, f"{name} (in supported_tasks)") from None
         items = getattr(resp, results)
@@ -142,32 +130,22 @@ async def tasks_families(ctx: Context):
 @case("tasks.max-inputs", profile=TASKS, requires=("REQ-CAP-009",),
       title="a task request with more than max_inputs_per_request inputs fails INVALID_ARGUMENT")
 async def tasks_max_inputs(ctx: Context):
-    from openengine.v1 import tasks_pb2
-
     model = _model_with(ctx, TASKS)
     limit = int(ctx.limit(TASKS, "max_inputs_per_request", model=model))
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_inputs_per_request is {limit}; the case sends at most "
                         f"{MAX_BATCH_PROBE} inputs")
-    families = _families(ctx, model)
-    inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
-    if "embed" in families:
-        call = ctx.tasks.Embed(tasks_pb2.EmbedRequest(model=model, inputs=inputs))
-    elif "classify" in families:
-        call = ctx.tasks.Classify(tasks_pb2.ClassifyRequest(model=model, inputs=inputs))
-    elif "score" in families:
-        call = ctx.tasks.Score(tasks_pb2.ScoreRequest(model=model, query=inputs[0], documents=inputs))
-    else:
+    families = set(ctx.limit(TASKS, "supported_tasks", model=model))
+    family = next((f for f in TASK_RPCS if f in families), None)
+    if family is None:
         raise Skipped("the model supports no task family")
-    await expect_refused(call, (grpc.StatusCode.INVALID_ARGUMENT,), f"{limit + 1} task inputs")
+    inputs = [tasks_pb2.TaskInput(text=f"x{i}") for i in range(limit + 1)]
+    await expect_refused(_task_call(ctx, family, model, inputs), (grpc.StatusCode.INVALID_ARGUMENT,),
+                         f"{limit + 1} task inputs")
 
 
-# ------------------------------------------------------------------------------------------------
 # encoder
-
 def _item(i: int):
-    from openengine.v1 import encoder_pb2
-
     return encoder_pb2.MultimodalItem(item_id=f"item-{i}", image=encoder_pb2.MediaSource(
         data=bytes(range(32)), mime_type="image/png"))
 
@@ -175,8 +153,6 @@ def _item(i: int):
 @case("encoder.encode", profile=ENCODER, requires=("REQ-CORE-002",),
       title="Encode returns one handle per item, naming this encoder and echoing the item id")
 async def encode(ctx: Context):
-    from openengine.v1 import encoder_pb2
-
     resp = await ctx.encoder.Encode(encoder_pb2.EncodeRequest(
         request_id=ctx.request_id("enc"), model=ctx.model, items=[_item(0), _item(1)]))
     expect(len(resp.handles) == 2, f"2 items gave {len(resp.handles)} handles")
@@ -190,8 +166,6 @@ async def encode(ctx: Context):
 @case("encoder.max-items", profile=ENCODER, requires=("REQ-CAP-009",),
       title="more than max_items_per_request items fail INVALID_ARGUMENT")
 async def encode_max(ctx: Context):
-    from openengine.v1 import encoder_pb2
-
     limit = int(ctx.limit(ENCODER, "max_items_per_request"))
     if limit >= MAX_BATCH_PROBE:
         raise Unchecked(f"max_items_per_request is {limit}; the case sends at most "
@@ -201,14 +175,10 @@ async def encode_max(ctx: Context):
                          f"Encode of {limit + 1} items")
 
 
-# ------------------------------------------------------------------------------------------------
 # sessions
-
 @case("sessions.lifecycle", profile=SESSIONS, requires=("REQ-CORE-002",),
       title="OpenSession, ListSessions, Generate in the session and CloseSession work together")
 async def sessions_lifecycle(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     sid = ctx.request_id("session")
     opened = await ctx.sessions.OpenSession(sessions_pb2.OpenSessionRequest(session_id=sid, model=ctx.model))
     try:
@@ -229,8 +199,6 @@ async def sessions_lifecycle(ctx: Context):
 @case("sessions.ttl-clamped", profile=SESSIONS, requires=("REQ-SESS-001",),
       title="a session's ttl is clamped to max_session_ttl_ms; absent gets default_session_ttl_ms")
 async def sessions_ttl(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     hi = int(ctx.limit(SESSIONS, "max_session_ttl_ms"))
     default = int(ctx.limit(SESSIONS, "default_session_ttl_ms"))
     problems = []
@@ -243,14 +211,12 @@ async def sessions_ttl(ctx: Context):
         if opened.session.ttl_ms != want:
             problems.append(f"ttl {ttl if ttl is not None else 'absent'}: got "
                             f"{opened.session.ttl_ms} ms, expected {want} ms")
-    expect(not problems, "; ".join(problems))
+    expect_no(problems)
 
 
 @case("sessions.unknown", profile=SESSIONS, requires=("REQ-CORE-002",),
       title="CloseSession of an unknown session answers closed=false or NOT_FOUND")
 async def sessions_unknown(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     try:
         resp = await ctx.sessions.CloseSession(
             sessions_pb2.CloseSessionRequest(session_id="conformance-no-such-session"))
@@ -261,15 +227,10 @@ async def sessions_unknown(ctx: Context):
     expect(not resp.closed, "CloseSession(unknown) answered closed=true")
 
 
-# ------------------------------------------------------------------------------------------------
 # adapters (Control's LoRA RPCs)
-
 def _adapter(lora_id: int, name: str):
     """A LoraAdapter whose source is a directory the runner made: visible to an engine on the
     same machine, which is where the runner is pointed at."""
-    import tempfile
-
-    from openengine.v1 import lora_pb2
 
     path = tempfile.mkdtemp(prefix=f"conformance-{name}-")
     return lora_pb2.LoraAdapter(lora_id=lora_id, lora_name=name, source_path=path)
@@ -283,8 +244,6 @@ def _lora_id(ctx: Context) -> int:
       title="LoadLora (idempotent, ALREADY_EXISTS on a conflict), ListLoras, Generate with "
             "lora_name and UnloadLora (NOT_FOUND when unknown) work together")
 async def adapters_lifecycle(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     model = _model_with(ctx, ADAPTERS)
     name = ctx.request_id("lora")
     adapter = _adapter(_lora_id(ctx), name)
@@ -316,8 +275,6 @@ async def adapters_lifecycle(ctx: Context):
       title="LoadLora refuses a non-positive id, an empty name and a relative path with "
             "INVALID_ARGUMENT; Generate with an unknown lora_name fails NOT_FOUND")
 async def adapters_invalid(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     good = _adapter(_lora_id(ctx), ctx.request_id("lora"))
     bad = {"lora_id 0": lora_pb2.LoraAdapter(lora_id=0, lora_name=good.lora_name, source_path=good.source_path),
            "an empty name": lora_pb2.LoraAdapter(lora_id=good.lora_id, source_path=good.source_path),
@@ -336,8 +293,6 @@ async def adapters_invalid(ctx: Context):
 @case("adapters.limits", profile=ADAPTERS, requires=("REQ-CAP-009",),
       title="adapters beyond max_loras and max_cpu_loras are refused")
 async def adapters_limits(ctx: Context):
-    from openengine.v1 import lora_pb2
-
     model = _model_with(ctx, ADAPTERS)
     capacity = max(int(ctx.limit(ADAPTERS, "max_loras", model=model)),
                    int(ctx.limit(ADAPTERS, "max_cpu_loras", model=model)))
@@ -366,8 +321,6 @@ async def adapters_limits(ctx: Context):
 @case("sessions.max-sessions", profile=SESSIONS, requires=("REQ-SESS-001", "REQ-SVC-004"),
       title="opening a session beyond max_sessions fails RESOURCE_EXHAUSTED")
 async def sessions_max(ctx: Context):
-    from openengine.v1 import sessions_pb2
-
     limit = int(ctx.limit(SESSIONS, "max_sessions"))
     if limit > 256:
         raise Unchecked(f"max_sessions is {limit}; the case opens at most 256 sessions")

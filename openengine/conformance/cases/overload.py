@@ -11,7 +11,8 @@ from grpc_status import rpc_status
 
 from openengine.conformance.cases.base import Failed, Skipped, Unchecked, case, expect
 from openengine.conformance.context import Context, poll, read_rest, status_name
-from openengine.conformance.profiles import CORE
+from openengine.contract import CORE
+from openengine.v1 import error_pb2, lifecycle_pb2
 
 # The most requests the case holds open at once; a larger bound is left unchecked.
 MOST_HELD = 512
@@ -19,8 +20,6 @@ MOST_HELD = 512
 
 def engine_error(err: grpc.RpcError):
     """The `EngineError` a refused call carries in its status details (REQ-CORE-014), or None."""
-    from openengine.v1 import error_pb2
-
     try:
         status = rpc_status.from_call(err)
     except ValueError:   # details that disagree with the status itself
@@ -37,8 +36,6 @@ def engine_error(err: grpc.RpcError):
       title="every running slot and queue place filled, one more request is refused "
             "RESOURCE_EXHAUSTED (retryable, counted); the accepted ones end normally")
 async def overload_refused(ctx: Context):
-    from openengine.v1 import error_pb2, lifecycle_pb2
-
     ctx.require_decoding(observable=True)
     queue = ctx.limit(CORE, "max_queued_requests")
     if not queue:

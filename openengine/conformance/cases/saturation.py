@@ -12,7 +12,9 @@ import grpc
 
 from openengine.conformance.cases.base import Failed, Unchecked, case, expect
 from openengine.conformance.context import Context, cancel_or_reap, profile_versions, status_name, together
-from openengine.conformance.profiles import CORE
+from openengine.conformance.stream import ending
+from openengine.contract import CORE
+from openengine.v1 import generation_pb2, lifecycle_pb2
 
 # The most slots the cases fill (the registry's default max_running_requests); an engine with
 # more is left unchecked rather than flooded.
@@ -53,28 +55,15 @@ class Stream:
         return sum(len(m.token.tokens) for m in self.messages if m.HasField("token"))
 
     def shown(self) -> str:
-        """How the stream went, in the words of the protocol."""
-        from openengine.conformance.stream import error_code_name, finish_reason_name
-
         if not self.ended:
             return f"still open after {self.tokens} tokens"
         if self.status != grpc.StatusCode.OK:
             return f"failed with {status_name(self.status)}" + (f": {self.details}" if self.details else "")
-        if not self.messages:
-            return "ended with OK and no message"
-        last = self.messages[-1]
-        if last.HasField("finished"):
-            return (f"ended after {self.tokens} tokens with a finished event, reason "
-                    f"{finish_reason_name(last.finished.reason)}")
-        if last.HasField("error"):
-            return f"ended after {self.tokens} tokens with an error, code {error_code_name(last.error.code)}"
-        return f"ended after a {last.WhichOneof('event')} event"
+        return ending(self.messages[-1] if self.messages else None, self.tokens)
 
     def aborted_problem(self, what: str) -> str | None:
         """Why this stream did not end as an aborted one must (a CANCELLED finished event with
         the usage, then OK), or None."""
-        from openengine.v1 import generation_pb2
-
         last = self.messages[-1] if self.messages else None
         if self.status == grpc.StatusCode.OK and last is not None and last.HasField("finished") \
                 and last.finished.reason == generation_pb2.FINISH_REASON_CANCELLED:
@@ -92,7 +81,6 @@ class Stream:
 class Saturated:
     running: list[Stream]
     queued: Stream
-    counted: tuple[int, int] | None     # (running, queued) as GetLoad counted them
 
     @property
     def streams(self) -> list[Stream]:
@@ -141,11 +129,27 @@ async def saturate(ctx: Context) -> Saturated:
                          "engine did not run as many requests at once as it advertises") from None
         _ended_early(running)
         queued = Stream(ctx, ctx.long_request(prompt="conformance waits in the queue"))
-        counted = await _counted_queued(ctx, slots, running)
+        # A case judges a queued request only after GetLoad counts every slot busy and one queued.
+        end = asyncio.get_running_loop().time() + ctx.options.rpc_timeout
+        counts = await ctx.busy()
+        if counts is None:
+            raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
+        while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
+            _ended_early(running)
+            late = asyncio.get_running_loop().time() >= end
+            if late and counts[0] + counts[1] < slots:
+                raise Failed(f"{slots} requests had each streamed, but GetLoad counted {counts[0]} running "
+                             f"and {counts[1]} queued {ctx.options.rpc_timeout:g} s later (REQ-LOAD-001.2)")
+            if late:
+                raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
+                                f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "
+                                "no request was seen queued")
+            await asyncio.sleep(0.01)
+            counts = await ctx.busy() or (0, 0)
         if queued.messages:
             raise Unchecked(f"with {slots} requests running (max_running_requests) one more started "
                             "at once, so no request was queued")
-        return Saturated(running, queued, counted)
+        return Saturated(running, queued)
     except BaseException:
         for s in running + ([queued] if queued else []):
             s.cancel()
@@ -164,34 +168,10 @@ def _ended_early(running: list[Stream]) -> None:
                         "engine was saturated")
 
 
-async def _counted_queued(ctx: Context, slots: int, running: list[Stream]) -> tuple[int, int] | None:
-    """GetLoad's counts once it shows every slot busy and a request queued (bounded wait); None
-    without load. A case judges a queued request only after seeing it counted as one."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + ctx.options.rpc_timeout
-    counts = await ctx.busy()
-    if counts is None:
-        raise Unchecked(f"{ctx.load_unreadable}, so no request could be seen queued")
-    while counts[1] < 1 or counts[0] + counts[1] < slots + 1:
-        _ended_early(running)
-        if loop.time() >= end and counts[0] + counts[1] < slots:
-            raise Failed(f"{slots} requests had each streamed, but GetLoad counted {counts[0]} running "
-                         f"and {counts[1]} queued {ctx.options.rpc_timeout:g} s later (REQ-LOAD-001.2)")
-        if loop.time() >= end:
-            raise Unchecked(f"with {slots} requests running (max_running_requests) and one more "
-                            f"sent, GetLoad counted {counts[0]} running and {counts[1]} queued, so "
-                            "no request was seen queued")
-        await asyncio.sleep(0.01)
-        counts = await ctx.busy() or (0, 0)
-    return counts
-
-
 @case("core.abort.queued", profile=CORE, requires=("REQ-CORE-010.1", "REQ-CORE-010.7", "REQ-CORE-010.5"),
       title="Abort by request id ends a queued request at once, with an aborted terminal error "
             "and no chunk, and counts it")
 async def abort_queued(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     sat = await saturate(ctx)
     request = lifecycle_pb2.AbortRequest(request_id=sat.queued.request.request_id)
     total = ctx.long_generation_tokens()
@@ -229,8 +209,6 @@ async def abort_queued(ctx: Context):
 @case("core.abort.all-queued", profile=CORE, requires=("REQ-CORE-010.3", "REQ-CORE-010.4", "REQ-CORE-010.5"),
       title="Abort(all) ends every running and every queued request, and counts them all")
 async def abort_all_queued(ctx: Context):
-    from openengine.v1 import lifecycle_pb2
-
     sat = await saturate(ctx)
     try:
         answer = await ctx.control.Abort(lifecycle_pb2.AbortRequest(

@@ -128,7 +128,7 @@ VARIANTS: dict[str, Variant] = {
     "role-unspecified": variant("REQ-CORE-012", "core.server-info.instance-id", "ENGINE_ROLE_UNSPECIFIED",
                            role_unspecified=True),
     "model-info-unknown-ok": variant("REQ-CORE-020.1", "core.model-info.answers",
-                                     "for an unknown model answered OK", model_info_unknown_ok=True),
+                                     "GetModelInfo for an unknown model was accepted", model_info_unknown_ok=True),
     "ignore-stop-token-ids": variant("REQ-CORE-013.1", "core.generate.stop-*", "more tokens followed",
                                 cases="core.generate.stop-token-ids", ignore_stop_token_ids=True),
     "ignore-stop-strings": variant("REQ-CORE-013.2", "core.generate.stop-*", "characters follow it",
@@ -324,7 +324,7 @@ VARIANTS: dict[str, Variant] = {
     # Tokens slow enough that the ones the case reads after cancelling are made after the abort,
     # not already queued before it.
     "watch-cancel-aborts": variant("REQ-LOAD-018", "load.watch.cancel-only-unsubscribes",
-                              "ended with finish reason FINISH_REASON_CANCELLED",
+                              "with a finished event, reason FINISH_REASON_CANCELLED",
                               timing=Timing(token_seconds=(0.02, 0.03)), watch_cancel_aborts=True),
     "watch-ends-after-2s": variant("REQ-LOAD-019", "load.watch.stays-open", "ended the WatchLoad stream with OK",
                               watch_ends_after=2.0),
