@@ -12,7 +12,8 @@ from dataclasses import replace
 from importlib import metadata
 from xml.etree import ElementTree as ET
 
-from openengine.contractkit.diagnostics import Context, Diagnostic, Severity
+from openengine.contractkit.diagnostics import Context, Diagnostic
+from openengine.contractkit.rules import Severity
 from openengine.contractkit.diagnostics import printable as _printable
 from openengine.contractkit.diagnostics import render
 from openengine.conformance.context import load_contract

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from openengine.contractkit.locations import NOWHERE, Loc  # noqa: F401  (every stage imports them from here)
-from openengine.contractkit.rules import RuleSpec, Severity  # noqa: F401  (the one severity of every family)
+from openengine.contractkit.locations import Loc
+from openengine.contractkit.rules import RuleSpec, Severity
 
 
 @dataclass(frozen=True)
