@@ -39,7 +39,7 @@ LATE_TOLERANCE, LATE_SLACK_MS = 3.0, 1000.0
 # adds to every gap (tens of ms) stay well under half a period, so the median may exceed the
 # period by half a period and no more: a stream at twice its period fails, at every period.
 RATE_GAPS, RATE_DEADLINE = 10, 4 * 11
-RATE_MEDIAN_PERIODS = 1.5
+RATE_PERIODS = 1.5
 RATE_PERIOD_MS = 250
 FAST_MS = 20      # a short interval, clamped into the engine's range
 
@@ -163,32 +163,36 @@ def _clamp(value: int, lim: dict) -> int:
 def _rate_window(ctx: Context, period_ms: int, *, at_least: float = 0.0) -> float:
     """How long to read for RATE_GAPS + 1 messages one period apart: RATE_DEADLINE periods, or
     less where the case timeout allows less, but never less than the messages need."""
-    needed = _window(ctx, RATE_MEDIAN_PERIODS * (RATE_GAPS + 1), period_ms, at_least=at_least)
+    needed = _window(ctx, RATE_PERIODS * (RATE_GAPS + 1), period_ms, at_least=at_least)
     return max(needed, min(RATE_DEADLINE * period_ms / 1000, ctx.options.case_timeout * 0.6))
 
 
-def _median_gap_ms(arrivals: list[Received]) -> float:
-    """The median gap between consecutive arrivals, in milliseconds (at least two arrivals)."""
-    gaps = sorted((b.at - a.at) * 1000 for a, b in zip(arrivals, arrivals[1:]))
-    return gaps[len(gaps) // 2]
+def _gaps_ms(arrivals: list[Received]) -> list[float]:
+    return sorted((b.at - a.at) * 1000 for a, b in zip(arrivals, arrivals[1:]))
 
 
 def _rate_problem(arrivals: list[Received], period_ms: int, seconds: float, what: str) -> str | None:
     """Why `arrivals` (messages of one kind, read for at most `seconds`) are not about one per
-    `period_ms`, or None."""
+    `period_ms`, or None. A loaded machine only ever delays a timer, and an engine that re-arms its
+    timer after each message carries the delay into the gap, so on a busy machine most gaps may
+    run long; a stream at a longer period has no gap near its period at all. So the lower quartile
+    of the gaps is judged, leaving out those under a quarter period: messages held back by a stall
+    of the reader and then read at once."""
     if len(arrivals) < RATE_GAPS + 1:
         return (f"{len(arrivals)} {what} arrived in {seconds:.2f} s at a period of {period_ms} ms, "
                 f"where about {seconds * 1000 / period_ms:.0f} were due (one per period)")
-    median = _median_gap_ms(arrivals)
-    if median > RATE_MEDIAN_PERIODS * period_ms:
-        return (f"{what} arrived a median {median:.0f} ms apart, but the stream's period is "
-                f"{period_ms} ms: one was due every {period_ms} ms (at most "
-                f"{RATE_MEDIAN_PERIODS:g} periods apart)")
+    spaced = [gap for gap in _gaps_ms(arrivals) if gap >= period_ms / 4]
+    quartile = spaced[len(spaced) // 4] if spaced else 0.0
+    if quartile > RATE_PERIODS * period_ms:
+        return (f"{what} arrived {quartile:.0f} ms apart or more in three gaps of four, but the "
+                f"stream's period is {period_ms} ms: one was due every {period_ms} ms (at most "
+                f"{RATE_PERIODS:g} periods apart)")
     return None
 
 
 def _rate_note(arrivals: list[Received], period_ms: int) -> str:
-    return f"{len(arrivals)} at {period_ms} ms, a median {_median_gap_ms(arrivals):.0f} ms apart"
+    gaps = _gaps_ms(arrivals)
+    return f"{len(arrivals)} at {period_ms} ms, a median {gaps[len(gaps) // 2]:.0f} ms apart"
 
 
 # A window longer than its share of the case timeout moves the case's deadline by the difference,
