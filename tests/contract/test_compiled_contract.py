@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from oespec.registry import load_registry
@@ -13,19 +14,25 @@ from openengine.contract import catalogue, role_numbers, role_spelling
 from openengine.v1 import server_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRY = load_registry(ROOT / "profiles.yaml").registry
+
+
+@cache
+def registry():
+    """profiles.yaml, read when a test first needs it, not when the suite is collected."""
+    return load_registry(ROOT / "profiles.yaml").registry
+
 CAT = catalogue()
 
 
 def test_registry_revisions_are_compiled():
-    assert CAT.registry_revision == REGISTRY.revision
-    assert CAT.schema_revision == (REGISTRY.schema_revision or 0)
+    assert CAT.registry_revision == registry().revision
+    assert CAT.schema_revision == (registry().schema_revision or 0)
 
 
 def test_every_profile_declaration_is_compiled():
-    assert sorted(p.name for p in CAT.profiles) == sorted(p.name for p in REGISTRY.profiles)
-    assert CAT.core == REGISTRY.core.name
-    for declared in REGISTRY.profiles:
+    assert sorted(p.name for p in CAT.profiles) == sorted(p.name for p in registry().profiles)
+    assert CAT.core == registry().core.name
+    for declared in registry().profiles:
         compiled = CAT.profile(declared.name)
         assert compiled.version == (declared.version.major, declared.version.minor)
         assert compiled.mandatory == declared.mandatory
@@ -43,7 +50,7 @@ def test_roles_come_from_the_role_enum():
     numbers = role_numbers()
     assert numbers["prefill"] == server_pb2.ENGINE_ROLE_PREFILL and 0 not in numbers.values()
     assert numbers["encoder"] == server_pb2.ENGINE_ROLE_ENCODER
-    roles_in_scopes = {r for p in REGISTRY.profiles for r in p.scope.roles}
+    roles_in_scopes = {r for p in registry().profiles for r in p.scope.roles}
     assert roles_in_scopes <= set(numbers)
     assert role_spelling(server_pb2.ENGINE_ROLE_DECODE) == "ENGINE_ROLE_DECODE" and role_spelling(99) == "99"
 

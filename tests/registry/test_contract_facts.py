@@ -10,6 +10,7 @@ copy that drifts: every source file of the toolkit and the runtime is searched f
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -20,19 +21,22 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_OUTPUTS = ("openengine/v1/",)
 
 
-def _registry():
+@cache
+def registry():
+    """profiles.yaml, read when a test first needs it, not when the suite is collected."""
     resolved = load_registry(ROOT / "profiles.yaml")
     assert resolved.registry is not None, resolved.diagnostics
     return resolved.registry
 
 
-REGISTRY = _registry()
-PROFILES = {p.name for p in REGISTRY.profiles}
-LIMITS = {f"{p.name}.{lim.name}" for p in REGISTRY.profiles for lim in p.limits}
-# What the registry says about a profile, besides its limits' values: areas, versions, RPCs.
-PROFILE_FACTS = ({a for p in REGISTRY.profiles for a in p.requirement_areas}
-                 | {str(p.version) for p in REGISTRY.profiles}
-                 | {r.name for p in REGISTRY.profiles for r in p.rpcs})
+@cache
+def known() -> tuple[set[str], set[str], set[str]]:
+    """The registry's profile names, limit references and what it says about a profile besides
+    its limits' values: areas, versions, RPCs."""
+    profiles = registry().profiles
+    return ({p.name for p in profiles}, {f"{p.name}.{lim.name}" for p in profiles for lim in p.limits},
+            {a for p in profiles for a in p.requirement_areas} | {str(p.version) for p in profiles}
+            | {r.name for p in profiles for r in p.rpcs})
 
 
 def _strings(nodes) -> list[str]:
@@ -46,16 +50,17 @@ def _strings(nodes) -> list[str]:
 
 def hand_tables(source: str, filename: str = "<sample>") -> list[str]:
     """`line: what` for each literal that copies a contract fact."""
+    profiles, limit_refs, profile_facts = known()
     found = []
     for node in ast.walk(ast.parse(source, filename=filename)):
         if isinstance(node, (ast.Set, ast.List, ast.Tuple, ast.Dict)):
             items = node.keys if isinstance(node, ast.Dict) else node.elts
-            limits = [s for s in _strings(items) if s in LIMITS]
+            limits = [s for s in _strings(items) if s in limit_refs]
             if len(limits) >= 2:
                 found.append(f"{node.lineno}: lists limits {', '.join(limits[:3])}")
         if isinstance(node, ast.Dict):
-            keyed = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in PROFILES]
-            facts = [s for s in _strings(node.values) if s in PROFILE_FACTS]
+            keyed = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in profiles]
+            facts = [s for s in _strings(node.values) if s in profile_facts]
             if len(keyed) >= 2 and facts:
                 found.append(f"{node.lineno}: maps {', '.join(keyed[:3])} to registry facts ({', '.join(facts[:3])})")
     return found
@@ -84,13 +89,13 @@ def test_the_search_finds_both_kinds_of_table():
 def test_the_runtime_reads_updatable_limits_from_the_descriptors():
     from openengine.contract import catalogue
 
-    declared = {f"{p.name}.{lim.name}" for p in REGISTRY.profiles for lim in p.limits if lim.updatable}
+    declared = {f"{p.name}.{lim.name}" for p in registry().profiles for lim in p.limits if lim.updatable}
     assert declared and catalogue().updatable_limits == declared
     assert catalogue().limit("openengine.core.max_running_requests").updatable
     assert not catalogue().limit("openengine.core.speculative_decoding").updatable
 
 
 def test_requirement_areas_come_from_the_registry():
-    core = REGISTRY.profile("openengine.core")
+    core = registry().profile("openengine.core")
     assert core.requirement_areas == ("CORE", "CAP", "HEALTH", "REV")
-    assert REGISTRY.profile("openengine.encoder").requirement_areas == ("ENC",)
+    assert registry().profile("openengine.encoder").requirement_areas == ("ENC",)
