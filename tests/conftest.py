@@ -49,11 +49,13 @@ def waiting_groups(items: list, count: int) -> dict[str, list]:
     return groups
 
 
-def waiting_lanes(workers: int, cores: int) -> int:
+def waiting_lanes(workers: int, cores: int, end_to_end: int = 0) -> int:
     """How many groups the waiting tests get: every worker but one per core, which keep the
-    cores busy with the computing tests (a waiting test needs a worker, not a core); none when
-    there is no worker beyond one per core, and the waiting tests share the queue."""
-    return max(0, min(workers - cores, workers - 1))
+    cores busy with the computing tests (a waiting test needs a worker, not a core), and never
+    more than the workers the `end_to_end` groups leave, so no worker holds two groups one after
+    the other; none when there is no worker beyond one per core, and the waiting tests share the
+    queue."""
+    return max(0, min(workers - cores, workers - end_to_end, workers - 1))
 
 
 # The modules that run the project's own commands end to end, in three groups of about equal wall
@@ -74,7 +76,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if _module(item) in END_TO_END:
             item.add_marker(pytest.mark.xdist_group(END_TO_END[_module(item)]))
     rest = [item for item in items if _module(item) not in END_TO_END]
-    for name, members in waiting_groups(rest, waiting_lanes(workers, os.cpu_count() or 1)).items():
+    for name, members in waiting_groups(rest, waiting_lanes(workers, os.cpu_count() or 1,
+                                                             len(set(END_TO_END.values())))).items():
         for item in members:
             item.add_marker(pytest.mark.xdist_group(name))
 

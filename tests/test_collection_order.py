@@ -1,4 +1,4 @@
-"""The suite's scheduling (tests/conftest.py): the end-to-end modules in two xdist groups, slow
+"""The suite's scheduling (tests/conftest.py): the end-to-end modules in three xdist groups, slow
 modules first, the waiting slow tests dealt into one xdist group for each worker beyond one per
 core; and, run for real, pytest-xdist keeping a group on one worker (a pytest release that renames
 test ids another way turns the groups off silently)."""
@@ -53,7 +53,7 @@ def test_waiting_slow_tests_are_dealt_into_one_group_per_worker_beyond_one_per_c
     waiting = [FakeItem(f"tests/w.py::t{n}", "slow", "waits") for n in range(5)]
     quick = FakeItem("tests/w.py::quick", "waits")       # not slow: left to the shared queue
     computing = FakeItem("tests/c.py::t", "slow")
-    scheduled = dict(_schedule([computing, *waiting, quick], monkeypatch, 4))
+    scheduled = dict(_schedule([computing, *waiting, quick], monkeypatch, 5))
     assert [scheduled[f"tests/w.py::t{n}"] for n in range(5)] == [
         ["waiting-0"], ["waiting-1"], ["waiting-0"], ["waiting-1"], ["waiting-0"]]
     assert scheduled["tests/w.py::quick"] == [] and scheduled["tests/c.py::t"] == []
@@ -61,14 +61,14 @@ def test_waiting_slow_tests_are_dealt_into_one_group_per_worker_beyond_one_per_c
 
 def test_a_waits_mark_on_one_test_makes_its_modules_slow_tests_waiting(monkeypatch):
     items = [FakeItem("tests/w.py::t0", "slow", "waits"), FakeItem("tests/w.py::t1", "slow")]
-    assert [groups for _, groups in _schedule(items, monkeypatch, 3)] == [["waiting-0"], ["waiting-0"]]
+    assert [groups for _, groups in _schedule(items, monkeypatch, 4)] == [["waiting-0"], ["waiting-0"]]
 
 
 def test_the_end_to_end_modules_get_groups_apart_from_the_waiting_ones(monkeypatch):
     items = [FakeItem("tests/ci/test_pull_request.py::t", "slow"),
              FakeItem("tests/engine/test_add_a_profile.py::t", "slow", "waits"),
              FakeItem("tests/w.py::t", "slow", "waits")]
-    scheduled = dict(_schedule(items, monkeypatch, 3))
+    scheduled = dict(_schedule(items, monkeypatch, 4))
     assert scheduled == {"tests/ci/test_pull_request.py::t": ["end-to-end-workflow"],
                          "tests/engine/test_add_a_profile.py::t": ["end-to-end-workflow"],
                          "tests/w.py::t": ["waiting-0"]}
@@ -117,3 +117,6 @@ def test_one_worker_per_core_computes_and_the_rest_wait():
     assert suite_conftest.waiting_lanes(3, 2) == 1     # never every worker
     assert suite_conftest.waiting_lanes(2, 2) == 0     # no worker beyond the cores: no lane
     assert suite_conftest.waiting_lanes(2, 8) == 0
+    # With the end-to-end groups on workers of their own, the lanes take the workers left.
+    assert suite_conftest.waiting_lanes(12, 2, 3) == 9
+    assert suite_conftest.waiting_lanes(4, 2, 3) == 1
