@@ -13,8 +13,10 @@ modules holding slow tests move first, each keeping its tests together and in or
 
 Slow tests are of two kinds. Most of a conformance or fault test's time is spent waiting on
 stream windows and timers (modules marked `waits`), while a site build or a pull-request step
-keeps a core busy. With more workers than cores, the waiting slow tests are dealt into
-`xdist_group`s, one for each worker beyond one per core, so they wait beside the computing ones.
+keeps a core busy. With more workers than cores, the waiting slow tests are shared out into
+`xdist_group`s, one for each worker beyond one per core and the end-to-end groups, so they wait
+beside the computing ones; the long ones (whole suites) are placed first, so no group ends long
+after the others.
 """
 
 from __future__ import annotations
@@ -37,16 +39,30 @@ def slow_modules_first(items: list) -> list:
     return [i for i in items if _module(i) in slow] + [i for i in items if _module(i) not in slow]
 
 
+# A waiting test of a module with fewer waiting tests than this is taken for a long one (a
+# whole suite against an engine); one of a larger module for a short one (a variant, a fault).
+MANY = 12
+LONG_WEIGHT = 10
+
+
 def waiting_groups(items: list, count: int) -> dict[str, list]:
-    """The slow tests of modules marked `waits`, dealt in turn into `count` groups (none for 0)."""
+    """The slow tests of modules marked `waits`, in `count` groups (none for 0) of about equal
+    expected length: the long ones first, each test to the group expected to end first."""
     if count == 0:
         return {}
     waits = {_module(item) for item in items if item.get_closest_marker("waits") is not None}
     waiting = [i for i in items if _module(i) in waits and i.get_closest_marker("slow") is not None]
-    groups: dict[str, list] = {}
-    for k, item in enumerate(waiting):
-        groups.setdefault(f"waiting-{k % count}", []).append(item)
-    return groups
+    per_module: dict[str, int] = {}
+    for item in waiting:
+        per_module[_module(item)] = per_module.get(_module(item), 0) + 1
+    weight = {id(i): LONG_WEIGHT if per_module[_module(i)] < MANY else 1 for i in waiting}
+    groups: dict[str, list] = {f"waiting-{k}": [] for k in range(count)}
+    expected = dict.fromkeys(groups, 0)
+    for item in sorted(waiting, key=lambda i: -weight[id(i)]):     # stable: collection order within
+        name = min(expected, key=expected.get)
+        groups[name].append(item)
+        expected[name] += weight[id(item)]
+    return {name: members for name, members in groups.items() if members}
 
 
 def waiting_lanes(workers: int, cores: int, end_to_end: int = 0) -> int:

@@ -1,7 +1,7 @@
 """The suite's scheduling (tests/conftest.py): the end-to-end modules in three xdist groups, slow
-modules first, the waiting slow tests dealt into one xdist group for each worker beyond one per
-core; and, run for real, pytest-xdist keeping a group on one worker (a pytest release that renames
-test ids another way turns the groups off silently)."""
+modules first, the waiting slow tests shared out (the long ones first) into xdist groups for the
+workers beyond one per core; and, run for real, pytest-xdist keeping a group on one worker (a
+pytest release that renames test ids another way turns the groups off silently)."""
 
 from __future__ import annotations
 
@@ -120,3 +120,11 @@ def test_one_worker_per_core_computes_and_the_rest_wait():
     # With the end-to-end groups on workers of their own, the lanes take the workers left.
     assert suite_conftest.waiting_lanes(12, 2, 3) == 9
     assert suite_conftest.waiting_lanes(4, 2, 3) == 1
+
+
+def test_the_long_waiting_tests_are_spread_first_and_the_short_ones_fill_in():
+    long = [FakeItem(f"tests/whole.py::t{n}", "slow", "waits") for n in range(3)]
+    short = [FakeItem(f"tests/variants.py::v{n}", "slow", "waits") for n in range(suite_conftest.MANY * 2)]
+    groups = suite_conftest.waiting_groups([*short, *long], 3)
+    assert sorted(sum(i in long for i in members) for members in groups.values()) == [1, 1, 1]
+    assert sorted(len(members) for members in groups.values()) == [9, 9, 9]
