@@ -281,6 +281,21 @@ def change_answer(rpc: str, change: Callable[[Any, Any], None]) -> OnRpc:
     return OnRpc(rpc, make)
 
 
+def when_cancelled(action: Callable[[], None]) -> Callable:
+    """Wraps a streaming handler so that `action()` runs when its client cancels the stream."""
+    def make(inner):
+        async def stream(request, call):
+            try:
+                async with contextlib.aclosing(inner(request, call)) as sent:
+                    async for message in sent:
+                        yield message
+            except (asyncio.CancelledError, GeneratorExit):
+                action()
+                raise
+        return stream
+    return make
+
+
 def change_stream(rpc: str, transform: Callable[[AsyncIterator, Any], AsyncIterator]) -> OnRpc:
     """A streaming RPC whose messages pass `transform(messages, request)`, an async generator."""
     def make(inner):

@@ -22,7 +22,7 @@ from openengine.v1 import (
 
 from tests.faults.seams import (
     HEALTH, _message_classes, BackendWrapper, Call, Instead, OnMetadata, OnRpc, answer_instead, change_answer, change_messages,
-    change_request, change_stream, drop_messages, read_ahead, recode, refuse, with_field,
+    change_request, change_stream, drop_messages, read_ahead, recode, refuse, when_cancelled, with_field,
 )
 
 DISCOVERY = "openengine.v1.Discovery"
@@ -232,17 +232,7 @@ async def _abort_everything(held: Held) -> None:
 
 
 def _cancel_aborts_everything(held: Held):
-    def make(inner):
-        async def stream(request, call):
-            try:
-                async with contextlib.aclosing(inner(request, call)) as sent:
-                    async for message in sent:
-                        yield message
-            except (asyncio.CancelledError, GeneratorExit):
-                held.keep(asyncio.ensure_future(_abort_everything(held)))
-                raise
-        return stream
-    return OnRpc(WATCH_LOAD, make)
+    return OnRpc(WATCH_LOAD, when_cancelled(lambda: held.keep(asyncio.ensure_future(_abort_everything(held)))))
 
 
 async def _first_figures_kept(messages, request):
@@ -664,20 +654,10 @@ def _running_over_capacity(held: Held):
 
 def _cancelled_stream_counted(held: Held) -> list:
     """The first Generate stream the client cancels is counted as running ever after."""
-    def make(inner):
-        async def stream(request, call):
-            try:
-                async with contextlib.aclosing(inner(request, call)) as sent:
-                    async for message in sent:
-                        yield message
-            except (asyncio.CancelledError, GeneratorExit):
-                held.counts["phantom"] = 1
-                raise
-        return stream
-
     def counted(load, request):
         load.running_requests += held.counts.get("phantom", 0)
-    return [OnRpc(GENERATE, make), change_answer(GET_LOAD, counted)]
+    return [OnRpc(GENERATE, when_cancelled(lambda: held.counts.__setitem__("phantom", 1))),
+            change_answer(GET_LOAD, counted)]
 
 
 def _malformed_priority_dropped(method, metadata):
