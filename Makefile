@@ -145,10 +145,10 @@ conformance: setup
 	  main) engine_args="--admin-token $$token"; runner_args="--admin-token $$token";; \
 	  port) engine_args="--admin-token $$token --admin-port 0"; runner_args="--admin-token $$token";; \
 	  mtls) ( cd $$dir && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.cnf && \
-	          openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=conformance-ca \
+	          openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=conformance-ca \
 	            -keyout ca.key -out ca.pem && \
 	          for n in server client; do \
-	            openssl req -newkey rsa:2048 -nodes -subj /CN=$$n -keyout $$n.key -out $$n.csr && \
+	            openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=$$n -keyout $$n.key -out $$n.csr && \
 	            openssl x509 -req -in $$n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
 	              -out $$n.pem -extfile san.cnf; done ) >/dev/null 2>&1 \
 	          || { echo "ADMIN=mtls needs openssl to make the certificates" >&2; exit 2; }; \

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
+import functools
 import fnmatch
 import logging
 import time
@@ -263,8 +264,10 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
     OpenEngine discovery: that says nothing about conformance."""
     # grpc logs a reply that does not parse with its stack before failing the call; the case
     # reports the failed call, so the stack would only put a traceback into the run's output.
-    logger = logging.getLogger("grpc._common")
-    logger.addFilter(_deserialize_logged)
+    # Each run adds a filter of its own, so runs side by side in one process do not remove
+    # another's when they end.
+    logger, quiet = logging.getLogger("grpc._common"), functools.partial(_deserialize_logged)
+    logger.addFilter(quiet)
     contract = load_contract()
     cases = all_cases()
     selected = resolve_profiles(profiles, contract) if profiles else None
@@ -325,7 +328,7 @@ async def run_suite(options: Options, *, profiles: list[str] | None = None,
                     progress(c.id, i + 1, len(chosen), result)
     finally:
         await ctx.close()
-        logger.removeFilter(_deserialize_logged)
+        logger.removeFilter(quiet)
     for r in results:
         if not r.expected_reason:
             apply_expected(r, expected)

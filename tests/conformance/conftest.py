@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import threading
+from typing import Callable
 
 import pytest
 
@@ -41,6 +42,44 @@ def run_suite(target: str, **kw):
         "key", "server_name")}
     opts.setdefault("admin_token", TOKEN)
     return asyncio.run(run(Options(target=target, **opts), **kw))
+
+
+Start = Callable[[contextlib.ExitStack], "Options"]
+
+# How many runs of `side_by_side` have an engine at once.
+AT_ONCE = 8
+
+
+def side_by_side(runs: dict[str, tuple[Start, list[str] | None]], at_once: int = AT_ONCE) -> dict[str, object]:
+    """Every run at once, `at_once` at a time, each suite against an engine of its own, in one event
+    loop: the runs spend their time waiting on streams and timers, so they wait together. A run's
+    `start` enters its engine into the stack and returns the runner's options (it runs in a thread,
+    as does the engine's stop). Returns each run's report, or the exception that ended it."""
+    from openengine.conformance import run_suite as run
+
+    async def one(start: Start, patterns, slots: asyncio.Semaphore):
+        async with slots:
+            with contextlib.ExitStack() as stack:
+                try:
+                    options = await asyncio.to_thread(start, stack)
+                    return await run(options, patterns=patterns)
+                finally:
+                    await asyncio.to_thread(stack.pop_all().close)
+
+    async def all_runs():
+        slots = asyncio.Semaphore(at_once)
+        done = await asyncio.gather(*(one(start, patterns, slots) for start, patterns in runs.values()),
+                                    return_exceptions=True)
+        return dict(zip(runs, done))
+
+    return asyncio.run(all_runs())
+
+
+def report_of(outcome):
+    """The report of one of `side_by_side`'s runs, or the exception that ended it raised again."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def failed(report) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from openengine.conformance import Outcome
 
 from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
-from tests.engine.conftest import make_certificates
+from tests.certificates import make_certificates
 
 # Most of its time is spent waiting on engines' streams and timers (see tests/conftest.py).
 pytestmark = pytest.mark.waits

@@ -4,16 +4,16 @@ and with long watch intervals (a 1 s minimum), all at once. Each case derives th
 judges from the advertised limits, so nothing its profiles make checkable is left unchecked.
 
 With a 1 s minimum interval the WatchLoad cases take most of two minutes, nearly all of it
-waiting: the suite runs in three parts, each against an engine of its own, so they can wait side
-by side. The parts together are every case."""
+waiting: the suite runs in four parts, each against an engine of its own, side by side. The parts
+together are every case."""
 
 from __future__ import annotations
 
 import pytest
 
-from openengine.conformance import Outcome, all_cases
+from openengine.conformance import Options, Outcome, all_cases
 
-from tests.conformance.conftest import failed, run_suite
+from tests.conformance.conftest import failed, report_of, side_by_side
 from tests.conformance.otherengine import OtherEngine
 from tests.conformance.otherengine.engine import Timing
 
@@ -35,8 +35,9 @@ MUST_PASS = ("load.watch.periodic", "load.watch.heartbeat-idle", "load.watch.slo
 SLOW_READER = ["load.watch.slow-reader"]
 WATCH_WINDOWS = ["load.watch.heartbeat-busy", "load.watch.heartbeat-idle", "load.watch.periodic",
                  "load.watch.stalled-isolated"]
+REST = [c.id for c in all_cases() if c.id not in SLOW_READER + WATCH_WINDOWS]
 PARTS = {"slow-reader": SLOW_READER, "watch-windows": WATCH_WINDOWS,
-         "the-rest": [c.id for c in all_cases() if c.id not in SLOW_READER + WATCH_WINDOWS]}
+         "the-rest-1": REST[0::2], "the-rest-2": REST[1::2]}
 
 
 def test_every_case_named_here_exists_and_runs_in_one_part():
@@ -47,15 +48,18 @@ def test_every_case_named_here_exists_and_runs_in_one_part():
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("part", sorted(PARTS))
-def test_a_slow_small_engine_with_long_intervals_conforms_with_nothing_more_unchecked(part):
-    with OtherEngine(timing=SLOW_SMALL_LONG) as engine:
-        report = run_suite(engine.address, admin_token=None, patterns=PARTS[part])
-    assert failed(report) == {}, report.verdict
-    by_id = {r.id: r for r in report.results}
-    for case in MUST_PASS:
-        if case in PARTS[part]:
-            assert by_id[case].outcome is Outcome.PASS, (case, by_id.get(case))
-    # Only what needs Admin (which this engine lacks) stays unchecked, as for the default shape.
-    assert set(report.unchecked_requirements()) <= {"REQ-HEALTH-010"}, report.verdict
-    assert report.exit_code == 0
+def test_a_slow_small_engine_with_long_intervals_conforms_with_nothing_more_unchecked(subtests):
+    """Each part on an engine of its own, the parts side by side; each is a subtest."""
+    start = lambda stack: Options(target=stack.enter_context(OtherEngine(timing=SLOW_SMALL_LONG)).address)  # noqa: E731
+    outcomes = side_by_side({part: (start, cases) for part, cases in PARTS.items()})
+    for part, outcome in outcomes.items():
+        with subtests.test(part):
+            report = report_of(outcome)
+            assert failed(report) == {}, report.verdict
+            by_id = {r.id: r for r in report.results}
+            for case in MUST_PASS:
+                if case in PARTS[part]:
+                    assert by_id[case].outcome is Outcome.PASS, (case, by_id.get(case))
+            # Only what needs Admin (which this engine lacks) stays unchecked, as for the default shape.
+            assert set(report.unchecked_requirements()) <= {"REQ-HEALTH-010"}, report.verdict
+            assert report.exit_code == 0

@@ -3,7 +3,6 @@ the few cases that cannot help seeing the same broken behaviour)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fnmatch
 import re
@@ -16,9 +15,10 @@ import pytest
 
 from tests.faults import FAULTS
 
+from openengine.conformance import Options
 from openengine.serve import AdminAccess
 
-from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
+from tests.conformance.conftest import TOKEN, failed, reference_engine, report_of, run_suite, side_by_side
 
 # The fault matrix: an engine per fault (the fast lane leaves it out).
 pytestmark = [pytest.mark.slow, pytest.mark.waits]
@@ -220,12 +220,6 @@ def test_every_fault_has_a_plan():
     assert sorted(FAULTS) == sorted(PLAN), "add the new fault to PLAN (and a case that catches it)"
 
 
-def _run(target: str, patterns: list[str], **options):
-    from openengine.conformance import Options, run_suite as run
-
-    return asyncio.run(run(Options(target=target, **options), patterns=patterns))
-
-
 @contextlib.contextmanager
 def engine_process(fault: str):
     """`python -m tests.faults --serve FAULT` on a free port: (its address, its process id)."""
@@ -254,23 +248,23 @@ def _allowed(case_id: str, patterns) -> bool:
     return any(fnmatch.fnmatchcase(case_id, p) for p in patterns)
 
 
-def _as_planned(fault: str):
-    gap = PLAN.get(fault, {}).get("gap")
-    return pytest.param(fault, marks=pytest.mark.xfail(reason=gap, strict=True)) if gap else fault
-
-
-@pytest.mark.parametrize("fault", [_as_planned(fault) for fault in sorted(FAULTS)])
-def test_fault_is_caught_by_its_case(fault):
+def _start(fault: str):
+    """How to start the engine committing `fault`, and the runner's options that reach it."""
     plan = PLAN[fault]
     options = dict(plan.get("options", {}), admin_token=TOKEN)
-    if plan.get("process"):
-        with engine_process(fault) as (address, pid):
-            report = _run(address, plan["run"], shutdown_command=f"kill -TERM {pid}", **options)
-    else:
-        with reference_engine(faults=(fault,), **plan.get("engine", {})) as engine:
-            if plan.get("admin_address"):
-                options["admin_target"] = engine.server.admin_address
-            report = _run(engine.address, plan["run"], **options)
+
+    def start(stack: contextlib.ExitStack) -> Options:
+        if plan.get("process"):
+            address, pid = stack.enter_context(engine_process(fault))
+            return Options(target=address, shutdown_command=f"kill -TERM {pid}", **options)
+        engine = stack.enter_context(reference_engine(faults=(fault,), **plan.get("engine", {})))
+        admin = {"admin_target": engine.server.admin_address} if plan.get("admin_address") else {}
+        return Options(target=engine.address, **options, **admin)
+    return start
+
+
+def check_caught(fault: str, report) -> None:
+    plan = PLAN[fault]
     bad = failed(report)
     assert report.results
     missing = plan["fails"] - set(bad)
@@ -283,6 +277,14 @@ def test_fault_is_caught_by_its_case(fault):
     unexpected = {c: r for c, r in bad.items()
                   if c not in plan["fails"] and not _allowed(c, plan.get("also", ()))}
     assert not unexpected, f"{fault}: other cases failed too: {unexpected}"
+
+
+def test_each_fault_is_caught_by_its_case(subtests):
+    """The faults run side by side, each on an engine of its own; each is a subtest."""
+    outcomes = side_by_side({fault: (_start(fault), PLAN[fault]["run"]) for fault in sorted(FAULTS)})
+    for fault in sorted(FAULTS):
+        with subtests.test(fault):
+            check_caught(fault, report_of(outcomes[fault]))
 
 
 def test_without_faults_the_same_selections_pass():

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from openengine.conformance import Outcome
+from openengine.conformance import Options, Outcome
 from openengine.engine import ModelConfig
 
-from tests.conformance.conftest import TOKEN, failed, reference_engine, run_suite
+from tests.conformance.conftest import TOKEN, failed, reference_engine, report_of, run_suite, side_by_side
 
 # Whole suites against engines (the fast lane leaves them out).
 pytestmark = [pytest.mark.slow, pytest.mark.waits]
@@ -37,12 +37,26 @@ SUBSETS = [
 ]
 
 
-@pytest.mark.parametrize("engine_kw", SUBSETS, ids=lambda kw: "+".join(kw["profiles"]) +
-                         (f"@{kw['role']}" if "role" in kw else "") +
-                         (f"-{len(kw['models'])}-models" if "models" in kw else ""))
-def test_suite_passes(engine_kw):
-    with reference_engine(**engine_kw) as engine:
-        report = run_suite(engine.address)
+def _name(kw: dict) -> str:
+    return "+".join(kw["profiles"]) + (f"@{kw['role']}" if "role" in kw else "") + \
+        (f"-{len(kw['models'])}-models" if "models" in kw else "")
+
+
+def _start(engine_kw: dict):
+    return lambda stack: Options(target=stack.enter_context(reference_engine(**engine_kw)).address,
+                                 admin_token=TOKEN)
+
+
+@pytest.mark.timeout(240)
+def test_suite_passes(subtests):
+    """Each subset on an engine of its own, the suites side by side; each is a subtest."""
+    outcomes = side_by_side({_name(kw): (_start(kw), None) for kw in SUBSETS})
+    for kw, (name, outcome) in zip(SUBSETS, outcomes.items()):
+        with subtests.test(name):
+            judge_subset(kw, report_of(outcome))
+
+
+def judge_subset(engine_kw: dict, report) -> None:
     assert failed(report) == {}
     advertised = set(report.advertised)
     ran = {r.id for r in report.results}

@@ -4,40 +4,23 @@ certificate, a missing client certificate) gets one line naming the option that 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from oespec.cli import run
+from tests.certificates import make_certificates
 from tests.conformance.conftest import failed, run_suite
 from tests.conformance.otherengine import OtherEngine
 
 FAST = ["--rpc-timeout", "2", "--case-timeout", "4", "--case", "core.discovery.answers"]
 
 
-def _openssl(folder: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
-
-
-def certificates(folder: Path, server_names: str) -> dict[str, str]:
-    """A CA, a server certificate for `server_names` (an openssl subjectAltName list) and a
-    client certificate, all signed by the CA; their paths by file name."""
-    _openssl(folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-             "/CN=conformance-test-ca", "-keyout", "ca.key", "-out", "ca.pem")
-    (folder / "server.cnf").write_text(f"subjectAltName={server_names}\n")
-    (folder / "client.cnf").write_text("extendedKeyUsage=clientAuth\n")
-    for name in ("server", "client"):
-        _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr")
-        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "1", "-out", f"{name}.pem", "-extfile", f"{name}.cnf")
-    return {n: str(folder / n) for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
 
 
 @pytest.fixture(scope="module")
 def pem(tmp_path_factory) -> dict[str, str]:
-    return certificates(tmp_path_factory.mktemp("tls"), "DNS:localhost,IP:127.0.0.1")
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 def _tls_engine(pem: dict[str, str], *, client_ca: bool = False, **kw) -> OtherEngine:
@@ -103,7 +86,7 @@ def test_tls_options_reach_the_engine_through_the_command(capsys, pem):
 def test_an_engine_behind_mutual_tls_under_another_name_conforms(tmp_path):
     """The whole suite over TLS, with a client certificate and a certificate that names only
     another host: every stream and channel of every case goes through the same TLS options."""
-    pem = certificates(tmp_path, "DNS:engine.test")
+    pem = make_certificates(tmp_path, "DNS:engine.test")
     with _tls_engine(pem, client_ca=True) as engine:
         report = run_suite(engine.address, admin_token=None, tls=True, ca=pem["ca.pem"],
                            cert=pem["client.pem"], key=pem["client.key"], server_name="engine.test")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import subprocess
-from pathlib import Path
 
 import grpc
 import pytest
@@ -97,19 +95,3 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
-def _openssl(folder: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
-
-
-def make_certificates(folder: Path) -> dict[str, str]:
-    """A CA, a server certificate for 127.0.0.1 and localhost and a client certificate, all signed
-    by the CA, written to `folder`; returns their paths by file name."""
-    _openssl(folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-             "/CN=test-ca", "-keyout", "ca.key", "-out", "ca.pem")
-    (folder / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for name in ("server", "client"):
-        _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr")
-        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "1", "-out", f"{name}.pem", "-extfile", "san.cnf")
-    return {n: str(folder / n) for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}

@@ -15,7 +15,8 @@ from openengine.v1 import (
 )
 from openengine.v1 import generation_pb2 as g
 
-from tests.engine.conftest import AUTH, make_certificates, running
+from tests.certificates import make_certificates
+from tests.engine.conftest import AUTH, running
 
 H = health_pb2.HealthCheckResponse
 

@@ -49,7 +49,9 @@ def test_the_llama_engine_conforms(tiny_model_path):
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-    assert result.returncode == 0, result.stdout[-3000:]
+    not_passed = {r["case"]: (r["outcome"], r["reason"]) for r in report["results"]
+                  if r["outcome"] in ("fail", "error")}
+    assert result.returncode == 0, (not_passed or report["verdict"], result.stderr[-2000:])
     assert report["verdict"]["text"].startswith("CONFORMS"), report["verdict"]
     assert report["verdict"]["counts"]["fail"] == 0 and report["verdict"]["counts"]["error"] == 0
     unchecked = {r["case"]: r["reason"] for r in report["results"] if r["outcome"] == "unchecked"}

@@ -189,6 +189,9 @@ class Bugs:
     lora_served: bool = False              # Control/LoadLora answers, openengine.adapters unadvertised (REQ-CORE-003)
 
 
+STEP = 4     # tokens of an output made in one decode step
+
+
 @dataclass(frozen=True)
 class Timing:
     token_seconds: tuple[float, float] = (0.001, 0.003)
@@ -277,7 +280,10 @@ class Job:
                 if self._stopped():     # aborted while queued, seen only now
                     return
                 while not all(done):
-                    time.sleep(rng.uniform(*self.timing.token_seconds))
+                    # A decode step makes STEP tokens of each output at once; the stream sends
+                    # what is ready in one message (several tokens to a TokenOutput).
+                    if made[0] % STEP == 0:
+                        time.sleep(STEP * rng.uniform(*self.timing.token_seconds))
                     if self._stopped():
                         return
                     if self.stop_reason == "cancel" and not self.cancel_deaf:
@@ -652,8 +658,9 @@ def generate(st: State, request, context):
         if not st.bugs.prompt_event_late:
             yield prompt_event
             prompt_event = None
+    pending = None     # an event read while gathering tokens, not yet sent
     while True:
-        kind, data = job.events.get()
+        (kind, data), pending = pending or job.events.get(), None
         if kind == "gone":
             return
         if kind == "done":
@@ -686,8 +693,17 @@ def generate(st: State, request, context):
             return
         if kind == "token":
             index, token = data
-            text = "" if request.skip_detokenize else chr(token)
-            yield token_event(index, [_token_info(request, st, token)], text)
+            tokens = [token]
+            while pending is None:      # the tokens of this output already made go along
+                try:
+                    pending = job.events.get_nowait()
+                except queue.Empty:
+                    break
+                if pending[0] == "token" and pending[1][0] == index:
+                    tokens.append(pending[1][1])
+                    pending = None
+            text = "" if request.skip_detokenize else "".join(map(chr, tokens))
+            yield token_event(index, [_token_info(request, st, t) for t in tokens], text)
             if prompt_event is not None:
                 yield prompt_event
                 prompt_event = None
