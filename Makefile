@@ -82,10 +82,10 @@ upstream-pin: setup
 # (add a profile, the pull-request workflow, the install outside the checkout, the browser) run in
 # three groups of about equal length, each on a worker of its own, sharing one copy of the checkout
 # (tests/conftest.py, tests/checkout.py); one worker per core computes the rest, and the workers
-# beyond those take the slow tests that mostly wait on stream windows and timers (over 1,000 s of
-# wall for about 60 CPU-s), which would otherwise leave the cores idle one after the other. Six
-# workers per core give those tests ten lanes on 2 cores. PYTEST_WORKERS sets the count (0: one
-# process). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
+# beyond those take the slow tests that mostly wait on stream windows and timers (about 400 s of
+# wall for 60 CPU-s; each matrix of faults or bug variants runs its engines side by side in one
+# test), which would otherwise leave the cores idle one after the other. Four workers per core give
+# those tests five lanes on 2 cores. PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
 # OE_TEST_CPU=<folder> records each test's CPU and wall time there, its subprocesses' included
 # (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a
@@ -93,7 +93,7 @@ upstream-pin: setup
 # caches each one compiles the project's modules again and pytest rewrites every test module's
 # asserts again. The caches (__pycache__/) are ignored by git.
 CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-PYTEST_WORKERS ?= $(shell echo $$((6 * $(CORES))))
+PYTEST_WORKERS ?= $(shell echo $$((4 * $(CORES))))
 PYTEST_ARGS ?=
 # PYTHONNODEBUGRANGES: Python 3.11 tracebacks re-parse each source line to place their carets, and
 # before 3.11.8 two threads parsing at once can fail with "AST constructor recursion depth

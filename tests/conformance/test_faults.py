@@ -279,6 +279,7 @@ def check_caught(fault: str, report) -> None:
     assert not unexpected, f"{fault}: other cases failed too: {unexpected}"
 
 
+@pytest.mark.timeout(300)
 def test_each_fault_is_caught_by_its_case(subtests):
     """The faults run side by side, each on an engine of its own; each is a subtest."""
     outcomes = side_by_side({fault: (_start(fault), PLAN[fault]["run"]) for fault in sorted(FAULTS)})
