@@ -7,9 +7,12 @@ import contextlib
 import gc
 import logging
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pytest
+
+if TYPE_CHECKING:
+    from openengine.conformance import Options
 
 TOKEN = "conformance-test-token"
 
