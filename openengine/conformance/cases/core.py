@@ -621,6 +621,12 @@ async def abort_targets(ctx: Context):
                             f"{status_name(err.code())}, not ABORT_STATUS_ALREADY_FINISHED: "
                             "aborting a finished request is not an error")
         own = await ctx.control.Abort(_by_id(running)) if call is not None else None
+        # How the running request ended tells whether an Abort that did not target it ended it,
+        # or it reached its end by itself while the Aborts were made.
+        rest = await asyncio.wait_for(read_rest(call), ctx.options.rpc_timeout) \
+            if own is not None and own.status != lifecycle_pb2.ABORT_STATUS_ABORTED else []
+    except asyncio.TimeoutError:
+        rest = []
     except grpc.aio.AioRpcError as err:
         raise rpc_error(err, "Abort") from None
     finally:
@@ -629,6 +635,12 @@ async def abort_targets(ctx: Context):
     expect_no(problems)
     if own is None:
         return "4 targets, no request running beside them (a prefill engine)"
+    last = rest[-1] if rest else None
+    if own.status == lifecycle_pb2.ABORT_STATUS_ALREADY_FINISHED and last is not None \
+            and last.HasField("finished") and last.finished.reason != generation_pb2.FINISH_REASON_CANCELLED:
+        raise Unchecked(f"the running request ended by itself (a finished event, reason "
+                        f"{finish_reason_name(last.finished.reason)}) while the Aborts targeting other "
+                        "requests were made, so none was seen leaving it running")
     expect(own.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
            f"after Aborts targeting other requests, aborting the running request by its own id "
            f"answered {lifecycle_pb2.AbortStatus.Name(own.status)}: it had already been ended by "
