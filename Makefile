@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 BASE ?= origin/main
 
 .DEFAULT_GOAL := all
-.PHONY: all setup system-packages generate bindings check test test-fast site serve breaking engine conformance conformance-reports bench clean llama upstream-pin
+.PHONY: all setup system-packages generate bindings check test test-fast wheelhouse site serve breaking engine conformance conformance-reports bench clean llama upstream-pin
 
 all: setup generate check site
 
@@ -100,7 +100,26 @@ PYTEST_ARGS ?=
 # mismatch". An engine thread logging a traceback while pytest formats a failure then ends the run
 # as an internal error that hides the failure; without column ranges no traceback parses.
 PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
-test: setup bindings llama
+# Collecting once first writes the rewritten test modules' caches, so the workers, which collect
+# at the same moment, read them instead of each rewriting every module (two CPU-seconds a worker
+# on a fresh checkout).
+PYTEST_COLLECT := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider
+
+# The wheels the install test (tests/engine/test_outside_the_checkout.py) installs the built
+# distribution's dependencies from, as pip fetches them for a user: the runtime's and the toolkit
+# extra's requirements (pyproject.toml) at the versions requirements.txt pins. Filled once per
+# checkout, with the other installs, rather than by the test.
+WHEELHOUSE := build/wheelhouse
+wheelhouse: $(WHEELHOUSE)/.filled
+$(WHEELHOUSE)/.filled: requirements.txt pyproject.toml $(STAMP)
+	mkdir -p $(WHEELHOUSE)
+	$(BIN)/python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	  print(*p['dependencies'], *p['optional-dependencies']['toolkit'], sep='\n')" > $(WHEELHOUSE)/requirements.in
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check -c requirements.txt -d $(WHEELHOUSE) \
+	  -r $(WHEELHOUSE)/requirements.in
+	touch $@
+test: setup bindings llama wheelhouse
+	@$(PYTEST_COLLECT) $(PYTEST_ARGS) >/dev/null
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The fast lane: every test not marked slow or browser (see pyproject.toml), in under a minute.
