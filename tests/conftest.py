@@ -40,7 +40,8 @@ def slow_modules_first(items: list) -> list:
 
 
 # A waiting test of a module with fewer waiting tests than this is taken for a long one (a
-# whole suite against an engine); one of a larger module for a short one (a variant, a fault).
+# whole suite, or a matrix of faults run side by side); one of a larger module for a short one
+# (a fuzzed message).
 MANY = 12
 LONG_WEIGHT = 10
 
