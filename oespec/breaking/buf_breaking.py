@@ -28,7 +28,6 @@ from oespec.breaking.ownership import WireGraph, attribute, buf_names, is_genera
 from oespec.descriptors import walk
 from openengine.contractkit.diagnostics import Diagnostic
 from openengine.contractkit.rules import Severity
-from oespec.registry import Registry
 
 BUF_CATEGORY = "FILE"
 BUF_TIMEOUT_S = 300

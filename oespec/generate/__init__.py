@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from openengine.contractkit.locations import Loc, NOWHERE
+from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity
 from openengine.contractkit.rules import RuleCatalogue, RuleSpec
 from oespec.registry import Registry

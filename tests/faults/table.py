@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2
 from openengine.contract import WORK_SERVICES, catalogue, role_numbers
 from openengine.serve import AbortReason, ErrorCode, Failure, Final, Refusal
 from openengine.v1 import (
-    error_pb2, events_pb2, generation_pb2, lifecycle_pb2, load_pb2, server_pb2,
+    events_pb2, generation_pb2, lifecycle_pb2, load_pb2, server_pb2,
 )
 
 from tests.faults.seams import (

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from openengine.contractkit.diagnostics import (
-    PRINTERS, Diagnostic, exit_code, render_github, render_json, render_text, sorted_diagnostics,
+    Diagnostic, exit_code, render_github, render_json, render_text, sorted_diagnostics,
 )
 from openengine.contractkit.locations import Loc
 from openengine.contractkit.rules import Severity

@@ -407,7 +407,7 @@ async def heartbeat_off(ctx: Context):
     finally:
         w.cancel()
     w.expect_none("OEV316", path="settings.heartbeat_ms", where="heartbeat_ms 0")
-    w.expect_none("OEV314", why=f"heartbeats were asked off (heartbeat_ms 0) and the settings say 0")
+    w.expect_none("OEV314", why="heartbeats were asked off (heartbeat_ms 0) and the settings say 0")
 
 
 @case("load.watch.initial-snapshot-on", profile=LOAD, requires=("REQ-LOAD-009",),
