@@ -19,6 +19,8 @@ VENV = ROOT / ".venv"
 # What `make setup` and `make llama` install from, and the stamp that says each is installed.
 INSTALLED = {"requirements.txt": ".installed", "pyproject.toml": ".installed",
              "requirements-llama.txt": ".llama-installed"}
+# The install test's wheels (`make wheelhouse`), a prerequisite of `make test` like the venv.
+WHEELHOUSE = ROOT / "build" / "wheelhouse"
 
 
 class NotSetUp(Exception):
@@ -52,9 +54,10 @@ def git(tree: Path, *args: str) -> str:
     return proc.stdout
 
 
-def _share_the_venv(tree: Path) -> None:
+def _share_the_installs(tree: Path) -> None:
     """Link the repository's .venv, and date the install inputs before its stamps: make in the copy
-    must never reinstall into that .venv (it would point the editable install at the copy)."""
+    must never reinstall into that .venv (it would point the editable install at the copy). The
+    wheelhouse is linked too once filled, so `make test` in the copy does not download it again."""
     stamps = {name: VENV / stamp for name, stamp in INSTALLED.items()}
     if not all(stamp.is_file() for stamp in stamps.values()):
         raise NotSetUp("the .venv is not set up (run `make setup llama`)")
@@ -62,6 +65,9 @@ def _share_the_venv(tree: Path) -> None:
     for name in INSTALLED:
         os.utime(tree / name, (before, before))
     (tree / ".venv").symlink_to(VENV, target_is_directory=True)
+    if (WHEELHOUSE / ".filled").is_file():
+        (tree / "build").mkdir(exist_ok=True)
+        (tree / "build" / "wheelhouse").symlink_to(WHEELHOUSE, target_is_directory=True)
     (tree / ".git" / "info" / "exclude").write_text(".venv\n", encoding="utf-8")
 
 
@@ -90,7 +96,7 @@ def make_shared_checkout(dst: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, target)
     git(dst, "init", "-q", "-b", "main")
-    _share_the_venv(dst)
+    _share_the_installs(dst)
     git(dst, "add", "-A")
     git(dst, "commit", "-q", "-m", "base")
     return dst
@@ -99,7 +105,7 @@ def make_shared_checkout(dst: Path) -> Path:
 def clone(shared: Path, dst: Path, *, branch: str | None = None) -> Path:
     """A tree of its own, cloned from the shared checkout (on `branch`, new, when given)."""
     git(dst.parent, "clone", "-q", str(shared), dst.name)
-    _share_the_venv(dst)
+    _share_the_installs(dst)
     if branch:
         git(dst, "checkout", "-q", "-b", branch)
     return dst
