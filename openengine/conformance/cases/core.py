@@ -247,7 +247,7 @@ def _expect_success(stream: Stream, what: str) -> None:
 
 @case("core.generate.stream", profile=CORE,
       requires=("REQ-CORE-009.1", "REQ-CORE-009.3", "REQ-CORE-001.1", "REQ-CORE-015", "REQ-SVC-002",
-                "REQ-CORE-016.1", "REQ-CORE-016.2", "REQ-CORE-017.1", "REQ-CORE-017.2",
+                "REQ-CORE-016.1", "REQ-CORE-017.1", "REQ-CORE-017.2",
                 "REQ-CORE-017.3", "REQ-CORE-017.4", "REQ-CORE-019.1", "REQ-CORE-019.3", "REQ-CORE-006"),
       title="Generate streams token events, then one finished (LENGTH at max_tokens) with the "
             "usage on the final response and the request id on every one, then OK")
@@ -274,6 +274,28 @@ async def generate_stream(ctx: Context):
            "(REQ-CORE-017.3)")
     expect(usage.prompt_tokens > 0, "usage.prompt_tokens is 0 for a non-empty prompt (REQ-CORE-017.3)")
     return f"{tokens} tokens, usage {usage.prompt_tokens}+{usage.completion_tokens}"
+
+
+# Tokens asked for where a case needs several token events of one output: an engine may send a
+# whole decode step's tokens in one event, so a short output can arrive in one or two.
+SEVERAL_EVENTS_TOKENS = 32
+
+
+@case("core.generate.delta-text", profile=CORE, requires=("REQ-CORE-016.2",),
+      title="each token event carries only the text its tokens add, never the output's text so far")
+async def generate_delta_text(ctx: Context):
+    ctx.require_decoding()
+    tokens = min(SEVERAL_EVENTS_TOKENS, ctx.long_generation_tokens())
+    request = ctx.generate_request(max_tokens=tokens, ignore_eos=True)
+    stream = Stream(await ctx.generate(request), request)
+    _expect_success(stream, f"a {tokens}-token request")
+    _expect_shape(stream, request_id=request.request_id)   # judges cumulative text from 3 events on
+    events = sum(1 for r in stream.responses if r.HasField("token") and r.token.output_index == 0
+                 and r.token.text)
+    if events < 3:
+        raise Unchecked(f"the {len(stream.output(0).tokens)} tokens came in {events} token event(s) with "
+                        "text: text that repeats what came before shows only from the third event on")
+    return f"{events} token events"
 
 
 @case("core.generate.request-id", profile=CORE, requires=("REQ-CORE-015",),

@@ -136,7 +136,7 @@ VARIANTS: dict[str, Variant] = {
                               cases="core.generate.stop-strings", ignore_stop_strings=True),
     "stop-string-kept": variant("REQ-CORE-013.3", "core.generate.stop-strings", "and 0 characters follow it",
                            stop_string_kept=True),
-    "cumulative-text": variant("REQ-CORE-016.2", "core.generate.stream", "text is cumulative",
+    "cumulative-text": variant("REQ-CORE-016.2", "core.generate.delta-text", "text is cumulative",
                                cumulative_text=True),
     "prompt-event-late": variant("REQ-CORE-016.3", "core.generate.prompt-logprobs",
                                  "at most once, first", prompt_event_late=True),
