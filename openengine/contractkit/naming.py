@@ -13,8 +13,6 @@ import re
 # the last capital of an acronym that starts a new word (`GPUKind`: between `U` and `K`).
 _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
-STREAMING_SHAPES = ("unary", "server", "client", "bidi")
-
 # One word of a profile name: lower-case letters and digits, inner single hyphens.
 _NAME_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
 # A canonical profile name (REQ-CAP-001): at least two dotted words (openengine.runtime-events).
