@@ -85,7 +85,8 @@ upstream-pin: setup
 # beyond those take the slow tests that mostly wait on stream windows and timers (about 400 s of
 # wall for 60 CPU-s; each matrix of faults or bug variants runs its engines side by side in one
 # test), which would otherwise leave the cores idle one after the other. Four workers per core give
-# those tests five lanes on 2 cores. PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
+# those tests five lanes on 2 cores. PYTEST_WORKERS sets the count (0: one process). PYTEST_ARGS
+# adds arguments, e.g. `make test PYTEST_ARGS=tests/site`.
 # OE_TEST_CPU=<folder> records each test's CPU and wall time there, its subprocesses' included
 # (tests/conftest.py), e.g. `make test OE_TEST_CPU=/tmp/cpu`.
 # Bytecode caches stay on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): a

@@ -16,6 +16,7 @@ class Output:
     index: int
     tokens: list = field(default_factory=list)      # TokenInfo records, in order
     text: str = ""
+    texts: list = field(default_factory=list)       # each token event's text, the empty ones left out
     finished: Any = None                            # GenerationFinished, once it came
     after_finished: int = 0                         # events of this output after its finished
 
@@ -81,6 +82,8 @@ class Stream:
                 if kind == "token":
                     out.tokens.extend(event.tokens)
                     out.text += event.text
+                    if event.text:
+                        out.texts.append(event.text)
                 else:
                     out.finished = event
             elif kind == "error":
@@ -134,9 +137,8 @@ class Stream:
         if self.prompt_at and (self.prompt_at != [0]):
             out.append(f"the prompt event came {len(self.prompt_at)} time(s), at position(s) "
                        f"{self.prompt_at}: at most once, first (REQ-CORE-016.3)")
-        for index in self.outputs:
-            texts = [r.token.text for r in self.responses if r.HasField("token")
-                     and r.token.output_index == index and r.token.text]
+        for index, output in self.outputs.items():
+            texts = output.texts
             if len(texts) >= 3 and all(b.startswith(a) and len(b) > len(a) for a, b in zip(texts, texts[1:])):
                 out.append(f"output {index}'s token text is cumulative: each event repeats the text "
                            "before it, where it carries only what is new (REQ-CORE-016.2)")

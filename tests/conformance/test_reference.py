@@ -50,10 +50,11 @@ def _start(engine_kw: dict):
 @pytest.mark.timeout(240)
 def test_suite_passes(subtests):
     """Each subset on an engine of its own, the suites side by side; each is a subtest."""
-    outcomes = side_by_side({_name(kw): (_start(kw), None) for kw in SUBSETS})
-    for kw, (name, outcome) in zip(SUBSETS, outcomes.items()):
+    subsets = {_name(kw): kw for kw in SUBSETS}
+    outcomes = side_by_side({name: (_start(kw), None) for name, kw in subsets.items()})
+    for name, outcome in outcomes.items():
         with subtests.test(name):
-            judge_subset(kw, report_of(outcome))
+            judge_subset(subsets[name], report_of(outcome))
 
 
 def judge_subset(engine_kw: dict, report) -> None:

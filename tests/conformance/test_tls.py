@@ -16,8 +16,6 @@ from tests.conformance.otherengine import OtherEngine
 FAST = ["--rpc-timeout", "2", "--case-timeout", "4", "--case", "core.discovery.answers"]
 
 
-
-
 @pytest.fixture(scope="module")
 def pem(tmp_path_factory) -> dict[str, str]:
     return make_certificates(tmp_path_factory.mktemp("tls"))

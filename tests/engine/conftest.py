@@ -93,5 +93,3 @@ class Records(logging.Handler):
 
     def emit(self, record):
         self.records.append(record)
-
-

@@ -6,8 +6,9 @@ The installs are real: the sdist and the wheel are built from a copy of the sour
 checkout's own bindings left out, so the wheel's come from its build step), then installed with
 pip into virtual environments outside the checkout, the runtime alone and with the toolkit
 extra. The dependencies come from a wheelhouse in the checkout's build/ folder, which `make test`
-fills from the package index (`make wheelhouse`); the test fills it itself when run otherwise. The venv is new every run: the runtime is installed into it
-first, and the toolkit extra is added to it for the module's last tests (see `toolkit`)."""
+fills from the package index (`make wheelhouse`); the test fills it itself when run otherwise.
+The venv is new every run: the runtime is installed into it first, and the toolkit extra is added
+to it for the module's last tests (see `toolkit`)."""
 
 from __future__ import annotations
 

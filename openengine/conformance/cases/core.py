@@ -234,11 +234,6 @@ async def capabilities_stable(ctx: Context):
 
 
 # Generation
-def _expect_shape(stream: Stream, *, outputs: int = 1, request_id: str | None = None) -> None:
-    problems = stream.shape_problems(outputs=outputs, request_id=request_id)
-    expect_no(problems)
-
-
 def _expect_success(stream: Stream, what: str) -> None:
     failure = stream.failure()
     if failure:
@@ -257,7 +252,7 @@ async def generate_stream(ctx: Context):
     # ignore_eos: the output runs to max_tokens, so an output that runs past it is seen.
     request = ctx.generate_request(max_tokens=6, ignore_eos=True)
     stream = Stream(await ctx.generate(request), request)
-    _expect_shape(stream, request_id=request.request_id)
+    expect_no(stream.shape_problems(request_id=request.request_id))
     _expect_success(stream, "a 6-token request")
     out = stream.output(0)
     tokens = len(out.tokens)
@@ -290,9 +285,8 @@ async def generate_delta_text(ctx: Context):
     stream = Stream(await ctx.generate(request), request)
     _expect_success(stream, f"a {tokens}-token request")
     # Fails three or more events of which each begins with the whole text before it.
-    _expect_shape(stream, request_id=request.request_id)
-    texts = [r.token.text for r in stream.responses
-             if r.HasField("token") and r.token.output_index == 0 and r.token.text]
+    expect_no(stream.shape_problems(request_id=request.request_id))
+    texts = stream.output(0).texts
     if any(not later.startswith(earlier) for earlier, later in zip(texts, texts[1:])):
         return f"{len(texts)} token events, none repeating the text before it"
     raise Unchecked(f"the {len(stream.output(0).tokens)} tokens came in {len(texts)} token event(s) "
@@ -325,7 +319,7 @@ async def generate_terminal(ctx: Context):
     request = ctx.generate_request(max_tokens=4, num_sequences=n)
     stream = Stream(await ctx.generate(request), request)
     _expect_success(stream, f"a request for {n} outputs")
-    _expect_shape(stream, outputs=n, request_id=request.request_id)
+    expect_no(stream.shape_problems(outputs=n, request_id=request.request_id))
     finished = sorted(i for i, o in stream.outputs.items() if o.finished is not None)
     expect(finished == list(range(n)), f"with num_sequences={n} the stream finished outputs "
                                        f"{finished}: expected one finished event for each of "
@@ -498,7 +492,7 @@ async def prompt_logprobs(ctx: Context):
         request.response.prompt_candidates.top_n = top
     stream = Stream(await ctx.generate(request), request)
     _expect_success(stream, "a request for prompt logprobs")
-    _expect_shape(stream, request_id=request.request_id)
+    expect_no(stream.shape_problems(request_id=request.request_id))
     expect(stream.prompt is not None, "advertised prompt logprobs were asked for but no prompt "
                                       "event came")
     tokens = list(stream.prompt.tokens)
@@ -570,7 +564,7 @@ async def _abort_running(ctx: Context, abort_request_for) -> str:
         raise Failed(f"Abort answered {lifecycle_pb2.AbortStatus.Name(aborted.status)} but the aborted "
                      f"stream {ending(responses[-1], stream.completion_tokens)}, not with a finished "
                      "event of FINISH_REASON_CANCELLED (REQ-CORE-010.4)")
-    _expect_shape(stream, request_id=req.request_id)
+    expect_no(stream.shape_problems(request_id=req.request_id))
     code = await call.code()
     expect(code == grpc.StatusCode.OK, f"the aborted stream ended with {status_name(code)}, not OK")
     expect(aborted.status == lifecycle_pb2.ABORT_STATUS_ABORTED,
@@ -1048,7 +1042,7 @@ async def ignore_eos(ctx: Context):
         again = request(True, tokens)
         stream = Stream(await ctx.generate(again, timeout=ctx.options.rpc_timeout + 2 * took), again)
         _expect_success(stream, f"{what} with ignore_eos")
-        _expect_shape(stream, request_id=again.request_id)
+        expect_no(stream.shape_problems(request_id=again.request_id))
         out = stream.output(0)
         made, reason = len(out.tokens), finish_reason_name(out.finished.reason)
         expect(not _ended_by_eos(stream),
